@@ -1,0 +1,78 @@
+# SIG — make targets. `make demo` and `make test` do all set-up on a fresh machine.
+SHELL := /bin/bash
+BIN   := $(CURDIR)/bin
+GO    ?= go
+export PATH := $(BIN):$(PATH)
+
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+MINIO_VERSION              := v0.0.0-20260212201848-7aac2a2c5b7c
+GRPCURL_VERSION            := v1.9.3
+
+# Tests use a long timeout: the reliability tests kill and restart real processes.
+TEST_FLAGS ?= -timeout 30m
+ARGS ?=
+
+.PHONY: all deps proto build test bench demo fmt vet clean
+
+all: build
+
+## deps: install every tool the build and the tests use, pinned, into bin/ (protoc via apt-get).
+deps: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/minio $(BIN)/grpcurl protoc chromium
+
+protoc:
+	@command -v protoc >/dev/null 2>&1 || { echo "installing protobuf-compiler (apt-get)"; \
+	  (apt-get install -y protobuf-compiler || (apt-get update && apt-get install -y protobuf-compiler)) >/dev/null; }
+
+# Debian's Chromium drives the web UI browser tests (chromedp).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium (apt-get)"; \
+	  (apt-get install -y chromium || (apt-get update && apt-get install -y chromium)) >/dev/null; }
+
+$(BIN)/protoc-gen-go:
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+$(BIN)/protoc-gen-go-grpc:
+	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+# MinIO is a Go program; the first install takes a few minutes.
+$(BIN)/minio:
+	@echo "installing MinIO $(MINIO_VERSION) into bin/ (a few minutes the first time)"
+	GOBIN=$(BIN) $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+
+$(BIN)/grpcurl:
+	GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+## proto: regenerate the committed gRPC/protobuf code.
+proto: protoc $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
+	protoc --proto_path=proto --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
+	  --go_out=. --go_opt=module=github.com/sigdata/sig \
+	  --go-grpc_out=. --go-grpc_opt=module=github.com/sigdata/sig \
+	  $$(find proto -name '*.proto' | sort)
+
+## build: compile everything and put the commands in bin/.
+build:
+	$(GO) build ./...
+	GOBIN=$(BIN) $(GO) install ./cmd/...
+
+## test: all tests, against a real MinIO, kfake and Chromium (installed first).
+test: deps
+	$(GO) vet ./...
+	$(GO) test $(TEST_FLAGS) ./...
+
+## bench: benchmarks; reports are written under bench/.
+bench: deps build
+	./bench/run.sh
+
+## demo: the main job end to end on embedded defaults.
+demo: deps build
+	$(BIN)/sigctl demo $(ARGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN)
