@@ -1,0 +1,21 @@
+// Package testenv is the one test environment of the project: it starts a
+// real MinIO server (the repository's bin/minio, installed by `make deps`)
+// and an embedded Kafka cluster (kfake), both on 127.0.0.1, for the tests of
+// every package and for `make demo`.
+//
+// MinIO runs as a child process on a free port with a temporary data
+// directory and random credentials. It can be killed and restarted on the
+// same port and data directory, so tests inject object-store outages without
+// changing any client's endpoint. kfake runs inside the calling process;
+// with a data directory it persists its log and committed offsets, so a
+// consumer that is killed and restarted resumes from the offsets it
+// committed.
+//
+// Tests never skip when MinIO is missing: they fail with "run make deps".
+// The testing.TB helpers (NewMinIO, NewKafka) register cleanups; the plain
+// constructors (StartMinIO, StartKafka) are for programs such as the demo,
+// which stop the servers themselves.
+//
+// What this package does not own: the object-store client (warehouse/objstore)
+// and Kafka clients (callers build them from the addresses given here).
+package testenv

@@ -1,0 +1,23 @@
+// Package objstore is the one object-store client of SIG: a thin wrapper over
+// minio-go/v7 for any S3-compatible server (MinIO in development and tests).
+//
+// What it adds to minio-go, and nothing more:
+//
+//   - Deadlines. Every attempt runs under Config.AttemptTimeout inside the
+//     caller's context; a whole operation gives up after Config.RetryFor.
+//   - Retries with exponential backoff and jitter on transient failures
+//     (connection refused or reset, timeouts, 5xx and throttling codes), so a
+//     MinIO restart or a short outage delays callers instead of failing them.
+//     minio-go's own retry loop is turned off so that there is one policy.
+//   - A content checksum on every object: Put stores the CRC-32C (Castagnoli)
+//     of the bytes in the object's user metadata (x-amz-meta-sig-crc32c) and
+//     Get verifies it. A mismatch is ErrCorrupt, with the object named; the
+//     bytes are never returned. Ranged reads cannot check the whole-object
+//     checksum: callers that read ranges keep their own per-range checksums
+//     (warehouse/block does, per column).
+//   - Sentinel errors callers branch on: ErrNotFound, ErrCorrupt.
+//
+// What it does not own: object keys and layouts (warehouse/block), what is in
+// the bucket (warehouse/catalog), multipart upload tuning (objects are blocks
+// of a few to a few tens of megabytes and go up in one request).
+package objstore

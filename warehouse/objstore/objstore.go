@@ -1,0 +1,537 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"iter"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/sigdata/sig/internal/clock"
+)
+
+// Sentinel errors. Errors returned by Store wrap them; test with errors.Is.
+var (
+	// ErrNotFound: the object (or bucket) does not exist.
+	ErrNotFound = errors.New("object not found")
+	// ErrCorrupt: the bytes read do not match the checksum stored with the
+	// object, or the object carries no valid checksum.
+	ErrCorrupt = errors.New("object corrupt")
+)
+
+// MetaChecksum is the user-metadata key under which Put stores the CRC-32C of
+// the object, as 8 lower-case hex digits. S3 sends it as
+// x-amz-meta-sig-crc32c.
+const MetaChecksum = "Sig-Crc32c"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum returns the CRC-32C (Castagnoli) of b, the checksum kept with every
+// object.
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// Config configures a Store. Call EnsureDefaults (New does) to fill zero
+// fields.
+type Config struct {
+	// Endpoint is host:port of the S3 API.
+	Endpoint string
+	// AccessKey and SecretKey are the credentials.
+	AccessKey, SecretKey string
+	// Bucket is the bucket every operation addresses.
+	Bucket string
+	// Secure selects HTTPS.
+	Secure bool
+	// Region is the bucket's region. Default "us-east-1".
+	Region string
+	// AttemptTimeout bounds one request, including reading the body.
+	// Default 60s.
+	AttemptTimeout time.Duration
+	// RetryFor bounds how long one operation retries transient failures
+	// before returning the last error. The caller's context can end it
+	// sooner. Default 2m, long enough to ride out a server restart.
+	RetryFor time.Duration
+	// InitialBackoff and MaxBackoff bound the wait between attempts, which
+	// doubles from InitialBackoff up to MaxBackoff, with jitter.
+	// Defaults 50ms and 2s.
+	InitialBackoff, MaxBackoff time.Duration
+	// Clock times the backoff waits. Default the wall clock.
+	Clock clock.Clock
+	// Logger receives one line per retried failure. Default: discard.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if c.AttemptTimeout <= 0 {
+		c.AttemptTimeout = 60 * time.Second
+	}
+	if c.RetryFor <= 0 {
+		c.RetryFor = 2 * time.Minute
+	}
+	if c.InitialBackoff <= 0 {
+		c.InitialBackoff = 50 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 2 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Info describes a stored object.
+type Info struct {
+	Key          string
+	Size         int64
+	ETag         string
+	LastModified time.Time
+	// Checksum is the CRC-32C stored with the object; HasChecksum is false
+	// for objects not written through Put.
+	Checksum    uint32
+	HasChecksum bool
+	// Metadata holds the caller's user metadata given to Put (keys in
+	// canonical header form without the x-amz-meta- prefix), excluding
+	// MetaChecksum. Listings leave it nil.
+	Metadata map[string]string
+}
+
+// Store is a bucket on an S3-compatible server.
+type Store struct {
+	cfg    Config
+	client *minio.Client
+}
+
+// New returns a Store for cfg.Bucket. It does not contact the server.
+func New(cfg Config) (*Store, error) {
+	cfg.EnsureDefaults()
+	if cfg.Endpoint == "" || cfg.Bucket == "" {
+		return nil, errors.New("objstore: endpoint and bucket are required")
+	}
+	tr, err := minio.DefaultTransport(cfg.Secure)
+	if err != nil {
+		return nil, err
+	}
+	// A dead connection must surface quickly so that the retry loop, not
+	// the kernel, decides how long to wait.
+	tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	tr.ResponseHeaderTimeout = cfg.AttemptTimeout
+	cl, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:      credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure:     cfg.Secure,
+		Region:     cfg.Region,
+		Transport:  tr,
+		MaxRetries: 1, // one retry policy: ours
+	})
+	if err != nil {
+		return nil, fmt.Errorf("objstore: %w", err)
+	}
+	return &Store{cfg: cfg, client: cl}, nil
+}
+
+// Bucket returns the bucket name.
+func (s *Store) Bucket() string { return s.cfg.Bucket }
+
+// Endpoint returns the server address.
+func (s *Store) Endpoint() string { return s.cfg.Endpoint }
+
+// EnsureBucket creates the bucket if it does not exist.
+func (s *Store) EnsureBucket(ctx context.Context) error {
+	return s.retry(ctx, "make bucket "+s.cfg.Bucket, func(ctx context.Context) error {
+		ok, err := s.client.BucketExists(ctx, s.cfg.Bucket)
+		if err != nil || ok {
+			return err
+		}
+		err = s.client.MakeBucket(ctx, s.cfg.Bucket, minio.MakeBucketOptions{Region: s.cfg.Region})
+		if code := minio.ToErrorResponse(err).Code; code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists" {
+			return nil
+		}
+		return err
+	})
+}
+
+// Put stores data under key, with its CRC-32C and the caller's user metadata
+// (which must not use MetaChecksum). An existing object is replaced whole:
+// readers see the old or the new bytes, never a mix.
+func (s *Store) Put(ctx context.Context, key string, data []byte, metadata map[string]string) (Info, error) {
+	sum := Checksum(data)
+	um := make(map[string]string, len(metadata)+1)
+	for k, v := range metadata {
+		if http.CanonicalHeaderKey(k) == MetaChecksum {
+			return Info{}, fmt.Errorf("objstore: put %s: metadata key %s is reserved", key, k)
+		}
+		um[k] = v
+	}
+	um[MetaChecksum] = fmt.Sprintf("%08x", sum)
+	var info Info
+	err := s.retry(ctx, "put "+key, func(ctx context.Context) error {
+		ui, err := s.client.PutObject(ctx, s.cfg.Bucket, key, bytes.NewReader(data), int64(len(data)),
+			minio.PutObjectOptions{UserMetadata: um, ContentType: "application/octet-stream"})
+		if err != nil {
+			return err
+		}
+		info = Info{Key: key, Size: ui.Size, ETag: ui.ETag, LastModified: ui.LastModified,
+			Checksum: sum, HasChecksum: true, Metadata: metadata}
+		return nil
+	})
+	return info, err
+}
+
+// Get reads the whole object and verifies its checksum. A mismatch, an object
+// without a checksum, or an object the server cannot read back (its own
+// bitrot check fails) is ErrCorrupt.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, Info, error) {
+	var (
+		data []byte
+		info Info
+	)
+	var sum uint32
+	err := s.read(ctx, key, "get "+key, minio.GetObjectOptions{}, func(obj *minio.Object, oi minio.ObjectInfo) error {
+		buf := make([]byte, oi.Size)
+		// Checksum each chunk as it arrives, so the CRC overlaps the
+		// transfer instead of adding to it.
+		var crc uint32
+		for off := 0; off < len(buf); {
+			end := min(off+readChunk, len(buf))
+			if _, err := io.ReadFull(obj, buf[off:end]); err != nil {
+				return err
+			}
+			crc = crc32.Update(crc, castagnoli, buf[off:end])
+			off = end
+		}
+		data, info, sum = buf, infoOf(oi), crc
+		return nil
+	})
+	if err != nil {
+		return nil, Info{}, err
+	}
+	if !info.HasChecksum {
+		return nil, Info{}, fmt.Errorf("objstore: get %s/%s: no %s metadata: %w", s.cfg.Bucket, key, MetaChecksum, ErrCorrupt)
+	}
+	if got := sum; got != info.Checksum {
+		return nil, Info{}, fmt.Errorf("objstore: get %s/%s: crc32c %08x, stored %08x: %w", s.cfg.Bucket, key, got, info.Checksum, ErrCorrupt)
+	}
+	return data, info, nil
+}
+
+// readChunk is the unit in which Get reads and checksums a body.
+const readChunk = 256 << 10
+
+// unreadableAttempts is how many reads in a row must fail on the body, with
+// the server otherwise answering, before an object is declared unreadable.
+// MinIO reports bitrot by cutting the body or answering SlowDownRead, both of
+// which also happen in a transient overload; repeated failures on one object
+// while Stat succeeds are not transient.
+const unreadableAttempts = 4
+
+// read runs a GET with retries; fn consumes the body. It detects objects
+// the server can no longer read (see unreadableAttempts).
+func (s *Store) read(ctx context.Context, key, what string, opts minio.GetObjectOptions, fn func(*minio.Object, minio.ObjectInfo) error) error {
+	bodyFailures := 0
+	return s.retry(ctx, what, func(ctx context.Context) error {
+		obj, err := s.client.GetObject(ctx, s.cfg.Bucket, key, opts)
+		if err != nil {
+			return err
+		}
+		defer obj.Close()
+		oi, err := obj.Stat()
+		if err == nil {
+			err = fn(obj, oi)
+		}
+		if err == nil {
+			return nil
+		}
+		code := minio.ToErrorResponse(err).Code
+		if ctx.Err() == nil && (errors.Is(err, io.ErrUnexpectedEOF) || code == "SlowDownRead" || code == "XMinioReadQuorum") {
+			bodyFailures++
+			if bodyFailures >= unreadableAttempts {
+				if _, serr := s.client.StatObject(ctx, s.cfg.Bucket, key, minio.StatObjectOptions{}); serr == nil {
+					return permanent(fmt.Errorf("server cannot read %s/%s back after %d attempts (%v): %w", s.cfg.Bucket, key, bodyFailures, err, ErrCorrupt))
+				}
+			}
+		} else {
+			bodyFailures = 0
+		}
+		return err
+	})
+}
+
+// GetRange reads length bytes at offset off. The whole-object checksum cannot
+// be verified on a range: the caller verifies what it reads. Reading past the
+// end of the object is an error.
+func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	if off < 0 || length <= 0 {
+		return nil, fmt.Errorf("objstore: get %s: invalid range off=%d length=%d", key, off, length)
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(off, off+length-1); err != nil {
+		return nil, fmt.Errorf("objstore: get %s: %w", key, err)
+	}
+	var data []byte
+	err := s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), opts, func(obj *minio.Object, oi minio.ObjectInfo) error {
+		if total, ok := contentRangeTotal(oi.Headers.Get("Content-Range")); ok && off+length > total {
+			return permanent(fmt.Errorf("range [%d,+%d) beyond size %d", off, length, total))
+		}
+		buf := make([]byte, length)
+		if _, err := io.ReadFull(obj, buf); err != nil {
+			return err
+		}
+		data = buf
+		return nil
+	})
+	return data, err
+}
+
+// GetSuffix reads the last n bytes of the object (all of it if it is shorter)
+// and returns them with the object's Info. It is how a reader that knows only
+// a key finds a trailer.
+func (s *Store) GetSuffix(ctx context.Context, key string, n int64) ([]byte, Info, error) {
+	if n <= 0 {
+		return nil, Info{}, fmt.Errorf("objstore: get %s: invalid suffix length %d", key, n)
+	}
+	var (
+		data []byte
+		info Info
+	)
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(0, -n); err != nil {
+		return nil, Info{}, fmt.Errorf("objstore: get %s: %w", key, err)
+	}
+	err := s.read(ctx, key, fmt.Sprintf("get %s [-%d:]", key, n), opts, func(obj *minio.Object, oi minio.ObjectInfo) error {
+		b, err := io.ReadAll(obj)
+		if err != nil {
+			return err
+		}
+		info = infoOf(oi)
+		// Stat on a ranged object reports the range's length; the total
+		// comes from Content-Range.
+		if total, ok := contentRangeTotal(oi.Headers.Get("Content-Range")); ok {
+			info.Size = total
+		}
+		data = b
+		return nil
+	})
+	return data, info, err
+}
+
+// contentRangeTotal parses "bytes a-b/total".
+func contentRangeTotal(h string) (int64, bool) {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i] == '/' {
+			v, err := strconv.ParseInt(h[i+1:], 10, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Stat returns the object's Info without reading it.
+func (s *Store) Stat(ctx context.Context, key string) (Info, error) {
+	var info Info
+	err := s.retry(ctx, "stat "+key, func(ctx context.Context) error {
+		oi, err := s.client.StatObject(ctx, s.cfg.Bucket, key, minio.StatObjectOptions{})
+		if err != nil {
+			return err
+		}
+		info = infoOf(oi)
+		return nil
+	})
+	return info, err
+}
+
+// Delete removes the object. Deleting a missing object is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	return s.retry(ctx, "delete "+key, func(ctx context.Context) error {
+		return s.client.RemoveObject(ctx, s.cfg.Bucket, key, minio.RemoveObjectOptions{})
+	})
+}
+
+// List yields every object whose key starts with prefix, in key order. A
+// transient failure part-way resumes after the last key yielded. Listings
+// carry no checksum or metadata (Stat has them).
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
+	return func(yield func(Info, error) bool) {
+		after := ""
+		start := s.cfg.Clock.Now()
+		var backoff time.Duration
+		for {
+			lctx, cancel := context.WithCancel(ctx)
+			var lerr error
+			for oi := range s.client.ListObjects(lctx, s.cfg.Bucket, minio.ListObjectsOptions{
+				Prefix: prefix, Recursive: true, StartAfter: after}) {
+				if oi.Err != nil {
+					lerr = oi.Err
+					break
+				}
+				backoff = 0
+				after = oi.Key
+				if !yield(Info{Key: oi.Key, Size: oi.Size, ETag: oi.ETag, LastModified: oi.LastModified}, nil) {
+					cancel()
+					return
+				}
+			}
+			cancel()
+			if lerr == nil {
+				return
+			}
+			lerr = classify(ctx, lerr)
+			if !isTransient(lerr) || s.cfg.Clock.Now().Sub(start) > s.cfg.RetryFor {
+				yield(Info{}, fmt.Errorf("objstore: list %s/%s: %w", s.cfg.Bucket, prefix, lerr))
+				return
+			}
+			backoff = s.nextBackoff(backoff)
+			s.cfg.Logger.Warn("objstore: retrying list", "prefix", prefix, "after", after, "err", lerr, "backoff", backoff)
+			if err := s.sleep(ctx, backoff); err != nil {
+				yield(Info{}, fmt.Errorf("objstore: list %s/%s: %w", s.cfg.Bucket, prefix, err))
+				return
+			}
+		}
+	}
+}
+
+func infoOf(oi minio.ObjectInfo) Info {
+	info := Info{Key: oi.Key, Size: oi.Size, ETag: oi.ETag, LastModified: oi.LastModified}
+	for k, v := range oi.UserMetadata {
+		ck := http.CanonicalHeaderKey(k)
+		if ck == MetaChecksum {
+			if sum, err := strconv.ParseUint(v, 16, 32); err == nil && len(v) == 8 {
+				info.Checksum, info.HasChecksum = uint32(sum), true
+			}
+			continue
+		}
+		if info.Metadata == nil {
+			info.Metadata = map[string]string{}
+		}
+		info.Metadata[ck] = v
+	}
+	return info
+}
+
+// permanentError marks an error that must not be retried.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return permanentError{err} }
+
+// transientError marks an error worth retrying.
+type transientError struct{ err error }
+
+func (e transientError) Error() string { return e.err.Error() }
+func (e transientError) Unwrap() error { return e.err }
+
+func isTransient(err error) bool {
+	var t transientError
+	return errors.As(err, &t)
+}
+
+// classify maps a minio-go or network error to ErrNotFound, a transient error,
+// or a permanent one.
+func classify(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe permanentError
+	if errors.As(err, &pe) {
+		return pe.err
+	}
+	if ctx.Err() != nil {
+		// The caller's deadline or cancellation, not the server's fault.
+		return err
+	}
+	resp := minio.ToErrorResponse(err)
+	switch resp.Code {
+	case "NoSuchKey", "NoSuchBucket", "NoSuchObject":
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case "SlowDown", "SlowDownRead", "SlowDownWrite", "ServiceUnavailable", "InternalError",
+		"RequestTimeout", "RequestTimeTooSkewed", "XMinioServerNotInitialized",
+		"XMinioReadQuorum", "XMinioWriteQuorum", "OperationTimedOut":
+		return transientError{err}
+	}
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout {
+		return transientError{err}
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if resp.StatusCode != 0 {
+		return err // another 4xx: our request is wrong; retrying will not help
+	}
+	// No S3 response: the network. Connection refused/reset, EOF, timeouts
+	// (including our per-attempt deadline) are what a restarting server
+	// looks like.
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, context.DeadlineExceeded) {
+		return transientError{err}
+	}
+	return err
+}
+
+func (s *Store) nextBackoff(prev time.Duration) time.Duration {
+	d := prev * 2
+	if d < s.cfg.InitialBackoff {
+		d = s.cfg.InitialBackoff
+	}
+	if d > s.cfg.MaxBackoff {
+		d = s.cfg.MaxBackoff
+	}
+	return d
+}
+
+func (s *Store) sleep(ctx context.Context, d time.Duration) error {
+	// Jitter in [d/2, d) spreads retries of many callers after an outage.
+	d = d/2 + rand.N(d/2+1)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.cfg.Clock.After(d):
+		return nil
+	}
+}
+
+// retry runs op until it succeeds, fails permanently, or RetryFor has passed.
+// Each attempt gets its own AttemptTimeout. The returned error names what was
+// attempted (op) and wraps the last failure.
+func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	start := s.cfg.Clock.Now()
+	var backoff time.Duration
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, s.cfg.AttemptTimeout)
+		err := classify(ctx, op(actx))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !isTransient(err) {
+			return fmt.Errorf("objstore: %s (bucket %s): %w", what, s.cfg.Bucket, err)
+		}
+		if s.cfg.Clock.Now().Sub(start) >= s.cfg.RetryFor {
+			return fmt.Errorf("objstore: %s (bucket %s): gave up after %d attempts in %v: %w", what, s.cfg.Bucket, attempt, s.cfg.RetryFor, err)
+		}
+		backoff = s.nextBackoff(backoff)
+		s.cfg.Logger.Warn("objstore: retrying", "op", what, "attempt", attempt, "err", err, "backoff", backoff)
+		if serr := s.sleep(ctx, backoff); serr != nil {
+			return fmt.Errorf("objstore: %s: %w (last error: %v)", what, serr, err)
+		}
+	}
+}
