@@ -117,6 +117,9 @@ type Info struct {
 type Store struct {
 	cfg    Config
 	client *minio.Client
+	// core reads bodies directly, without minio.Object's read-ahead
+	// goroutine and its extra copy.
+	core minio.Core
 }
 
 // New returns a Store for cfg.Bucket. It does not contact the server.
@@ -143,7 +146,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("objstore: %w", err)
 	}
-	return &Store{cfg: cfg, client: cl}, nil
+	return &Store{cfg: cfg, client: cl, core: minio.Core{Client: cl}}, nil
 }
 
 // Bucket returns the bucket name.
@@ -203,7 +206,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, Info, error) {
 		info Info
 	)
 	var sum uint32
-	err := s.read(ctx, key, "get "+key, minio.GetObjectOptions{}, func(obj *minio.Object, oi minio.ObjectInfo) error {
+	err := s.read(ctx, key, "get "+key, minio.GetObjectOptions{}, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
 		buf := make([]byte, oi.Size)
 		// Checksum each chunk as it arrives, so the CRC overlaps the
 		// transfer instead of adding to it.
@@ -243,17 +246,13 @@ const unreadableAttempts = 4
 
 // read runs a GET with retries; fn consumes the body. It detects objects
 // the server can no longer read (see unreadableAttempts).
-func (s *Store) read(ctx context.Context, key, what string, opts minio.GetObjectOptions, fn func(*minio.Object, minio.ObjectInfo) error) error {
+func (s *Store) read(ctx context.Context, key, what string, opts minio.GetObjectOptions, fn func(body io.Reader, oi minio.ObjectInfo, h http.Header) error) error {
 	bodyFailures := 0
 	return s.retry(ctx, what, func(ctx context.Context) error {
-		obj, err := s.client.GetObject(ctx, s.cfg.Bucket, key, opts)
-		if err != nil {
-			return err
-		}
-		defer obj.Close()
-		oi, err := obj.Stat()
+		body, oi, h, err := s.core.GetObject(ctx, s.cfg.Bucket, key, opts)
 		if err == nil {
-			err = fn(obj, oi)
+			err = fn(body, oi, h)
+			body.Close()
 		}
 		if err == nil {
 			return nil
@@ -285,8 +284,8 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 		return nil, fmt.Errorf("objstore: get %s: %w", key, err)
 	}
 	var data []byte
-	err := s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), opts, func(obj *minio.Object, oi minio.ObjectInfo) error {
-		if total, ok := contentRangeTotal(oi.Headers.Get("Content-Range")); ok && off+length > total {
+	err := s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), opts, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
+		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok && off+length > total {
 			return permanent(fmt.Errorf("range [%d,+%d) beyond size %d", off, length, total))
 		}
 		buf := make([]byte, length)
@@ -314,7 +313,7 @@ func (s *Store) GetSuffix(ctx context.Context, key string, n int64) ([]byte, Inf
 	if err := opts.SetRange(0, -n); err != nil {
 		return nil, Info{}, fmt.Errorf("objstore: get %s: %w", key, err)
 	}
-	err := s.read(ctx, key, fmt.Sprintf("get %s [-%d:]", key, n), opts, func(obj *minio.Object, oi minio.ObjectInfo) error {
+	err := s.read(ctx, key, fmt.Sprintf("get %s [-%d:]", key, n), opts, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
 		b, err := io.ReadAll(obj)
 		if err != nil {
 			return err
@@ -322,7 +321,7 @@ func (s *Store) GetSuffix(ctx context.Context, key string, n int64) ([]byte, Inf
 		info = infoOf(oi)
 		// Stat on a ranged object reports the range's length; the total
 		// comes from Content-Range.
-		if total, ok := contentRangeTotal(oi.Headers.Get("Content-Range")); ok {
+		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok {
 			info.Size = total
 		}
 		data = b
