@@ -1,0 +1,389 @@
+package matching
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sigdata/sig/transform"
+)
+
+// Key is a Merkle key: SHA-256 over a node's canonical form.
+type Key [32]byte
+
+func (k Key) String() string { return hex.EncodeToString(k[:]) }
+
+// Short is the first 12 hex digits, for humans.
+func (k Key) Short() string { return k.String()[:12] }
+
+// ParseKey parses a 64-digit hex key.
+func ParseKey(s string) (Key, error) {
+	var k Key
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(k) {
+		return k, fmt.Errorf("invalid key %q: want %d hex digits", truncate(s, 80), 2*len(k))
+	}
+	copy(k[:], b)
+	return k, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// CNode is a node of the canonical form.
+type CNode struct {
+	Op      string
+	Version int
+	// Params are explicit (defaults filled) and sorted by name.
+	Params []transform.Param
+	// Inputs index Canonical.Nodes; sorted by key for commutative ops.
+	Inputs []int
+	Type   transform.Type
+	Key    Key
+}
+
+// Component is the connected component a model input consumes: the cone of
+// canonical nodes its output depends on (paper IV.A: "each input to the
+// model consumes the output of one connected component").
+type Component struct {
+	Input string // the model input's name in the submitted graph
+	Key   Key    // the key of the root node
+	Root  int    // index into Canonical.Nodes
+	// Nodes is the cone in canonical order: a depth-first post-order from the
+	// root, inputs in canonical order. It does not depend on how the graph
+	// was written.
+	Nodes   []int
+	Columns []string // raw columns read, sorted
+	Ops     []string // distinct ops, sorted
+	Type    transform.Type
+}
+
+// Canonical is the canonical form of one graph: a hash-consed node table
+// shared by all of its components, so a subexpression common to several
+// inputs appears once.
+type Canonical struct {
+	Schema     *transform.Schema
+	Nodes      []CNode
+	Components []Component // one per model input, in the graph's input order
+	byKey      map[Key]int
+}
+
+// Canonicalize checks g against the schema and reduces it to canonical form.
+// g is not modified.
+func Canonicalize(g *transform.Graph, s *transform.Schema, reg *transform.Registry, lim transform.Limits) (*Canonical, error) {
+	g = g.Clone()
+	types, err := transform.Check(g, s, reg, lim)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalizeChecked(g, types, s, reg)
+}
+
+func canonicalizeChecked(g *transform.Graph, types []transform.Type, s *transform.Schema, reg *transform.Registry) (*Canonical, error) {
+	order, err := transform.TopoOrder(g)
+	if err != nil {
+		return nil, err
+	}
+	c := &Canonical{Schema: s, byKey: map[Key]int{}}
+	fp := s.Fingerprint()
+	canon := make([]int, len(g.Nodes))
+	for _, i := range order {
+		n := &g.Nodes[i]
+		ins := make([]int, len(n.Inputs))
+		for k, j := range n.Inputs {
+			ins[k] = canon[j]
+		}
+		canon[i] = c.mk(reg, fp, n.Op, n.Params, ins, types[i])
+	}
+	for _, in := range g.Inputs {
+		c.Components = append(c.Components, c.component(in.Name, canon[in.Node]))
+	}
+	return c, nil
+}
+
+// mk returns the canonical node for op(params, inputs), applying the
+// rewrite rules first. Every rule is an identity of the documented op
+// semantics (transform/doc.go), so memoized outputs are unchanged by it:
+//
+//   - idempotent unary ops collapse: lower(lower(x)) = lower(x),
+//     strip_punct(strip_punct(x)) = strip_punct(x), dedupe(dedupe(x)) = dedupe(x);
+//   - dedupe of a set op is the set op: its output is already sorted, unique
+//     and never null;
+//   - truncate(truncate(x, max=a), max=b) = truncate(x, max=min(a, b));
+//   - ngrams(s, n=1) = unigrams(s);
+//   - associative ops are flattened: union(union(a, b), c) = union(a, b, c),
+//     likewise intersect and concat (concat keeps operand order);
+//   - inside union and intersect, dedupe(y) is y (they dedupe anyway and
+//     both read null as empty);
+//   - commutative inputs are sorted by key, and for the set ops duplicates
+//     dropped: intersect(x, x) = intersect(x);
+//   - a set op of one list is dedupe: union(x) = intersect(x) = dedupe(x).
+func (c *Canonical) mk(reg *transform.Registry, fp, op string, params []transform.Param, ins []int, t transform.Type) int {
+	spec, _ := reg.Op(op)
+	if len(ins) == 1 {
+		in := &c.Nodes[ins[0]]
+		switch {
+		case spec.Idempotent && in.Op == op:
+			return ins[0]
+		case op == "dedupe" && (in.Op == "union" || in.Op == "intersect"):
+			return ins[0]
+		case op == "ngrams":
+			if v, _ := paramOf(params, "n"); v.Int == 1 {
+				return c.mk(reg, fp, "unigrams", nil, ins, t)
+			}
+		case op == "truncate" && in.Op == "truncate":
+			a, _ := paramOf(in.Params, "max")
+			b, _ := paramOf(params, "max")
+			m := transform.IntValue(min(a.Int, b.Int))
+			return c.mk(reg, fp, op, []transform.Param{{Name: "max", Value: m}}, in.Inputs, t)
+		}
+	}
+	isSet := op == "union" || op == "intersect"
+	if spec.Associative || isSet {
+		var flat []int
+		for _, j := range ins {
+			in := &c.Nodes[j]
+			switch {
+			case spec.Associative && in.Op == op:
+				flat = append(flat, in.Inputs...)
+			case isSet && in.Op == "dedupe":
+				flat = append(flat, in.Inputs...)
+			default:
+				flat = append(flat, j)
+			}
+		}
+		ins = flat
+	}
+	if spec.Commutative {
+		ins = slices.Clone(ins)
+		slices.SortFunc(ins, func(a, b int) int {
+			return bytes.Compare(c.Nodes[a].Key[:], c.Nodes[b].Key[:])
+		})
+		if isSet {
+			ins = slices.Compact(ins)
+		}
+	}
+	if isSet && len(ins) == 1 && c.Nodes[ins[0]].Type.IsList() {
+		return c.mk(reg, fp, "dedupe", nil, ins, t)
+	}
+	n := CNode{Op: op, Version: spec.Version, Params: normParams(params), Inputs: ins, Type: t}
+	n.Key = c.nodeKey(&n, fp)
+	if i, ok := c.byKey[n.Key]; ok {
+		return i
+	}
+	c.Nodes = append(c.Nodes, n)
+	c.byKey[n.Key] = len(c.Nodes) - 1
+	return len(c.Nodes) - 1
+}
+
+func paramOf(ps []transform.Param, name string) (transform.Value, bool) {
+	for _, p := range ps {
+		if p.Name == name {
+			return p.Value, true
+		}
+	}
+	return transform.Value{}, false
+}
+
+// normParams copies the parameters without positions, sorted by name.
+func normParams(ps []transform.Param) []transform.Param {
+	out := make([]transform.Param, len(ps))
+	for i, p := range ps {
+		out[i] = transform.Param{Name: p.Name, Value: p.Value}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out
+}
+
+// nodeKey is the Merkle hash of a canonical node. Every field is written
+// length-prefixed, so no two different nodes share an encoding.
+func (c *Canonical) nodeKey(n *CNode, fp string) Key {
+	h := sha256.New()
+	var buf []byte
+	str := func(s string) {
+		buf = binary.AppendUvarint(buf[:0], uint64(len(s)))
+		h.Write(buf)
+		h.Write([]byte(s))
+	}
+	num := func(v uint64) {
+		buf = binary.BigEndian.AppendUint64(buf[:0], v)
+		h.Write(buf)
+	}
+	str("sig.node.v1")
+	str(n.Op)
+	num(uint64(n.Version))
+	str(n.Type.String())
+	if n.Op == "col" {
+		str(fp)
+	}
+	num(uint64(len(n.Params)))
+	for _, p := range n.Params {
+		str(p.Name)
+		num(uint64(p.Value.Kind))
+		switch p.Value.Kind {
+		case transform.KindInt:
+			num(uint64(p.Value.Int))
+		case transform.KindFloat:
+			num(math.Float64bits(normFloat(p.Value.Float)))
+		case transform.KindString:
+			str(p.Value.Str)
+		case transform.KindFloatList:
+			num(uint64(len(p.Value.Floats)))
+			for _, f := range p.Value.Floats {
+				num(math.Float64bits(normFloat(f)))
+			}
+		}
+	}
+	num(uint64(len(n.Inputs)))
+	for _, j := range n.Inputs {
+		h.Write(c.Nodes[j].Key[:])
+	}
+	var k Key
+	h.Sum(k[:0])
+	return k
+}
+
+func normFloat(f float64) float64 {
+	if f == 0 {
+		return 0
+	}
+	if math.IsNaN(f) {
+		return math.NaN()
+	}
+	return f
+}
+
+func (c *Canonical) component(name string, root int) Component {
+	comp := Component{Input: name, Key: c.Nodes[root].Key, Root: root, Type: c.Nodes[root].Type}
+	seen := map[int]bool{}
+	cols := map[string]bool{}
+	ops := map[string]bool{}
+	var visit func(i int)
+	visit = func(i int) {
+		if seen[i] {
+			return
+		}
+		seen[i] = true
+		n := &c.Nodes[i]
+		for _, j := range n.Inputs {
+			visit(j)
+		}
+		comp.Nodes = append(comp.Nodes, i)
+		ops[n.Op] = true
+		if n.Op == "col" {
+			v, _ := paramOf(n.Params, "name")
+			cols[v.Str] = true
+		}
+	}
+	visit(root)
+	comp.Columns = sortedKeys(cols)
+	comp.Ops = sortedKeys(ops)
+	return comp
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Component returns the component of model input name.
+func (c *Canonical) Component(name string) (*Component, bool) {
+	for i := range c.Components {
+		if c.Components[i].Input == name {
+			return &c.Components[i], true
+		}
+	}
+	return nil, false
+}
+
+// NodeKeys returns the keys of every node of the component (for the search
+// index: a component contains a subgraph when the subgraph's key is among
+// them).
+func (c *Canonical) NodeKeys(comp *Component) []Key {
+	keys := make([]Key, len(comp.Nodes))
+	for i, j := range comp.Nodes {
+		keys[i] = c.Nodes[j].Key
+	}
+	return keys
+}
+
+// ComponentGraph returns the component as a standalone graph in canonical
+// order with one model input named out. It is what a memoization task runs.
+func (c *Canonical) ComponentGraph(comp *Component, out string) *transform.Graph {
+	return c.graph(comp.Nodes, []transform.ModelInput{{Name: out, Node: comp.Root}})
+}
+
+// Graph returns all components as one graph (shared nodes once), with the
+// model inputs under their submitted names. Local input generation runs it.
+func (c *Canonical) Graph() *transform.Graph {
+	seen := map[int]bool{}
+	var nodes []int
+	for _, comp := range c.Components {
+		for _, i := range comp.Nodes {
+			if !seen[i] {
+				seen[i] = true
+				nodes = append(nodes, i)
+			}
+		}
+	}
+	var ins []transform.ModelInput
+	for _, comp := range c.Components {
+		ins = append(ins, transform.ModelInput{Name: comp.Input, Node: comp.Root})
+	}
+	return c.graph(nodes, ins)
+}
+
+// graph builds a transform.Graph of the given canonical nodes (inputs before
+// users), remapping indices.
+func (c *Canonical) graph(nodes []int, ins []transform.ModelInput) *transform.Graph {
+	idx := make(map[int]int, len(nodes))
+	g := &transform.Graph{}
+	for _, i := range nodes {
+		n := &c.Nodes[i]
+		tn := transform.Node{Op: n.Op, Params: slices.Clone(n.Params)}
+		for _, j := range n.Inputs {
+			tn.Inputs = append(tn.Inputs, idx[j])
+		}
+		idx[i] = len(g.Nodes)
+		g.Nodes = append(g.Nodes, tn)
+	}
+	for _, in := range ins {
+		g.Inputs = append(g.Inputs, transform.ModelInput{Name: in.Name, Node: idx[in.Node]})
+	}
+	return g
+}
+
+// DSL returns the canonical DSL of a component: one `input NAME = ...`
+// statement, with lets (_n<i>) only for nodes used twice.
+func (c *Canonical) DSL(comp *Component, name string) string {
+	return strings.TrimSpace(transform.Print(c.ComponentGraph(comp, name)))
+}
+
+// KeyOf canonicalizes a single DSL expression (e.g. a faulty subgraph typed
+// by an operator) and returns the key of its root node.
+func KeyOf(expr string, s *transform.Schema, reg *transform.Registry) (Key, *Canonical, error) {
+	src := "input subgraph = " + strings.TrimSpace(expr) + "\n"
+	g, err := transform.Parse([]byte(src), "", transform.Limits{})
+	if err != nil {
+		return Key{}, nil, fmt.Errorf("subgraph: %w", err)
+	}
+	c, err := Canonicalize(g, s, reg, transform.Limits{})
+	if err != nil {
+		return Key{}, nil, fmt.Errorf("subgraph: %w", err)
+	}
+	return c.Components[0].Key, c, nil
+}

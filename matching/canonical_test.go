@@ -1,0 +1,331 @@
+package matching
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/sigdata/sig/transform"
+)
+
+type canonCase struct {
+	file, name string
+	equal      bool
+	a, b       string
+}
+
+func readCanonCases(t *testing.T) []canonCase {
+	files, err := filepath.Glob("testdata/canon/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no test files: %v", err)
+	}
+	var cases []canonCase
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cur *canonCase
+		var side *strings.Builder
+		var a, b strings.Builder
+		flush := func() {
+			if cur != nil {
+				cur.a, cur.b = a.String(), b.String()
+				cases = append(cases, *cur)
+			}
+			a.Reset()
+			b.Reset()
+		}
+		sc := bufio.NewScanner(strings.NewReader(string(data)))
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "=== "):
+				flush()
+				kind, name, _ := strings.Cut(strings.TrimPrefix(line, "=== "), ": ")
+				if kind != "equal" && kind != "differ" {
+					t.Fatalf("%s: bad case header %q", f, line)
+				}
+				cur = &canonCase{file: f, name: name, equal: kind == "equal"}
+				side = &a
+			case line == "---":
+				side = &b
+			case cur == nil:
+				// preamble comments
+			default:
+				side.WriteString(line)
+				side.WriteByte('\n')
+			}
+		}
+		flush()
+	}
+	return cases
+}
+
+func canon(t testing.TB, src string) *Canonical {
+	t.Helper()
+	g, err := transform.Parse([]byte(src), "", transform.Limits{})
+	if err != nil {
+		t.Fatalf("parse: %v\n%s", err, src)
+	}
+	c, err := Canonicalize(g, transform.AdsSchema(), transform.Default(), transform.Limits{})
+	if err != nil {
+		t.Fatalf("canonicalize: %v\n%s", err, src)
+	}
+	return c
+}
+
+func keyOfX(t *testing.T, c *Canonical) Key {
+	t.Helper()
+	comp, ok := c.Component("x")
+	if !ok {
+		t.Fatal("graph has no input x")
+	}
+	return comp.Key
+}
+
+func TestCanonicalCases(t *testing.T) {
+	cases := readCanonCases(t)
+	var nEqual, nDiffer int
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, cb := canon(t, tc.a), canon(t, tc.b)
+			ka, kb := keyOfX(t, ca), keyOfX(t, cb)
+			xa, _ := ca.Component("x")
+			xb, _ := cb.Component("x")
+			if tc.equal && ka != kb {
+				t.Errorf("keys differ, want equal\n%s\n  %s\nvs\n%s\n  %s", ca.DSL(xa, "x"), ka, cb.DSL(xb, "x"), kb)
+			}
+			if !tc.equal && ka == kb {
+				t.Errorf("keys equal, want different: both %s\n%s", ka, ca.DSL(xa, "x"))
+			}
+		})
+		if tc.equal {
+			nEqual++
+		} else {
+			nDiffer++
+		}
+	}
+	if nEqual < 20 || nDiffer < 15 {
+		t.Fatalf("too few cases read: %d equal, %d differ", nEqual, nDiffer)
+	}
+}
+
+// The canonical form is a fixed point: canonicalizing it again changes
+// nothing.
+func TestCanonicalIdempotent(t *testing.T) {
+	for _, tc := range readCanonCases(t) {
+		for _, src := range []string{tc.a, tc.b} {
+			c1 := canon(t, src)
+			c2, err := Canonicalize(c1.Graph(), transform.AdsSchema(), transform.Default(), transform.Limits{})
+			if err != nil {
+				t.Fatalf("%s: re-canonicalize: %v", tc.name, err)
+			}
+			assertSameComponents(t, tc.name, c1, c2)
+			// And through the canonical DSL text.
+			for i := range c1.Components {
+				comp := &c1.Components[i]
+				c3 := canon(t, c1.DSL(comp, comp.Input))
+				if c3.Components[0].Key != comp.Key || len(c3.Components[0].Nodes) != len(comp.Nodes) {
+					t.Errorf("%s: canonical DSL of %s does not reproduce its key:\n%s", tc.name, comp.Input, c1.DSL(comp, comp.Input))
+				}
+			}
+		}
+	}
+}
+
+func assertSameComponents(t *testing.T, name string, c1, c2 *Canonical) {
+	t.Helper()
+	if len(c1.Components) != len(c2.Components) {
+		t.Fatalf("%s: %d components, then %d", name, len(c1.Components), len(c2.Components))
+	}
+	for i := range c1.Components {
+		a, b := c1.Components[i], c2.Components[i]
+		if a.Key != b.Key || len(a.Nodes) != len(b.Nodes) || a.Input != b.Input {
+			t.Errorf("%s: component %s changed: %s (%d nodes) -> %s (%d nodes)", name, a.Input, a.Key.Short(), len(a.Nodes), b.Key.Short(), len(b.Nodes))
+		}
+	}
+}
+
+func TestVersionBumpChangesKeys(t *testing.T) {
+	src := `
+input a = unigrams(lower(col("query")))
+input b = unigrams(col("query"))
+input c = hash(lower(col("country")), buckets=10)
+`
+	g, err := transform.Parse([]byte(src), "", transform.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := transform.AdsSchema()
+	c1, err := Canonicalize(g, s, transform.Default(), transform.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Canonicalize(g, s, transform.Default().WithVersion("lower", 2), transform.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false, true} {
+		changed := c1.Components[i].Key != c2.Components[i].Key
+		if changed != want {
+			t.Errorf("input %s: changed=%v after bumping lower, want %v", c1.Components[i].Input, changed, want)
+		}
+	}
+}
+
+func TestSchemaFingerprintInKey(t *testing.T) {
+	src := "input x = unigrams(col(\"query\"))\n"
+	g, _ := transform.Parse([]byte(src), "", transform.Limits{})
+	s1 := transform.AdsSchema()
+	s2 := transform.AdsSchema()
+	s2.Fields = append(s2.Fields, transform.Field{Name: "extra", Type: transform.String})
+	s3 := transform.AdsSchema()
+	s3.Source = "other"
+	var keys []Key
+	for _, s := range []*transform.Schema{s1, s2, s3} {
+		c, err := Canonicalize(g, s, transform.Default(), transform.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, c.Components[0].Key)
+	}
+	if keys[0] == keys[1] || keys[0] == keys[2] || keys[1] == keys[2] {
+		t.Fatalf("schema changes must change the key: %v", keys)
+	}
+}
+
+// Keys are stable across runs, machines and releases: the golden file pins
+// them. A change here invalidates every memoized block in every deployment,
+// so it must only ever happen together with a deliberate format change.
+func TestKeysGolden(t *testing.T) {
+	data, err := os.ReadFile("testdata/keys.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		want, expr, ok := strings.Cut(line, " ")
+		if !ok {
+			t.Fatalf("bad line %q", line)
+		}
+		got, _, err := KeyOf(expr, transform.AdsSchema(), transform.Default())
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if got.String() != want {
+			t.Errorf("key of %s\n got %s\nwant %s", expr, got, want)
+		}
+		n++
+	}
+	if n < 5 {
+		t.Fatalf("only %d golden keys", n)
+	}
+}
+
+var letRe = regexp.MustCompile(`^let ([A-Za-z_][A-Za-z0-9_]*) = `)
+
+// renameAndShuffle rewrites printed DSL with fresh let names and a random
+// statement order: neither may change any key.
+func renameAndShuffle(src string, rng *rand.Rand) string {
+	lines := strings.Split(strings.TrimSpace(src), "\n")
+	names := map[string]string{}
+	for _, l := range lines {
+		if m := letRe.FindStringSubmatch(l); m != nil {
+			names[m[1]] = fmt.Sprintf("v%d_%d", rng.Intn(1000), len(names))
+		}
+	}
+	// Replace longest names first so that a name that is a prefix of another
+	// is not replaced inside it.
+	old := make([]string, 0, len(names))
+	for n := range names {
+		old = append(old, n)
+	}
+	sort.Slice(old, func(i, j int) bool { return len(old[i]) > len(old[j]) })
+	identRe := regexp.MustCompile(`"[^"]*"|[A-Za-z_][A-Za-z0-9_]*`)
+	for i, l := range lines {
+		lines[i] = identRe.ReplaceAllStringFunc(l, func(tok string) string {
+			if nn, ok := names[tok]; ok {
+				return nn
+			}
+			return tok
+		})
+	}
+	rng.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func checkInvariants(t testing.TB, src []byte, seed int64) {
+	g, err := transform.Parse(src, "", transform.Limits{})
+	if err != nil {
+		return
+	}
+	s := transform.AdsSchema()
+	c1, err := Canonicalize(g, s, transform.Default(), transform.Limits{})
+	if err != nil {
+		return
+	}
+	c2, err := Canonicalize(c1.Graph(), s, transform.Default(), transform.Limits{})
+	if err != nil {
+		t.Fatalf("canonical graph does not check: %v\n%s", err, transform.Print(c1.Graph()))
+	}
+	for i := range c1.Components {
+		if c1.Components[i].Key != c2.Components[i].Key {
+			t.Fatalf("canonicalizing twice changed %s\n%s", c1.Components[i].Input, src)
+		}
+	}
+	// Let names in the user's graph: rename them all and reorder statements.
+	checked := g.Clone()
+	if _, err := transform.Check(checked, s, transform.Default(), transform.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	printed := transform.Print(checked)
+	shuffled := renameAndShuffle(printed, rand.New(rand.NewSource(seed)))
+	g3, err := transform.Parse([]byte(shuffled), "", transform.Limits{})
+	if err != nil {
+		t.Fatalf("renamed graph does not parse: %v\n%s", err, shuffled)
+	}
+	c3, err := Canonicalize(g3, s, transform.Default(), transform.Limits{})
+	if err != nil {
+		t.Fatalf("renamed graph does not check: %v\n%s", err, shuffled)
+	}
+	for i := range c1.Components {
+		k3, ok := c3.Component(c1.Components[i].Input)
+		if !ok || k3.Key != c1.Components[i].Key {
+			t.Fatalf("renaming/reordering changed the key of %s\nbefore:\n%s\nafter:\n%s", c1.Components[i].Input, printed, shuffled)
+		}
+	}
+}
+
+func TestRenameAndReorderProperty(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for _, tc := range readCanonCases(t) {
+		for _, src := range []string{tc.a, tc.b} {
+			for k := 0; k < 5; k++ {
+				checkInvariants(t, []byte(src), rng.Int63())
+			}
+		}
+	}
+}
+
+func FuzzCanonicalize(f *testing.F) {
+	for _, tc := range readCanonCases(&testing.T{}) {
+		f.Add([]byte(tc.a), int64(1))
+		f.Add([]byte(tc.b), int64(2))
+	}
+	f.Fuzz(func(t *testing.T, src []byte, seed int64) {
+		if len(src) > 1<<14 {
+			return
+		}
+		checkInvariants(t, src, seed)
+	})
+}
