@@ -100,17 +100,8 @@ func (j *JobRecorder) Allocate(at time.Time, held, requested int) error {
 		if s.alloc != nil && s.alloc.Held == held && s.alloc.Requested == requested {
 			return nil
 		}
-		// Other jobs' current holdings: their times may differ from at,
-		// so this catches a caller handing out chips twice, not every
-		// overlap; Compute checks the whole timeline exactly.
-		total := held
-		for _, o := range j.r.jobs {
-			if o != s && o.alloc != nil {
-				total += o.alloc.Held
-			}
-		}
-		if total > j.r.chips {
-			return invalid("job %q: jobs would hold %d chips, capacity is %d", s.tl.Job, total, j.r.chips)
+		if peak := j.r.heldByOthers(s, at); held+peak > j.r.chips {
+			return invalid("job %q: holding %d chips from %v would exceed the fleet's %d; other jobs hold up to %d", s.tl.Job, held, at.Sub(j.r.start), j.r.chips, peak)
 		}
 		s.closeAlloc(at)
 		if requested > 0 {
@@ -119,6 +110,56 @@ func (j *JobRecorder) Allocate(at time.Time, held, requested int) error {
 		s.mergeStep = false
 		return nil
 	})
+}
+
+// heldByOthers is the most chips that jobs other than s hold at any time from
+// at on, counting open allocations as lasting for ever. Jobs record at their
+// own pace, so another job may already have recorded a later allocation, or
+// may later record one starting before at; checking every new allocation
+// against everything recorded after its start covers both orders.
+func (r *Recorder) heldByOthers(s *jobState, at time.Time) int {
+	type change struct {
+		at    time.Time
+		delta int
+	}
+	var changes []change
+	base := 0
+	add := func(a Allocation, open bool) {
+		if !open && !a.End.After(at) {
+			return
+		}
+		if a.Start.After(at) {
+			changes = append(changes, change{a.Start, a.Held})
+		} else {
+			base += a.Held
+		}
+		if !open {
+			changes = append(changes, change{a.End, -a.Held})
+		}
+	}
+	for _, o := range r.jobs {
+		if o == s {
+			continue
+		}
+		for _, a := range o.tl.Allocations {
+			add(a, false)
+		}
+		if o.alloc != nil {
+			add(*o.alloc, true)
+		}
+	}
+	slices.SortFunc(changes, func(a, b change) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta // releases first, as in Validate
+	})
+	peak, cur := base, base
+	for _, c := range changes {
+		cur += c.delta
+		peak = max(peak, cur)
+	}
+	return peak
 }
 
 func (s *jobState) closeAlloc(at time.Time) {
