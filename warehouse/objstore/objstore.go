@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -120,6 +121,25 @@ type Store struct {
 	// core reads bodies directly, without minio.Object's read-ahead
 	// goroutine and its extra copy.
 	core minio.Core
+
+	requests, retries, bytesRead, bytesWritten atomic.Int64
+}
+
+// Stats counts a Store's traffic since New.
+type Stats struct {
+	// Requests counts attempts (each retry is one more).
+	Requests int64
+	// Retries counts attempts that failed transiently and were retried.
+	Retries int64
+	// BytesRead and BytesWritten count object bytes moved by successful
+	// reads and writes (payload only, not headers).
+	BytesRead, BytesWritten int64
+}
+
+// Stats returns the traffic counters.
+func (s *Store) Stats() Stats {
+	return Stats{Requests: s.requests.Load(), Retries: s.retries.Load(),
+		BytesRead: s.bytesRead.Load(), BytesWritten: s.bytesWritten.Load()}
 }
 
 // New returns a Store for cfg.Bucket. It does not contact the server.
@@ -190,6 +210,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, metadata map[s
 		if err != nil {
 			return err
 		}
+		s.bytesWritten.Add(int64(len(data)))
 		info = Info{Key: key, Size: ui.Size, ETag: ui.ETag, LastModified: ui.LastModified,
 			Checksum: sum, HasChecksum: true, Metadata: metadata}
 		return nil
@@ -220,6 +241,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, Info, error) {
 			off = end
 		}
 		data, info, sum = buf, infoOf(oi), crc
+		s.bytesRead.Add(int64(len(buf)))
 		return nil
 	})
 	if err != nil {
@@ -293,6 +315,7 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]
 			return err
 		}
 		data = buf
+		s.bytesRead.Add(length)
 		return nil
 	})
 	return data, err
@@ -325,6 +348,7 @@ func (s *Store) GetSuffix(ctx context.Context, key string, n int64) ([]byte, Inf
 			info.Size = total
 		}
 		data = b
+		s.bytesRead.Add(int64(len(b)))
 		return nil
 	})
 	return data, info, err
@@ -515,6 +539,7 @@ func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Cont
 	start := s.cfg.Clock.Now()
 	var backoff time.Duration
 	for attempt := 1; ; attempt++ {
+		s.requests.Add(1)
 		actx, cancel := context.WithTimeout(ctx, s.cfg.AttemptTimeout)
 		err := classify(ctx, op(actx))
 		cancel()
@@ -527,6 +552,7 @@ func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Cont
 		if s.cfg.Clock.Now().Sub(start) >= s.cfg.RetryFor {
 			return fmt.Errorf("objstore: %s (bucket %s): gave up after %d attempts in %v: %w", what, s.cfg.Bucket, attempt, s.cfg.RetryFor, err)
 		}
+		s.retries.Add(1)
 		backoff = s.nextBackoff(backoff)
 		s.cfg.Logger.Warn("objstore: retrying", "op", what, "attempt", attempt, "err", err, "backoff", backoff)
 		if serr := s.sleep(ctx, backoff); serr != nil {

@@ -1,0 +1,554 @@
+package block
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// FormatVersion is the version of the object layout written by Encode.
+const FormatVersion = 1
+
+// Magic ends every block object.
+const Magic = "SIGBLK01"
+
+// TrailerSize is the size of the fixed trailer at the end of an object.
+const TrailerSize = 16
+
+// MaxFooterSize bounds the footer a reader accepts.
+const MaxFooterSize = 16 << 20
+
+// Sentinel errors.
+var (
+	// ErrCorrupt: the object's bytes do not form a valid block (bad magic,
+	// checksum mismatch, undecodable segment, inconsistent metadata). It
+	// wraps objstore.ErrCorrupt when the object store detected it.
+	ErrCorrupt = objstore.ErrCorrupt
+	// ErrNoColumn: a requested column is not in the block.
+	ErrNoColumn = errors.New("no such column")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// KafkaRange is the part of a Kafka partition a raw block was cut from:
+// First and Last are inclusive offsets. The block holds every record of its
+// window in that range (records of other windows in the range are in other
+// blocks).
+type KafkaRange struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	First     int64  `json:"first"`
+	Last      int64  `json:"last"`
+}
+
+// Overlaps reports whether r and o are ranges of the same partition that
+// share an offset.
+func (r KafkaRange) Overlaps(o KafkaRange) bool {
+	return r.Topic == o.Topic && r.Partition == o.Partition && r.First <= o.Last && o.First <= r.Last
+}
+
+// Column locates one column segment inside a block object.
+type Column struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
+// Meta is a block's metadata: what the footer of its object holds, plus
+// where the object and its footer are (Size, FooterOffset, FooterLength,
+// Checksum), which the catalog keeps so that readers need no extra request.
+type Meta struct {
+	Format int    `json:"format"`
+	Key    string `json:"key"`
+	ID     string `json:"id"`
+	// Source is the raw event source; for a memoized block, the source of
+	// the raw block it is derived from.
+	Source string `json:"source"`
+	// ComponentKey is set on memoized blocks only.
+	ComponentKey string `json:"component_key,omitempty"`
+	// WindowStart and WindowLength (microseconds) are the event-time
+	// window the block belongs to.
+	WindowStart  int64 `json:"window_start"`
+	WindowLength int64 `json:"window_length"`
+	// MinEventTime and MaxEventTime are the event-time range of the rows
+	// (inclusive, microseconds since the epoch).
+	MinEventTime int64 `json:"min_event_time"`
+	MaxEventTime int64 `json:"max_event_time"`
+	Rows         int64 `json:"rows"`
+	// SchemaFingerprint is transform.Schema.Fingerprint of the source.
+	SchemaFingerprint string `json:"schema_fingerprint"`
+	// Kafka is the range of records the block was cut from (raw blocks
+	// written by ingestion).
+	Kafka *KafkaRange `json:"kafka,omitempty"`
+	// Late marks a block of a window that was already sealed when its
+	// records arrived: a new version of that window's data.
+	Late bool `json:"late,omitempty"`
+	// Generation is the ingestion incarnation that wrote the block; of two
+	// blocks covering the same records, the later generation wins (see
+	// warehouse/catalog Rebuild).
+	Generation int64    `json:"generation,omitempty"`
+	Columns    []Column `json:"columns"`
+
+	// Object placement; not part of the footer itself.
+	Size         int64  `json:"size,omitempty"`
+	FooterOffset int64  `json:"footer_offset,omitempty"`
+	FooterLength int64  `json:"footer_length,omitempty"`
+	Checksum     uint32 `json:"checksum,omitempty"`
+}
+
+// Column returns the directory entry of the named column.
+func (m *Meta) Column(name string) (Column, bool) {
+	for _, c := range m.Columns {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
+// Validate checks the metadata's internal consistency (not the object).
+func (m *Meta) Validate() error {
+	if err := ValidateName("block id", m.ID); err != nil {
+		return err
+	}
+	if m.ComponentKey == "" {
+		if err := ValidateName("source", m.Source); err != nil {
+			return err
+		}
+	} else if err := ValidateName("component key", m.ComponentKey); err != nil {
+		return err
+	}
+	if m.Rows < 0 || m.WindowLength < 0 || m.MinEventTime > m.MaxEventTime && m.Rows > 0 {
+		return fmt.Errorf("block %s: inconsistent rows/window/event range", m.ID)
+	}
+	if m.Kafka != nil && (m.Kafka.First > m.Kafka.Last || m.Kafka.First < 0) {
+		return fmt.Errorf("block %s: invalid kafka range %+v", m.ID, *m.Kafka)
+	}
+	return nil
+}
+
+// writeSeeker is an in-memory io.WriteSeeker for the IPC file writer.
+type writeSeeker struct {
+	buf []byte
+	pos int
+}
+
+func (w *writeSeeker) Write(p []byte) (int, error) {
+	if need := w.pos + len(p); need > len(w.buf) {
+		w.buf = slices.Grow(w.buf, need-len(w.buf))[:need]
+	}
+	copy(w.buf[w.pos:], p)
+	w.pos += len(p)
+	return len(p), nil
+}
+
+func (w *writeSeeker) Seek(off int64, whence int) (int64, error) {
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = off
+	case io.SeekCurrent:
+		abs = int64(w.pos) + off
+	case io.SeekEnd:
+		abs = int64(len(w.buf)) + off
+	}
+	if abs < 0 {
+		return 0, errors.New("block: negative seek")
+	}
+	w.pos = int(abs)
+	return abs, nil
+}
+
+// Encode lays rec out as a block object. meta supplies the identity and
+// provenance fields (Key, ID, Source, window, Kafka, Late, Generation,
+// SchemaFingerprint); Encode fills Format, Rows, Columns and the placement
+// fields and returns the completed Meta with the object bytes. The output is
+// a deterministic function of meta and rec.
+func Encode(meta Meta, rec arrow.Record) ([]byte, Meta, error) {
+	if err := meta.Validate(); err != nil {
+		return nil, Meta{}, err
+	}
+	meta.Format = FormatVersion
+	meta.Rows = rec.NumRows()
+	if lo, hi, ok := eventTimeRange(rec); ok {
+		meta.MinEventTime, meta.MaxEventTime = lo, hi
+	}
+	meta.Columns = make([]Column, 0, rec.NumCols())
+	w := &writeSeeker{buf: make([]byte, 0, estimateSize(rec))}
+	for i, f := range rec.Schema().Fields() {
+		t, ok := transform.TypeOfArrow(f.Type)
+		if !ok {
+			return nil, Meta{}, fmt.Errorf("block %s: column %s has unsupported type %s", meta.ID, f.Name, f.Type)
+		}
+		if _, dup := meta.Column(f.Name); dup {
+			return nil, Meta{}, fmt.Errorf("block %s: column %s appears twice", meta.ID, f.Name)
+		}
+		// Pad to 8 bytes so that every segment starts aligned.
+		for len(w.buf)%8 != 0 {
+			w.buf = append(w.buf, 0)
+		}
+		start := len(w.buf)
+		w.pos = start
+		seg := &offsetWriter{w: w, base: int64(start)}
+		sch := arrow.NewSchema([]arrow.Field{f}, nil)
+		fw, err := ipc.NewFileWriter(seg, ipc.WithSchema(sch))
+		if err != nil {
+			return nil, Meta{}, fmt.Errorf("block %s: column %s: %w", meta.ID, f.Name, err)
+		}
+		colRec := array.NewRecord(sch, []arrow.Array{rec.Column(i)}, rec.NumRows())
+		err = fw.Write(colRec)
+		colRec.Release()
+		if err == nil {
+			err = fw.Close()
+		}
+		if err != nil {
+			return nil, Meta{}, fmt.Errorf("block %s: column %s: %w", meta.ID, f.Name, err)
+		}
+		b := w.buf[start:]
+		meta.Columns = append(meta.Columns, Column{Name: f.Name, Type: t.String(),
+			Offset: int64(start), Length: int64(len(b)), CRC32C: crc32.Checksum(b, castagnoli)})
+	}
+	footer, err := footerJSON(meta)
+	if err != nil {
+		return nil, Meta{}, err
+	}
+	meta.FooterOffset = int64(len(w.buf))
+	meta.FooterLength = int64(len(footer))
+	out := append(w.buf, footer...)
+	var tr [TrailerSize]byte
+	binary.LittleEndian.PutUint32(tr[0:], uint32(len(footer)))
+	binary.LittleEndian.PutUint32(tr[4:], crc32.Checksum(footer, castagnoli))
+	copy(tr[8:], Magic)
+	out = append(out, tr[:]...)
+	meta.Size = int64(len(out))
+	meta.Checksum = objstore.Checksum(out)
+	return out, meta, nil
+}
+
+// eventTimeRange returns the min and max of rec's event_time column, if it
+// has a non-empty one.
+func eventTimeRange(rec arrow.Record) (lo, hi int64, ok bool) {
+	idx := rec.Schema().FieldIndices(transform.ColEventTime)
+	if len(idx) != 1 || rec.NumRows() == 0 {
+		return 0, 0, false
+	}
+	col, isInt := rec.Column(idx[0]).(*array.Int64)
+	if !isInt {
+		return 0, 0, false
+	}
+	vals := col.Int64Values()
+	lo, hi = vals[0], vals[0]
+	for _, v := range vals[1:] {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return lo, hi, true
+}
+
+// offsetWriter presents the tail of a writeSeeker starting at base as a
+// WriteSeeker of its own, so each IPC segment has offsets relative to itself.
+type offsetWriter struct {
+	w    *writeSeeker
+	base int64
+}
+
+func (o *offsetWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
+func (o *offsetWriter) Seek(off int64, whence int) (int64, error) {
+	if whence == io.SeekStart {
+		off += o.base
+	}
+	abs, err := o.w.Seek(off, whence)
+	return abs - o.base, err
+}
+
+func estimateSize(rec arrow.Record) int {
+	n := 4096
+	for _, c := range rec.Columns() {
+		for _, b := range c.Data().Buffers() {
+			if b != nil {
+				n += b.Len() + 512
+			}
+		}
+		for _, ch := range c.Data().Children() {
+			for _, b := range ch.Buffers() {
+				if b != nil {
+					n += b.Len() + 64
+				}
+			}
+		}
+	}
+	return n
+}
+
+// footerJSON is the footer: Meta without the placement fields.
+func footerJSON(m Meta) ([]byte, error) {
+	m.Size, m.FooterOffset, m.FooterLength, m.Checksum = 0, 0, 0, 0
+	return json.Marshal(m)
+}
+
+func corrupt(key, format string, args ...any) error {
+	return fmt.Errorf("block %s: %s: %w", key, fmt.Sprintf(format, args...), ErrCorrupt)
+}
+
+// parseTrailer returns the footer length from the trailer bytes.
+func parseTrailer(key string, tr []byte) (footerLen int64, footerCRC uint32, err error) {
+	if len(tr) != TrailerSize || string(tr[8:]) != Magic {
+		return 0, 0, corrupt(key, "bad trailer magic")
+	}
+	n := int64(binary.LittleEndian.Uint32(tr[0:]))
+	if n <= 0 || n > MaxFooterSize {
+		return 0, 0, corrupt(key, "footer length %d out of range", n)
+	}
+	return n, binary.LittleEndian.Uint32(tr[4:]), nil
+}
+
+// parseFooter decodes and checks a footer read from an object of size bytes
+// whose footer starts at footerOff.
+func parseFooter(key string, footer []byte, crc uint32, size, footerOff int64) (Meta, error) {
+	if crc32.Checksum(footer, castagnoli) != crc {
+		return Meta{}, corrupt(key, "footer checksum mismatch")
+	}
+	var m Meta
+	dec := json.NewDecoder(bytes.NewReader(footer))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return Meta{}, corrupt(key, "footer: %v", err)
+	}
+	if m.Format != FormatVersion {
+		return Meta{}, corrupt(key, "format version %d, this reader knows %d", m.Format, FormatVersion)
+	}
+	if err := m.Validate(); err != nil {
+		return Meta{}, corrupt(key, "footer: %v", err)
+	}
+	var end int64
+	for _, c := range m.Columns {
+		if _, err := transform.ParseType(c.Type); err != nil {
+			return Meta{}, corrupt(key, "column %s: %v", c.Name, err)
+		}
+		if c.Offset < end || c.Length <= 0 || c.Offset+c.Length > footerOff {
+			return Meta{}, corrupt(key, "column %s: segment [%d,+%d) out of place", c.Name, c.Offset, c.Length)
+		}
+		end = c.Offset + c.Length
+	}
+	m.Key = key
+	m.Size = size
+	m.FooterOffset = footerOff
+	m.FooterLength = int64(len(footer))
+	return m, nil
+}
+
+// Decode parses a whole block object (as read with objstore.Get, which has
+// already checked the object's checksum) and returns its metadata and rows.
+func Decode(key string, data []byte) (Meta, arrow.Record, error) {
+	if len(data) < TrailerSize {
+		return Meta{}, nil, corrupt(key, "object of %d bytes is shorter than the trailer", len(data))
+	}
+	size := int64(len(data))
+	flen, fcrc, err := parseTrailer(key, data[size-TrailerSize:])
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	foff := size - TrailerSize - flen
+	if foff < 0 {
+		return Meta{}, nil, corrupt(key, "footer length %d exceeds object size %d", flen, size)
+	}
+	m, err := parseFooter(key, data[foff:size-TrailerSize], fcrc, size, foff)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	m.Checksum = objstore.Checksum(data)
+	names := make([]string, len(m.Columns))
+	segs := make([][]byte, len(m.Columns))
+	for i, c := range m.Columns {
+		names[i] = c.Name
+		segs[i] = data[c.Offset : c.Offset+c.Length]
+	}
+	rec, err := assemble(key, m, names, segs)
+	return m, rec, err
+}
+
+// decodeSegment checks one column segment and decodes its array.
+func decodeSegment(key string, m Meta, c Column, seg []byte) (arr arrow.Array, err error) {
+	if int64(len(seg)) != c.Length || crc32.Checksum(seg, castagnoli) != c.CRC32C {
+		return nil, corrupt(key, "column %s: checksum mismatch", c.Name)
+	}
+	defer func() {
+		// The IPC reader trusts its input; a segment that passed its
+		// checksum but was written wrong must still not crash a worker.
+		if r := recover(); r != nil {
+			arr, err = nil, corrupt(key, "column %s: undecodable segment: %v", c.Name, r)
+		}
+	}()
+	r, err := ipc.NewFileReader(bytes.NewReader(seg), ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, corrupt(key, "column %s: %v", c.Name, err)
+	}
+	defer r.Close()
+	if r.NumRecords() != 1 || r.Schema().NumFields() != 1 || r.Schema().Field(0).Name != c.Name {
+		return nil, corrupt(key, "column %s: segment does not hold exactly that column", c.Name)
+	}
+	rec, err := r.RecordAt(0)
+	if err != nil {
+		return nil, corrupt(key, "column %s: %v", c.Name, err)
+	}
+	defer rec.Release()
+	want, _ := transform.ParseType(c.Type)
+	if got, ok := transform.TypeOfArrow(rec.Column(0).DataType()); !ok || got != want {
+		return nil, corrupt(key, "column %s: type %s, footer says %s", c.Name, rec.Column(0).DataType(), c.Type)
+	}
+	if rec.NumRows() != m.Rows {
+		return nil, corrupt(key, "column %s: %d rows, footer says %d", c.Name, rec.NumRows(), m.Rows)
+	}
+	col := rec.Column(0)
+	col.Retain()
+	return col, nil
+}
+
+// assemble decodes the named segments into one record, columns in order.
+func assemble(key string, m Meta, names []string, segs [][]byte) (arrow.Record, error) {
+	fields := make([]arrow.Field, len(names))
+	cols := make([]arrow.Array, len(names))
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	for i, name := range names {
+		c, _ := m.Column(name)
+		arr, err := decodeSegment(key, m, c, segs[i])
+		if err != nil {
+			release()
+			return nil, err
+		}
+		cols[i] = arr
+		fields[i] = arrow.Field{Name: name, Type: arr.DataType(),
+			Nullable: name != transform.ColEventID && name != transform.ColEventTime}
+	}
+	md := arrow.NewMetadata([]string{"sig.block", "sig.schema_fingerprint"}, []string{m.ID, m.SchemaFingerprint})
+	rec := array.NewRecord(arrow.NewSchema(fields, &md), cols, m.Rows)
+	release()
+	return rec, nil
+}
+
+// Write encodes rec and stores it at meta.Key. It returns the completed
+// metadata (see Encode).
+func Write(ctx context.Context, store *objstore.Store, meta Meta, rec arrow.Record) (Meta, error) {
+	data, m, err := Encode(meta, rec)
+	if err != nil {
+		return Meta{}, err
+	}
+	if m.Key == "" {
+		return Meta{}, fmt.Errorf("block %s: no object key", m.ID)
+	}
+	if _, err := store.Put(ctx, m.Key, data, map[string]string{"Sig-Block": m.ID}); err != nil {
+		return Meta{}, err
+	}
+	return m, nil
+}
+
+// ReadBlock reads a whole block object, verifying the object checksum and
+// every column's, and returns its metadata and all its columns.
+func ReadBlock(ctx context.Context, store *objstore.Store, key string) (Meta, arrow.Record, error) {
+	data, _, err := store.Get(ctx, key)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	return Decode(key, data)
+}
+
+// footerProbe is how many trailing bytes ReadFooter fetches first: enough
+// for the footer of any ordinary block in one request.
+const footerProbe = 64 << 10
+
+// ReadFooter reads only the metadata of the block object at key (one ranged
+// request, two if the footer is unusually large).
+func ReadFooter(ctx context.Context, store *objstore.Store, key string) (Meta, error) {
+	tail, info, err := store.GetSuffix(ctx, key, footerProbe)
+	if err != nil {
+		return Meta{}, err
+	}
+	if len(tail) < TrailerSize {
+		return Meta{}, corrupt(key, "object of %d bytes is shorter than the trailer", len(tail))
+	}
+	flen, fcrc, err := parseTrailer(key, tail[len(tail)-TrailerSize:])
+	if err != nil {
+		return Meta{}, err
+	}
+	foff := info.Size - TrailerSize - flen
+	if foff < 0 {
+		return Meta{}, corrupt(key, "footer length %d exceeds object size %d", flen, info.Size)
+	}
+	var footer []byte
+	if int64(len(tail)) >= flen+TrailerSize {
+		footer = tail[int64(len(tail))-TrailerSize-flen : len(tail)-TrailerSize]
+	} else if footer, err = store.GetRange(ctx, key, foff, flen); err != nil {
+		return Meta{}, err
+	}
+	m, err := parseFooter(key, footer, fcrc, info.Size, foff)
+	if err != nil {
+		return Meta{}, err
+	}
+	m.Checksum = info.Checksum
+	return m, nil
+}
+
+// ReadColumns reads event_id and the named columns of a block, fetching only
+// their segments with ranged requests (in parallel), and verifies each
+// segment's checksum. The record's columns are event_id followed by cols in
+// the order given (event_id is not repeated if named). meta must come from
+// the catalog or ReadFooter; if its column directory is empty, the footer is
+// read first.
+func ReadColumns(ctx context.Context, store *objstore.Store, meta Meta, cols []string) (arrow.Record, error) {
+	if len(meta.Columns) == 0 {
+		m, err := ReadFooter(ctx, store, meta.Key)
+		if err != nil {
+			return nil, err
+		}
+		meta = m
+	}
+	names := []string{transform.ColEventID}
+	for _, c := range cols {
+		if !slices.Contains(names, c) {
+			names = append(names, c)
+		}
+	}
+	for _, n := range names {
+		if _, ok := meta.Column(n); !ok {
+			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
+		}
+	}
+	segs := make([][]byte, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		c, _ := meta.Column(n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			segs[i], errs[i] = store.GetRange(ctx, meta.Key, c.Offset, c.Length)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return assemble(meta.Key, meta, names, segs)
+}

@@ -1,0 +1,52 @@
+// Package block owns the layout of block objects in the warehouse: raw event
+// blocks (raw/<source>/<block>.arrow) and memoized outputs
+// (memo/<component-key>/<block>.arrow), their metadata, object keys, and the
+// readers SIG workers and input readers use (paper IV.A: workers "fetch raw
+// data, apply transformations, and store results back in the warehouse").
+//
+// # Object layout
+//
+// One object per block. A block holds one table (an arrow.Record); each
+// column is stored as its own standalone Arrow IPC file (the "ARROW1" file
+// format, one record batch, one field), and the segments are laid end to end:
+//
+//	offset 0      segment of column 0   (Arrow IPC file: schema {col0}, 1 batch)
+//	              segment of column 1
+//	              ...
+//	              segment of column n-1
+//	FooterOffset  footer: JSON of Meta (block metadata, and per column its
+//	              name, type, offset, length and CRC-32C)
+//	size-16       trailer: footer length (uint32 LE), footer CRC-32C
+//	              (uint32 LE), magic "SIGBLK01"
+//
+// Why not one Arrow IPC file with all columns: Arrow's file footer locates
+// record batches, not columns, so reading one column of an ordinary IPC file
+// means reading and parsing the batch metadata of the whole file first and
+// decoding buffers by hand. With one segment per column, a reader that knows
+// the column directory (from the catalog, or from the footer) fetches exactly
+// the columns it needs with one ranged GET each, and every segment is read by
+// the stock Arrow IPC reader. Any segment cut out of the object is a valid
+// Arrow file on its own.
+//
+// # Checksums
+//
+// Every segment's CRC-32C is in the footer and is verified on every read,
+// ranged or whole. The footer's own CRC is in the trailer. The whole object's
+// CRC is kept by objstore in the object's metadata and verified on full reads.
+// Any mismatch, truncation or undecodable segment is ErrCorrupt, with the
+// object (and column) named.
+//
+// # Block ids
+//
+// A raw block's id is derived from its event-time window and the Kafka
+// offsets it covers (ID): "20260101T000000Z-p00003-<first>-<last>" with
+// 20-digit offsets. Ids therefore sort in event order within a source
+// (window first), and a block re-sealed after an ingestion crash from the same
+// records gets the same id and overwrites an identical object (see
+// warehouse/ingest for the exactly-once argument). A memoized block has the
+// id of the raw block it is row-aligned with.
+//
+// What this package does not own: which blocks exist (warehouse/catalog),
+// how raw blocks are cut from the event stream (warehouse/ingest), what memo
+// columns contain (transform, workers).
+package block

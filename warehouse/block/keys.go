@@ -1,0 +1,90 @@
+package block
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Key prefixes of the bucket layout (brief, "Warehouse").
+const (
+	RawPrefix        = "raw/"
+	MemoPrefix       = "memo/"
+	CheckpointPrefix = "checkpoints/"
+	// Ext is the extension of block objects.
+	Ext = ".arrow"
+)
+
+// validName reports whether s can be one path segment of a key: non-empty,
+// no '/', no leading '.', printable ASCII only.
+func validName(s string) bool {
+	if s == "" || s[0] == '.' || len(s) > 200 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '/' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateName checks that s can be used as a source, component key, block
+// id or pipeline name in an object key.
+func ValidateName(what, s string) error {
+	if !validName(s) {
+		return fmt.Errorf("block: invalid %s %q (want 1-200 printable ASCII characters, no '/', not starting with '.')", what, s)
+	}
+	return nil
+}
+
+// RawKey is the object key of a raw block: raw/<source>/<id>.arrow.
+func RawKey(source, id string) string { return RawPrefix + source + "/" + id + Ext }
+
+// MemoKey is the object key of a memoized block:
+// memo/<component-key>/<id>.arrow.
+func MemoKey(componentKey, id string) string {
+	return MemoPrefix + componentKey + "/" + id + Ext
+}
+
+// CheckpointKey is the object key of a checkpoint file of a pipeline:
+// checkpoints/<pipeline>/<name>. name may contain '/'.
+func CheckpointKey(pipeline, name string) string {
+	return CheckpointPrefix + pipeline + "/" + name
+}
+
+// ParseRawKey splits raw/<source>/<id>.arrow.
+func ParseRawKey(key string) (source, id string, ok bool) {
+	rest, ok := strings.CutPrefix(key, RawPrefix)
+	if !ok {
+		return "", "", false
+	}
+	rest, ok = strings.CutSuffix(rest, Ext)
+	if !ok {
+		return "", "", false
+	}
+	source, id, ok = strings.Cut(rest, "/")
+	if !ok || !validName(source) || !validName(id) {
+		return "", "", false
+	}
+	return source, id, true
+}
+
+// windowFormat renders window starts in block ids; windows are whole seconds.
+const windowFormat = "20060102T150405Z"
+
+// ID is the id of a raw block of the event-time window starting at
+// windowStart (microseconds since the epoch) holding the records of Kafka
+// partition r.Partition between offsets r.First and r.Last inclusive.
+// Lexicographic order of ids is window order, then partition, then offset.
+func ID(windowStart int64, r KafkaRange) string {
+	w := time.UnixMicro(windowStart).UTC().Format(windowFormat)
+	return fmt.Sprintf("%s-p%05d-%020d-%020d", w, r.Partition, r.First, r.Last)
+}
+
+// WindowPrefix is the prefix shared by the ids of every block of the window
+// starting at windowStart; catalog range scans seek to it.
+func WindowPrefix(windowStart int64) string {
+	return time.UnixMicro(windowStart).UTC().Format(windowFormat)
+}
