@@ -130,7 +130,8 @@ func Compute(t Timeline) (Report, error) {
 	if err := t.Validate(); err != nil {
 		return Report{}, err
 	}
-	var rep Report
+	// Empty slices, not nil, so the JSON report has [] rather than null.
+	rep := Report{Phases: []Summary{}, Jobs: []JobReport{}}
 	var fleetPhases phased
 	var fleet acc
 	for _, j := range t.Jobs {
@@ -138,7 +139,7 @@ func Compute(t Timeline) (Report, error) {
 		if err != nil {
 			return Report{}, err
 		}
-		jr := JobReport{Job: j.Job}
+		jr := JobReport{Job: j.Job, Phases: []Summary{}}
 		for _, e := range j.Events {
 			switch e.Kind {
 			case Checkpoint:

@@ -1,7 +1,10 @@
 // Package goodput accounts for the emulated fleet's chip-time the way the MPG
-// paper ("ML Productivity Goodput", seed 001) does: ML Productivity Goodput
-// MPG = SG × RG × PG, per job, per phase and for the fleet, with every
-// chip-second classified so a low number can be explained.
+// paper (Google's study of its TPU fleet that defines ML Productivity Goodput)
+// does: MPG = SG × RG × PG, per job, per phase and for the fleet, with every
+// chip-second classified so a low number can be explained. Training holds,
+// preemption notices and the initial and caught-up phases come from the Ads
+// paper (Kurian et al., "Scalable Machine Learning Training Infrastructure for
+// Online Ads Recommendation and Auction Scoring Modeling at Google").
 //
 // The package is pure. A Recorder, fed explicit timestamps by the trainer,
 // builds a Timeline; Compute turns a Timeline into a Report; WriteText,
@@ -21,7 +24,7 @@
 //     device time and Ideal their time at peak).
 //   - Events: Checkpoint (committed), Failure, Preemption.
 //   - PhaseChanges: the job is in DefaultPhase ("initial") until its first
-//     change, then in the named phase (e.g. "caught-up", SIG paper III.A)
+//     change, then in the named phase (e.g. "caught-up", Ads paper III.A)
 //     until the next.
 //
 // # Classification
@@ -41,7 +44,7 @@
 //     Failure or Preemption (training restarts from the previous checkpoint,
 //     so the work is redone: MPG paper §4, "work done between the last
 //     checkpoint and failure (or preemption) doesn't count as productive";
-//     SIG paper III.C and VI), and Uncommitted if no event follows (the run
+//     Ads paper III.C and VI), and Uncommitted if no event follows (the run
 //     ended, or the snapshot was taken, before a checkpoint). Its ideal time
 //     is counted pro rata, and only when committed.
 //
@@ -86,10 +89,10 @@
 // initialization, compile, input_stall, checkpoint_save, checkpoint_restore,
 // hold, idle and lost_work are the runtime's "off-duty time or preemption
 // waste" (RG); a compiler or model change that shortens steps raises PG. A
-// training hold (SIG paper VI.A) costs chip-time only while the job still
+// training hold (Ads paper VI.A) costs chip-time only while the job still
 // holds chips; once they are released it costs nothing here and the freed
 // chips show up as unallocated (or as another job's time). A preemption
-// notice (SIG paper VI.B) lets the job commit a checkpoint first, which turns
+// notice (Ads paper VI.B) lets the job commit a checkpoint first, which turns
 // what would have been lost_work into productive.
 //
 // # Output

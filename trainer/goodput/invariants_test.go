@@ -142,7 +142,7 @@ func TestInvariantsTestdata(t *testing.T) {
 // zero-length records.
 func randomTimeline(rng *rand.Rand) Timeline {
 	const window = 60
-	sec := func(s int) time.Time { return Epoch.Add(time.Duration(s) * time.Second) }
+	sec := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
 	phases := []string{"initial", "caught-up", "backfill"}
 	var tl Timeline
 	capacity := 0

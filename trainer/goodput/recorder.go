@@ -58,10 +58,16 @@ type JobRecorder struct {
 	s *jobState
 }
 
-// Job returns the recorder of the named job, creating it on first use.
+// Job returns the recorder of the named job, creating it on first use. A name
+// reports cannot carry (empty, with spaces or '#', or "*", which labels
+// aggregates) gives a recorder whose every call fails with
+// ErrInvalidTimeline, and no job in the timeline.
 func (r *Recorder) Job(name string) *JobRecorder {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !validName(name) {
+		return &JobRecorder{r: r, s: &jobState{tl: JobTimeline{Job: name}}}
+	}
 	s, ok := r.byName[name]
 	if !ok {
 		s = &jobState{tl: JobTimeline{Job: name}, last: r.start, phase: DefaultPhase}
@@ -75,6 +81,9 @@ func (r *Recorder) Job(name string) *JobRecorder {
 func (j *JobRecorder) do(at time.Time, f func(s *jobState) error) error {
 	j.r.mu.Lock()
 	defer j.r.mu.Unlock()
+	if !validName(j.s.tl.Job) {
+		return invalid("job name %q: want non-empty, no spaces or '#', not %q", j.s.tl.Job, allScope)
+	}
 	if at.Before(j.s.last) {
 		return fmt.Errorf("%w: job %q at %v, already recorded up to %v", ErrOutOfOrder, j.s.tl.Job, at.Sub(j.r.start), j.s.last.Sub(j.r.start))
 	}
@@ -90,7 +99,7 @@ func (j *JobRecorder) do(at time.Time, f func(s *jobState) error) error {
 // Allocate says that from at on the job requests requested chips and holds
 // held of them: held == 0 is queued, held < requested a partial allocation,
 // held == requested all-allocated. Allocate(at, 0, 0) says the job demands
-// nothing (finished, or on a training hold that released its chips, SIG paper
+// nothing (finished, or on a training hold that released its chips, Ads paper
 // VI.A).
 func (j *JobRecorder) Allocate(at time.Time, held, requested int) error {
 	return j.do(at, func(s *jobState) error {
@@ -184,7 +193,7 @@ func (s *jobState) closeInterval(at time.Time) {
 	s.open = nil
 }
 
-// SetPhase starts phase (e.g. "initial", "caught-up", SIG paper III.A) at at.
+// SetPhase starts phase (e.g. "initial", "caught-up", Ads paper III.A) at at.
 // A job is in DefaultPhase until its first SetPhase.
 func (j *JobRecorder) SetPhase(at time.Time, phase string) error {
 	return j.do(at, func(s *jobState) error {
@@ -272,13 +281,13 @@ func (j *JobRecorder) CheckpointCommitted(at time.Time) error {
 
 // Failure records a crash or error at at, ending any open interval: steps
 // since the last committed checkpoint become lost work, because training
-// restarts from that checkpoint (SIG paper III.C, VI.A).
+// restarts from that checkpoint (Ads paper III.C, VI.A).
 func (j *JobRecorder) Failure(at time.Time) error { return j.event(at, Failure) }
 
 // Preemption records that the cluster stopped the job at at, ending any open
 // interval. Steps since the last committed checkpoint are lost, as with a
 // Failure; after a preemption notice the job checkpoints first and loses
-// nothing (SIG paper VI.B). Record the loss of chips with Allocate.
+// nothing (Ads paper VI.B). Record the loss of chips with Allocate.
 func (j *JobRecorder) Preemption(at time.Time) error { return j.event(at, Preemption) }
 
 func (j *JobRecorder) event(at time.Time, k EventKind) error {

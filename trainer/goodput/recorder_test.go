@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// at is t seconds after Epoch, the origin the text form parses to.
-func at(sec float64) time.Time { return Epoch.Add(time.Duration(sec * float64(time.Second))) }
+// at is t seconds after epoch, the origin the text form parses to.
+func at(sec float64) time.Time { return epoch.Add(time.Duration(sec * float64(time.Second))) }
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -85,7 +85,7 @@ func TestRecorderLostWork(t *testing.T) {
 
 // TestRecorderHold is testdata/hold.txt through the Recorder: a failure ends
 // the step stretch, a hold is placed, the chips are released while the hold
-// stays (SIG paper VI.A), and the job comes back.
+// stays (Ads paper VI.A), and the job comes back.
 func TestRecorderHold(t *testing.T) {
 	rec := NewRecorder(4, at(0))
 	a := rec.Job("a")
@@ -137,7 +137,7 @@ func TestRecorderSnapshot(t *testing.T) {
 	}
 	tl := rec.Timeline(at(6))
 	if iv := tl.Jobs[0].Intervals[1]; iv.End != at(6) || iv.Ideal != time.Second {
-		t.Errorf("straddling step cut to %v ideal %v, want end 6s ideal 1s", iv.End.Sub(Epoch), iv.Ideal)
+		t.Errorf("straddling step cut to %v ideal %v, want end 6s ideal 1s", iv.End.Sub(epoch), iv.Ideal)
 	}
 
 	must(t, a.CheckpointCommitted(at(8)))
@@ -260,5 +260,19 @@ func TestRecorderConcurrent(t *testing.T) {
 	must(t, err)
 	if f := rep.Fleet; f.MPG != 1 || f.ChipSeconds[Productive] != jobs*n {
 		t.Errorf("fleet %v, productive %v chip-s, want MPG 1 and %d", f, f.ChipSeconds[Productive], jobs*n)
+	}
+}
+
+// TestRecorderJobName: a name that reports and metrics cannot carry is
+// refused at the first call, not when the report is computed at exit.
+func TestRecorderJobName(t *testing.T) {
+	rec := NewRecorder(1, at(0))
+	for _, name := range []string{"", "*", "two words"} {
+		if err := rec.Job(name).Allocate(at(0), 1, 1); !errors.Is(err, ErrInvalidTimeline) {
+			t.Errorf("job %q: got %v, want ErrInvalidTimeline", name, err)
+		}
+	}
+	if _, err := rec.Report(at(1)); err != nil {
+		t.Errorf("refused jobs left the recorder invalid: %v", err)
 	}
 }

@@ -11,12 +11,13 @@ import (
 	"time"
 )
 
-// Epoch is where ParseTimeline puts time zero. The text form stores only
-// offsets, so any fixed instant would do.
-var Epoch = time.Unix(0, 0).UTC()
+// epoch is where ParseTimeline puts time zero, the Unix epoch in UTC. The
+// text form stores only offsets, so any fixed instant would do.
+var epoch = time.Unix(0, 0).UTC()
 
 // ParseTimeline reads the text form of a Timeline, one record a line. Times
-// are Go durations (0s, 1m30s, 2.5s) after Epoch; '#' starts a comment.
+// are Go durations (0s, 1m30s, 2.5s) after the Unix epoch; '#' starts a
+// comment.
 //
 //	capacity <chips> <start>..<end>
 //	job <name> alloc <held>/<requested> <start>..<end>
@@ -148,7 +149,7 @@ func parseTime(s string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	return Epoch.Add(d), nil
+	return epoch.Add(d), nil
 }
 
 func parseSpan(s string) (start, end time.Time, err error) {
@@ -165,8 +166,8 @@ func parseSpan(s string) (start, end time.Time, err error) {
 
 // FormatTimeline writes t in the text form ParseTimeline reads, with times as
 // offsets from t.Capacity.Start: parsing the output gives t moved so that the
-// window starts at Epoch. The trainer can write it at exit so that a run's
-// goodput can be recomputed and explained later.
+// window starts at the Unix epoch. The trainer can write it at exit so that a
+// run's goodput can be recomputed and explained later.
 func FormatTimeline(w io.Writer, t Timeline) error {
 	origin := t.Capacity.Start
 	at := func(x time.Time) string { return x.Sub(origin).String() }

@@ -40,7 +40,7 @@ const (
 	// CheckpointRestore is loading the last checkpoint after a restart.
 	CheckpointRestore
 	// Hold is time in a training hold while the job still holds chips
-	// (SIG paper VI.A): from detecting the error to releasing the chips.
+	// (Ads paper VI.A): from detecting the error to releasing the chips.
 	Hold
 	// Idle is all-allocated chip-time with nothing recorded, or recorded
 	// as Idle (e.g. waiting at an epoch barrier for a preempted job to rejoin).
@@ -118,10 +118,10 @@ const (
 	// Checkpoint is a committed checkpoint: productive time up to it is saved.
 	Checkpoint EventKind = iota
 	// Failure is a crash or error that restarts the job from its last
-	// checkpoint (SIG paper VI.A: temporary errors restart from the last
+	// checkpoint (Ads paper VI.A: temporary errors restart from the last
 	// checkpoint; permanent errors additionally place a hold).
 	Failure
-	// Preemption is the job being stopped by the cluster (SIG paper VI.B). It
+	// Preemption is the job being stopped by the cluster (Ads paper VI.B). It
 	// loses work since the last checkpoint exactly like a Failure; with a
 	// preemption notice the job commits a checkpoint first, so it loses none.
 	Preemption
