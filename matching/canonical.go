@@ -76,6 +76,7 @@ type Canonical struct {
 	Nodes      []CNode
 	Components []Component // one per model input, in the graph's input order
 	byKey      map[Key]int
+	buf        []byte // reused by nodeKey
 }
 
 // Canonicalize checks g against the schema and reduces it to canonical form.
@@ -105,8 +106,9 @@ func canonicalizeChecked(g *transform.Graph, types []transform.Type, s *transfor
 		}
 		canon[i] = c.mk(reg, fp, n.Op, n.Params, ins, types[i])
 	}
-	for _, in := range g.Inputs {
-		c.Components = append(c.Components, c.component(in.Name, canon[in.Node]))
+	mark := make([]int32, len(c.Nodes))
+	for k, in := range g.Inputs {
+		c.Components = append(c.Components, c.component(in.Name, canon[in.Node], mark, int32(k+1)))
 	}
 	return c, nil
 }
@@ -205,52 +207,47 @@ func normParams(ps []transform.Param) []transform.Param {
 	return out
 }
 
-// nodeKey is the Merkle hash of a canonical node. Every field is written
-// length-prefixed, so no two different nodes share an encoding.
+// nodeKey is the Merkle hash of a canonical node: SHA-256 of its encoding,
+// in which every variable-length field is length-prefixed, so no two
+// different nodes share an encoding.
 func (c *Canonical) nodeKey(n *CNode, fp string) Key {
-	h := sha256.New()
-	var buf []byte
-	str := func(s string) {
-		buf = binary.AppendUvarint(buf[:0], uint64(len(s)))
-		h.Write(buf)
-		h.Write([]byte(s))
+	b := c.buf[:0]
+	str := func(b []byte, s string) []byte {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		return append(b, s...)
 	}
-	num := func(v uint64) {
-		buf = binary.BigEndian.AppendUint64(buf[:0], v)
-		h.Write(buf)
-	}
-	str("sig.node.v1")
-	str(n.Op)
-	num(uint64(n.Version))
-	str(n.Type.String())
+	num := binary.BigEndian.AppendUint64
+	b = str(b, "sig.node.v1")
+	b = str(b, n.Op)
+	b = num(b, uint64(n.Version))
+	b = str(b, n.Type.String())
 	if n.Op == "col" {
-		str(fp)
+		b = str(b, fp)
 	}
-	num(uint64(len(n.Params)))
+	b = num(b, uint64(len(n.Params)))
 	for _, p := range n.Params {
-		str(p.Name)
-		num(uint64(p.Value.Kind))
+		b = str(b, p.Name)
+		b = num(b, uint64(p.Value.Kind))
 		switch p.Value.Kind {
 		case transform.KindInt:
-			num(uint64(p.Value.Int))
+			b = num(b, uint64(p.Value.Int))
 		case transform.KindFloat:
-			num(math.Float64bits(normFloat(p.Value.Float)))
+			b = num(b, math.Float64bits(normFloat(p.Value.Float)))
 		case transform.KindString:
-			str(p.Value.Str)
+			b = str(b, p.Value.Str)
 		case transform.KindFloatList:
-			num(uint64(len(p.Value.Floats)))
+			b = num(b, uint64(len(p.Value.Floats)))
 			for _, f := range p.Value.Floats {
-				num(math.Float64bits(normFloat(f)))
+				b = num(b, math.Float64bits(normFloat(f)))
 			}
 		}
 	}
-	num(uint64(len(n.Inputs)))
+	b = num(b, uint64(len(n.Inputs)))
 	for _, j := range n.Inputs {
-		h.Write(c.Nodes[j].Key[:])
+		b = append(b, c.Nodes[j].Key[:]...)
 	}
-	var k Key
-	h.Sum(k[:0])
-	return k
+	c.buf = b
+	return sha256.Sum256(b)
 }
 
 func normFloat(f float64) float64 {
@@ -263,41 +260,42 @@ func normFloat(f float64) float64 {
 	return f
 }
 
-func (c *Canonical) component(name string, root int) Component {
+func (c *Canonical) component(name string, root int, mark []int32, stamp int32) Component {
 	comp := Component{Input: name, Key: c.Nodes[root].Key, Root: root, Type: c.Nodes[root].Type}
-	seen := map[int]bool{}
-	cols := map[string]bool{}
-	ops := map[string]bool{}
-	var visit func(i int)
-	visit = func(i int) {
-		if seen[i] {
-			return
+	// Iterative post-order over the cone; mark[i] == stamp means visited,
+	// so one mark array serves every component without clearing.
+	type frame struct{ node, next int }
+	stack := []frame{{root, 0}}
+	mark[root] = stamp
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		n := &c.Nodes[f.node]
+		if f.next < len(n.Inputs) {
+			j := n.Inputs[f.next]
+			f.next++
+			if mark[j] != stamp {
+				mark[j] = stamp
+				stack = append(stack, frame{j, 0})
+			}
+			continue
 		}
-		seen[i] = true
-		n := &c.Nodes[i]
-		for _, j := range n.Inputs {
-			visit(j)
+		comp.Nodes = append(comp.Nodes, f.node)
+		// Few distinct ops and columns per component: a linear scan beats
+		// collecting duplicates and sorting them.
+		if !slices.Contains(comp.Ops, n.Op) {
+			comp.Ops = append(comp.Ops, n.Op)
 		}
-		comp.Nodes = append(comp.Nodes, i)
-		ops[n.Op] = true
 		if n.Op == "col" {
 			v, _ := paramOf(n.Params, "name")
-			cols[v.Str] = true
+			if !slices.Contains(comp.Columns, v.Str) {
+				comp.Columns = append(comp.Columns, v.Str)
+			}
 		}
+		stack = stack[:len(stack)-1]
 	}
-	visit(root)
-	comp.Columns = sortedKeys(cols)
-	comp.Ops = sortedKeys(ops)
+	slices.Sort(comp.Columns)
+	slices.Sort(comp.Ops)
 	return comp
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Component returns the component of model input name.

@@ -1,0 +1,11 @@
+// Package examples embeds the example model graphs, so that `sigctl demo`
+// runs on built-in defaults from any directory.
+package examples
+
+import "embed"
+
+// Fleet holds a small fleet of Ads models (fleet/*.sig) whose graphs share
+// components written in different ways.
+//
+//go:embed fleet/*.sig
+var Fleet embed.FS
