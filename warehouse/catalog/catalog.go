@@ -1,0 +1,412 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sigdata/sig/warehouse/block"
+)
+
+// FormatVersion is the on-disk format this package reads and writes.
+const FormatVersion = "1"
+
+// Sentinel errors.
+var (
+	ErrNotFound = errors.New("catalog: block not found")
+	// ErrOverlap: a block's Kafka range overlaps a different catalogued
+	// block of the same partition and window.
+	ErrOverlap = errors.New("catalog: kafka range overlaps a catalogued block")
+	// ErrConflict: a block disagrees with its source's recorded settings
+	// (window length).
+	ErrConflict = errors.New("catalog: block conflicts with its source")
+	// ErrFormat: the directory holds a catalog of another format version.
+	ErrFormat = errors.New("catalog: unknown format version")
+)
+
+var (
+	keyFormat     = []byte("sig.catalog.format")
+	keyGeneration = []byte("sig.catalog.generation")
+)
+
+func sourceKey(source string) []byte { return []byte("s\x00" + source) }
+
+func blockPrefix(source string) []byte { return []byte("b\x00" + source + "\x00") }
+
+func blockKey(source, id string) []byte { return append(blockPrefix(source), id...) }
+
+func partitionPrefix(topic string, partition int32) []byte {
+	k := []byte("o\x00" + topic + "\x00")
+	return binary.BigEndian.AppendUint32(k, uint32(partition))
+}
+
+// offsetKey orders a partition's entries by window, then first offset.
+func offsetKey(topic string, partition int32, window, first int64) []byte {
+	k := partitionPrefix(topic, partition)
+	k = binary.BigEndian.AppendUint64(k, uint64(window)^(1<<63)) // signed order
+	return binary.BigEndian.AppendUint64(k, uint64(first))
+}
+
+// offsetEntry is the value of an o\x00 index key.
+type offsetEntry struct {
+	Source string `json:"source"`
+	ID     string `json:"id"`
+	Last   int64  `json:"last"`
+}
+
+// SourceInfo is what the catalog records about a source.
+type SourceInfo struct {
+	Source       string `json:"source"`
+	WindowLength int64  `json:"window_length"`
+}
+
+// Coverage is one catalogued block's share of a Kafka partition: every record
+// of window Window with an offset in [First, Last] is in block ID.
+type Coverage struct {
+	Window      int64
+	First, Last int64
+	ID          string
+}
+
+// Catalog is an open block catalog.
+type Catalog struct {
+	db *pebble.DB
+	mu sync.Mutex // serializes read-check-write in Add
+}
+
+// quietLogger keeps Pebble off stderr; its fatal errors still stop the
+// process, as Pebble requires.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// Open opens (creating if needed) the catalog in dir.
+func Open(dir string) (*Catalog, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: open %s: %w", dir, err)
+	}
+	c := &Catalog{db: db}
+	v, closer, err := db.Get(keyFormat)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		if err := db.Set(keyFormat, []byte(FormatVersion), pebble.Sync); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+	case err != nil:
+		db.Close()
+		return nil, fmt.Errorf("catalog: %w", err)
+	default:
+		ok := string(v) == FormatVersion
+		got := string(v)
+		closer.Close()
+		if !ok {
+			db.Close()
+			return nil, fmt.Errorf("catalog %s: format %q, want %q: %w", dir, got, FormatVersion, ErrFormat)
+		}
+	}
+	return c, nil
+}
+
+// Close closes the catalog.
+func (c *Catalog) Close() error { return c.db.Close() }
+
+// Add records a raw block, durably. Adding a block with an id already
+// catalogued replaces it (re-sealing after a crash writes the same block
+// again). A block whose Kafka range overlaps a different block of the same
+// partition and window is refused with ErrOverlap.
+func (c *Catalog) Add(m block.Meta) error {
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	if m.ComponentKey != "" {
+		return fmt.Errorf("catalog: block %s is a memoized block; the catalog holds raw blocks", m.ID)
+	}
+	if m.WindowLength <= 0 || m.Key == "" {
+		return fmt.Errorf("catalog: block %s: window length and key are required", m.ID)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.db.NewBatch()
+	defer b.Close()
+
+	info, err := c.Source(m.Source)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		v, _ := json.Marshal(SourceInfo{Source: m.Source, WindowLength: m.WindowLength})
+		b.Set(sourceKey(m.Source), v, nil)
+	case err != nil:
+		return err
+	case info.WindowLength != m.WindowLength:
+		return fmt.Errorf("catalog: block %s has window length %d, source %s uses %d: %w",
+			m.ID, m.WindowLength, m.Source, info.WindowLength, ErrConflict)
+	}
+	if old, err := c.Get(m.Source, m.ID); err == nil && old.Kafka != nil {
+		b.Delete(offsetKey(old.Kafka.Topic, old.Kafka.Partition, old.WindowStart, old.Kafka.First), nil)
+	} else if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if m.Kafka != nil {
+		if other, ok, err := c.overlapping(m); err != nil {
+			return err
+		} else if ok {
+			return fmt.Errorf("catalog: block %s covers %s[%d] offsets %d-%d, block %s already covers %d-%d: %w",
+				m.ID, m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last, other.ID, other.First, other.Last, ErrOverlap)
+		}
+		v, _ := json.Marshal(offsetEntry{Source: m.Source, ID: m.ID, Last: m.Kafka.Last})
+		b.Set(offsetKey(m.Kafka.Topic, m.Kafka.Partition, m.WindowStart, m.Kafka.First), v, nil)
+	}
+	v, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	b.Set(blockKey(m.Source, m.ID), v, nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("catalog: add %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// overlapping finds a block of m's partition and window, other than m
+// itself, whose offset range overlaps m's. Ranges of one partition and window
+// are disjoint, so only the last one starting at or before m's last offset
+// can overlap.
+func (c *Catalog) overlapping(m block.Meta) (Coverage, bool, error) {
+	kr := m.Kafka
+	lower := offsetKey(kr.Topic, kr.Partition, m.WindowStart, 0)
+	upper := offsetKey(kr.Topic, kr.Partition, m.WindowStart, kr.Last+1)
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return Coverage{}, false, err
+	}
+	defer it.Close()
+	for ok := it.Last(); ok; ok = it.Prev() {
+		var e offsetEntry
+		if err := json.Unmarshal(it.Value(), &e); err != nil {
+			return Coverage{}, false, fmt.Errorf("catalog: offset index: %w", err)
+		}
+		first := int64(binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:]))
+		if e.ID == m.ID {
+			continue
+		}
+		if e.Last >= kr.First {
+			return Coverage{Window: m.WindowStart, First: first, Last: e.Last, ID: e.ID}, true, nil
+		}
+		return Coverage{}, false, nil
+	}
+	return Coverage{}, false, nil
+}
+
+// Remove deletes a block's entry (not its object).
+func (c *Catalog) Remove(source, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.Get(source, id)
+	if err != nil {
+		return err
+	}
+	b := c.db.NewBatch()
+	defer b.Close()
+	if m.Kafka != nil {
+		b.Delete(offsetKey(m.Kafka.Topic, m.Kafka.Partition, m.WindowStart, m.Kafka.First), nil)
+	}
+	b.Delete(blockKey(source, id), nil)
+	return b.Commit(pebble.Sync)
+}
+
+// Get returns one block's metadata.
+func (c *Catalog) Get(source, id string) (block.Meta, error) {
+	v, closer, err := c.db.Get(blockKey(source, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return block.Meta{}, fmt.Errorf("block %s/%s: %w", source, id, ErrNotFound)
+	}
+	if err != nil {
+		return block.Meta{}, fmt.Errorf("catalog: %w", err)
+	}
+	defer closer.Close()
+	var m block.Meta
+	if err := json.Unmarshal(v, &m); err != nil {
+		return block.Meta{}, fmt.Errorf("catalog: block %s/%s: %w", source, id, err)
+	}
+	return m, nil
+}
+
+// Source returns what the catalog records about a source.
+func (c *Catalog) Source(source string) (SourceInfo, error) {
+	v, closer, err := c.db.Get(sourceKey(source))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return SourceInfo{}, fmt.Errorf("source %s: %w", source, ErrNotFound)
+	}
+	if err != nil {
+		return SourceInfo{}, fmt.Errorf("catalog: %w", err)
+	}
+	defer closer.Close()
+	var s SourceInfo
+	if err := json.Unmarshal(v, &s); err != nil {
+		return SourceInfo{}, fmt.Errorf("catalog: source %s: %w", source, err)
+	}
+	return s, nil
+}
+
+// Sources lists the catalogued sources in name order.
+func (c *Catalog) Sources() ([]string, error) {
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte("s\x00"), UpperBound: []byte("s\x01")})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []string
+	for ok := it.First(); ok; ok = it.Next() {
+		out = append(out, string(it.Key()[2:]))
+	}
+	return out, it.Error()
+}
+
+// scan visits the blocks of source with ids in [from, to) (to empty: no upper
+// bound), in id order, until fn returns false.
+func (c *Catalog) scan(source string, from, to string, fn func(block.Meta) bool) error {
+	p := blockPrefix(source)
+	upper := append(slices.Clone(p[:len(p)-1]), 1) // end of the prefix
+	if to != "" {
+		upper = append(slices.Clone(p), to...)
+	}
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: append(slices.Clone(p), from...), UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		var m block.Meta
+		if err := json.Unmarshal(it.Value(), &m); err != nil {
+			return fmt.Errorf("catalog: block %s: %w", bytes.TrimPrefix(it.Key(), p), err)
+		}
+		if !fn(m) {
+			break
+		}
+	}
+	return it.Error()
+}
+
+// Blocks returns every block of source in event order (by id: window, then
+// partition, then offset).
+func (c *Catalog) Blocks(source string) ([]block.Meta, error) {
+	var out []block.Meta
+	err := c.scan(source, "", "", func(m block.Meta) bool { out = append(out, m); return true })
+	return out, err
+}
+
+// Range returns the blocks of source holding events with event time in
+// [from, to) (microseconds), in event order. Late blocks of a window are
+// included: they are versions of the window's data.
+func (c *Catalog) Range(source string, from, to int64) ([]block.Meta, error) {
+	if from >= to {
+		return nil, nil
+	}
+	info, err := c.Source(source)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	wl := info.WindowLength
+	startWindow := floorDiv(from, wl) * wl
+	var endID string
+	if to <= math.MaxInt64-wl {
+		endID = block.WindowPrefix(floorDiv(to-1, wl)*wl + wl)
+	}
+	var out []block.Meta
+	err = c.scan(source, block.WindowPrefix(startWindow), endID, func(m block.Meta) bool {
+		if m.Rows > 0 && m.MaxEventTime >= from && m.MinEventTime < to {
+			out = append(out, m)
+		}
+		return true
+	})
+	return out, err
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// Covered returns the catalogued coverage of a Kafka partition, ordered by
+// window and first offset. Ingestion uses it after a restart to skip records
+// that are already in blocks.
+func (c *Catalog) Covered(topic string, partition int32) ([]Coverage, error) {
+	p := partitionPrefix(topic, partition)
+	upper := binary.BigEndian.AppendUint32(slices.Clone(p[:len(p)-4]), uint32(partition)+1)
+	if partition == math.MaxInt32 {
+		upper = append(slices.Clone(p), 0xff)
+	}
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []Coverage
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(p)+16 {
+			continue
+		}
+		var e offsetEntry
+		if err := json.Unmarshal(it.Value(), &e); err != nil {
+			return nil, fmt.Errorf("catalog: offset index: %w", err)
+		}
+		out = append(out, Coverage{
+			Window: int64(binary.BigEndian.Uint64(k[len(p):]) ^ (1 << 63)),
+			First:  int64(binary.BigEndian.Uint64(k[len(p)+8:])),
+			Last:   e.Last, ID: e.ID,
+		})
+	}
+	return out, it.Error()
+}
+
+// Generation returns the last generation handed out by NextGeneration (0 if
+// none).
+func (c *Catalog) Generation() (int64, error) {
+	v, closer, err := c.db.Get(keyGeneration)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("catalog: generation value of %d bytes", len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// NextGeneration durably increments and returns the generation counter. Each
+// ingestion process takes one at start and stamps it on the blocks it writes.
+func (c *Catalog) NextGeneration() (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, err := c.Generation()
+	if err != nil {
+		return 0, err
+	}
+	return g + 1, c.setGeneration(g + 1)
+}
+
+func (c *Catalog) setGeneration(g int64) error {
+	return c.db.Set(keyGeneration, binary.BigEndian.AppendUint64(nil, uint64(g)), pebble.Sync)
+}
