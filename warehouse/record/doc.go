@@ -1,0 +1,52 @@
+// Package record is the format of raw events on Kafka (topics raw.<source>):
+// how producers encode one event as one Kafka record, and how ingestion
+// decodes and validates it against the source's schema (transform.Schema).
+//
+// A record's value is one event. Its content-type header selects the
+// encoding; a record without the header is JSON.
+//
+// # JSON (content-type: application/json)
+//
+// One JSON object keyed by column name, holding exactly the schema's
+// columns, in any order:
+//
+//	{"event_id": 17, "event_time": 1767225600000000, "query": "red shoes",
+//	 "ad_title": "Red running shoes", "ad_category": "apparel",
+//	 "advertiser_id": 42, "country": "us", "device": "mobile",
+//	 "bid_price": 0.35, "click": 1, "conversion": 0}
+//
+// int64 columns take JSON integers (no fraction or exponent, within int64);
+// float64 columns take any JSON number; string columns take strings (valid
+// UTF-8); list<string> and list<int64> take arrays of those. null is allowed
+// for every column except event_id and event_time. A missing column, an
+// unknown or repeated key, a wrong type, trailing data, or a value that is not
+// an object makes the record malformed. This is the interoperable encoding
+// for producers outside SIG.
+//
+// # Row (content-type: application/vnd.sig.row.v1)
+//
+// A compact binary encoding, used by the generator by default because JSON
+// decoding costs several times more CPU than the rest of ingestion:
+//
+//	"SR" 0x01                      magic and version
+//	8 bytes                        first 8 bytes of the schema fingerprint
+//	per column, in schema order:   0x00 (null) or 0x01 followed by the value
+//	  int64                        zig-zag varint
+//	  float64                      8 bytes, IEEE 754 little endian
+//	  string                       uvarint length, UTF-8 bytes
+//	  list<string>                 uvarint count, then strings as above
+//	  list<int64>                  uvarint count, then zig-zag varints
+//
+// The fingerprint prefix makes a record written for another schema (or
+// another version of this one) malformed instead of misread. Trailing bytes
+// are malformed.
+//
+// # Size
+//
+// A record whose value is larger than the decoder's maximum (DefaultMaxBytes,
+// 64 KiB, unless configured) is malformed ("oversized"), whatever its
+// encoding.
+//
+// Every decoding error wraps ErrMalformed and says what is wrong; ingestion
+// sends such records to the dead-letter topic with that reason.
+package record

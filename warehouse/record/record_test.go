@@ -1,0 +1,126 @@
+package record_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/record"
+)
+
+func testSchema() *transform.Schema {
+	return &transform.Schema{Source: "t", Fields: []transform.Field{
+		{Name: "event_id", Type: transform.Int64},
+		{Name: "event_time", Type: transform.Int64},
+		{Name: "q", Type: transform.String},
+		{Name: "p", Type: transform.Float64},
+		{Name: "tags", Type: transform.ListString},
+		{Name: "ids", Type: transform.ListInt64},
+	}}
+}
+
+func encode(t *testing.T, ct string, fill func(e *record.Encoder)) []byte {
+	t.Helper()
+	e, err := record.NewEncoder(testSchema(), ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Begin()
+	fill(e)
+	return e.Bytes()
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, ct := range []string{record.ContentTypeRow, record.ContentTypeJSON} {
+		s := testSchema()
+		b := array.NewRecordBuilder(memory.DefaultAllocator, s.Arrow())
+		d := record.NewDecoder(s, 0)
+		v1 := encode(t, ct, func(e *record.Encoder) {
+			e.Int64(-7)
+			e.Int64(1 << 60)
+			e.String("héllo \"quoted\"\n")
+			e.Float64(0.1)
+			e.StringList([]string{"a", "", "ü"})
+			e.Int64List([]int64{1, -2, 1 << 62})
+		})
+		v2 := encode(t, ct, func(e *record.Encoder) {
+			e.Int64(8)
+			e.Int64(9)
+			e.Null()
+			e.Null()
+			e.StringList(nil)
+			e.Null()
+		})
+		for _, v := range [][]byte{v1, v2} {
+			if err := d.Decode(ct, v); err != nil {
+				t.Fatalf("%s: %v (%q)", ct, err, v)
+			}
+			d.AppendTo(b)
+		}
+		if err := d.Decode(ct, v1); err != nil || d.EventID() != -7 || d.EventTime() != 1<<60 {
+			t.Fatalf("%s: event id/time %d %d", ct, d.EventID(), d.EventTime())
+		}
+		rec := b.NewRecord()
+		got := rec.Column(2).(*array.String).Value(0) + "|" + rec.Column(4).(*array.List).ListValues().(*array.String).Value(2)
+		if got != "héllo \"quoted\"\n|ü" || !rec.Column(3).IsNull(1) || rec.Column(3).(*array.Float64).Value(0) != 0.1 ||
+			rec.Column(5).(*array.List).ListValues().(*array.Int64).Value(2) != 1<<62 || !rec.Column(5).IsNull(1) {
+			t.Fatalf("%s: decoded %v", ct, rec)
+		}
+		rec.Release()
+		b.Release()
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	full := `"event_time":2,"q":"x","p":1.5,"tags":["a"],"ids":[1]`
+	row := encode(t, record.ContentTypeRow, func(e *record.Encoder) {
+		e.Int64(1)
+		e.Int64(2)
+		e.String("x")
+		e.Float64(1)
+		e.StringList(nil)
+		e.Int64List(nil)
+	})
+	other, _ := record.NewEncoder(transform.AdsSchema(), record.ContentTypeRow)
+	other.Begin()
+	for range transform.AdsSchema().Fields {
+		other.Int64(1)
+	}
+	cases := []struct {
+		name, ct, value, reason string
+	}{
+		{"not json", "", `{"event_id":`, "unexpected EOF"},
+		{"array", "", `[1,2]`, "not a JSON object"},
+		{"missing", "", `{"event_id":1,"event_time":2}`, "missing column q"},
+		{"unknown", "", `{"event_id":1,"zzz":3,` + full + `}`, "unknown column"},
+		{"string for int", "", `{"event_id":"1",` + full + `}`, "want int64"},
+		{"fraction for int", "", `{"event_id":1.5,` + full + `}`, "not an int64"},
+		{"overflow", "", `{"event_id":99999999999999999999,` + full + `}`, "not an int64"},
+		{"null id", "", `{"event_id":null,` + full + `}`, "event_id is null"},
+		{"list of ints for strings", "", `{"event_id":1,"event_time":2,"q":"x","p":1,"tags":[1],"ids":[1]}`, "want string"},
+		{"object for string", "", `{"event_id":1,"event_time":2,"q":{},"p":1,"tags":[],"ids":[]}`, "want string"},
+		{"trailing", "", `{"event_id":1,` + full + `} {}`, "trailing"},
+		{"bad utf8", "", "{\"event_id\":1,\"event_time\":2,\"q\":\"\xff\",\"p\":1,\"tags\":[],\"ids\":[]}", "invalid UTF-8"},
+		{"oversized", "", `{"event_id":1,"q":"` + strings.Repeat("x", 70000) + `"}`, "oversized"},
+		{"bad content type", "text/csv", `1,2`, "content-type"},
+		{"row truncated", record.ContentTypeRow, string(row[:len(row)-2]), "truncated"},
+		{"row trailing", record.ContentTypeRow, string(row) + "x", "trailing"},
+		{"row magic", record.ContentTypeRow, "XX" + string(row[2:]), "magic"},
+		{"row other schema", record.ContentTypeRow, string(other.Bytes()), "another schema"},
+		{"row as json", "", string(row), "not JSON"},
+	}
+	d := record.NewDecoder(testSchema(), 0)
+	for _, c := range cases {
+		err := d.Decode(c.ct, []byte(c.value))
+		if !errors.Is(err, record.ErrMalformed) || !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("%s: %v, want ErrMalformed containing %q", c.name, err, c.reason)
+		}
+	}
+	if err := d.Decode("", []byte(`{"event_id":1,`+full+`}`)); err != nil {
+		t.Fatalf("valid JSON rejected: %v", err)
+	}
+}
