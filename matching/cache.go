@@ -1,0 +1,498 @@
+package matching
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sigdata/sig/internal/pebbleutil"
+)
+
+// The matching cache (paper IV.A: "this cache holds the components of all
+// transformations that SIG has previously memoized"), in Pebble.
+//
+// Key layout, format version 1. Component keys are the 32 raw bytes of the
+// Merkle key; names are validated to contain no byte below 0x20, so \x00 is a
+// safe separator.
+//
+//	f                                     -> "1" (format version)
+//	c <key32>                             -> JSON ComponentRecord
+//	r <key32>                             -> last requested, int64 unix micros BE
+//	u <key32> <client>\x00<pipeline>      -> "" (pipelines using the component)
+//	b <key32> <block id>                  -> MemoEntry, binary (see encodeMemo)
+//	p <client>\x00<pipeline>              -> JSON Pipeline
+//	n <nodekey32> <key32>                 -> "" (components containing a node)
+//	o <op>\x00 <key32>                    -> "" (components using an op)
+//	k <column>\x00 <key32>                -> "" (components reading a column)
+//
+// The n, o and k prefixes are the search index (eviction and the web UI use
+// it). Everything about one submit is written in one batch.
+
+// FormatVersion is the on-disk format of the cache; Open refuses others.
+const FormatVersion = "1"
+
+var (
+	// ErrNotFound: no such component, memo entry or pipeline.
+	ErrNotFound = errors.New("matching: not found")
+	// ErrFormat: the directory holds a cache of another format.
+	ErrFormat = errors.New("matching: cache format mismatch")
+)
+
+const (
+	pfxFormat    = 'f'
+	pfxComponent = 'c'
+	pfxRequested = 'r'
+	pfxUser      = 'u'
+	pfxMemo      = 'b'
+	pfxPipeline  = 'p'
+	pfxNode      = 'n'
+	pfxOp        = 'o'
+	pfxColumn    = 'k'
+)
+
+// ComponentRecord is what the cache keeps per component.
+type ComponentRecord struct {
+	Key     string    `json:"key"`
+	Source  string    `json:"source"`
+	Type    string    `json:"type"`
+	Columns []string  `json:"columns"`
+	Ops     []string  `json:"ops"`
+	Nodes   int       `json:"nodes"`
+	DSL     string    `json:"dsl"` // canonical DSL, one input named out
+	Created time.Time `json:"created"`
+	// NodeKeys are the keys of every node of the component (search index).
+	NodeKeys []string `json:"node_keys"`
+}
+
+// MemoState is the state of one memoized block.
+type MemoState uint8
+
+// Memo states.
+const (
+	MemoPending MemoState = 1 + iota
+	MemoReady
+	MemoFailed
+)
+
+func (s MemoState) String() string {
+	switch s {
+	case MemoPending:
+		return "pending"
+	case MemoReady:
+		return "ready"
+	case MemoFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// MemoEntry is the state of one (component, block).
+type MemoEntry struct {
+	Component Key
+	Block     string
+	State     MemoState
+	Object    string
+	Rows      int64
+	Bytes     int64
+	Error     string
+	Updated   time.Time
+	// Gen identifies one incarnation of the entry: a pending entry created
+	// after an eviction has a new Gen, so a worker that started before the
+	// eviction cannot mark the new incarnation ready (see MarkReady).
+	Gen uint64
+}
+
+// PipelineInput is one model input of a registered pipeline.
+type PipelineInput struct {
+	Name      string `json:"name"`
+	Component string `json:"component"`
+	Type      string `json:"type"`
+}
+
+// Pipeline is a registered training pipeline.
+type Pipeline struct {
+	Client    string          `json:"client"`
+	Name      string          `json:"name"`
+	Priority  int32           `json:"priority"`
+	Source    string          `json:"source"`
+	From      int64           `json:"from"`
+	To        int64           `json:"to"`
+	Inputs    []PipelineInput `json:"inputs"`
+	Graph     string          `json:"graph"` // the graph as submitted, printed as DSL
+	Submitted time.Time       `json:"submitted"`
+}
+
+// Cache is the Pebble-backed matching cache.
+type Cache struct {
+	db   *pebble.DB
+	sync bool
+	mu   sync.Mutex // serializes read-modify-write of memo entries
+}
+
+// CacheOptions configure a Cache.
+type CacheOptions struct {
+	// Sync makes every write durable against machine crashes. Without it,
+	// writes survive process crashes (the WAL is in the OS page cache), which
+	// is what sigd's crash tests exercise.
+	Sync bool
+}
+
+// OpenCache opens or creates the cache in dir.
+func OpenCache(dir string, opts CacheOptions) (*Cache, error) {
+	db, err := pebbleutil.Open(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{db: db, sync: opts.Sync}
+	v, ok, err := pebbleutil.Get(db, []byte{pfxFormat})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if !ok {
+		if err := db.Set([]byte{pfxFormat}, []byte(FormatVersion), pebble.Sync); err != nil {
+			db.Close()
+			return nil, err
+		}
+	} else if string(v) != FormatVersion {
+		db.Close()
+		return nil, fmt.Errorf("%w: %s holds format %q, this build reads %q", ErrFormat, dir, v, FormatVersion)
+	}
+	return c, nil
+}
+
+// Close closes the cache.
+func (c *Cache) Close() error { return c.db.Close() }
+
+func (c *Cache) wopts() *pebble.WriteOptions {
+	if c.sync {
+		return pebble.Sync
+	}
+	return pebble.NoSync
+}
+
+func key1(p byte, k Key) []byte { return append([]byte{p}, k[:]...) }
+
+func key2(p byte, k Key, rest string) []byte {
+	b := make([]byte, 0, 1+len(k)+len(rest))
+	b = append(b, p)
+	b = append(b, k[:]...)
+	return append(b, rest...)
+}
+
+func pipelineKey(client, name string) []byte {
+	return []byte(string(pfxPipeline) + client + "\x00" + name)
+}
+
+// Component returns a component's record.
+func (c *Cache) Component(k Key) (ComponentRecord, error) {
+	v, ok, err := pebbleutil.Get(c.db, key1(pfxComponent, k))
+	if err != nil {
+		return ComponentRecord{}, err
+	}
+	if !ok {
+		return ComponentRecord{}, fmt.Errorf("%w: component %s", ErrNotFound, k)
+	}
+	var r ComponentRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return ComponentRecord{}, fmt.Errorf("component %s: corrupt record: %w", k, err)
+	}
+	return r, nil
+}
+
+// HasComponent reports whether the component is in the cache.
+func (c *Cache) HasComponent(k Key) (bool, error) {
+	_, ok, err := pebbleutil.Get(c.db, key1(pfxComponent, k))
+	return ok, err
+}
+
+// putComponent adds the component record and its search index entries.
+func putComponent(b *pebble.Batch, k Key, r *ComponentRecord) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := b.Set(key1(pfxComponent, k), v, nil); err != nil {
+		return err
+	}
+	for _, nk := range r.NodeKeys {
+		n, err := ParseKey(nk)
+		if err != nil {
+			return err
+		}
+		if err := b.Set(append(key1(pfxNode, n), k[:]...), nil, nil); err != nil {
+			return err
+		}
+	}
+	for _, op := range r.Ops {
+		if err := b.Set(append([]byte(string(pfxOp)+op+"\x00"), k[:]...), nil, nil); err != nil {
+			return err
+		}
+	}
+	for _, col := range r.Columns {
+		if err := b.Set(append([]byte(string(pfxColumn)+col+"\x00"), k[:]...), nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LastRequested returns when the component was last requested.
+func (c *Cache) LastRequested(k Key) (time.Time, error) {
+	v, ok, err := pebbleutil.Get(c.db, key1(pfxRequested, k))
+	if err != nil || !ok || len(v) != 8 {
+		return time.Time{}, err
+	}
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(v))), nil
+}
+
+func setRequested(b *pebble.Batch, k Key, at time.Time) error {
+	return b.Set(key1(pfxRequested, k), binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro())), nil)
+}
+
+// Touch records that the components were requested at the given time.
+func (c *Cache) Touch(keys []Key, at time.Time) error {
+	b := c.db.NewBatch()
+	defer b.Close()
+	for _, k := range keys {
+		if err := setRequested(b, k, at); err != nil {
+			return err
+		}
+	}
+	return b.Commit(c.wopts())
+}
+
+// Users returns the pipelines ("client\x00pipeline") using a component.
+func (c *Cache) Users(k Key) ([][2]string, error) {
+	var out [][2]string
+	pfx := key1(pfxUser, k)
+	err := pebbleutil.Scan(c.db, pfx, func(key, _ []byte) (bool, error) {
+		rest := string(key[len(pfx):])
+		for i := 0; i < len(rest); i++ {
+			if rest[i] == 0 {
+				out = append(out, [2]string{rest[:i], rest[i+1:]})
+				break
+			}
+		}
+		return true, nil
+	})
+	return out, err
+}
+
+// encodeMemo: state byte, rows uvarint, bytes uvarint, updated micros
+// varint, gen uvarint, object and error length-prefixed.
+func encodeMemo(e *MemoEntry) []byte {
+	b := []byte{byte(e.State)}
+	b = binary.AppendUvarint(b, uint64(e.Rows))
+	b = binary.AppendUvarint(b, uint64(e.Bytes))
+	b = binary.AppendVarint(b, e.Updated.UnixMicro())
+	b = binary.AppendUvarint(b, e.Gen)
+	b = binary.AppendUvarint(b, uint64(len(e.Object)))
+	b = append(b, e.Object...)
+	b = binary.AppendUvarint(b, uint64(len(e.Error)))
+	return append(b, e.Error...)
+}
+
+func decodeMemo(k Key, block string, v []byte) (MemoEntry, error) {
+	e := MemoEntry{Component: k, Block: block}
+	bad := fmt.Errorf("memo entry %s/%s: corrupt", k.Short(), block)
+	if len(v) < 1 {
+		return e, bad
+	}
+	e.State = MemoState(v[0])
+	v = v[1:]
+	u := func() uint64 {
+		x, n := binary.Uvarint(v)
+		if n <= 0 {
+			v = nil
+			return 0
+		}
+		v = v[n:]
+		return x
+	}
+	e.Rows = int64(u())
+	e.Bytes = int64(u())
+	t, n := binary.Varint(v)
+	if n <= 0 {
+		return e, bad
+	}
+	v = v[n:]
+	e.Updated = time.UnixMicro(t)
+	e.Gen = u()
+	s := func() (string, bool) {
+		l := u()
+		if v == nil || uint64(len(v)) < l {
+			return "", false
+		}
+		out := string(v[:l])
+		v = v[l:]
+		return out, true
+	}
+	var ok1, ok2 bool
+	e.Object, ok1 = s()
+	e.Error, ok2 = s()
+	if !ok1 || !ok2 || e.State < MemoPending || e.State > MemoFailed {
+		return e, bad
+	}
+	return e, nil
+}
+
+// Memo returns the entry of one (component, block).
+func (c *Cache) Memo(k Key, block string) (MemoEntry, error) {
+	v, ok, err := pebbleutil.Get(c.db, key2(pfxMemo, k, block))
+	if err != nil {
+		return MemoEntry{}, err
+	}
+	if !ok {
+		return MemoEntry{}, fmt.Errorf("%w: memo %s/%s", ErrNotFound, k.Short(), block)
+	}
+	return decodeMemo(k, block, v)
+}
+
+// Memos returns every memo entry of a component, by block id.
+func (c *Cache) Memos(k Key) (map[string]MemoEntry, error) {
+	out := map[string]MemoEntry{}
+	pfx := key1(pfxMemo, k)
+	err := pebbleutil.Scan(c.db, pfx, func(key, v []byte) (bool, error) {
+		block := string(key[len(pfx):])
+		e, err := decodeMemo(k, block, v)
+		if err != nil {
+			return false, err
+		}
+		out[block] = e
+		return true, nil
+	})
+	return out, err
+}
+
+// SetMemo writes a memo entry.
+func (c *Cache) SetMemo(e MemoEntry) error {
+	return c.db.Set(key2(pfxMemo, e.Component, e.Block), encodeMemo(&e), c.wopts())
+}
+
+// UpdateMemo atomically reads, changes and writes one memo entry. f gets
+// ok=false when there is none; returning false from f writes nothing.
+func (c *Cache) UpdateMemo(k Key, block string, f func(e *MemoEntry, ok bool) bool) (MemoEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, err := c.Memo(k, block)
+	ok := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return e, err
+	}
+	if !ok {
+		e = MemoEntry{Component: k, Block: block}
+	}
+	if !f(&e, ok) {
+		return e, nil
+	}
+	return e, c.db.Set(key2(pfxMemo, k, block), encodeMemo(&e), c.wopts())
+}
+
+// DeleteMemo removes a memo entry.
+func (c *Cache) DeleteMemo(k Key, block string) error {
+	return c.db.Delete(key2(pfxMemo, k, block), c.wopts())
+}
+
+// Pipeline returns a registered pipeline.
+func (c *Cache) Pipeline(client, name string) (Pipeline, error) {
+	v, ok, err := pebbleutil.Get(c.db, pipelineKey(client, name))
+	if err != nil {
+		return Pipeline{}, err
+	}
+	if !ok {
+		return Pipeline{}, fmt.Errorf("%w: pipeline %s/%s", ErrNotFound, client, name)
+	}
+	var p Pipeline
+	if err := json.Unmarshal(v, &p); err != nil {
+		return Pipeline{}, fmt.Errorf("pipeline %s/%s: corrupt record: %w", client, name, err)
+	}
+	return p, nil
+}
+
+// Pipelines returns every registered pipeline, of one client or of all when
+// client is empty.
+func (c *Cache) Pipelines(client string) ([]Pipeline, error) {
+	pfx := []byte{pfxPipeline}
+	if client != "" {
+		pfx = []byte(string(pfxPipeline) + client + "\x00")
+	}
+	var out []Pipeline
+	err := pebbleutil.Scan(c.db, pfx, func(_, v []byte) (bool, error) {
+		var p Pipeline
+		if err := json.Unmarshal(v, &p); err != nil {
+			return false, err
+		}
+		out = append(out, p)
+		return true, nil
+	})
+	return out, err
+}
+
+// SetPipelinePriority changes a registered pipeline's priority.
+func (c *Cache) SetPipelinePriority(client, name string, prio int32) (Pipeline, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, err := c.Pipeline(client, name)
+	if err != nil {
+		return p, err
+	}
+	p.Priority = prio
+	v, err := json.Marshal(p)
+	if err != nil {
+		return p, err
+	}
+	return p, c.db.Set(pipelineKey(client, name), v, c.wopts())
+}
+
+// ComponentKeys returns every component key in the cache, in key order.
+func (c *Cache) ComponentKeys() ([]Key, error) {
+	var out []Key
+	err := pebbleutil.Scan(c.db, []byte{pfxComponent}, func(key, _ []byte) (bool, error) {
+		var k Key
+		copy(k[:], key[1:])
+		out = append(out, k)
+		return true, nil
+	})
+	return out, err
+}
+
+// indexScan returns the component keys listed under an index prefix (the
+// key suffix after the prefix is the 32-byte component key).
+func (c *Cache) indexScan(pfx []byte, limit int) ([]Key, error) {
+	var out []Key
+	err := pebbleutil.Scan(c.db, pfx, func(key, _ []byte) (bool, error) {
+		var k Key
+		copy(k[:], key[len(pfx):])
+		out = append(out, k)
+		return limit <= 0 || len(out) < limit, nil
+	})
+	return out, err
+}
+
+// ContainingNode returns the components that contain the node with key n.
+func (c *Cache) ContainingNode(n Key, limit int) ([]Key, error) {
+	return c.indexScan(key1(pfxNode, n), limit)
+}
+
+// UsingOp returns the components that use an op.
+func (c *Cache) UsingOp(op string, limit int) ([]Key, error) {
+	return c.indexScan([]byte(string(pfxOp)+op+"\x00"), limit)
+}
+
+// ReadingColumn returns the components that read a raw column.
+func (c *Cache) ReadingColumn(col string, limit int) ([]Key, error) {
+	return c.indexScan([]byte(string(pfxColumn)+col+"\x00"), limit)
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// scanPrefix calls fn for every key with the prefix.
+func scanPrefix(c *Cache, pfx []byte, fn func(key, val []byte) error) error {
+	return pebbleutil.Scan(c.db, pfx, func(k, v []byte) (bool, error) { return true, fn(k, v) })
+}

@@ -1,0 +1,627 @@
+package matching
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/transform"
+)
+
+// Block is a raw block of the warehouse as the frontend sees it.
+type Block struct {
+	ID        string
+	RawObject string
+	MinEvent  int64 // event time range of the rows, micros, inclusive
+	MaxEvent  int64
+	Rows      int64
+}
+
+// Blocks lists the raw blocks of a source overlapping an event range, in
+// event order (the warehouse catalog).
+type Blocks interface {
+	Range(source string, from, to int64) ([]Block, error)
+}
+
+// Scheduler receives memoization tasks (the work queues). Enqueue is
+// idempotent per (component, block) and merges requesters.
+type Scheduler interface {
+	Enqueue(component Key, block, client, pipeline string, priority int32) error
+}
+
+// InputError is a request the frontend refuses; Field names what is wrong
+// (the gRPC layer answers InvalidArgument with it).
+type InputError struct {
+	Field string
+	Err   error
+}
+
+func (e *InputError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(field string, format string, args ...any) error {
+	return &InputError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// Priorities are in [0, MaxPriority]; higher runs first.
+const MaxPriority = 1000
+
+// ValidateName checks a client, pipeline or input name: 1 to 128 bytes of
+// letters, digits, '.', '_' and '-'. Any other byte (in particular control
+// bytes, '/', and HTML) is refused so names are safe in keys, object paths,
+// logs and the web UI.
+func ValidateName(field, s string) error {
+	if s == "" || len(s) > 128 {
+		return inputErr(field, "must be 1 to 128 characters, got %d", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '.' || c == '_' || c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') {
+			continue
+		}
+		return inputErr(field, "character %q at byte %d is not allowed (letters, digits, '.', '_', '-')", c, i)
+	}
+	return nil
+}
+
+// FrontendConfig wires a Frontend.
+type FrontendConfig struct {
+	Cache     *Cache
+	Blocks    Blocks
+	Scheduler Scheduler
+	// Schema returns the schema of a raw source.
+	Schema   func(source string) (*transform.Schema, error)
+	Registry *transform.Registry
+	Limits   transform.Limits
+	Clock    clock.Clock
+}
+
+// Frontend is the matching frontend (paper IV.A, Figure 3): it matches
+// submitted graphs against the cache, schedules misses and answers read
+// solutions.
+type Frontend struct {
+	cfg FrontendConfig
+	// evict excludes the creation of memo entries while an eviction removes
+	// entries and objects, so no entry is re-created pending and marked
+	// ready between the two.
+	evict sync.RWMutex
+	watch notifier
+	stats frontendStats
+}
+
+type frontendStats struct {
+	submits, components, componentHits atomic.Uint64
+	blockRequests, blockHits           atomic.Uint64
+	tasksEnqueued                      atomic.Uint64
+}
+
+// NewFrontend returns a frontend.
+func NewFrontend(cfg FrontendConfig) *Frontend {
+	if cfg.Registry == nil {
+		cfg.Registry = transform.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	cfg.Limits = cfg.Limits.EnsureDefaults()
+	return &Frontend{cfg: cfg}
+}
+
+// Cache returns the frontend's cache.
+func (f *Frontend) Cache() *Cache { return f.cfg.Cache }
+
+// SubmitRequest registers a pipeline's graph for an event range.
+type SubmitRequest struct {
+	Client, Pipeline string
+	Priority         int32
+	Source           string // "ads" when empty
+	Graph            *transform.Graph
+	From, To         int64 // event time [From, To), micros
+}
+
+// SubmitResult is the answer to a submit.
+type SubmitResult struct {
+	Solution      *Solution
+	Components    int
+	ComponentHits int
+	BlockHits     int
+	BlockMisses   int
+	TasksEnqueued int
+}
+
+// InputSolution is the read solution of one model input.
+type InputSolution struct {
+	Name      string
+	Component Key
+	Type      string
+	Columns   []string
+	DSL       string
+	Blocks    []BlockSolution
+}
+
+// BlockSolution is one block of one input.
+type BlockSolution struct {
+	Block  Block
+	Object string // memo object key, assigned even while pending
+	State  MemoState
+	Error  string
+	Rows   int64
+	Bytes  int64
+}
+
+// Solution is a read solution (paper IV.A): per model input and per block,
+// which memoized data to read and whether it is there yet.
+type Solution struct {
+	Client, Pipeline, Source string
+	From, To                 int64
+	Inputs                   []InputSolution
+	Raw                      []Block
+	Ready, Pending, Failed   int
+}
+
+// Complete reports whether every block of every input is ready.
+func (s *Solution) Complete() bool { return s.Pending == 0 && s.Failed == 0 }
+
+// MemoObjectKey is where the memoized output of a component for a block is
+// stored (brief, "Warehouse": memo/<component-key>/<block>.arrow).
+func MemoObjectKey(k Key, block string) string { return "memo/" + k.String() + "/" + block + ".arrow" }
+
+func (f *Frontend) schema(source string) (*transform.Schema, error) {
+	s, err := f.cfg.Schema(source)
+	if err != nil {
+		return nil, inputErr("graph.raw_source", "%v", err)
+	}
+	return s, nil
+}
+
+// Submit validates, canonicalizes and registers a pipeline's graph and
+// returns its read solution; misses become tasks. Submitting the same graph
+// again changes nothing but the last-requested times.
+func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
+	if err := ValidateName("client", req.Client); err != nil {
+		return nil, err
+	}
+	if err := ValidateName("pipeline", req.Pipeline); err != nil {
+		return nil, err
+	}
+	if req.Priority < 0 || req.Priority > MaxPriority {
+		return nil, inputErr("priority", "%d is out of range [0, %d]", req.Priority, MaxPriority)
+	}
+	if req.From >= req.To {
+		return nil, inputErr("range", "empty event range [%d, %d): start must be before end", req.From, req.To)
+	}
+	if req.Source == "" {
+		req.Source = "ads"
+	}
+	if req.Graph == nil {
+		return nil, inputErr("graph", "no graph")
+	}
+	s, err := f.schema(req.Source)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Canonicalize(req.Graph, s, f.cfg.Registry, f.cfg.Limits)
+	if err != nil {
+		return nil, &InputError{Field: "graph", Err: err}
+	}
+	now := f.cfg.Clock.Now()
+	cache := f.cfg.Cache
+	res := &SubmitResult{}
+
+	// The previous registration, to drop usage of components it no longer has.
+	old, err := cache.Pipeline(req.Client, req.Pipeline)
+	hadOld := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+
+	b := cache.db.NewBatch()
+	defer b.Close()
+	p := Pipeline{Client: req.Client, Name: req.Pipeline, Priority: req.Priority, Source: req.Source,
+		From: req.From, To: req.To, Graph: transform.Print(req.Graph), Submitted: now}
+	seen := map[Key]bool{}
+	var keys []Key
+	for i := range c.Components {
+		comp := &c.Components[i]
+		p.Inputs = append(p.Inputs, PipelineInput{Name: comp.Input, Component: comp.Key.String(), Type: comp.Type.String()})
+		if seen[comp.Key] {
+			continue
+		}
+		seen[comp.Key] = true
+		keys = append(keys, comp.Key)
+		res.Components++
+		exists, err := cache.HasComponent(comp.Key)
+		if err != nil {
+			return nil, err
+		}
+		if exists {
+			res.ComponentHits++
+		} else {
+			rec := ComponentRecord{Key: comp.Key.String(), Source: req.Source, Type: comp.Type.String(),
+				Columns: comp.Columns, Ops: comp.Ops, Nodes: len(comp.Nodes), DSL: c.DSL(comp, "out"), Created: now}
+			for _, nk := range c.NodeKeys(comp) {
+				rec.NodeKeys = append(rec.NodeKeys, nk.String())
+			}
+			if err := putComponent(b, comp.Key, &rec); err != nil {
+				return nil, err
+			}
+		}
+		if err := setRequested(b, comp.Key, now); err != nil {
+			return nil, err
+		}
+		if err := b.Set(key2(pfxUser, comp.Key, req.Client+"\x00"+req.Pipeline), nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	if hadOld {
+		for _, in := range old.Inputs {
+			k, err := ParseKey(in.Component)
+			if err == nil && !seen[k] {
+				if err := b.Delete(key2(pfxUser, k, req.Client+"\x00"+req.Pipeline), nil); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	pv, err := jsonMarshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Set(pipelineKey(req.Client, req.Pipeline), pv, nil); err != nil {
+		return nil, err
+	}
+	if err := b.Commit(cache.wopts()); err != nil {
+		return nil, err
+	}
+	sol, hits, misses, enq, err := f.resolve(&p, now)
+	if err != nil {
+		return nil, err
+	}
+	res.Solution, res.BlockHits, res.BlockMisses, res.TasksEnqueued = sol, hits, misses, enq
+	f.stats.submits.Add(1)
+	f.stats.components.Add(uint64(res.Components))
+	f.stats.componentHits.Add(uint64(res.ComponentHits))
+	f.stats.blockRequests.Add(uint64(hits + misses))
+	f.stats.blockHits.Add(uint64(hits))
+	f.stats.tasksEnqueued.Add(uint64(enq))
+	return res, nil
+}
+
+// ReadSolution answers the current read solution of a registered pipeline
+// for [from, to) (the submitted range when from == to == 0). Memo entries
+// that are missing — never computed, or evicted — are created pending and
+// scheduled: evicted data is recomputed on demand.
+func (f *Frontend) ReadSolution(client, pipeline string, from, to int64) (*Solution, error) {
+	p, err := f.cfg.Cache.Pipeline(client, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	if from != 0 || to != 0 {
+		if from >= to {
+			return nil, inputErr("range", "empty event range [%d, %d)", from, to)
+		}
+		p.From, p.To = from, to
+	}
+	now := f.cfg.Clock.Now()
+	sol, _, _, _, err := f.resolve(&p, now)
+	if err != nil {
+		return nil, err
+	}
+	var keys []Key
+	for _, in := range sol.Inputs {
+		keys = append(keys, in.Component)
+	}
+	if err := f.cfg.Cache.Touch(keys, now); err != nil {
+		return nil, err
+	}
+	return sol, nil
+}
+
+// resolve builds a pipeline's read solution, creating and scheduling the
+// memo entries that are missing. It returns the block hits (ready) and
+// misses (anything else) over distinct (component, block) pairs, and the
+// number of tasks enqueued.
+func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, misses, enqueued int, err error) {
+	f.evict.RLock()
+	defer f.evict.RUnlock()
+	blocks, err := f.cfg.Blocks.Range(p.Source, p.From, p.To)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	sol = &Solution{Client: p.Client, Pipeline: p.Name, Source: p.Source, From: p.From, To: p.To, Raw: blocks}
+	memos := map[Key]map[string]MemoEntry{}
+	recs := map[Key]ComponentRecord{}
+	for _, in := range p.Inputs {
+		k, err := ParseKey(in.Component)
+		if err != nil {
+			return nil, 0, 0, 0, fmt.Errorf("pipeline %s/%s: %w", p.Client, p.Name, err)
+		}
+		is := InputSolution{Name: in.Name, Component: k, Type: in.Type}
+		rec, ok := recs[k]
+		if !ok {
+			if rec, err = f.cfg.Cache.Component(k); err != nil {
+				return nil, 0, 0, 0, err
+			}
+			recs[k] = rec
+		}
+		is.Columns, is.DSL = rec.Columns, rec.DSL
+		m, seenComp := memos[k]
+		if !seenComp {
+			if m, err = f.cfg.Cache.Memos(k); err != nil {
+				return nil, 0, 0, 0, err
+			}
+			memos[k] = m
+		}
+		for _, blk := range blocks {
+			e, ok := m[blk.ID]
+			if !ok {
+				e = MemoEntry{Component: k, Block: blk.ID, State: MemoPending, Object: MemoObjectKey(k, blk.ID),
+					Updated: now, Gen: rand.Uint64() | 1}
+				if err := f.cfg.Cache.SetMemo(e); err != nil {
+					return nil, 0, 0, 0, err
+				}
+				m[blk.ID] = e
+			}
+			if !seenComp {
+				// Count and schedule each (component, block) once per call.
+				if e.State == MemoReady {
+					hits++
+				} else {
+					misses++
+				}
+				if e.State == MemoPending {
+					if err := f.cfg.Scheduler.Enqueue(k, blk.ID, p.Client, p.Name, p.Priority); err != nil {
+						return nil, 0, 0, 0, err
+					}
+					enqueued++
+				}
+			}
+			is.Blocks = append(is.Blocks, BlockSolution{Block: blk, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes})
+			switch e.State {
+			case MemoReady:
+				sol.Ready++
+			case MemoPending:
+				sol.Pending++
+			case MemoFailed:
+				sol.Failed++
+			}
+		}
+		sol.Inputs = append(sol.Inputs, is)
+	}
+	return sol, hits, misses, enqueued, nil
+}
+
+// Begin returns the generation of a pending memo entry, for a worker about
+// to compute it. ok is false when there is nothing to compute (the entry is
+// gone or already ready).
+func (f *Frontend) Begin(k Key, block string) (gen uint64, ok bool, err error) {
+	e, err := f.cfg.Cache.Memo(k, block)
+	if errors.Is(err, ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return e.Gen, e.State == MemoPending, nil
+}
+
+// ErrStale: the memo entry a worker computed was evicted (and perhaps
+// re-created) meanwhile; the worker must not mark it.
+var ErrStale = errors.New("matching: memo entry changed while computing")
+
+// MarkReady records that the memo object of (k, block) was written whole.
+// It only succeeds on the pending entry of the given generation, so a worker
+// that raced with an eviction never marks data that was deleted.
+func (f *Frontend) MarkReady(k Key, block string, gen uint64, rows, bytes int64) error {
+	var stale bool
+	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
+		if !ok || e.State != MemoPending || e.Gen != gen {
+			stale = true
+			return false
+		}
+		e.State, e.Rows, e.Bytes, e.Error, e.Updated = MemoReady, rows, bytes, "", f.cfg.Clock.Now()
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if stale {
+		return ErrStale
+	}
+	f.watch.notify(k, e)
+	return nil
+}
+
+// MarkFailed records that the task of (k, block) was quarantined.
+func (f *Frontend) MarkFailed(k Key, block string, reason string) error {
+	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
+		if !ok || e.State == MemoReady {
+			return false
+		}
+		e.State, e.Error, e.Updated = MemoFailed, reason, f.cfg.Clock.Now()
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	f.watch.notify(k, e)
+	return nil
+}
+
+// MarkPending turns a failed entry pending again (quarantine released).
+func (f *Frontend) MarkPending(k Key, block string) error {
+	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
+		if !ok || e.State != MemoFailed {
+			return false
+		}
+		e.State, e.Error, e.Updated, e.Gen = MemoPending, "", f.cfg.Clock.Now(), rand.Uint64()|1
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	f.watch.notify(k, e)
+	return nil
+}
+
+// Reconcile schedules every pending memo entry again. sigd runs it at start
+// so that a crash between writing an entry and enqueueing its task loses
+// nothing (Enqueue is idempotent). Priorities come from the pipelines using
+// each component.
+func (f *Frontend) Reconcile() (int, error) {
+	cache := f.cfg.Cache
+	n := 0
+	var pending []MemoEntry
+	err := scanMemos(cache, func(e MemoEntry) {
+		if e.State == MemoPending {
+			pending = append(pending, e)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	users := map[Key][][2]string{}
+	prio := map[[2]string]int32{}
+	for _, e := range pending {
+		us, ok := users[e.Component]
+		if !ok {
+			if us, err = cache.Users(e.Component); err != nil {
+				return n, err
+			}
+			users[e.Component] = us
+		}
+		for _, u := range us {
+			pr, ok := prio[u]
+			if !ok {
+				p, err := cache.Pipeline(u[0], u[1])
+				if err != nil {
+					continue
+				}
+				pr = p.Priority
+				prio[u] = pr
+			}
+			if err := f.cfg.Scheduler.Enqueue(e.Component, e.Block, u[0], u[1], pr); err != nil {
+				return n, err
+			}
+		}
+		n++
+	}
+	return n, nil
+}
+
+func scanMemos(c *Cache, fn func(MemoEntry)) error {
+	return scanPrefix(c, []byte{pfxMemo}, func(key, v []byte) error {
+		var k Key
+		copy(k[:], key[1:33])
+		e, err := decodeMemo(k, string(key[33:]), v)
+		if err != nil {
+			return err
+		}
+		fn(e)
+		return nil
+	})
+}
+
+// Watch subscribes to changes of the memo entries of the given components.
+// The returned channel receives every change until cancel is called; a
+// subscriber that falls behind by more than its buffer loses changes and is
+// told so by a closed channel (it then re-reads the solution).
+func (f *Frontend) Watch(keys []Key) (<-chan MemoEntry, func()) {
+	return f.watch.subscribe(keys)
+}
+
+// Evicting runs fn while no memo entry can be created (see Frontend.evict).
+func (f *Frontend) Evicting(fn func() error) error {
+	f.evict.Lock()
+	defer f.evict.Unlock()
+	return fn()
+}
+
+// Notify tells watchers of a change made outside the frontend (eviction).
+func (f *Frontend) Notify(e MemoEntry) { f.watch.notify(e.Component, e) }
+
+// Stats are the frontend's counters since start.
+type Stats struct {
+	Submits, Components, ComponentHits uint64
+	BlockRequests, BlockHits           uint64
+	TasksEnqueued                      uint64
+}
+
+// Stats returns the counters.
+func (f *Frontend) Stats() Stats {
+	return Stats{
+		Submits: f.stats.submits.Load(), Components: f.stats.components.Load(), ComponentHits: f.stats.componentHits.Load(),
+		BlockRequests: f.stats.blockRequests.Load(), BlockHits: f.stats.blockHits.Load(), TasksEnqueued: f.stats.tasksEnqueued.Load(),
+	}
+}
+
+// notifier fans memo changes out to watchers.
+type notifier struct {
+	mu   sync.Mutex
+	subs map[Key]map[*subscriber]bool
+}
+
+type subscriber struct {
+	ch     chan MemoEntry
+	closed bool
+}
+
+func (n *notifier) subscribe(keys []Key) (<-chan MemoEntry, func()) {
+	s := &subscriber{ch: make(chan MemoEntry, 4096)}
+	n.mu.Lock()
+	if n.subs == nil {
+		n.subs = map[Key]map[*subscriber]bool{}
+	}
+	for _, k := range keys {
+		if n.subs[k] == nil {
+			n.subs[k] = map[*subscriber]bool{}
+		}
+		n.subs[k][s] = true
+	}
+	n.mu.Unlock()
+	cancel := func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for _, k := range keys {
+			delete(n.subs[k], s)
+			if len(n.subs[k]) == 0 {
+				delete(n.subs, k)
+			}
+		}
+		if !s.closed {
+			s.closed = true
+			close(s.ch)
+		}
+	}
+	return s.ch, cancel
+}
+
+func (n *notifier) notify(k Key, e MemoEntry) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for s := range n.subs[k] {
+		if s.closed {
+			continue
+		}
+		select {
+		case s.ch <- e:
+		default:
+			// Too far behind: close so the watcher re-reads everything.
+			s.closed = true
+			close(s.ch)
+		}
+	}
+}
+
+// SortedInputs returns the solution's inputs sorted by name (stable output
+// for CLIs).
+func (s *Solution) SortedInputs() []InputSolution {
+	out := append([]InputSolution(nil), s.Inputs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

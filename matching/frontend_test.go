@@ -1,0 +1,276 @@
+package matching
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/transform"
+)
+
+type fakeBlocks struct{ blocks []Block }
+
+func (f *fakeBlocks) Range(source string, from, to int64) ([]Block, error) {
+	var out []Block
+	for _, b := range f.blocks {
+		if b.MaxEvent >= from && b.MinEvent < to {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+type enq struct {
+	comp             Key
+	block            string
+	client, pipeline string
+	prio             int32
+}
+
+type fakeSched struct {
+	mu    sync.Mutex
+	calls []enq
+	tasks map[string]bool
+}
+
+func (f *fakeSched) Enqueue(k Key, block, client, pipeline string, prio int32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tasks == nil {
+		f.tasks = map[string]bool{}
+	}
+	f.calls = append(f.calls, enq{k, block, client, pipeline, prio})
+	f.tasks[k.String()+"/"+block] = true
+	return nil
+}
+
+func newTestFrontend(t *testing.T, nblocks int) (*Frontend, *fakeSched, *clock.Fake) {
+	t.Helper()
+	cache, err := OpenCache(t.TempDir(), CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	fb := &fakeBlocks{}
+	for i := 0; i < nblocks; i++ {
+		fb.blocks = append(fb.blocks, Block{ID: fmt.Sprintf("b%03d", i), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
+			MinEvent: int64(i * 100), MaxEvent: int64(i*100 + 99), Rows: 100})
+	}
+	sched := &fakeSched{}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	f := NewFrontend(FrontendConfig{Cache: cache, Blocks: fb, Scheduler: sched, Clock: clk,
+		Schema: func(src string) (*transform.Schema, error) {
+			if src != "ads" {
+				return nil, fmt.Errorf("unknown source %q", src)
+			}
+			return transform.AdsSchema(), nil
+		}})
+	return f, sched, clk
+}
+
+func mustParse(t *testing.T, src string) *transform.Graph {
+	t.Helper()
+	g, err := transform.Parse([]byte(src), "", transform.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+const graphA = `
+let q = unigrams(lower(col("query")))
+let t = unigrams(lower(col("ad_title")))
+input overlap = concat(intersect(q, t), col("ad_category"))
+input qid = hash(q, buckets=1000)
+`
+
+const graphB = `
+input overlap2 = concat(intersect(unigrams(lower(col("ad_title"))), unigrams(lower(col("query")))), col("ad_category"))
+input price = bucketize(col("bid_price"), boundaries=[1, 2])
+`
+
+func TestSubmitSharesComponentsAndSchedulesOnce(t *testing.T) {
+	f, sched, _ := newTestFrontend(t, 4)
+	ra, err := f.Submit(SubmitRequest{Client: "c1", Pipeline: "a", Priority: 5, Graph: mustParse(t, graphA), From: 0, To: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ra.Components != 2 || ra.ComponentHits != 0 || ra.BlockMisses != 8 || ra.TasksEnqueued != 8 {
+		t.Fatalf("first submit: %+v", ra)
+	}
+	rb, err := f.Submit(SubmitRequest{Client: "c2", Pipeline: "b", Priority: 9, Graph: mustParse(t, graphB), From: 0, To: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Components != 2 || rb.ComponentHits != 1 {
+		t.Fatalf("second submit: %+v", rb)
+	}
+	if len(sched.tasks) != 12 {
+		t.Fatalf("distinct tasks = %d, want 12 (3 components x 4 blocks)", len(sched.tasks))
+	}
+	// The shared component's tasks were requested by both pipelines.
+	shared := ra.Solution.Inputs[0].Component
+	if rb.Solution.Inputs[0].Component != shared {
+		t.Fatal("overlap and overlap2 must share a component")
+	}
+	var requesters []string
+	for _, c := range sched.calls {
+		if c.comp == shared && c.block == "b000" {
+			requesters = append(requesters, fmt.Sprintf("%s/%s@%d", c.client, c.pipeline, c.prio))
+		}
+	}
+	sort.Strings(requesters)
+	if fmt.Sprint(requesters) != "[c1/a@5 c2/b@9]" {
+		t.Fatalf("requesters of shared task: %v", requesters)
+	}
+
+	// Workers complete the shared component: both solutions see it ready.
+	for i := 0; i < 4; i++ {
+		blk := fmt.Sprintf("b%03d", i)
+		gen, ok, err := f.Begin(shared, blk)
+		if err != nil || !ok {
+			t.Fatalf("begin: %v %v", ok, err)
+		}
+		if err := f.MarkReady(shared, blk, gen, 100, 1234); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb, err := f.ReadSolution("c2", "b", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Ready != 4 || sb.Pending != 4 || sb.Complete() {
+		t.Fatalf("solution b: ready %d pending %d", sb.Ready, sb.Pending)
+	}
+	for _, blk := range sb.Inputs[0].Blocks {
+		if blk.State != MemoReady || blk.Object != MemoObjectKey(shared, blk.Block.ID) || blk.Bytes != 1234 {
+			t.Fatalf("block %+v", blk)
+		}
+	}
+
+	// Re-submitting the same graph is idempotent: hits now, nothing new.
+	before := len(sched.tasks)
+	ra2, err := f.Submit(SubmitRequest{Client: "c1", Pipeline: "a", Priority: 5, Graph: mustParse(t, graphA), From: 0, To: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ra2.ComponentHits != 2 || ra2.BlockHits != 4 || len(sched.tasks) != before {
+		t.Fatalf("resubmit: %+v, tasks %d -> %d", ra2, before, len(sched.tasks))
+	}
+	users, _ := f.Cache().Users(shared)
+	if len(users) != 2 {
+		t.Fatalf("users of shared component: %v", users)
+	}
+}
+
+func TestMarkReadyRefusesStaleGeneration(t *testing.T) {
+	f, _, _ := newTestFrontend(t, 1)
+	r, err := f.Submit(SubmitRequest{Client: "c", Pipeline: "p", Graph: mustParse(t, `input x = lower(col("query"))`), From: 0, To: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := r.Solution.Inputs[0].Component
+	gen, _, _ := f.Begin(k, "b000")
+	// An eviction removes the entry; the pipeline re-reads, re-creating it.
+	if err := f.Evicting(func() error { return f.Cache().DeleteMemo(k, "b000") }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadSolution("c", "p", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.MarkReady(k, "b000", gen, 1, 1); !errors.Is(err, ErrStale) {
+		t.Fatalf("stale MarkReady: %v, want ErrStale", err)
+	}
+	gen2, ok, _ := f.Begin(k, "b000")
+	if !ok || gen2 == gen {
+		t.Fatalf("new generation: ok=%v gen %d -> %d", ok, gen, gen2)
+	}
+	if err := f.MarkReady(k, "b000", gen2, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSubmitBadRequestsChangeNothing(t *testing.T) {
+	f, sched, _ := newTestFrontend(t, 2)
+	huge := ""
+	for i := 0; i < 300; i++ {
+		huge += "lower("
+	}
+	huge = "input x = " + huge + `col("query")` + fmt.Sprint(repeat(")", 300)) + "\n"
+	cases := []struct {
+		name  string
+		req   SubmitRequest
+		field string
+	}{
+		{"unknown column", SubmitRequest{Client: "c", Pipeline: "p", Graph: mustParse(t, `input x = lower(col("nope"))`), To: 10}, "graph"},
+		{"empty range", SubmitRequest{Client: "c", Pipeline: "p", Graph: mustParse(t, graphA), From: 10, To: 10}, "range"},
+		{"bad client", SubmitRequest{Client: "<script>", Pipeline: "p", Graph: mustParse(t, graphA), To: 10}, "client"},
+		{"bad priority", SubmitRequest{Client: "c", Pipeline: "p", Priority: -1, Graph: mustParse(t, graphA), To: 10}, "priority"},
+		{"unknown source", SubmitRequest{Client: "c", Pipeline: "p", Source: "zzz", Graph: mustParse(t, graphA), To: 10}, "graph.raw_source"},
+		{"type error", SubmitRequest{Client: "c", Pipeline: "p", Graph: mustParse(t, `input x = unigrams(col("bid_price"))`), To: 10}, "graph"},
+	}
+	for _, tc := range cases {
+		_, err := f.Submit(tc.req)
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Field != tc.field {
+			t.Errorf("%s: err = %v, want InputError on %s", tc.name, err, tc.field)
+		}
+	}
+	if g, err := transform.Parse([]byte(huge), "", transform.Limits{}); err == nil {
+		if _, err := f.Submit(SubmitRequest{Client: "c", Pipeline: "p", Graph: g, To: 10}); err == nil {
+			t.Error("huge graph accepted")
+		}
+	}
+	keys, _ := f.Cache().ComponentKeys()
+	ps, _ := f.Cache().Pipelines("")
+	if len(keys) != 0 || len(ps) != 0 || len(sched.calls) != 0 {
+		t.Fatalf("bad requests changed state: %d components, %d pipelines, %d tasks", len(keys), len(ps), len(sched.calls))
+	}
+}
+
+func repeat(s string, n int) string {
+	out := ""
+	for i := 0; i < n; i++ {
+		out += s
+	}
+	return out
+}
+
+func TestReconcileReschedulesPending(t *testing.T) {
+	f, sched, _ := newTestFrontend(t, 3)
+	if _, err := f.Submit(SubmitRequest{Client: "c", Pipeline: "p", Priority: 7, Graph: mustParse(t, `input x = lower(col("query"))`), To: 300}); err != nil {
+		t.Fatal(err)
+	}
+	sched.calls, sched.tasks = nil, nil
+	n, err := f.Reconcile()
+	if err != nil || n != 3 || len(sched.tasks) != 3 || sched.calls[0].prio != 7 {
+		t.Fatalf("reconcile: n=%d err=%v tasks=%d calls=%v", n, err, len(sched.tasks), sched.calls)
+	}
+}
+
+func TestWatchSeesReady(t *testing.T) {
+	f, _, _ := newTestFrontend(t, 1)
+	r, err := f.Submit(SubmitRequest{Client: "c", Pipeline: "p", Graph: mustParse(t, `input x = lower(col("query"))`), To: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := r.Solution.Inputs[0].Component
+	ch, cancel := f.Watch([]Key{k})
+	defer cancel()
+	gen, _, _ := f.Begin(k, "b000")
+	if err := f.MarkReady(k, "b000", gen, 5, 6); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-ch:
+		if e.State != MemoReady || e.Block != "b000" {
+			t.Fatalf("got %+v", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification")
+	}
+}
