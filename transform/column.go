@@ -55,8 +55,15 @@ func (c *strCol) str(i int) string {
 	return unsafe.String(&b[0], len(b))
 }
 
+// zeroOffs stands in for the offsets of an empty array, which Arrow allows
+// to have an empty offsets buffer (IPC writers produce them).
+var zeroOffs = []int32{0}
+
 func viewStr(a arrow.Array) strCol {
 	s := a.(*array.String)
+	if s.Len() == 0 {
+		return strCol{offs: zeroOffs}
+	}
 	var data []byte
 	if bufs := s.Data().Buffers(); len(bufs) > 2 && bufs[2] != nil {
 		data = bufs[2].Bytes()
@@ -95,11 +102,14 @@ type listView struct {
 
 func viewList(a arrow.Array) listView {
 	l := a.(*array.List)
-	if l.ListValues().NullN() > 0 {
+	if l.Len() > 0 && l.ListValues().NullN() > 0 {
 		l = compactList(l)
 	}
 	off := l.Data().Offset()
-	v := listView{n: l.Len(), offs: l.Offsets()[off : off+l.Len()+1], valid: bitmapOf(l)}
+	v := listView{n: l.Len(), offs: zeroOffs}
+	if l.Len() > 0 {
+		v.offs, v.valid = l.Offsets()[off:off+l.Len()+1], bitmapOf(l)
+	}
 	switch l.ListValues().DataType().ID() {
 	case arrow.STRING:
 		v.str = viewStr(l.ListValues())

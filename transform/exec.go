@@ -28,26 +28,16 @@ func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.A
 	for i, f := range rec.Schema().Fields() {
 		cols[f.Name] = rec.Column(i)
 	}
-	// Which nodes are needed, and how many needed users each has, so that an
-	// intermediate column is released as soon as its last user has run.
-	need := make([]bool, len(g.Nodes))
-	var mark func(i int)
-	mark = func(i int) {
-		if need[i] {
-			return
-		}
-		need[i] = true
-		for _, j := range g.Nodes[i].Inputs {
-			mark(j)
-		}
-	}
-	for _, i := range nodes {
-		mark(i)
-	}
 	sub := &Graph{Nodes: g.Nodes}
 	for _, i := range nodes {
+		if i < 0 || i >= len(g.Nodes) {
+			return nil, fmt.Errorf("requested node %d, but the graph has %d nodes", i, len(g.Nodes))
+		}
 		sub.Inputs = append(sub.Inputs, ModelInput{Node: i})
 	}
+	// The needed nodes, inputs first. Each counts its needed users (plus one
+	// per request) so that an intermediate column is released as soon as its
+	// last user has run.
 	order, err := TopoOrder(sub)
 	if err != nil {
 		return nil, err

@@ -47,6 +47,14 @@ func (k ValueKind) String() string {
 	return "invalid"
 }
 
+// article returns the kind's name with its indefinite article.
+func (k ValueKind) article() string {
+	if k == KindInt || k == KindInvalid {
+		return "an " + k.String()
+	}
+	return "a " + k.String()
+}
+
 // Value is a parameter value.
 type Value struct {
 	Kind   ValueKind

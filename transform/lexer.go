@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -103,11 +104,13 @@ func (lx *lexer) next() (token, error) {
 	return token{kind: tEOF, pos: Pos{lx.line, lx.col}}, nil
 }
 
+// singleTok maps the one-byte punctuation tokens; tEOF means "not one".
+var singleTok = [256]tokKind{'(': tLParen, ')': tRParen, '[': tLBrack, ']': tRBrack, ',': tComma, '=': tEq}
+
 func (lx *lexer) lexToken() (token, error) {
 	p := Pos{lx.line, lx.col}
 	c := lx.src[lx.off]
-	single := map[byte]tokKind{'(': tLParen, ')': tRParen, '[': tLBrack, ']': tRBrack, ',': tComma, '=': tEq}
-	if k, ok := single[c]; ok {
+	if k := singleTok[c]; k != tEOF {
 		switch k {
 		case tLParen, tLBrack:
 			lx.depth++
@@ -138,6 +141,9 @@ func (lx *lexer) lexToken() (token, error) {
 				return token{}, lx.errf(p, "string literal not terminated")
 			}
 			if lx.src[end] == '\\' {
+				if end+1 < len(lx.src) && lx.src[end+1] == '\n' {
+					return token{}, lx.errf(p, "string literal not terminated")
+				}
 				end += 2
 				continue
 			}
@@ -148,6 +154,11 @@ func (lx *lexer) lexToken() (token, error) {
 			end++
 		}
 		raw := string(lx.src[lx.off:end])
+		if !utf8.ValidString(raw) {
+			// strconv.Unquote would silently turn each invalid byte into
+			// U+FFFD; the DSL rejects them instead.
+			return token{}, lx.errf(p, "string literal is not valid UTF-8")
+		}
 		s, err := strconv.Unquote(raw)
 		if err != nil {
 			return token{}, lx.errf(p, "invalid string literal %s", truncName(raw))
@@ -188,13 +199,19 @@ func (lx *lexer) lexToken() (token, error) {
 		if isFloat {
 			f, err := strconv.ParseFloat(text, 64)
 			if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				if errors.Is(err, strconv.ErrRange) {
+					return token{}, lx.errf(p, "number %s is out of the float64 range", text)
+				}
 				return token{}, lx.errf(p, "invalid number %q", text)
 			}
 			tok.kind, tok.f = tFloat, f
 		} else {
 			i, err := strconv.ParseInt(text, 10, 64)
 			if err != nil {
-				return token{}, lx.errf(p, "invalid integer %q (integers are 64-bit)", text)
+				if errors.Is(err, strconv.ErrRange) {
+					return token{}, lx.errf(p, "integer %s is out of the int64 range", text)
+				}
+				return token{}, lx.errf(p, "invalid integer %q", text)
 			}
 			tok.kind, tok.i = tInt, i
 		}

@@ -80,6 +80,13 @@ func (r *Registry) Register(spec *OpSpec, k Kernel) {
 	r.kernels[spec.Name] = k
 }
 
+// Kernel returns the kernel of op name (nil for col, which the executor
+// reads from the record).
+func (r *Registry) Kernel(name string) (Kernel, bool) {
+	k, ok := r.kernels[name]
+	return k, ok
+}
+
 // Op returns the spec of op name.
 func (r *Registry) Op(name string) (*OpSpec, bool) {
 	o, ok := r.ops[name]
@@ -115,6 +122,12 @@ var defaultRegistry = newDefaultRegistry()
 
 // Default returns the built-in op registry. It must not be modified.
 func Default() *Registry { return defaultRegistry }
+
+// UnicodeVersion is the version of the Unicode tables (Go's package
+// unicode) that lower, strip_punct, unigrams and ngrams are defined with. A
+// test fails when Go's tables move, so that those ops' versions are bumped
+// with it (doc.go, "Unicode").
+const UnicodeVersion = "15.0.0"
 
 const maxBuckets = 1 << 62
 
@@ -165,10 +178,10 @@ func oneOf(t Type, n *Node, i int, want ...Type) error {
 func increasing(v Value) error {
 	for i, f := range v.Floats {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("element %d is not finite", i)
+			return fmt.Errorf("element %d is not finite", i+1)
 		}
 		if i > 0 && !(f > v.Floats[i-1]) {
-			return fmt.Errorf("boundaries must be strictly increasing (element %d is %s after %s)", i, formatFloat(f), formatFloat(v.Floats[i-1]))
+			return fmt.Errorf("must be strictly increasing (element %d is %s after %s)", i+1, formatFloat(f), formatFloat(v.Floats[i-1]))
 		}
 	}
 	return nil
@@ -344,7 +357,7 @@ func newDefaultRegistry() *Registry {
 			return Float64, nil
 		},
 		Signature: "log1p(x)",
-		Doc: "math.Log1p(float64(x)): NaN below -1, -Inf at -1. null -> null.",
+		Doc:       "math.Log1p(float64(x)): NaN below -1, -Inf at -1. null -> null.",
 	}, kernelLog1p)
 	r.Register(&OpSpec{
 		Name: "clip", Version: 1, MinArgs: 1, MaxArgs: 1,

@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -80,7 +81,9 @@ func (p *parser) expect(k tokKind, what string) (token, error) {
 func Parse(src []byte, file string, lim Limits) (*Graph, error) {
 	lim = lim.EnsureDefaults()
 	if len(src) > lim.MaxSourceBytes {
-		return nil, &Error{File: file, Node: -1, Msg: fmt.Sprintf("source is %d bytes, more than the limit of %d", len(src), lim.MaxSourceBytes)}
+		// The position is that of the first byte past the limit.
+		return nil, &Error{File: file, Pos: posOf(src, lim.MaxSourceBytes), Node: -1,
+			Msg: fmt.Sprintf("source is %d bytes, more than the limit of %d", len(src), lim.MaxSourceBytes)}
 	}
 	p := &parser{lx: lexer{src: src, line: 1, col: 1, lim: lim}, file: file, lim: lim}
 	if err := p.advance(); err != nil {
@@ -106,6 +109,12 @@ func Parse(src []byte, file string, lim Limits) (*Graph, error) {
 	return p.build(stmts)
 }
 
+// posOf returns the line and column (in bytes, 1-based) of byte offset off.
+func posOf(src []byte, off int) Pos {
+	line := 1 + bytes.Count(src[:off], []byte{'\n'})
+	return Pos{Line: line, Col: off - (bytes.LastIndexByte(src[:off], '\n') + 1) + 1}
+}
+
 func (p *parser) parseStmt() (*stmt, error) {
 	kw := p.tok
 	if kw.kind != tIdent || (kw.text != "let" && kw.text != "input") {
@@ -118,7 +127,7 @@ func (p *parser) parseStmt() (*stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	if name.text == "let" || name.text == "input" {
+	if IsKeyword(name.text) {
 		return nil, p.errf(name.pos, "%q is a keyword and cannot be a name", name.text)
 	}
 	if _, err := p.expect(tEq, `"="`); err != nil {
@@ -136,7 +145,7 @@ func (p *parser) parseStmt() (*stmt, error) {
 
 func (p *parser) parseExpr(depth int) (*expr, error) {
 	if depth >= p.lim.MaxDepth {
-		return nil, p.errf(p.tok.pos, "expression nested deeper than the limit of %d", p.lim.MaxDepth)
+		return nil, p.errf(p.tok.pos, "expression is nested deeper than the limit of %d ops", p.lim.MaxDepth)
 	}
 	t := p.tok
 	if t.kind != tIdent {
@@ -148,11 +157,20 @@ func (p *parser) parseExpr(depth int) (*expr, error) {
 	if p.tok.kind != tLParen {
 		return &expr{pos: t.pos, ident: t.text}, nil
 	}
+	lparen := p.tok.pos
 	if err := p.advance(); err != nil {
 		return nil, err
 	}
 	c := &callExpr{op: t.text}
+	unclosed := func() error {
+		// Newlines inside parentheses do not end a statement, so an
+		// unclosed call runs into the next statement.
+		return p.errf(lparen, "\"(\" of %s is not closed (found %s at %s)", c.op, p.tok.describe(), p.tok.pos)
+	}
 	for p.tok.kind != tRParen {
+		if p.tok.kind == tIdent && IsKeyword(p.tok.text) || p.tok.kind == tEOF {
+			return nil, unclosed()
+		}
 		if err := p.parseArg(c, depth); err != nil {
 			return nil, err
 		}
@@ -161,6 +179,9 @@ func (p *parser) parseExpr(depth int) (*expr, error) {
 				return nil, err
 			}
 			continue
+		}
+		if p.tok.kind == tIdent && IsKeyword(p.tok.text) || p.tok.kind == tEOF {
+			return nil, unclosed()
 		}
 		if p.tok.kind != tRParen {
 			return nil, p.errf(p.tok.pos, "expected \",\" or \")\" in the arguments of %s, found %s", c.op, p.tok.describe())
@@ -287,10 +308,10 @@ func (p *parser) build(stmts []*stmt) (*Graph, error) {
 	for i, s := range stmts {
 		seen := map[int]bool{}
 		var err error
-		walkRefs(s.e, func(e *expr) bool {
+		walkRefs(s.e, "", func(e *expr, parent string) bool {
 			bd, ok := b.bind[e.ident]
 			if !ok {
-				err = b.undefined(e)
+				err = b.undefined(e, parent)
 				return false
 			}
 			if !seen[bd.idx] {
@@ -347,25 +368,28 @@ func (p *parser) build(stmts []*stmt) (*Graph, error) {
 	return b.g, nil
 }
 
-// walkRefs calls f on every name reference in e, in source order, until f
-// returns false.
-func walkRefs(e *expr, f func(*expr) bool) bool {
+// walkRefs calls f on every name reference in e, with the op of the call
+// it is an argument of, in source order, until f returns false.
+func walkRefs(e *expr, parent string, f func(e *expr, parent string) bool) bool {
 	if e.call == nil {
 		if e.strLit != nil {
 			return true
 		}
-		return f(e)
+		return f(e, parent)
 	}
 	for _, a := range e.call.args {
-		if !walkRefs(a, f) {
+		if !walkRefs(a, e.call.op, f) {
 			return false
 		}
 	}
 	return true
 }
 
-func (b *builder) undefined(e *expr) error {
+func (b *builder) undefined(e *expr, parent string) error {
 	msg := fmt.Sprintf("undefined name %q", e.ident)
+	if parent == "col" {
+		return b.p.errf(e.pos, "%s (a column name is a string: col(%q))", msg, e.ident)
+	}
 	names := make([]string, 0, len(b.bind))
 	for n := range b.bind {
 		names = append(names, n)

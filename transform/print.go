@@ -29,7 +29,7 @@ func Print(g *Graph) string {
 	name := make([]string, len(g.Nodes)) // how other expressions refer to a node
 	isLet := make([]bool, len(g.Nodes))
 	for i, n := range g.Nodes {
-		if n.Name != "" && IsIdent(n.Name) && !taken[n.Name] {
+		if n.Name != "" && IsIdent(n.Name) && !IsKeyword(n.Name) && !taken[n.Name] {
 			name[i], isLet[i] = n.Name, true
 			taken[n.Name] = true
 		}

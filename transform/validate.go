@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 // Limits bound the size of a graph. Every graph that reaches SIG, from DSL
@@ -63,7 +64,9 @@ func (l Limits) EnsureDefaults() Limits {
 	return l
 }
 
-// IsIdent reports whether s is a valid DSL identifier.
+// IsIdent reports whether s is a valid DSL identifier: an ASCII letter or
+// '_' followed by ASCII letters, digits or '_'. The keywords `let` and
+// `input` are identifiers but cannot be used as names (see IsKeyword).
 func IsIdent(s string) bool {
 	if s == "" {
 		return false
@@ -77,11 +80,19 @@ func IsIdent(s string) bool {
 	return true
 }
 
+// IsKeyword reports whether s is a DSL keyword (`let`, `input`), which
+// cannot name a binding or a model input.
+func IsKeyword(s string) bool { return s == "let" || s == "input" }
+
 // Check validates g against the schema and the registry, and normalizes it
 // in place: parameter defaults are made explicit, numbers are given their
 // parameter's kind (an integer literal for a number parameter becomes a
 // float, -0 becomes 0), and parameters are sorted by name. It returns the
 // output type of every node.
+//
+// Every node is checked, including dead ones (nodes no model input depends
+// on): a graph with a mistake in an unused let is rejected, not silently
+// accepted, and a graph built in code may not hide a cycle among dead nodes.
 //
 // Errors name the problem and, for graphs parsed from text, its line and
 // column.
@@ -98,7 +109,7 @@ func Check(g *Graph, s *Schema, reg *Registry, lim Limits) ([]Type, error) {
 	}
 	seen := map[string]Pos{}
 	for _, in := range g.Inputs {
-		if !IsIdent(in.Name) || len(in.Name) > lim.MaxNameLen {
+		if !IsIdent(in.Name) || IsKeyword(in.Name) || len(in.Name) > lim.MaxNameLen {
 			return nil, errAt(in.Pos, -1, "", "invalid input name %q (want a letter or _ followed by letters, digits or _, at most %d bytes)", truncName(in.Name), lim.MaxNameLen)
 		}
 		if p, dup := seen[in.Name]; dup {
@@ -114,7 +125,7 @@ func Check(g *Graph, s *Schema, reg *Registry, lim Limits) ([]Type, error) {
 			return nil, err
 		}
 	}
-	order, err := TopoOrder(g)
+	order, err := topoAll(g)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +153,7 @@ func Check(g *Graph, s *Schema, reg *Registry, lim Limits) ([]Type, error) {
 			in[k] = types[j]
 		}
 		if n.Op == "fill_missing" {
-			if err := coerceDefault(n, in[0]); err != nil {
+			if err := coerceDefault(n, i, in[0]); err != nil {
 				return nil, err
 			}
 		}
@@ -232,6 +243,8 @@ func firstPos(a, b Pos) Pos {
 
 func arity(spec *OpSpec, lim Limits) string {
 	switch {
+	case spec.MaxArgs == 0:
+		return "no input expressions (only parameters)"
 	case spec.MaxArgs == spec.MinArgs && spec.MinArgs == 1:
 		return "1 argument"
 	case spec.MaxArgs == spec.MinArgs:
@@ -274,7 +287,7 @@ func checkParam(ps *ParamSpec, v *Value, lim Limits) error {
 			}
 			*v = IntValue(int64(v.Float))
 		default:
-			return fmt.Errorf("must be an integer, got a %s", v.Kind)
+			return fmt.Errorf("must be an integer, got %s", v.Kind.article())
 		}
 		if float64(v.Int) < ps.Min || float64(v.Int) > ps.Max {
 			return fmt.Errorf("= %d is out of range [%s, %s]", v.Int, fmtBound(ps.Min), fmtBound(ps.Max))
@@ -285,24 +298,27 @@ func checkParam(ps *ParamSpec, v *Value, lim Limits) error {
 		case KindInt:
 			*v = FloatValue(float64(v.Int))
 		default:
-			return fmt.Errorf("must be a number, got a %s", v.Kind)
+			return fmt.Errorf("must be a number, got %s", v.Kind.article())
 		}
 		if v.Float == 0 {
 			v.Float = 0 // -0 -> 0
+		}
+		if !isFinite(v.Float) {
+			return fmt.Errorf("must be finite, got %s", formatFloat(v.Float))
 		}
 		if v.Float < ps.Min || v.Float > ps.Max {
 			return fmt.Errorf("= %s is out of range [%s, %s]", formatFloat(v.Float), fmtBound(ps.Min), fmtBound(ps.Max))
 		}
 	case KindString:
 		if v.Kind != KindString {
-			return fmt.Errorf("must be a string, got a %s", v.Kind)
+			return fmt.Errorf("must be a string, got %s", v.Kind.article())
 		}
-		if len(v.Str) > lim.MaxStringLen {
-			return fmt.Errorf("is %d bytes, more than the limit of %d", len(v.Str), lim.MaxStringLen)
+		if err := checkString(v.Str, lim); err != nil {
+			return err
 		}
 	case KindFloatList:
 		if v.Kind != KindFloatList {
-			return fmt.Errorf("must be a list of numbers like [0.5, 1, 2], got a %s", v.Kind)
+			return fmt.Errorf("must be a list of numbers like [0.5, 1, 2], got %s", v.Kind.article())
 		}
 		max := ps.MaxLen
 		if max == 0 || max > lim.MaxListLen {
@@ -318,19 +334,29 @@ func checkParam(ps *ParamSpec, v *Value, lim Limits) error {
 			if f == 0 {
 				v.Floats[k] = 0
 			}
+			if !isFinite(f) {
+				return fmt.Errorf("element %d must be finite, got %s", k+1, formatFloat(f))
+			}
+			if f < ps.Min || f > ps.Max {
+				return fmt.Errorf("element %d = %s is out of range [%s, %s]", k+1, formatFloat(f), fmtBound(ps.Min), fmtBound(ps.Max))
+			}
 		}
 	case KindScalar:
 		switch v.Kind {
-		case KindInt, KindFloat:
-			if v.Kind == KindFloat && v.Float == 0 {
+		case KindInt:
+		case KindFloat:
+			if v.Float == 0 {
 				v.Float = 0
 			}
+			if !isFinite(v.Float) {
+				return fmt.Errorf("must be finite, got %s", formatFloat(v.Float))
+			}
 		case KindString:
-			if len(v.Str) > lim.MaxStringLen {
-				return fmt.Errorf("is %d bytes, more than the limit of %d", len(v.Str), lim.MaxStringLen)
+			if err := checkString(v.Str, lim); err != nil {
+				return err
 			}
 		default:
-			return fmt.Errorf("must be a string or a number, got a %s", v.Kind)
+			return fmt.Errorf("must be a string or a number, got %s", v.Kind.article())
 		}
 	}
 	if ps.Check != nil {
@@ -341,8 +367,23 @@ func checkParam(ps *ParamSpec, v *Value, lim Limits) error {
 	return nil
 }
 
+func isFinite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// checkString bounds a string parameter. Strings must be valid UTF-8: the
+// DSL cannot write anything else, so a graph built in code with invalid
+// bytes could not be printed and parsed back.
+func checkString(s string, lim Limits) error {
+	if len(s) > lim.MaxStringLen {
+		return fmt.Errorf("is %d bytes, more than the limit of %d", len(s), lim.MaxStringLen)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("is not valid UTF-8")
+	}
+	return nil
+}
+
 // coerceDefault gives fill_missing's default the kind of its input type.
-func coerceDefault(n *Node, t Type) error {
+func coerceDefault(n *Node, i int, t Type) error {
 	for k := range n.Params {
 		p := &n.Params[k]
 		if p.Name != "default" {
@@ -352,22 +393,22 @@ func coerceDefault(n *Node, t Type) error {
 		switch t {
 		case String:
 			if v.Kind != KindString {
-				return errAt(firstPos(p.Pos, n.Pos), -1, n.Op, "fill_missing: default must be a string for string input, got %s", v)
+				return errAt(firstPos(p.Pos, n.Pos), i, n.Op, "fill_missing: default must be a string for string input, got %s", v)
 			}
 		case Int64:
 			if v.Kind == KindFloat {
 				if v.Float != math.Trunc(v.Float) || math.Abs(v.Float) > 1<<53 {
-					return errAt(firstPos(p.Pos, n.Pos), -1, n.Op, "fill_missing: default must be an integer for int64 input, got %s", v)
+					return errAt(firstPos(p.Pos, n.Pos), i, n.Op, "fill_missing: default must be an integer for int64 input, got %s", v)
 				}
 				*v = IntValue(int64(v.Float))
 			} else if v.Kind != KindInt {
-				return errAt(firstPos(p.Pos, n.Pos), -1, n.Op, "fill_missing: default must be an integer for int64 input, got %s", v)
+				return errAt(firstPos(p.Pos, n.Pos), i, n.Op, "fill_missing: default must be an integer for int64 input, got %s", v)
 			}
 		case Float64:
 			if v.Kind == KindInt {
 				*v = FloatValue(float64(v.Int))
 			} else if v.Kind != KindFloat {
-				return errAt(firstPos(p.Pos, n.Pos), -1, n.Op, "fill_missing: default must be a number for float64 input, got %s", v)
+				return errAt(firstPos(p.Pos, n.Pos), i, n.Op, "fill_missing: default must be a number for float64 input, got %s", v)
 			}
 		}
 	}
@@ -391,6 +432,27 @@ func fmtBound(f float64) string {
 // depth-first post-order from the model inputs in their order, visiting a
 // node's inputs left to right.
 func TopoOrder(g *Graph) ([]int, error) {
+	roots := make([]int, len(g.Inputs))
+	for k, in := range g.Inputs {
+		roots[k] = in.Node
+	}
+	return topo(g, roots)
+}
+
+// topoAll is TopoOrder extended to every node: the nodes reachable from the
+// model inputs first (in TopoOrder's order), then the dead ones.
+func topoAll(g *Graph) ([]int, error) {
+	roots := make([]int, 0, len(g.Inputs)+len(g.Nodes))
+	for _, in := range g.Inputs {
+		roots = append(roots, in.Node)
+	}
+	for i := range g.Nodes {
+		roots = append(roots, i)
+	}
+	return topo(g, roots)
+}
+
+func topo(g *Graph, roots []int) ([]int, error) {
 	const (
 		white = iota
 		grey
@@ -399,12 +461,12 @@ func TopoOrder(g *Graph) ([]int, error) {
 	color := make([]uint8, len(g.Nodes))
 	order := make([]int, 0, len(g.Nodes))
 	var stack []topoFrame
-	for _, in := range g.Inputs {
-		if color[in.Node] != white {
+	for _, root := range roots {
+		if color[root] != white {
 			continue
 		}
-		stack = append(stack[:0], topoFrame{in.Node, 0})
-		color[in.Node] = grey
+		stack = append(stack[:0], topoFrame{root, 0})
+		color[root] = grey
 		for len(stack) > 0 {
 			f := &stack[len(stack)-1]
 			n := &g.Nodes[f.node]
