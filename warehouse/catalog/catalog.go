@@ -56,9 +56,10 @@ func offsetKey(topic string, partition int32, window, first int64) []byte {
 
 // offsetEntry is the value of an o\x00 index key.
 type offsetEntry struct {
-	Source string `json:"source"`
-	ID     string `json:"id"`
-	Last   int64  `json:"last"`
+	Source       string `json:"source"`
+	ID           string `json:"id"`
+	Last         int64  `json:"last"`
+	MaxEventTime int64  `json:"max_event_time"`
 }
 
 // SourceInfo is what the catalog records about a source.
@@ -73,6 +74,8 @@ type Coverage struct {
 	Window      int64
 	First, Last int64
 	ID          string
+	// MaxEventTime is the block's latest event time.
+	MaxEventTime int64
 }
 
 // Catalog is an open block catalog.
@@ -165,7 +168,7 @@ func (c *Catalog) Add(m block.Meta) error {
 			return fmt.Errorf("catalog: block %s covers %s[%d] offsets %d-%d, block %s already covers %d-%d: %w",
 				m.ID, m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last, other.ID, other.First, other.Last, ErrOverlap)
 		}
-		v, _ := json.Marshal(offsetEntry{Source: m.Source, ID: m.ID, Last: m.Kafka.Last})
+		v, _ := json.Marshal(offsetEntry{Source: m.Source, ID: m.ID, Last: m.Kafka.Last, MaxEventTime: m.MaxEventTime})
 		b.Set(offsetKey(m.Kafka.Topic, m.Kafka.Partition, m.WindowStart, m.Kafka.First), v, nil)
 	}
 	v, err := json.Marshal(m)
@@ -202,7 +205,7 @@ func (c *Catalog) overlapping(m block.Meta) (Coverage, bool, error) {
 			continue
 		}
 		if e.Last >= kr.First {
-			return Coverage{Window: m.WindowStart, First: first, Last: e.Last, ID: e.ID}, true, nil
+			return Coverage{Window: m.WindowStart, First: first, Last: e.Last, ID: e.ID, MaxEventTime: e.MaxEventTime}, true, nil
 		}
 		return Coverage{}, false, nil
 	}
@@ -372,7 +375,7 @@ func (c *Catalog) Covered(topic string, partition int32) ([]Coverage, error) {
 		out = append(out, Coverage{
 			Window: int64(binary.BigEndian.Uint64(k[len(p):]) ^ (1 << 63)),
 			First:  int64(binary.BigEndian.Uint64(k[len(p)+8:])),
-			Last:   e.Last, ID: e.ID,
+			Last:   e.Last, ID: e.ID, MaxEventTime: e.MaxEventTime,
 		})
 	}
 	return out, it.Error()

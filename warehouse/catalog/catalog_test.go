@@ -100,7 +100,8 @@ func TestAddLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCov := []catalog.Coverage{{w, 0, 99, blocks[1].ID}, {w, 150, 160, blocks[4].ID}, {w + hour, 100, 299, blocks[3].ID}, {w + 2*hour, 300, 399, blocks[0].ID}}
+	wantCov := []catalog.Coverage{{w, 0, 99, blocks[1].ID, w + hour - 10}, {w, 150, 160, blocks[4].ID, w + hour - 10},
+		{w + hour, 100, 299, blocks[3].ID, w + 2*hour - 10}, {w + 2*hour, 300, 399, blocks[0].ID, w + 3*hour - 10}}
 	if !reflect.DeepEqual(cov, wantCov) {
 		t.Fatalf("covered:\n%+v\nwant\n%+v", cov, wantCov)
 	}

@@ -1,0 +1,72 @@
+// Package ingest turns the raw event stream into warehouse blocks (paper III,
+// IV.A; brief, "Warehouse"): it consumes the Kafka topic raw.<source> as a
+// consumer group, decodes and validates each record (warehouse/record),
+// collects rows into per-partition, per-event-time-window buffers, seals a
+// buffer into a block (warehouse/block) every RowsPerBlock rows, when the
+// stream's event time has moved past the window, or SealAfter after the
+// buffer's first row, writes the block object, records it in the catalog
+// (warehouse/catalog), and only then commits the Kafka offsets. It runs
+// inside sigd and alone as `sigctl ingest`.
+//
+// # Records
+//
+// The record format is documented in warehouse/record: JSON objects keyed by
+// column name (content-type application/json, or no header), or the compact
+// row encoding (application/vnd.sig.row.v1) that the generator uses. A record
+// that cannot be decoded, misses a column, has a wrong type, belongs to
+// another schema or is larger than MaxRecordBytes goes to the dead-letter
+// topic raw.<source>.dlq with its key, value (cut to MaxDeadLetterBytes) and
+// headers, plus headers sig-dlq-reason, sig-dlq-topic, sig-dlq-partition and
+// sig-dlq-offset. Ingestion never stops for a malformed record.
+//
+// # Windows and late events
+//
+// Blocks belong to an event-time window (Window, hourly by default; window
+// start = event_time rounded down). Each partition keeps a watermark, the
+// largest event time it has seen (restored from the catalog after a
+// restart). A window is closed once the watermark passes its end plus
+// Lateness; its open buffer is sealed then. A record for a closed window
+// starts a new buffer for that window, sealed as a separate block flagged
+// Late in its metadata and the catalog: a new version of that window's data,
+// never a rewrite of a sealed block.
+//
+// # Exactly once
+//
+// The order of effects for every block is: write the object, add it to the
+// catalog (a synchronous Pebble write), then commit offsets. The offset
+// committed for a partition is the first offset of its oldest open buffer (or
+// the next offset, if none is open), after any dead-letter records before it
+// are acknowledged. Hence:
+//
+//  1. Nothing is lost. A committed offset never passes a record that is not in
+//     a catalogued block or acknowledged on the dead-letter topic.
+//  2. Nothing is duplicated. After a crash the group resumes from the
+//     committed offset, so records may be consumed again: some of them are in
+//     blocks catalogued before the crash (blocks of other windows sealed after
+//     the oldest open buffer began). A block of partition p and window w holds
+//     every record of w between its first and last offset (buffers collect
+//     contiguously), so record (offset o, window w) is already stored exactly
+//     when a catalogued block of (p, w) covers o. On (re)assignment the
+//     ingester loads that coverage from the catalog (catalog.Covered) and
+//     skips those records. The catalog also refuses any block whose offsets
+//     overlap another block of the same partition and window (ErrOverlap), so
+//     a bug here stops ingestion instead of double-counting.
+//  3. Objects without catalog entries are harmless. A crash between writing an
+//     object and cataloguing it leaves an orphan object. Its records are
+//     re-consumed and re-cut; with the same boundaries (row-count and
+//     watermark seals are deterministic given the stream) the block has the
+//     same id and the object is overwritten; with different boundaries (a
+//     SealAfter seal depends on wall time) the orphan stays in the bucket but
+//     not in the catalog. Every block carries the generation of the
+//     ingestion process that wrote it (catalog.NextGeneration at start), and
+//     catalog.Rebuild resolves overlaps in favour of the later generation, so
+//     a catalog rebuilt from the bucket alone also counts every record once.
+//
+// Readers only ever see catalogued blocks. One ingestion process per source
+// and catalog: the consumer group provides offsets and restarts, not
+// parallelism across catalogs.
+//
+// An object-store outage stalls sealing: block writes retry (objstore's
+// policy, then again here, until the context ends), nothing is committed in
+// the meantime, and consumption resumes when the store is back.
+package ingest

@@ -1,0 +1,165 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/catalog"
+	"github.com/sigdata/sig/warehouse/gen"
+	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/warehouse/record"
+)
+
+// env is one test's MinIO, kfake, bucket and catalog directory.
+type env struct {
+	minio      *testenv.MinIO
+	kafka      *testenv.Kafka
+	store      *objstore.Store
+	catalogDir string
+}
+
+func newEnv(t testing.TB, partitions int32) *env {
+	t.Helper()
+	m := testenv.NewMinIO(t)
+	k := testenv.NewKafka(t, testenv.KafkaConfig{Topics: []string{"raw.ads", "raw.ads.dlq"}, Partitions: partitions})
+	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
+		Bucket: "warehouse", AttemptTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return &env{minio: m, kafka: k, store: s, catalogDir: filepath.Join(t.TempDir(), "catalog")}
+}
+
+// produce sends n generated events (row encoding) to raw.ads.
+func (e *env) produce(t testing.TB, cfg gen.Config, n int) {
+	t.Helper()
+	cl, err := e.kafka.Client(kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := gen.New(cfg).Produce(context.Background(), cl, "raw.ads", n, record.ContentTypeRow); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lag returns how many records of topic the group has not committed.
+func (e *env) lag(ctx context.Context, group, topic string) (int64, error) {
+	cl, err := e.kafka.Client()
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	var lag int64
+	ends.Each(func(o kadm.ListedOffset) {
+		c := int64(0)
+		if r, ok := committed.Lookup(topic, o.Partition); ok && r.Err == nil && r.At >= 0 {
+			c = r.At
+		}
+		lag += o.Offset - c
+	})
+	return lag, nil
+}
+
+// waitCaughtUp waits until the group has committed every record of raw.ads.
+func (e *env) waitCaughtUp(t testing.TB, group string, timeout time.Duration, alive func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		lag, err := e.lag(context.Background(), group, "raw.ads")
+		if err == nil && lag == 0 {
+			return
+		}
+		if alive != nil {
+			if err := alive(); err != nil {
+				t.Fatalf("ingester died: %v", err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s not caught up after %v: lag %d, %v", group, timeout, lag, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// verifyExactlyOnce reads the event_id column of every catalogued block and
+// checks that ids first..first+n-1 each appear exactly once and nothing
+// else does. It returns the catalogued blocks.
+func verifyExactlyOnce(t testing.TB, store *objstore.Store, catalogDir string, first int64, n int) []block.Meta {
+	t.Helper()
+	c, err := catalog.Open(catalogDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	blocks, err := c.Blocks("ads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]uint8, n)
+	extra := 0
+	rows := int64(0)
+	for _, m := range blocks {
+		rec, err := block.ReadColumns(context.Background(), store, m, nil)
+		if err != nil {
+			t.Fatalf("read %s: %v", m.Key, err)
+		}
+		ids := rec.Column(0).(*array.Int64)
+		for i := range ids.Len() {
+			id := ids.Value(i) - first
+			if id < 0 || id >= int64(n) {
+				extra++
+				continue
+			}
+			if seen[id] < 255 {
+				seen[id]++
+			}
+		}
+		rows += rec.NumRows()
+		if rec.NumRows() != m.Rows {
+			t.Fatalf("block %s: %d rows, catalog says %d", m.ID, rec.NumRows(), m.Rows)
+		}
+		rec.Release()
+	}
+	missing, dup := 0, 0
+	var examples []string
+	for i, s := range seen {
+		switch {
+		case s == 0:
+			missing++
+			if len(examples) < 5 {
+				examples = append(examples, fmt.Sprintf("missing %d", first+int64(i)))
+			}
+		case s > 1:
+			dup++
+			if len(examples) < 5 {
+				examples = append(examples, fmt.Sprintf("id %d x%d", first+int64(i), s))
+			}
+		}
+	}
+	if missing > 0 || dup > 0 || extra > 0 {
+		t.Fatalf("%d blocks, %d rows: %d ids missing, %d duplicated, %d unexpected (%v)", len(blocks), rows, missing, dup, extra, examples)
+	}
+	return blocks
+}

@@ -1,0 +1,604 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/catalog"
+	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/warehouse/record"
+)
+
+// Dead-letter headers.
+const (
+	HeaderDLQReason    = "sig-dlq-reason"
+	HeaderDLQTopic     = "sig-dlq-topic"
+	HeaderDLQPartition = "sig-dlq-partition"
+	HeaderDLQOffset    = "sig-dlq-offset"
+	HeaderDLQTruncated = "sig-dlq-truncated"
+)
+
+// TopicFor is the raw event topic of a source.
+func TopicFor(source string) string { return "raw." + source }
+
+// DeadLetterTopicFor is the dead-letter topic of a source.
+func DeadLetterTopicFor(source string) string { return TopicFor(source) + ".dlq" }
+
+// Config configures an Ingester. Zero fields take defaults (EnsureDefaults).
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// Schema is the source's schema. Default transform.AdsSchema().
+	Schema *transform.Schema
+	// Topic is the topic consumed. Default raw.<source>.
+	Topic string
+	// DeadLetterTopic receives malformed records. Default raw.<source>.dlq.
+	DeadLetterTopic string
+	// Group is the consumer group. Default sig-ingest-<source>.
+	Group string
+	// InstanceID, if set, makes the consumer a static group member, so a
+	// restarted ingester takes its partitions back at once instead of
+	// waiting for the old member's session to time out.
+	InstanceID string
+	// Store and Catalog receive the blocks. Required.
+	Store   *objstore.Store
+	Catalog *catalog.Catalog
+	// RowsPerBlock seals a buffer when it holds this many rows.
+	// Default 100000.
+	RowsPerBlock int
+	// SealAfter seals a buffer this long (wall time) after its first row,
+	// so that a quiet stream still produces blocks. Default 30s.
+	SealAfter time.Duration
+	// Window is the event-time window length, a whole number of seconds.
+	// Default 1h.
+	Window time.Duration
+	// Lateness is how far past a window's end the watermark must move
+	// before the window is closed. Default 1m.
+	Lateness time.Duration
+	// MaxRecordBytes bounds a record value. Default record.DefaultMaxBytes.
+	MaxRecordBytes int
+	// MaxDeadLetterBytes bounds the value copied to the dead-letter topic.
+	// Default 512 KiB.
+	MaxDeadLetterBytes int
+	// PollRecords bounds the records handled per poll. Default 10000.
+	PollRecords int
+	// Clock times SealAfter. Default the wall clock.
+	Clock clock.Clock
+	// Logger receives progress and problems. Default: discard.
+	Logger *slog.Logger
+	// KafkaOpts are appended to the Kafka client options.
+	KafkaOpts []kgo.Opt
+}
+
+// EnsureDefaults fills zero fields.
+func (c *Config) EnsureDefaults() {
+	if c.Schema == nil {
+		c.Schema = transform.AdsSchema()
+	}
+	if c.Topic == "" {
+		c.Topic = TopicFor(c.Schema.Source)
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = DeadLetterTopicFor(c.Schema.Source)
+	}
+	if c.Group == "" {
+		c.Group = "sig-ingest-" + c.Schema.Source
+	}
+	if c.RowsPerBlock <= 0 {
+		c.RowsPerBlock = 100_000
+	}
+	if c.SealAfter <= 0 {
+		c.SealAfter = 30 * time.Second
+	}
+	if c.Window <= 0 {
+		c.Window = time.Hour
+	}
+	if c.Lateness < 0 {
+		c.Lateness = 0
+	} else if c.Lateness == 0 {
+		c.Lateness = time.Minute
+	}
+	if c.MaxRecordBytes <= 0 {
+		c.MaxRecordBytes = record.DefaultMaxBytes
+	}
+	if c.MaxDeadLetterBytes <= 0 {
+		c.MaxDeadLetterBytes = 512 << 10
+	}
+	if c.PollRecords <= 0 {
+		c.PollRecords = 10_000
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Stats counts an Ingester's work since New.
+type Stats struct {
+	// Records consumed (including skipped and dead-lettered ones).
+	Records int64
+	// Rows written into blocks.
+	Rows int64
+	// Blocks sealed and catalogued, and how many of them are late.
+	Blocks, LateBlocks int64
+	// DeadLetters sent to the dead-letter topic.
+	DeadLetters int64
+	// Skipped records already in catalogued blocks (re-consumed after a
+	// restart).
+	Skipped int64
+	// Commits of offsets.
+	Commits int64
+}
+
+// Ingester consumes one source's topic into blocks.
+type Ingester struct {
+	cfg       Config
+	windowLen int64 // µs
+	lateness  int64 // µs
+	fp        string
+	arrowSch  *arrow.Schema
+	gen       int64
+
+	mu    sync.Mutex
+	parts map[int32]*partState
+	dec   *record.Decoder
+
+	dlqPending bool
+	dlqErr     atomic.Pointer[error]
+
+	records, rows, blocks, lateBlocks, deadLetters, skipped, commits atomic.Int64
+}
+
+// partState is the ingestion state of one assigned partition.
+type partState struct {
+	partition int32
+	next      int64 // offset after the last record handled; -1 before any
+	watermark int64 // largest event time seen
+	bufs      map[int64]*buffer
+	// covered holds, per window, the catalogued offset spans (sorted);
+	// maxCovered is the largest covered offset, past which no lookup is
+	// needed.
+	covered    map[int64][]span
+	maxCovered int64
+	committed  int64
+}
+
+type span struct{ first, last int64 }
+
+// buffer collects the rows of one window of one partition until sealed.
+type buffer struct {
+	window      int64
+	late        bool
+	first, last int64
+	rows        int
+	b           *array.RecordBuilder
+	openedAt    time.Time
+	closeAt     int64 // watermark at which the buffer is sealed
+}
+
+// New checks cfg and returns an Ingester.
+func New(cfg Config) (*Ingester, error) {
+	cfg.EnsureDefaults()
+	if len(cfg.Brokers) == 0 || cfg.Store == nil || cfg.Catalog == nil {
+		return nil, errors.New("ingest: brokers, store and catalog are required")
+	}
+	if err := cfg.Schema.Validate(); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if err := block.ValidateName("source", cfg.Schema.Source); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if cfg.Window%time.Second != 0 {
+		return nil, fmt.Errorf("ingest: window %v is not a whole number of seconds", cfg.Window)
+	}
+	return &Ingester{
+		cfg:       cfg,
+		windowLen: cfg.Window.Microseconds(),
+		lateness:  cfg.Lateness.Microseconds(),
+		fp:        cfg.Schema.Fingerprint(),
+		arrowSch:  cfg.Schema.Arrow(),
+		parts:     map[int32]*partState{},
+		dec:       record.NewDecoder(cfg.Schema, cfg.MaxRecordBytes),
+	}, nil
+}
+
+// Stats returns the counters.
+func (in *Ingester) Stats() Stats {
+	return Stats{Records: in.records.Load(), Rows: in.rows.Load(), Blocks: in.blocks.Load(),
+		LateBlocks: in.lateBlocks.Load(), DeadLetters: in.deadLetters.Load(),
+		Skipped: in.skipped.Load(), Commits: in.commits.Load()}
+}
+
+// Run consumes until ctx ends (returning nil) or a non-recoverable error
+// (returned). Open buffers are not sealed on exit: their records are not
+// committed and will be consumed again.
+func (in *Ingester) Run(ctx context.Context) error {
+	gen, err := in.cfg.Catalog.NextGeneration()
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	in.gen = gen
+	log := in.cfg.Logger.With("source", in.cfg.Schema.Source, "topic", in.cfg.Topic, "generation", gen)
+	if err := in.cfg.Store.EnsureBucket(ctx); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(in.cfg.Brokers...),
+		kgo.ConsumerGroup(in.cfg.Group),
+		kgo.ConsumeTopics(in.cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(in.dropPartitions),
+		kgo.OnPartitionsLost(in.dropPartitions),
+		kgo.FetchMaxBytes(64 << 20),
+		kgo.FetchMaxPartitionBytes(16 << 20),
+	}
+	if in.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(in.cfg.InstanceID))
+	}
+	cl, err := kgo.NewClient(append(opts, in.cfg.KafkaOpts...)...)
+	if err != nil {
+		return fmt.Errorf("ingest: kafka client: %w", err)
+	}
+	defer cl.Close()
+	in.ensureDeadLetterTopic(ctx, cl, log)
+	log.Info("ingest: started", "group", in.cfg.Group)
+
+	tick := min(in.cfg.SealAfter/4, time.Second)
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, tick)
+		fetches := cl.PollRecords(pctx, in.cfg.PollRecords)
+		cancel()
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				log.Warn("ingest: fetch error", "partition", p, "err", err)
+			}
+		})
+		err := in.process(ctx, cl, fetches)
+		if err == nil {
+			err = in.commit(ctx, cl)
+		}
+		cl.AllowRebalance()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// process handles one poll's records and seals what is due.
+func (in *Ingester) process(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var err error
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if err != nil || p.Topic != in.cfg.Topic || len(p.Records) == 0 {
+			return
+		}
+		ps, e := in.partition(p.Partition)
+		if e != nil {
+			err = e
+			return
+		}
+		for _, r := range p.Records {
+			if e := in.handle(ctx, cl, ps, r); e != nil {
+				err = e
+				return
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	// Seal buffers that have waited SealAfter.
+	now := in.cfg.Clock.Now()
+	for _, ps := range in.parts {
+		for _, b := range ps.sortedBuffers() {
+			if now.Sub(b.openedAt) >= in.cfg.SealAfter {
+				if err := in.seal(ctx, ps, b); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// partition returns the state of partition p, loading its catalogued
+// coverage on first use after an assignment.
+func (in *Ingester) partition(p int32) (*partState, error) {
+	if ps := in.parts[p]; ps != nil {
+		return ps, nil
+	}
+	cov, err := in.cfg.Catalog.Covered(in.cfg.Topic, p)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: partition %d coverage: %w", p, err)
+	}
+	ps := &partState{partition: p, next: -1, watermark: math.MinInt64, bufs: map[int64]*buffer{},
+		covered: map[int64][]span{}, maxCovered: -1, committed: -1}
+	for _, c := range cov {
+		ps.covered[c.Window] = append(ps.covered[c.Window], span{c.First, c.Last})
+		ps.maxCovered = max(ps.maxCovered, c.Last)
+		ps.watermark = max(ps.watermark, c.MaxEventTime)
+	}
+	in.parts[p] = ps
+	return ps, nil
+}
+
+// dropPartitions forgets revoked or lost partitions: their open buffers are
+// uncommitted and will be consumed again by the next owner.
+func (in *Ingester) dropPartitions(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, p := range m[in.cfg.Topic] {
+		if ps := in.parts[p]; ps != nil {
+			for _, b := range ps.bufs {
+				b.b.Release()
+			}
+		}
+		delete(in.parts, p)
+	}
+}
+
+func (ps *partState) isCovered(window, off int64) bool {
+	if off > ps.maxCovered {
+		return false
+	}
+	spans := ps.covered[window]
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].last >= off })
+	return i < len(spans) && spans[i].first <= off
+}
+
+func (ps *partState) sortedBuffers() []*buffer {
+	out := make([]*buffer, 0, len(ps.bufs))
+	for _, b := range ps.bufs {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].first < out[j].first })
+	return out
+}
+
+func (in *Ingester) windowOf(t int64) int64 {
+	w := t / in.windowLen
+	if t%in.windowLen != 0 && t < 0 {
+		w--
+	}
+	return w * in.windowLen
+}
+
+// handle processes one record.
+func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r *kgo.Record) error {
+	if r.Offset < ps.next {
+		return nil // redelivered after a seek; already handled
+	}
+	ps.next = r.Offset + 1
+	in.records.Add(1)
+	ct := ""
+	for _, h := range r.Headers {
+		if h.Key == record.HeaderContentType {
+			ct = string(h.Value)
+			break
+		}
+	}
+	if err := in.dec.Decode(ct, r.Value); err != nil {
+		in.deadLetter(cl, r, err)
+		return nil
+	}
+	t := in.dec.EventTime()
+	w := in.windowOf(t)
+	if ps.isCovered(w, r.Offset) {
+		in.skipped.Add(1)
+		return nil
+	}
+	b := ps.bufs[w]
+	if b == nil {
+		closeAt := w + in.windowLen + in.lateness
+		late := ps.watermark >= closeAt
+		if late {
+			// A closed window's new version stays open for one window
+			// of stream time.
+			closeAt = ps.watermark + in.windowLen
+		}
+		b = &buffer{window: w, late: late, first: r.Offset, closeAt: closeAt, openedAt: in.cfg.Clock.Now(),
+			b: array.NewRecordBuilder(memory.DefaultAllocator, in.arrowSch)}
+		ps.bufs[w] = b
+	}
+	in.dec.AppendTo(b.b)
+	b.rows++
+	b.last = r.Offset
+	if b.rows >= in.cfg.RowsPerBlock {
+		if err := in.seal(ctx, ps, b); err != nil {
+			return err
+		}
+	}
+	if t > ps.watermark {
+		ps.watermark = t
+		for _, o := range ps.sortedBuffers() {
+			if ps.watermark >= o.closeAt {
+				if err := in.seal(ctx, ps, o); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// deadLetter sends a malformed record to the dead-letter topic.
+func (in *Ingester) deadLetter(cl *kgo.Client, r *kgo.Record, reason error) {
+	in.deadLetters.Add(1)
+	value := r.Value
+	hdrs := append([]kgo.RecordHeader(nil), r.Headers...)
+	if len(value) > in.cfg.MaxDeadLetterBytes {
+		value = value[:in.cfg.MaxDeadLetterBytes]
+		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderDLQTruncated, Value: []byte(strconv.Itoa(len(r.Value)))})
+	}
+	hdrs = append(hdrs,
+		kgo.RecordHeader{Key: HeaderDLQReason, Value: []byte(reason.Error())},
+		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: HeaderDLQPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
+		kgo.RecordHeader{Key: HeaderDLQOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
+	)
+	in.dlqPending = true
+	cl.Produce(context.Background(), &kgo.Record{Topic: in.cfg.DeadLetterTopic, Key: r.Key, Value: value, Headers: hdrs},
+		func(_ *kgo.Record, err error) {
+			if err != nil {
+				in.dlqErr.CompareAndSwap(nil, &err)
+			}
+		})
+}
+
+// ensureDeadLetterTopic creates the dead-letter topic if it is missing. A
+// failure is only logged: the broker may create topics on first produce.
+func (in *Ingester) ensureDeadLetterTopic(ctx context.Context, cl *kgo.Client, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(cctx, 1, -1, nil, in.cfg.DeadLetterTopic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		log.Warn("ingest: could not create dead-letter topic", "topic", in.cfg.DeadLetterTopic, "err", err)
+	}
+}
+
+// seal writes buffer b as a block, catalogues it and forgets it. Object-store
+// failures are retried until ctx ends: the block must be written before
+// anything after it is committed.
+func (in *Ingester) seal(ctx context.Context, ps *partState, b *buffer) error {
+	rec := b.b.NewRecord()
+	defer rec.Release()
+	kr := block.KafkaRange{Topic: in.cfg.Topic, Partition: ps.partition, First: b.first, Last: b.last}
+	id := block.ID(b.window, kr)
+	meta := block.Meta{Key: block.RawKey(in.cfg.Schema.Source, id), ID: id, Source: in.cfg.Schema.Source,
+		WindowStart: b.window, WindowLength: in.windowLen, SchemaFingerprint: in.fp,
+		Kafka: &kr, Late: b.late, Generation: in.gen}
+	var (
+		full block.Meta
+		err  error
+	)
+	for {
+		full, err = block.Write(ctx, in.cfg.Store, meta, rec)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		in.cfg.Logger.Warn("ingest: block write failed; retrying", "block", id, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-in.cfg.Clock.After(time.Second):
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ingest: write block %s: %w", id, err)
+	}
+	if err := in.cfg.Catalog.Add(full); err != nil {
+		return fmt.Errorf("ingest: catalog block %s: %w", id, err)
+	}
+	ps.covered[b.window] = insertSpan(ps.covered[b.window], span{b.first, b.last})
+	ps.maxCovered = max(ps.maxCovered, b.last)
+	b.b.Release()
+	delete(ps.bufs, b.window)
+	in.blocks.Add(1)
+	in.rows.Add(int64(b.rows))
+	if b.late {
+		in.lateBlocks.Add(1)
+	}
+	in.cfg.Logger.Debug("ingest: sealed block", "block", id, "rows", b.rows, "late", b.late)
+	return nil
+}
+
+func insertSpan(spans []span, s span) []span {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].first > s.first })
+	spans = append(spans, span{})
+	copy(spans[i+1:], spans[i:])
+	spans[i] = s
+	return spans
+}
+
+// commit commits, per partition, the offset before which every record is in
+// a catalogued block or acknowledged on the dead-letter topic.
+func (in *Ingester) commit(ctx context.Context, cl *kgo.Client) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	offsets := map[int32]kgo.EpochOffset{}
+	for p, ps := range in.parts {
+		if ps.next < 0 {
+			continue
+		}
+		c := ps.next
+		for _, b := range ps.bufs {
+			c = min(c, b.first)
+		}
+		if c > ps.committed {
+			offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: c}
+		}
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	if in.dlqPending {
+		if err := cl.Flush(ctx); err != nil {
+			return fmt.Errorf("ingest: flush dead letters: %w", err)
+		}
+		in.dlqPending = false
+	}
+	if e := in.dlqErr.Load(); e != nil {
+		return fmt.Errorf("ingest: dead-letter topic %s: %w", in.cfg.DeadLetterTopic, *e)
+	}
+	var cerr error
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{in.cfg.Topic: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
+						cerr = fmt.Errorf("partition %d: %w", p.Partition, e)
+					}
+				}
+			}
+		})
+	if cerr != nil {
+		// Not fatal: the next round commits again (a rebalance in progress,
+		// a coordinator move). Nothing is lost; records may be re-read.
+		in.cfg.Logger.Warn("ingest: offset commit failed", "err", cerr)
+		return nil
+	}
+	for p, o := range offsets {
+		if ps := in.parts[p]; ps != nil {
+			ps.committed = o.Offset
+		}
+	}
+	in.commits.Add(1)
+	return nil
+}
