@@ -1,0 +1,324 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/catalog"
+	"github.com/sigdata/sig/warehouse/gen"
+	"github.com/sigdata/sig/warehouse/ingest"
+	"github.com/sigdata/sig/warehouse/record"
+)
+
+var (
+	buildOnce sync.Once
+	sigctlBin string
+	buildErr  error
+)
+
+// sigctl builds cmd/sigctl once per test binary.
+func sigctl(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "sigctl-build")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		sigctlBin = filepath.Join(dir, "sigctl")
+		cmd := exec.Command("go", "build", "-o", sigctlBin, "./cmd/sigctl")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/sigctl: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return sigctlBin
+}
+
+// ingestProc is a `sigctl ingest` subprocess.
+type ingestProc struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan error
+}
+
+func (e *env) startIngestProc(t *testing.T, extra ...string) *ingestProc {
+	t.Helper()
+	args := append([]string{"ingest", "--kafka-brokers", strings.Join(e.kafka.Brokers, ","),
+		"--catalog", e.catalogDir, "--bucket", "warehouse", "--instance-id", "ingest-0",
+		"--rows-per-block", "20000", "--seal-after", "2s", "--log-level", "warn"}, extra...)
+	p := &ingestProc{cmd: exec.Command(sigctl(t), args...), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(),
+		"SIG_S3_ENDPOINT="+e.minio.Endpoint,
+		"SIG_S3_ACCESS_KEY="+e.minio.AccessKey,
+		"SIG_S3_SECRET_KEY="+e.minio.SecretKey)
+	p.cmd.Stdout = &p.out
+	p.cmd.Stderr = &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	return p
+}
+
+// alive returns an error if the process has exited.
+func (p *ingestProc) alive() error {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return fmt.Errorf("exited: %v\n%s", err, p.out.String())
+	default:
+		return nil
+	}
+}
+
+func (p *ingestProc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("ingester did not exit on %v", sig)
+	}
+}
+
+// One million events are ingested while the ingesting process (a real
+// `sigctl ingest`) is SIGKILLed at random moments, eight times, and
+// restarted; producers keep writing meanwhile. Afterwards every event id is in
+// the catalogued blocks exactly once, and a catalog rebuilt from the bucket
+// alone equals the one ingestion built.
+func TestKillRestartExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Log("-short: ingesting 100k events instead of 1M")
+	}
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	e := newEnv(t, 4)
+	sigctl(t)
+
+	cfg := gen.Config{Seed: 42, EventsPerSecond: 200, LateFraction: 0.002}
+	g := gen.New(cfg)
+	produced := make(chan error, 1)
+	go func() {
+		cl, err := e.kafka.Client(kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+		if err != nil {
+			produced <- err
+			return
+		}
+		defer cl.Close()
+		const chunks = 20
+		for i := range chunks {
+			if err := g.Produce(context.Background(), cl, "raw.ads", n/chunks, record.ContentTypeRow); err != nil {
+				produced <- err
+				return
+			}
+			if i < chunks-1 {
+				time.Sleep(400 * time.Millisecond)
+			}
+		}
+		produced <- nil
+	}()
+
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	kills, killsWithLag := 0, 0
+	for kills < 8 {
+		p := e.startIngestProc(t)
+		time.Sleep(time.Duration(500+r.IntN(2000)) * time.Millisecond)
+		if err := p.alive(); err != nil {
+			t.Fatalf("ingester exited before the kill: %v", err)
+		}
+		lag, _ := e.lag(context.Background(), "sig-ingest-ads", "raw.ads")
+		p.signal(t, syscall.SIGKILL)
+		kills++
+		if lag > 0 {
+			killsWithLag++
+		}
+		t.Logf("kill %d: %d records not committed", kills, lag)
+	}
+	if killsWithLag < 5 {
+		t.Fatalf("only %d of %d kills happened with uncommitted records", killsWithLag, kills)
+	}
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	p := e.startIngestProc(t)
+	e.waitCaughtUp(t, "sig-ingest-ads", 5*time.Minute, p.alive)
+	p.signal(t, syscall.SIGTERM)
+	t.Logf("last run: %s", strings.TrimSpace(p.out.String()))
+
+	blocks := verifyExactlyOnce(t, e.store, e.catalogDir, 1, n)
+	late := 0
+	for _, m := range blocks {
+		if m.Late {
+			late++
+		}
+	}
+	t.Logf("%d blocks (%d late) hold %d events exactly once after %d kills", len(blocks), late, n, kills)
+
+	// Rebuild the catalog from the bucket alone and compare.
+	rebuilt := filepath.Join(t.TempDir(), "rebuilt")
+	out, err := exec.Command(sigctl(t), "warehouse", "rebuild-catalog", "--catalog", rebuilt, "--bucket", "warehouse",
+		"--s3-endpoint", e.minio.Endpoint, "--s3-access-key", e.minio.AccessKey, "--s3-secret-key", e.minio.SecretKey).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rebuild-catalog: %v\n%s", err, out)
+	}
+	t.Logf("rebuild: %s", strings.TrimSpace(string(out)))
+	rc, err := catalog.Open(rebuilt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rc.Blocks("ads")
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, blocks) {
+		t.Fatalf("rebuilt catalog has %d blocks, ingestion catalogued %d, or they differ", len(got), len(blocks))
+	}
+	verifyExactlyOnce(t, e.store, rebuilt, 1, n)
+}
+
+// MinIO is down for 10 seconds in the middle of ingestion: the ingester waits
+// and retries, then completes with nothing lost or duplicated.
+func TestMinIOOutageDuringIngestion(t *testing.T) {
+	e := newEnv(t, 2)
+	const n = 200_000
+	e.produce(t, gen.Config{Seed: 5, EventsPerSecond: 50}, n/2)
+	stop := runIngester(t, e, func(c *ingest.Config) { c.RowsPerBlock = 10_000 })
+	e.waitCaughtUp(t, "sig-ingest-ads", time.Minute, nil)
+
+	e.minio.Kill()
+	// Events keep arriving while the store is down.
+	e.produce(t, gen.Config{Seed: 5, EventsPerSecond: 50, FirstEventID: n/2 + 1,
+		Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n/2) * 20 * time.Millisecond)}, n/2)
+	time.Sleep(10 * time.Second)
+	lag, err := e.lag(context.Background(), "sig-ingest-ads", "raw.ads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lag == 0 {
+		t.Fatal("offsets were committed while the object store was down")
+	}
+	if err := e.minio.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCaughtUp(t, "sig-ingest-ads", 2*time.Minute, nil)
+	st := stop()
+	t.Logf("stats %+v, lag during outage %d", st, lag)
+	verifyExactlyOnce(t, e.store, e.catalogDir, 1, n)
+}
+
+// Malformed records go to raw.ads.dlq with the reason; ingestion goes on and
+// every valid event is ingested once.
+func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := context.Background()
+	cl, err := e.kafka.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s := transform.AdsSchema()
+	row, _ := record.NewEncoder(s, record.ContentTypeRow)
+	js, _ := record.NewEncoder(s, record.ContentTypeJSON)
+	g := gen.New(gen.Config{Seed: 9})
+	ctRow := []kgo.RecordHeader{{Key: record.HeaderContentType, Value: []byte(record.ContentTypeRow)}}
+	ctJSON := []kgo.RecordHeader{{Key: record.HeaderContentType, Value: []byte(record.ContentTypeJSON)}}
+	bad := []struct {
+		name, reason string
+		rec          *kgo.Record
+	}{
+		{"garbage", "not JSON", &kgo.Record{Value: []byte("\x00\x01garbage")}},
+		{"truncated row", "malformed record", &kgo.Record{Value: func() []byte { ev := g.Next(); b := ev.Encode(row); return b[:len(b)-3] }(), Headers: ctRow}},
+		{"missing field", "missing column", &kgo.Record{Value: []byte(`{"event_id":1,"event_time":2}`), Headers: ctJSON}},
+		{"wrong type", "want int64", &kgo.Record{Value: []byte(strings.Replace(string(func() []byte { ev := g.Next(); return ev.Encode(js) }()), `"click":`, `"click":"yes","x":`, 1)), Headers: ctJSON}},
+		{"oversized", "oversized", &kgo.Record{Value: bytes.Repeat([]byte("x"), 100_000)}},
+		{"unknown content type", "content-type", &kgo.Record{Value: []byte("a,b"), Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/csv")}}}},
+	}
+	var want []string
+	id := int64(1000)
+	for i := 0; i < 3000; i++ {
+		if i%500 == 250 && len(bad) > 0 {
+			b := bad[0]
+			bad = bad[1:]
+			b.rec.Topic = "raw.ads"
+			if err := cl.ProduceSync(ctx, b.rec).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, b.reason)
+			continue
+		}
+		ev := g.Next()
+		ev.EventID = id
+		id++
+		enc, hdr := row, ctRow
+		if i%2 == 0 {
+			enc, hdr = js, ctJSON
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "raw.ads", Value: ev.Encode(enc), Headers: hdr}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := runIngester(t, e, func(c *ingest.Config) { c.RowsPerBlock = 1000 })
+	e.waitCaughtUp(t, "sig-ingest-ads", time.Minute, nil)
+	st := stop()
+	if st.DeadLetters != int64(len(want)) {
+		t.Fatalf("stats %+v, want %d dead letters", st, len(want))
+	}
+	verifyExactlyOnce(t, e.store, e.catalogDir, 1000, int(id-1000))
+
+	dl, err := e.kafka.Client(kgo.ConsumeTopics("raw.ads.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var reasons []string
+	for len(reasons) < len(want) && pctx.Err() == nil {
+		dl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			if h[ingest.HeaderDLQTopic] != "raw.ads" || h[ingest.HeaderDLQOffset] == "" {
+				t.Errorf("dead letter without provenance headers: %v", h)
+			}
+			reasons = append(reasons, h[ingest.HeaderDLQReason])
+		})
+	}
+	if len(reasons) != len(want) {
+		t.Fatalf("%d dead letters on the topic, want %d", len(reasons), len(want))
+	}
+	for i := range want {
+		if !strings.Contains(reasons[i], want[i]) {
+			t.Errorf("dead letter %d: reason %q, want it to mention %q", i, reasons[i], want[i])
+		}
+	}
+}
