@@ -1,5 +1,30 @@
-// Package warehouse will own the training data warehouse (paper III, IV.A):
-// the S3-compatible object store wrapper over minio-go, the layout of raw and
-// memoized blocks, the Pebble block catalog, Kafka ingestion of raw events and
-// the completeness notifications on sig.memo.ready.
+// Package warehouse is the training data warehouse (paper III, IV.A; brief,
+// "Warehouse"): raw events arrive through Kafka, are sealed into Arrow blocks
+// on S3-compatible storage, and are catalogued so SIG can schedule work per
+// block. The code lives in sub-packages, one concern each:
+//
+//   - objstore: the one object-store client (minio-go): deadlines, retries with
+//     backoff, a CRC-32C stored with every object and verified on read.
+//   - block: the block object layout (per-column Arrow IPC segments, a footer,
+//     a trailer), block metadata and ids, object keys (raw/<source>/<block>.arrow,
+//     memo/<component-key>/<block>.arrow, checkpoints/<pipeline>/...), and the
+//     readers workers use: ReadColumns (ranged reads of only the columns asked
+//     for) and ReadBlock.
+//   - catalog: the Pebble block catalog: blocks per source in event order,
+//     lookup by event range, Kafka offset coverage; rebuildable from the bucket.
+//   - record: the Kafka record format of raw events (JSON, or a compact row
+//     encoding) and its validation.
+//   - ingest: consumes raw.<source> into sealed blocks with exactly-once
+//     effects across crashes; malformed records go to raw.<source>.dlq.
+//   - gen: the synthetic Ads event generator.
+//   - ready: the sig.memo.ready completeness topic (events, publisher,
+//     subscriber).
+//
+// Bucket layout:
+//
+//	raw/<source>/<block>.arrow          raw events of one block
+//	memo/<component-key>/<block>.arrow  one memoized output, row-aligned with its raw block
+//	checkpoints/<pipeline>/...          trainer checkpoints
+//
+// The test environment that starts MinIO and kfake is internal/testenv.
 package warehouse
