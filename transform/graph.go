@@ -175,23 +175,17 @@ func (g *Graph) Input(name string) (ModelInput, bool) {
 	return ModelInput{}, false
 }
 
-// Equal reports whether two graphs have the same nodes (op, inputs,
-// parameters and binding names, in order) and the same model inputs (as a
-// set). Positions are ignored.
+// Equal reports whether two graphs have the same nodes (op, inputs and
+// binding names in order, parameters as a multiset) and the same model
+// inputs (as a set). Positions are ignored.
 func (g *Graph) Equal(h *Graph) bool {
 	if len(g.Nodes) != len(h.Nodes) || len(g.Inputs) != len(h.Inputs) {
 		return false
 	}
 	for i := range g.Nodes {
 		a, b := &g.Nodes[i], &h.Nodes[i]
-		if a.Op != b.Op || a.Name != b.Name || !slices.Equal(a.Inputs, b.Inputs) || len(a.Params) != len(b.Params) {
+		if a.Op != b.Op || a.Name != b.Name || !slices.Equal(a.Inputs, b.Inputs) || !sameParams(a.Params, b.Params) {
 			return false
-		}
-		for _, p := range a.Params {
-			q, ok := b.Param(p.Name)
-			if !ok || !p.Value.Equal(q) {
-				return false
-			}
 		}
 	}
 	m := map[string]int{}
@@ -200,6 +194,29 @@ func (g *Graph) Equal(h *Graph) bool {
 	}
 	for _, in := range h.Inputs {
 		if n, ok := m[in.Name]; !ok || n != in.Node {
+			return false
+		}
+	}
+	return true
+}
+
+// sameParams reports whether a and b hold the same (name, value) pairs, in
+// any order. An unchecked graph may repeat a name, so each pair of b is
+// matched at most once.
+func sameParams(a, b []Param) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	used := make([]bool, len(b))
+	for _, p := range a {
+		found := false
+		for j, q := range b {
+			if !used[j] && p.Name == q.Name && p.Value.Equal(q.Value) {
+				used[j], found = true, true
+				break
+			}
+		}
+		if !found {
 			return false
 		}
 	}

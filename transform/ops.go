@@ -213,15 +213,17 @@ func newDefaultRegistry() *Registry {
 		Name: "lower", Version: 1, MinArgs: 1, MaxArgs: 1, Idempotent: true, Infer: strToSame,
 		Signature: "lower(s)",
 		Doc: "Unicode simple lowercase mapping of every code point (Go unicode.ToLower, " +
-			"Unicode 15 tables); no normalization, no full case folding. Each byte of invalid UTF-8 " +
-			"becomes U+FFFD. Elementwise on list<string>. null -> null.",
+			"Unicode 15.0.0 tables), without context or locale (Σ -> σ, never ς; İ U+0130 -> i); " +
+			"no normalization, no full case folding. Each byte of invalid UTF-8 becomes U+FFFD. " +
+			"Elementwise on list<string>. null -> null.",
 	}, kernelLower)
 	r.Register(&OpSpec{
 		Name: "strip_punct", Version: 1, MinArgs: 1, MaxArgs: 1, Idempotent: true, Infer: strToSame,
 		Signature: "strip_punct(s)",
-		Doc: "Deletes every code point in Unicode general category P (punctuation, Go unicode.IsPunct); " +
-			"symbols (S) and spaces are kept. Each byte of invalid UTF-8 becomes U+FFFD. Elementwise on " +
-			"list<string>. null -> null.",
+		Doc: "Deletes every code point in Unicode general category P (punctuation, Go unicode.IsPunct, " +
+			"'_' included); symbols (S), letters, digits, marks and spaces are kept, spaces are not " +
+			"collapsed. Each byte of invalid UTF-8 becomes U+FFFD. Elementwise on list<string>. " +
+			"null -> null.",
 	}, kernelStripPunct)
 	r.Register(&OpSpec{
 		Name: "unigrams", Version: 1, MinArgs: 1, MaxArgs: 1,
@@ -233,8 +235,8 @@ func newDefaultRegistry() *Registry {
 		},
 		Signature: "unigrams(s)",
 		Doc: "Splits s into tokens: maximal runs of code points that are not white space " +
-			"(Go unicode.IsSpace), in order, duplicates kept, bytes copied unchanged (as strings.Fields). " +
-			"\"\" and all-space strings give []. null -> null.",
+			"(Go unicode.IsSpace; invalid UTF-8 bytes are not space), in order, duplicates kept, bytes " +
+			"copied unchanged (as strings.Fields). \"\" and all-space strings give []. null -> null.",
 	}, kernelUnigrams)
 	r.Register(&OpSpec{
 		Name: "ngrams", Version: 1, MinArgs: 1, MaxArgs: 1,
@@ -246,8 +248,9 @@ func newDefaultRegistry() *Registry {
 			return ListString, nil
 		},
 		Signature: "ngrams(s, n=2)",
-		Doc: "The unigrams of s, then every run of n consecutive tokens joined by one space " +
-			"(U+0020), in order. Fewer than n tokens give []. null -> null.",
+		Doc: "Tokenizes s as unigrams does, then returns every run of n consecutive tokens joined " +
+			"by one space (U+0020), in order (only the n-grams: ngrams(s, n=1) == unigrams(s)). " +
+			"Fewer than n tokens give []. null -> null.",
 	}, kernelNgrams)
 	setInfer := func(in []Type, n *Node) (Type, error) {
 		elem, err := sameElem(in, n)
@@ -314,9 +317,10 @@ func newDefaultRegistry() *Registry {
 			return Int64, nil
 		},
 		Signature: "hash(x, buckets=1048576, salt=0)",
-		Doc: "fmix64(XXH64(bytes(x), seed 0) + salt * 0x9E3779B97F4A7C15) mod buckets, where bytes " +
-			"of a string are its UTF-8 bytes and of an int64 its 8 little-endian bytes, and fmix64 is " +
-			"MurmurHash3's 64-bit finalizer. Elementwise on lists. null -> null.",
+		Doc: "fmix64(XXH64(bytes(x), seed 0) + salt * 0x9E3779B97F4A7C15) mod buckets (arithmetic " +
+			"mod 2^64), where bytes of a string are its bytes as stored and of an int64 its 8 " +
+			"little-endian bytes, and fmix64 is MurmurHash3's 64-bit finalizer. Elementwise on lists, " +
+			"order kept. null -> null.",
 	}, kernelHash)
 	r.Register(&OpSpec{
 		Name: "cross", Version: 1, MinArgs: 2, MaxArgs: 2,
@@ -330,9 +334,10 @@ func newDefaultRegistry() *Registry {
 			return ListInt64, nil
 		},
 		Signature: "cross(a, b, buckets=1048576)",
-		Doc: "For every pair (x of a, y of b), a-major: fmix64(XXH64(x)*0x9E3779B97F4A7C15 + XXH64(y)) " +
-			"mod buckets. Scalars count as one-element lists, null as empty. At most 65536 pairs a row " +
-			"(more is an error). Never null.",
+		Doc: "For every pair (x of a, y of b), a-major, duplicates kept: " +
+			"fmix64(XXH64(x)*0x9E3779B97F4A7C15 + XXH64(y)) mod buckets, with XXH64 and bytes as in " +
+			"hash. Scalars count as one-element lists, null as empty. At most 65536 pairs a row " +
+			"(more fails the op). Never null.",
 	}, kernelCross)
 	r.Register(&OpSpec{
 		Name: "bucketize", Version: 1, MinArgs: 1, MaxArgs: 1,
@@ -346,7 +351,8 @@ func newDefaultRegistry() *Registry {
 		},
 		Signature: "bucketize(x, boundaries=[...])",
 		Doc: "The number of boundaries b with b <= x, in [0, len(boundaries)]. int64 x is converted " +
-			"to float64 first. null and NaN -> null.",
+			"to float64 first (rounding to nearest). -Inf -> 0, +Inf -> len(boundaries). " +
+			"null and NaN -> null.",
 	}, kernelBucketize)
 	r.Register(&OpSpec{
 		Name: "log1p", Version: 1, MinArgs: 1, MaxArgs: 1,
@@ -377,8 +383,9 @@ func newDefaultRegistry() *Registry {
 			return in[0], nil
 		},
 		Signature: "clip(x, lo=, hi=)",
-		Doc: "min(max(x, lo), hi). For int64 x the bounds are ceil(lo) and floor(hi), saturated to " +
-			"the int64 range. NaN stays NaN. null -> null.",
+		Doc: "min(max(x, lo), hi), as math.Max and math.Min order float64s (-0 < +0). For int64 x " +
+			"the bounds are ceil(lo) and floor(hi), saturated to the int64 range (if ceil(lo) > " +
+			"floor(hi), every value becomes floor(hi)). NaN stays NaN, bits unchanged. null -> null.",
 	}, kernelClip)
 	r.Register(&OpSpec{
 		Name: "fill_missing", Version: 1, MinArgs: 1, MaxArgs: 1,
@@ -391,7 +398,7 @@ func newDefaultRegistry() *Registry {
 			return in[0], nil
 		},
 		Signature: "fill_missing(x, default=)",
-		Doc:       "x, with nulls replaced by default (NaN is not missing). Never null.",
+		Doc:       "x, with nulls replaced by default (NaN and \"\" are not missing). Never null.",
 	}, kernelFillMissing)
 	r.Register(&OpSpec{
 		Name: "length", Version: 1, MinArgs: 1, MaxArgs: 1,
@@ -402,7 +409,7 @@ func newDefaultRegistry() *Registry {
 			return Int64, nil
 		},
 		Signature: "length(l)",
-		Doc:       "The number of elements of l. null -> 0. Never null.",
+		Doc:       "The number of (non-null) elements of l. null -> 0. Never null.",
 	}, kernelLength)
 	return r
 }

@@ -3,6 +3,7 @@ package transform
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -463,7 +464,8 @@ func (b *builder) expr(e *expr) (int, error) {
 			if c.op != "col" || k != 0 {
 				return 0, b.p.errf(a.pos, "a bare string is only allowed in col(...)")
 			}
-			n.Params = append(n.Params, Param{Name: "name", Value: StringValue(a.strLit.text), Pos: a.pos})
+			// The bare string comes first, as Print writes it.
+			n.Params = slices.Insert(n.Params, 0, Param{Name: "name", Value: StringValue(a.strLit.text), Pos: a.pos})
 			continue
 		}
 		in, err := b.expr(a)

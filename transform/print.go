@@ -65,18 +65,25 @@ func Print(g *Graph) string {
 			}
 			first = false
 		}
+		// col's column name is written as a bare string, first; any other
+		// parameter (only in unchecked graphs) is written named.
+		bare := -1
 		if n.Op == "col" {
-			if v, ok := n.Param("name"); ok && v.Kind == KindString {
-				sep()
-				b.WriteString(strconv.Quote(v.Str))
+			for k, p := range n.Params {
+				if p.Name == "name" && p.Value.Kind == KindString {
+					bare = k
+					sep()
+					b.WriteString(strconv.Quote(p.Value.Str))
+					break
+				}
 			}
 		}
 		for _, j := range n.Inputs {
 			sep()
 			render(j, false)
 		}
-		for _, p := range n.Params {
-			if n.Op == "col" && p.Name == "name" && p.Value.Kind == KindString {
+		for k, p := range n.Params {
+			if k == bare {
 				continue
 			}
 			sep()
