@@ -1,0 +1,106 @@
+package sigd
+
+import (
+	"time"
+)
+
+// Config is every setting of sigd. cmd/sigd fills it from flags and SIG_*
+// environment variables; each field's flag is named in its comment.
+type Config struct {
+	// --listen: gRPC address.
+	Listen string
+	// --http: address of /metrics, /healthz and the web UI.
+	HTTPListen string
+	// --data-dir: Pebble stores (matching cache, queues, catalog) live here.
+	DataDir string
+
+	// --s3-endpoint, --s3-access-key, --s3-secret-key, --s3-bucket,
+	// --s3-secure: the object store. An empty endpoint starts an embedded
+	// MinIO from bin/ (development mode).
+	S3Endpoint, S3AccessKey, S3SecretKey, S3Bucket string
+	S3Secure                                       bool
+
+	// --kafka-brokers: comma-separated seed brokers. Empty starts an
+	// embedded kfake cluster persisting under DataDir (development mode).
+	KafkaBrokers []string
+
+	// --tokens: the token file (auth.File). Empty in development mode
+	// writes DataDir/tokens.json with fresh tokens.
+	TokensFile string
+	// --tls-cert, --tls-key: serve gRPC over TLS.
+	TLSCert, TLSKey string
+
+	// --workers-min, --workers-max: the in-process pool's bounds (0 max
+	// runs no in-process workers: remote workers only).
+	WorkersMin, WorkersMax int
+	// --target-drain: the autoscaler sizes the pool to drain the backlog in
+	// this time.
+	TargetDrain time.Duration
+	// --scale-down-cooldown: how long a lower size must hold before the
+	// pool shrinks.
+	ScaleDownCooldown time.Duration
+	// --lease: lease duration; workers heartbeat at a third of it.
+	Lease time.Duration
+	// --max-attempts: a task failing this often is quarantined.
+	MaxAttempts int
+
+	// --ingest: sources ingested inside sigd ("ads"); empty ingests none.
+	Ingest []string
+	// --rows-per-block, --seal-after: block sealing of ingestion.
+	RowsPerBlock int
+	SealAfter    time.Duration
+	// --window: event-time window of raw blocks.
+	Window time.Duration
+
+	// --schema: extra raw source schemas (JSON files); "ads" is built in.
+	SchemaFiles []string
+
+	// --max-message-bytes: gRPC receive limit.
+	MaxMessageBytes int
+	// --sync: fsync every Pebble write (machine-crash durability) instead
+	// of relying on the OS page cache (process-crash durability).
+	Sync bool
+}
+
+// EnsureDefaults fills zero fields.
+func (c *Config) EnsureDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:7070"
+	}
+	if c.HTTPListen == "" {
+		c.HTTPListen = "127.0.0.1:7080"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "sigd-data"
+	}
+	if c.S3Bucket == "" {
+		c.S3Bucket = "sig"
+	}
+	if c.WorkersMax == 0 && c.WorkersMin == 0 {
+		c.WorkersMin, c.WorkersMax = 1, 4
+	}
+	if c.TargetDrain == 0 {
+		c.TargetDrain = 30 * time.Second
+	}
+	if c.ScaleDownCooldown == 0 {
+		c.ScaleDownCooldown = 30 * time.Second
+	}
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 3
+	}
+	if c.RowsPerBlock == 0 {
+		c.RowsPerBlock = 100_000
+	}
+	if c.SealAfter == 0 {
+		c.SealAfter = 5 * time.Second
+	}
+	if c.Window == 0 {
+		c.Window = time.Hour
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 4 << 20
+	}
+}

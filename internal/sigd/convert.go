@@ -1,0 +1,83 @@
+package sigd
+
+import (
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sigdata/sig/internal/graphpb"
+	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+)
+
+func stateToProto(s matching.MemoState) sigv1.BlockState {
+	switch s {
+	case matching.MemoPending:
+		return sigv1.BlockState_BLOCK_STATE_PENDING
+	case matching.MemoReady:
+		return sigv1.BlockState_BLOCK_STATE_READY
+	case matching.MemoFailed:
+		return sigv1.BlockState_BLOCK_STATE_FAILED
+	}
+	return sigv1.BlockState_BLOCK_STATE_UNSPECIFIED
+}
+
+func rawBlockToProto(b matching.Block) *sigv1.BlockRead {
+	return &sigv1.BlockRead{BlockId: b.ID, RawObject: b.RawObject, State: sigv1.BlockState_BLOCK_STATE_READY,
+		Rows: b.Rows, Events: &sigv1.EventRange{StartMicros: b.MinEvent, EndMicros: b.MaxEvent + 1}}
+}
+
+func blockToProto(b *matching.BlockSolution) *sigv1.BlockRead {
+	return &sigv1.BlockRead{
+		BlockId: b.Block.ID, RawObject: b.Block.RawObject, MemoObject: b.Object, State: stateToProto(b.State),
+		Reason: b.Error, Rows: b.Rows, Bytes: b.Bytes,
+		Events: &sigv1.EventRange{StartMicros: b.Block.MinEvent, EndMicros: b.Block.MaxEvent + 1},
+	}
+}
+
+// SolutionToProto converts a read solution.
+func SolutionToProto(s *matching.Solution) *sigv1.ReadSolution {
+	out := &sigv1.ReadSolution{
+		Client: s.Client, Pipeline: s.Pipeline, RawSource: s.Source,
+		Range:       &sigv1.EventRange{StartMicros: s.From, EndMicros: s.To},
+		BlocksReady: uint32(s.Ready), BlocksPending: uint32(s.Pending), BlocksFailed: uint32(s.Failed),
+		Complete: s.Complete(),
+	}
+	for _, b := range s.Raw {
+		out.RawBlocks = append(out.RawBlocks, rawBlockToProto(b))
+	}
+	for i := range s.Inputs {
+		in := &s.Inputs[i]
+		pi := &sigv1.InputSolution{Input: in.Name, ComponentKey: in.Component.String(), Type: in.Type,
+			Columns: in.Columns, CanonicalDsl: in.DSL}
+		for j := range in.Blocks {
+			pi.Blocks = append(pi.Blocks, blockToProto(&in.Blocks[j]))
+		}
+		out.Inputs = append(out.Inputs, pi)
+	}
+	return out
+}
+
+// grpcError maps errors of the layers below to gRPC statuses: bad input is
+// InvalidArgument naming the field, a missing pipeline NotFound.
+func grpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var ie *matching.InputError
+	if errors.As(err, &ie) {
+		return status.Errorf(codes.InvalidArgument, "%s: %v", ie.Field, ie.Err)
+	}
+	var fe *graphpb.FieldError
+	if errors.As(err, &fe) {
+		return status.Errorf(codes.InvalidArgument, "%s", fe.Error())
+	}
+	if errors.Is(err, matching.ErrNotFound) {
+		return status.Error(codes.NotFound, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

@@ -1,0 +1,209 @@
+package sigd
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/graphpb"
+	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+)
+
+// sigService implements sigv1.SIGServer.
+type sigService struct {
+	sigv1.UnimplementedSIGServer
+	s *Server
+}
+
+func (h *sigService) SubmitGraph(ctx context.Context, req *sigv1.SubmitGraphRequest) (*sigv1.SubmitGraphResponse, error) {
+	p, err := auth.Require(ctx, auth.RoleClient, auth.RoleOperator, auth.RoleTrainer)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
+		return nil, err
+	}
+	_ = p
+	g, err := graphFromSpec(req.GetGraph())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	r := req.GetRange()
+	if r == nil {
+		return nil, status.Error(codes.InvalidArgument, "range: missing")
+	}
+	res, err := h.s.frontend.Submit(matching.SubmitRequest{
+		Client: req.GetClient(), Pipeline: req.GetPipeline(), Priority: req.GetPriority(),
+		Source: req.GetGraph().GetRawSource(), Graph: g, From: r.GetStartMicros(), To: r.GetEndMicros(),
+	})
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	h.s.metrics.observeSubmit(res)
+	return &sigv1.SubmitGraphResponse{
+		Solution: SolutionToProto(res.Solution), Components: uint32(res.Components),
+		ComponentHits: uint32(res.ComponentHits), BlockHits: uint32(res.BlockHits),
+		BlockMisses: uint32(res.BlockMisses), TasksEnqueued: uint32(res.TasksEnqueued),
+	}, nil
+}
+
+// graphFromSpec reads a graph given as a message or as DSL text.
+func graphFromSpec(spec *sigv1.GraphSpec) (*transform.Graph, error) {
+	if spec == nil {
+		return nil, &matching.InputError{Field: "graph", Err: errMissing}
+	}
+	switch g := spec.Spec.(type) {
+	case *sigv1.GraphSpec_Graph:
+		return graphpb.FromProto(g.Graph, transform.Limits{})
+	case *sigv1.GraphSpec_Dsl:
+		out, err := transform.Parse([]byte(g.Dsl), "graph.dsl", transform.Limits{})
+		if err != nil {
+			return nil, &matching.InputError{Field: "graph.dsl", Err: err}
+		}
+		return out, nil
+	}
+	return nil, &matching.InputError{Field: "graph", Err: errMissing}
+}
+
+type constErr string
+
+func (e constErr) Error() string { return string(e) }
+
+const errMissing = constErr("missing: give graph or dsl")
+
+func (h *sigService) GetReadSolution(ctx context.Context, req *sigv1.GetReadSolutionRequest) (*sigv1.ReadSolution, error) {
+	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
+		return nil, err
+	}
+	sol, err := h.s.frontend.ReadSolution(req.GetClient(), req.GetPipeline(), req.GetRange().GetStartMicros(), req.GetRange().GetEndMicros())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return SolutionToProto(sol), nil
+}
+
+// WatchReadSolution streams the solution, then changes of its blocks, and a
+// final full solution when it is complete (completeness monitoring, paper
+// IV.A). A watcher that falls behind gets a fresh full solution.
+func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stream sigv1.SIG_WatchReadSolutionServer) error {
+	ctx := stream.Context()
+	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
+		return err
+	}
+	from, to := req.GetRange().GetStartMicros(), req.GetRange().GetEndMicros()
+	for {
+		sol, err := h.s.frontend.ReadSolution(req.GetClient(), req.GetPipeline(), from, to)
+		if err != nil {
+			return grpcError(err)
+		}
+		var ks []matching.Key
+		seen := map[matching.Key]bool{}
+		for _, in := range sol.Inputs {
+			if !seen[in.Component] {
+				seen[in.Component] = true
+				ks = append(ks, in.Component)
+			}
+		}
+		ch, cancel := h.s.frontend.Watch(ks)
+		// Re-read after subscribing so no change between the read and the
+		// subscription is missed.
+		sol, err = h.s.frontend.ReadSolution(req.GetClient(), req.GetPipeline(), from, to)
+		if err != nil {
+			cancel()
+			return grpcError(err)
+		}
+		if err := stream.Send(&sigv1.ReadSolutionUpdate{Solution: SolutionToProto(sol)}); err != nil {
+			cancel()
+			return err
+		}
+		if sol.Complete() {
+			cancel()
+			return nil
+		}
+		resync, err := h.watchLoop(ctx, stream, ch, sol)
+		cancel()
+		if err != nil || !resync {
+			return err
+		}
+	}
+}
+
+type memoID struct {
+	k     matching.Key
+	block string
+}
+
+// watchLoop forwards changes of the solution's blocks. It returns false
+// when the solution is complete (after sending it whole) and true when the
+// watcher must resynchronize: the subscription overflowed, a block was
+// evicted, or the periodic full re-read is due.
+func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSolutionServer, ch <-chan matching.MemoEntry, sol *matching.Solution) (bool, error) {
+	state := map[memoID]matching.MemoState{}
+	notReady := 0
+	for _, in := range sol.Inputs {
+		for _, b := range in.Blocks {
+			id := memoID{in.Component, b.Block.ID}
+			if _, dup := state[id]; dup {
+				continue
+			}
+			state[id] = b.State
+			if b.State != matching.MemoReady {
+				notReady++
+			}
+		}
+	}
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case e, ok := <-ch:
+			if !ok {
+				return true, nil
+			}
+			id := memoID{e.Component, e.Block}
+			old, in := state[id]
+			if !in {
+				continue
+			}
+			up := &sigv1.ReadSolutionUpdate{Changes: []*sigv1.BlockUpdate{{
+				ComponentKey: e.Component.String(),
+				Block: &sigv1.BlockRead{BlockId: e.Block, MemoObject: e.Object, State: stateToProto(e.State),
+					Reason: e.Error, Rows: e.Rows, Bytes: e.Bytes},
+			}}}
+			if err := stream.Send(up); err != nil {
+				return false, err
+			}
+			if e.State == 0 {
+				return true, nil // evicted: re-read, which re-creates it pending
+			}
+			state[id] = e.State
+			if old != matching.MemoReady && e.State == matching.MemoReady {
+				notReady--
+			} else if old == matching.MemoReady && e.State != matching.MemoReady {
+				notReady++
+			}
+			if notReady == 0 {
+				return true, nil // the next full read confirms completion and ends the stream
+			}
+		case <-tick.C:
+			// A periodic full re-read catches anything a lost notification
+			// would otherwise delay.
+			return true, nil
+		}
+	}
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
