@@ -1,0 +1,255 @@
+package transform
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/sigdata/sig/transform/internal/rowref"
+)
+
+// testRegistry returns a fresh registry with every built-in op, to which a
+// test may add its own.
+func testRegistry() *Registry {
+	r := NewRegistry()
+	for _, name := range Default().Names() {
+		spec, _ := Default().Op(name)
+		k, _ := Default().Kernel(name)
+		r.Register(spec, k)
+	}
+	return r
+}
+
+// counting wraps op's spec and kernel as a new op that counts its calls.
+func counting(r *Registry, name, op string, calls *atomic.Int64) {
+	spec, _ := Default().Op(op)
+	k, _ := Default().Kernel(op)
+	s := *spec
+	s.Name = name
+	r.Register(&s, func(in []arrow.Array, n *Node) (arrow.Array, error) {
+		calls.Add(1)
+		return k(in, n)
+	})
+}
+
+// TestRunSharedIntermediates runs several model inputs that share
+// intermediates: each node runs once, every output matches the reference
+// and nothing leaks (the checked allocator holds the record's memory, which
+// outputs may share with zero-copy kernels).
+func TestRunSharedIntermediates(t *testing.T) {
+	reg := testRegistry()
+	var lowerCalls, tokCalls atomic.Int64
+	counting(reg, "lower_counted", "lower", &lowerCalls)
+	counting(reg, "unigrams_counted", "unigrams", &tokCalls)
+	src := `
+let q = unigrams_counted(lower_counted(col("query")))
+let t = unigrams(lower(col("ad_title")))
+input overlap = concat(intersect(q, t), col("ad_category"))
+input ids = hash(q, buckets=1000003)
+input n = length(q)
+input same = ids
+input price = bucketize(col("bid_price"), boundaries=[0.1, 0.5, 1, 5])
+`
+	g, _, err := ParseAndCheck([]byte(src), "", AdsSchema(), reg, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := adsRecord(mem, 2000, 1)
+	defer rec.Release()
+	if err := CheckRecord(g, AdsSchema(), rec); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []int
+	for _, in := range g.Inputs {
+		nodes = append(nodes, in.Node)
+	}
+	out, err := Run(g, reg, rec, nodes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, a := range out {
+			a.Release()
+		}
+	}()
+	if lowerCalls.Load() != 1 || tokCalls.Load() != 1 {
+		t.Errorf("shared nodes ran lower %d and unigrams %d times, want once each", lowerCalls.Load(), tokCalls.Load())
+	}
+	col := func(name string) rowref.Column {
+		return fromArrow(rec.Column(rec.Schema().FieldIndices(name)[0]))
+	}
+	q := rowref.Unigrams(rowref.Lower(col("query")))
+	tt := rowref.Unigrams(rowref.Lower(col("ad_title")))
+	want := map[string]rowref.Column{
+		"overlap": rowref.Concat(rowref.Intersect(q, tt), col("ad_category")),
+		"ids":     rowref.Hash(q, 1000003, 0),
+		"same":    rowref.Hash(q, 1000003, 0),
+		"n":       rowref.Length(q),
+		"price":   rowref.Bucketize(col("bid_price"), []float64{0.1, 0.5, 1, 5}),
+	}
+	for k, in := range g.Inputs {
+		if d := diffColumns(want[in.Name], fromArrow(out[k])); d != "" {
+			t.Errorf("input %s: %s", in.Name, d)
+		}
+	}
+}
+
+// TestRunPanicIsolated registers an op whose kernel panics: Run returns a
+// *PanicError naming the op, and releases what it computed.
+func TestRunPanicIsolated(t *testing.T) {
+	reg := testRegistry()
+	spec, _ := Default().Op("lower")
+	boom := *spec
+	boom.Name = "boom"
+	reg.Register(&boom, func(in []arrow.Array, n *Node) (arrow.Array, error) {
+		var m map[string]int
+		m["x"]++ // nil map write
+		return nil, nil
+	})
+	g, _, err := ParseAndCheck([]byte(`input ok = lower(col("query"))
+input bad = unigrams(boom(lower(col("ad_title"))))
+`), "", AdsSchema(), reg, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := adsRecord(mem, 100, 2)
+	defer rec.Release()
+	out, err := Run(g, reg, rec, g.Inputs[0].Node, g.Inputs[1].Node)
+	var pe *PanicError
+	if !errors.As(err, &pe) || pe.Op != "boom" || out != nil {
+		t.Fatalf("got %v, %v; want a *PanicError for op boom", out, err)
+	}
+	if !strings.Contains(pe.Error(), "op boom panicked: assignment to entry in nil map") || !strings.Contains(pe.Stack, "exec_test.go") {
+		t.Errorf("PanicError %q lacks the panic value or the stack:\n%s", pe, pe.Stack)
+	}
+	// The healthy input alone still runs.
+	out, err = Run(g, reg, rec, g.Inputs[0].Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out[0].Release()
+}
+
+// TestRunErrors covers the errors Run reports instead of panicking.
+func TestRunErrors(t *testing.T) {
+	g, _, err := ParseAndCheck([]byte(`input c = cross(unigrams(col("query")), unigrams(col("ad_title")), buckets=10)
+input q = lower(col("query"))
+`), "", AdsSchema(), Default(), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewGoAllocator()
+	// A row with more than MaxCrossPairs pairs fails cross with an error.
+	b := array.NewRecordBuilder(mem, AdsSchema().Arrow())
+	for i, f := range b.Fields() {
+		switch fb := f.(type) {
+		case *array.StringBuilder:
+			name := AdsSchema().Fields[i].Name
+			if name == "query" || name == "ad_title" {
+				fb.Append(strings.Repeat("w ", 300))
+			} else {
+				fb.Append("x")
+			}
+		case *array.Int64Builder:
+			fb.Append(1)
+		case *array.Float64Builder:
+			fb.Append(1)
+		}
+	}
+	rec := b.NewRecord()
+	defer rec.Release()
+	if _, err := Run(g, Default(), rec, g.Inputs[0].Node); err == nil || err.Error() != "cross: row 0 has 300 x 300 pairs, more than the limit of 65536" {
+		t.Errorf("cross over the pair limit: %v", err)
+	}
+	if _, err := Run(g, Default(), rec, 99); err == nil || err.Error() != "requested node 99, but the graph has 7 nodes" {
+		t.Errorf("node out of range: %v", err)
+	}
+	// A record without the column.
+	small := array.NewRecord(arrow.NewSchema([]arrow.Field{{Name: "ad_title", Type: arrow.BinaryTypes.String}}, nil),
+		[]arrow.Array{rec.Column(3)}, 1)
+	defer small.Release()
+	if _, err := Run(g, Default(), small, g.Inputs[1].Node); err == nil || err.Error() != `column "query" is not in the record` {
+		t.Errorf("missing column: %v", err)
+	}
+	// An empty record gives empty columns.
+	empty := rec.NewSlice(0, 0)
+	defer empty.Release()
+	out, err := Run(g, Default(), empty, g.Inputs[0].Node, g.Inputs[1].Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range out {
+		if a.Len() != 0 {
+			t.Errorf("%d rows from an empty record", a.Len())
+		}
+		a.Release()
+	}
+}
+
+// TestCheckRecord checks that a block whose columns do not match the
+// schema is refused with an error naming the column.
+func TestCheckRecord(t *testing.T) {
+	g, _, err := ParseAndCheck([]byte(`input x = concat(unigrams(col("query")), col("ad_category"))
+input p = log1p(col("bid_price"))
+`), "", AdsSchema(), Default(), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewGoAllocator()
+	rec := adsRecord(mem, 10, 3)
+	defer rec.Release()
+	if err := CheckRecord(g, AdsSchema(), rec); err != nil {
+		t.Fatalf("a good record: %v", err)
+	}
+	// bid_price as int64, query as binary.
+	ib := array.NewInt64Builder(mem)
+	ib.AppendValues(make([]int64, 10), nil)
+	ints := ib.NewArray()
+	defer ints.Release()
+	bb := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	for range 10 {
+		bb.Append([]byte("q"))
+	}
+	bin := bb.NewArray()
+	defer bin.Release()
+	for _, tc := range []struct {
+		col  string
+		arr  arrow.Array
+		want string
+	}{
+		{"bid_price", ints, `column "bid_price" has Arrow type int64, want float64`},
+		{"query", bin, `column "query" has Arrow type binary, want utf8`},
+	} {
+		fields := append([]arrow.Field(nil), rec.Schema().Fields()...)
+		cols := append([]arrow.Array(nil), rec.Columns()...)
+		i := rec.Schema().FieldIndices(tc.col)[0]
+		fields[i].Type = tc.arr.DataType()
+		cols[i] = tc.arr
+		bad := array.NewRecord(arrow.NewSchema(fields, nil), cols, 10)
+		if err := CheckRecord(g, AdsSchema(), bad); err == nil || err.Error() != tc.want {
+			t.Errorf("got %v, want %s", err, tc.want)
+		}
+		// Without CheckRecord, a string kernel given binary data panics,
+		// and the panic is isolated.
+		var pe *PanicError
+		if _, err := Run(g, Default(), bad, g.Inputs[0].Node, g.Inputs[1].Node); tc.col == "query" && !errors.As(err, &pe) {
+			t.Errorf("Run on a bad record: %v, want a *PanicError", err)
+		}
+		bad.Release()
+	}
+	// A record missing a column.
+	dropped := array.NewRecord(arrow.NewSchema(rec.Schema().Fields()[:3], nil), rec.Columns()[:3], 10)
+	defer dropped.Release()
+	if err := CheckRecord(g, AdsSchema(), dropped); err == nil || err.Error() != `record has no column "ad_category"` {
+		t.Errorf("missing column: %v", err)
+	}
+}
