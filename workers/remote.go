@@ -1,0 +1,286 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+)
+
+// The lease protocol over gRPC (service sig.v1.Workers): `sigd worker
+// --sigd ADDR` runs a Pool whose Leaser is a RemoteLeaser, and sigd serves
+// NewWorkersServer over its Queue. The sentinel errors cross the wire as
+// status codes:
+//
+//	ErrLeaseLost  <-> NotFound
+//	ErrCancelled  <-> Aborted
+//	ErrInvalid    <-> InvalidArgument
+//	ErrClosed      -> Unavailable (the worker retries)
+
+// DefaultLeaseWait is how long a LeaseTask call waits for work before
+// answering with none; the remote worker then asks again. Long polling:
+// a worker learns of new work at once without polling often.
+const DefaultLeaseWait = 20 * time.Second
+
+// MaxLeaseWait caps the wait a worker may ask for.
+const MaxLeaseWait = time.Minute
+
+func toStatus(err error) error {
+	var code codes.Code
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrLeaseLost):
+		code = codes.NotFound
+	case errors.Is(err, ErrCancelled):
+		code = codes.Aborted
+	case errors.Is(err, ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	default:
+		code = codes.Internal
+	}
+	return status.Error(code, err.Error())
+}
+
+func fromStatus(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.NotFound:
+		return fmt.Errorf("%w (remote: %s)", ErrLeaseLost, st.Message())
+	case codes.Aborted:
+		return fmt.Errorf("%w (remote: %s)", ErrCancelled, st.Message())
+	case codes.InvalidArgument:
+		return fmt.Errorf("%w (remote: %s)", ErrInvalid, st.Message())
+	}
+	return err
+}
+
+// ------------------------------------------------------------- client
+
+// RemoteLeaser is a Leaser over gRPC, for workers outside sigd.
+type RemoteLeaser struct {
+	c    sigv1.WorkersClient
+	wait time.Duration
+}
+
+// NewRemoteLeaser returns a Leaser that asks c for tasks, waiting up to
+// wait per call (DefaultLeaseWait if zero).
+func NewRemoteLeaser(c sigv1.WorkersClient, wait time.Duration) *RemoteLeaser {
+	if wait <= 0 {
+		wait = DefaultLeaseWait
+	}
+	return &RemoteLeaser{c: c, wait: wait}
+}
+
+// Lease asks for a task until one comes or ctx is done. The task carries
+// Spec, filled by the server.
+func (r *RemoteLeaser) Lease(ctx context.Context, workerID string) (Lease, error) {
+	for {
+		resp, err := r.c.LeaseTask(ctx, &sigv1.LeaseTaskRequest{WorkerId: workerID, Wait: durationpb.New(r.wait)})
+		if err != nil {
+			if ctx.Err() != nil {
+				return Lease{}, ctx.Err()
+			}
+			return Lease{}, fromStatus(err)
+		}
+		if resp.GetTask() == nil {
+			if err := ctx.Err(); err != nil {
+				return Lease{}, err
+			}
+			continue
+		}
+		return leaseFromProto(workerID, resp)
+	}
+}
+
+// leaseFromProto checks what the server sent: a worker must not act on a
+// malformed task.
+func leaseFromProto(workerID string, resp *sigv1.LeaseTaskResponse) (Lease, error) {
+	t := resp.GetTask()
+	id := TaskID{Component: t.GetComponentKey(), Block: t.GetBlockId()}
+	if err := id.validate(); err != nil {
+		return Lease{}, fmt.Errorf("workers: server sent a bad task: %w", err)
+	}
+	if resp.GetLeaseId() == "" || !resp.GetDeadline().IsValid() {
+		return Lease{}, fmt.Errorf("%w: server sent task %s without a lease id or deadline", ErrInvalid, id)
+	}
+	return Lease{
+		ID:       resp.GetLeaseId(),
+		Task:     Task{ID: id, State: StateLeased, Attempts: int(t.GetAttempt()), Spec: t},
+		Worker:   workerID,
+		Client:   t.GetClient(),
+		Priority: t.GetPriority(),
+		Deadline: resp.GetDeadline().AsTime(),
+	}, nil
+}
+
+// Heartbeat extends the lease.
+func (r *RemoteLeaser) Heartbeat(ctx context.Context, leaseID string) (time.Time, error) {
+	resp, err := r.c.Heartbeat(ctx, &sigv1.HeartbeatRequest{LeaseId: leaseID})
+	if err != nil {
+		return time.Time{}, fromStatus(err)
+	}
+	if !resp.GetDeadline().IsValid() {
+		return time.Time{}, fmt.Errorf("%w: heartbeat answer without a deadline", ErrInvalid)
+	}
+	return resp.GetDeadline().AsTime(), nil
+}
+
+// Complete reports success with the rows and bytes written.
+func (r *RemoteLeaser) Complete(ctx context.Context, leaseID string, res Result) error {
+	_, err := r.c.CompleteTask(ctx, &sigv1.CompleteTaskRequest{LeaseId: leaseID, Rows: res.Rows, Bytes: res.Bytes})
+	return fromStatus(err)
+}
+
+// Fail reports a failed run.
+func (r *RemoteLeaser) Fail(ctx context.Context, leaseID string, cause string) (bool, error) {
+	resp, err := r.c.FailTask(ctx, &sigv1.FailTaskRequest{LeaseId: leaseID, Error: clip(cause)})
+	if err != nil {
+		return false, fromStatus(err)
+	}
+	return resp.GetQuarantined(), nil
+}
+
+// ------------------------------------------------------------- server
+
+// ServerOption configures NewWorkersServer.
+type ServerOption func(*workersServer)
+
+// WithCompleteHook runs h before a remotely completed task leaves the
+// queue: it marks the memoized block ready in the matching cache with the
+// rows and bytes the worker reported. Doing it before Complete means a
+// crash in between re-runs the task (harmless: outputs are deterministic
+// and written whole) instead of leaving the block pending with no task. If
+// h fails, CompleteTask fails and the task stays leased.
+func WithCompleteHook(h func(ctx context.Context, t Task, res Result) error) ServerOption {
+	return func(s *workersServer) { s.onComplete = h }
+}
+
+type workersServer struct {
+	sigv1.UnimplementedWorkersServer
+	q          *Queue
+	describe   func(TaskID) (*sigv1.Task, error)
+	onComplete func(ctx context.Context, t Task, res Result) error
+}
+
+// NewWorkersServer serves the lease protocol over q. describe fills a
+// leased task's description (canonical DSL, raw and memo objects, columns,
+// schema) from the matching cache; the server sets the key, block, attempt,
+// client and priority itself. A task that cannot be described is failed
+// and the next one leased (see Describe). Authentication is the caller's
+// business (interceptors).
+func NewWorkersServer(q *Queue, describe func(TaskID) (*sigv1.Task, error), opts ...ServerOption) sigv1.WorkersServer {
+	s := &workersServer{q: q, describe: describe}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func (s *workersServer) LeaseTask(ctx context.Context, req *sigv1.LeaseTaskRequest) (*sigv1.LeaseTaskResponse, error) {
+	if err := checkName("worker id", req.GetWorkerId()); err != nil {
+		return nil, toStatus(err)
+	}
+	var wait time.Duration
+	if w := req.GetWait(); w != nil {
+		if err := w.CheckValid(); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "wait: %v", err)
+		}
+		wait = min(max(w.AsDuration(), 0), MaxLeaseWait)
+	}
+	// The wait is measured on the queue's clock, like every other time.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if wait > 0 {
+		waited := s.q.clock.After(wait)
+		go func() {
+			select {
+			case <-waited:
+			case <-wctx.Done():
+			}
+			cancel()
+		}()
+	}
+	for {
+		var l Lease
+		var ok bool
+		var err error
+		if wait > 0 {
+			l, err = s.q.Lease(wctx, req.GetWorkerId())
+			ok = err == nil
+		} else {
+			l, ok, err = s.q.TryLease(req.GetWorkerId())
+		}
+		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+			return &sigv1.LeaseTaskResponse{}, nil // waited: no task
+		}
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if !ok {
+			return &sigv1.LeaseTaskResponse{}, nil
+		}
+		spec, err := describeLease(s.describe, l)
+		if err != nil {
+			if _, ferr := s.q.Fail(ctx, l.ID, err.Error()); ferr != nil && !errors.Is(ferr, ErrLeaseLost) && !errors.Is(ferr, ErrCancelled) {
+				return nil, toStatus(ferr)
+			}
+			continue
+		}
+		return &sigv1.LeaseTaskResponse{Task: spec, LeaseId: l.ID, Deadline: timestamppb.New(l.Deadline)}, nil
+	}
+}
+
+func (s *workersServer) Heartbeat(ctx context.Context, req *sigv1.HeartbeatRequest) (*sigv1.HeartbeatResponse, error) {
+	d, err := s.q.Heartbeat(ctx, req.GetLeaseId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &sigv1.HeartbeatResponse{Deadline: timestamppb.New(d)}, nil
+}
+
+func (s *workersServer) CompleteTask(ctx context.Context, req *sigv1.CompleteTaskRequest) (*sigv1.CompleteTaskResponse, error) {
+	res := Result{Rows: req.GetRows(), Bytes: req.GetBytes()}
+	if res.Rows < 0 || res.Bytes < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "negative rows or bytes: %d, %d", res.Rows, res.Bytes)
+	}
+	if s.onComplete != nil {
+		l, err := s.q.LookupLease(req.GetLeaseId())
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if err := s.onComplete(ctx, l.Task, res); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "complete %s: %v", l.Task.ID, err)
+		}
+	}
+	if err := s.q.Complete(ctx, req.GetLeaseId(), res); err != nil {
+		return nil, toStatus(err)
+	}
+	return &sigv1.CompleteTaskResponse{}, nil
+}
+
+func (s *workersServer) FailTask(ctx context.Context, req *sigv1.FailTaskRequest) (*sigv1.FailTaskResponse, error) {
+	cause := req.GetError()
+	if cause == "" {
+		cause = "worker reported failure without a message"
+	}
+	quarantined, err := s.q.Fail(ctx, req.GetLeaseId(), cause)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &sigv1.FailTaskResponse{Quarantined: quarantined}, nil
+}

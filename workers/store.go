@@ -1,0 +1,352 @@
+package workers
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// FormatVersion is the on-disk format of the queue store (see doc.go for the
+// key layout). Open refuses a store with a different version.
+const FormatVersion = "sig.workers/1"
+
+// Key prefixes; doc.go describes the layout.
+const (
+	pfxFormat     = 'v'
+	pfxTask       = 't'
+	pfxQueue      = 'q'
+	pfxPipeline   = 'p'
+	pfxLease      = 'l'
+	pfxQuarantine = 'x'
+)
+
+var keyFormat = []byte{pfxFormat}
+
+// Durability says which crashes an acknowledged change survives.
+type Durability uint8
+
+const (
+	// DurabilityProcess (the default): every change is written to the
+	// kernel before the call returns, so it survives a crash of the process
+	// (SIGKILL, panic, OOM kill) but not of the machine. The WAL is not
+	// fsynced.
+	DurabilityProcess Durability = iota
+	// DurabilityMachine: every change is fsynced before the call returns, so
+	// it also survives power loss. Each acknowledgement waits for the disk;
+	// concurrent callers share an fsync (group commit).
+	DurabilityMachine
+)
+
+func (d Durability) String() string {
+	switch d {
+	case DurabilityProcess:
+		return "process"
+	case DurabilityMachine:
+		return "machine"
+	}
+	return fmt.Sprintf("Durability(%d)", uint8(d))
+}
+
+// openDB opens the Pebble store in dir.
+//
+// Why a filesystem wrapper: Pebble's WAL writer keeps NoSync records in a
+// userspace buffer until a 32 KiB block fills or a sync is requested
+// (record.LogWriter), so a NoSync write acknowledged a moment before SIGKILL
+// can vanish, and an acknowledged Enqueue must never vanish (the matching
+// cache would show the block pending forever). So every change requests a
+// sync, and in DurabilityProcess the WAL files' Sync is a no-op: Pebble's
+// flush loop write(2)s the record to the kernel and acknowledges it without
+// waiting for the disk. Only WAL files are wrapped; sstables and the
+// MANIFEST keep real fsyncs, so Pebble's own recovery invariants hold.
+func openDB(dir string, d Durability) (*pebble.DB, error) {
+	opts := &pebble.Options{Logger: quietLogger{}}
+	if d == DurabilityProcess {
+		opts.FS = walNoSyncFS{vfs.Default}
+	}
+	return pebble.Open(dir, opts)
+}
+
+// quietLogger keeps Pebble off stderr; its fatal errors still stop the
+// process, as Pebble requires.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// walNoSyncFS hands out WAL files whose Sync only reaches the kernel.
+type walNoSyncFS struct{ vfs.FS }
+
+func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
+
+func (fs walNoSyncFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !isWAL(name) {
+		return f, err
+	}
+	return walNoSyncFile{f}, nil
+}
+
+func (fs walNoSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	return fs.wrap(name, f, err)
+}
+
+func (fs walNoSyncFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	return fs.wrap(newname, f, err)
+}
+
+func (fs walNoSyncFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, o ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name, c, o...)
+	return fs.wrap(name, f, err)
+}
+
+func (fs walNoSyncFS) Unwrap() vfs.FS { return fs.FS }
+
+type walNoSyncFile struct{ vfs.File }
+
+func (walNoSyncFile) Sync() error                             { return nil }
+func (walNoSyncFile) SyncData() error                         { return nil }
+func (walNoSyncFile) SyncTo(int64) (fullSync bool, err error) { return true, nil }
+
+// ---------------------------------------------------------------- keys
+//
+// Names never contain NUL (checkName), so NUL terminates them and keys of
+// one prefix sort by their fields in order.
+
+func appendName(k []byte, s string) []byte { return append(append(k, s...), 0) }
+
+func appendID(k []byte, id TaskID) []byte {
+	return append(appendName(k, id.Component), id.Block...)
+}
+
+// invPriority maps priorities so that higher priorities sort first.
+func invPriority(p int32) uint32 { return ^(uint32(p) ^ 0x80000000) }
+
+func fromInvPriority(u uint32) int32 { return int32(^u ^ 0x80000000) }
+
+func taskKey(id TaskID) []byte {
+	return appendID(append(make([]byte, 0, 2+len(id.Component)+len(id.Block)), pfxTask), id)
+}
+
+func queueKey(client string, prio int32, seq uint64) []byte {
+	k := appendName(append(make([]byte, 0, 14+len(client)), pfxQueue), client)
+	k = binary.BigEndian.AppendUint32(k, invPriority(prio))
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func pipelineKey(client, pipeline string, id TaskID) []byte {
+	k := append(make([]byte, 0, 4+len(client)+len(pipeline)+len(id.Component)+len(id.Block)), pfxPipeline)
+	return appendID(appendName(appendName(k, client), pipeline), id)
+}
+
+func leaseKey(deadline time.Time, leaseID string) []byte {
+	k := append(make([]byte, 0, 9+len(leaseID)), pfxLease)
+	k = binary.BigEndian.AppendUint64(k, uint64(deadline.UnixNano()))
+	return append(k, leaseID...)
+}
+
+func quarantineKey(id TaskID) []byte {
+	return appendID(append(make([]byte, 0, 2+len(id.Component)+len(id.Block)), pfxQuarantine), id)
+}
+
+func idValue(id TaskID) []byte { return appendID(nil, id) }
+
+func parseID(b []byte) (TaskID, error) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return TaskID{}, fmt.Errorf("%w: malformed task id %q", ErrCorrupt, b)
+	}
+	return TaskID{Component: string(b[:i]), Block: string(b[i+1:])}, nil
+}
+
+func parseQueueKey(k []byte) (client string, prio int32, seq uint64, err error) {
+	k = k[1:]
+	i := bytes.IndexByte(k, 0)
+	if i < 0 || len(k)-i-1 != 12 {
+		return "", 0, 0, fmt.Errorf("%w: malformed queue key %q", ErrCorrupt, k)
+	}
+	rest := k[i+1:]
+	return string(k[:i]), fromInvPriority(binary.BigEndian.Uint32(rest)), binary.BigEndian.Uint64(rest[4:]), nil
+}
+
+func parsePipelineKey(k []byte) (client, pipeline string, id TaskID, err error) {
+	parts := bytes.SplitN(k[1:], []byte{0}, 4)
+	if len(parts) != 4 {
+		return "", "", TaskID{}, fmt.Errorf("%w: malformed pipeline key %q", ErrCorrupt, k)
+	}
+	return string(parts[0]), string(parts[1]), TaskID{Component: string(parts[2]), Block: string(parts[3])}, nil
+}
+
+func parseLeaseKey(k []byte) (deadline time.Time, leaseID string, err error) {
+	if len(k) < 10 {
+		return time.Time{}, "", fmt.Errorf("%w: malformed lease key %q", ErrCorrupt, k)
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))), string(k[9:]), nil
+}
+
+// prefixBounds returns iterator bounds covering every key starting with p.
+func prefixBounds(p byte) *pebble.IterOptions {
+	return &pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}}
+}
+
+// ------------------------------------------------------------ records
+
+const recordVersion = 1
+
+// record is the persistent part of a task (the value under its t key).
+type record struct {
+	state      State
+	seq        uint64
+	attempts   int
+	since      time.Time
+	err        string
+	requesters []Requester
+	// Set when leased.
+	leaseID  string
+	worker   string
+	client   string
+	priority int32
+	deadline time.Time
+	leasedAt time.Time
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func (r *record) encode() []byte {
+	b := make([]byte, 0, 64+len(r.err)+32*len(r.requesters))
+	b = append(b, recordVersion, byte(r.state))
+	b = binary.AppendUvarint(b, r.seq)
+	b = binary.AppendUvarint(b, uint64(r.attempts))
+	b = binary.AppendVarint(b, r.since.UnixNano())
+	b = appendString(b, r.err)
+	b = binary.AppendUvarint(b, uint64(len(r.requesters)))
+	for _, q := range r.requesters {
+		b = appendString(b, q.Client)
+		b = appendString(b, q.Pipeline)
+		b = binary.AppendVarint(b, int64(q.Priority))
+	}
+	if r.state == StateLeased {
+		b = appendString(b, r.leaseID)
+		b = appendString(b, r.worker)
+		b = appendString(b, r.client)
+		b = binary.AppendVarint(b, int64(r.priority))
+		b = binary.AppendVarint(b, r.deadline.UnixNano())
+		b = binary.AppendVarint(b, r.leasedAt.UnixNano())
+	}
+	return b
+}
+
+// decoder reads a record, remembering the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("truncated")
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errShort
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.err = errShort
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func decodeRecord(b []byte) (*record, error) {
+	d := decoder{b: b}
+	if v := d.byte(); d.err == nil && v != recordVersion {
+		return nil, fmt.Errorf("%w: task record version %d", ErrFormat, v)
+	}
+	r := &record{state: State(d.byte())}
+	r.seq = d.uvarint()
+	r.attempts = int(d.uvarint())
+	r.since = time.Unix(0, d.varint())
+	r.err = d.string()
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.err = errShort
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.requesters = append(r.requesters, Requester{Client: d.string(), Pipeline: d.string(), Priority: int32(d.varint())})
+	}
+	switch r.state {
+	case StateQueued, StateQuarantined:
+	case StateLeased:
+		r.leaseID = d.string()
+		r.worker = d.string()
+		r.client = d.string()
+		r.priority = int32(d.varint())
+		r.deadline = time.Unix(0, d.varint())
+		r.leasedAt = time.Unix(0, d.varint())
+	default:
+		if d.err == nil {
+			d.err = fmt.Errorf("unknown state %d", r.state)
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err == nil && len(r.requesters) == 0 {
+		d.err = errors.New("no requesters")
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: task record: %v", ErrCorrupt, d.err)
+	}
+	return r, nil
+}

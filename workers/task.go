@@ -1,0 +1,215 @@
+package workers
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrInvalid: a name or argument is malformed (empty, too long, contains
+	// a NUL byte, or is not UTF-8). Nothing was changed.
+	ErrInvalid = errors.New("workers: invalid argument")
+	// ErrLeaseLost: the lease is unknown, expired, or was already finished.
+	// The task may have been leased to another worker; the holder must stop.
+	ErrLeaseLost = errors.New("workers: lease lost")
+	// ErrCancelled: the leased task was cancelled (evicted) while it ran; its
+	// result is not wanted.
+	ErrCancelled = errors.New("workers: task cancelled")
+	// ErrClosed: the queue is closed.
+	ErrClosed = errors.New("workers: queue closed")
+	// ErrFormat: the store was written by an incompatible format version.
+	ErrFormat = errors.New("workers: unsupported store format")
+	// ErrCorrupt: the store's indexes disagree with its task records.
+	ErrCorrupt = errors.New("workers: store corrupt")
+	// ErrPanic wraps a panic recovered from a Runner.
+	ErrPanic = errors.New("workers: runner panicked")
+)
+
+// Limits on what callers may store. Names become parts of Pebble keys, so
+// they are bounded and may not contain the NUL byte that separates them.
+const (
+	MaxNameLen  = 512
+	MaxErrorLen = 8 << 10
+)
+
+// TaskID names one memoization task: one component over one raw block
+// (paper IV.A, "Scheduling New Work"). However many pipelines want the
+// block, there is one task.
+type TaskID struct {
+	Component string // the component's Merkle key (64 hex digits)
+	Block     string // the raw block id
+}
+
+func (id TaskID) String() string { return id.Component + "/" + id.Block }
+
+// Requester is one pipeline of one client that asked for a task, at the
+// pipeline's priority.
+type Requester struct {
+	Client   string
+	Pipeline string
+	Priority int32
+}
+
+// Request asks for a task on behalf of a pipeline: the argument of Enqueue.
+type Request struct {
+	Task     TaskID
+	Client   string
+	Pipeline string
+	Priority int32
+}
+
+// State is where a task is in its life.
+type State uint8
+
+const (
+	StateQueued State = iota + 1
+	StateLeased
+	StateQuarantined
+)
+
+func (s State) String() string {
+	switch s {
+	case StateQueued:
+		return "queued"
+	case StateLeased:
+		return "leased"
+	case StateQuarantined:
+		return "quarantined"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Task is a snapshot of one task.
+type Task struct {
+	ID    TaskID
+	State State
+	// Attempts counts failed runs and expired leases since the task was
+	// enqueued or released from quarantine.
+	Attempts int
+	// Requesters, sorted by client then pipeline.
+	Requesters []Requester
+	// Err is the last failure (the quarantine reason when quarantined).
+	Err string
+	// Since is when the task entered its current state.
+	Since time.Time
+	// Spec describes the task for a worker that cannot read the matching
+	// cache (canonical DSL, objects, schema). It is set by the remote lease
+	// protocol and by Describe; nil otherwise.
+	Spec *sigv1.Task
+}
+
+// Priority is the task's effective priority: the highest among the
+// pipelines that requested it (paper IV.A, "Prioritization").
+func (t Task) Priority() int32 { return maxPriority(t.Requesters) }
+
+// Clients lists the distinct requesting clients in name order.
+func (t Task) Clients() []string {
+	var out []string
+	for i, r := range t.Requesters {
+		if i == 0 || r.Client != t.Requesters[i-1].Client {
+			out = append(out, r.Client)
+		}
+	}
+	return out
+}
+
+// Lease is a task handed to one worker until Deadline; heartbeats extend it.
+type Lease struct {
+	ID     string
+	Task   Task
+	Worker string
+	// Client is the queue the task was taken from and Priority its priority
+	// there (the task may sit in several clients' queues; it is leased once).
+	Client   string
+	Priority int32
+	Deadline time.Time
+}
+
+// Result is what a successful run produced, reported with Complete.
+type Result struct {
+	Rows  int64
+	Bytes int64
+}
+
+// Depth is the size of one client's queue at one priority.
+type Depth struct {
+	Client   string
+	Priority int32
+	// Queued counts tasks waiting in this client's queue. A task requested by
+	// several clients waits in each of their queues and is counted in each.
+	Queued int
+	// Leased counts tasks leased from this client's queue at this priority.
+	Leased int
+}
+
+func maxPriority(rs []Requester) int32 {
+	var p int32
+	for i, r := range rs {
+		if i == 0 || r.Priority > p {
+			p = r.Priority
+		}
+	}
+	return p
+}
+
+func sortRequesters(rs []Requester) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].Client != rs[j].Client {
+			return rs[i].Client < rs[j].Client
+		}
+		return rs[i].Pipeline < rs[j].Pipeline
+	})
+}
+
+// checkName validates a name that becomes part of a key.
+func checkName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrInvalid, what, len(s), MaxNameLen)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s %q contains a NUL byte", ErrInvalid, what, s)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s %q is not UTF-8", ErrInvalid, what, s)
+	}
+	return nil
+}
+
+func (id TaskID) validate() error {
+	if err := checkName("component key", id.Component); err != nil {
+		return err
+	}
+	return checkName("block id", id.Block)
+}
+
+func (r Request) validate() error {
+	if err := r.Task.validate(); err != nil {
+		return err
+	}
+	if err := checkName("client", r.Client); err != nil {
+		return err
+	}
+	return checkName("pipeline", r.Pipeline)
+}
+
+// clip bounds an error text so one pathological failure cannot bloat the
+// store, and makes it valid UTF-8 so it can travel in protobuf strings.
+func clip(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxErrorLen {
+		return s
+	}
+	s = s[:MaxErrorLen]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + " …(truncated)"
+}
