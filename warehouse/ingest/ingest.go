@@ -182,6 +182,8 @@ type partState struct {
 	covered    map[int64][]span
 	maxCovered int64
 	committed  int64
+	// nextClose is the smallest closeAt of the open buffers.
+	nextClose int64
 }
 
 type span struct{ first, last int64 }
@@ -343,7 +345,7 @@ func (in *Ingester) partition(p int32) (*partState, error) {
 		return nil, fmt.Errorf("ingest: partition %d coverage: %w", p, err)
 	}
 	ps := &partState{partition: p, next: -1, watermark: math.MinInt64, bufs: map[int64]*buffer{},
-		covered: map[int64][]span{}, maxCovered: -1, committed: -1}
+		covered: map[int64][]span{}, maxCovered: -1, committed: -1, nextClose: math.MaxInt64}
 	for _, c := range cov {
 		ps.covered[c.Window] = append(ps.covered[c.Window], span{c.First, c.Last})
 		ps.maxCovered = max(ps.maxCovered, c.Last)
@@ -430,6 +432,7 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 		b = &buffer{window: w, late: late, first: r.Offset, closeAt: closeAt, openedAt: in.cfg.Clock.Now(),
 			b: array.NewRecordBuilder(memory.DefaultAllocator, in.arrowSch)}
 		ps.bufs[w] = b
+		ps.nextClose = min(ps.nextClose, closeAt)
 	}
 	in.dec.AppendTo(b.b)
 	b.rows++
@@ -441,15 +444,27 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 	}
 	if t > ps.watermark {
 		ps.watermark = t
-		for _, o := range ps.sortedBuffers() {
-			if ps.watermark >= o.closeAt {
-				if err := in.seal(ctx, ps, o); err != nil {
-					return err
+		if ps.watermark >= ps.nextClose {
+			for _, o := range ps.sortedBuffers() {
+				if ps.watermark >= o.closeAt {
+					if err := in.seal(ctx, ps, o); err != nil {
+						return err
+					}
 				}
 			}
+			ps.updateNextClose()
 		}
 	}
 	return nil
+}
+
+// updateNextClose recomputes the smallest closeAt of the open buffers, so
+// that the per-record watermark check is one comparison.
+func (ps *partState) updateNextClose() {
+	ps.nextClose = math.MaxInt64
+	for _, b := range ps.bufs {
+		ps.nextClose = min(ps.nextClose, b.closeAt)
+	}
 }
 
 // deadLetter sends a malformed record to the dead-letter topic.
