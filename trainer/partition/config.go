@@ -218,6 +218,10 @@ func decodeStrict(data []byte, v any) error {
 		if errors.Is(err, io.EOF) {
 			return errors.New("empty input")
 		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return fmt.Errorf("field %q: a JSON %s cannot be a %s", te.Field, te.Value, te.Type)
+		}
 		return err
 	}
 	if dec.More() {

@@ -323,8 +323,12 @@ func gridLayout(tb *Table, shards []Shard, ids []int) (Layout, error) {
 		parts[s.RowPart] = append(parts[s.RowPart], si)
 	}
 	cols := len(parts[0])
-	if cols > 1 && !tb.Optimizer.ElementWise {
-		return Layout{}, fmt.Errorf("column partitioned, but optimizer %q is not element-wise", tb.Optimizer.Name)
+	for k, ps := range parts {
+		// Paper V.A: optimizers that work on a whole row cannot have their
+		// rows split across column shards.
+		if len(ps) > 1 && !tb.Optimizer.ElementWise {
+			return Layout{}, fmt.Errorf("row part %d is column partitioned, but optimizer %q is not element-wise", k, tb.Optimizer.Name)
+		}
 	}
 	l := Layout{Table: tb.Name, Vocab: tb.Vocab, Dim: tb.Dim, ColSplits: cols, RowParts: K, RowDist: dist, Strategy: strategyName(cols, K)}
 	var bounds []int
