@@ -1,0 +1,279 @@
+package reader
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/sigdata/sig/examples"
+	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/matching"
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/gen"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// fixture is a warehouse in a real MinIO: raw blocks from the Ads generator,
+// the components of some model graphs, and their memo objects written the
+// way SIG workers write them (internal/sigd Runner.compute).
+type fixture struct {
+	minio  *testenv.MinIO
+	store  *objstore.Store
+	schema *transform.Schema
+	blocks []fixtureBlock
+	inputs []fixtureInput
+}
+
+type fixtureBlock struct {
+	id   string
+	meta block.Meta
+	rows int64
+}
+
+// fixtureInput is one model input: its component and canonical DSL, as a
+// read solution gives them.
+type fixtureInput struct {
+	name    string
+	key     matching.Key
+	typ     transform.Type
+	dsl     string
+	columns []string
+}
+
+type fixtureConfig struct {
+	Blocks       int
+	RowsPerBlock int
+	// Graphs are DSL texts; every model input of each becomes a unit input,
+	// named <graph index>_<input name>.
+	Graphs []string
+	// Nulls sets some raw values null (query, ad_title, bid_price, country),
+	// so that null handling is part of every comparison.
+	Nulls bool
+	// NoMemos leaves the memo objects unwritten.
+	NoMemos bool
+}
+
+func fleetGraphs(tb testing.TB, names ...string) []string {
+	tb.Helper()
+	var out []string
+	for _, n := range names {
+		b, err := fs.ReadFile(examples.Fleet, "fleet/"+n+".sig")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, string(b))
+	}
+	return out
+}
+
+func newStore(tb testing.TB, m *testenv.MinIO) *objstore.Store {
+	tb.Helper()
+	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
+		Bucket: "sig", RetryFor: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := st.EnsureBucket(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
+	tb.Helper()
+	m := testenv.NewMinIO(tb)
+	f := &fixture{minio: m, store: newStore(tb, m), schema: transform.AdsSchema()}
+	ctx := context.Background()
+	reg := transform.Default()
+	for gi, src := range cfg.Graphs {
+		g, err := transform.Parse([]byte(src), fmt.Sprintf("graph%d", gi), transform.Limits{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c, err := matching.Canonicalize(g, f.schema, reg, transform.Limits{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for i := range c.Components {
+			comp := &c.Components[i]
+			f.inputs = append(f.inputs, fixtureInput{name: fmt.Sprintf("g%d_%s", gi, comp.Input), key: comp.Key,
+				typ: comp.Type, dsl: c.DSL(comp, "out"), columns: comp.Columns})
+		}
+	}
+	gn := gen.New(gen.Config{Seed: 7})
+	hour := int64(time.Hour / time.Microsecond)
+	first := int64(0)
+	for b := 0; b < cfg.Blocks; b++ {
+		rec := gn.Records(cfg.RowsPerBlock, cfg.RowsPerBlock)[0]
+		if cfg.Nulls {
+			nrec := withNulls(rec)
+			rec.Release()
+			rec = nrec
+		}
+		window := time.Date(2026, 1, 1, b, 0, 0, 0, time.UTC).UnixMicro()
+		kr := block.KafkaRange{Topic: "raw.ads", Partition: 0, First: first, Last: first + int64(cfg.RowsPerBlock) - 1}
+		first += int64(cfg.RowsPerBlock)
+		id := block.ID(window, kr)
+		meta, err := block.Write(ctx, f.store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
+			WindowStart: window, WindowLength: hour, SchemaFingerprint: f.schema.Fingerprint(), Kafka: &kr}, rec)
+		rec.Release()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		f.blocks = append(f.blocks, fixtureBlock{id: id, meta: meta, rows: meta.Rows})
+		if !cfg.NoMemos {
+			for i := range f.inputs {
+				if err := f.memoize(ctx, b, i); err != nil {
+					tb.Fatal(err)
+				}
+			}
+		}
+	}
+	return f
+}
+
+// memoize writes the memo object of input i for block b exactly as a SIG
+// worker does (internal/sigd Runner.compute): parse the canonical DSL, read
+// only the component's columns, run it, write {event_id, value}.
+func (f *fixture) memoize(ctx context.Context, b, i int) error {
+	in := f.inputs[i]
+	blk := f.blocks[b]
+	g, _, err := transform.ParseAndCheck([]byte(in.dsl), "component", f.schema, transform.Default(), transform.Limits{})
+	if err != nil {
+		return err
+	}
+	raw, err := block.ReadColumns(ctx, f.store, blk.meta, in.columns)
+	if err != nil {
+		return err
+	}
+	defer raw.Release()
+	if err := transform.CheckRecord(g, f.schema, raw); err != nil {
+		return err
+	}
+	out, err := transform.Run(g, transform.Default(), raw, g.Inputs[0].Node)
+	if err != nil {
+		return err
+	}
+	defer out[0].Release()
+	memo := memoRecord(raw.Column(0), out[0])
+	defer memo.Release()
+	m := blk.meta
+	_, err = block.Write(ctx, f.store, block.Meta{Key: matching.MemoObjectKey(in.key, blk.id), ID: blk.id, Source: "ads",
+		ComponentKey: in.key.String(), WindowStart: m.WindowStart, WindowLength: m.WindowLength,
+		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo)
+	return err
+}
+
+// memoRecord is internal/sigd.MemoRecord: the record of a memo object.
+func memoRecord(eventID, value arrow.Array) arrow.Record {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: transform.ColEventID, Type: arrow.PrimitiveTypes.Int64},
+		{Name: MemoColumn, Type: value.DataType(), Nullable: true},
+	}, nil)
+	return array.NewRecord(s, []arrow.Array{eventID, value}, int64(value.Len()))
+}
+
+// unit returns the work unit of block b with every input in mode(i) (nil:
+// all MEMO), every memo READY.
+func (f *fixture) unit(b int, batchRows int, mode func(i int) readerv1.InputMode) *readerv1.WorkUnit {
+	blk := f.blocks[b]
+	u := &readerv1.WorkUnit{UnitId: fmt.Sprintf("u%d", b), Client: "ctr", Pipeline: "p1", RawSource: "ads",
+		BlockId: blk.id, RawObject: blk.meta.Key, BatchRows: uint32(batchRows)}
+	for i, in := range f.inputs {
+		m := readerv1.InputMode_INPUT_MODE_MEMO
+		if mode != nil {
+			m = mode(i)
+		}
+		u.Inputs = append(u.Inputs, &readerv1.ModelInput{Name: in.name, ComponentKey: in.key.String(),
+			Type: in.typ.String(), CanonicalDsl: in.dsl, MemoObject: matching.MemoObjectKey(in.key, blk.id),
+			MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: m})
+	}
+	return u
+}
+
+func allMode(m readerv1.InputMode) func(int) readerv1.InputMode {
+	return func(int) readerv1.InputMode { return m }
+}
+
+const (
+	memo  = readerv1.InputMode_INPUT_MODE_MEMO
+	local = readerv1.InputMode_INPUT_MODE_LOCAL
+)
+
+func (f *fixture) server(tb testing.TB, cfg Config) *Server {
+	tb.Helper()
+	cfg.Store = f.store
+	s, err := NewServer(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// collect runs one Serve and returns its responses.
+func collect(ctx context.Context, s *Server, req *readerv1.ReadRequest) ([]*readerv1.ReadResponse, error) {
+	var out []*readerv1.ReadResponse
+	err := s.Serve(ctx, req, func(r *readerv1.ReadResponse) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// withNulls returns rec with some values of query, ad_title, bid_price and
+// country set to null (every 7th, 11th, 13th and 17th row).
+func withNulls(rec arrow.Record) arrow.Record {
+	every := map[string]int{"query": 7, "ad_title": 11, "bid_price": 13, "country": 17}
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, fld := range rec.Schema().Fields() {
+		k, ok := every[fld.Name]
+		if !ok {
+			cols[i] = rec.Column(i)
+			cols[i].Retain()
+			continue
+		}
+		b := array.NewBuilder(memory.DefaultAllocator, fld.Type)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			switch c := rec.Column(i).(type) {
+			case *array.String:
+				if r%k == 3 {
+					b.AppendNull()
+				} else {
+					b.(*array.StringBuilder).Append(c.Value(r))
+				}
+			case *array.Float64:
+				if r%k == 3 {
+					b.AppendNull()
+				} else {
+					b.(*array.Float64Builder).Append(c.Value(r))
+				}
+			}
+		}
+		cols[i] = b.NewArray()
+		b.Release()
+	}
+	out := array.NewRecord(rec.Schema(), cols, rec.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out
+}
+
+// inputNames returns the fixture's input names (for messages).
+func (f *fixture) inputNames() string {
+	var s []string
+	for _, in := range f.inputs {
+		s = append(s, in.name)
+	}
+	return strings.Join(s, ",")
+}

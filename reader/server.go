@@ -1,0 +1,457 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sigdata/sig/internal/auth"
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// ErrCompute: computing a LOCAL input failed on this block's data (an op
+// refused a row, or a kernel panicked). Retrying does not help.
+var ErrCompute = errors.New("computing local inputs failed")
+
+// Config configures a Server. Zero fields take defaults (EnsureDefaults).
+type Config struct {
+	// Store is the warehouse bucket. Required.
+	Store *objstore.Store
+	// Registry holds the ops LOCAL inputs run. Default transform.Default().
+	Registry *transform.Registry
+	// Limits bound the units the server accepts.
+	Limits Limits
+	// Tokens authenticate callers; only roles trainer (for its own client)
+	// and operator may Read. Nil disables authentication: in-process tests
+	// and benchmarks only (cmd/reader always sets it).
+	Tokens *auth.Tokens
+	// MaxConcurrentUnits bounds the units served at once (each holds one
+	// block in memory); further calls wait. Default 4 × GOMAXPROCS.
+	MaxConcurrentUnits int
+	// MaxRequestBytes bounds a ReadRequest on the wire. Default 4 MiB.
+	MaxRequestBytes int
+	// Logger receives one line per failed unit. Default: discard.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields.
+func (c *Config) EnsureDefaults() {
+	if c.Registry == nil {
+		c.Registry = transform.Default()
+	}
+	c.Limits = c.Limits.EnsureDefaults()
+	if c.MaxConcurrentUnits <= 0 {
+		c.MaxConcurrentUnits = 4 * runtime.GOMAXPROCS(0)
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 4 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server is a stateless input reader (paper IV.B). It holds no state about
+// units between calls: everything it needs is in the ReadRequest.
+type Server struct {
+	readerv1.UnimplementedReaderServer
+	cfg   Config
+	slots chan struct{}
+
+	units, rows, batches, bytes, pending, failures atomic.Int64
+	memoInputs, localInputs                        atomic.Int64
+}
+
+// NewServer returns a Server reading from cfg.Store.
+func NewServer(cfg Config) (*Server, error) {
+	cfg.EnsureDefaults()
+	if cfg.Store == nil {
+		return nil, errors.New("reader: Config.Store is required")
+	}
+	return &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits)}, nil
+}
+
+// ServerStats counts a Server's work since NewServer.
+type ServerStats struct {
+	// Units counts completed streams; Rows, Batches and Bytes what they sent
+	// (Bytes: arrow_ipc payload).
+	Units, Rows, Batches, Bytes int64
+	// MemoInputs and LocalInputs count input columns served per mode.
+	MemoInputs, LocalInputs int64
+	// MemoPending counts calls refused because memo data was pending;
+	// Failures counts every other failed call.
+	MemoPending, Failures int64
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{Units: s.units.Load(), Rows: s.rows.Load(), Batches: s.batches.Load(),
+		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(),
+		MemoPending: s.pending.Load(), Failures: s.failures.Load()}
+}
+
+// GRPCServer returns a gRPC server with the Reader service registered, the
+// request size limit, and (when Config.Tokens is set) the auth interceptors.
+func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes)}, opts...)
+	if s.cfg.Tokens != nil {
+		opts = append(opts, grpc.UnaryInterceptor(s.cfg.Tokens.UnaryInterceptor()),
+			grpc.StreamInterceptor(s.cfg.Tokens.StreamInterceptor()))
+	}
+	gs := grpc.NewServer(opts...)
+	readerv1.RegisterReaderServer(gs, s)
+	return gs
+}
+
+// Read implements readerv1.ReaderServer.
+func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServer) error {
+	ctx := stream.Context()
+	if s.cfg.Tokens != nil {
+		if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator); err != nil {
+			return err
+		}
+		if _, err := auth.RequireClient(ctx, req.GetUnit().GetClient()); err != nil {
+			return err
+		}
+	}
+	err := s.Serve(ctx, req, stream.Send)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		// The caller went away; nothing to tell it.
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return Status(err).Err()
+}
+
+// Serve runs one Read without gRPC: send receives every response in order
+// (the batches, then the summary). Errors wrap the package's sentinels; Status
+// maps them to gRPC codes.
+func (s *Server) Serve(ctx context.Context, req *readerv1.ReadRequest, send func(*readerv1.ReadResponse) error) error {
+	err := s.serve(ctx, req, send)
+	switch {
+	case err == nil:
+		s.units.Add(1)
+	case errors.Is(err, ErrMemoPending):
+		s.pending.Add(1)
+	default:
+		s.failures.Add(1)
+	}
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Warn("read failed", "unit", req.GetUnit().GetUnitId(), "block", req.GetUnit().GetBlockId(), "err", err)
+	}
+	return err
+}
+
+func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, send func(*readerv1.ReadResponse) error) error {
+	p, err := newPlan(req.GetUnit(), s.cfg.Registry, s.cfg.Limits)
+	if err != nil {
+		return err
+	}
+	if req.StartRow < 0 {
+		return invalid("start_row", "%d is negative", req.StartRow)
+	}
+	// Fail fast, before any I/O, when a memo object cannot be there.
+	for _, in := range p.inputs {
+		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO {
+			continue
+		}
+		switch in.state {
+		case sigv1.BlockState_BLOCK_STATE_READY:
+		case sigv1.BlockState_BLOCK_STATE_FAILED:
+			return &memoError{Kind: ErrMemoFailed, Input: in.name, Component: in.component, Block: p.unit.BlockId,
+				Detail: "its memoization task was quarantined; read the input LOCAL or ask an operator to release it"}
+		default:
+			return &memoError{Kind: ErrMemoPending, Input: in.name, Component: in.component, Block: p.unit.BlockId,
+				Detail: fmt.Sprintf("state %s in the read solution", in.state)}
+		}
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for a free slot: %v", errCanceled, ctx.Err())
+	}
+	cols, n, err := s.load(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	if req.StartRow > n {
+		return invalid("start_row", "%d is past the block's %d rows", req.StartRow, n)
+	}
+	enc := newEncoder(p.out)
+	crc := uint32(0)
+	sent := int64(0)
+	b := int64(p.batchRows)
+	for lo := req.StartRow; lo < n; {
+		hi := min((lo/b+1)*b, n) // batches are aligned to the block
+		data, err := enc.encode(cols, lo, hi)
+		if err != nil {
+			return fmt.Errorf("encoding rows [%d, %d) of block %s: %w", lo, hi, p.unit.BlockId, err)
+		}
+		crc = crc32.Update(crc, castagnoli, data)
+		if err := send(&readerv1.ReadResponse{ArrowIpc: data, StartRow: lo, Rows: hi - lo}); err != nil {
+			return err
+		}
+		s.batches.Add(1)
+		s.bytes.Add(int64(len(data)))
+		s.rows.Add(hi - lo)
+		sent += hi - lo
+		lo = hi
+	}
+	return send(&readerv1.ReadResponse{Summary: &readerv1.Summary{Rows: sent, BlockRows: n, Crc32C: crc}})
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// load reads the unit's block and returns the batch columns over the whole
+// block, in the order of p.out, and the number of rows. The raw block and
+// every memo object are fetched concurrently.
+func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type memoRead struct {
+		meta block.Meta
+		rec  arrow.Record
+		err  error
+	}
+	memos := make([]memoRead, len(p.inputs))
+	var wg sync.WaitGroup
+	for i, in := range p.inputs {
+		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := &memos[i]
+			m.meta, m.rec, m.err = block.ReadBlock(ctx, s.cfg.Store, in.memo)
+			if m.err != nil {
+				cancel() // the unit fails; stop the other reads
+			}
+		}()
+	}
+	raw, rawErr := s.readRaw(ctx, p)
+	if rawErr != nil {
+		cancel()
+	}
+	wg.Wait()
+	release := func() {
+		if raw != nil {
+			raw.Release()
+		}
+		for _, m := range memos {
+			if m.rec != nil {
+				m.rec.Release()
+			}
+		}
+	}
+	// Report a pending memo first: it is the error a caller acts on (a
+	// transient training hold), whatever else went wrong meanwhile. Reads
+	// cut short because another one failed come last.
+	var firstErr error
+	rank := -1
+	consider := func(err error) {
+		r := 1
+		switch {
+		case errors.Is(err, ErrMemoPending):
+			r = 3
+		case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+			r = 0
+		}
+		if r > rank {
+			firstErr, rank = err, r
+		}
+	}
+	for i, m := range memos {
+		if m.err == nil {
+			continue
+		}
+		in := p.inputs[i]
+		switch {
+		case errors.Is(m.err, objstore.ErrNotFound):
+			consider(&memoError{Kind: ErrMemoPending, Input: in.name, Component: in.component, Block: p.unit.BlockId,
+				Detail: fmt.Sprintf("object %s is missing (evicted, or not written yet)", in.memo)})
+		case errors.Is(m.err, block.ErrCorrupt):
+			consider(fmt.Errorf("%w: memo object of input %q: %w", ErrCorrupt, in.name, m.err))
+		default:
+			consider(fmt.Errorf("%w: reading memo object %s: %w", ErrStore, in.memo, m.err))
+		}
+	}
+	if rawErr != nil {
+		consider(rawErr)
+	}
+	if firstErr != nil {
+		release()
+		return nil, 0, firstErr
+	}
+	defer release()
+
+	n := raw.NumRows()
+	cols := make([]arrow.Array, 0, len(p.out.Fields()))
+	fail := func(err error) ([]arrow.Array, int64, error) {
+		for _, c := range cols {
+			c.Release()
+		}
+		return nil, 0, err
+	}
+	// event_id and the labels come from the raw block (ReadColumns puts
+	// event_id first, then the columns in the order asked).
+	for i := 0; i <= len(p.labels); i++ {
+		c := raw.Column(i)
+		if !arrow.TypeEqual(c.DataType(), p.out.Field(i).Type) {
+			return fail(fmt.Errorf("%w: raw block %s: column %s has type %s, want %s",
+				ErrCorrupt, p.unit.RawObject, p.out.Field(i).Name, c.DataType(), p.out.Field(i).Type))
+		}
+		c.Retain()
+		cols = append(cols, c)
+	}
+	eventIDs := raw.Column(0).(*array.Int64).Int64Values()
+
+	var local []arrow.Array
+	if p.local != nil {
+		if err := transform.CheckRecord(p.local, p.schema, raw); err != nil {
+			return fail(fmt.Errorf("%w: raw block %s: %v", ErrCorrupt, p.unit.RawObject, err))
+		}
+		out, err := transform.Run(p.local, p.reg, raw, p.localNodes...)
+		if err != nil {
+			return fail(fmt.Errorf("%w: block %s: %v", ErrCompute, p.unit.BlockId, err))
+		}
+		local = out
+	}
+	nextLocal := 0
+	for i, in := range p.inputs {
+		want := p.out.Field(1 + len(p.labels) + i).Type
+		if in.mode == readerv1.InputMode_INPUT_MODE_LOCAL {
+			c := local[nextLocal]
+			nextLocal++
+			if !arrow.TypeEqual(c.DataType(), want) || int64(c.Len()) != n {
+				c.Release()
+				return fail(fmt.Errorf("%w: input %q: computed %s of %d rows, want %s of %d", ErrCompute, in.name, c.DataType(), c.Len(), want, n))
+			}
+			cols = append(cols, c)
+			s.localInputs.Add(1)
+			continue
+		}
+		c, err := memoColumn(p, in, memos[i].meta, memos[i].rec, eventIDs, want)
+		if err != nil {
+			for _, c := range local[nextLocal:] {
+				c.Release()
+			}
+			return fail(err)
+		}
+		cols = append(cols, c)
+		s.memoInputs.Add(1)
+	}
+	return cols, n, nil
+}
+
+// readRaw reads event_id and p.rawColumns of the unit's raw block with
+// ranged reads, after checking from its footer that it is the block the unit
+// names, of the unit's schema.
+func (s *Server) readRaw(ctx context.Context, p *plan) (arrow.Record, error) {
+	key := p.unit.RawObject
+	wrap := func(err error) error {
+		switch {
+		case errors.Is(err, objstore.ErrNotFound):
+			return fmt.Errorf("%w: %s", ErrNoBlock, key)
+		case errors.Is(err, block.ErrCorrupt):
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return fmt.Errorf("%w: reading raw block %s: %w", ErrStore, key, err)
+	}
+	meta, err := block.ReadFooter(ctx, s.cfg.Store, key)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if meta.ID != p.unit.BlockId || meta.ComponentKey != "" {
+		return nil, fmt.Errorf("%w: raw object %s holds block %q (component %q), not raw block %q",
+			ErrCorrupt, key, meta.ID, meta.ComponentKey, p.unit.BlockId)
+	}
+	if fp := p.schema.Fingerprint(); meta.SchemaFingerprint != fp {
+		return nil, invalid("raw_schema_json", "schema fingerprint %.12s differs from raw block %s's %.12s",
+			fp, p.unit.BlockId, meta.SchemaFingerprint)
+	}
+	for _, c := range append([]string{transform.ColEventID}, p.rawColumns...) {
+		if _, ok := meta.Column(c); !ok {
+			return nil, fmt.Errorf("%w: raw block %s has no column %q of its schema", ErrCorrupt, key, c)
+		}
+	}
+	rec, err := block.ReadColumns(ctx, s.cfg.Store, meta, p.rawColumns)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return rec, nil
+}
+
+// memoColumn checks that a memo object is the one the input names and is
+// row-aligned with the raw block (same event ids in the same order), and
+// returns its value column, retained.
+func memoColumn(p *plan, in inputPlan, meta block.Meta, rec arrow.Record, eventIDs []int64, want arrow.DataType) (arrow.Array, error) {
+	bad := func(format string, args ...any) (arrow.Array, error) {
+		return nil, fmt.Errorf("%w: memo object %s (input %q): %s", ErrCorrupt, in.memo, in.name, fmt.Sprintf(format, args...))
+	}
+	if meta.ComponentKey != in.component || meta.ID != p.unit.BlockId {
+		return bad("holds component %.12s of block %q, want component %.12s of block %q",
+			meta.ComponentKey, meta.ID, in.component, p.unit.BlockId)
+	}
+	if rec.NumCols() != 2 || rec.Schema().Field(0).Name != transform.ColEventID || rec.Schema().Field(1).Name != MemoColumn {
+		return bad("columns %v, want [%s %s]", fieldNames(rec.Schema()), transform.ColEventID, MemoColumn)
+	}
+	ids, ok := rec.Column(0).(*array.Int64)
+	if !ok {
+		return bad("event_id has type %s", rec.Column(0).DataType())
+	}
+	if !arrow.TypeEqual(rec.Column(1).DataType(), want) {
+		return bad("value has type %s, want %s", rec.Column(1).DataType(), want)
+	}
+	if got := ids.Int64Values(); !slices.Equal(got, eventIDs) {
+		if len(got) != len(eventIDs) {
+			return bad("%d rows, raw block has %d: not row-aligned", len(got), len(eventIDs))
+		}
+		for r := range got {
+			if got[r] != eventIDs[r] {
+				return bad("not row-aligned with the raw block: row %d has event_id %d, raw has %d", r, got[r], eventIDs[r])
+			}
+		}
+	}
+	if ids.NullN() != 0 {
+		return bad("event_id has nulls")
+	}
+	c := rec.Column(1)
+	c.Retain()
+	return c, nil
+}
+
+func fieldNames(s *arrow.Schema) []string {
+	var out []string
+	for _, f := range s.Fields() {
+		out = append(out, f.Name)
+	}
+	return out
+}
+
+// code is the gRPC code of an error (for tests and logs).
+func code(err error) codes.Code { return Status(err).Code() }

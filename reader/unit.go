@@ -1,0 +1,307 @@
+package reader
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow/go/v15/arrow"
+
+	"github.com/sigdata/sig/matching"
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+)
+
+// MemoColumn is the name of the memoized column in a memo object; the object
+// also holds event_id, row-aligned with the raw block. It must equal the
+// name SIG workers write (internal/sigd.MemoColumn).
+const MemoColumn = "value"
+
+// DefaultLabels are the label columns of a unit that names none.
+var DefaultLabels = []string{"click", "conversion"}
+
+// Limits bound what one work unit may ask of a reader. Zero fields take the
+// defaults (EnsureDefaults).
+type Limits struct {
+	// MaxInputs bounds the model inputs of a unit. Default 1024
+	// (transform's MaxInputs).
+	MaxInputs int
+	// MaxLabels bounds the label columns. Default 64.
+	MaxLabels int
+	// MaxBatchRows bounds batch_rows. Default 65536.
+	MaxBatchRows int
+	// DefaultBatchRows is used when a unit gives none. Default 4096.
+	DefaultBatchRows int
+	// Graph bounds each LOCAL input's canonical DSL and the graph they form
+	// together (transform.Limits defaults).
+	Graph transform.Limits
+}
+
+// EnsureDefaults fills zero fields.
+func (l Limits) EnsureDefaults() Limits {
+	if l.MaxInputs <= 0 {
+		l.MaxInputs = 1024
+	}
+	if l.MaxLabels <= 0 {
+		l.MaxLabels = 64
+	}
+	if l.MaxBatchRows <= 0 {
+		l.MaxBatchRows = 1 << 16
+	}
+	if l.DefaultBatchRows <= 0 {
+		l.DefaultBatchRows = 4096
+	}
+	l.Graph = l.Graph.EnsureDefaults()
+	return l
+}
+
+// plan is a checked work unit: everything a reader needs to serve it.
+type plan struct {
+	unit   *readerv1.WorkUnit
+	schema *transform.Schema
+	labels []string
+	inputs []inputPlan
+	// rawColumns are the raw columns read (event_id implied): the labels,
+	// then the columns the LOCAL inputs read.
+	rawColumns []string
+	// local is the graph of every LOCAL input, shared nodes once (matching's
+	// canonical form); localNodes[i] is the node of inputs[localIdx[i]].
+	local      *transform.Graph
+	localNodes []int
+	localIdx   []int
+	out        *arrow.Schema
+	batchRows  int
+	reg        *transform.Registry
+}
+
+type inputPlan struct {
+	name      string
+	component string
+	typ       transform.Type
+	mode      readerv1.InputMode
+	memo      string
+	state     sigv1.BlockState
+}
+
+// newPlan checks a unit against the limits. Every error names the field.
+func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, error) {
+	if u == nil {
+		return nil, invalid("unit", "missing")
+	}
+	p := &plan{unit: u, reg: reg}
+	if err := checkName("unit_id", u.UnitId, true); err != nil {
+		return nil, err
+	}
+	if err := checkName("client", u.Client, true); err != nil {
+		return nil, err
+	}
+	if err := checkName("pipeline", u.Pipeline, true); err != nil {
+		return nil, err
+	}
+	// The raw source's schema: its fingerprint is in every component key, so
+	// a LOCAL input computed against another schema would not match.
+	if u.RawSchemaJson == "" {
+		p.schema = transform.AdsSchema()
+	} else {
+		if len(u.RawSchemaJson) > 1<<20 {
+			return nil, invalid("raw_schema_json", "%d bytes, more than 1 MiB", len(u.RawSchemaJson))
+		}
+		s, err := transform.ParseSchema([]byte(u.RawSchemaJson))
+		if err != nil {
+			return nil, invalid("raw_schema_json", "%v", err)
+		}
+		p.schema = s
+	}
+	src := u.RawSource
+	if src == "" {
+		src = "ads"
+	}
+	if src != p.schema.Source {
+		return nil, invalid("raw_source", "%q, but the schema is of source %q", src, p.schema.Source)
+	}
+	if err := block.ValidateName("block id", u.BlockId); err != nil {
+		return nil, invalid("block_id", "%v", err)
+	}
+	if want := block.RawKey(p.schema.Source, u.BlockId); u.RawObject != want {
+		return nil, invalid("raw_object", "%q, want %q (raw/<source>/<block>.arrow)", trunc(u.RawObject), want)
+	}
+
+	// Batch shape: event_id, labels, inputs.
+	p.batchRows = int(u.BatchRows)
+	if p.batchRows == 0 {
+		p.batchRows = lim.DefaultBatchRows
+	}
+	if p.batchRows > lim.MaxBatchRows {
+		return nil, invalid("batch_rows", "%d is more than %d", u.BatchRows, lim.MaxBatchRows)
+	}
+	fields := []arrow.Field{{Name: transform.ColEventID, Type: arrow.PrimitiveTypes.Int64}}
+	names := map[string]string{transform.ColEventID: "event_id"}
+	p.labels = u.LabelColumns
+	if len(p.labels) == 0 {
+		p.labels = DefaultLabels
+	}
+	if len(p.labels) > lim.MaxLabels {
+		return nil, invalid("label_columns", "%d columns, more than %d", len(p.labels), lim.MaxLabels)
+	}
+	for i, l := range p.labels {
+		field := fmt.Sprintf("label_columns[%d]", i)
+		f, ok := p.schema.Lookup(l)
+		if !ok {
+			return nil, invalid(field, "column %q is not in schema %q", trunc(l), p.schema.Source)
+		}
+		if prev, dup := names[l]; dup {
+			return nil, invalid(field, "column %q is already in the batch (%s)", l, prev)
+		}
+		names[l] = field
+		fields = append(fields, arrow.Field{Name: l, Type: f.Type.ArrowType(), Nullable: true})
+	}
+	p.rawColumns = slices.Clone(p.labels)
+
+	if len(u.Inputs) > lim.MaxInputs {
+		return nil, invalid("inputs", "%d inputs, more than %d", len(u.Inputs), lim.MaxInputs)
+	}
+	var local []*transform.Graph
+	for i, in := range u.Inputs {
+		field := fmt.Sprintf("inputs[%d]", i)
+		if err := checkName(field+".name", in.Name, false); err != nil {
+			return nil, err
+		}
+		if prev, dup := names[in.Name]; dup {
+			return nil, invalid(field+".name", "%q is already a batch column (%s)", in.Name, prev)
+		}
+		names[in.Name] = field
+		k, err := matching.ParseKey(in.ComponentKey)
+		if err != nil {
+			return nil, invalid(field+".component_key", "%v", err)
+		}
+		t, err := transform.ParseType(in.Type)
+		if err != nil {
+			return nil, invalid(field+".type", "%v", err)
+		}
+		ip := inputPlan{name: in.Name, component: k.String(), typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
+		switch in.Mode {
+		case readerv1.InputMode_INPUT_MODE_MEMO:
+			if want := matching.MemoObjectKey(k, u.BlockId); in.MemoObject != want {
+				return nil, invalid(field+".memo_object", "%q, want %q (memo/<component>/<block>.arrow)", trunc(in.MemoObject), want)
+			}
+			if in.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
+				return nil, invalid(field+".memo_state", "unspecified; a MEMO input needs the state from the read solution")
+			}
+		case readerv1.InputMode_INPUT_MODE_LOCAL:
+			if len(in.CanonicalDsl) > lim.Graph.MaxSourceBytes {
+				return nil, invalid(field+".canonical_dsl", "%d bytes, more than %d", len(in.CanonicalDsl), lim.Graph.MaxSourceBytes)
+			}
+			g, err := transform.Parse([]byte(in.CanonicalDsl), "", lim.Graph)
+			if err != nil {
+				return nil, invalid(field+".canonical_dsl", "%v", err)
+			}
+			if len(g.Inputs) != 1 || g.Inputs[0].Name != "out" {
+				return nil, invalid(field+".canonical_dsl", "want exactly one model input named out, as in a read solution")
+			}
+			local = append(local, g)
+			p.localIdx = append(p.localIdx, i)
+		default:
+			return nil, invalid(field+".mode", "%v; want INPUT_MODE_MEMO or INPUT_MODE_LOCAL", in.Mode)
+		}
+		p.inputs = append(p.inputs, ip)
+		fields = append(fields, arrow.Field{Name: in.Name, Type: t.ArrowType(), Nullable: true})
+	}
+	if len(local) > 0 {
+		if err := p.planLocal(local, lim); err != nil {
+			return nil, err
+		}
+	}
+	p.out = arrow.NewSchema(fields, nil)
+	return p, nil
+}
+
+// planLocal merges the LOCAL inputs' graphs into one and canonicalizes it, so
+// that subexpressions several inputs share run once (as local input
+// generation of the whole model graph would), and checks that each input's
+// DSL is the component its key names: a LOCAL column then holds exactly what
+// the memo object of that key holds.
+func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
+	merged := &transform.Graph{}
+	for x, g := range graphs {
+		base := len(merged.Nodes)
+		if base+len(g.Nodes) > lim.Graph.MaxNodes {
+			return invalid(fmt.Sprintf("inputs[%d].canonical_dsl", p.localIdx[x]),
+				"the LOCAL inputs have more than %d nodes together", lim.Graph.MaxNodes)
+		}
+		for _, n := range g.Nodes {
+			n.Inputs = slices.Clone(n.Inputs)
+			for j := range n.Inputs {
+				n.Inputs[j] += base
+			}
+			n.Name = "" // bindings of different inputs may collide
+			merged.Nodes = append(merged.Nodes, n)
+		}
+		merged.Inputs = append(merged.Inputs, transform.ModelInput{
+			Name: p.inputs[p.localIdx[x]].name, Node: g.Inputs[0].Node + base})
+	}
+	c, err := matching.Canonicalize(merged, p.schema, p.reg, lim.Graph)
+	if err != nil {
+		// Report the first input whose own graph fails, by name.
+		for x, g := range graphs {
+			if _, err1 := transform.Check(g.Clone(), p.schema, p.reg, lim.Graph); err1 != nil {
+				return invalid(fmt.Sprintf("inputs[%d].canonical_dsl", p.localIdx[x]), "%v", err1)
+			}
+		}
+		return invalid("inputs", "LOCAL inputs together: %v", err)
+	}
+	for x := range graphs {
+		i := p.localIdx[x]
+		comp := &c.Components[x]
+		field := fmt.Sprintf("inputs[%d]", i)
+		if comp.Key.String() != p.inputs[i].component {
+			return invalid(field+".canonical_dsl", "canonicalizes to component %s, not component_key %s",
+				comp.Key.Short(), p.inputs[i].component[:12])
+		}
+		if comp.Type != p.inputs[i].typ {
+			return invalid(field+".type", "%s, but the component's type is %s", p.inputs[i].typ, comp.Type)
+		}
+		for _, col := range comp.Columns {
+			if col != transform.ColEventID && !slices.Contains(p.rawColumns, col) {
+				p.rawColumns = append(p.rawColumns, col)
+			}
+		}
+	}
+	g := c.Graph()
+	if _, err := transform.Check(g, p.schema, p.reg, lim.Graph); err != nil {
+		return invalid("inputs", "LOCAL inputs together: %v", err)
+	}
+	p.local = g
+	for x := range graphs {
+		in, _ := g.Input(p.inputs[p.localIdx[x]].name)
+		p.localNodes = append(p.localNodes, in.Node)
+	}
+	return nil
+}
+
+// checkName checks a name that ends up in logs and batch schemas: at most
+// 128 bytes of printable ASCII (optional ones may be empty).
+func checkName(field, s string, optional bool) error {
+	if s == "" {
+		if optional {
+			return nil
+		}
+		return invalid(field, "empty")
+	}
+	if len(s) > 128 {
+		return invalid(field, "%d bytes, more than 128", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c >= 0x7f {
+			return invalid(field, "%q has a byte outside printable ASCII", trunc(s))
+		}
+	}
+	return nil
+}
+
+func trunc(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
