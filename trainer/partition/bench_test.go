@@ -45,3 +45,31 @@ func BenchmarkExact20x8(b *testing.B) {
 	b.ReportMetric(optimal, "optimal")
 	b.ReportMetric(float64(plan.Nodes), "nodes")
 }
+
+// BenchmarkExactSmall runs the exact solver on 8 random Ads-like problems of
+// 8 tables over 4 SparseCores (default node limit) and reports the fraction
+// proved optimal and the largest remaining gap (percent): where exact mode
+// closes its gap.
+func BenchmarkExactSmall(b *testing.B) {
+	var problems []*Problem
+	for seed := uint64(1); seed <= 8; seed++ {
+		problems = append(problems, genProblem(rand.New(rand.NewPCG(seed, 99)), modelSpec(8, 1, 4, 1e6)))
+	}
+	var proved int
+	var worst float64
+	for b.Loop() {
+		proved, worst = 0, 0
+		for _, p := range problems {
+			plan, err := Solve(p, Options{Solver: Exact})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if plan.Optimal {
+				proved++
+			}
+			worst = max(worst, plan.Gap)
+		}
+	}
+	b.ReportMetric(float64(proved)/float64(len(problems)), "proved_fraction")
+	b.ReportMetric(100*worst, "max_gap_%")
+}

@@ -21,16 +21,20 @@ import (
 // SparseCores of one chip with equal load are interchangeable, as are two
 // empty chips, so only the first is tried; shards of one layout with equal
 // time and HBM are interchangeable, so they take increasing SparseCore
-// indices.
+// indices. Layouts dominated by another layout of the same table (no more
+// shards, each no slower and no larger) are never tried: they cannot beat it.
 //
 // Bounding. A node is pruned unless a completion could beat the incumbent
 // (the heuristic's plan to start with): its most loaded SparseCore, its
 // largest unplaced shard and every remaining table's smallest possible
-// largest shard must be below the incumbent's cost, the remaining tables'
-// least HBM must fit in the free HBM, and the LP relaxation of the
-// completion (the water-filling form in bound.go) must be feasible at the
-// incumbent's cost. The root bound is the LP relaxation solved by gonum's
-// simplex.
+// largest shard must be below the incumbent's cost; the remaining tables'
+// least HBM must fit in the free HBM; the LP relaxation of the completion
+// (the water-filling form in bound.go) must be feasible at the incumbent's
+// cost; and so must its integral counterpart, in which every remaining table
+// takes one whole layout whose shards fit the free room of distinct
+// SparseCores, and room smaller than any shard still to place counts as
+// lost. The root bound is the larger of the LP relaxation, solved by
+// gonum's simplex, and the integral-layout bound.
 //
 // Stopping. NodeLimit and TimeBudget stop the search; the plan is then the
 // best found and its bound is the root bound, so the reported gap is honest.

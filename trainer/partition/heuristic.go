@@ -14,7 +14,9 @@ import (
 //     whose largest shard is at most z. Big tables get row (and, if
 //     element-wise, column) splits just fine enough to be packed; small
 //     tables stay whole (table partitioning), which costs the least
-//     per-shard overhead.
+//     per-shard overhead. If the finished plan is more than multiStartGap
+//     above z, the whole heuristic runs again with thresholds z/2, z/4, z/8
+//     (smaller shards pack better on few SparseCores) and the best plan wins.
 //  2. Greedy placement, largest shard first, each on the least-loaded
 //     SparseCore that does not hold the table yet and whose chip has HBM
 //     left (longest-processing-time first). If a shard does not fit, its
@@ -24,11 +26,15 @@ import (
 //     ErrOutOfMemory.
 //  3. Local search on the most loaded SparseCore: the best move of one of
 //     its shards elsewhere, else the best swap with a smaller shard
-//     elsewhere, else re-splitting one of its tables more finely. A step is
-//     taken only if every SparseCore it touches ends below the old maximum,
-//     so the sorted load vector falls and the search ends.
-//  4. Kicks: a seeded random swap or move out of the most loaded SparseCore,
-//     then local search again, keeping the best plan seen.
+//     elsewhere, else an exact re-partition of its shards and another
+//     SparseCore's, else re-splitting one of its tables more finely. A step
+//     is taken only if every SparseCore it touches ends below the old
+//     maximum, so the sorted load vector falls and the search ends. On up to
+//     maxPolishNodes SparseCores, every pair is also re-partitioned in turn
+//     (polish), which flattens the loads and opens room for more steps.
+//  4. Kicks: a seeded random change — another layout for a table on the
+//     most loaded SparseCore, or a move or swap out of it — then local
+//     search again, keeping the best plan seen.
 
 type ref struct{ t, i int32 }
 
