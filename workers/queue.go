@@ -370,6 +370,18 @@ func (q *Queue) load() error {
 	if err != nil {
 		return err
 	}
+	q.fair.Last = make(map[int32]string)
+	err = q.scan(pfxFairness, func(k, v []byte) error {
+		p, err := parseFairnessKey(k)
+		if err != nil {
+			return err
+		}
+		q.fair.Last[p] = string(v)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	for _, t := range q.tasks {
 		if (t.rec.state == StateLeased && t.lease == nil) || (t.rec.state == StateQuarantined && q.quarantine[t.id] == nil) {
 			return fmt.Errorf("%w: %s task %s missing from its index", ErrCorrupt, t.rec.state, t.id)
@@ -882,6 +894,9 @@ func (q *Queue) tryLease(workerID string) (Lease, bool, <-chan struct{}, error) 
 	client, fair, _ := Schedule(heads, q.fair)
 	q.fair = fair
 	head := q.queues[client].items[0]
+	// The round-robin cursor is persisted so a restart does not hand the
+	// next turn back to the first client by name.
+	x.b.Set(fairnessKey(head.prio), []byte(client), nil)
 	t := head.t
 	x.dequeueItems(t)
 	q.leaseN++
@@ -1234,6 +1249,16 @@ func (q *Queue) dump() string {
 		}
 		b.WriteByte('\n')
 	}
+	prios := make([]int, 0, len(q.fair.Last))
+	for p := range q.fair.Last {
+		prios = append(prios, int(p))
+	}
+	sort.Ints(prios)
+	b.WriteString("fairness:")
+	for _, p := range prios {
+		fmt.Fprintf(&b, " %d:%s", p, q.fair.Last[int32(p)])
+	}
+	b.WriteByte('\n')
 	fmt.Fprintf(&b, "counts queued=%d leased=%d quarantined=%d\n", q.nQueued, q.nLeased, len(q.quarantine))
 	return b.String()
 }

@@ -24,6 +24,7 @@ const (
 	pfxPipeline   = 'p'
 	pfxLease      = 'l'
 	pfxQuarantine = 'x'
+	pfxFairness   = 'f'
 )
 
 var keyFormat = []byte{pfxFormat}
@@ -152,6 +153,17 @@ func leaseKey(deadline time.Time, leaseID string) []byte {
 	k := append(make([]byte, 0, 9+len(leaseID)), pfxLease)
 	k = binary.BigEndian.AppendUint64(k, uint64(deadline.UnixNano()))
 	return append(k, leaseID...)
+}
+
+func fairnessKey(prio int32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{pfxFairness}, invPriority(prio))
+}
+
+func parseFairnessKey(k []byte) (int32, error) {
+	if len(k) != 5 {
+		return 0, fmt.Errorf("%w: malformed fairness key %q", ErrCorrupt, k)
+	}
+	return fromInvPriority(binary.BigEndian.Uint32(k[1:])), nil
 }
 
 func quarantineKey(id TaskID) []byte {
