@@ -57,7 +57,7 @@ type fieldError struct {
 	Err   error
 }
 
-func (e *fieldError) Error() string { return invalidFieldPrefix + e.Field + ": " + e.Err.Error() }
+func (e *fieldError) Error() string   { return invalidFieldPrefix + e.Field + ": " + e.Err.Error() }
 func (e *fieldError) Unwrap() []error { return []error{ErrInvalidUnit, e.Err} }
 
 func invalid(field, format string, args ...any) error {
