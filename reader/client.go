@@ -312,7 +312,7 @@ func (c *Client) retryable(err error) bool {
 		return false
 	}
 	switch s.Code() {
-	case codes.Unavailable, codes.Aborted, codes.ResourceExhausted, codes.Internal:
+	case codes.Unavailable, codes.Aborted, codes.Internal:
 		// Internal: gRPC reports a stream reset by a dying server so.
 		return true
 	}

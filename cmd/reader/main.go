@@ -1,12 +1,142 @@
-// Command reader will run a stateless input reader (paper IV.B).
+// Command reader runs a stateless input reader (paper IV.B): a gRPC server
+// that streams work units of training examples as Arrow record batches,
+// reading memoized columns from the warehouse (SIG) or computing them from
+// raw blocks (LIG). See package reader.
+//
+// Usage:
+//
+//	reader --listen 127.0.0.1:7090 --s3-endpoint HOST:PORT --s3-access-key K \
+//	       --s3-secret-key S --s3-bucket sig --tokens tokens.json
+//
+// Every flag can also be set with its SIG_* environment variable
+// (--s3-endpoint: SIG_S3_ENDPOINT). The reader prints "listening on ADDR"
+// once it serves, and stops gracefully on SIGINT or SIGTERM.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "reader: not built yet")
-	os.Exit(2)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "reader:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reader", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:7090", "gRPC address to serve on")
+	endpoint := fs.String("s3-endpoint", "", "S3 endpoint host:port of the warehouse (required)")
+	accessKey := fs.String("s3-access-key", "", "S3 access key")
+	secretKey := fs.String("s3-secret-key", "", "S3 secret key")
+	bucket := fs.String("s3-bucket", "sig", "bucket of the warehouse")
+	secure := fs.Bool("s3-secure", false, "use HTTPS for S3")
+	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may Read (required)")
+	tlsCert := fs.String("tls-cert", "", "serve gRPC over TLS with this certificate (PEM)")
+	tlsKey := fs.String("tls-key", "", "private key of --tls-cert (PEM)")
+	maxUnits := fs.Int("max-units", 0, "units served at once, each holding one block in memory (0: 4 x GOMAXPROCS)")
+	maxRequest := fs.Int("max-request-bytes", 4<<20, "largest ReadRequest accepted")
+	s3Retry := fs.Duration("s3-retry-for", 30*time.Second, "how long one object read retries a failing S3 before the unit fails as unavailable")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	cli.UsageWithEnv(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cli.ApplyEnv(fs); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: %v", *logLevel, err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *endpoint == "" {
+		return errors.New("--s3-endpoint is required")
+	}
+	if *tokens == "" {
+		return errors.New("--tokens is required: readers serve only authenticated trainers and operators")
+	}
+	toks, err := auth.Load(*tokens)
+	if err != nil {
+		return fmt.Errorf("--tokens: %w", err)
+	}
+	store, err := objstore.New(objstore.Config{Endpoint: *endpoint, AccessKey: *accessKey, SecretKey: *secretKey,
+		Bucket: *bucket, Secure: *secure, RetryFor: *s3Retry, Logger: logger})
+	if err != nil {
+		return err
+	}
+	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
+		MaxRequestBytes: *maxRequest, Logger: logger})
+	if err != nil {
+		return err
+	}
+	var opts []grpc.ServerOption
+	if *tlsCert != "" || *tlsKey != "" {
+		creds, err := credentials.NewServerTLSFromFile(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	gs := srv.GRPCServer(opts...)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", lis.Addr())
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	// Graceful stop: finish the streams in flight (a unit is one block), but
+	// not forever; a client resumes whatever is cut off on another reader.
+	hs.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		gs.Stop()
+	}
+	st := srv.Stats()
+	logger.Info("stopped", "units", st.Units, "rows", st.Rows, "bytes", st.Bytes, "memo_pending", st.MemoPending, "failures", st.Failures)
+	return nil
 }
