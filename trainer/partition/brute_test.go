@@ -70,14 +70,18 @@ func tinySpec(rng *rand.Rand) genSpec {
 	return g
 }
 
-var bruteIters = 300
+const bruteIters = 300
 
 // TestExactMatchesBruteForce checks the branch and bound (its bounds,
 // symmetry breaking and layout dominance) against enumeration.
 func TestExactMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	checked := 0
-	for iter := 0; iter < bruteIters; iter++ {
+	iters := bruteIters
+	if testing.Short() {
+		iters = 60
+	}
+	for iter := 0; iter < iters; iter++ {
 		p := genProblem(rng, tinySpec(rng))
 		cm := newCostModel(p)
 		if p.Validate() != nil || cm.prepare() != nil {
@@ -102,7 +106,7 @@ func TestExactMatchesBruteForce(t *testing.T) {
 		}
 		checked++
 	}
-	if checked < bruteIters/3 {
-		t.Fatalf("only %d of %d random problems were usable", checked, bruteIters)
+	if checked < iters/3 {
+		t.Fatalf("only %d of %d random problems were usable", checked, iters)
 	}
 }

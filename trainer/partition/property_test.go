@@ -141,13 +141,35 @@ func checkPlan(t *testing.T, p *Problem, plan *Plan) {
 func TestPlanProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	planned, oom := 0, 0
-	for iter := 0; iter < 150; iter++ {
+	iters := 150
+	if testing.Short() {
+		iters = 40
+	}
+	for iter := 0; iter < iters; iter++ {
 		p := genProblem(rng, smallSpec(rng))
+		if rng.IntN(2) == 0 {
+			// Tight memory: all chips together hold 1.0 to 1.6 times the
+			// tables, so placement must respect HBM to succeed.
+			var total int64
+			for _, tb := range p.Tables {
+				total += tb.HBMBytes()
+			}
+			p.Topology.HBMBytesPerChip = max(1, int64(float64(total)*(1+0.6*rng.Float64()))/int64(p.Topology.Chips))
+		}
 		var costs [2]float64
 		for k, solver := range []Solver{Heuristic, Exact} {
 			plan, err := Solve(p, Options{Solver: solver, NodeLimit: 20000, Seed: uint64(iter)})
 			if errors.Is(err, ErrOutOfMemory) {
 				oom++
+				if solver == Heuristic {
+					// The heuristic's out-of-memory must be real: the exact
+					// search, which enforces HBM itself, must not find a plan
+					// (a memory-blind heuristic would fail here).
+					if ex, exErr := Solve(p, Options{Solver: Exact, NodeLimit: 200000}); exErr == nil {
+						t.Errorf("iter %d: heuristic reported %v, exact found a plan (max HBM %d of %d)",
+							iter, err, ex.MaxHBMBytesPerChip, p.Topology.HBMBytesPerChip)
+					}
+				}
 				break
 			}
 			if err != nil {
@@ -165,7 +187,7 @@ func TestPlanProperties(t *testing.T) {
 		}
 	}
 	t.Logf("%d plans checked, %d out-of-memory results", planned, oom)
-	if planned < 150 || oom == 0 {
+	if planned < iters || oom == 0 {
 		// Both outcomes must be exercised, or the generator drifted.
 		t.Fatalf("%d plans, %d out-of-memory results: generator no longer covers both", planned, oom)
 	}

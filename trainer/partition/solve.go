@@ -129,7 +129,7 @@ func Solve(p *Problem, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	var incumbent *assignment
-	if herr == nil {
+	if herr == nil && cm.fits(h) {
 		incumbent = h
 	}
 	res := cm.branchAndBound(incumbent, bound, opts, start)
@@ -203,6 +203,23 @@ type assignment struct {
 	layouts []int   // per table, index into tableModel.layouts
 	scs     [][]int // per table, SparseCore of each shard in shardSpecs order
 	cost    float64
+}
+
+// fits reports whether an assignment respects every chip's HBM, checked
+// independently of the solver that produced it: the exact search must not
+// inherit an infeasible incumbent.
+func (cm *costModel) fits(a *assignment) bool {
+	mem := make([]int64, cm.topo.Chips)
+	for t, tm := range cm.tables {
+		for i, s := range cm.shardSpecs(tm, tm.layouts[a.layouts[t]]) {
+			c := a.scs[t][i] / cm.perChip
+			mem[c] += s.mem
+			if mem[c] > cm.hbm {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // buildPlan turns an assignment into a validated Plan.
