@@ -265,8 +265,8 @@ func (p *Pool) run(log *slog.Logger, l Lease) {
 	if lost.Load() {
 		// The run was cancelled because the lease was lost or the task
 		// cancelled; telling sigd clears a cancelled lease, nothing more.
-		p.lost.Add(1)
 		_, _ = p.leaser.Fail(cctx, l.ID, err.Error())
+		p.lost.Add(1)
 		return
 	}
 	p.failed.Add(1)

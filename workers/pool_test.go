@@ -59,6 +59,8 @@ func TestPoolPanicIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "all tasks settled", func() bool { return q.Backlog() == 0 })
+	// The pool counts a completion just after the queue records it.
+	waitFor(t, "the last completion counted", func() bool { return pool.Stats().Completed == 30 })
 	if good.Load() != 30 {
 		t.Errorf("%d good tasks ran, want 30", good.Load())
 	}

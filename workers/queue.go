@@ -444,8 +444,16 @@ func (x *txn) finish() error {
 	q := x.q
 	var err error
 	dirty := !x.b.Empty()
+	// In DurabilityProcess a "sync" is a write(2) to the kernel: cheap
+	// enough to do under the lock in the one commit. A real fsync waits
+	// outside it.
+	syncLater := dirty && q.opts.Durability != DurabilityProcess
 	if dirty {
-		if err = x.b.Commit(pebble.NoSync); err != nil {
+		wo := pebble.Sync
+		if syncLater {
+			wo = pebble.NoSync
+		}
+		if err = x.b.Commit(wo); err != nil {
 			q.broken = fmt.Errorf("workers: store write failed; reopen the queue: %w", err)
 			err = q.broken
 		}
@@ -460,7 +468,7 @@ func (x *txn) finish() error {
 	}
 	q.mu.Unlock()
 	x.b.Close()
-	if err == nil && dirty {
+	if err == nil && syncLater {
 		if err = q.db.LogData(nil, pebble.Sync); err != nil {
 			err = fmt.Errorf("workers: store sync failed; reopen the queue: %w", err)
 			q.mu.Lock()
