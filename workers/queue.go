@@ -435,11 +435,13 @@ func (q *Queue) begin() (*txn, error) {
 	return &txn{q: q, b: q.db.NewBatch(), now: q.clock.Now()}, nil
 }
 
-// finish commits the batch and unlocks. The batch is applied under the lock
-// (so the store sees changes in the order memory did) without waiting for
-// the WAL; the wait for durability happens after the lock is released, so
-// concurrent callers share one WAL flush or fsync (group commit). A caller
-// is answered only once its change, and every change before it, is durable.
+// finish commits the batch and unlocks. The batch is applied under the lock,
+// so the store sees changes in the order memory did. A caller is answered
+// only once its change, and every change before it, is durable (see
+// Durability): in DurabilityProcess the commit itself waits for the write
+// to the kernel, which is cheap; in DurabilityMachine the batch is applied
+// without waiting and the fsync is awaited after the lock is released, so
+// concurrent callers share fsyncs (group commit).
 func (x *txn) finish() error {
 	q := x.q
 	var err error
@@ -1072,14 +1074,16 @@ func (q *Queue) ExpireLeases(now time.Time) (int, error) {
 }
 
 // Run expires leases every ExpiryInterval of the queue's clock until ctx is
-// done or the queue is closed.
+// done (returning ctx's error) or the queue is closed (returning nil).
 func (q *Queue) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case now := <-q.clock.After(q.opts.ExpiryInterval):
-			if _, err := q.ExpireLeases(now); err != nil {
+			if _, err := q.ExpireLeases(now); errors.Is(err, ErrClosed) {
+				return nil
+			} else if err != nil {
 				return err
 			}
 		}
