@@ -36,9 +36,10 @@ type Options struct {
 	// average of task cost that feeds the autoscaler. Default 0.2.
 	CostSmoothing float64
 	// OnEvent, if set, is told of quarantines and releases after they are
-	// durable, in the order they happened, outside the queue's lock. It is
-	// a notification: a crash may lose one, so the matching cache should
-	// reconcile with ListQuarantine when it starts.
+	// durable, in the order they happened, outside the queue's lock. It may
+	// read the queue but must not change it (that would wait on itself).
+	// It is a notification: a crash may lose one, so the matching cache
+	// should reconcile with ListQuarantine when it starts.
 	OnEvent func(Event)
 }
 
@@ -1033,6 +1034,31 @@ func (q *Queue) Fail(_ context.Context, leaseID string, cause string) (quarantin
 	}
 	quarantined = x.failLeased(l, cause)
 	return quarantined, x.finish()
+}
+
+// Return gives a leased task back without counting an attempt: it never
+// ran (the caller that asked for it went away before receiving it). It goes
+// back to its old place in the queues.
+func (q *Queue) Return(leaseID string) error {
+	x, err := q.begin()
+	if err != nil {
+		return err
+	}
+	l, err := q.lookup(leaseID)
+	if err != nil {
+		if l != nil {
+			delete(q.leases, leaseID)
+		}
+		x.abort()
+		return err
+	}
+	t := l.t
+	x.endLease(l)
+	t.rec.state = StateQueued
+	t.rec.since = x.now
+	x.enqueueItems(t)
+	x.putRecord(t)
+	return x.finish()
 }
 
 // ExpireLeases returns every task whose lease deadline is not after now to

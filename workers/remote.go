@@ -234,6 +234,12 @@ func (s *workersServer) LeaseTask(ctx context.Context, req *sigv1.LeaseTaskReque
 		if !ok {
 			return &sigv1.LeaseTaskResponse{}, nil
 		}
+		if ctx.Err() != nil {
+			// The worker hung up as the task was leased: give it back
+			// rather than let the lease expire and count an attempt.
+			_ = s.q.Return(l.ID)
+			return nil, toStatus(ctx.Err())
+		}
 		spec, err := describeLease(s.describe, l)
 		if err != nil {
 			if _, ferr := s.q.Fail(ctx, l.ID, err.Error()); ferr != nil && !errors.Is(ferr, ErrLeaseLost) && !errors.Is(ferr, ErrCancelled) {

@@ -135,6 +135,11 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 			return fmt.Sprintf("quarantined attempts=%d", tk.Attempts)
 		}
 		return fmt.Sprintf("requeued attempts=%d", tk.Attempts)
+	case "return": // return TASK: give a lease back unrun
+		if err := q.Return(h.leases[parseTask(f[1])]); err != nil {
+			return errOut(err)
+		}
+		return "ok"
 	case "heartbeat": // heartbeat TASK
 		d, err := q.Heartbeat(context.Background(), h.leases[parseTask(f[1])])
 		if err != nil {
