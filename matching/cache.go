@@ -129,26 +129,24 @@ type Pipeline struct {
 
 // Cache is the Pebble-backed matching cache.
 type Cache struct {
-	db   *pebble.DB
-	sync bool
-	mu   sync.Mutex // serializes read-modify-write of memo entries
+	db *pebble.DB
+	mu sync.Mutex // serializes read-modify-write of memo entries
 }
 
 // CacheOptions configure a Cache.
 type CacheOptions struct {
-	// Sync makes every write durable against machine crashes. Without it,
-	// writes survive process crashes (the WAL is in the OS page cache), which
-	// is what sigd's crash tests exercise.
-	Sync bool
+	// Durability of writes: process crashes by default, machine crashes
+	// with pebbleutil.DurabilityMachine.
+	Durability pebbleutil.Durability
 }
 
 // OpenCache opens or creates the cache in dir.
 func OpenCache(dir string, opts CacheOptions) (*Cache, error) {
-	db, err := pebbleutil.Open(dir, nil)
+	db, err := pebbleutil.Open(dir, opts.Durability, nil)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{db: db, sync: opts.Sync}
+	c := &Cache{db: db}
 	v, ok, err := pebbleutil.Get(db, []byte{pfxFormat})
 	if err != nil {
 		db.Close()
@@ -169,12 +167,7 @@ func OpenCache(dir string, opts CacheOptions) (*Cache, error) {
 // Close closes the cache.
 func (c *Cache) Close() error { return c.db.Close() }
 
-func (c *Cache) wopts() *pebble.WriteOptions {
-	if c.sync {
-		return pebble.Sync
-	}
-	return pebble.NoSync
-}
+func (c *Cache) wopts() *pebble.WriteOptions { return pebbleutil.WriteOptions }
 
 func key1(p byte, k Key) []byte { return append([]byte{p}, k[:]...) }
 

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sigdata/sig/internal/pebbleutil"
 )
 
 // FormatVersion is the on-disk format of the queue store (see doc.go for the
@@ -29,94 +29,21 @@ const (
 
 var keyFormat = []byte{pfxFormat}
 
-// Durability says which crashes an acknowledged change survives.
-type Durability uint8
+// Durability says which crashes an acknowledged change survives (see
+// internal/pebbleutil).
+type Durability = pebbleutil.Durability
 
+// Durabilities.
 const (
-	// DurabilityProcess (the default): every change is written to the
-	// kernel before the call returns, so it survives a crash of the process
-	// (SIGKILL, panic, OOM kill) but not of the machine. The WAL is not
-	// fsynced.
-	DurabilityProcess Durability = iota
-	// DurabilityMachine: every change is fsynced before the call returns, so
-	// it also survives power loss. Each acknowledgement waits for the disk;
-	// concurrent callers share an fsync (group commit).
-	DurabilityMachine
+	DurabilityProcess = pebbleutil.DurabilityProcess
+	DurabilityMachine = pebbleutil.DurabilityMachine
 )
 
-func (d Durability) String() string {
-	switch d {
-	case DurabilityProcess:
-		return "process"
-	case DurabilityMachine:
-		return "machine"
-	}
-	return fmt.Sprintf("Durability(%d)", uint8(d))
-}
-
-// openDB opens the Pebble store in dir.
-//
-// Why a filesystem wrapper: Pebble's WAL writer keeps NoSync records in a
-// userspace buffer until a 32 KiB block fills or a sync is requested
-// (record.LogWriter), so a NoSync write acknowledged a moment before SIGKILL
-// can vanish, and an acknowledged Enqueue must never vanish (the matching
-// cache would show the block pending forever). So every change requests a
-// sync, and in DurabilityProcess the WAL files' Sync is a no-op: Pebble's
-// flush loop write(2)s the record to the kernel and acknowledges it without
-// waiting for the disk. Only WAL files are wrapped; sstables and the
-// MANIFEST keep real fsyncs, so Pebble's own recovery invariants hold.
+// openDB opens the Pebble store in dir; every change is written with
+// pebbleutil.WriteOptions (see there for why).
 func openDB(dir string, d Durability) (*pebble.DB, error) {
-	opts := &pebble.Options{Logger: quietLogger{}}
-	if d == DurabilityProcess {
-		opts.FS = walNoSyncFS{vfs.Default}
-	}
-	return pebble.Open(dir, opts)
+	return pebbleutil.Open(dir, d, nil)
 }
-
-// quietLogger keeps Pebble off stderr; its fatal errors still stop the
-// process, as Pebble requires.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
-}
-
-// walNoSyncFS hands out WAL files whose Sync only reaches the kernel.
-type walNoSyncFS struct{ vfs.FS }
-
-func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
-
-func (fs walNoSyncFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
-	if err != nil || !isWAL(name) {
-		return f, err
-	}
-	return walNoSyncFile{f}, nil
-}
-
-func (fs walNoSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, c)
-	return fs.wrap(name, f, err)
-}
-
-func (fs walNoSyncFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
-	return fs.wrap(newname, f, err)
-}
-
-func (fs walNoSyncFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, o ...vfs.OpenOption) (vfs.File, error) {
-	f, err := fs.FS.OpenReadWrite(name, c, o...)
-	return fs.wrap(name, f, err)
-}
-
-func (fs walNoSyncFS) Unwrap() vfs.FS { return fs.FS }
-
-type walNoSyncFile struct{ vfs.File }
-
-func (walNoSyncFile) Sync() error                             { return nil }
-func (walNoSyncFile) SyncData() error                         { return nil }
-func (walNoSyncFile) SyncTo(int64) (fullSync bool, err error) { return true, nil }
 
 // ---------------------------------------------------------------- keys
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sigdata/sig/internal/pebbleutil"
 	"math"
 	"slices"
 	"sync"
@@ -84,19 +85,9 @@ type Catalog struct {
 	mu sync.Mutex // serializes read-check-write in Add
 }
 
-// quietLogger keeps Pebble off stderr; its fatal errors still stop the
-// process, as Pebble requires.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
-}
-
 // Open opens (creating if needed) the catalog in dir.
 func Open(dir string) (*Catalog, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	db, err := pebbleutil.Open(dir, pebbleutil.DurabilityMachine, nil)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open %s: %w", dir, err)
 	}
