@@ -7,7 +7,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 )
 
 // encoder turns rows of the batch columns into the arrow_ipc bytes of one
@@ -16,13 +15,22 @@ import (
 // and the values (buffers are sliced and offsets rebased the same way
 // whatever produced the arrays), which is why SIG and LIG readers send
 // identical bytes.
+//
+// An encoder serves one stream and reuses its memory from batch to batch:
+// the output buffer, and the scratch buffers Arrow's writer allocates to
+// rebase offsets (through a recycling allocator). In SIG mode encoding is
+// half of what a reader does, and fresh buffers for every batch cost more
+// in zeroing and garbage collection than the copying itself.
 type encoder struct {
 	schema *arrow.Schema
+	out    bytes.Buffer
+	mem    recycler
 }
 
 func newEncoder(schema *arrow.Schema) *encoder { return &encoder{schema: schema} }
 
-// encode returns the IPC stream of rows [lo, hi) of cols.
+// encode returns the IPC stream of rows [lo, hi) of cols. The bytes are
+// valid until the next call.
 func (e *encoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) {
 	sliced := make([]arrow.Array, len(cols))
 	size := 1024
@@ -35,15 +43,69 @@ func (e *encoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) {
 		c.Release()
 	}
 	defer rec.Release()
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	w := ipc.NewWriter(buf, ipc.WithSchema(e.schema), ipc.WithAllocator(memory.DefaultAllocator))
+	e.out.Reset()
+	e.out.Grow(size)
+	w := ipc.NewWriter(&e.out, ipc.WithSchema(e.schema), ipc.WithAllocator(&e.mem))
 	if err := w.Write(rec); err != nil {
 		return nil, fmt.Errorf("arrow ipc: %w", err)
 	}
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("arrow ipc: %w", err)
 	}
-	return buf.Bytes(), nil
+	return e.out.Bytes(), nil
+}
+
+// recycler is a memory.Allocator for one goroutine that keeps freed
+// buffers, by power-of-two capacity, for the next allocation of that class.
+// Allocations are zeroed, as Go's are: Arrow's writer leaves padding bytes
+// it does not write, and recycled garbage there would make the stream's
+// bytes depend on history.
+type recycler struct {
+	free [48][][]byte
+}
+
+func sizeClass(n int) int {
+	c := 6 // 64 bytes at least
+	for 1<<c < n {
+		c++
+	}
+	return c
+}
+
+// Allocate implements memory.Allocator.
+func (r *recycler) Allocate(size int) []byte {
+	c := sizeClass(size)
+	if l := r.free[c]; len(l) > 0 {
+		b := l[len(l)-1][:size]
+		r.free[c] = l[:len(l)-1]
+		clear(b)
+		return b
+	}
+	return make([]byte, size, 1<<c)
+}
+
+// Reallocate implements memory.Allocator.
+func (r *recycler) Reallocate(size int, b []byte) []byte {
+	if size <= cap(b) {
+		old := len(b)
+		b = b[:size]
+		if size > old {
+			clear(b[old:])
+		}
+		return b
+	}
+	nb := r.Allocate(size)
+	copy(nb, b)
+	r.Free(b)
+	return nb
+}
+
+// Free implements memory.Allocator.
+func (r *recycler) Free(b []byte) {
+	c := sizeClass(cap(b))
+	if cap(b) == 1<<c && len(r.free[c]) < 16 {
+		r.free[c] = append(r.free[c], b[:0])
+	}
 }
 
 // sliceBytes estimates the encoded size of a sliced array, to size the

@@ -157,7 +157,7 @@ func TestCorruptMemoIsDataLoss(t *testing.T) {
 				ids.Retain()
 				return ids, ids
 			})
-		}, "value has type int64, want list<item: int64"},
+		}, "value has type int64, want list<int64>"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if f.inputs[1].typ.String() != "list<int64>" {

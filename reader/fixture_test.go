@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -224,6 +225,7 @@ func (f *fixture) server(tb testing.TB, cfg Config) *Server {
 func collect(ctx context.Context, s *Server, req *readerv1.ReadRequest) ([]*readerv1.ReadResponse, error) {
 	var out []*readerv1.ReadResponse
 	err := s.Serve(ctx, req, func(r *readerv1.ReadResponse) error {
+		r.ArrowIpc = bytes.Clone(r.ArrowIpc) // Serve reuses the buffer
 		out = append(out, r)
 		return nil
 	})

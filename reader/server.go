@@ -1,13 +1,13 @@
 package reader
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -142,8 +142,10 @@ func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServ
 }
 
 // Serve runs one Read without gRPC: send receives every response in order
-// (the batches, then the summary). Errors wrap the package's sentinels; Status
-// maps them to gRPC codes.
+// (the batches, then the summary). send must not keep a response's ArrowIpc
+// after it returns: the buffer is reused for the next batch (gRPC's Send
+// has marshaled the message when it returns). Errors wrap the package's
+// sentinels; Status maps them to gRPC codes.
 func (s *Server) Serve(ctx context.Context, req *readerv1.ReadRequest, send func(*readerv1.ReadResponse) error) error {
 	err := s.serve(ctx, req, send)
 	switch {
@@ -227,16 +229,12 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, send func
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // load reads the unit's block and returns the batch columns over the whole
-// block, in the order of p.out, and the number of rows. The raw block and
-// every memo object are fetched concurrently.
+// block, in the order of p.out, and the number of rows. The raw block's
+// columns and every memo object are fetched concurrently, with ranged reads
+// of only the segments needed (see segment.go).
 func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type memoRead struct {
-		meta block.Meta
-		rec  arrow.Record
-		err  error
-	}
 	memos := make([]memoRead, len(p.inputs))
 	var wg sync.WaitGroup
 	for i, in := range p.inputs {
@@ -247,7 +245,11 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 		go func() {
 			defer wg.Done()
 			m := &memos[i]
-			m.meta, m.rec, m.err = block.ReadBlock(ctx, s.cfg.Store, in.memo)
+			if m.meta, m.err = block.ReadFooter(ctx, s.cfg.Store, in.memo); m.err == nil {
+				if m.err = checkMemoMeta(p, in, m.meta); m.err == nil {
+					m.segs, m.err = fetchSegments(ctx, s.cfg.Store, m.meta, []string{transform.ColEventID, MemoColumn})
+				}
+			}
 			if m.err != nil {
 				cancel() // the unit fails; stop the other reads
 			}
@@ -258,16 +260,7 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 		cancel()
 	}
 	wg.Wait()
-	release := func() {
-		if raw != nil {
-			raw.Release()
-		}
-		for _, m := range memos {
-			if m.rec != nil {
-				m.rec.Release()
-			}
-		}
-	}
+
 	// Report a pending memo first: it is the error a caller acts on (a
 	// transient training hold), whatever else went wrong meanwhile. Reads
 	// cut short because another one failed come last.
@@ -291,10 +284,12 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 		}
 		in := p.inputs[i]
 		switch {
+		case errors.Is(m.err, ErrCorrupt):
+			consider(m.err)
 		case errors.Is(m.err, objstore.ErrNotFound):
 			consider(&memoError{Kind: ErrMemoPending, Input: in.name, Component: in.component, Block: p.unit.BlockId,
 				Detail: fmt.Sprintf("object %s is missing (evicted, or not written yet)", in.memo)})
-		case errors.Is(m.err, block.ErrCorrupt):
+		case errors.Is(m.err, block.ErrCorrupt), errors.Is(m.err, block.ErrNoColumn):
 			consider(fmt.Errorf("%w: memo object of input %q: %w", ErrCorrupt, in.name, m.err))
 		default:
 			consider(fmt.Errorf("%w: reading memo object %s: %w", ErrStore, in.memo, m.err))
@@ -304,12 +299,14 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 		consider(rawErr)
 	}
 	if firstErr != nil {
-		release()
+		if raw != nil {
+			raw.rec.Release()
+		}
 		return nil, 0, firstErr
 	}
-	defer release()
+	defer raw.rec.Release()
 
-	n := raw.NumRows()
+	n := raw.rec.NumRows()
 	cols := make([]arrow.Array, 0, len(p.out.Fields()))
 	fail := func(err error) ([]arrow.Array, int64, error) {
 		for _, c := range cols {
@@ -317,25 +314,21 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 		}
 		return nil, 0, err
 	}
-	// event_id and the labels come from the raw block (ReadColumns puts
-	// event_id first, then the columns in the order asked).
+	// event_id and the labels come from the raw block (raw.rec holds
+	// event_id, then p.rawColumns in order).
 	for i := 0; i <= len(p.labels); i++ {
-		c := raw.Column(i)
-		if !arrow.TypeEqual(c.DataType(), p.out.Field(i).Type) {
-			return fail(fmt.Errorf("%w: raw block %s: column %s has type %s, want %s",
-				ErrCorrupt, p.unit.RawObject, p.out.Field(i).Name, c.DataType(), p.out.Field(i).Type))
-		}
+		c := raw.rec.Column(i)
 		c.Retain()
 		cols = append(cols, c)
 	}
-	eventIDs := raw.Column(0).(*array.Int64).Int64Values()
+	eventIDs := raw.rec.Column(0).(*array.Int64).Int64Values()
 
 	var local []arrow.Array
 	if p.local != nil {
-		if err := transform.CheckRecord(p.local, p.schema, raw); err != nil {
+		if err := transform.CheckRecord(p.local, p.schema, raw.rec); err != nil {
 			return fail(fmt.Errorf("%w: raw block %s: %v", ErrCorrupt, p.unit.RawObject, err))
 		}
-		out, err := transform.Run(p.local, p.reg, raw, p.localNodes...)
+		out, err := transform.Run(p.local, p.reg, raw.rec, p.localNodes...)
 		if err != nil {
 			return fail(fmt.Errorf("%w: block %s: %v", ErrCompute, p.unit.BlockId, err))
 		}
@@ -343,10 +336,10 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 	}
 	nextLocal := 0
 	for i, in := range p.inputs {
-		want := p.out.Field(1 + len(p.labels) + i).Type
 		if in.mode == readerv1.InputMode_INPUT_MODE_LOCAL {
 			c := local[nextLocal]
 			nextLocal++
+			want := p.out.Field(1 + len(p.labels) + i).Type
 			if !arrow.TypeEqual(c.DataType(), want) || int64(c.Len()) != n {
 				c.Release()
 				return fail(fmt.Errorf("%w: input %q: computed %s of %d rows, want %s of %d", ErrCompute, in.name, c.DataType(), c.Len(), want, n))
@@ -355,7 +348,7 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 			s.localInputs.Add(1)
 			continue
 		}
-		c, err := memoColumn(p, in, memos[i].meta, memos[i].rec, eventIDs, want)
+		c, err := memoColumn(p, in, &memos[i], raw.eventIDSeg, eventIDs)
 		if err != nil {
 			for _, c := range local[nextLocal:] {
 				c.Release()
@@ -368,17 +361,31 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 	return cols, n, nil
 }
 
+// memoRead is a memo object's footer and its event_id and value segments.
+type memoRead struct {
+	meta block.Meta
+	segs [][]byte
+	err  error
+}
+
+// rawRead is the raw block's columns the unit needs: event_id, then
+// p.rawColumns; and the event_id segment's bytes.
+type rawRead struct {
+	rec        arrow.Record
+	eventIDSeg []byte
+}
+
 // readRaw reads event_id and p.rawColumns of the unit's raw block with
 // ranged reads, after checking from its footer that it is the block the unit
 // names, of the unit's schema.
-func (s *Server) readRaw(ctx context.Context, p *plan) (arrow.Record, error) {
+func (s *Server) readRaw(ctx context.Context, p *plan) (*rawRead, error) {
 	key := p.unit.RawObject
 	wrap := func(err error) error {
 		switch {
 		case errors.Is(err, objstore.ErrNotFound):
 			return fmt.Errorf("%w: %s", ErrNoBlock, key)
 		case errors.Is(err, block.ErrCorrupt):
-			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return fmt.Errorf("%w: reading raw block %s: %w", ErrStore, key, err)
 	}
@@ -394,54 +401,95 @@ func (s *Server) readRaw(ctx context.Context, p *plan) (arrow.Record, error) {
 		return nil, invalid("raw_schema_json", "schema fingerprint %.12s differs from raw block %s's %.12s",
 			fp, p.unit.BlockId, meta.SchemaFingerprint)
 	}
-	for _, c := range append([]string{transform.ColEventID}, p.rawColumns...) {
-		if _, ok := meta.Column(c); !ok {
-			return nil, fmt.Errorf("%w: raw block %s has no column %q of its schema", ErrCorrupt, key, c)
+	names := append([]string{transform.ColEventID}, p.rawColumns...)
+	fields := make([]arrow.Field, len(names))
+	for i, name := range names {
+		c, ok := meta.Column(name)
+		f, _ := p.schema.Lookup(name)
+		if !ok || c.Type != f.Type.String() {
+			return nil, fmt.Errorf("%w: raw block %s: column %q is %q in the footer, want %s of the schema",
+				ErrCorrupt, key, name, c.Type, f.Type)
 		}
+		fields[i] = arrow.Field{Name: name, Type: f.Type.ArrowType(), Nullable: name != transform.ColEventID}
 	}
-	rec, err := block.ReadColumns(ctx, s.cfg.Store, meta, p.rawColumns)
+	segs, err := fetchSegments(ctx, s.cfg.Store, meta, names)
 	if err != nil {
 		return nil, wrap(err)
 	}
-	return rec, nil
-}
-
-// memoColumn checks that a memo object is the one the input names and is
-// row-aligned with the raw block (same event ids in the same order), and
-// returns its value column, retained.
-func memoColumn(p *plan, in inputPlan, meta block.Meta, rec arrow.Record, eventIDs []int64, want arrow.DataType) (arrow.Array, error) {
-	bad := func(format string, args ...any) (arrow.Array, error) {
-		return nil, fmt.Errorf("%w: memo object %s (input %q): %s", ErrCorrupt, in.memo, in.name, fmt.Sprintf(format, args...))
-	}
-	if meta.ComponentKey != in.component || meta.ID != p.unit.BlockId {
-		return bad("holds component %.12s of block %q, want component %.12s of block %q",
-			meta.ComponentKey, meta.ID, in.component, p.unit.BlockId)
-	}
-	if rec.NumCols() != 2 || rec.Schema().Field(0).Name != transform.ColEventID || rec.Schema().Field(1).Name != MemoColumn {
-		return bad("columns %v, want [%s %s]", fieldNames(rec.Schema()), transform.ColEventID, MemoColumn)
-	}
-	ids, ok := rec.Column(0).(*array.Int64)
-	if !ok {
-		return bad("event_id has type %s", rec.Column(0).DataType())
-	}
-	if !arrow.TypeEqual(rec.Column(1).DataType(), want) {
-		return bad("value has type %s, want %s", rec.Column(1).DataType(), want)
-	}
-	if got := ids.Int64Values(); !slices.Equal(got, eventIDs) {
-		if len(got) != len(eventIDs) {
-			return bad("%d rows, raw block has %d: not row-aligned", len(got), len(eventIDs))
-		}
-		for r := range got {
-			if got[r] != eventIDs[r] {
-				return bad("not row-aligned with the raw block: row %d has event_id %d, raw has %d", r, got[r], eventIDs[r])
+	cols := make([]arrow.Array, len(names))
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
 			}
 		}
+	}()
+	for i, name := range names {
+		c, _ := meta.Column(name)
+		if cols[i], err = decodeSegment(key, c, segs[i], meta.Rows); err != nil {
+			return nil, wrap(err)
+		}
 	}
-	if ids.NullN() != 0 {
-		return bad("event_id has nulls")
+	if cols[0].NullN() != 0 {
+		return nil, fmt.Errorf("%w: raw block %s: event_id has nulls", ErrCorrupt, key)
 	}
-	c := rec.Column(1)
-	c.Retain()
+	return &rawRead{rec: array.NewRecord(arrow.NewSchema(fields, nil), cols, meta.Rows), eventIDSeg: segs[0]}, nil
+}
+
+// checkMemoMeta checks from its footer that a memo object is the one the
+// input names: its component, its block, a value column of the input's type.
+func checkMemoMeta(p *plan, in inputPlan, meta block.Meta) error {
+	if meta.ComponentKey != in.component || meta.ID != p.unit.BlockId {
+		return memoCorrupt(in, "holds component %.12s of block %q, want component %.12s of block %q",
+			meta.ComponentKey, meta.ID, in.component, p.unit.BlockId)
+	}
+	if len(meta.Columns) != 2 || meta.Columns[0].Name != transform.ColEventID || meta.Columns[1].Name != MemoColumn {
+		var names []string
+		for _, c := range meta.Columns {
+			names = append(names, c.Name)
+		}
+		return memoCorrupt(in, "columns %v, want [%s %s]", names, transform.ColEventID, MemoColumn)
+	}
+	if meta.Columns[0].Type != transform.Int64.String() {
+		return memoCorrupt(in, "event_id has type %s", meta.Columns[0].Type)
+	}
+	if meta.Columns[1].Type != in.typ.String() {
+		return memoCorrupt(in, "value has type %s, want %s", meta.Columns[1].Type, in.typ)
+	}
+	return nil
+}
+
+func memoCorrupt(in inputPlan, format string, args ...any) error {
+	return fmt.Errorf("%w: memo object %s (input %q): %s", ErrCorrupt, in.memo, in.name, fmt.Sprintf(format, args...))
+}
+
+// memoColumn checks that a memo object is row-aligned with the raw block
+// (the same event ids in the same order) and decodes its value column. The
+// event_id segments are compared as bytes first: equal bytes are equal ids;
+// only different bytes (another encoder, or another block) cost a decode.
+func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64) (arrow.Array, error) {
+	if m.meta.Rows != int64(len(eventIDs)) {
+		return nil, memoCorrupt(in, "%d rows, raw block has %d: not row-aligned", m.meta.Rows, len(eventIDs))
+	}
+	if !bytes.Equal(m.segs[0], rawIDSeg) {
+		arr, err := decodeSegment(in.memo, m.meta.Columns[0], m.segs[0], m.meta.Rows)
+		if err != nil {
+			return nil, memoCorrupt(in, "%v", err)
+		}
+		ids := arr.(*array.Int64)
+		got := ids.Int64Values()
+		for r := range got {
+			if got[r] != eventIDs[r] || ids.IsNull(r) {
+				arr.Release()
+				return nil, memoCorrupt(in, "not row-aligned with the raw block: row %d has event_id %d, raw has %d", r, got[r], eventIDs[r])
+			}
+		}
+		arr.Release()
+	}
+	c, err := decodeSegment(in.memo, m.meta.Columns[1], m.segs[1], m.meta.Rows)
+	if err != nil {
+		return nil, memoCorrupt(in, "%v", err)
+	}
 	return c, nil
 }
 

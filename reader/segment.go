@@ -1,0 +1,337 @@
+package reader
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// This file reads column segments of block objects (warehouse/block's
+// layout: one Arrow IPC file per column, CRC-32C of each in the footer) the
+// way block.ReadColumns does, but cheaper, because in SIG mode reading is
+// nearly all a reader does (paper IV.B reports readers 4.3x-7.5x cheaper
+// with SIG; the copies and allocations of a generic decoder would eat that):
+//
+//   - segments that lie close together in the object are fetched with one
+//     ranged GET;
+//   - each segment's CRC-32C is checked against the footer, as block does;
+//   - a segment is decoded without copying: the arrays' buffers are slices
+//     of the fetched bytes (Arrow's IPC reader copies every buffer twice,
+//     into buffers as large as the metadata says). The decoder reads exactly
+//     the layout block.Encode writes (an IPC file of one uncompressed batch)
+//     and checks every length and offset against the bytes it has, so a
+//     segment that passed its checksum but was written wrong is ErrCorrupt,
+//     never a panic or a huge allocation.
+//
+// The segment bytes also let a reader check row alignment of a memo object
+// cheaply: its event_id segment is byte-identical to the raw block's when
+// the event ids are equal (both are the same column written by the same
+// encoder); only when the bytes differ are the values decoded and compared.
+
+// maxGap is the largest hole between two wanted segments that one GET still
+// spans (reading a few unwanted bytes beats another request).
+const maxGap = 64 << 10
+
+// fetchSegments returns the named columns' segments of the block object
+// meta describes (meta from block.ReadFooter or the catalog), each checked
+// against its CRC-32C.
+func fetchSegments(ctx context.Context, store *objstore.Store, meta block.Meta, names []string) ([][]byte, error) {
+	type want struct {
+		idx int
+		col block.Column
+	}
+	ws := make([]want, len(names))
+	for i, n := range names {
+		c, ok := meta.Column(n)
+		if !ok {
+			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, block.ErrNoColumn)
+		}
+		if c.Offset < 0 || c.Length <= 0 || meta.FooterOffset > 0 && c.Offset+c.Length > meta.FooterOffset {
+			return nil, fmt.Errorf("block %s: column %s: segment [%d,+%d) outside the data: %w", meta.Key, n, c.Offset, c.Length, block.ErrCorrupt)
+		}
+		ws[i] = want{i, c}
+	}
+	sorted := slices.Clone(ws)
+	slices.SortFunc(sorted, func(a, b want) int { return int(a.col.Offset - b.col.Offset) })
+	// Coalesce into ranges.
+	type span struct {
+		off, end int64
+		members  []want
+	}
+	var spans []span
+	for _, w := range sorted {
+		if n := len(spans); n > 0 && w.col.Offset <= spans[n-1].end+maxGap {
+			spans[n-1].end = max(spans[n-1].end, w.col.Offset+w.col.Length)
+			spans[n-1].members = append(spans[n-1].members, w)
+			continue
+		}
+		spans = append(spans, span{off: w.col.Offset, end: w.col.Offset + w.col.Length, members: []want{w}})
+	}
+	segs := make([][]byte, len(names))
+	errs := make([]error, len(spans))
+	var wg sync.WaitGroup
+	for si := range spans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sp := &spans[si]
+			data, err := store.GetRange(ctx, meta.Key, sp.off, sp.end-sp.off)
+			if err != nil {
+				errs[si] = err
+				return
+			}
+			if int64(len(data)) != sp.end-sp.off {
+				errs[si] = fmt.Errorf("block %s: short read of [%d,+%d): %w", meta.Key, sp.off, sp.end-sp.off, block.ErrCorrupt)
+				return
+			}
+			for _, w := range sp.members {
+				seg := data[w.col.Offset-sp.off : w.col.Offset-sp.off+w.col.Length : w.col.Offset-sp.off+w.col.Length]
+				if crc32.Checksum(seg, castagnoli) != w.col.CRC32C {
+					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, w.col.Name, block.ErrCorrupt)
+					return
+				}
+				segs[w.idx] = seg
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return segs, nil
+}
+
+// decodeSegment decodes one column segment holding rows rows of type t. It
+// never panics: a segment that does not decode is ErrCorrupt.
+func decodeSegment(key string, c block.Column, seg []byte, rows int64) (arr arrow.Array, err error) {
+	t, err := transform.ParseType(c.Type)
+	if err != nil {
+		return nil, fmt.Errorf("block %s: column %s: %v: %w", key, c.Name, err, block.ErrCorrupt)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			arr, err = nil, fmt.Errorf("block %s: column %s: undecodable segment: %v: %w", key, c.Name, r, block.ErrCorrupt)
+		}
+	}()
+	arr, ok := decodeZeroCopy(seg, t, rows)
+	if !ok {
+		return nil, fmt.Errorf("block %s: column %s: segment is not one uncompressed Arrow IPC batch of %d rows of %s as block.Encode writes: %w",
+			key, c.Name, rows, c.Type, block.ErrCorrupt)
+	}
+	if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
+		arr.Release()
+		return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
+			key, c.Name, arr.DataType(), arr.Len(), c.Type, rows, block.ErrCorrupt)
+	}
+	return arr, nil
+}
+
+// Arrow IPC framing and the flatbuffer slots read below (Message.fbs,
+// Schema.fbs of the Arrow format).
+const (
+	ipcFileMagic    = "ARROW1\x00\x00"
+	ipcContinuation = 0xFFFFFFFF
+
+	msgSlotHeaderType = 6  // Message.header_type
+	msgSlotHeader     = 8  // Message.header
+	msgSlotBodyLength = 10 // Message.bodyLength
+	headerSchema      = 1
+	headerRecordBatch = 3
+
+	rbSlotLength      = 4  // RecordBatch.length
+	rbSlotNodes       = 6  // RecordBatch.nodes: [FieldNode{length, null_count}]
+	rbSlotBuffers     = 8  // RecordBatch.buffers: [Buffer{offset, length}]
+	rbSlotCompression = 10 // RecordBatch.compression
+)
+
+// message returns the metadata flatbuffer and the body of the encapsulated
+// IPC message at off, and the offset after it.
+func message(b []byte, off int) (meta, body []byte, next int, ok bool) {
+	if off+8 > len(b) || binary.LittleEndian.Uint32(b[off:]) != ipcContinuation {
+		return nil, nil, 0, false
+	}
+	n := int(int32(binary.LittleEndian.Uint32(b[off+4:])))
+	if n <= 0 || off+8+n > len(b) {
+		return nil, nil, 0, false
+	}
+	meta = b[off+8 : off+8+n]
+	t := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	bodyLen := t.GetInt64Slot(msgSlotBodyLength, 0)
+	start := off + 8 + n
+	if bodyLen < 0 || int64(start)+bodyLen > int64(len(b)) {
+		return nil, nil, 0, false
+	}
+	return meta, b[start : start+int(bodyLen) : start+int(bodyLen)], start + int(bodyLen), true
+}
+
+// decodeZeroCopy decodes a segment written by block.Encode (an IPC file: a
+// schema message, one uncompressed record batch) whose buffers it aliases.
+// ok is false when the segment is of another shape or inconsistent. The
+// footer's type (checked by the segment's CRC) gives the column's type.
+func decodeZeroCopy(seg []byte, t transform.Type, rows int64) (arrow.Array, bool) {
+	if len(seg) < 8 || string(seg[:8]) != ipcFileMagic {
+		return nil, false
+	}
+	smeta, _, next, ok := message(seg, 8)
+	if !ok || headerType(smeta) != headerSchema {
+		return nil, false
+	}
+	meta, body, _, ok := message(seg, next)
+	if !ok || headerType(meta) != headerRecordBatch {
+		return nil, false
+	}
+	msg := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	o := msg.Offset(msgSlotHeader)
+	if o == 0 {
+		return nil, false
+	}
+	rb := flatbuffers.Table{Bytes: meta, Pos: msg.Indirect(msg.Pos + flatbuffers.UOffsetT(o))}
+	if rb.GetInt64Slot(rbSlotLength, -1) != rows || rb.Offset(rbSlotCompression) != 0 {
+		return nil, false
+	}
+	d := &zcDecoder{body: body, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
+	data, ok := d.array(t)
+	if !ok || d.nodes.n != 0 || d.bufs.n != 0 {
+		if data != nil {
+			data.Release()
+		}
+		return nil, false
+	}
+	defer data.Release()
+	return array.MakeFromData(data), true
+}
+
+func headerType(meta []byte) byte {
+	t := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	return t.GetByteSlot(msgSlotHeaderType, 0)
+}
+
+// structVec is a flatbuffer vector of 16-byte structs of two int64s
+// (FieldNode and Buffer), consumed front to back.
+type structVec struct {
+	b []byte
+	n int
+}
+
+func structs(t *flatbuffers.Table, slot flatbuffers.VOffsetT) structVec {
+	o := t.Offset(slot)
+	if o == 0 {
+		return structVec{}
+	}
+	start, n := t.Vector(flatbuffers.UOffsetT(o)), t.VectorLen(flatbuffers.UOffsetT(o))
+	return structVec{b: t.Bytes[start : int(start)+16*n], n: n}
+}
+
+func (v *structVec) next() (a, b int64, ok bool) {
+	if v.n == 0 {
+		return 0, 0, false
+	}
+	a, b = int64(binary.LittleEndian.Uint64(v.b)), int64(binary.LittleEndian.Uint64(v.b[8:]))
+	v.b, v.n = v.b[16:], v.n-1
+	return a, b, true
+}
+
+type zcDecoder struct {
+	body        []byte
+	nodes, bufs structVec
+}
+
+// buffer returns the next body buffer, which must hold at least min bytes.
+func (d *zcDecoder) buffer(min int64) (*memory.Buffer, []byte, bool) {
+	off, n, ok := d.bufs.next()
+	if !ok || off < 0 || n < min || off+n > int64(len(d.body)) || off%8 != 0 {
+		return nil, nil, false
+	}
+	if n == 0 {
+		return nil, nil, true
+	}
+	b := d.body[off : off+n : off+n]
+	return memory.NewBufferBytes(b), b, true
+}
+
+// array decodes the next field node of type t (and its children).
+func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
+	length, nulls, ok := d.nodes.next()
+	if !ok || length < 0 || nulls < 0 || nulls > length || length > 1<<31-1 {
+		return nil, false
+	}
+	validity, vbytes, ok := d.buffer(0)
+	if !ok || nulls > 0 && int64(len(vbytes)) < (length+7)/8 {
+		return nil, false
+	}
+	if nulls == 0 {
+		validity = nil // as Arrow's reader: no nulls, no bitmap
+	}
+	n := int(length)
+	switch t {
+	case transform.Int64, transform.Float64:
+		values, _, ok := d.buffer(8 * length)
+		if !ok {
+			return nil, false
+		}
+		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, values}, nil, int(nulls), 0), true
+	case transform.String:
+		offsets, obytes, ok := d.buffer(4 * (length + 1))
+		if !ok {
+			return nil, false
+		}
+		values, vb, ok := d.buffer(0)
+		if !ok || !validOffsets(obytes, n, len(vb)) {
+			return nil, false
+		}
+		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, offsets, values}, nil, int(nulls), 0), true
+	case transform.ListString, transform.ListInt64:
+		offsets, obytes, ok := d.buffer(4 * (length + 1))
+		if !ok {
+			return nil, false
+		}
+		child, ok := d.array(t.Elem())
+		if !ok {
+			return nil, false
+		}
+		if !validOffsets(obytes, n, child.Len()) {
+			child.Release()
+			return nil, false
+		}
+		data := array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, offsets}, []arrow.ArrayData{child}, int(nulls), 0)
+		child.Release()
+		return data, true
+	}
+	return nil, false
+}
+
+// validOffsets checks n+1 int32 offsets: starting at 0 (what block.Encode
+// writes), non-decreasing, ending within limit.
+func validOffsets(b []byte, n, limit int) bool {
+	if n == 0 {
+		return len(b) == 0 || binary.LittleEndian.Uint32(b) == 0
+	}
+	if len(b) < 4*(n+1) {
+		return false
+	}
+	prev := int32(binary.LittleEndian.Uint32(b))
+	if prev != 0 {
+		return false
+	}
+	for i := 1; i <= n; i++ {
+		o := int32(binary.LittleEndian.Uint32(b[4*i:]))
+		if o < prev {
+			return false
+		}
+		prev = o
+	}
+	return int(prev) <= limit
+}
