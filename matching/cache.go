@@ -489,3 +489,60 @@ func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 func scanPrefix(c *Cache, pfx []byte, fn func(key, val []byte) error) error {
 	return pebbleutil.Scan(c.db, pfx, func(k, v []byte) (bool, error) { return true, fn(k, v) })
 }
+
+// Reuse summarizes how memoized blocks are shared (paper IV.A: "the
+// average data block stored in the cache is utilized by 22 different
+// models").
+type Reuse struct {
+	Components int
+	Pipelines  int
+	// ReadyBlocks, PendingBlocks and FailedBlocks count memo entries.
+	ReadyBlocks, PendingBlocks, FailedBlocks int64
+	// ReadyBytes is the size of all ready memo objects.
+	ReadyBytes int64
+	// PipelinesPerBlockMean and Max: pipelines using each ready block.
+	PipelinesPerBlockMean float64
+	PipelinesPerBlockMax  int
+}
+
+// Reuse scans the cache (cost linear in its size; callers cache the result).
+func (c *Cache) Reuse() (Reuse, error) {
+	var r Reuse
+	users := map[Key]int{}
+	err := pebbleutil.Scan(c.db, []byte{pfxUser}, func(key, _ []byte) (bool, error) {
+		var k Key
+		copy(k[:], key[1:33])
+		users[k]++
+		return true, nil
+	})
+	if err != nil {
+		return r, err
+	}
+	var sum int64
+	err = scanMemos(c, func(e MemoEntry) {
+		switch e.State {
+		case MemoReady:
+			r.ReadyBlocks++
+			r.ReadyBytes += e.Bytes
+			u := users[e.Component]
+			sum += int64(u)
+			r.PipelinesPerBlockMax = max(r.PipelinesPerBlockMax, u)
+		case MemoPending:
+			r.PendingBlocks++
+		case MemoFailed:
+			r.FailedBlocks++
+		}
+	})
+	if err != nil {
+		return r, err
+	}
+	if r.ReadyBlocks > 0 {
+		r.PipelinesPerBlockMean = float64(sum) / float64(r.ReadyBlocks)
+	}
+	err = pebbleutil.Scan(c.db, []byte{pfxComponent}, func(_, _ []byte) (bool, error) { r.Components++; return true, nil })
+	if err != nil {
+		return r, err
+	}
+	err = pebbleutil.Scan(c.db, []byte{pfxPipeline}, func(_, _ []byte) (bool, error) { r.Pipelines++; return true, nil })
+	return r, err
+}

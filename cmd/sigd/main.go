@@ -1,13 +1,192 @@
-// Command sigd will run the SIG daemon: the matching frontend, queues,
-// in-process workers, ingestion, the web UI and metrics.
+// Command sigd is the SIG daemon: the matching frontend, work queues,
+// in-process workers, ingestion, metrics and (with the eviction package) the
+// operator web UI.
+//
+//	sigd serve  [flags]            the service; every flag also reads SIG_<FLAG>
+//	sigd dev    [flags]            the same with embedded MinIO and Kafka, ingesting "ads"
+//	sigd worker --sigd ADDR [...]  a remote memoization worker (lease protocol)
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/sigd"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/workers"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "sigd: not built yet")
-	os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		args = []string{"serve"}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stderr, false)
+	case "dev":
+		err = serve(ctx, args[1:], stderr, true)
+	case "worker":
+		err = worker(ctx, args[1:], stderr)
+	case "-h", "--help", "help":
+		fmt.Fprintln(stderr, "usage: sigd serve|dev|worker [flags]  (sigd CMD -h for flags)")
+		return 0
+	default:
+		fmt.Fprintf(stderr, "sigd: unknown command %q (serve, dev, worker)\n", args[0])
+		return 2
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "sigd %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "gRPC listen address")
+	fs.StringVar(&cfg.HTTPListen, "http", "127.0.0.1:7080", "HTTP listen address (/metrics, /healthz, web UI)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "sigd-data", "directory of the Pebble stores (and of embedded MinIO/Kafka in dev mode)")
+	fs.StringVar(&cfg.S3Endpoint, "s3-endpoint", "", "S3 endpoint host:port (empty: start MinIO from bin/)")
+	fs.StringVar(&cfg.S3AccessKey, "s3-access-key", "", "S3 access key")
+	fs.StringVar(&cfg.S3SecretKey, "s3-secret-key", "", "S3 secret key")
+	fs.StringVar(&cfg.S3Bucket, "s3-bucket", "sig", "bucket")
+	fs.BoolVar(&cfg.S3Secure, "s3-secure", false, "use HTTPS for S3")
+	fs.Var((*cli.List)(&cfg.KafkaBrokers), "kafka-brokers", "comma-separated Kafka brokers (empty: embedded kfake)")
+	fs.StringVar(&cfg.TokensFile, "tokens", "", "token file (empty: DATA-DIR/tokens.json, created with development tokens)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate file for gRPC")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "TLS key file for gRPC")
+	fs.IntVar(&cfg.WorkersMin, "workers-min", 1, "in-process workers, minimum")
+	fs.IntVar(&cfg.WorkersMax, "workers-max", 4, "in-process workers, maximum (0: remote workers only)")
+	fs.DurationVar(&cfg.TargetDrain, "target-drain", 30*time.Second, "the autoscaler sizes the pool to drain the backlog in this time")
+	fs.DurationVar(&cfg.ScaleDownCooldown, "scale-down-cooldown", 30*time.Second, "how long a smaller pool must be enough before shrinking")
+	fs.DurationVar(&cfg.Lease, "lease", 30*time.Second, "task lease duration")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 3, "failures before a task is quarantined")
+	ingestDefault := ""
+	if dev {
+		ingestDefault = "ads"
+	}
+	cfg.Ingest = nil
+	if ingestDefault != "" {
+		cfg.Ingest = []string{ingestDefault}
+	}
+	fs.Var((*cli.List)(&cfg.Ingest), "ingest", "raw sources to ingest from Kafka raw.<source> (comma-separated)")
+	fs.IntVar(&cfg.RowsPerBlock, "rows-per-block", 100_000, "ingestion seals a block at this many rows")
+	fs.DurationVar(&cfg.SealAfter, "seal-after", 5*time.Second, "ingestion seals a block this long after its first row")
+	fs.DurationVar(&cfg.Window, "window", time.Hour, "event-time window of raw blocks")
+	fs.Var((*cli.List)(&cfg.SchemaFiles), "schema", "extra raw source schema files (JSON, comma-separated)")
+	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC request accepted")
+	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	cli.UsageWithEnv(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	return cli.ApplyEnv(fs)
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error {
+	var cfg sigd.Config
+	name := "serve"
+	if dev {
+		name = "dev"
+	}
+	fs := flag.NewFlagSet("sigd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	serveFlags(fs, &cfg, dev)
+	logJSON := fs.Bool("log-json", false, "log JSON lines")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if !dev && (cfg.S3Endpoint == "" || len(cfg.KafkaBrokers) == 0) {
+		fmt.Fprintln(stderr, "sigd serve: no --s3-endpoint or --kafka-brokers: starting embedded MinIO/kfake (development mode)")
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *logJSON {
+		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	}
+	srv, err := sigd.New(ctx, cfg, sigd.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ready := make(chan struct{})
+	go func() {
+		select {
+		case <-ready:
+			c := srv.Config()
+			fmt.Fprintf(stderr, "sigd: listening grpc=%s http=%s s3=%s kafka=%v tokens=%s\n",
+				srv.Addr(), srv.HTTPAddr(), c.S3Endpoint, c.KafkaBrokers, c.TokensFile)
+		case <-ctx.Done():
+		}
+	}()
+	return srv.Serve(ctx, ready)
+}
+
+// worker runs memoization workers in this process against a remote sigd
+// (paper IV.A: workers are "globally replicated and strategically positioned
+// alongside the training data"); they speak the same lease protocol as
+// sigd's in-process pool.
+func worker(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sigd worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("sigd", "127.0.0.1:7070", "sigd gRPC address")
+	token := fs.String("token", "", "worker token")
+	useTLS := fs.Bool("tls", false, "connect with TLS")
+	n := fs.Int("concurrency", 2, "tasks run at once")
+	name := fs.String("name", "", "worker name prefix (default: host-pid)")
+	var sc objstore.Config
+	fs.StringVar(&sc.Endpoint, "s3-endpoint", "", "S3 endpoint host:port")
+	fs.StringVar(&sc.AccessKey, "s3-access-key", "", "S3 access key")
+	fs.StringVar(&sc.SecretKey, "s3-secret-key", "", "S3 secret key")
+	fs.StringVar(&sc.Bucket, "s3-bucket", "sig", "bucket")
+	fs.BoolVar(&sc.Secure, "s3-secure", false, "use HTTPS for S3")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *name == "" {
+		host, _ := os.Hostname()
+		*name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	store, err := objstore.New(sc)
+	if err != nil {
+		return err
+	}
+	conn, err := cli.Dial(*addr, *token, *useTLS)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second)
+	pool := workers.NewPool(leaser, &sigd.Runner{Store: store}, workers.PoolOptions{Name: *name, Logger: log})
+	pool.Resize(*n)
+	fmt.Fprintf(stderr, "sigd worker: %d workers leasing from %s\n", *n, *addr)
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return pool.Close(cctx)
 }

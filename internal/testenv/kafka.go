@@ -23,6 +23,9 @@ type KafkaConfig struct {
 	// Partitions is the partition count of Topics and of auto-created
 	// topics. Default 1.
 	Partitions int32
+	// Port, if set, is the broker's port (sigd's development mode keeps one
+	// address across restarts). Default: a free port.
+	Port int
 }
 
 // Kafka is an embedded single-broker Kafka cluster (kfake) on 127.0.0.1.
@@ -40,7 +43,7 @@ func StartKafka(cfg KafkaConfig) (*Kafka, error) {
 		cfg.Partitions = 1
 	}
 	k := &Kafka{cfg: cfg}
-	if err := k.start(0); err != nil {
+	if err := k.start(cfg.Port); err != nil {
 		return nil, err
 	}
 	if len(cfg.Topics) > 0 {

@@ -34,6 +34,9 @@ type MinIOConfig struct {
 	// StartTimeout bounds how long a start waits for the server to answer
 	// its readiness probe. Default 30s.
 	StartTimeout time.Duration
+	// Port, if set, is the API port (sigd's development mode keeps one
+	// endpoint across restarts). Default: a free port.
+	Port int
 }
 
 // MinIO is a running (or stopped) MinIO server on 127.0.0.1.
@@ -151,6 +154,9 @@ func StartMinIO(ctx context.Context, cfg MinIOConfig) (*MinIO, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		api, err1 := freePort()
+		if cfg.Port != 0 {
+			api = cfg.Port
+		}
 		console, err2 := freePort()
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, err
@@ -185,8 +191,10 @@ func (m *MinIO) start(ctx context.Context) error {
 	)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	// Its own process group, so a test's Ctrl-C does not race our Stop.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so a test's Ctrl-C does not race our Stop; and
+	// killed with its parent, so a crashed sigd or test never leaves a
+	// server holding the data directory.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("testenv: start minio: %w", err)

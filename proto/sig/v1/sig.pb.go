@@ -3130,9 +3130,13 @@ type Task struct {
 	Priority     int32    `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
 	Client       string   `protobuf:"bytes,10,opt,name=client,proto3" json:"client,omitempty"`
 	// The raw source's schema as JSON (transform.Schema).
-	SchemaJson    string `protobuf:"bytes,11,opt,name=schema_json,json=schemaJson,proto3" json:"schema_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SchemaJson string `protobuf:"bytes,11,opt,name=schema_json,json=schemaJson,proto3" json:"schema_json,omitempty"`
+	// The incarnation of the memo entry this task computes; completing marks
+	// only that incarnation ready (an eviction in between makes it stale).
+	// 0 means there is nothing left to compute.
+	MemoGeneration uint64 `protobuf:"varint,12,opt,name=memo_generation,json=memoGeneration,proto3" json:"memo_generation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -3240,6 +3244,13 @@ func (x *Task) GetSchemaJson() string {
 		return x.SchemaJson
 	}
 	return ""
+}
+
+func (x *Task) GetMemoGeneration() uint64 {
+	if x != nil {
+		return x.MemoGeneration
+	}
+	return 0
 }
 
 type LeaseTaskRequest struct {
@@ -4238,7 +4249,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x1bReportTrainerStatusResponse\"\x1a\n" +
 	"\x18ListTrainerStatusRequest\"N\n" +
 	"\x19ListTrainerStatusResponse\x121\n" +
-	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xd3\x02\n" +
+	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xfc\x02\n" +
 	"\x04Task\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12#\n" +
@@ -4255,7 +4266,8 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x06client\x18\n" +
 	" \x01(\tR\x06client\x12\x1f\n" +
 	"\vschema_json\x18\v \x01(\tR\n" +
-	"schemaJson\"^\n" +
+	"schemaJson\x12'\n" +
+	"\x0fmemo_generation\x18\f \x01(\x04R\x0ememoGeneration\"^\n" +
 	"\x10LeaseTaskRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12-\n" +
 	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x88\x01\n" +

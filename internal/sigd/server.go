@@ -1,0 +1,570 @@
+package sigd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/catalog"
+	"github.com/sigdata/sig/warehouse/ingest"
+	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/warehouse/ready"
+	"github.com/sigdata/sig/workers"
+)
+
+// Server is a running sigd.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	clock clock.Clock
+
+	dev       *DevEnv
+	store     *objstore.Store
+	catalog   *catalog.Catalog
+	cache     *matching.Cache
+	frontend  *matching.Frontend
+	queue     *workers.Queue
+	pool      *workers.Pool
+	scaler    *workers.Autoscaler
+	kafka     *kgo.Client
+	publisher *ready.Publisher
+	tokens    *auth.Tokens
+	schemas   map[string]*transform.Schema
+	reg       *prometheus.Registry
+	metrics   *metrics
+
+	grpc       *grpc.Server
+	health     *health.Server
+	lis        net.Listener
+	httpSrv    *http.Server
+	httpLis    net.Listener
+	extraHTTP  map[string]http.Handler
+	trainersMu sync.Mutex
+	trainers   map[string]*sigv1.TrainerStatus
+}
+
+// Options are what a caller (cmd/sigd, tests) adds beyond Config.
+type Options struct {
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// HTTP handlers mounted on the HTTP listener besides /metrics (the web
+	// UI mounts itself here).
+	HTTP map[string]http.Handler
+}
+
+// New opens every store, connects to S3 and Kafka (starting embedded ones
+// in development mode) and builds the services. Serve starts them.
+func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
+	cfg.EnsureDefaults()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
+		trainers: map[string]*sigv1.TrainerStatus{}}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.openEnv(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.loadSchemas(); err != nil {
+		return nil, err
+	}
+	if err := s.loadTokens(); err != nil {
+		return nil, err
+	}
+	var err error
+	dur := pebbleutil.DurabilityProcess
+	if cfg.Sync {
+		dur = pebbleutil.DurabilityMachine
+	}
+	if s.catalog, err = catalog.Open(filepath.Join(cfg.DataDir, "catalog")); err != nil {
+		return nil, err
+	}
+	if s.cache, err = matching.OpenCache(filepath.Join(cfg.DataDir, "cache"), matching.CacheOptions{Durability: dur}); err != nil {
+		return nil, err
+	}
+	s.queue, err = workers.Open(filepath.Join(cfg.DataDir, "queue"), workers.Options{
+		Clock: s.clock, LeaseTTL: cfg.Lease, MaxAttempts: cfg.MaxAttempts, Durability: dur,
+		OnEvent: s.onQueueEvent,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.frontend = matching.NewFrontend(matching.FrontendConfig{
+		Cache: s.cache, Blocks: catalogBlocks{s.catalog}, Scheduler: queueScheduler{s.queue},
+		Schema: s.schema, Clock: s.clock,
+	})
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := workers.RegisterQueueMetrics(s.reg, s.queue); err != nil {
+		return nil, err
+	}
+	s.metrics = newMetrics(s)
+	if err := s.reg.Register(s.metrics); err != nil {
+		return nil, err
+	}
+	if cfg.WorkersMax > 0 {
+		runner := &Runner{Store: s.store, Catalog: s.catalog}
+		leaser := &completing{Leaser: workers.Describe(s.queue, s.describe), q: s.queue, hook: s.completeHook}
+		s.pool = workers.NewPool(leaser, runner, workers.PoolOptions{Clock: s.clock, Name: "sigd", Logger: s.log})
+		s.scaler, err = workers.NewAutoscaler(workers.ScaleConfig{
+			Min: cfg.WorkersMin, Max: cfg.WorkersMax, TargetDrain: cfg.TargetDrain, CoolDown: cfg.ScaleDownCooldown,
+		}, s.queue, s.pool, workers.AutoscalerOptions{Clock: s.clock, Interval: time.Second, Registerer: s.reg})
+		if err != nil {
+			return nil, err
+		}
+	}
+	// A crash may have lost queue events or tasks of pending entries:
+	// reconcile both before serving.
+	for _, t := range s.queue.ListQuarantine() {
+		if k, err := matching.ParseKey(t.ID.Component); err == nil {
+			_ = s.frontend.MarkFailed(k, t.ID.Block, t.Err)
+		}
+	}
+	if n, err := s.frontend.Reconcile(); err != nil {
+		return nil, err
+	} else if n > 0 {
+		s.log.Info("rescheduled pending memo entries", "entries", n)
+	}
+	if err := s.buildGRPC(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// DevEnv is the embedded MinIO and Kafka of development mode.
+type DevEnv struct {
+	MinIO *testenv.MinIO
+	Kafka *testenv.Kafka
+}
+
+// devState persists development mode's credentials and ports so a
+// restarted sigd finds its data and its clients find it.
+type devState struct {
+	S3Endpoint   string `json:"s3_endpoint"`
+	S3AccessKey  string `json:"s3_access_key"`
+	S3SecretKey  string `json:"s3_secret_key"`
+	KafkaBrokers string `json:"kafka_brokers"`
+}
+
+func (s *Server) openEnv(ctx context.Context) error {
+	cfg := &s.cfg
+	statePath := filepath.Join(cfg.DataDir, "dev.json")
+	var st devState
+	if b, err := os.ReadFile(statePath); err == nil {
+		_ = json.Unmarshal(b, &st)
+	}
+	port := func(addr string) int {
+		_, p, _ := net.SplitHostPort(addr)
+		n, _ := strconv.Atoi(p)
+		return n
+	}
+	if cfg.S3Endpoint == "" {
+		if st.S3AccessKey == "" {
+			st.S3AccessKey, st.S3SecretKey = "sig"+randomHex(6), randomHex(16)
+		}
+		m, err := testenv.StartMinIO(ctx, testenv.MinIOConfig{Dir: filepath.Join(cfg.DataDir, "minio"),
+			AccessKey: st.S3AccessKey, SecretKey: st.S3SecretKey, Port: port(st.S3Endpoint)})
+		if err != nil && st.S3Endpoint != "" {
+			// The old port is taken: take any.
+			m, err = testenv.StartMinIO(ctx, testenv.MinIOConfig{Dir: filepath.Join(cfg.DataDir, "minio"),
+				AccessKey: st.S3AccessKey, SecretKey: st.S3SecretKey})
+		}
+		if err != nil {
+			return fmt.Errorf("development mode: %w", err)
+		}
+		s.dev = &DevEnv{MinIO: m}
+		st.S3Endpoint = m.Endpoint
+		cfg.S3Endpoint, cfg.S3AccessKey, cfg.S3SecretKey, cfg.S3Secure = m.Endpoint, m.AccessKey, m.SecretKey, false
+		s.log.Info("development mode: started MinIO", "endpoint", m.Endpoint, "dir", m.DataDir)
+	}
+	if len(cfg.KafkaBrokers) == 0 {
+		var kport int
+		if st.KafkaBrokers != "" {
+			kport = port(st.KafkaBrokers)
+		}
+		k, err := testenv.StartKafka(testenv.KafkaConfig{DataDir: filepath.Join(cfg.DataDir, "kafka"), Port: kport})
+		if err != nil && kport != 0 {
+			k, err = testenv.StartKafka(testenv.KafkaConfig{DataDir: filepath.Join(cfg.DataDir, "kafka")})
+		}
+		if err != nil {
+			return fmt.Errorf("development mode: kfake: %w", err)
+		}
+		if s.dev == nil {
+			s.dev = &DevEnv{}
+		}
+		s.dev.Kafka = k
+		cfg.KafkaBrokers = k.Brokers
+		st.KafkaBrokers = k.Brokers[0]
+		s.log.Info("development mode: started Kafka (kfake)", "brokers", k.Brokers)
+	}
+	if s.dev != nil {
+		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := os.WriteFile(statePath, b, 0o600); err != nil {
+			return err
+		}
+	}
+	var err error
+	s.store, err = objstore.New(objstore.Config{Endpoint: cfg.S3Endpoint, AccessKey: cfg.S3AccessKey,
+		SecretKey: cfg.S3SecretKey, Bucket: cfg.S3Bucket, Secure: cfg.S3Secure, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	if err := s.store.EnsureBucket(ctx); err != nil {
+		return err
+	}
+	s.kafka, err = kgo.NewClient(kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		return err
+	}
+	s.publisher = ready.NewPublisher(s.kafka)
+	return nil
+}
+
+// Dev returns the embedded environment of development mode, or nil.
+func (s *Server) Dev() *DevEnv { return s.dev }
+
+// Config returns the effective configuration (development mode fills in
+// the embedded endpoints).
+func (s *Server) Config() Config { return s.cfg }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (s *Server) loadSchemas() error {
+	s.schemas = map[string]*transform.Schema{"ads": transform.AdsSchema()}
+	for _, f := range s.cfg.SchemaFiles {
+		sc, err := transform.LoadSchema(f)
+		if err != nil {
+			return err
+		}
+		s.schemas[sc.Source] = sc
+	}
+	return nil
+}
+
+func (s *Server) schema(source string) (*transform.Schema, error) {
+	sc, ok := s.schemas[source]
+	if !ok {
+		return nil, fmt.Errorf("unknown raw source %q", source)
+	}
+	return sc, nil
+}
+
+// DevTokens are the tokens development mode writes when no token file is
+// given: an operator, a worker, a trainer and three clients.
+func DevTokens() []auth.Entry {
+	mk := func(name string, role auth.Role, client string) auth.Entry {
+		return auth.Entry{Token: name + "-" + randomHex(12), Principal: auth.Principal{Name: name, Role: role, Client: client}}
+	}
+	return []auth.Entry{
+		mk("operator", auth.RoleOperator, ""),
+		mk("worker", auth.RoleWorker, ""),
+		mk("ctr", auth.RoleClient, "ctr"),
+		mk("cvr", auth.RoleClient, "cvr"),
+		mk("ranking", auth.RoleClient, "ranking"),
+		mk("explore", auth.RoleClient, "explore"),
+	}
+}
+
+func (s *Server) loadTokens() error {
+	path := s.cfg.TokensFile
+	if path == "" {
+		path = filepath.Join(s.cfg.DataDir, "tokens.json")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			b, _ := json.MarshalIndent(auth.File{Tokens: DevTokens()}, "", "  ")
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				return err
+			}
+			s.log.Info("wrote development tokens", "file", path)
+		}
+		s.cfg.TokensFile = path
+	}
+	t, err := auth.Load(path)
+	if err != nil {
+		return err
+	}
+	s.tokens = t
+	return nil
+}
+
+// queueScheduler adapts the work queues to the matching frontend.
+type queueScheduler struct{ q *workers.Queue }
+
+func (a queueScheduler) Enqueue(k matching.Key, block, client, pipeline string, prio int32) error {
+	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k.String(), Block: block},
+		Client: client, Pipeline: pipeline, Priority: prio})
+	return err
+}
+
+// onQueueEvent mirrors quarantines into the matching cache, so read
+// solutions show the failure and its reason.
+func (s *Server) onQueueEvent(e workers.Event) {
+	k, err := matching.ParseKey(e.Task.ID.Component)
+	if err != nil {
+		return
+	}
+	switch e.Kind {
+	case workers.EventQuarantined:
+		if err := s.frontend.MarkFailed(k, e.Task.ID.Block, e.Task.Err); err != nil {
+			s.log.Warn("mark failed", "task", e.Task.ID.String(), "err", err)
+		}
+	case workers.EventReleased:
+		if err := s.frontend.MarkPending(k, e.Task.ID.Block); err != nil {
+			s.log.Warn("mark pending", "task", e.Task.ID.String(), "err", err)
+		}
+	}
+}
+
+// describe fills a task's description for a worker from the matching cache.
+func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
+	k, err := matching.ParseKey(id.Component)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.cache.Component(k)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := s.schema(rec.Source)
+	if err != nil {
+		return nil, err
+	}
+	sj, err := json.Marshal(sc)
+	if err != nil {
+		return nil, err
+	}
+	gen, pending, err := s.frontend.Begin(k, id.Block)
+	if err != nil {
+		return nil, err
+	}
+	if !pending {
+		gen = 0
+	}
+	meta, err := s.catalog.Get(rec.Source, id.Block)
+	if err != nil {
+		return nil, fmt.Errorf("block %s: %w", id.Block, err)
+	}
+	return &sigv1.Task{
+		ComponentKey: id.Component, BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
+		RawObject: meta.Key, MemoObject: matching.MemoObjectKey(k, id.Block), Columns: rec.Columns,
+		SchemaJson: string(sj), MemoGeneration: gen,
+	}, nil
+}
+
+// completeHook marks a finished task's memo entry ready and announces it,
+// before the task leaves the queue.
+func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.Result) error {
+	spec := t.Spec
+	if spec == nil || spec.MemoGeneration == 0 {
+		return nil
+	}
+	k, err := matching.ParseKey(spec.ComponentKey)
+	if err != nil {
+		return err
+	}
+	if err := s.frontend.MarkReady(k, spec.BlockId, spec.MemoGeneration, res.Rows, res.Bytes); err != nil {
+		return err
+	}
+	s.metrics.taskDone(s.clock.Now().Sub(t.Since))
+	// Completion events are a hint (trainers also watch the gRPC stream and
+	// re-read solutions): a lost event delays, never corrupts.
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.publisher.Publish(pctx, ready.Event{ComponentKey: spec.ComponentKey, BlockID: spec.BlockId,
+		Source: spec.RawSource, Bucket: s.cfg.S3Bucket, Key: spec.MemoObject, Rows: res.Rows, Bytes: res.Bytes,
+		Time: s.clock.Now()}); err != nil {
+		s.log.Warn("publish sig.memo.ready", "err", err)
+	}
+	return nil
+}
+
+func (s *Server) buildGRPC() error {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(s.tokens.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(s.tokens.StreamInterceptor()),
+	}
+	if s.cfg.TLSCert != "" {
+		creds, err := credentials.NewServerTLSFromFile(s.cfg.TLSCert, s.cfg.TLSKey)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	sigv1.RegisterSIGServer(s.grpc, &sigService{s: s})
+	sigv1.RegisterWorkersServer(s.grpc, &workersAuth{inner: workers.NewWorkersServer(s.queue, s.describe, workers.WithCompleteHook(s.completeHook))})
+	sigv1.RegisterFeatureStatsServer(s.grpc, &statsService{s: s})
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	return nil
+}
+
+// Serve listens and serves until ctx ends, then shuts down gracefully.
+// Ready is closed once both listeners accept connections.
+func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
+	var err error
+	if s.lis, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+		return err
+	}
+	if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPListen); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	for p, h := range s.extraHTTP {
+		mux.Handle(p, h)
+	}
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	run := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		}()
+	}
+	run("grpc", func() error { return s.grpc.Serve(s.lis) })
+	run("http", func() error { return s.httpSrv.Serve(s.httpLis) })
+	run("queue", func() error { return s.queue.Run(ctx) })
+	if s.scaler != nil {
+		run("autoscaler", func() error { return s.scaler.Run(ctx) })
+	}
+	for _, src := range s.cfg.Ingest {
+		src := src
+		sc, err := s.schema(src)
+		if err != nil {
+			return err
+		}
+		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
+			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window, Clock: s.clock,
+			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src)})
+		if err != nil {
+			return err
+		}
+		run("ingest "+src, func() error { return in.Run(ctx) })
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus("sig.v1.SIG", healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("sigd serving", "grpc", s.lis.Addr().String(), "http", s.httpLis.Addr().String())
+	if readyCh != nil {
+		close(readyCh)
+	}
+	<-ctx.Done()
+	s.health.Shutdown()
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if s.pool != nil {
+		_ = s.pool.Close(sctx)
+	}
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		s.grpc.Stop()
+	}
+	_ = s.httpSrv.Shutdown(sctx)
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+// Addr is the gRPC address (after Serve has started listening).
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// HTTPAddr is the HTTP address.
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// Frontend returns the matching frontend.
+func (s *Server) Frontend() *matching.Frontend { return s.frontend }
+
+// Queue returns the work queues.
+func (s *Server) Queue() *workers.Queue { return s.queue }
+
+// Store returns the object store.
+func (s *Server) Store() *objstore.Store { return s.store }
+
+// Catalog returns the block catalog.
+func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
+
+// Tokens returns the token table.
+func (s *Server) Tokens() *auth.Tokens { return s.tokens }
+
+// Registry returns the Prometheus registry.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Close releases everything New opened.
+func (s *Server) Close() {
+	if s.kafka != nil {
+		s.kafka.Close()
+	}
+	if s.queue != nil {
+		s.queue.Close()
+	}
+	if s.cache != nil {
+		s.cache.Close()
+	}
+	if s.catalog != nil {
+		s.catalog.Close()
+	}
+	if s.dev != nil {
+		if s.dev.Kafka != nil {
+			s.dev.Kafka.Close()
+		}
+		if s.dev.MinIO != nil {
+			s.dev.MinIO.Stop()
+		}
+	}
+}
