@@ -4,8 +4,8 @@ import (
 	"context"
 	"runtime"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 )

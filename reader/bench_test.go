@@ -1,0 +1,314 @@
+package reader
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+)
+
+// The benchmarks here run the servers in the benchmark process and the
+// consumer in a child process (this test binary re-executed as a load
+// generator), over real loopback sockets. The benchmark process's CPU time
+// (getrusage) is then the server side's alone: the reader's, or the bare
+// gRPC server's. MinIO is a process of its own, so storage CPU is not
+// counted in either mode. bench/reader.sh runs them and writes
+// bench/reader.txt.
+
+const loadgenEnv = "SIG_READER_LOADGEN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(loadgenEnv) != "" {
+		if err := runLoadgen(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	code := m.Run()
+	if readerBin != "" && buildErr == nil {
+		os.RemoveAll(strings.TrimSuffix(readerBin, "/reader"))
+	}
+	os.Exit(code)
+}
+
+// loadCommand asks the load generator to read N units from Addr, cycling
+// through Units (each a marshaled WorkUnit).
+type loadCommand struct {
+	Addr  string
+	Units [][]byte
+	N     int
+}
+
+type loadResult struct {
+	Bytes, Rows, Batches int64
+	Err                  string
+}
+
+// runLoadgen serves loadCommands, one JSON line each, answering each with a
+// loadResult line. It reads units with the package's Client, decoding every
+// batch as a trainer host would.
+func runLoadgen(in io.Reader, out io.Writer) error {
+	clients := map[string]*Client{}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(nil, 64<<20)
+	enc := json.NewEncoder(out)
+	for sc.Scan() {
+		var cmd loadCommand
+		if err := json.Unmarshal(sc.Bytes(), &cmd); err != nil {
+			return err
+		}
+		c := clients[cmd.Addr]
+		if c == nil {
+			var err error
+			if c, err = NewClient(ClientConfig{Addresses: []string{cmd.Addr}}); err != nil {
+				return err
+			}
+			clients[cmd.Addr] = c
+		}
+		var res loadResult
+		for i := 0; i < cmd.N && res.Err == ""; i++ {
+			u := &readerv1.WorkUnit{}
+			if err := proto.Unmarshal(cmd.Units[i%len(cmd.Units)], u); err != nil {
+				return err
+			}
+			for b, err := range c.ReadBatches(context.Background(), u) {
+				if err != nil {
+					res.Err = err.Error()
+					break
+				}
+				res.Bytes += int64(len(b.IPC))
+				res.Rows += b.Record.NumRows()
+				res.Batches++
+			}
+		}
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// loadgen is the child process.
+type loadgen struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startLoadgen(b *testing.B) *loadgen {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), loadgenEnv+"=1")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	l := &loadgen{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	b.Cleanup(func() {
+		in.Close()
+		_ = cmd.Wait()
+	})
+	return l
+}
+
+// measured is what one run of units cost the server side.
+type measured struct {
+	wall, cpu   time.Duration
+	bytes, rows int64
+}
+
+func (m measured) add(o measured) measured {
+	return measured{m.wall + o.wall, m.cpu + o.cpu, m.bytes + o.bytes, m.rows + o.rows}
+}
+
+// run reads n units from addr and returns the wall time, this process's CPU
+// time, and what was delivered.
+func (l *loadgen) run(b *testing.B, addr string, units []*readerv1.WorkUnit, n int) measured {
+	b.Helper()
+	cmd := loadCommand{Addr: addr, N: n}
+	for _, u := range units {
+		m, err := proto.Marshal(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Units = append(cmd.Units, m)
+	}
+	line, err := json.Marshal(cmd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	t0, c0 := time.Now(), cpuTime()
+	if _, err := l.in.Write(append(line, '\n')); err != nil {
+		b.Fatal(err)
+	}
+	if !l.out.Scan() {
+		b.Fatalf("load generator exited: %v", l.out.Err())
+	}
+	m := measured{wall: time.Since(t0), cpu: cpuTime() - c0}
+	var res loadResult
+	if err := json.Unmarshal(l.out.Bytes(), &res); err != nil {
+		b.Fatal(err)
+	}
+	if res.Err != "" {
+		b.Fatal(res.Err)
+	}
+	m.bytes, m.rows = res.Bytes, res.Rows
+	return m
+}
+
+// bareServer streams precomputed responses: the same bytes a reader sends
+// for a unit, with none of the reader's work. It is the baseline of the
+// throughput benchmark.
+type bareServer struct {
+	readerv1.UnimplementedReaderServer
+	resps map[string][]*readerv1.ReadResponse // by block id
+}
+
+func (s *bareServer) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServer) error {
+	for _, r := range s.resps[req.GetUnit().GetBlockId()] {
+		if err := stream.Send(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func serveOn(b *testing.B, register func(*grpc.Server)) string {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	register(gs)
+	go gs.Serve(lis)
+	b.Cleanup(gs.Stop)
+	return lis.Addr().String()
+}
+
+// benchGC sets the garbage collector as cmd/reader does for the benchmark's
+// duration.
+func benchGC(b *testing.B) {
+	old := debug.SetGCPercent(DefaultGCPercent)
+	b.Cleanup(func() { debug.SetGCPercent(old) })
+}
+
+const benchRows = 100_000
+
+// BenchmarkThroughput compares a reader serving SIG units (every input from
+// its memo object; 100k-row blocks of the ctr_small pipeline) with a bare
+// gRPC server streaming the very same responses from memory, in the same
+// run, over loopback. Per core = per CPU-second of the server process.
+func BenchmarkThroughput(b *testing.B) {
+	f := newFixture(b, fixtureConfig{Blocks: 4, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
+	benchGC(b)
+	srv := f.server(b, Config{})
+	var units []*readerv1.WorkUnit
+	bare := &bareServer{resps: map[string][]*readerv1.ReadResponse{}}
+	for i := range f.blocks {
+		u := f.unit(i, 4096, allMode(memo))
+		units = append(units, u)
+		resps, err := collect(context.Background(), srv, &readerv1.ReadRequest{Unit: u})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bare.resps[u.BlockId] = resps
+	}
+	readerAddr := serveOn(b, func(gs *grpc.Server) { readerv1.RegisterReaderServer(gs, srv) })
+	bareAddr := serveOn(b, func(gs *grpc.Server) { readerv1.RegisterReaderServer(gs, bare) })
+	lg := startLoadgen(b)
+	lg.run(b, readerAddr, units, 1) // warm up connections
+	lg.run(b, bareAddr, units, 1)
+	b.Run("sig-vs-bare", func(b *testing.B) {
+		var rd, br measured
+		// Alternate so that both see the same machine conditions.
+		for i := 0; i < b.N; i++ {
+			br = br.add(lg.run(b, bareAddr, units, 1))
+			rd = rd.add(lg.run(b, readerAddr, units, 1))
+		}
+		if rd.bytes != br.bytes || rd.rows != br.rows {
+			b.Fatalf("reader sent %d bytes/%d rows, bare %d/%d", rd.bytes, rd.rows, br.bytes, br.rows)
+		}
+		mb := float64(rd.bytes) / 1e6
+		ex := float64(rd.rows)
+		b.ReportMetric(mb/rd.wall.Seconds(), "reader-MB/s")
+		b.ReportMetric(mb/br.wall.Seconds(), "bare-MB/s")
+		b.ReportMetric(mb/rd.cpu.Seconds(), "reader-MB/cpu-s")
+		b.ReportMetric(mb/br.cpu.Seconds(), "bare-MB/cpu-s")
+		b.ReportMetric(ex/rd.cpu.Seconds(), "reader-ex/cpu-s")
+		b.ReportMetric(ex/br.cpu.Seconds(), "bare-ex/cpu-s")
+		b.ReportMetric(br.cpu.Seconds()/rd.cpu.Seconds(), "ratio/core")
+		b.ReportMetric(br.wall.Seconds()/rd.wall.Seconds(), "ratio/wall")
+		b.ReportMetric(0, "ns/op")
+	})
+}
+
+// BenchmarkInputCost measures the CPU a reader spends per example serving
+// the same units of a pipeline in SIG mode (memo objects) and in LIG mode
+// (computing every input from the raw block), in the same run (paper IV.B:
+// input readers 4.3x-7.5x cheaper with SIG). One sub-benchmark per example
+// pipeline; ctr_small is the typical one.
+func BenchmarkInputCost(b *testing.B) {
+	names := []string{"ctr_small", "ctr_wide", "cvr", "explore", "ranking"}
+	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, names...)})
+	benchGC(b)
+	srv := f.server(b, Config{})
+	addr := serveOn(b, func(gs *grpc.Server) { readerv1.RegisterReaderServer(gs, srv) })
+	lg := startLoadgen(b)
+	for gi, name := range names {
+		units := map[readerv1.InputMode][]*readerv1.WorkUnit{}
+		for _, mode := range []readerv1.InputMode{memo, local} {
+			for bi := range f.blocks {
+				u := f.unit(bi, 4096, allMode(mode))
+				var ins []*readerv1.ModelInput
+				for _, in := range u.Inputs {
+					if strings.HasPrefix(in.Name, fmt.Sprintf("g%d_", gi)) {
+						ins = append(ins, in)
+					}
+				}
+				u.Inputs = ins
+				units[mode] = append(units[mode], u)
+			}
+		}
+		lg.run(b, addr, units[memo], 1) // warm up
+		b.Run(name, func(b *testing.B) {
+			var sig, lig measured
+			for i := 0; i < b.N; i++ {
+				sig = sig.add(lg.run(b, addr, units[memo], len(f.blocks)))
+				lig = lig.add(lg.run(b, addr, units[local], len(f.blocks)))
+			}
+			if sig.bytes != lig.bytes || sig.rows != lig.rows {
+				b.Fatalf("SIG sent %d bytes/%d rows, LIG %d/%d", sig.bytes, sig.rows, lig.bytes, lig.rows)
+			}
+			b.ReportMetric(float64(sig.cpu.Nanoseconds())/float64(sig.rows), "sig-cpu-ns/ex")
+			b.ReportMetric(float64(lig.cpu.Nanoseconds())/float64(lig.rows), "lig-cpu-ns/ex")
+			b.ReportMetric(lig.cpu.Seconds()/sig.cpu.Seconds(), "lig/sig")
+			b.ReportMetric(float64(sig.bytes)/float64(sig.rows), "B/ex")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
