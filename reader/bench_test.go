@@ -203,7 +203,7 @@ func serveOn(b *testing.B, register func(*grpc.Server)) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(StreamServerOptions()...)
 	register(gs)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)

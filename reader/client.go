@@ -89,7 +89,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		creds = credentials.NewTLS(cfg.TLS)
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes))}
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes)),
+		// Flow-control windows of a few batches, so that a reader streams
+		// without waiting for window updates (a host buffers anyway).
+		grpc.WithInitialWindowSize(8 << 20), grpc.WithInitialConnWindowSize(16 << 20),
+		grpc.WithReadBufferSize(1 << 20)}
 	if cfg.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: cfg.Token, Insecure: cfg.TLS == nil}))
 	}
