@@ -1,8 +1,28 @@
-// Package eviction will own the removal of memoized data (paper IV.A,
-// "Eviction"): last-requested eviction against a TTL and a storage budget,
-// subgraph eviction of everything a faulty subgraph produced, the audit log,
-// and the operator web UI that drives them.
+// Package eviction removes memoized data (paper IV.A, "Eviction"):
 //
-// It decides what to remove; the matching cache and the warehouse own the
-// state it removes.
+//   - last-requested eviction: a background process removes the memo blocks
+//     of components not requested within a TTL and, optionally, of the
+//     least recently requested ones until the memoized bytes fit a storage
+//     budget. The decision (policy.go) is a pure function of the components'
+//     last-requested times and sizes, with data-driven tests.
+//   - subgraph eviction: "users might discover a bug in a transformation
+//     graph and request the removal of all memoized outputs associated with
+//     that graph ... particularly complex when the problematic graph is a
+//     subgraph shared across multiple transformation graphs". Given a DSL
+//     expression or a node key, a dry run lists every component containing
+//     it, the pipelines using them, their blocks and bytes; a confirmed
+//     eviction removes all of it and records an audit entry.
+//   - the operator web UI (ui.go) that drives both, with search, component
+//     pages and the overview.
+//
+// Evicting never breaks a reader: a read solution whose data was evicted
+// turns pending, and the next read re-creates and schedules it (matching
+// recomputes on demand). The order of removal makes a race with workers
+// harmless: memo entries are deleted first (so a worker that finishes
+// afterwards cannot mark them ready: its generation is stale), the
+// components are marked as being evicted (so no new entry appears), then
+// the objects are deleted, then the mark is lifted.
+//
+// The package decides and orders removals; the matching cache and the
+// warehouse own the state removed.
 package eviction

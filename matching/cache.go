@@ -29,6 +29,7 @@ import (
 //	n <nodekey32> <key32>                 -> "" (components containing a node)
 //	o <op>\x00 <key32>                    -> "" (components using an op)
 //	k <column>\x00 <key32>                -> "" (components reading a column)
+//	a <^unix nanos:8> <id>                -> JSON AuditEntry (evictions, newest first)
 //
 // The n, o and k prefixes are the search index (eviction and the web UI use
 // it). Everything about one submit is written in one batch.
@@ -53,6 +54,7 @@ const (
 	pfxNode      = 'n'
 	pfxOp        = 'o'
 	pfxColumn    = 'k'
+	// pfxAudit (a) is declared with the audit log below.
 )
 
 // ComponentRecord is what the cache keeps per component.
@@ -545,4 +547,68 @@ func (c *Cache) Reuse() (Reuse, error) {
 	}
 	err = pebbleutil.Scan(c.db, []byte{pfxPipeline}, func(_, _ []byte) (bool, error) { r.Pipelines++; return true, nil })
 	return r, err
+}
+
+// DeleteMemos removes every memo entry of a component in one batch and
+// returns them.
+func (c *Cache) DeleteMemos(k Key) ([]MemoEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []MemoEntry
+	b := c.db.NewBatch()
+	defer b.Close()
+	pfx := key1(pfxMemo, k)
+	err := pebbleutil.Scan(c.db, pfx, func(key, v []byte) (bool, error) {
+		e, err := decodeMemo(k, string(key[len(pfx):]), v)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, e)
+		return true, b.Delete(key, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, b.Commit(c.wopts())
+}
+
+// AuditEntry records one eviction: who, when, what, why, and its impact.
+type AuditEntry struct {
+	ID         string    `json:"id"`
+	Who        string    `json:"who"`
+	When       time.Time `json:"when"`
+	What       string    `json:"what"`
+	Why        string    `json:"why"`
+	Components []string  `json:"components"`
+	Pipelines  []string  `json:"pipelines"`
+	Blocks     int       `json:"blocks"`
+	Bytes      int64     `json:"bytes"`
+	Objects    int       `json:"objects"`
+}
+
+const pfxAudit = 'a'
+
+// AppendAudit stores an audit entry; entries list newest first.
+func (c *Cache) AppendAudit(e AuditEntry) error {
+	v, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	key := binary.BigEndian.AppendUint64([]byte{pfxAudit}, ^uint64(e.When.UnixNano()))
+	key = append(key, e.ID...)
+	return c.db.Set(key, v, c.wopts())
+}
+
+// Audit returns up to limit audit entries, newest first.
+func (c *Cache) Audit(limit int) ([]AuditEntry, error) {
+	var out []AuditEntry
+	err := pebbleutil.Scan(c.db, []byte{pfxAudit}, func(_, v []byte) (bool, error) {
+		var e AuditEntry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return false, err
+		}
+		out = append(out, e)
+		return limit <= 0 || len(out) < limit, nil
+	})
+	return out, err
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/transform"
@@ -69,6 +70,25 @@ func ValidateName(field, s string) error {
 	return nil
 }
 
+// ValidatePipelineName checks a pipeline name: 1 to 128 bytes of valid
+// UTF-8 without control characters. Pipeline names are free text chosen by
+// model owners, so every place that shows one escapes it (the web UI) and
+// every place that puts one in an object key escapes it (checkpoints).
+func ValidatePipelineName(field, s string) error {
+	if s == "" || len(s) > 128 {
+		return inputErr(field, "must be 1 to 128 bytes, got %d", len(s))
+	}
+	if !utf8.ValidString(s) {
+		return inputErr(field, "is not valid UTF-8")
+	}
+	for i, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return inputErr(field, "control character %U at byte %d is not allowed", r, i)
+		}
+	}
+	return nil
+}
+
 // FrontendConfig wires a Frontend.
 type FrontendConfig struct {
 	Cache     *Cache
@@ -86,12 +106,14 @@ type FrontendConfig struct {
 // solutions.
 type Frontend struct {
 	cfg FrontendConfig
-	// evict excludes the creation of memo entries while an eviction removes
-	// entries and objects, so no entry is re-created pending and marked
-	// ready between the two.
-	evict sync.RWMutex
-	watch notifier
-	stats frontendStats
+	// evicting marks components whose entries and objects an eviction is
+	// removing: no entry of theirs is created until it is done, so none can
+	// be re-created pending and marked ready between the removal of the
+	// entries and of the objects (see MarkReady).
+	evictMu  sync.Mutex
+	evicting map[Key]int
+	watch    notifier
+	stats    frontendStats
 }
 
 type frontendStats struct {
@@ -186,7 +208,7 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	if err := ValidateName("client", req.Client); err != nil {
 		return nil, err
 	}
-	if err := ValidateName("pipeline", req.Pipeline); err != nil {
+	if err := ValidatePipelineName("pipeline", req.Pipeline); err != nil {
 		return nil, err
 	}
 	if req.Priority < 0 || req.Priority > MaxPriority {
@@ -327,8 +349,6 @@ func (f *Frontend) ReadSolution(client, pipeline string, from, to int64) (*Solut
 // misses (anything else) over distinct (component, block) pairs, and the
 // number of tasks enqueued.
 func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, misses, enqueued int, err error) {
-	f.evict.RLock()
-	defer f.evict.RUnlock()
 	blocks, err := f.cfg.Blocks.Range(p.Source, p.From, p.To)
 	if err != nil {
 		return nil, 0, 0, 0, err
@@ -357,9 +377,13 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 			}
 			memos[k] = m
 		}
+		evicting := f.isEvicting(k)
 		for _, blk := range blocks {
 			e, ok := m[blk.ID]
-			if !ok {
+			if !ok && evicting {
+				// Being evicted: pending, created once the eviction is done.
+				e = MemoEntry{Component: k, Block: blk.ID, State: MemoPending, Object: MemoObjectKey(k, blk.ID)}
+			} else if !ok {
 				e = MemoEntry{Component: k, Block: blk.ID, State: MemoPending, Object: MemoObjectKey(k, blk.ID),
 					Updated: now, Gen: rand.Uint64() | 1}
 				if err := f.cfg.Cache.SetMemo(e); err != nil {
@@ -374,7 +398,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 				} else {
 					misses++
 				}
-				if e.State == MemoPending {
+				if e.State == MemoPending && e.Gen != 0 {
 					if err := f.cfg.Scheduler.Enqueue(k, blk.ID, p.Client, p.Name, p.Priority); err != nil {
 						return nil, 0, 0, 0, err
 					}
@@ -535,11 +559,34 @@ func (f *Frontend) Watch(keys []Key) (<-chan MemoEntry, func()) {
 	return f.watch.subscribe(keys)
 }
 
-// Evicting runs fn while no memo entry can be created (see Frontend.evict).
-func (f *Frontend) Evicting(fn func() error) error {
-	f.evict.Lock()
-	defer f.evict.Unlock()
+// Evicting runs fn while no memo entry of the given components can be
+// created (see Frontend.evicting). Evictions of overlapping sets may run
+// at once; a component stays marked until the last of them is done.
+func (f *Frontend) Evicting(keys []Key, fn func() error) error {
+	f.evictMu.Lock()
+	if f.evicting == nil {
+		f.evicting = map[Key]int{}
+	}
+	for _, k := range keys {
+		f.evicting[k]++
+	}
+	f.evictMu.Unlock()
+	defer func() {
+		f.evictMu.Lock()
+		for _, k := range keys {
+			if f.evicting[k]--; f.evicting[k] <= 0 {
+				delete(f.evicting, k)
+			}
+		}
+		f.evictMu.Unlock()
+	}()
 	return fn()
+}
+
+func (f *Frontend) isEvicting(k Key) bool {
+	f.evictMu.Lock()
+	defer f.evictMu.Unlock()
+	return f.evicting[k] > 0
 }
 
 // Notify tells watchers of a change made outside the frontend (eviction).

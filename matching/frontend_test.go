@@ -176,7 +176,7 @@ func TestMarkReadyRefusesStaleGeneration(t *testing.T) {
 	k := r.Solution.Inputs[0].Component
 	gen, _, _ := f.Begin(k, "b000")
 	// An eviction removes the entry; the pipeline re-reads, re-creating it.
-	if err := f.Evicting(func() error { return f.Cache().DeleteMemo(k, "b000") }); err != nil {
+	if err := f.Evicting([]Key{k}, func() error { return f.Cache().DeleteMemo(k, "b000") }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.ReadSolution("c", "p", 0, 0); err != nil {

@@ -94,6 +94,9 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.DurationVar(&cfg.Window, "window", time.Hour, "event-time window of raw blocks")
 	fs.Var((*cli.List)(&cfg.SchemaFiles), "schema", "extra raw source schema files (JSON, comma-separated)")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC request accepted")
+	fs.DurationVar(&cfg.EvictTTL, "evict-ttl", 0, "evict memo blocks of components not requested for this long (0: never)")
+	fs.Int64Var(&cfg.EvictBudgetBytes, "evict-budget-bytes", 0, "evict least recently requested memo blocks beyond this many bytes (0: no budget)")
+	fs.DurationVar(&cfg.EvictInterval, "evict-interval", time.Minute, "how often last-requested eviction runs")
 	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")
 }
 

@@ -57,6 +57,15 @@ type Config struct {
 
 	// --max-message-bytes: gRPC receive limit.
 	MaxMessageBytes int
+	// --evict-ttl: last-requested eviction removes memo blocks of
+	// components not requested for this long (0: never).
+	EvictTTL time.Duration
+	// --evict-budget-bytes: and, if positive, the least recently requested
+	// until the memoized bytes fit.
+	EvictBudgetBytes int64
+	// --evict-interval: how often last-requested eviction runs.
+	EvictInterval time.Duration
+
 	// --sync: fsync every Pebble write (machine-crash durability) instead
 	// of relying on the OS page cache (process-crash durability).
 	Sync bool

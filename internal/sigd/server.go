@@ -26,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/pebbleutil"
@@ -56,6 +57,7 @@ type Server struct {
 	scaler    *workers.Autoscaler
 	kafka     *kgo.Client
 	publisher *ready.Publisher
+	evictor   *eviction.Evictor
 	tokens    *auth.Tokens
 	schemas   map[string]*transform.Schema
 	reg       *prometheus.Registry
@@ -132,6 +134,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		Cache: s.cache, Blocks: catalogBlocks{s.catalog}, Scheduler: queueScheduler{s.queue},
 		Schema: s.schema, Clock: s.clock,
 	})
+	s.evictor = s.newEvictor()
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := workers.RegisterQueueMetrics(s.reg, s.queue); err != nil {
@@ -478,6 +481,7 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("grpc", func() error { return s.grpc.Serve(s.lis) })
 	run("http", func() error { return s.httpSrv.Serve(s.httpLis) })
 	run("queue", func() error { return s.queue.Run(ctx) })
+	run("eviction", func() error { return s.evictor.Run(ctx) })
 	if s.scaler != nil {
 		run("autoscaler", func() error { return s.scaler.Run(ctx) })
 	}

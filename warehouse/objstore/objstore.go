@@ -386,6 +386,36 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	})
 }
 
+// DeleteMany deletes objects in batches of up to 1000 keys per request (S3
+// multi-object delete), retrying transient failures. Deleting a missing
+// object is not an error. It returns how many keys were deleted.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) (int, error) {
+	deleted := 0
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		batch := keys[:n]
+		err := s.retry(ctx, fmt.Sprintf("delete %d objects", n), func(ctx context.Context) error {
+			ch := make(chan minio.ObjectInfo, n)
+			for _, k := range batch {
+				ch <- minio.ObjectInfo{Key: k}
+			}
+			close(ch)
+			for re := range s.client.RemoveObjects(ctx, s.cfg.Bucket, ch, minio.RemoveObjectsOptions{}) {
+				if re.Err != nil {
+					return fmt.Errorf("delete %s: %w", re.ObjectName, re.Err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return deleted, err
+		}
+		deleted += n
+		keys = keys[n:]
+	}
+	return deleted, nil
+}
+
 // List yields every object whose key starts with prefix, in key order. A
 // transient failure part-way resumes after the last key yielded. Listings
 // carry no checksum or metadata (Stat has them).

@@ -1,0 +1,290 @@
+package eviction
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// Canceler cancels queued or running memoization tasks (the work queues).
+type Canceler interface {
+	Cancel(component, block string) error
+}
+
+// Evictor removes memoized data.
+type Evictor struct {
+	Frontend *matching.Frontend
+	Queue    Canceler
+	Store    *objstore.Store
+	Clock    clock.Clock
+	Policy   Policy
+	// Interval between last-requested eviction rounds. Default 1m.
+	Interval time.Duration
+	Log      *slog.Logger
+
+	evicted atomic.Int64 // blocks evicted since start
+}
+
+// Target names what to evict: a faulty subgraph as a DSL expression, or a
+// node key (everything containing the node), or explicit components.
+type Target struct {
+	Subgraph   string
+	Source     string
+	NodeKey    string
+	Components []matching.Key
+}
+
+func (t Target) String() string {
+	switch {
+	case t.Subgraph != "":
+		return "subgraph " + t.Subgraph
+	case t.NodeKey != "":
+		return "node " + t.NodeKey
+	}
+	ks := make([]string, len(t.Components))
+	for i, k := range t.Components {
+		ks[i] = k.Short()
+	}
+	return "components " + strings.Join(ks, ",")
+}
+
+// Impact is what an eviction removes (a dry run's answer).
+type Impact struct {
+	Components []matching.Key
+	Pipelines  []string // client/pipeline
+	Blocks     int      // memo entries
+	Bytes      int64    // ready bytes
+	// Objects deleted (only after a real eviction).
+	Objects int
+	AuditID string
+}
+
+// resolve turns a target into component keys.
+func (e *Evictor) resolve(t Target) ([]matching.Key, error) {
+	if len(t.Components) > 0 {
+		return t.Components, nil
+	}
+	var key matching.Key
+	var err error
+	switch {
+	case t.Subgraph != "":
+		key, err = e.Frontend.SubgraphKey(t.Subgraph, t.Source)
+	case t.NodeKey != "":
+		key, err = matching.ParseKey(t.NodeKey)
+		if err != nil {
+			err = &matching.InputError{Field: "node_key", Err: err}
+		}
+	default:
+		err = &matching.InputError{Field: "target", Err: errors.New("give a subgraph, a node key or components")}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Frontend.Cache().ContainingNode(key, 0)
+}
+
+// Plan is a dry run: every component containing the target, the pipelines
+// using them, their blocks and bytes. It changes nothing.
+func (e *Evictor) Plan(t Target) (Impact, error) {
+	keys, err := e.resolve(t)
+	if err != nil {
+		return Impact{}, err
+	}
+	return e.impact(keys)
+}
+
+func (e *Evictor) impact(keys []matching.Key) (Impact, error) {
+	im := Impact{Components: keys}
+	pipes := map[string]bool{}
+	for _, k := range keys {
+		info, err := e.Frontend.Info(k)
+		if err != nil {
+			if errors.Is(err, matching.ErrNotFound) {
+				continue
+			}
+			return im, err
+		}
+		for _, p := range info.Pipelines {
+			pipes[p[0]+"/"+p[1]] = true
+		}
+		im.Blocks += info.Ready + info.Pending + info.Failed
+		im.Bytes += info.Bytes
+	}
+	for p := range pipes {
+		im.Pipelines = append(im.Pipelines, p)
+	}
+	sort.Strings(im.Pipelines)
+	return im, nil
+}
+
+// Evict removes all memoized outputs of the target's components (memo
+// entries and objects), cancels their tasks, tells watchers (their read
+// solutions turn pending) and records who, when, what and why.
+func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact, error) {
+	if strings.TrimSpace(why) == "" {
+		return Impact{}, &matching.InputError{Field: "reason", Err: errors.New("a reason is required")}
+	}
+	if len(why) > 4096 {
+		return Impact{}, &matching.InputError{Field: "reason", Err: errors.New("longer than 4096 bytes")}
+	}
+	keys, err := e.resolve(t)
+	if err != nil {
+		return Impact{}, err
+	}
+	im, err := e.impact(keys)
+	if err != nil {
+		return im, err
+	}
+	im.Objects, err = e.remove(ctx, keys)
+	if err != nil {
+		return im, err
+	}
+	im.AuditID = newID()
+	entry := matching.AuditEntry{ID: im.AuditID, Who: who, When: e.clock().Now(), What: t.String(), Why: why,
+		Pipelines: im.Pipelines, Blocks: im.Blocks, Bytes: im.Bytes, Objects: im.Objects}
+	for _, k := range keys {
+		entry.Components = append(entry.Components, k.String())
+	}
+	if err := e.Frontend.Cache().AppendAudit(entry); err != nil {
+		return im, err
+	}
+	e.log().Info("evicted", "what", entry.What, "who", who, "why", why, "components", len(keys), "blocks", im.Blocks, "objects", im.Objects)
+	return im, nil
+}
+
+// remove deletes the components' memo entries, then cancels their tasks,
+// then deletes their objects (every object under memo/<key>/, which also
+// catches objects a racing worker wrote), all while the components are
+// marked as being evicted.
+func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) {
+	objects := 0
+	err := e.Frontend.Evicting(keys, func() error {
+		var deleted []matching.MemoEntry
+		for _, k := range keys {
+			es, err := e.Frontend.Cache().DeleteMemos(k)
+			if err != nil {
+				return err
+			}
+			deleted = append(deleted, es...)
+		}
+		for _, m := range deleted {
+			if e.Queue != nil {
+				if err := e.Queue.Cancel(m.Component.String(), m.Block); err != nil {
+					return err
+				}
+			}
+		}
+		var objs []string
+		for _, k := range keys {
+			for info, err := range e.Store.List(ctx, "memo/"+k.String()+"/") {
+				if err != nil {
+					return err
+				}
+				objs = append(objs, info.Key)
+			}
+		}
+		n, err := e.Store.DeleteMany(ctx, objs)
+		objects = n
+		if err != nil {
+			return err
+		}
+		for _, m := range deleted {
+			e.Frontend.Notify(matching.MemoEntry{Component: m.Component, Block: m.Block}) // state 0: gone
+		}
+		e.evicted.Add(int64(len(deleted)))
+		return nil
+	})
+	return objects, err
+}
+
+// Round runs one last-requested eviction round at the clock's now.
+func (e *Evictor) Round(ctx context.Context) ([]Decision, error) {
+	cache := e.Frontend.Cache()
+	keys, err := cache.ComponentKeys()
+	if err != nil {
+		return nil, err
+	}
+	cands := make([]Candidate, 0, len(keys))
+	for _, k := range keys {
+		info, err := e.Frontend.Info(k)
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, Candidate{Component: k.String(), LastRequested: info.LastRequested,
+			Bytes: info.Bytes, Blocks: info.Ready + info.Pending + info.Failed})
+	}
+	decisions := e.Policy.Decide(e.clock().Now(), cands)
+	if len(decisions) == 0 {
+		return nil, nil
+	}
+	var evict []matching.Key
+	reasons := map[string]int{}
+	for _, d := range decisions {
+		k, err := matching.ParseKey(d.Component)
+		if err != nil {
+			return nil, err
+		}
+		evict = append(evict, k)
+		reasons[d.Reason]++
+	}
+	why := fmt.Sprintf("last-requested eviction (ttl %s, budget %d bytes): %d by ttl, %d by budget",
+		e.Policy.TTL, e.Policy.BudgetBytes, reasons["ttl"], reasons["budget"])
+	_, err = e.Evict(ctx, Target{Components: evict}, "eviction-policy", why)
+	return decisions, err
+}
+
+// Run evicts by the policy every Interval until ctx ends.
+func (e *Evictor) Run(ctx context.Context) error {
+	if e.Policy.TTL <= 0 && e.Policy.BudgetBytes <= 0 {
+		<-ctx.Done()
+		return nil
+	}
+	iv := e.Interval
+	if iv <= 0 {
+		iv = time.Minute
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.clock().After(iv):
+		}
+		if _, err := e.Round(ctx); err != nil {
+			e.log().Warn("eviction round failed", "err", err)
+		}
+	}
+}
+
+// Evicted returns the number of memo blocks evicted since start.
+func (e *Evictor) Evicted() int64 { return e.evicted.Load() }
+
+func (e *Evictor) clock() clock.Clock {
+	if e.Clock == nil {
+		return clock.Real{}
+	}
+	return e.Clock
+}
+
+func (e *Evictor) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,173 @@
+package sigd
+
+import (
+	"context"
+	"sort"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sigdata/sig/eviction"
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/workers"
+)
+
+// queueCanceler adapts the work queues to the evictor.
+type queueCanceler struct{ q *workers.Queue }
+
+func (c queueCanceler) Cancel(component, block string) error {
+	_, err := c.q.Cancel(workers.TaskID{Component: component, Block: block})
+	return err
+}
+
+// Evictor returns the server's evictor.
+func (s *Server) Evictor() *eviction.Evictor { return s.evictor }
+
+func (s *Server) newEvictor() *eviction.Evictor {
+	return &eviction.Evictor{Frontend: s.frontend, Queue: queueCanceler{s.queue}, Store: s.store, Clock: s.clock,
+		Policy: eviction.Policy{TTL: s.cfg.EvictTTL, BudgetBytes: s.cfg.EvictBudgetBytes}, Interval: s.cfg.EvictInterval, Log: s.log}
+}
+
+// ComponentSummary converts a component's info for the API.
+func ComponentSummary(info matching.ComponentInfo) *sigv1.ComponentSummary {
+	cs := &sigv1.ComponentSummary{
+		Key: info.Record.Key, CanonicalDsl: info.Record.DSL, Type: info.Record.Type, Columns: info.Record.Columns,
+		Ops: info.Record.Ops, Nodes: uint32(info.Record.Nodes), LastRequested: timestamp(info.LastRequested),
+		BlocksReady: uint32(info.Ready), BlocksPending: uint32(info.Pending), BlocksFailed: uint32(info.Failed),
+		Bytes: info.Bytes, RawSource: info.Record.Source,
+	}
+	for _, p := range info.Pipelines {
+		cs.Pipelines = append(cs.Pipelines, p[0]+"/"+p[1])
+	}
+	return cs
+}
+
+// visible reports whether p may see a component: operators see all,
+// clients the components their pipelines use.
+func visible(p *auth.Principal, info matching.ComponentInfo) bool {
+	if p.IsOperator() {
+		return true
+	}
+	for _, u := range info.Pipelines {
+		if u[0] == p.Client {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *sigService) SearchComponents(ctx context.Context, req *sigv1.SearchComponentsRequest) (*sigv1.SearchComponentsResponse, error) {
+	p, err := auth.Require(ctx, auth.RoleClient, auth.RoleOperator, auth.RoleTrainer)
+	if err != nil {
+		return nil, err
+	}
+	q := matching.Query{Column: req.GetColumn(), Op: req.GetOp(), Client: req.GetClient(), Pipeline: req.GetPipeline(),
+		KeyPrefix: req.GetKeyPrefix(), Subgraph: req.GetSubgraphDsl(), Source: req.GetRawSource(),
+		Limit: int(req.GetLimit()), After: req.GetPageToken()}
+	if !p.IsOperator() {
+		if q.Client != "" && q.Client != p.Client {
+			return nil, status.Errorf(codes.PermissionDenied, "%s may not search client %q", p.Name, q.Client)
+		}
+		q.Client = p.Client
+	}
+	res, next, err := h.s.frontend.Search(q)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &sigv1.SearchComponentsResponse{NextPageToken: next}
+	for _, info := range res {
+		out.Components = append(out.Components, ComponentSummary(info))
+	}
+	return out, nil
+}
+
+func (h *sigService) GetComponent(ctx context.Context, req *sigv1.GetComponentRequest) (*sigv1.GetComponentResponse, error) {
+	p, err := auth.Require(ctx, auth.RoleClient, auth.RoleOperator, auth.RoleTrainer)
+	if err != nil {
+		return nil, err
+	}
+	k, err := matching.ParseKey(req.GetKey())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "key: %v", err)
+	}
+	info, err := h.s.frontend.Info(k)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if !visible(p, info) {
+		return nil, status.Errorf(codes.PermissionDenied, "%s may not see component %s", p.Name, k.Short())
+	}
+	out := &sigv1.GetComponentResponse{Component: ComponentSummary(info)}
+	memos, err := h.s.cache.Memos(k)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	var ids []string
+	for id := range memos {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := memos[id]
+		out.Blocks = append(out.Blocks, &sigv1.BlockRead{BlockId: id, MemoObject: m.Object, State: stateToProto(m.State),
+			Reason: m.Error, Rows: m.Rows, Bytes: m.Bytes})
+	}
+	by, contains, err := h.s.frontend.Related(k)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	for _, c := range by {
+		out.ContainedBy = append(out.ContainedBy, c.String())
+	}
+	for _, c := range contains {
+		out.Contains = append(out.Contains, c.String())
+	}
+	return out, nil
+}
+
+// Evict is operator-only: a dry run lists the impact, a confirmed one
+// (with a reason) removes it and records an audit entry.
+func (h *sigService) Evict(ctx context.Context, req *sigv1.EvictRequest) (*sigv1.EvictResponse, error) {
+	p, err := auth.Require(ctx, auth.RoleOperator)
+	if err != nil {
+		return nil, err
+	}
+	t := eviction.Target{Subgraph: req.GetSubgraphDsl(), NodeKey: req.GetNodeKey(), Source: req.GetRawSource()}
+	var im eviction.Impact
+	if req.GetDryRun() {
+		im, err = h.s.evictor.Plan(t)
+	} else {
+		im, err = h.s.evictor.Evict(ctx, t, p.Name, req.GetReason())
+	}
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &sigv1.EvictResponse{DryRun: req.GetDryRun(), Pipelines: im.Pipelines, Blocks: uint32(im.Blocks),
+		Bytes: im.Bytes, ObjectsDeleted: uint32(im.Objects), AuditId: im.AuditID}
+	for _, k := range im.Components {
+		out.Components = append(out.Components, k.String())
+	}
+	return out, nil
+}
+
+func (h *sigService) ListAudit(ctx context.Context, req *sigv1.ListAuditRequest) (*sigv1.ListAuditResponse, error) {
+	if _, err := auth.Require(ctx, auth.RoleOperator); err != nil {
+		return nil, err
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	es, err := h.s.cache.Audit(limit)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &sigv1.ListAuditResponse{}
+	for _, e := range es {
+		out.Entries = append(out.Entries, &sigv1.AuditEntry{Id: e.ID, Who: e.Who, When: timestamp(e.When), What: e.What,
+			Why: e.Why, Components: e.Components, Blocks: uint32(e.Blocks), Bytes: e.Bytes})
+	}
+	return out, nil
+}
