@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Benchmarks the input readers (package reader) and writes bench/reader.txt:
+#
+#   BenchmarkThroughput  a reader serving SIG units of ctr_small (100k-row
+#                        blocks, every input from its memo object) side by
+#                        side with a bare gRPC server streaming the very same
+#                        responses from memory, alternating in the same run,
+#                        over loopback; MB/s (wall) and MB and examples per
+#                        CPU-second of the server process ("per core").
+#                        Target: ratio/core >= 0.7.
+#   BenchmarkInputCost   reader CPU per example serving the same units in SIG
+#                        mode and in LIG mode, per example pipeline
+#                        (examples/fleet), same run. Target: lig/sig >= 7.5
+#                        for ctr_small (the paper reports 4.3x-7.5x).
+#   BenchmarkServe       the reader's own work without gRPC (responses
+#                        discarded), SIG and LIG.
+#
+# Servers run in the benchmark process, the consumer (reader.Client) in a
+# child process, MinIO in its own; CPU is getrusage of the benchmark process.
+# The summary is the median of COUNT runs; the raw output follows it.
+#
+#   bench/reader.sh                  # about 5 minutes
+#   COUNT=3 BENCHTIME=5x bench/reader.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+COUNT=${COUNT:-5}
+BENCHTIME=${BENCHTIME:-10x}
+out=bench/reader.txt
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+
+cmd=(go test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCost|BenchmarkServe)$'
+	-cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m)
+echo "running: ${cmd[*]}" >&2
+"${cmd[@]}" | tee "$raw" >&2
+
+# median NAME UNIT: the median of a metric over the runs.
+median() {
+	awk -v name="$1" -v unit="$2" '
+		$1 ~ "^"name"(-[0-9]+)?$" { for (i = 3; i < NF; i += 2) if ($(i+1) == unit) print $i }
+	' "$raw" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2] + v[NR/2+1]) / 2 }'
+}
+
+{
+	echo "# input readers: throughput vs bare gRPC, and SIG vs LIG input cost"
+	echo "# command: bench/reader.sh  (${cmd[*]})"
+	echo "# date: $(date -u +%Y-%m-%dT%H:%MZ)  $(go version)  commit $(git rev-parse --short HEAD)"
+	echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')  ($(nproc) cores; load average at end: $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "# medians of $COUNT runs; per core = per CPU-second of the server process (getrusage);"
+	echo "# GC at reader.DefaultGCPercent as cmd/reader runs; 100k-row blocks, 4096-row batches"
+	echo
+	echo "## Reader throughput vs a bare gRPC stream of the same bytes (ctr_small, SIG)"
+	t=BenchmarkThroughput/sig-vs-bare
+	printf "%-28s %12s %12s\n" "" reader bare
+	printf "%-28s %12s %12s\n" "MB/s (wall, one stream)" "$(median $t reader-MB/s)" "$(median $t bare-MB/s)"
+	printf "%-28s %12s %12s\n" "MB/s per core" "$(median $t reader-MB/cpu-s)" "$(median $t bare-MB/cpu-s)"
+	printf "%-28s %12s %12s\n" "examples/s per core" "$(median $t reader-ex/cpu-s)" "$(median $t bare-ex/cpu-s)"
+	echo "ratio reader/bare per core:  $(median $t ratio/core)   (target >= 0.7)"
+	echo "ratio reader/bare wall:      $(median $t ratio/wall)"
+	echo
+	echo "## SIG vs LIG: reader CPU per example, same units, same run"
+	printf "%-12s %14s %14s %10s %8s\n" pipeline "SIG ns/ex" "LIG ns/ex" "LIG/SIG" "B/ex"
+	for p in ctr_small ctr_wide cvr explore ranking; do
+		t=BenchmarkInputCost/$p
+		printf "%-12s %14s %14s %10s %8s\n" "$p" "$(median $t sig-cpu-ns/ex)" "$(median $t lig-cpu-ns/ex)" "$(median $t lig/sig)" "$(median $t B/ex)"
+	done
+	echo "target: LIG/SIG >= 7.5 for ctr_small (paper IV.B: 4.3x-7.5x)"
+	echo
+	echo "## The reader's own work, without gRPC (ctr_small, CPU ns per example)"
+	printf "SIG %s   LIG %s\n" "$(median BenchmarkServe/sig cpu-ns/example)" "$(median BenchmarkServe/lig cpu-ns/example)"
+	echo
+	echo "# raw go test output"
+	cat "$raw"
+} >"$out"
+echo "wrote $out" >&2
