@@ -1,0 +1,92 @@
+package reader
+
+import (
+	"encoding/json"
+	"fmt"
+
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+)
+
+// UnitOptions shape the work units built from a read solution.
+type UnitOptions struct {
+	// Schema is the raw source's schema. Default: the built-in Ads schema.
+	Schema *transform.Schema
+	// Labels are the label columns. Default DefaultLabels.
+	Labels []string
+	// BatchRows is the batch size. Default: the reader's (4096).
+	BatchRows int
+	// Mode picks an input's mode for one block. Default: MEMO for every
+	// input (SIG); see ModeReadyElseLocal.
+	Mode func(in *sigv1.InputSolution, blk *sigv1.BlockRead) readerv1.InputMode
+}
+
+// ModeReadyElseLocal reads an input's memo object when it is ready and
+// computes the input locally otherwise, so that a pipeline trains without
+// waiting for SIG (brief, "Beyond the paper" 2).
+func ModeReadyElseLocal(_ *sigv1.InputSolution, blk *sigv1.BlockRead) readerv1.InputMode {
+	if blk.GetState() == sigv1.BlockState_BLOCK_STATE_READY {
+		return readerv1.InputMode_INPUT_MODE_MEMO
+	}
+	return readerv1.InputMode_INPUT_MODE_LOCAL
+}
+
+// UnitsFromSolution returns the work units of a read solution: one per raw
+// block, in event order, each with every model input of the solution.
+func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.WorkUnit, error) {
+	schema := opts.Schema
+	if schema == nil {
+		schema = transform.AdsSchema()
+	}
+	source := sol.GetRawSource()
+	if source == "" {
+		source = "ads"
+	}
+	if source != schema.Source {
+		return nil, fmt.Errorf("reader: solution of source %q, schema of %q", source, schema.Source)
+	}
+	js, err := json.Marshal(schema)
+	if err != nil {
+		return nil, err
+	}
+	mode := opts.Mode
+	if mode == nil {
+		mode = func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode { return readerv1.InputMode_INPUT_MODE_MEMO }
+	}
+	// Each input's blocks by id.
+	byBlock := make([]map[string]*sigv1.BlockRead, len(sol.GetInputs()))
+	for i, in := range sol.GetInputs() {
+		byBlock[i] = map[string]*sigv1.BlockRead{}
+		for _, b := range in.GetBlocks() {
+			byBlock[i][b.GetBlockId()] = b
+		}
+	}
+	var units []*readerv1.WorkUnit
+	for _, raw := range sol.GetRawBlocks() {
+		u := &readerv1.WorkUnit{
+			UnitId:        sol.GetPipeline() + "/" + raw.GetBlockId(),
+			Client:        sol.GetClient(),
+			Pipeline:      sol.GetPipeline(),
+			RawSource:     source,
+			RawSchemaJson: string(js),
+			BlockId:       raw.GetBlockId(),
+			RawObject:     raw.GetRawObject(),
+			LabelColumns:  opts.Labels,
+			BatchRows:     uint32(opts.BatchRows),
+		}
+		for i, in := range sol.GetInputs() {
+			b, ok := byBlock[i][raw.GetBlockId()]
+			if !ok {
+				return nil, fmt.Errorf("reader: input %q has no entry for block %s", in.GetInput(), raw.GetBlockId())
+			}
+			u.Inputs = append(u.Inputs, &readerv1.ModelInput{
+				Name: in.GetInput(), ComponentKey: in.GetComponentKey(), Type: in.GetType(),
+				CanonicalDsl: in.GetCanonicalDsl(), MemoObject: b.GetMemoObject(), MemoState: b.GetState(),
+				Mode: mode(in, b),
+			})
+		}
+		units = append(units, u)
+	}
+	return units, nil
+}

@@ -1,0 +1,78 @@
+package reader
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sigdata/sig/matching"
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+)
+
+// TestUnitsFromSolution builds the units of a read solution (as sigd
+// returns it over gRPC) and streams them: the units are those the fixture
+// builds by hand, and with ModeReadyElseLocal a block whose memo is pending
+// is read LOCAL with the same bytes.
+func TestUnitsFromSolution(t *testing.T) {
+	f := newFixture(t, fixtureConfig{Blocks: 2, RowsPerBlock: 400, Graphs: fleetGraphs(t, "ctr_small")})
+	sol := &sigv1.ReadSolution{Client: "ctr", Pipeline: "p1", RawSource: "ads"}
+	for _, b := range f.blocks {
+		sol.RawBlocks = append(sol.RawBlocks, &sigv1.BlockRead{BlockId: b.id, RawObject: b.meta.Key})
+	}
+	for _, in := range f.inputs {
+		is := &sigv1.InputSolution{Input: in.name, ComponentKey: in.key.String(), Type: in.typ.String(), CanonicalDsl: in.dsl}
+		for _, b := range f.blocks {
+			is.Blocks = append(is.Blocks, &sigv1.BlockRead{BlockId: b.id, MemoObject: matching.MemoObjectKey(in.key, b.id),
+				State: sigv1.BlockState_BLOCK_STATE_READY})
+		}
+		sol.Inputs = append(sol.Inputs, is)
+	}
+	units, err := UnitsFromSolution(sol, UnitOptions{BatchRows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(units) != 2 {
+		t.Fatalf("%d units, want 2", len(units))
+	}
+	s := f.server(t, Config{})
+	ctx := context.Background()
+	for i, u := range units {
+		want := f.unit(i, 100, nil)
+		want.UnitId, want.RawSchemaJson = u.UnitId, u.RawSchemaJson
+		if !proto.Equal(u, want) {
+			t.Fatalf("unit %d:\n%v\nwant\n%v", i, u, want)
+		}
+		if _, err := collect(ctx, s, &readerv1.ReadRequest{Unit: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Block 1's second input is pending and its object gone.
+	sol.Inputs[1].Blocks[1].State = sigv1.BlockState_BLOCK_STATE_PENDING
+	if err := f.store.Delete(ctx, sol.Inputs[1].Blocks[1].MemoObject); err != nil {
+		t.Fatal(err)
+	}
+	units, err = UnitsFromSolution(sol, UnitOptions{BatchRows: 100, Mode: ModeReadyElseLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := units[1].Inputs[1].Mode; m != local || units[0].Inputs[1].Mode != memo {
+		t.Fatalf("modes %v/%v", units[0].Inputs[1].Mode, m)
+	}
+	got, err := collect(ctx, s, &readerv1.ReadRequest{Unit: units[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := collect(ctx, s, &readerv1.ReadRequest{Unit: f.unit(1, 100, allMode(local))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameResponses(t, "ready-else-local", got, "LIG", want)
+
+	sol.Inputs[0].Blocks = sol.Inputs[0].Blocks[:1]
+	if _, err := UnitsFromSolution(sol, UnitOptions{}); err == nil {
+		t.Fatal("solution with a missing block entry accepted")
+	}
+}
