@@ -52,7 +52,9 @@ func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.W
 	}
 	mode := opts.Mode
 	if mode == nil {
-		mode = func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode { return readerv1.InputMode_INPUT_MODE_MEMO }
+		mode = func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode {
+			return readerv1.InputMode_INPUT_MODE_MEMO
+		}
 	}
 	// Each input's blocks by id.
 	byBlock := make([]map[string]*sigv1.BlockRead, len(sol.GetInputs()))
