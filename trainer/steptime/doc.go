@@ -1,0 +1,49 @@
+// Package steptime is the emulated TPU slice's step-time model: how long one
+// training step takes on the device, from what the step does. It is pure and
+// documented so that every figure derived from it (input stalls, Program
+// Goodput, the effect of pipelining) can be checked by hand.
+//
+// # The model (Ads paper II.B, V.A, V.C, Figure 5; MPG paper §4)
+//
+// A TPU chip has a TensorCore (dense matrix work) and SparseCores (embedding
+// gathers and scatters, bound by HBM bandwidth). One step of the emulated
+// model does:
+//
+//   - TensorCore time = model FLOPs / (chips × PeakFLOPS). Model FLOPs are the
+//     dense layers' forward and backward multiply-adds plus the pooling
+//     (segment sums) of the looked-up embedding rows: the FLOPs of the
+//     unoptimized program, which is also the numerator of Program Goodput.
+//   - SparseCore time = max over SparseCores i of B_i / (HBMBandwidth /
+//     SparseCoresPerChip), where B_i is the bytes SparseCore i moves for the
+//     batch's deduplicated rows (paper V.A: "the input batch is deduplicated
+//     to obtain a list of unique feature values"): each unique row slice is
+//     read forward and read and written backward, each access rounded up to
+//     AccessGranularity (VII.D: narrow column shards waste bandwidth). With
+//     perfect balance this is Σ B_i / (chips × HBMBandwidth); load imbalance
+//     (Eq. 1) stretches it, which is how the partition plan shows up in step
+//     time.
+//   - Serialized execution (Figure 5a, the paper's baseline): device time =
+//     TensorCore + SparseCore. Pipelined execution (Figure 5b, V.C): the
+//     SparseCore works on step N+1 while the TensorCore runs step N, so
+//     device time = max(TensorCore, SparseCore) (VII.D: "the resulting
+//     training step time is the maximum of the TensorCore and SparseCore
+//     step times"; the HBM contention it also mentions is not modelled).
+//   - Ideal time = model FLOPs at peak = TensorCore time. Program Goodput
+//     (ideal / device time) is therefore below 1 exactly when the SparseCore
+//     adds time the roofline does not account for.
+//
+// # Time scale
+//
+// The emulated model is small, so its modelled device time is microseconds
+// while the real input pipeline (readers over gRPC, MinIO) takes
+// milliseconds. TimeScale multiplies every modelled duration into the wall
+// time the emulator spends (sleeps) per step: 1 emulates the chips
+// faithfully; larger values make the device slower relative to the input
+// pipeline, which is how demos and benchmarks put the slice at the edge of
+// being input-bound. Goodput is computed from the scaled times, so its ratios
+// do not depend on the scale.
+//
+// What the package does not own: counting the FLOPs and unique rows of a
+// batch (trainer/model does, while it executes the step) and sleeping (the
+// controller does).
+package steptime
