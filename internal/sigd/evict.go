@@ -171,3 +171,29 @@ func (h *sigService) ListAudit(ctx context.Context, req *sigv1.ListAuditRequest)
 	}
 	return out, nil
 }
+
+// newUI builds the operator web UI over the server.
+func (s *Server) newUI() *eviction.UI {
+	op := &auth.Principal{Role: auth.RoleOperator}
+	return eviction.NewUI(eviction.UIConfig{
+		Frontend: s.frontend, Evictor: s.evictor, Tokens: s.tokens, Clock: s.clock, Log: s.log,
+		SecureCookies: s.cfg.TLSCert != "",
+		Stats:         s.StatsSnapshot,
+		Quarantine: func() []*sigv1.QuarantinedTask {
+			var out []*sigv1.QuarantinedTask
+			for _, t := range s.queue.ListQuarantine() {
+				client := ""
+				if cs := t.Clients(); len(cs) > 0 {
+					client = cs[0]
+				}
+				out = append(out, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component, BlockId: t.ID.Block, Error: t.Err,
+					Attempts: uint32(t.Attempts), Since: timestamp(t.Since), Client: client})
+			}
+			return out
+		},
+		Release: func(component, block string) (bool, error) {
+			return s.queue.Release(workers.TaskID{Component: component, Block: block})
+		},
+		Trainers: func() []*sigv1.TrainerStatus { return s.TrainerStatuses(op) },
+	})
+}

@@ -58,6 +58,7 @@ type Server struct {
 	kafka     *kgo.Client
 	publisher *ready.Publisher
 	evictor   *eviction.Evictor
+	ui        *eviction.UI
 	tokens    *auth.Tokens
 	schemas   map[string]*transform.Schema
 	reg       *prometheus.Registry
@@ -80,6 +81,9 @@ type Options struct {
 	// HTTP handlers mounted on the HTTP listener besides /metrics (the web
 	// UI mounts itself here).
 	HTTP map[string]http.Handler
+	// WrapRunner, if set, wraps the in-process workers' Runner (tests count
+	// or slow down memoization runs with it).
+	WrapRunner func(workers.Runner) workers.Runner
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -144,16 +148,23 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	if err := s.reg.Register(s.metrics); err != nil {
 		return nil, err
 	}
-	if cfg.WorkersMax > 0 {
-		runner := &Runner{Store: s.store, Catalog: s.catalog}
+	// The autoscaler always decides and exports the desired worker count;
+	// it sizes an in-process pool unless workers are remote only.
+	var resizer workers.Resizer
+	if !cfg.RemoteWorkers {
+		var runner workers.Runner = &Runner{Store: s.store, Catalog: s.catalog}
+		if opts.WrapRunner != nil {
+			runner = opts.WrapRunner(runner)
+		}
 		leaser := &completing{Leaser: workers.Describe(s.queue, s.describe), q: s.queue, hook: s.completeHook}
 		s.pool = workers.NewPool(leaser, runner, workers.PoolOptions{Clock: s.clock, Name: "sigd", Logger: s.log})
-		s.scaler, err = workers.NewAutoscaler(workers.ScaleConfig{
-			Min: cfg.WorkersMin, Max: cfg.WorkersMax, TargetDrain: cfg.TargetDrain, CoolDown: cfg.ScaleDownCooldown,
-		}, s.queue, s.pool, workers.AutoscalerOptions{Clock: s.clock, Interval: time.Second, Registerer: s.reg})
-		if err != nil {
-			return nil, err
-		}
+		resizer = s.pool
+	}
+	s.scaler, err = workers.NewAutoscaler(workers.ScaleConfig{
+		Min: cfg.WorkersMin, Max: cfg.WorkersMax, TargetDrain: cfg.TargetDrain, CoolDown: cfg.ScaleDownCooldown,
+	}, s.queue, resizer, workers.AutoscalerOptions{Clock: s.clock, Interval: time.Second, Registerer: s.reg})
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
 	}
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
@@ -167,6 +178,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("rescheduled pending memo entries", "entries", n)
 	}
+	s.ui = s.newUI()
 	if err := s.buildGRPC(); err != nil {
 		return nil, err
 	}
@@ -460,6 +472,8 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/ui/", s.ui.Handler())
+	mux.Handle("/{$}", http.RedirectHandler("/ui/", http.StatusSeeOther))
 	for p, h := range s.extraHTTP {
 		mux.Handle(p, h)
 	}
@@ -482,6 +496,7 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("http", func() error { return s.httpSrv.Serve(s.httpLis) })
 	run("queue", func() error { return s.queue.Run(ctx) })
 	run("eviction", func() error { return s.evictor.Run(ctx) })
+	run("ui", func() error { return s.ui.Run(ctx) })
 	if s.scaler != nil {
 		run("autoscaler", func() error { return s.scaler.Run(ctx) })
 	}

@@ -1,0 +1,575 @@
+package eviction
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+)
+
+// The operator web UI: server-rendered HTML (html/template escapes every
+// value: pipeline names, column names and DSL are user-supplied), no
+// JavaScript, everything served from the binary. Operators log in with their
+// operator token; the session is an HttpOnly, SameSite=Strict cookie, and
+// every state-changing form carries the session's CSRF token.
+
+//go:embed web
+var webFS embed.FS
+
+var tmpl = template.Must(template.New("ui").Funcs(template.FuncMap{
+	"pct":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+	"short": func(s string) string { return s[:min(12, len(s))] },
+	"join":  func(xs []string) string { return strings.Join(xs, ", ") },
+	"bytes": humanBytes,
+	"time": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+}).ParseFS(webFS, "web/templates.html"))
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// UIConfig wires the UI to the daemon.
+type UIConfig struct {
+	Frontend *matching.Frontend
+	Evictor  *Evictor
+	Tokens   *auth.Tokens
+	// Stats, Quarantine, Release and Trainers come from sigd.
+	Stats      func() (*sigv1.StatsResponse, error)
+	Quarantine func() []*sigv1.QuarantinedTask
+	Release    func(component, block string) (bool, error)
+	Trainers   func() []*sigv1.TrainerStatus
+	Clock      clock.Clock
+	// SecureCookies sets the Secure flag (serve the UI over HTTPS).
+	SecureCookies bool
+	// SessionTTL bounds a session. Default 12h.
+	SessionTTL time.Duration
+	// SampleEvery is the period of the overview's charts. Default 5s.
+	SampleEvery time.Duration
+	Log         *slog.Logger
+}
+
+// UI serves the operator web UI under /ui/.
+type UI struct {
+	cfg      UIConfig
+	mu       sync.Mutex
+	sessions map[string]*session
+	samples  []sample
+}
+
+type session struct {
+	p       auth.Principal
+	csrf    string
+	expires time.Time
+}
+
+type sample struct {
+	at      time.Time
+	hitRate float64
+	queued  float64
+	workers float64
+	mpg     map[string]float64
+}
+
+const (
+	sessionCookie = "sig_session"
+	loginCookie   = "sig_login"
+	maxForm       = 64 << 10
+	maxSamples    = 720
+)
+
+// NewUI returns the UI.
+func NewUI(cfg UIConfig) *UI {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.SampleEvery <= 0 {
+		cfg.SampleEvery = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &UI{cfg: cfg, sessions: map[string]*session{}}
+}
+
+// Handler returns the UI's routes, to mount at /ui/.
+func (u *UI) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ui/static/style.css", u.static)
+	mux.HandleFunc("GET /ui/login", u.loginPage)
+	mux.HandleFunc("POST /ui/login", u.login)
+	mux.HandleFunc("POST /ui/logout", u.operator(u.logout))
+	mux.HandleFunc("GET /ui/{$}", u.operator(u.overview))
+	mux.HandleFunc("GET /ui/search", u.operator(u.search))
+	mux.HandleFunc("GET /ui/component/{key}", u.operator(u.component))
+	mux.HandleFunc("GET /ui/evict", u.operator(u.evictPage))
+	mux.HandleFunc("POST /ui/evict/dry-run", u.operator(u.dryRun))
+	mux.HandleFunc("POST /ui/evict/confirm", u.operator(u.confirm))
+	mux.HandleFunc("POST /ui/quarantine/release", u.operator(u.release))
+	mux.HandleFunc("GET /ui/audit", u.operator(u.audit))
+	return securityHeaders(mux)
+}
+
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "same-origin")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (u *UI) static(w http.ResponseWriter, r *http.Request) {
+	b, _ := webFS.ReadFile("web/style.css")
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Write(b)
+}
+
+// page is what every template gets.
+type page struct {
+	Title, User, CSRF, Error, Notice string
+	Refresh                          int
+	Data                             any
+}
+
+func (u *UI) render(w http.ResponseWriter, status int, name string, p page) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := tmpl.ExecuteTemplate(w, name, p); err != nil {
+		u.cfg.Log.Warn("ui: render", "template", name, "err", err)
+	}
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (u *UI) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/ui/", HttpOnly: true, Secure: u.cfg.SecureCookies,
+		SameSite: http.SameSiteStrictMode, MaxAge: maxAge})
+}
+
+// loginPage uses a double-submit token (cookie and form field) so that a
+// login form cannot be posted from another site (login CSRF).
+func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
+	tok := randomToken()
+	u.setCookie(w, loginCookie, tok, 600)
+	u.render(w, http.StatusOK, "login", page{Title: "Log in", CSRF: tok})
+}
+
+func (u *UI) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		u.render(w, http.StatusBadRequest, "error", page{Title: "Bad request"})
+		return
+	}
+	c, err := r.Cookie(loginCookie)
+	if err != nil || !sameToken(c.Value, r.PostFormValue("csrf")) {
+		u.render(w, http.StatusForbidden, "error", page{Title: "Forbidden: invalid or missing CSRF token"})
+		return
+	}
+	p, ok := u.cfg.Tokens.Lookup(strings.TrimSpace(r.PostFormValue("token")))
+	if !ok {
+		tok := randomToken()
+		u.setCookie(w, loginCookie, tok, 600)
+		u.render(w, http.StatusUnauthorized, "login", page{Title: "Log in", CSRF: tok, Error: "Unknown token."})
+		return
+	}
+	if !p.IsOperator() {
+		u.render(w, http.StatusForbidden, "error", page{Title: "Forbidden: the web UI is for operators"})
+		return
+	}
+	id := randomToken()
+	u.mu.Lock()
+	u.gcSessions()
+	u.sessions[id] = &session{p: p, csrf: randomToken(), expires: u.cfg.Clock.Now().Add(u.cfg.SessionTTL)}
+	u.mu.Unlock()
+	u.setCookie(w, sessionCookie, id, int(u.cfg.SessionTTL.Seconds()))
+	u.setCookie(w, loginCookie, "", -1)
+	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+}
+
+func sameToken(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+func (u *UI) gcSessions() {
+	now := u.cfg.Clock.Now()
+	for id, s := range u.sessions {
+		if now.After(s.expires) {
+			delete(u.sessions, id)
+		}
+	}
+}
+
+// operator wraps a handler: it needs an operator session, and POSTs need
+// the session's CSRF token.
+func (u *UI) operator(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie(sessionCookie)
+		var s *session
+		if err == nil {
+			u.mu.Lock()
+			s = u.sessions[c.Value]
+			if s != nil && u.cfg.Clock.Now().After(s.expires) {
+				delete(u.sessions, c.Value)
+				s = nil
+			}
+			u.mu.Unlock()
+		}
+		if s == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+				return
+			}
+			u.render(w, http.StatusForbidden, "error", page{Title: "Forbidden: log in first"})
+			return
+		}
+		if !s.p.IsOperator() {
+			u.render(w, http.StatusForbidden, "error", page{Title: "Forbidden: the web UI is for operators"})
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			if err := r.ParseForm(); err != nil {
+				u.render(w, http.StatusBadRequest, "error", page{Title: "Bad request: form too large or malformed"})
+				return
+			}
+			if !sameToken(s.csrf, r.PostFormValue("csrf")) {
+				u.render(w, http.StatusForbidden, "error", page{Title: "Forbidden: invalid or missing CSRF token"})
+				return
+			}
+		}
+		h(w, r, s)
+	}
+}
+
+func (u *UI) base(s *session, title string) page {
+	return page{Title: title, User: s.p.Name, CSRF: s.csrf}
+}
+
+func (u *UI) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		u.mu.Lock()
+		delete(u.sessions, c.Value)
+		u.mu.Unlock()
+	}
+	u.setCookie(w, sessionCookie, "", -1)
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// ---------------------------------------------------------- overview
+
+type trainerRow struct {
+	Status *sigv1.TrainerStatus
+	Chart  template.HTML
+}
+
+type overviewData struct {
+	Stats      *sigv1.StatsResponse
+	Quarantine []*sigv1.QuarantinedTask
+	Trainers   []trainerRow
+	HitChart   template.HTML
+	QueueChart template.HTML
+}
+
+func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *session) {
+	p := u.base(s, "Overview")
+	p.Refresh = 10
+	st, err := u.cfg.Stats()
+	if err != nil {
+		p.Error = err.Error()
+		st = &sigv1.StatsResponse{}
+	}
+	d := overviewData{Stats: st, Quarantine: u.cfg.Quarantine()}
+	u.mu.Lock()
+	samples := append([]sample(nil), u.samples...)
+	u.mu.Unlock()
+	d.HitChart = chart(samples, func(s sample) float64 { return s.hitRate }, nil, 1)
+	d.QueueChart = chart(samples, func(s sample) float64 { return s.queued }, func(s sample) float64 { return s.workers }, 0)
+	for _, t := range u.cfg.Trainers() {
+		job := t.Job
+		d.Trainers = append(d.Trainers, trainerRow{Status: t, Chart: chart(samples, func(s sample) float64 { return s.mpg[job] }, nil, 1)})
+	}
+	p.Data = d
+	u.render(w, http.StatusOK, "overview", p)
+}
+
+// chart draws a small SVG line chart of one or two series; yMax 0 scales
+// to the data. Only numbers go into the markup.
+func chart(samples []sample, f, g func(sample) float64, yMax float64) template.HTML {
+	const wd, ht = 300.0, 80.0
+	if len(samples) < 2 {
+		return template.HTML(`<svg class="chart" viewBox="0 0 300 80"><text x="8" y="44" font-size="11" fill="#5b6475">collecting samples…</text></svg>`)
+	}
+	top := yMax
+	if top == 0 {
+		for _, s := range samples {
+			top = max(top, f(s))
+			if g != nil {
+				top = max(top, g(s))
+			}
+		}
+		if top == 0 {
+			top = 1
+		}
+	}
+	line := func(fn func(sample) float64) string {
+		var b strings.Builder
+		for i, s := range samples {
+			x := wd * float64(i) / float64(len(samples)-1)
+			y := ht - 4 - (ht-8)*min(fn(s), top)/top
+			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+		}
+		return b.String()
+	}
+	out := fmt.Sprintf(`<svg class="chart" viewBox="0 0 %.0f %.0f" preserveAspectRatio="none"><polyline points="%s"/>`, wd, ht, line(f))
+	if g != nil {
+		out += fmt.Sprintf(`<polyline class="second" points="%s"/>`, line(g))
+	}
+	return template.HTML(out + fmt.Sprintf(`<text x="4" y="12" font-size="10" fill="#5b6475">max %.3g</text></svg>`, top))
+}
+
+// Run samples the overview's series until ctx ends.
+func (u *UI) Run(ctx context.Context) error {
+	for {
+		u.sample()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-u.cfg.Clock.After(u.cfg.SampleEvery):
+		}
+	}
+}
+
+func (u *UI) sample() {
+	st, err := u.cfg.Stats()
+	if err != nil {
+		return
+	}
+	s := sample{at: u.cfg.Clock.Now(), hitRate: st.BlockHitRate, workers: float64(st.WorkersActual), mpg: map[string]float64{}}
+	for _, q := range st.Queues {
+		s.queued += float64(q.Queued)
+	}
+	for _, t := range u.cfg.Trainers() {
+		s.mpg[t.Job] = t.Mpg
+	}
+	u.mu.Lock()
+	u.samples = append(u.samples, s)
+	if len(u.samples) > maxSamples {
+		u.samples = append(u.samples[:0], u.samples[len(u.samples)-maxSamples:]...)
+	}
+	u.mu.Unlock()
+}
+
+// ---------------------------------------------------------- search
+
+type searchData struct {
+	Q        matching.Query
+	Searched bool
+	Results  []matching.ComponentInfo
+	Next     string
+	NextURL  string
+}
+
+func (u *UI) search(w http.ResponseWriter, r *http.Request, s *session) {
+	p := u.base(s, "Search")
+	v := r.URL.Query()
+	q := matching.Query{Subgraph: v.Get("subgraph"), Column: v.Get("column"), Op: v.Get("op"), Client: v.Get("client"),
+		Pipeline: v.Get("pipeline"), KeyPrefix: v.Get("prefix"), After: v.Get("after"), Limit: 50}
+	d := searchData{Q: q}
+	if len(r.URL.RawQuery) > 0 {
+		d.Searched = true
+		res, next, err := u.cfg.Frontend.Search(q)
+		if err != nil {
+			p.Error = err.Error()
+		}
+		d.Results, d.Next = res, next
+		if next != "" {
+			v.Set("after", next)
+			d.NextURL = "/ui/search?" + v.Encode()
+		}
+	}
+	p.Data = d
+	u.render(w, http.StatusOK, "search", p)
+}
+
+// ---------------------------------------------------------- component
+
+type componentData struct {
+	Info        matching.ComponentInfo
+	Blocks      []matching.MemoEntry
+	ContainedBy []string
+	Contains    []string
+}
+
+func (u *UI) component(w http.ResponseWriter, r *http.Request, s *session) {
+	k, err := matching.ParseKey(r.PathValue("key"))
+	if err != nil {
+		u.render(w, http.StatusNotFound, "error", page{Title: "No such component", User: s.p.Name, CSRF: s.csrf})
+		return
+	}
+	info, err := u.cfg.Frontend.Info(k)
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, matching.ErrNotFound) {
+			status = http.StatusNotFound
+		}
+		u.render(w, status, "error", page{Title: "No such component", User: s.p.Name, CSRF: s.csrf})
+		return
+	}
+	p := u.base(s, "Component "+k.Short())
+	d := componentData{Info: info}
+	memos, err := u.cfg.Frontend.Cache().Memos(k)
+	if err != nil {
+		p.Error = err.Error()
+	}
+	for _, m := range memos {
+		d.Blocks = append(d.Blocks, m)
+	}
+	sort.Slice(d.Blocks, func(i, j int) bool { return d.Blocks[i].Block < d.Blocks[j].Block })
+	by, contains, err := u.cfg.Frontend.Related(k)
+	if err != nil {
+		p.Error = err.Error()
+	}
+	for _, c := range by {
+		d.ContainedBy = append(d.ContainedBy, c.String())
+	}
+	for _, c := range contains {
+		d.Contains = append(d.Contains, c.String())
+	}
+	p.Data = d
+	u.render(w, http.StatusOK, "component", p)
+}
+
+// ---------------------------------------------------------- eviction
+
+type evictForm struct {
+	Subgraph, NodeKey string
+}
+
+type impactData struct {
+	Subgraph, NodeKey string
+	Target            string
+	Impact            struct {
+		Components []string
+		Pipelines  []string
+		Blocks     int
+		Bytes      int64
+		Objects    int
+		AuditID    string
+	}
+	Done bool
+}
+
+func (u *UI) evictPage(w http.ResponseWriter, r *http.Request, s *session) {
+	p := u.base(s, "Evict")
+	p.Data = evictForm{Subgraph: r.URL.Query().Get("subgraph"), NodeKey: r.URL.Query().Get("node_key")}
+	u.render(w, http.StatusOK, "evict", p)
+}
+
+func (u *UI) target(r *http.Request) Target {
+	return Target{Subgraph: strings.TrimSpace(r.PostFormValue("subgraph")), NodeKey: strings.TrimSpace(r.PostFormValue("node_key"))}
+}
+
+func (u *UI) impactPage(w http.ResponseWriter, status int, s *session, t Target, im Impact, done bool, notice, errMsg string) {
+	p := u.base(s, "Eviction")
+	p.Notice, p.Error = notice, errMsg
+	d := impactData{Subgraph: t.Subgraph, NodeKey: t.NodeKey, Target: t.String(), Done: done}
+	for _, k := range im.Components {
+		d.Impact.Components = append(d.Impact.Components, k.String())
+	}
+	d.Impact.Pipelines, d.Impact.Blocks, d.Impact.Bytes, d.Impact.Objects, d.Impact.AuditID = im.Pipelines, im.Blocks, im.Bytes, im.Objects, im.AuditID
+	p.Data = d
+	u.render(w, status, "impact", p)
+}
+
+func (u *UI) dryRun(w http.ResponseWriter, r *http.Request, s *session) {
+	t := u.target(r)
+	im, err := u.cfg.Evictor.Plan(t)
+	if err != nil {
+		p := u.base(s, "Evict")
+		p.Error = err.Error()
+		p.Data = evictForm{Subgraph: t.Subgraph, NodeKey: t.NodeKey}
+		u.render(w, http.StatusBadRequest, "evict", p)
+		return
+	}
+	u.impactPage(w, http.StatusOK, s, t, im, false, "", "")
+}
+
+func (u *UI) confirm(w http.ResponseWriter, r *http.Request, s *session) {
+	t := u.target(r)
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if reason == "" {
+		im, err := u.cfg.Evictor.Plan(t)
+		if err != nil {
+			u.render(w, http.StatusBadRequest, "error", page{Title: "Bad request: " + err.Error(), User: s.p.Name, CSRF: s.csrf})
+			return
+		}
+		u.impactPage(w, http.StatusBadRequest, s, t, im, false, "", "A reason is required: it is recorded in the audit log.")
+		return
+	}
+	im, err := u.cfg.Evictor.Evict(r.Context(), t, s.p.Name, reason)
+	if err != nil {
+		u.render(w, http.StatusBadRequest, "error", page{Title: "Eviction failed: " + err.Error(), User: s.p.Name, CSRF: s.csrf})
+		return
+	}
+	u.impactPage(w, http.StatusOK, s, t, im, true, fmt.Sprintf("Evicted %d blocks of %d components.", im.Blocks, len(im.Components)), "")
+}
+
+func (u *UI) release(w http.ResponseWriter, r *http.Request, s *session) {
+	ok, err := u.cfg.Release(r.PostFormValue("component"), r.PostFormValue("block"))
+	if err != nil {
+		u.render(w, http.StatusBadRequest, "error", page{Title: "Release failed: " + err.Error(), User: s.p.Name, CSRF: s.csrf})
+		return
+	}
+	u.cfg.Log.Info("ui: quarantine release", "who", s.p.Name, "component", r.PostFormValue("component"), "block", r.PostFormValue("block"), "released", ok)
+	http.Redirect(w, r, "/ui/?"+url.Values{"released": {fmt.Sprint(ok)}}.Encode(), http.StatusSeeOther)
+}
+
+func (u *UI) audit(w http.ResponseWriter, r *http.Request, s *session) {
+	p := u.base(s, "Audit")
+	es, err := u.cfg.Frontend.Cache().Audit(200)
+	if err != nil {
+		p.Error = err.Error()
+	}
+	p.Data = es
+	u.render(w, http.StatusOK, "audit", p)
+}
