@@ -210,6 +210,9 @@ func TestBadUnitIsInvalidArgument(t *testing.T) {
 		{"two inputs in dsl", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) {
 			u.Inputs[2].CanonicalDsl += "\ninput out2 = col(\"query\")"
 		}, "inputs[2].canonical_dsl"},
+		{"oversized dsl", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) {
+			u.Inputs[0].CanonicalDsl += "\n#" + strings.Repeat("x", 1<<20)
+		}, "inputs[0].canonical_dsl"},
 		{"bad key", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.Inputs[1].ComponentKey = "abc" }, "inputs[1].component_key"},
 		{"bad type", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.Inputs[1].Type = "list<float64>" }, "inputs[1].type"},
 		{"type mismatch", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.Inputs[2].Type = "float64" }, "inputs[2].type"},

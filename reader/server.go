@@ -10,11 +10,13 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/sigdata/sig/internal/auth"
@@ -121,9 +123,11 @@ func (s *Server) Stats() ServerStats {
 
 // StreamServerOptions tune a gRPC server for streaming bulk responses: a
 // 1 MiB write buffer, so that a batch goes out in a few large writes rather
-// than one system call per 32 KiB.
+// than one system call per 32 KiB; and keepalive pings, so that a unit whose
+// host vanished without closing its connection frees its slot.
 func StreamServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.WriteBufferSize(1 << 20)}
+	return []grpc.ServerOption{grpc.WriteBufferSize(1 << 20),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second})}
 }
 
 // GRPCServer returns a gRPC server with the Reader service registered, the
@@ -178,7 +182,11 @@ func (s *Server) Serve(ctx context.Context, req *readerv1.ReadRequest, send func
 		s.failures.Add(1)
 	}
 	if err != nil && ctx.Err() == nil {
-		s.cfg.Logger.Warn("read failed", "unit", req.GetUnit().GetUnitId(), "block", req.GetUnit().GetBlockId(), "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, ErrMemoPending) {
+			level = slog.LevelInfo // expected while SIG catches up
+		}
+		s.cfg.Logger.Log(ctx, level, "read failed", "unit", req.GetUnit().GetUnitId(), "block", req.GetUnit().GetBlockId(), "err", err)
 	}
 	return err
 }
