@@ -2,22 +2,36 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
 
 	"github.com/sigdata/sig/examples"
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/sigd"
 	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/gen"
+	"github.com/sigdata/sig/warehouse/ingest"
+	"github.com/sigdata/sig/warehouse/record"
 )
 
 func init() {
-	register(&command{name: "demo", usage: "[--fleet DIR]: the main job end to end on embedded defaults", run: runDemo})
+	register(&command{name: "demo", usage: "[--events N] [--serve] [--data-dir D] [--fleet DIR]: the main job end to end on embedded defaults", run: runDemo})
 }
 
 // fleetModel is one model of the demo fleet.
@@ -67,7 +81,6 @@ func printSharing(w io.Writer, models []fleetModel) {
 	type use struct {
 		nodes int
 		users []string
-		dsl   string
 	}
 	uses := map[matching.Key]*use{}
 	var order []matching.Key
@@ -78,7 +91,7 @@ func printSharing(w io.Writer, models []fleetModel) {
 			inputs++
 			u, ok := uses[comp.Key]
 			if !ok {
-				u = &use{nodes: len(comp.Nodes), dsl: m.canon.DSL(comp, "x")}
+				u = &use{nodes: len(comp.Nodes)}
 				uses[comp.Key] = u
 				order = append(order, comp.Key)
 			}
@@ -102,9 +115,39 @@ func printSharing(w io.Writer, models []fleetModel) {
 		shared, inputs, len(uses), float64(inputs)/float64(len(uses)))
 }
 
+// demoEnv is a running sigd in development mode plus its clients.
+type demoEnv struct {
+	srv    *sigd.Server
+	tokens map[string]string // principal name -> token
+	conns  []*grpc.ClientConn
+}
+
+func (d *demoEnv) client(name string) (sigv1.SIGClient, error) {
+	tok, ok := d.tokens[name]
+	if !ok {
+		return nil, fmt.Errorf("no token for %s", name)
+	}
+	cc, err := cli.Dial(d.srv.Addr(), tok, false)
+	if err != nil {
+		return nil, err
+	}
+	d.conns = append(d.conns, cc)
+	return sigv1.NewSIGClient(cc), nil
+}
+
+func (d *demoEnv) close() {
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", stderr)
 	dir := fs.String("fleet", "", "directory of *.sig model graphs (default: the embedded examples/fleet)")
+	events := fs.Int("events", 300_000, "events to generate")
+	serve := fs.Bool("serve", false, "keep sigd and its web UI running at the end (Ctrl-C stops)")
+	dataDir := fs.String("data-dir", "", "sigd data directory (default: a temporary directory, removed at the end unless --serve)")
+	verbose := fs.Bool("v", false, "show sigd's logs")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -113,7 +156,256 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "== 1. Canonicalize the fleet's transformation graphs and match their components")
+	step := func(n int, title string) { fmt.Fprintf(stdout, "\n== %d. %s\n", n, title) }
+	step(1, "Canonicalize the fleet's transformation graphs and match their components")
 	printSharing(stdout, models)
+
+	step(2, "Start sigd in development mode (embedded MinIO from bin/ and a kfake Kafka cluster)")
+	dd := *dataDir
+	if dd == "" {
+		dd, err = os.MkdirTemp("", "sig-demo-")
+		if err != nil {
+			return err
+		}
+		if !*serve {
+			defer os.RemoveAll(dd)
+		}
+	}
+	logw := io.Discard
+	if *verbose {
+		logw = stderr
+	}
+	srv, err := sigd.New(ctx, sigd.Config{DataDir: dd, Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
+		WorkersMin: 1, WorkersMax: 4, TargetDrain: 5 * time.Second, ScaleDownCooldown: 10 * time.Second,
+		Ingest: []string{"ads"}, RowsPerBlock: 25_000, SealAfter: 2 * time.Second, Window: time.Hour},
+		sigd.Options{Logger: slog.New(slog.NewTextHandler(logw, nil))})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { served <- srv.Serve(sctx, ready) }()
+	defer func() { stop(); <-served }()
+	select {
+	case <-ready:
+	case err := <-served:
+		return err
+	}
+	cfg := srv.Config()
+	env := &demoEnv{srv: srv, tokens: map[string]string{}}
+	defer env.close()
+	if err := env.loadTokens(cfg.TokensFile); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "sigd: gRPC %s, web UI http://%s/ui/, MinIO %s, Kafka %v, data %s\n",
+		srv.Addr(), srv.HTTPAddr(), cfg.S3Endpoint, cfg.KafkaBrokers, dd)
+
+	step(3, fmt.Sprintf("Generate %d Ads events into Kafka raw.ads and ingest them into warehouse blocks", *events))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	eps := float64(*events) / (2 * 3600) // two hourly windows
+	if err := produce(ctx, cfg.KafkaBrokers, *events, start, eps); err != nil {
+		return err
+	}
+	blocks, err := waitIngested(ctx, srv, int64(*events), stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "ingested %d events into %d raw blocks\n", *events, blocks)
+	from, to := start.UnixMicro(), start.Add(3*time.Hour).UnixMicro()
+
+	step(4, "Submit every model's graph to sigd; misses become tasks for the autoscaled workers")
+	// Each model belongs to a client (paper IV.A, "Prioritization"): the
+	// development tokens have clients ctr, cvr, ranking and explore.
+	clientOf := func(model string) string {
+		for _, c := range []string{"ctr", "cvr", "ranking", "explore"} {
+			if strings.HasPrefix(model, c) {
+				return c
+			}
+		}
+		return "explore"
+	}
+	prios := []int32{50, 10, 30, 20, 5}
+	var pipes []demoPipe
+	for i, m := range models {
+		client := clientOf(m.name)
+		sc, err := env.client(client)
+		if err != nil {
+			return err
+		}
+		resp, err := sc.SubmitGraph(ctx, &sigv1.SubmitGraphRequest{Client: client, Pipeline: m.name, Priority: prios[i%len(prios)],
+			Range: &sigv1.EventRange{StartMicros: from, EndMicros: to},
+			Graph: &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: string(m.src)}}})
+		if err != nil {
+			return fmt.Errorf("submit %s: %w", m.name, err)
+		}
+		fmt.Fprintf(stdout, "%-10s client %-8s priority %3d: %d components (%d already cached), %d blocks ready, %d tasks enqueued\n",
+			m.name, client, prios[i%len(prios)], resp.Components, resp.ComponentHits, resp.BlockHits, resp.TasksEnqueued)
+		pipes = append(pipes, demoPipe{client: client, name: m.name, sc: sc})
+	}
+
+	step(5, "Workers memoize the components; watch the read solutions fill")
+	op, err := env.client("operator")
+	if err != nil {
+		return err
+	}
+	if err := waitComplete(ctx, op, pipes, stdout); err != nil {
+		return err
+	}
+
+	step(6, "Submit the fleet again (a second training run of every model): everything is a hit")
+	for _, p := range pipes {
+		m := modelByName(models, p.name)
+		if _, err := p.sc.SubmitGraph(ctx, &sigv1.SubmitGraphRequest{Client: p.client, Pipeline: p.name + "-rerun", Priority: 1,
+			Range: &sigv1.EventRange{StartMicros: from, EndMicros: to},
+			Graph: &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: string(m.src)}}}); err != nil {
+			return err
+		}
+	}
+	st, err := op.Stats(ctx, &sigv1.StatsRequest{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "hit rate: components %.1f%%, blocks %.1f%% over %d block requests from %d submits\n",
+		100*st.ComponentHitRate, 100*st.BlockHitRate, st.BlockRequests, st.Submits)
+	fmt.Fprintf(stdout, "reuse: %d memo blocks (%s) of %d components, used by %.2f pipelines on average (max %d)\n",
+		st.MemoBlocks, humanBytes(st.MemoBytes), st.Components, st.PipelinesPerBlockMean, st.PipelinesPerBlockMax)
+	fmt.Fprintf(stdout, "workers: %d tasks completed, %d quarantined; task latency p50 %.3fs p99 %.3fs\n",
+		st.TasksCompleted, st.Quarantined, st.TaskLatencyP50Seconds, st.TaskLatencyP99Seconds)
+
+	if *serve {
+		fmt.Fprintf(stdout, "\nsigd keeps running: web UI http://%s/ui/ (operator token in %s). Ctrl-C stops.\n", srv.HTTPAddr(), cfg.TokensFile)
+		<-ctx.Done()
+	}
 	return nil
 }
+
+type demoPipe struct {
+	client, name string
+	sc           sigv1.SIGClient
+}
+
+func modelByName(ms []fleetModel, name string) fleetModel {
+	for _, m := range ms {
+		if m.name == name {
+			return m
+		}
+	}
+	return fleetModel{}
+}
+
+func (d *demoEnv) loadTokens(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var f auth.File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	for _, t := range f.Tokens {
+		d.tokens[t.Name] = t.Token
+	}
+	return nil
+}
+
+func produce(ctx context.Context, brokers []string, n int, start time.Time, eps float64) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	g := gen.New(gen.Config{Seed: 1, Start: start, EventsPerSecond: eps})
+	return g.Produce(ctx, cl, ingest.TopicFor("ads"), n, record.ContentTypeRow)
+}
+
+// waitIngested waits until the catalog holds n events.
+func waitIngested(ctx context.Context, srv *sigd.Server, n int64, w io.Writer) (int, error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	last := int64(-1)
+	for {
+		metas, err := srv.Catalog().Blocks("ads")
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return 0, err
+		}
+		var rows int64
+		for _, m := range metas {
+			rows += m.Rows
+		}
+		if rows != last {
+			fmt.Fprintf(w, "  %d events in %d blocks\n", rows, len(metas))
+			last = rows
+		}
+		if rows >= n {
+			return len(metas), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("ingestion stalled at %d of %d events", rows, n)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// waitComplete polls the read solutions and the queues until every
+// pipeline's solution is complete, printing progress.
+func waitComplete(ctx context.Context, op sigv1.SIGClient, pipes []demoPipe, w io.Writer) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var ready, total uint32
+		done := 0
+		for _, p := range pipes {
+			sol, err := p.sc.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: p.client, Pipeline: p.name})
+			if err != nil {
+				return err
+			}
+			ready += sol.BlocksReady
+			total += sol.BlocksReady + sol.BlocksPending + sol.BlocksFailed
+			if sol.BlocksFailed > 0 {
+				return fmt.Errorf("pipeline %s/%s has %d failed blocks", p.client, p.name, sol.BlocksFailed)
+			}
+			if sol.Complete {
+				done++
+			}
+		}
+		st, err := op.Stats(ctx, &sigv1.StatsRequest{})
+		if err != nil {
+			return err
+		}
+		var queued uint32
+		for _, q := range st.Queues {
+			queued += q.Queued
+		}
+		fmt.Fprintf(w, "  %4d/%d input blocks ready, %d/%d pipelines complete, %d tasks queued, workers %d (desired %d)\n",
+			ready, total, done, len(pipes), queued, st.WorkersActual, st.WorkersDesired)
+		if done == len(pipes) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("memoization did not finish in 10 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
