@@ -384,9 +384,19 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 				// Being evicted: pending, created once the eviction is done.
 				e = MemoEntry{Component: k, Block: blk.ID, State: MemoPending, Object: MemoObjectKey(k, blk.ID)}
 			} else if !ok {
-				e = MemoEntry{Component: k, Block: blk.ID, State: MemoPending, Object: MemoObjectKey(k, blk.ID),
+				// Create the entry only if it is still missing: a concurrent
+				// request may have created it (and a worker completed it)
+				// since m was read, and overwriting would recompute it.
+				fresh := MemoEntry{Component: k, Block: blk.ID, State: MemoPending, Object: MemoObjectKey(k, blk.ID),
 					Updated: now, Gen: rand.Uint64() | 1}
-				if err := f.cfg.Cache.SetMemo(e); err != nil {
+				e, err = f.cfg.Cache.UpdateMemo(k, blk.ID, func(cur *MemoEntry, exists bool) bool {
+					if exists {
+						return false
+					}
+					*cur = fresh
+					return true
+				})
+				if err != nil {
 					return nil, 0, 0, 0, err
 				}
 				m[blk.ID] = e
