@@ -1,0 +1,76 @@
+// Package control is the trainer controller's decision logic as a
+// deterministic state machine with no I/O (the design of etcd's raft): the
+// caller feeds it Events — a host joined, a batch arrived, a step finished, a
+// checkpoint was written, a preemption notice came, time passed — each with
+// its time, and executes the Actions it returns: hand units to hosts, run a
+// step, write a checkpoint, acquire or release chips, place a hold, exit.
+// Everything the Ads paper asks of the controller is decided here and tested
+// with data-driven scripts in testdata/.
+//
+// # Epochs and exactly-once training (paper III.C)
+//
+// The pipeline's event range is a sequence of raw blocks; one block is one
+// work unit. An epoch is up to EpochUnits consecutive blocks not yet
+// committed. An epoch attempt starts only with every one of the slice's
+// Hosts connected (synchronous data parallelism). Hosts request units; the
+// controller hands out the epoch's units in order, at most a fair share
+// (remaining / hosts) per request, and answers "drain" once none remain (or a
+// preemption notice stopped the handing out). A host reads each unit whole,
+// says so with its row count, and sends batches; each batch says how many
+// rows of which units it carries. A step consumes one batch from every host
+// that has not finished (a slow host stalls the step: an input stall). The
+// epoch ends when every host has sent its final batch and every step is
+// done; the controller then checks that every unit handed out was trained
+// exactly as many rows as were read, and writes a checkpoint of the model and
+// the committed units (drain, quiesce, checkpoint). Anything failing before
+// the checkpoint is durable — a host lost, a unit unreadable, the checkpoint
+// write — fails the attempt: no checkpoint, the model is restored from the
+// last one and the epoch is retrained, so every event reaches committed
+// model state exactly once. After MaxAttempts failed attempts in a row the
+// epoch is put on a permanent hold instead of looping. A controller restart
+// is the same: it loads the last checkpoint and retrains what was not
+// committed.
+//
+// # Training holds (paper VI.A)
+//
+// A permanent error — setup failed permanently (invalid configuration, a
+// graph the SIG frontend rejects: "compilation errors"), the slice could not
+// be compiled (the partitioner is out of memory), or a step's loss was not
+// finite — fails the attempt, releases the chips and places a permanent
+// hold; only HoldReleased (a person, through `sigctl hold release`) lifts it,
+// after which the controller redoes setup and retrains from the last
+// checkpoint. A transient stall — the next block's memoized data is still
+// pending in SIG — places a transient hold at epoch planning ("as part of
+// scheduling work units"): chips and readers are released, the controller
+// stays up and asks its caller to watch for completion (WatchData); the next
+// Blocks event whose first block is ready lifts the hold with no human
+// action.
+//
+// # Preemption notices (paper VI.B)
+//
+// PreemptNotice (SIGTERM or an RPC, with a deadline; scope the whole job or
+// one host) is broadcast to the hosts; no more units are handed out; hosts
+// finish their outstanding units and drain; the epoch ends early and the
+// units handed out are checkpointed. If the checkpoint is durable before
+// the deadline the preempted epoch committed; otherwise its work is lost
+// (goodput: preemption). A preempted job exits; a preempted host is told to
+// exit, and the next epoch waits until it rejoins. Stats counts preempted
+// epochs and how many committed (the paper reports 61%).
+//
+// # Phases (paper III.A)
+//
+// Initial training runs on Chips chips reading memoized inputs (SIG). When
+// the next epoch would include the head of the stream (the newest block the
+// catalog knows), the job is caught up: it switches to CaughtUpChips chips,
+// CaughtUpEpochUnits units per epoch, and its units are read with local input
+// generation (LIG), which needs no memoized data.
+//
+// # Goodput
+//
+// The machine also classifies time for the MPG accounting: Allocate actions
+// say how many chips the job holds and requests, Activity says what the held
+// chips are doing between steps (initialization, compile, checkpoint restore
+// or save, input stall, idle), and goodput actions mark committed
+// checkpoints, failures, preemptions and phase changes. The caller records
+// productive steps itself, with their measured device time.
+package control

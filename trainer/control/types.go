@@ -1,0 +1,386 @@
+package control
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sigdata/sig/trainer/goodput"
+)
+
+// Phase is the training phase (paper III.A).
+type Phase int
+
+const (
+	// Initial training on historical data: many chips, memoized inputs.
+	Initial Phase = iota
+	// CaughtUp training on new data: few chips, locally generated inputs.
+	CaughtUp
+)
+
+func (p Phase) String() string {
+	if p == CaughtUp {
+		return "caught-up"
+	}
+	return "initial"
+}
+
+// ParsePhase reads "initial" or "caught-up".
+func ParsePhase(s string) (Phase, error) {
+	switch s {
+	case "initial", "":
+		return Initial, nil
+	case "caught-up":
+		return CaughtUp, nil
+	}
+	return 0, fmt.Errorf("control: unknown phase %q", s)
+}
+
+// Block is one raw block of the pipeline's range, in event order.
+type Block struct {
+	ID string
+	// Ready: no memoized input of the block is pending, so it can be read in
+	// the initial phase (caught-up reads compute inputs locally and need
+	// nothing).
+	Ready bool
+}
+
+// Progress is what a checkpoint commits besides the model.
+type Progress struct {
+	// Epochs is the number of committed epochs.
+	Epochs int
+	// Units are the committed work units (block ids), in commit order.
+	Units []string
+	// Phase is the phase of the last committed epoch.
+	Phase Phase
+	// Steps is the number of committed training steps.
+	Steps uint64
+}
+
+// Clone returns a deep copy.
+func (p Progress) Clone() Progress {
+	p.Units = append([]string(nil), p.Units...)
+	return p
+}
+
+// HoldKind is permanent or transient (paper VI.A).
+type HoldKind int
+
+const (
+	// Permanent holds wait for a person.
+	Permanent HoldKind = iota + 1
+	// Transient holds are lifted when the data arrives.
+	Transient
+)
+
+func (k HoldKind) String() string {
+	switch k {
+	case Permanent:
+		return "permanent"
+	case Transient:
+		return "transient"
+	}
+	return "none"
+}
+
+// Hold is a training hold.
+type Hold struct {
+	ID     uint64
+	Kind   HoldKind
+	Reason string
+	Since  time.Time
+}
+
+// Scope of a preemption notice: the whole job, or one host (by id).
+const ScopeJob = "job"
+
+// EventKind says what happened.
+type EventKind int
+
+// Events.
+const (
+	// EvStart: the controller process started.
+	EvStart EventKind = iota + 1
+	// EvSetupDone: setup (graph submitted, model built) finished; Err set
+	// on failure, Permanent when a person must act.
+	EvSetupDone
+	// EvRestored: the last checkpoint's progress was loaded (zero Progress
+	// when there is none); Err on failure (retried).
+	EvRestored
+	// EvBlocks: the read solution was refreshed: Blocks in event order;
+	// Err on failure (retried).
+	EvBlocks
+	// EvChipsGranted: the fleet granted the chips requested.
+	EvChipsGranted
+	// EvModelRestored: the model was restored from the last checkpoint onto
+	// the slice (Err on failure, retried).
+	EvModelRestored
+	// EvCompiled: the slice is compiled (partition plan, program); Err
+	// with Permanent for out of memory.
+	EvCompiled
+	EvHostJoined
+	EvHostLost
+	// EvUnitsRequested: Host asks for up to Max more units.
+	EvUnitsRequested
+	// EvUnitRead: Host read Unit whole: Rows rows.
+	EvUnitRead
+	// EvUnitFailed: Host could not read Unit; Pending when the memoized
+	// data was not there.
+	EvUnitFailed
+	// EvBatch: Host's batch Seq of Examples examples, carrying Rows[unit]
+	// rows of each unit; Final when it is the host's last of the attempt.
+	EvBatch
+	// EvStepDone: the step finished; NonFinite when its loss was NaN.
+	EvStepDone
+	// EvCheckpointDone: the checkpoint is durable (or Err).
+	EvCheckpointDone
+	// EvPreempt: a preemption notice with Deadline for Scope.
+	EvPreempt
+	// EvHoldReleased: a person released hold HoldID.
+	EvHoldReleased
+	// EvTick: time passed.
+	EvTick
+)
+
+var eventNames = map[EventKind]string{
+	EvStart: "start", EvSetupDone: "setup-done", EvRestored: "restored", EvBlocks: "blocks",
+	EvChipsGranted: "chips-granted", EvModelRestored: "model-restored", EvCompiled: "compiled",
+	EvHostJoined: "host-joined", EvHostLost: "host-lost", EvUnitsRequested: "request",
+	EvUnitRead: "unit-read", EvUnitFailed: "unit-failed", EvBatch: "batch", EvStepDone: "step-done",
+	EvCheckpointDone: "checkpoint-done", EvPreempt: "preempt", EvHoldReleased: "release", EvTick: "tick",
+}
+
+func (k EventKind) String() string {
+	if s, ok := eventNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is one input of the machine. Fields not used by its Kind are zero.
+type Event struct {
+	Kind EventKind
+	At   time.Time
+
+	Host        string
+	Incarnation string
+	Attempt     uint64
+	Unit        string
+	Max         int
+	Rows        int64
+	Seq         uint64
+	Examples    int
+	// UnitRows: rows of each unit in a batch.
+	UnitRows  map[string]int64
+	Final     bool
+	NonFinite bool
+	Pending   bool
+	Permanent bool
+	Err       string
+	Progress  Progress
+	Blocks    []Block
+	Deadline  time.Time
+	Scope     string
+	HoldID    uint64
+}
+
+// ActionKind says what the caller must do.
+type ActionKind int
+
+// Actions.
+const (
+	// ActSetup: submit the graph, build the model; answer EvSetupDone.
+	ActSetup ActionKind = iota + 1
+	// ActLoadCheckpoint: read the last checkpoint's progress; answer
+	// EvRestored.
+	ActLoadCheckpoint
+	// ActRefreshBlocks: read the solution; answer EvBlocks.
+	ActRefreshBlocks
+	// ActAcquireChips: ask the fleet for Chips chips in Phase; answer
+	// EvChipsGranted.
+	ActAcquireChips
+	// ActReleaseChips: give the chips back to the fleet.
+	ActReleaseChips
+	// ActRestoreModel: load the model from the last checkpoint (or
+	// initialize it when there is none); answer EvModelRestored.
+	ActRestoreModel
+	// ActCompile: compile the slice of Chips chips for Phase; answer
+	// EvCompiled.
+	ActCompile
+	// ActStartAttempt: broadcast to every host: epoch attempt Attempt
+	// begins with Units (drop anything older).
+	ActStartAttempt
+	// ActAbort: broadcast: attempt Attempt failed; drop buffers and units.
+	ActAbort
+	// ActAssign: send Units to Host (read them in Phase).
+	ActAssign
+	// ActDrain: tell Host no more units come in this attempt.
+	ActDrain
+	// ActRunStep: run one step on the batches of Hosts (Seqs), in order.
+	ActRunStep
+	// ActWriteCheckpoint: write the model, the ledger of Attempt and
+	// Progress; answer EvCheckpointDone.
+	ActWriteCheckpoint
+	// ActPlaceHold and ActLiftHold: a training hold begins or ends.
+	ActPlaceHold
+	ActLiftHold
+	// ActWatchData: watch for completion events and send EvBlocks when the
+	// solution changes (transient hold).
+	ActWatchData
+	// ActBroadcastPreempt: tell every host a preemption notice came.
+	ActBroadcastPreempt
+	// ActExitHost: tell Host to exit (it was preempted).
+	ActExitHost
+	// ActRejectHost: refuse Host (the slice is full).
+	ActRejectHost
+	// ActExit: the controller exits (Reason; Committed for a preemption).
+	ActExit
+	// Goodput records: ActAllocate (Held of Requested chips), ActGoodput
+	// (Event: checkpoint, failure, preemption), ActSetPhase.
+	ActAllocate
+	ActGoodput
+	ActSetPhase
+)
+
+var actionNames = map[ActionKind]string{
+	ActSetup: "setup", ActLoadCheckpoint: "load-checkpoint", ActRefreshBlocks: "refresh-blocks",
+	ActAcquireChips: "acquire-chips", ActReleaseChips: "release-chips", ActRestoreModel: "restore-model",
+	ActCompile: "compile", ActStartAttempt: "start-attempt", ActAbort: "abort", ActAssign: "assign",
+	ActDrain: "drain", ActRunStep: "run-step", ActWriteCheckpoint: "write-checkpoint",
+	ActPlaceHold: "place-hold", ActLiftHold: "lift-hold", ActWatchData: "watch-data",
+	ActBroadcastPreempt: "broadcast-preempt", ActExitHost: "exit-host", ActRejectHost: "reject-host",
+	ActExit: "exit", ActAllocate: "goodput-allocate", ActGoodput: "goodput", ActSetPhase: "goodput-phase",
+}
+
+func (k ActionKind) String() string {
+	if s, ok := actionNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("ActionKind(%d)", int(k))
+}
+
+// Action is one output of the machine.
+type Action struct {
+	Kind      ActionKind
+	Host      string
+	Attempt   uint64
+	Units     []string
+	Hosts     []string
+	Seqs      []uint64
+	Chips     int
+	Phase     Phase
+	Progress  Progress
+	Hold      Hold
+	Deadline  time.Time
+	Held      int
+	Requested int
+	Goodput   goodput.EventKind
+	Reason    string
+	Committed bool
+}
+
+// String renders an action on one line (the data-driven tests' output).
+func (a Action) String() string {
+	var b strings.Builder
+	b.WriteString(a.Kind.String())
+	switch a.Kind {
+	case ActAcquireChips, ActCompile:
+		fmt.Fprintf(&b, " chips=%d phase=%s", a.Chips, a.Phase)
+	case ActStartAttempt:
+		fmt.Fprintf(&b, " a=%d units=%s phase=%s", a.Attempt, strings.Join(a.Units, ","), a.Phase)
+	case ActAbort:
+		fmt.Fprintf(&b, " a=%d (%s)", a.Attempt, a.Reason)
+	case ActAssign:
+		fmt.Fprintf(&b, " %s a=%d %s", a.Host, a.Attempt, strings.Join(a.Units, ","))
+	case ActDrain, ActExitHost, ActRejectHost:
+		fmt.Fprintf(&b, " %s", a.Host)
+		if a.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", a.Reason)
+		}
+	case ActRunStep:
+		fmt.Fprintf(&b, " a=%d", a.Attempt)
+		for i, h := range a.Hosts {
+			fmt.Fprintf(&b, " %s#%d", h, a.Seqs[i])
+		}
+	case ActWriteCheckpoint:
+		fmt.Fprintf(&b, " a=%d epochs=%d units=%s steps=%d phase=%s", a.Attempt, a.Progress.Epochs,
+			strings.Join(a.Progress.Units, ","), a.Progress.Steps, a.Progress.Phase)
+	case ActPlaceHold, ActLiftHold:
+		fmt.Fprintf(&b, " #%d %s: %s", a.Hold.ID, a.Hold.Kind, a.Hold.Reason)
+	case ActBroadcastPreempt:
+		fmt.Fprintf(&b, " deadline=%s", a.Deadline.Format("15:04:05.000"))
+		if a.Reason != "" {
+			fmt.Fprintf(&b, " scope=%s", a.Reason)
+		}
+	case ActExit:
+		fmt.Fprintf(&b, " reason=%s", a.Reason)
+		if a.Reason == "preempted" {
+			fmt.Fprintf(&b, " committed=%v", a.Committed)
+		}
+	case ActAllocate:
+		fmt.Fprintf(&b, " %d/%d", a.Held, a.Requested)
+	case ActGoodput:
+		fmt.Fprintf(&b, " %s", a.Goodput)
+	case ActSetPhase:
+		fmt.Fprintf(&b, " %s", a.Phase)
+	}
+	return b.String()
+}
+
+// Status is the machine's top-level state.
+type Status int
+
+// Statuses.
+const (
+	StSetup Status = iota + 1
+	StLoading
+	StRefreshing
+	StQueued
+	StRestoring
+	StCompiling
+	StWaitingHosts
+	StTraining
+	StCheckpointing
+	StHeld
+	StWaitingData
+	StExited
+)
+
+var statusNames = map[Status]string{
+	StSetup: "setup", StLoading: "loading", StRefreshing: "refreshing", StQueued: "queued",
+	StRestoring: "restoring", StCompiling: "compiling", StWaitingHosts: "waiting-hosts",
+	StTraining: "training", StCheckpointing: "checkpointing", StHeld: "held",
+	StWaitingData: "waiting-data", StExited: "exited",
+}
+
+func (s Status) String() string {
+	if n, ok := statusNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("Status(%d)", int(s))
+}
+
+// Stats counts what the machine did.
+type Stats struct {
+	Attempts        int
+	FailedAttempts  int
+	CommittedEpochs int
+	Steps           uint64
+	// PreemptedEpochs counts epochs a preemption notice cut short;
+	// PreemptedCommitted those whose checkpoint was durable before the
+	// deadline (paper VII.G: 61%).
+	PreemptedEpochs    int
+	PreemptedCommitted int
+	PermanentHolds     int
+	TransientHolds     int
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
