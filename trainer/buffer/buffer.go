@@ -1,0 +1,164 @@
+package buffer
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sigdata/sig/trainer/model"
+)
+
+// Buffer is a host's FIFO of examples. Safe for concurrent use: readers Put,
+// one batch builder Takes.
+type Buffer struct {
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every change
+	f        model.Features
+	ex       *model.Examples
+	segs     []segment // which unit each run of buffered rows came from
+	capacity int
+	added    int
+	consumed int
+	closed   bool
+}
+
+type segment struct {
+	unit string
+	n    int
+}
+
+// New returns a buffer for examples shaped by f holding about capacity
+// examples.
+func New(f model.Features, capacity int) *Buffer {
+	return &Buffer{f: f, ex: model.NewExamples(f), capacity: max(capacity, 1), changed: make(chan struct{})}
+}
+
+func (b *Buffer) notify() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// Put appends e, rows of unit, waiting while the buffer is full (a Put into
+// an empty buffer always fits, whatever its size). It returns ctx's error if
+// ctx ends first, or ErrClosed.
+func (b *Buffer) Put(ctx context.Context, unit string, e *model.Examples) error {
+	n := e.Len()
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return ErrClosed
+		}
+		if b.ex.Len() == 0 || b.ex.Len()+n <= b.capacity {
+			b.ex.Append(e)
+			if k := len(b.segs); k > 0 && b.segs[k-1].unit == unit {
+				b.segs[k-1].n += n
+			} else {
+				b.segs = append(b.segs, segment{unit, n})
+			}
+			b.added += n
+			b.notify()
+			b.mu.Unlock()
+			return nil
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// Take removes up to n examples from the front and returns them with the
+// rows of each unit they carry. It does not wait; it returns an empty set
+// when the buffer is empty.
+func (b *Buffer) Take(n int) (*model.Examples, map[string]int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n = min(n, b.ex.Len())
+	out := b.ex.Slice(0, n)
+	b.ex.DropFront(n)
+	rows := map[string]int64{}
+	left := n
+	for left > 0 {
+		s := &b.segs[0]
+		k := min(s.n, left)
+		rows[s.unit] += int64(k)
+		s.n -= k
+		left -= k
+		if s.n == 0 {
+			b.segs = b.segs[1:]
+		}
+	}
+	b.consumed += n
+	if n > 0 {
+		b.notify()
+	}
+	return out, rows
+}
+
+// Wait returns when the buffer holds at least n examples, or changes at
+// all when n <= 0, or ctx ends.
+func (b *Buffer) Wait(ctx context.Context, n int) error {
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return ErrClosed
+		}
+		if n > 0 && b.ex.Len() >= n {
+			b.mu.Unlock()
+			return nil
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+			if n <= 0 {
+				return nil
+			}
+		}
+	}
+}
+
+// Len is the number of buffered examples.
+func (b *Buffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ex.Len()
+}
+
+// Capacity is the buffer's capacity in examples.
+func (b *Buffer) Capacity() int { return b.capacity }
+
+// Counters returns the examples added and consumed since the last call,
+// and the number buffered now: one Observation interval.
+func (b *Buffer) Counters() (added, consumed, buffered int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	added, consumed = b.added, b.consumed
+	b.added, b.consumed = 0, 0
+	return added, consumed, b.ex.Len()
+}
+
+// Close wakes every waiter with ErrClosed and drops the contents.
+func (b *Buffer) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		b.ex = model.NewExamples(b.f)
+		b.segs = nil
+		b.notify()
+	}
+}
+
+type constErr string
+
+func (e constErr) Error() string { return string(e) }
+
+// ErrClosed is returned by Put and Wait after Close.
+const ErrClosed = constErr("buffer: closed")

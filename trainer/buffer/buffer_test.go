@@ -1,0 +1,124 @@
+package buffer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sigdata/sig/trainer/model"
+	"github.com/sigdata/sig/transform"
+)
+
+func features(t *testing.T) model.Features {
+	f, err := model.NewFeatures([]model.Input{{Name: "q", Type: transform.ListInt64}, {Name: "p", Type: transform.Float64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func rows(f model.Features, first int64, n int) *model.Examples {
+	e := model.NewExamples(f)
+	for i := 0; i < n; i++ {
+		o := model.NewExamples(f)
+		o.EventIDs = []int64{first + int64(i)}
+		o.Labels = []float32{0}
+		o.Sparse[0] = model.SparseColumn{Offsets: []int32{0, 1}, IDs: []uint64{uint64(i)}}
+		o.Dense[0] = []float32{1}
+		e.Append(o)
+	}
+	return e
+}
+
+func TestTakeReportsRowsPerUnit(t *testing.T) {
+	f := features(t)
+	b := New(f, 100)
+	ctx := context.Background()
+	if err := b.Put(ctx, "u1", rows(f, 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Put(ctx, "u2", rows(f, 100, 3))
+	_ = b.Put(ctx, "u2", rows(f, 103, 2))
+	_ = b.Put(ctx, "u1", rows(f, 5, 4))
+	got, per := b.Take(7)
+	if got.Len() != 7 || per["u1"] != 5 || per["u2"] != 2 || len(per) != 2 {
+		t.Fatalf("take 7: %d examples, %v", got.Len(), per)
+	}
+	if got.EventIDs[5] != 100 {
+		t.Fatalf("order: %v", got.EventIDs)
+	}
+	got, per = b.Take(100)
+	if got.Len() != 7 || per["u2"] != 3 || per["u1"] != 4 {
+		t.Fatalf("take rest: %d, %v", got.Len(), per)
+	}
+	if got, per := b.Take(5); got.Len() != 0 || len(per) != 0 {
+		t.Fatal("take from empty")
+	}
+	a, c, n := b.Counters()
+	if a != 14 || c != 14 || n != 0 {
+		t.Fatalf("counters %d %d %d", a, c, n)
+	}
+}
+
+func TestPutBlocksWhileFull(t *testing.T) {
+	f := features(t)
+	b := New(f, 10)
+	ctx := context.Background()
+	// An oversized put into an empty buffer fits.
+	if err := b.Put(ctx, "u", rows(f, 0, 12)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Put(ctx, "u", rows(f, 12, 5)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("put into a full buffer returned %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.Take(8)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != 9 {
+		t.Fatalf("len %d", b.Len())
+	}
+	// Close wakes a blocked put.
+	go func() { done <- b.Put(ctx, "u", rows(f, 20, 5)) }()
+	time.Sleep(10 * time.Millisecond)
+	b.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := New(f, 1).Wait(cctx, 5); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	s := Scaling{Min: 1, Max: 4}
+	cases := []struct {
+		name string
+		o    Observation
+		want int
+	}{
+		{"empty buffer: more", Observation{Buffered: 0, Capacity: 100, InFlight: 1}, 2},
+		{"draining faster than filling below half: more", Observation{Buffered: 40, Capacity: 100, Added: 10, Consumed: 30, InFlight: 2}, 3},
+		{"draining faster but above half: hold", Observation{Buffered: 60, Capacity: 100, Added: 10, Consumed: 30, InFlight: 2}, 2},
+		{"filling faster in the band: hold", Observation{Buffered: 40, Capacity: 100, Added: 30, Consumed: 10, InFlight: 2}, 2},
+		{"full: fewer", Observation{Buffered: 95, Capacity: 100, InFlight: 3}, 2},
+		{"at max", Observation{Buffered: 0, Capacity: 100, InFlight: 4}, 4},
+		{"at min", Observation{Buffered: 100, Capacity: 100, InFlight: 1}, 1},
+		{"below min", Observation{Buffered: 50, Capacity: 100, InFlight: 0}, 1},
+	}
+	for _, c := range cases {
+		if got := Decide(s, c.o); got != c.want {
+			t.Errorf("%s: got %d, want %d", c.name, got, c.want)
+		}
+	}
+	if got := Decide(Scaling{Min: 1, Max: 1}, Observation{Capacity: 10}); got != 1 {
+		t.Errorf("fixed: %d", got)
+	}
+}
