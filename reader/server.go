@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -568,14 +567,3 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 	}
 	return c, nil
 }
-
-func fieldNames(s *arrow.Schema) []string {
-	var out []string
-	for _, f := range s.Fields() {
-		out = append(out, f.Name)
-	}
-	return out
-}
-
-// code is the gRPC code of an error (for tests and logs).
-func code(err error) codes.Code { return Status(err).Code() }
