@@ -1,0 +1,113 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+func TestLedger(t *testing.T) {
+	var l Ledger
+	l.Unit("b1").Add([]int64{1, 2, 3, 7, 8})
+	l.Unit("b2").Add([]int64{4, 5, 6})
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Unit("b1").Runs; len(got) != 2 || got[1] != (Run{7, 2}) {
+		t.Fatalf("runs %v", got)
+	}
+	b, _ := l.MarshalBinary()
+	var r Ledger
+	if err := r.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if r.Rows() != 8 || len(r.Unit("b2").IDs()) != 3 || r.Unit("b1").IDs()[3] != 7 {
+		t.Fatalf("round trip: %+v", r.Units)
+	}
+	// A repeat, inside a unit or across units, is found.
+	r.Unit("b3").Add([]int64{8})
+	if err := r.Check(); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("duplicate across units: %v", err)
+	}
+	var d Ledger
+	d.Unit("b").Add([]int64{1, 2, 3, 2})
+	if err := d.Check(); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("duplicate in a unit: %v", err)
+	}
+	for i := range b {
+		var x Ledger
+		if err := x.UnmarshalBinary(b[:i]); err == nil && i < len(b) {
+			t.Fatalf("truncated ledger of %d bytes decoded", i)
+		}
+	}
+}
+
+func TestSaveLatestLoad(t *testing.T) {
+	m := testenv.NewMinIO(t)
+	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig", RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := st.EnsureBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := NewStore(st, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cs.Latest(ctx); err != nil || got != nil {
+		t.Fatalf("empty store: %v %v", got, err)
+	}
+	var led Ledger
+	led.Unit("b1").Add([]int64{10, 11, 12})
+	for epoch := 1; epoch <= 3; epoch++ {
+		_, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: epoch, Units: []string{"b1"}, Phase: control.CaughtUp, Steps: uint64(epoch * 10)},
+			Fingerprint: "f", Model: []byte{byte(epoch), 2, 3}, Ledger: &led, Created: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A later checkpoint cut short before its manifest is not read.
+	if _, err := st.Put(ctx, cs.key(4, ModelObject), []byte("partial"), nil); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := cs.Latest(ctx)
+	if err != nil || latest == nil || latest.Seq != 3 || latest.Steps != 30 {
+		t.Fatalf("latest: %+v %v", latest, err)
+	}
+	p, _ := latest.Progress()
+	if p.Phase != control.CaughtUp || p.Epochs != 3 {
+		t.Fatalf("progress %+v", p)
+	}
+	mb, l2, err := cs.Load(ctx, latest)
+	if err != nil || mb[0] != 3 || l2.Rows() != 3 {
+		t.Fatalf("load: %v %v %v", mb, l2, err)
+	}
+	// Only the Keep newest remain.
+	if seqs, _ := cs.sequences(ctx); len(seqs) != 2 || seqs[0] != 2 {
+		t.Fatalf("kept %v", seqs)
+	}
+	// A model object that does not match its manifest is refused.
+	if _, err := st.Put(ctx, latest.Model.Key, []byte("tampered"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cs.Load(ctx, latest); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("tampered model: %v", err)
+	}
+	// A manifest that does not parse is skipped in favour of the previous.
+	if _, err := st.Put(ctx, cs.key(3, ManifestObject), []byte("{"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if latest, err = cs.Latest(ctx); err != nil || latest.Seq != 2 {
+		t.Fatalf("after a bad manifest: %+v %v", latest, err)
+	}
+	if _, err := NewStore(st, "a/b"); err == nil {
+		t.Fatal("pipeline with '/' accepted")
+	}
+}

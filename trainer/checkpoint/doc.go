@@ -1,0 +1,27 @@
+// Package checkpoint writes and reads the trainer's checkpoints in object
+// storage (Ads paper III: "Checkpoint Files stored in a distributed
+// disk-based file system"; III.C: the controller writes a checkpoint at the
+// end of every epoch, and a failed epoch is retrained from the last one).
+//
+// A checkpoint of pipeline P is three objects under
+// block.CheckpointKey(P, ...):
+//
+//	checkpoints/P/0000000042/model.bin      the model's parameters (model.Model.MarshalBinary)
+//	checkpoints/P/0000000042/ledger.bin     the ledger: every event id trained into the model
+//	checkpoints/P/0000000042/MANIFEST.json  written last
+//
+// The sequence number is the number of committed epochs. The manifest names
+// the other two objects with their sizes and CRC-32C and carries the
+// progress (epochs, committed units, phase, steps). A checkpoint exists only
+// once its manifest does, and the manifest is written whole after the
+// objects it names, so a checkpoint cut short by a crash is never read:
+// Latest returns the manifest with the highest sequence number whose objects
+// verify. The data objects of an unfinished sequence number are overwritten
+// by the next attempt of the same epoch.
+//
+// The ledger makes exactly-once training checkable: for every committed
+// work unit it lists the event ids trained, in training order, as runs of
+// consecutive ids. An event trained twice shows up twice; Ledger.Check
+// reports it. The controller also checks, before writing, that each unit's
+// ledger holds exactly the unit's rows with no repeats.
+package checkpoint

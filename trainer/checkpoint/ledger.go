@@ -1,0 +1,210 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Run is Len consecutive event ids from Start.
+type Run struct {
+	Start, Len int64
+}
+
+// UnitLedger is what was trained from one work unit.
+type UnitLedger struct {
+	Unit string
+	// Runs of event ids in training order.
+	Runs []Run
+}
+
+// Rows is the number of event ids (with repeats).
+func (u *UnitLedger) Rows() int64 {
+	var n int64
+	for _, r := range u.Runs {
+		n += r.Len
+	}
+	return n
+}
+
+// Add appends ids (in training order).
+func (u *UnitLedger) Add(ids []int64) {
+	for _, id := range ids {
+		if k := len(u.Runs); k > 0 && u.Runs[k-1].Start+u.Runs[k-1].Len == id {
+			u.Runs[k-1].Len++
+			continue
+		}
+		u.Runs = append(u.Runs, Run{Start: id, Len: 1})
+	}
+}
+
+// IDs expands the runs.
+func (u *UnitLedger) IDs() []int64 {
+	out := make([]int64, 0, u.Rows())
+	for _, r := range u.Runs {
+		for i := int64(0); i < r.Len; i++ {
+			out = append(out, r.Start+i)
+		}
+	}
+	return out
+}
+
+// Ledger lists the event ids trained into a model, unit by unit.
+type Ledger struct {
+	Units []UnitLedger
+	index map[string]int
+}
+
+// Unit returns the ledger of unit, adding it if absent.
+func (l *Ledger) Unit(unit string) *UnitLedger {
+	if l.index == nil {
+		l.index = map[string]int{}
+		for i, u := range l.Units {
+			l.index[u.Unit] = i
+		}
+	}
+	i, ok := l.index[unit]
+	if !ok {
+		i = len(l.Units)
+		l.Units = append(l.Units, UnitLedger{Unit: unit})
+		l.index[unit] = i
+	}
+	return &l.Units[i]
+}
+
+// Has reports whether unit is in the ledger.
+func (l *Ledger) Has(unit string) bool {
+	for _, u := range l.Units {
+		if u.Unit == unit {
+			return true
+		}
+	}
+	return false
+}
+
+// Clone returns a deep copy.
+func (l *Ledger) Clone() *Ledger {
+	c := &Ledger{}
+	for _, u := range l.Units {
+		c.Units = append(c.Units, UnitLedger{Unit: u.Unit, Runs: slices.Clone(u.Runs)})
+	}
+	return c
+}
+
+// Merge appends o's units (which must not be in l).
+func (l *Ledger) Merge(o *Ledger) {
+	for _, u := range o.Units {
+		dst := l.Unit(u.Unit)
+		dst.Runs = append(dst.Runs, u.Runs...)
+	}
+}
+
+// Rows is the number of event ids in the ledger (with repeats).
+func (l *Ledger) Rows() int64 {
+	var n int64
+	for i := range l.Units {
+		n += l.Units[i].Rows()
+	}
+	return n
+}
+
+// ErrDuplicate reports an event id trained more than once.
+var ErrDuplicate = errors.New("checkpoint: event trained more than once")
+
+// Check returns ErrDuplicate (naming an id) if any event id occurs twice.
+func (l *Ledger) Check() error {
+	var all []Run
+	for _, u := range l.Units {
+		all = append(all, u.Runs...)
+	}
+	slices.SortFunc(all, func(a, b Run) int {
+		switch {
+		case a.Start < b.Start:
+			return -1
+		case a.Start > b.Start:
+			return 1
+		}
+		return 0
+	})
+	for i := 1; i < len(all); i++ {
+		if p := all[i-1]; all[i].Start < p.Start+p.Len {
+			return fmt.Errorf("%w: event %d", ErrDuplicate, all[i].Start)
+		}
+	}
+	return nil
+}
+
+const ledgerMagic = "SIGLEDGER1\n"
+
+// MarshalBinary encodes the ledger: magic, unit count, then per unit its
+// name, run count and runs (start delta-coded, zig-zag varints).
+func (l *Ledger) MarshalBinary() ([]byte, error) {
+	b := []byte(ledgerMagic)
+	b = binary.AppendUvarint(b, uint64(len(l.Units)))
+	for _, u := range l.Units {
+		b = binary.AppendUvarint(b, uint64(len(u.Unit)))
+		b = append(b, u.Unit...)
+		b = binary.AppendUvarint(b, uint64(len(u.Runs)))
+		var prev int64
+		for _, r := range u.Runs {
+			b = binary.AppendVarint(b, r.Start-prev)
+			b = binary.AppendUvarint(b, uint64(r.Len))
+			prev = r.Start
+		}
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary wrote.
+func (l *Ledger) UnmarshalBinary(b []byte) error {
+	bad := func(what string) error { return fmt.Errorf("checkpoint: corrupt ledger: %s", what) }
+	if len(b) < len(ledgerMagic) || string(b[:len(ledgerMagic)]) != ledgerMagic {
+		return bad("magic")
+	}
+	b = b[len(ledgerMagic):]
+	uv := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	n, ok := uv()
+	if !ok || n > uint64(len(b)) {
+		return bad("unit count")
+	}
+	*l = Ledger{}
+	for i := uint64(0); i < n; i++ {
+		k, ok := uv()
+		if !ok || k > uint64(len(b)) {
+			return bad("unit name")
+		}
+		u := UnitLedger{Unit: string(b[:k])}
+		b = b[k:]
+		runs, ok := uv()
+		if !ok || runs > uint64(len(b)) {
+			return bad("run count")
+		}
+		var prev int64
+		for j := uint64(0); j < runs; j++ {
+			d, m := binary.Varint(b)
+			if m <= 0 {
+				return bad("run start")
+			}
+			b = b[m:]
+			ln, ok := uv()
+			if !ok || ln > 1<<40 {
+				return bad("run length")
+			}
+			prev += d
+			u.Runs = append(u.Runs, Run{Start: prev, Len: int64(ln)})
+		}
+		l.Units = append(l.Units, u)
+	}
+	if len(b) != 0 {
+		return bad("trailing bytes")
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// Format is the manifest format version.
+const Format = 1
+
+// Object names inside a checkpoint's directory.
+const (
+	ModelObject    = "model.bin"
+	LedgerObject   = "ledger.bin"
+	ManifestObject = "MANIFEST.json"
+)
+
+// ObjectRef names one object of a checkpoint.
+type ObjectRef struct {
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
+// Manifest describes a committed checkpoint.
+type Manifest struct {
+	Format   int    `json:"format"`
+	Pipeline string `json:"pipeline"`
+	Job      string `json:"job"`
+	Seq      int    `json:"seq"`
+	// Progress: epochs, committed units, phase, steps.
+	Epochs int      `json:"epochs"`
+	Units  []string `json:"units"`
+	Phase  string   `json:"phase"`
+	Steps  uint64   `json:"steps"`
+	// Fingerprint of the model architecture (model.Model.Fingerprint).
+	Fingerprint string    `json:"fingerprint"`
+	Model       ObjectRef `json:"model"`
+	Ledger      ObjectRef `json:"ledger"`
+	// EventIDs is the number of event ids in the ledger.
+	EventIDs int64     `json:"event_ids"`
+	Created  time.Time `json:"created"`
+}
+
+// Progress returns the manifest's progress for the controller.
+func (m *Manifest) Progress() (control.Progress, error) {
+	ph, err := control.ParsePhase(m.Phase)
+	if err != nil {
+		return control.Progress{}, err
+	}
+	return control.Progress{Epochs: m.Epochs, Units: append([]string(nil), m.Units...), Phase: ph, Steps: m.Steps}, nil
+}
+
+// Store reads and writes one pipeline's checkpoints.
+type Store struct {
+	st       *objstore.Store
+	pipeline string
+	// Keep is how many committed checkpoints to keep; older ones are
+	// deleted after a commit. Default 2.
+	Keep int
+}
+
+// NewStore returns the checkpoint store of pipeline.
+func NewStore(st *objstore.Store, pipeline string) (*Store, error) {
+	if err := block.ValidateName("pipeline", pipeline); err != nil {
+		return nil, err
+	}
+	return &Store{st: st, pipeline: pipeline, Keep: 2}, nil
+}
+
+func seqName(seq int) string { return fmt.Sprintf("%010d", seq) }
+
+func (s *Store) key(seq int, name string) string {
+	return block.CheckpointKey(s.pipeline, seqName(seq)+"/"+name)
+}
+
+// Checkpoint is what Save writes.
+type Checkpoint struct {
+	Job         string
+	Progress    control.Progress
+	Fingerprint string
+	Model       []byte
+	Ledger      *Ledger
+	Created     time.Time
+}
+
+// Save writes the checkpoint's objects, then its manifest. The checkpoint is
+// committed when Save returns nil, and only then.
+func (s *Store) Save(ctx context.Context, c Checkpoint) (Manifest, error) {
+	seq := c.Progress.Epochs
+	led, err := c.Ledger.MarshalBinary()
+	if err != nil {
+		return Manifest{}, err
+	}
+	m := Manifest{Format: Format, Pipeline: s.pipeline, Job: c.Job, Seq: seq, Epochs: c.Progress.Epochs,
+		Units: c.Progress.Units, Phase: c.Progress.Phase.String(), Steps: c.Progress.Steps,
+		Fingerprint: c.Fingerprint, EventIDs: c.Ledger.Rows(), Created: c.Created.UTC()}
+	put := func(name string, data []byte) (ObjectRef, error) {
+		info, err := s.st.Put(ctx, s.key(seq, name), data, nil)
+		if err != nil {
+			return ObjectRef{}, err
+		}
+		return ObjectRef{Key: info.Key, Size: int64(len(data)), CRC32C: info.Checksum}, nil
+	}
+	if m.Model, err = put(ModelObject, c.Model); err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint %d: %w", seq, err)
+	}
+	if m.Ledger, err = put(LedgerObject, led); err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint %d: %w", seq, err)
+	}
+	body, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return Manifest{}, err
+	}
+	if _, err := put(ManifestObject, body); err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint %d: manifest: %w", seq, err)
+	}
+	s.prune(ctx, seq)
+	return m, nil
+}
+
+// prune deletes checkpoints older than the Keep newest (best effort: a
+// leftover is harmless, Latest ignores it).
+func (s *Store) prune(ctx context.Context, newest int) {
+	if s.Keep <= 0 {
+		return
+	}
+	seqs, err := s.sequences(ctx)
+	if err != nil {
+		return
+	}
+	var keys []string
+	for _, q := range seqs {
+		if q <= newest-s.Keep {
+			for _, n := range []string{ManifestObject, ModelObject, LedgerObject} {
+				keys = append(keys, s.key(q, n))
+			}
+		}
+	}
+	if len(keys) > 0 {
+		// The manifest goes first: a half-deleted checkpoint is never read.
+		_, _ = s.st.DeleteMany(ctx, keys)
+	}
+}
+
+// sequences lists the sequence numbers that have a manifest, ascending.
+func (s *Store) sequences(ctx context.Context) ([]int, error) {
+	prefix := block.CheckpointKey(s.pipeline, "")
+	var out []int
+	for info, err := range s.st.List(ctx, prefix) {
+		if err != nil {
+			return nil, err
+		}
+		rest := strings.TrimPrefix(info.Key, prefix)
+		dir, name, ok := strings.Cut(rest, "/")
+		if !ok || name != ManifestObject {
+			continue
+		}
+		if q, err := strconv.Atoi(dir); err == nil && seqName(q) == dir {
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
+// ErrCorrupt reports a checkpoint whose objects do not match its manifest.
+var ErrCorrupt = errors.New("checkpoint: corrupt")
+
+// Latest returns the newest committed checkpoint whose manifest reads back,
+// or nil when there is none. Manifests that fail their checksum or do not
+// parse are skipped (older checkpoints are consistent too).
+func (s *Store) Latest(ctx context.Context) (*Manifest, error) {
+	seqs, err := s.sequences(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(seqs) - 1; i >= 0; i-- {
+		m, err := s.manifest(ctx, seqs[i])
+		if err != nil {
+			if errors.Is(err, objstore.ErrCorrupt) || errors.Is(err, ErrCorrupt) || errors.Is(err, objstore.ErrNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		return m, nil
+	}
+	return nil, nil
+}
+
+func (s *Store) manifest(ctx context.Context, seq int) (*Manifest, error) {
+	data, _, err := s.st.Get(ctx, s.key(seq, ManifestObject))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: manifest %d: %v", ErrCorrupt, seq, err)
+	}
+	if m.Format != Format || m.Seq != seq || m.Pipeline != s.pipeline {
+		return nil, fmt.Errorf("%w: manifest %d: format %d, seq %d, pipeline %q", ErrCorrupt, seq, m.Format, m.Seq, m.Pipeline)
+	}
+	if _, err := m.Progress(); err != nil {
+		return nil, fmt.Errorf("%w: manifest %d: %v", ErrCorrupt, seq, err)
+	}
+	return &m, nil
+}
+
+// Load reads the model bytes and the ledger a manifest names, checking
+// sizes and checksums.
+func (s *Store) Load(ctx context.Context, m *Manifest) (modelBytes []byte, ledger *Ledger, err error) {
+	get := func(ref ObjectRef) ([]byte, error) {
+		data, info, err := s.st.Get(ctx, ref.Key)
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(data)) != ref.Size || info.Checksum != ref.CRC32C {
+			return nil, fmt.Errorf("%w: %s does not match the manifest", ErrCorrupt, ref.Key)
+		}
+		return data, nil
+	}
+	if modelBytes, err = get(m.Model); err != nil {
+		return nil, nil, err
+	}
+	lb, err := get(m.Ledger)
+	if err != nil {
+		return nil, nil, err
+	}
+	ledger = &Ledger{}
+	if err := ledger.UnmarshalBinary(lb); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return modelBytes, ledger, nil
+}
