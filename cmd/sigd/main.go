@@ -5,6 +5,11 @@
 //	sigd serve  [flags]            the service; every flag also reads SIG_<FLAG>
 //	sigd dev    [flags]            the same with embedded MinIO and Kafka, ingesting "ads"
 //	sigd worker --sigd ADDR [...]  a remote memoization worker (lease protocol)
+//
+// Test-only: SIG_TEST_TASK_DELAY (a Go duration) makes every memoization
+// run of serve, dev and worker wait that long before it starts (or until
+// its lease is lost), so reliability tests can kill a process while it
+// holds leases. It only slows work down; never set it in production.
 package main
 
 import (
@@ -74,8 +79,9 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.StringVar(&cfg.TokensFile, "tokens", "", "token file (empty: DATA-DIR/tokens.json, created with development tokens)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate file for gRPC")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "TLS key file for gRPC")
-	fs.IntVar(&cfg.WorkersMin, "workers-min", 1, "in-process workers, minimum")
-	fs.IntVar(&cfg.WorkersMax, "workers-max", 4, "in-process workers, maximum (0: remote workers only)")
+	fs.IntVar(&cfg.WorkersMin, "workers-min", 1, "memoization workers, minimum (in-process, or desired remote replicas with --remote-workers)")
+	fs.IntVar(&cfg.WorkersMax, "workers-max", 4, "memoization workers, maximum (at least 1)")
+	fs.BoolVar(&cfg.RemoteWorkers, "remote-workers", false, "run no in-process workers: only `sigd worker` processes drain the queues; sig_workers_desired says how many to run")
 	fs.DurationVar(&cfg.TargetDrain, "target-drain", 30*time.Second, "the autoscaler sizes the pool to drain the backlog in this time")
 	fs.DurationVar(&cfg.ScaleDownCooldown, "scale-down-cooldown", 30*time.Second, "how long a smaller pool must be enough before shrinking")
 	fs.DurationVar(&cfg.Lease, "lease", 30*time.Second, "task lease duration")
@@ -131,7 +137,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 	if *logJSON {
 		log = slog.New(slog.NewJSONHandler(stderr, nil))
 	}
-	srv, err := sigd.New(ctx, cfg, sigd.Options{Logger: log})
+	wrap, err := testTaskDelay()
+	if err != nil {
+		return err
+	}
+	srv, err := sigd.New(ctx, cfg, sigd.Options{Logger: log, WrapRunner: wrap})
 	if err != nil {
 		return err
 	}
@@ -174,6 +184,10 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 		host, _ := os.Hostname()
 		*name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	wrap, err := testTaskDelay()
+	if err != nil {
+		return err
+	}
 	store, err := objstore.New(sc)
 	if err != nil {
 		return err
@@ -185,11 +199,38 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	defer conn.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second)
-	pool := workers.NewPool(leaser, &sigd.Runner{Store: store}, workers.PoolOptions{Name: *name, Logger: log})
+	var runner workers.Runner = &sigd.Runner{Store: store}
+	if wrap != nil {
+		runner = wrap(runner)
+	}
+	pool := workers.NewPool(leaser, runner, workers.PoolOptions{Name: *name, Logger: log})
 	pool.Resize(*n)
 	fmt.Fprintf(stderr, "sigd worker: %d workers leasing from %s\n", *n, *addr)
 	<-ctx.Done()
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return pool.Close(cctx)
+}
+
+// testTaskDelay reads SIG_TEST_TASK_DELAY (see the package comment): nil
+// when unset.
+func testTaskDelay() (func(workers.Runner) workers.Runner, error) {
+	v := os.Getenv("SIG_TEST_TASK_DELAY")
+	if v == "" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("SIG_TEST_TASK_DELAY=%q: want a non-negative duration", v)
+	}
+	return func(r workers.Runner) workers.Runner {
+		return workers.RunnerFunc(func(ctx context.Context, t workers.Task) (workers.Result, error) {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return workers.Result{}, ctx.Err()
+			}
+			return r.Run(ctx, t)
+		})
+	}, nil
 }

@@ -411,25 +411,53 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 
 // completeHook marks a finished task's memo entry ready and announces it,
 // before the task leaves the queue.
+//
+// In-process workers' tasks carry the description they ran (t.Spec), with
+// the generation of the entry they computed. Remotely completed tasks do
+// not (the queue keeps no descriptions; CompleteTask names only the lease),
+// so the entry's current generation is read first and the memo object is
+// checked to exist before the entry is marked: an eviction that deleted
+// the object after the worker wrote it either changed the generation
+// (MarkReady then refuses) or happened before the check (which then fails
+// and the task runs again after its lease expires).
 func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.Result) error {
-	spec := t.Spec
-	if spec == nil || spec.MemoGeneration == 0 {
-		return nil
-	}
-	k, err := matching.ParseKey(spec.ComponentKey)
+	k, err := matching.ParseKey(t.ID.Component)
 	if err != nil {
 		return err
 	}
-	if err := s.frontend.MarkReady(k, spec.BlockId, spec.MemoGeneration, res.Rows, res.Bytes); err != nil {
+	block, object := t.ID.Block, matching.MemoObjectKey(k, t.ID.Block)
+	var gen uint64
+	if spec := t.Spec; spec != nil {
+		gen = spec.MemoGeneration
+	} else {
+		g, pending, err := s.frontend.Begin(k, block)
+		if err != nil {
+			return err
+		}
+		if pending {
+			if _, err := s.store.Stat(ctx, object); err != nil {
+				return fmt.Errorf("memo object %s: %w", object, err)
+			}
+			gen = g
+		}
+	}
+	if gen == 0 {
+		return nil // nothing was left to compute
+	}
+	if err := s.frontend.MarkReady(k, block, gen, res.Rows, res.Bytes); err != nil {
 		return err
 	}
 	s.metrics.taskDone(s.clock.Now().Sub(t.Since))
+	source := ""
+	if rec, err := s.cache.Component(k); err == nil {
+		source = rec.Source
+	}
 	// Completion events are a hint (trainers also watch the gRPC stream and
 	// re-read solutions): a lost event delays, never corrupts.
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.publisher.Publish(pctx, ready.Event{ComponentKey: spec.ComponentKey, BlockID: spec.BlockId,
-		Source: spec.RawSource, Bucket: s.cfg.S3Bucket, Key: spec.MemoObject, Rows: res.Rows, Bytes: res.Bytes,
+	if err := s.publisher.Publish(pctx, ready.Event{ComponentKey: t.ID.Component, BlockID: block,
+		Source: source, Bucket: s.cfg.S3Bucket, Key: object, Rows: res.Rows, Bytes: res.Bytes,
 		Time: s.clock.Now()}); err != nil {
 		s.log.Warn("publish sig.memo.ready", "err", err)
 	}

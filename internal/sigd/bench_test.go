@@ -1,0 +1,4 @@
+package sigd_test
+
+// closeBenchEnvs stops what the benchmarks share across their runs.
+func closeBenchEnvs() {}

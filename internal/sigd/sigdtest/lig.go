@@ -1,0 +1,226 @@
+package sigdtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/sigdata/sig/internal/sigd"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// LIGOutput is what `sigctl run` produced for one raw block: event_id and
+// one column per model input, by input name.
+type LIGOutput struct {
+	EventID arrow.Array
+	Inputs  map[string]arrow.Array
+}
+
+// LIG runs local input generation with the real CLI (`sigctl run`, built
+// from cmd/sigctl) over one raw block read back from the warehouse: the
+// block is written as an Arrow IPC file, the graph as a DSL file.
+func LIG(tb testing.TB, store *objstore.Store, raw block.Meta, dsl string) *LIGOutput {
+	tb.Helper()
+	sigctl := BuildCommand(tb, "cmd/sigctl")
+	dir := tb.TempDir()
+	_, rec, err := block.ReadBlock(context.Background(), store, raw.Key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rec.Release()
+	in := filepath.Join(dir, "raw.arrow")
+	f, err := os.Create(in)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(rec.Schema()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	graph := filepath.Join(dir, "graph.sig")
+	if err := os.WriteFile(graph, []byte(dsl), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(dir, "lig.arrow")
+	cmd := exec.Command(sigctl, "run", graph, "--raw", in, "--out", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("sigctl run: %v\n%s", err, b)
+	}
+	of, err := os.Open(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer of.Close()
+	r, err := ipc.NewFileReader(of, ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer r.Close()
+	// sigctl run writes one output batch per input batch; the raw file has
+	// one. Concatenate anyway, so a change there does not break this.
+	cols := make([][]arrow.Array, r.Schema().NumFields())
+	for i := 0; i < r.NumRecords(); i++ {
+		b, err := r.Record(i)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for j := range cols {
+			b.Column(j).Retain()
+			cols[j] = append(cols[j], b.Column(j))
+		}
+	}
+	res := &LIGOutput{Inputs: map[string]arrow.Array{}}
+	for j, fld := range r.Schema().Fields() {
+		a, err := array.Concatenate(cols[j], memory.DefaultAllocator)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, c := range cols[j] {
+			c.Release()
+		}
+		if fld.Name == transform.ColEventID {
+			res.EventID = a
+		} else {
+			res.Inputs[fld.Name] = a
+		}
+	}
+	return res
+}
+
+// ColumnBytes serializes one column as an Arrow IPC stream (schema and one
+// record batch): two columns are equal byte for byte when these are.
+func ColumnBytes(a arrow.Array) ([]byte, error) {
+	sch := arrow.NewSchema([]arrow.Field{{Name: "c", Type: a.DataType(), Nullable: true}}, nil)
+	rec := array.NewRecord(sch, []arrow.Array{a}, int64(a.Len()))
+	defer rec.Release()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(sch))
+	if err := w.Write(rec); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// SameColumn reports how two columns differ ("" if they are the same
+// array and the same bytes).
+func SameColumn(got, want arrow.Array) string {
+	if !arrow.TypeEqual(got.DataType(), want.DataType()) {
+		return fmt.Sprintf("type %s, want %s", got.DataType(), want.DataType())
+	}
+	if got.Len() != want.Len() {
+		return fmt.Sprintf("%d rows, want %d", got.Len(), want.Len())
+	}
+	if !array.Equal(got, want) {
+		for i := 0; i < got.Len(); i++ {
+			if !array.SliceEqual(got, int64(i), int64(i+1), want, int64(i), int64(i+1)) {
+				return fmt.Sprintf("row %d differs: %s, want %s", i, valueString(got, i), valueString(want, i))
+			}
+		}
+		return "arrays differ"
+	}
+	gb, err1 := ColumnBytes(got)
+	wb, err2 := ColumnBytes(want)
+	if err1 != nil || err2 != nil {
+		return fmt.Sprintf("serialize: %v %v", err1, err2)
+	}
+	if !bytes.Equal(gb, wb) {
+		return fmt.Sprintf("equal values but different Arrow IPC bytes (%d and %d bytes)", len(gb), len(wb))
+	}
+	return ""
+}
+
+func valueString(a arrow.Array, i int) string {
+	s := array.NewSlice(a, int64(i), int64(i+1))
+	defer s.Release()
+	return fmt.Sprint(s)
+}
+
+// CheckMemo compares a memo object with LIG's column for the same model
+// input and block, byte for byte (value and event_id); "" if equal.
+func CheckMemo(ctx context.Context, store *objstore.Store, memoKey string, lig *LIGOutput, input string) (string, error) {
+	want, ok := lig.Inputs[input]
+	if !ok {
+		return "", fmt.Errorf("LIG has no input %q", input)
+	}
+	_, rec, err := block.ReadBlock(ctx, store, memoKey)
+	if err != nil {
+		return "", err
+	}
+	defer rec.Release()
+	vi := rec.Schema().FieldIndices(sigd.MemoColumn)
+	ei := rec.Schema().FieldIndices(transform.ColEventID)
+	if len(vi) != 1 || len(ei) != 1 || rec.NumCols() != 2 {
+		return fmt.Sprintf("memo object %s has columns %v, want %s and %s", memoKey, rec.Schema(), transform.ColEventID, sigd.MemoColumn), nil
+	}
+	if d := SameColumn(rec.Column(ei[0]), lig.EventID); d != "" {
+		return "event_id: " + d, nil
+	}
+	if d := SameColumn(rec.Column(vi[0]), want); d != "" {
+		return sigd.MemoColumn + ": " + d, nil
+	}
+	return "", nil
+}
+
+// CheckSolution compares every memo object of a complete read solution
+// with LIG over the same raw blocks (graph dsl is the pipeline's graph, so
+// its input names are the solution's); ligs caches LIG outputs by block id.
+func CheckSolution(tb testing.TB, store *objstore.Store, blocks []block.Meta, sol *sigv1.ReadSolution, dsl string, ligs map[string]*LIGOutput) {
+	tb.Helper()
+	byID := map[string]block.Meta{}
+	for _, b := range blocks {
+		byID[b.ID] = b
+	}
+	checked := 0
+	for _, in := range sol.Inputs {
+		for _, b := range in.Blocks {
+			if b.State != sigv1.BlockState_BLOCK_STATE_READY {
+				tb.Errorf("%s/%s: input %s block %s is %s", sol.Client, sol.Pipeline, in.Input, b.BlockId, b.State)
+				continue
+			}
+			raw, ok := byID[b.BlockId]
+			if !ok {
+				tb.Fatalf("solution names block %s, not in the warehouse", b.BlockId)
+			}
+			lig := ligs[b.BlockId]
+			if lig == nil {
+				lig = LIG(tb, store, raw, dsl)
+				ligs[b.BlockId] = lig
+			}
+			d, err := CheckMemo(context.Background(), store, b.MemoObject, lig, in.Input)
+			if err != nil {
+				tb.Fatalf("%s/%s input %s block %s: %v", sol.Client, sol.Pipeline, in.Input, b.BlockId, err)
+			}
+			if d != "" {
+				tb.Errorf("%s/%s input %s block %s: memo object %s differs from LIG: %s", sol.Client, sol.Pipeline, in.Input, b.BlockId, b.MemoObject, d)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		tb.Errorf("%s/%s: no memo object to compare", sol.Client, sol.Pipeline)
+	}
+}
