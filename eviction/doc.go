@@ -18,10 +18,15 @@
 // Evicting never breaks a reader: a read solution whose data was evicted
 // turns pending, and the next read re-creates and schedules it (matching
 // recomputes on demand). The order of removal makes a race with workers
-// harmless: memo entries are deleted first (so a worker that finishes
-// afterwards cannot mark them ready: its generation is stale), the
-// components are marked as being evicted (so no new entry appears), then
-// the objects are deleted, then the mark is lifted.
+// and readers harmless: the components are marked as being evicted (from
+// then on no entry of theirs is created: creating an entry and marking
+// exclude each other), their memo entries are deleted (so a worker that
+// finishes afterwards cannot mark them ready: its generation is stale),
+// then their objects, then the mark is lifted and watchers are told (their
+// re-reads re-create the entries and schedule them). No entry is ever ready
+// without its object. An object a worker writes after the deletion stays
+// without an entry until the block is recomputed, which overwrites it with
+// the same bytes; see TestEvictionRacesWorkers.
 //
 // The package decides and orders removals; the matching cache and the
 // warehouse own the state removed.

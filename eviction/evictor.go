@@ -166,11 +166,19 @@ func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact,
 // remove deletes the components' memo entries, then cancels their tasks,
 // then deletes their objects (every object under memo/<key>/, which also
 // catches objects a racing worker wrote), all while the components are
-// marked as being evicted.
+// marked as being evicted. Watchers are told once the mark is lifted: a
+// watcher re-reads its solution when told, and a read while the mark is on
+// creates (and schedules) nothing.
 func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) {
 	objects := 0
+	var deleted []matching.MemoEntry
+	defer func() {
+		// Even after a failure: the entries are gone either way.
+		for _, m := range deleted {
+			e.Frontend.Notify(matching.MemoEntry{Component: m.Component, Block: m.Block}) // state 0: gone
+		}
+	}()
 	err := e.Frontend.Evicting(keys, func() error {
-		var deleted []matching.MemoEntry
 		for _, k := range keys {
 			es, err := e.Frontend.Cache().DeleteMemos(k)
 			if err != nil {
@@ -198,9 +206,6 @@ func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) 
 		objects = n
 		if err != nil {
 			return err
-		}
-		for _, m := range deleted {
-			e.Frontend.Notify(matching.MemoEntry{Component: m.Component, Block: m.Block}) // state 0: gone
 		}
 		e.evicted.Add(int64(len(deleted)))
 		return nil

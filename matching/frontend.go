@@ -377,29 +377,15 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 			}
 			memos[k] = m
 		}
-		evicting := f.isEvicting(k)
 		for _, blk := range blocks {
 			e, ok := m[blk.ID]
-			if !ok && evicting {
-				// Being evicted: pending, created once the eviction is done.
-				e = MemoEntry{Component: k, Block: blk.ID, State: MemoPending, Object: MemoObjectKey(k, blk.ID)}
-			} else if !ok {
-				// Create the entry only if it is still missing: a concurrent
-				// request may have created it (and a worker completed it)
-				// since m was read, and overwriting would recompute it.
-				fresh := MemoEntry{Component: k, Block: blk.ID, State: MemoPending, Object: MemoObjectKey(k, blk.ID),
-					Updated: now, Gen: rand.Uint64() | 1}
-				e, err = f.cfg.Cache.UpdateMemo(k, blk.ID, func(cur *MemoEntry, exists bool) bool {
-					if exists {
-						return false
-					}
-					*cur = fresh
-					return true
-				})
-				if err != nil {
+			if !ok {
+				if e, err = f.createMissing(k, blk.ID, now); err != nil {
 					return nil, 0, 0, 0, err
 				}
-				m[blk.ID] = e
+				if e.Gen != 0 {
+					m[blk.ID] = e
+				}
 			}
 			if !seenComp {
 				// Count and schedule each (component, block) once per call.
@@ -428,6 +414,35 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 		sol.Inputs = append(sol.Inputs, is)
 	}
 	return sol, hits, misses, enqueued, nil
+}
+
+// createMissing creates the pending memo entry of (k, block) if it is still
+// missing (a concurrent request may have created it, and a worker completed
+// it, since the caller looked; overwriting would recompute it) and returns
+// the entry. While k is being evicted it creates nothing and returns a
+// pending entry without a generation, which is not scheduled: it is created
+// by the first read after the eviction. The check and the creation hold
+// evictMu, which Evicting takes to mark components, so an entry is either
+// created before the mark (and the eviction deletes it) or not at all until
+// the eviction is done. Were they apart, an entry could be created between
+// the eviction's removal of the entries and of the objects, completed by a
+// worker whose object the eviction then deletes, and stay ready without its
+// object (TestEvictionDuringEntryCreation in eviction).
+func (f *Frontend) createMissing(k Key, block string, now time.Time) (MemoEntry, error) {
+	f.evictMu.Lock()
+	defer f.evictMu.Unlock()
+	if f.evicting[k] > 0 {
+		return MemoEntry{Component: k, Block: block, State: MemoPending, Object: MemoObjectKey(k, block)}, nil
+	}
+	fresh := MemoEntry{Component: k, Block: block, State: MemoPending, Object: MemoObjectKey(k, block),
+		Updated: now, Gen: rand.Uint64() | 1}
+	return f.cfg.Cache.UpdateMemo(k, block, func(cur *MemoEntry, exists bool) bool {
+		if exists {
+			return false
+		}
+		*cur = fresh
+		return true
+	})
 }
 
 // Begin returns the generation of a pending memo entry, for a worker about
@@ -591,12 +606,6 @@ func (f *Frontend) Evicting(keys []Key, fn func() error) error {
 		f.evictMu.Unlock()
 	}()
 	return fn()
-}
-
-func (f *Frontend) isEvicting(k Key) bool {
-	f.evictMu.Lock()
-	defer f.evictMu.Unlock()
-	return f.evicting[k] > 0
 }
 
 // Notify tells watchers of a change made outside the frontend (eviction).
