@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -122,10 +123,12 @@ func (s *Server) Stats() ServerStats {
 
 // StreamServerOptions tune a gRPC server for streaming bulk responses: a
 // 1 MiB write buffer, so that a batch goes out in a few large writes rather
-// than one system call per 32 KiB; and keepalive pings, so that a unit whose
-// host vanished without closing its connection frees its slot.
+// than one system call per 32 KiB; a buffer pool that does not zero the
+// buffers messages are marshaled into (see dirtyPool); and keepalive pings,
+// so that a unit whose host vanished without closing its connection frees
+// its slot.
 func StreamServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.WriteBufferSize(1 << 20),
+	return []grpc.ServerOption{grpc.WriteBufferSize(1 << 20), experimental.BufferPool(readerBufferPool),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second})}
 }
 
