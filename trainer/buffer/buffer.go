@@ -14,16 +14,17 @@ type Buffer struct {
 	changed  chan struct{} // closed and replaced on every change
 	f        model.Features
 	ex       *model.Examples
-	segs     []segment // which unit each run of buffered rows came from
+	segs     []Segment // which unit each run of buffered rows came from
 	capacity int
 	added    int
 	consumed int
 	closed   bool
 }
 
-type segment struct {
-	unit string
-	n    int
+// Segment is a run of rows of one work unit, in buffer order.
+type Segment struct {
+	Unit string
+	Rows int
 }
 
 // New returns a buffer for examples shaped by f holding about capacity
@@ -50,10 +51,10 @@ func (b *Buffer) Put(ctx context.Context, unit string, e *model.Examples) error 
 		}
 		if b.ex.Len() == 0 || b.ex.Len()+n <= b.capacity {
 			b.ex.Append(e)
-			if k := len(b.segs); k > 0 && b.segs[k-1].unit == unit {
-				b.segs[k-1].n += n
+			if k := len(b.segs); k > 0 && b.segs[k-1].Unit == unit {
+				b.segs[k-1].Rows += n
 			} else {
-				b.segs = append(b.segs, segment{unit, n})
+				b.segs = append(b.segs, Segment{unit, n})
 			}
 			b.added += n
 			b.notify()
@@ -71,23 +72,24 @@ func (b *Buffer) Put(ctx context.Context, unit string, e *model.Examples) error 
 }
 
 // Take removes up to n examples from the front and returns them with the
-// rows of each unit they carry. It does not wait; it returns an empty set
-// when the buffer is empty.
-func (b *Buffer) Take(n int) (*model.Examples, map[string]int64) {
+// runs of rows of each unit they carry, in order (the controller attributes
+// every event id to its unit with them). It does not wait; it returns an
+// empty set when the buffer is empty.
+func (b *Buffer) Take(n int) (*model.Examples, []Segment) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n = min(n, b.ex.Len())
 	out := b.ex.Slice(0, n)
 	b.ex.DropFront(n)
-	rows := map[string]int64{}
+	var segs []Segment
 	left := n
 	for left > 0 {
 		s := &b.segs[0]
-		k := min(s.n, left)
-		rows[s.unit] += int64(k)
-		s.n -= k
+		k := min(s.Rows, left)
+		segs = append(segs, Segment{s.Unit, k})
+		s.Rows -= k
 		left -= k
-		if s.n == 0 {
+		if s.Rows == 0 {
 			b.segs = b.segs[1:]
 		}
 	}
@@ -95,7 +97,23 @@ func (b *Buffer) Take(n int) (*model.Examples, map[string]int64) {
 	if n > 0 {
 		b.notify()
 	}
-	return out, rows
+	return out, segs
+}
+
+// Changed returns a channel closed at the buffer's next change.
+func (b *Buffer) Changed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+// Rows sums segments by unit.
+func Rows(segs []Segment) map[string]int64 {
+	out := map[string]int64{}
+	for _, s := range segs {
+		out[s.Unit] += int64(s.Rows)
+	}
+	return out
 }
 
 // Wait returns when the buffer holds at least n examples, or changes at

@@ -41,18 +41,20 @@ func TestTakeReportsRowsPerUnit(t *testing.T) {
 	_ = b.Put(ctx, "u2", rows(f, 100, 3))
 	_ = b.Put(ctx, "u2", rows(f, 103, 2))
 	_ = b.Put(ctx, "u1", rows(f, 5, 4))
-	got, per := b.Take(7)
-	if got.Len() != 7 || per["u1"] != 5 || per["u2"] != 2 || len(per) != 2 {
-		t.Fatalf("take 7: %d examples, %v", got.Len(), per)
+	got, segs := b.Take(7)
+	if want := []Segment{{"u1", 5}, {"u2", 2}}; got.Len() != 7 || len(segs) != 2 || segs[0] != want[0] || segs[1] != want[1] {
+		t.Fatalf("take 7: %d examples, %v", got.Len(), segs)
 	}
+	per := Rows(segs)
 	if got.EventIDs[5] != 100 {
 		t.Fatalf("order: %v", got.EventIDs)
 	}
-	got, per = b.Take(100)
-	if got.Len() != 7 || per["u2"] != 3 || per["u1"] != 4 {
-		t.Fatalf("take rest: %d, %v", got.Len(), per)
+	got, segs = b.Take(100)
+	per = Rows(segs)
+	if got.Len() != 7 || per["u2"] != 3 || per["u1"] != 4 || len(segs) != 2 {
+		t.Fatalf("take rest: %d, %v", got.Len(), segs)
 	}
-	if got, per := b.Take(5); got.Len() != 0 || len(per) != 0 {
+	if got, segs := b.Take(5); got.Len() != 0 || len(segs) != 0 {
 		t.Fatal("take from empty")
 	}
 	a, c, n := b.Counters()
