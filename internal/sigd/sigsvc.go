@@ -62,7 +62,7 @@ func graphFromSpec(spec *sigv1.GraphSpec) (*transform.Graph, error) {
 	case *sigv1.GraphSpec_Graph:
 		return graphpb.FromProto(g.Graph, transform.Limits{})
 	case *sigv1.GraphSpec_Dsl:
-		out, err := transform.Parse([]byte(g.Dsl), "graph.dsl", transform.Limits{})
+		out, err := transform.Parse([]byte(g.Dsl), "", transform.Limits{})
 		if err != nil {
 			return nil, &matching.InputError{Field: "graph.dsl", Err: err}
 		}
