@@ -30,9 +30,14 @@ type Config struct {
 	// --tls-cert, --tls-key: serve gRPC over TLS.
 	TLSCert, TLSKey string
 
-	// --workers-min, --workers-max: the in-process pool's bounds (0 max
-	// runs no in-process workers: remote workers only).
+	// --workers-min, --workers-max: the autoscaler's bounds: the size of
+	// the in-process pool, or with RemoteWorkers the desired replica count
+	// it exports (sig_workers_desired). Both zero means 1 and 4.
 	WorkersMin, WorkersMax int
+	// --remote-workers: run no in-process workers; only remote workers
+	// (`sigd worker --sigd ADDR`) drain the queues. The autoscaler still
+	// decides and exports the desired count, for an orchestrator to apply.
+	RemoteWorkers bool
 	// --target-drain: the autoscaler sizes the pool to drain the backlog in
 	// this time.
 	TargetDrain time.Duration
