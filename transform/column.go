@@ -2,10 +2,12 @@ package transform
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/bitutil"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 )
 
@@ -35,25 +37,101 @@ func bitmapOf(a arrow.Array) bitmap {
 	return bitmap{bits: a.NullBitmapBytes(), off: a.Data().Offset()}
 }
 
-// strCol is a view of a string array.
+// strCol is a view of a string array, or of the elements [first,
+// first+n) of a list's string child.
 type strCol struct {
 	n     int
 	offs  []int32 // n+1 offsets into data
 	data  []byte
 	valid bitmap
+	arr   arrow.Array // the array viewed
+	first int         // index in arr of row 0 of the view
+}
+
+// bytes returns the data of all n rows, null rows included.
+func (c *strCol) bytes() []byte { return c.data[c.offs[0]:c.offs[c.n]] }
+
+// elems returns a view of elements [e0, e1) of this column (used on a
+// list's child).
+func (c *strCol) elems(e0, e1 int32) strCol {
+	v := strCol{n: int(e1 - e0), offs: c.offs[e0 : e1+1], data: c.data, valid: c.valid, arr: c.arr, first: c.first + int(e0)}
+	if v.valid.bits != nil {
+		v.valid.off += int(e0)
+	}
+	return v
+}
+
+// canShareShape reports whether an output with c's row boundaries can use
+// c's own offsets and validity buffers: it must start at row 0 of an
+// unsliced array whose data starts at byte 0.
+func (c *strCol) canShareShape() bool {
+	return c.arr != nil && c.first == 0 && c.arr.Data().Offset() == 0 && c.offs[0] == 0
+}
+
+// withData returns a string array with c's row boundaries and nulls over
+// data, which holds c's bytes transformed in place (same length per row).
+func (c *strCol) withData(data []byte) arrow.Array {
+	checkOffsets(len(data))
+	if c.canShareShape() {
+		bufs := c.arr.Data().Buffers()
+		valid, nulls := bufs[0], c.arr.NullN()
+		if nulls == 0 {
+			valid = nil
+		}
+		d := array.NewData(arrow.BinaryTypes.String, c.n, []*memory.Buffer{valid, bufs[1], memory.NewBufferBytes(data)}, nil, nulls, 0)
+		defer d.Release()
+		return array.NewStringData(d)
+	}
+	offs := make([]int32, c.n+1)
+	base := c.offs[0]
+	for i, o := range c.offs[:c.n+1] {
+		offs[i] = o - base
+	}
+	valid, nulls := c.validity()
+	return newStringArray(c.n, offs, data, valid, nulls)
+}
+
+// validity returns c's validity as a buffer for an output array of c's
+// rows at offset 0 (nil when no row is null), and the null count.
+func (c *strCol) validity() (*memory.Buffer, int) {
+	if c.valid.bits == nil {
+		return nil, 0
+	}
+	if c.first == 0 && c.arr != nil && c.n == c.arr.Len() {
+		return validityOf(c.arr)
+	}
+	return copyValidity(c.valid, c.n)
+}
+
+// copyValidity copies n bits of v to a new bitmap at offset 0.
+func copyValidity(v bitmap, n int) (*memory.Buffer, int) {
+	bits := make([]byte, (n+7)/8)
+	bitutil.CopyBitmap(v.bits, v.off, n, bits, 0)
+	return memory.NewBufferBytes(bits), n - bitutil.CountSetBits(bits, 0, n)
+}
+
+// validityOf returns a's validity as a buffer for an output array of a's
+// rows at offset 0: a's own buffer when a is not sliced.
+func validityOf(a arrow.Array) (*memory.Buffer, int) {
+	if a.NullN() == 0 {
+		return nil, 0
+	}
+	if a.Data().Offset() == 0 {
+		return a.Data().Buffers()[0], a.NullN()
+	}
+	return copyValidity(bitmapOf(a), a.Len())
+}
+
+func newStringArray(n int, offs []int32, data []byte, valid *memory.Buffer, nulls int) arrow.Array {
+	checkOffsets(len(data))
+	d := array.NewData(arrow.BinaryTypes.String, n,
+		[]*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(data)},
+		nil, nulls, 0)
+	defer d.Release()
+	return array.NewStringData(d)
 }
 
 func (c *strCol) at(i int) []byte { return c.data[c.offs[i]:c.offs[i+1]] }
-
-// str returns the value as a string sharing the array's memory (valid while
-// the array is alive; never stored beyond a kernel call).
-func (c *strCol) str(i int) string {
-	b := c.at(i)
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
 
 // zeroOffs stands in for the offsets of an empty array, which Arrow allows
 // to have an empty offsets buffer (IPC writers produce them).
@@ -62,13 +140,13 @@ var zeroOffs = []int32{0}
 func viewStr(a arrow.Array) strCol {
 	s := a.(*array.String)
 	if s.Len() == 0 {
-		return strCol{offs: zeroOffs}
+		return strCol{offs: zeroOffs, arr: a}
 	}
 	var data []byte
 	if bufs := s.Data().Buffers(); len(bufs) > 2 && bufs[2] != nil {
 		data = bufs[2].Bytes()
 	}
-	return strCol{n: s.Len(), offs: s.ValueOffsets(), data: data, valid: bitmapOf(a)}
+	return strCol{n: s.Len(), offs: s.ValueOffsets(), data: data, valid: bitmapOf(a), arr: a}
 }
 
 type i64Col struct {
@@ -98,21 +176,74 @@ type listView struct {
 	valid bitmap
 	str   strCol // child, for list<string>
 	i64   i64Col // child, for list<int64>
+	text  bool   // list<string>
+	// arr is the list viewed: the input, or its copy without null
+	// elements (owned by the view: release it unless it is returned).
+	arr       *array.List
+	compacted bool
+}
+
+// span returns the range of child elements the view's rows cover.
+func (l *listView) span() (int32, int32) { return l.offs[0], l.offs[l.n] }
+
+// result returns the viewed list itself as a kernel output.
+func (l *listView) result() arrow.Array {
+	l.arr.Retain()
+	return l.arr
+}
+
+// release drops the view's copy, if it made one.
+func (l *listView) release() {
+	if l.compacted {
+		l.arr.Release()
+	}
+}
+
+// withChild returns a list with the view's row boundaries and nulls whose
+// child holds, from index 0, the elements of the view's span transformed
+// one for one (same count per row), as elem-typed child.
+func (l *listView) withChild(child arrow.Array) arrow.Array {
+	e0, _ := l.span()
+	dt := arrow.ListOf(child.DataType())
+	if e0 == 0 && l.arr.Data().Offset() == 0 {
+		bufs := l.arr.Data().Buffers()
+		valid, nulls := bufs[0], l.arr.NullN()
+		if nulls == 0 {
+			valid = nil
+		}
+		d := array.NewData(dt, l.n, []*memory.Buffer{valid, bufs[1]}, []arrow.ArrayData{child.Data()}, nulls, 0)
+		defer d.Release()
+		return array.NewListData(d)
+	}
+	offs := make([]int32, l.n+1)
+	for i, o := range l.offs[:l.n+1] {
+		offs[i] = o - e0
+	}
+	valid, nulls := validityOf(l.arr)
+	return newListArray(dt, l.n, offs, valid, nulls, child)
+}
+
+func newListArray(dt arrow.DataType, n int, offs []int32, valid *memory.Buffer, nulls int, child arrow.Array) arrow.Array {
+	d := array.NewData(dt, n, []*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))},
+		[]arrow.ArrayData{child.Data()}, nulls, 0)
+	defer d.Release()
+	return array.NewListData(d)
 }
 
 func viewList(a arrow.Array) listView {
 	l := a.(*array.List)
+	compacted := false
 	if l.Len() > 0 && l.ListValues().NullN() > 0 {
-		l = compactList(l)
+		l, compacted = compactList(l), true
 	}
 	off := l.Data().Offset()
-	v := listView{n: l.Len(), offs: zeroOffs}
+	v := listView{n: l.Len(), offs: zeroOffs, arr: l, compacted: compacted}
 	if l.Len() > 0 {
 		v.offs, v.valid = l.Offsets()[off:off+l.Len()+1], bitmapOf(l)
 	}
 	switch l.ListValues().DataType().ID() {
 	case arrow.STRING:
-		v.str = viewStr(l.ListValues())
+		v.str, v.text = viewStr(l.ListValues()), true
 	case arrow.INT64:
 		v.i64 = viewI64(l.ListValues())
 	}
@@ -198,23 +329,10 @@ type strBuilder struct {
 	valid validity
 }
 
-func newStrBuilder(n, dataHint int) *strBuilder {
-	b := &strBuilder{n: n, offs: make([]int32, 1, n+1), data: make([]byte, 0, dataHint)}
-	return b
-}
-
 func (b *strBuilder) append(p []byte) {
 	b.data = append(b.data, p...)
 	b.offs = append(b.offs, int32(len(b.data)))
 }
-
-func (b *strBuilder) appendNull() {
-	b.valid.setNull(len(b.offs)-1, b.n)
-	b.offs = append(b.offs, int32(len(b.data)))
-}
-
-// end closes a row whose bytes were appended to b.data directly.
-func (b *strBuilder) end() { b.offs = append(b.offs, int32(len(b.data))) }
 
 func (b *strBuilder) finish() arrow.Array {
 	checkOffsets(len(b.data))
@@ -223,6 +341,30 @@ func (b *strBuilder) finish() arrow.Array {
 		nil, b.valid.nulls, 0)
 	defer d.Release()
 	return array.NewStringData(d)
+}
+
+// byteSink accumulates an output's bytes in memory that is not cleared
+// first (strings.Builder allocates that way; make clears): for large outputs
+// written in full, front to back, clearing would cost as much as writing.
+type byteSink struct{ b strings.Builder }
+
+func newByteSink(capacity int) *byteSink {
+	s := new(byteSink)
+	s.b.Grow(capacity)
+	return s
+}
+
+func (s *byteSink) write(p []byte) { s.b.Write(p) }
+
+func (s *byteSink) len() int32 { return int32(s.b.Len()) }
+
+// bytes returns what was written, without a copy. The sink must not be
+// written to afterwards; the bytes are never modified (Arrow buffers are
+// immutable).
+func (s *byteSink) bytes() []byte {
+	str := s.b.String()
+	checkOffsets(len(str))
+	return unsafe.Slice(unsafe.StringData(str), len(str))
 }
 
 func checkOffsets(n int) {
@@ -262,50 +404,6 @@ func (b *listStrBuilder) finish() arrow.Array {
 		[]arrow.ArrayData{child.Data()}, b.valid.nulls, 0)
 	defer d.Release()
 	return array.NewListData(d)
-}
-
-type i64Builder struct {
-	n     int
-	vals  []int64
-	valid validity
-}
-
-func newI64Builder(n int) *i64Builder { return &i64Builder{n: n, vals: make([]int64, 0, n)} }
-
-func (b *i64Builder) append(v int64) { b.vals = append(b.vals, v) }
-
-func (b *i64Builder) appendNull() {
-	b.valid.setNull(len(b.vals), b.n)
-	b.vals = append(b.vals, 0)
-}
-
-func (b *i64Builder) finish() arrow.Array {
-	d := array.NewData(arrow.PrimitiveTypes.Int64, len(b.vals),
-		[]*memory.Buffer{b.valid.buffer(), memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(b.vals))}, nil, b.valid.nulls, 0)
-	defer d.Release()
-	return array.NewInt64Data(d)
-}
-
-type f64Builder struct {
-	n     int
-	vals  []float64
-	valid validity
-}
-
-func newF64Builder(n int) *f64Builder { return &f64Builder{n: n, vals: make([]float64, 0, n)} }
-
-func (b *f64Builder) append(v float64) { b.vals = append(b.vals, v) }
-
-func (b *f64Builder) appendNull() {
-	b.valid.setNull(len(b.vals), b.n)
-	b.vals = append(b.vals, 0)
-}
-
-func (b *f64Builder) finish() arrow.Array {
-	d := array.NewData(arrow.PrimitiveTypes.Float64, len(b.vals),
-		[]*memory.Buffer{b.valid.buffer(), memory.NewBufferBytes(arrow.Float64Traits.CastToBytes(b.vals))}, nil, b.valid.nulls, 0)
-	defer d.Release()
-	return array.NewFloat64Data(d)
 }
 
 type listI64Builder struct {

@@ -145,8 +145,8 @@
 // elements, and so on. No op ever outputs a null list element. The empty
 // string and the empty list are values, not missing: lower("") = "",
 // unigrams("") = [], hash("") hashes zero bytes, fill_missing keeps "".
-// Under a null output row the kernels store an empty string, an empty list
-// or 0, but readers must not rely on what is under a null.
+// What lies under a null output row is unspecified (a kernel may pass the
+// input's bytes through): readers must not look.
 //
 // Promotions. intersect, union, concat and cross take scalars and lists
 // alike: a scalar counts as a one-element list (a null scalar as empty).
@@ -248,7 +248,11 @@
 //	    -Inf -> 0, +Inf -> len(boundaries). null and NaN -> null.
 //	log1p(x)                      int64, float64 -> float64
 //	    math.Log1p(float64(x)): NaN below -1 and for NaN, -Inf at -1.
-//	    null -> null.
+//	    null -> null. The Go compiler may fuse floating-point multiply-adds
+//	    on some targets (arm64, amd64 with GOAMD64=v3 and up), which can
+//	    change the last bit of math.Log1p: every binary that computes
+//	    memoized columns or LIG must be built for the same GOARCH and
+//	    GOAMD64.
 //	clip(x, lo=, hi=)             int64 -> int64, float64 -> float64; lo <= hi, both finite
 //	    float64: min(max(x, lo), hi) as math.Max and math.Min order values
 //	    (-0 < +0, so clip(-0, lo=0, hi=1) = +0); NaN is returned unchanged,
@@ -276,11 +280,19 @@
 // buffers directly (offsets, bytes, validity bits: column.go), handle
 // sliced arrays (non-zero offsets, in the list's child too) and null slots
 // with arbitrary bytes underneath, and build outputs into preallocated Go
-// slices that become Arrow buffers without copying. Where the output equals
-// the input (lower of text that is already lower-case ASCII, truncate when
-// no row is too long, fill_missing without nulls) the kernel returns the
-// input array itself, retained: Arrow arrays are immutable, so sharing
-// buffers is safe.
+// slices that become Arrow buffers without copying; they never allocate
+// per row. Outputs share what they can with inputs, since Arrow arrays are
+// immutable: where the output equals the input (lower of text that is
+// already lower-case ASCII, truncate when no row is longer than max,
+// fill_missing without nulls) the kernel returns the input array itself,
+// retained; ops that map list elements one for one (lower, strip_punct,
+// hash on lists) reuse the list's offsets and validity; numeric ops reuse
+// the input's validity. Other speed-ups, each exact: ASCII text is
+// processed 8 bytes at a time; the set ops sort keys carrying an 8-byte
+// integer prefix and intersect small rows without sorting; hash inlines
+// XXH64 for int64s and remembers the buckets of recently seen short
+// strings (categorical columns repeat; the memo turns itself off on data
+// that does not). kernels.go lists them.
 //
 // Run executes a checked graph over one record (a block of raw events) and
 // returns the requested nodes' columns; nodes several requests share are

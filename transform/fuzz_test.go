@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+
+	"github.com/sigdata/sig/transform/internal/rowref"
 )
 
 // FuzzParse feeds arbitrary bytes to the parser and checker. Nothing may
@@ -423,4 +427,63 @@ func TestWriteFuzzSeeds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// FuzzStringKernels splits arbitrary bytes into rows and checks every
+// string kernel (lower, strip_punct, unigrams, ngrams, hash, and the set
+// ops over the tokens) against rowref, cell by cell: the 8-bytes-at-a-time
+// paths, the tokenizer's shortcuts and invalid UTF-8 handling meet inputs
+// no table of cases thought of.
+//
+//	go test ./transform -run XXX -fuzz FuzzStringKernels -fuzztime 60s
+func FuzzStringKernels(f *testing.F) {
+	f.Add([]byte("Hello WORLD\x00ΣΑΣ ς İ\xff\xe2\x82 a\u00a0b\u3000c, d!\x00\x00"), uint8(3), uint8(0))
+	f.Add([]byte("abcdefgh ABCDEFGH 12345678\tIJKLMNOP\x00qrstuvwx"), uint8(1), uint8(0x20))
+	f.Add([]byte("\xe2\x80\x80\xe2\x80\x8b\xc2\xa0\xc2\x85x\xe1\x9a\x80y\xe3\x80\x80z"), uint8(2), uint8(7))
+	reg := Default()
+	f.Fuzz(func(t *testing.T, data []byte, n uint8, nullEvery uint8) {
+		rows := strings.Split(string(data), "\x00")
+		col := rowref.Column{Type: rowref.String, Str: rows}
+		if nullEvery > 0 {
+			col.Null = make([]bool, len(rows))
+			for i := range rows {
+				col.Null[i] = i%int(nullEvery) == 0
+				if col.Null[i] {
+					col.Str[i] = ""
+				}
+			}
+		}
+		in := toArrow(col)
+		defer in.Release()
+		run := func(op string, params []Param, in ...arrow.Array) rowref.Column {
+			k, _ := reg.Kernel(op)
+			out, err := runKernel(k, in, &Node{Op: op, Params: params})
+			if err != nil {
+				t.Fatalf("%s: %v", op, err)
+			}
+			defer out.Release()
+			return fromArrow(out)
+		}
+		check := func(name string, want, got rowref.Column) {
+			if d := diffColumns(want, got); d != "" {
+				t.Fatalf("%s: %s", name, d)
+			}
+		}
+		ng := int(n%4) + 1
+		check("lower", rowref.Lower(col), run("lower", nil, in))
+		check("strip_punct", rowref.StripPunct(col), run("strip_punct", nil, in))
+		toks := rowref.Unigrams(col)
+		check("unigrams", toks, run("unigrams", nil, in))
+		check("ngrams", rowref.Ngrams(col, ng), run("ngrams", []Param{pInt("n", int64(ng))}, in))
+		check("hash", rowref.Hash(col, 1000003, 1), run("hash", []Param{pInt("buckets", 1000003), pInt("salt", 1)}, in))
+		tokArr := toArrow(toks)
+		defer tokArr.Release()
+		check("lower(list)", rowref.Lower(toks), run("lower", nil, tokArr))
+		check("hash(list)", rowref.Hash(toks, 97, 0), run("hash", []Param{pInt("buckets", 97), pInt("salt", 0)}, tokArr))
+		check("dedupe", rowref.Dedupe(toks), run("dedupe", nil, tokArr))
+		check("intersect", rowref.Intersect(toks, col), run("intersect", nil, tokArr, in))
+		check("union", rowref.Union(col, toks), run("union", nil, in, tokArr))
+		check("concat", rowref.Concat(toks, col), run("concat", nil, tokArr, in))
+		check("truncate", rowref.Truncate(toks, ng), run("truncate", []Param{pInt("max", int64(ng))}, tokArr))
+	})
 }

@@ -361,6 +361,24 @@ var textPieces = []string{
 	"ǅ", "\u212a", "ẞ", "ﬀ", "Ⅻ", "\u0301", "\ufffd", "0", "42", "3.14",
 }
 
+// asciiPieces and lowerASCIIPieces select the kernels' ASCII fast paths
+// (lower's zero-copy path needs a column without upper case).
+var asciiPieces, lowerASCIIPieces = func() (a, l []string) {
+	for _, p := range textPieces {
+		ascii := true
+		for i := 0; i < len(p); i++ {
+			ascii = ascii && p[i] < 0x80
+		}
+		if ascii {
+			a = append(a, p)
+			if strings.ToLower(p) == p {
+				l = append(l, p)
+			}
+		}
+	}
+	return a, l
+}()
+
 type gen struct {
 	r *rand.Rand
 	// nullRate is the probability that a row is null; elemNullRate that a
@@ -369,10 +387,12 @@ type gen struct {
 	// maxList bounds list lengths; a few rows are made long regardless.
 	maxList  int
 	longRows bool
+	// pieces are the fragments of random strings (textPieces by default).
+	pieces []string
 }
 
 func newGen(seed uint64) *gen {
-	return &gen{r: rand.New(rand.NewPCG(seed, 0x5151)), nullRate: 0.15, elemNullRate: 0.1, maxList: 6, longRows: true}
+	return &gen{r: rand.New(rand.NewPCG(seed, 0x5151)), nullRate: 0.15, elemNullRate: 0.1, maxList: 6, longRows: true, pieces: textPieces}
 }
 
 func (g *gen) str() string {
@@ -381,7 +401,7 @@ func (g *gen) str() string {
 	}
 	var b strings.Builder
 	for range g.r.IntN(8) + 1 {
-		b.WriteString(textPieces[g.r.IntN(len(textPieces))])
+		b.WriteString(g.pieces[g.r.IntN(len(g.pieces))])
 	}
 	return b.String()
 }

@@ -1,18 +1,47 @@
 package transform
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/bitutil"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/cespare/xxhash/v2"
 )
 
 // Kernel computes an op over whole columns: in are the op's input arrays
 // (all of the same length), n the checked node carrying the parameters.
+// The output may share buffers with the inputs (arrays are immutable); the
+// caller releases it.
 type Kernel func(in []arrow.Array, n *Node) (arrow.Array, error)
+
+// How the kernels are fast (bench/transform.txt compares each with a plain
+// row-at-a-time loop):
+//   - no allocation per row: outputs are sized up front and built in Go
+//     slices that become Arrow buffers without a copy;
+//   - 8 bytes at a time where text is ASCII (SWAR: lower-casing, the
+//     strip_punct fast path, the all-lower-case check, finding the end of
+//     a token);
+//   - work on a list's child elements as one flat column when the op maps
+//     elements one for one (lower, strip_punct, hash), reusing the list's
+//     offsets and validity;
+//   - zero copy when the output equals the input (lower of lower-case
+//     ASCII, truncate with no row too long, fill_missing without nulls);
+//   - sort keys with an 8-byte integer prefix for the set ops, and no
+//     sort at all to intersect small rows;
+//   - rows whose elements or bytes are contiguous copied at once (concat,
+//     truncate, fill_missing; fill_missing's bytes into memory Go does not
+//     clear first, byteSink);
+//   - XXH64 inlined for int64s, and a small memo of recent strings' hashes
+//     (hashfn.go).
 
 func intParam(n *Node, name string) int64 {
 	v, _ := n.Param(name)
@@ -24,29 +53,75 @@ func floatParam(n *Node, name string) float64 {
 	return v.Float
 }
 
-// --- string normalization ---
+// --- ASCII tables and 8-byte word tricks ---
 
-var asciiPunct, asciiSpace [128]bool
+const (
+	ones8 = 0x0101010101010101
+	high8 = 0x8080808080808080
+)
+
+var (
+	lowerASCII [128]byte
+	// keepASCII[c] is 1 when strip_punct keeps ASCII byte c.
+	keepASCII [128]uint8
+	// spaceClass: 0 for a byte inside a token, 1 for an ASCII space, 2 for
+	// the lead byte of a multi-byte code point that may be a space
+	// (U+0085, U+00A0: C2; U+1680: E1; U+2000-U+205F: E2; U+3000: E3).
+	spaceClass [256]uint8
+)
 
 func init() {
 	for c := 0; c < 128; c++ {
-		asciiPunct[c] = unicode.IsPunct(rune(c))
-		asciiSpace[c] = unicode.IsSpace(rune(c))
+		lowerASCII[c] = byte(unicode.ToLower(rune(c)))
+		if !unicode.IsPunct(rune(c)) {
+			keepASCII[c] = 1
+		}
+		if unicode.IsSpace(rune(c)) {
+			spaceClass[c] = 1
+		}
+	}
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		if unicode.IsSpace(r) {
+			var b [4]byte
+			utf8.EncodeRune(b[:], r)
+			spaceClass[b[0]] = 2
+		}
 	}
 }
 
+// inRange flags (high bit of each byte) the bytes of w in [lo, hi]; every
+// byte of w must be ASCII and 0 < lo <= hi < 0x80.
+func inRange(w uint64, lo, hi byte) uint64 {
+	return (w + (0x80-uint64(lo))*ones8) &^ (w + (0x80-uint64(hi)-1)*ones8) & high8
+}
+
+// lowerWord lower-cases the 8 ASCII bytes of w.
+func lowerWord(w uint64) uint64 { return w | inRange(w, 'A', 'Z')>>2 }
+
+// keptWord reports whether strip_punct keeps all 8 ASCII bytes of w as
+// they are: letters, digits and spaces only.
+func keptWord(w uint64) bool {
+	return inRange(w, 'a', 'z')|inRange(w, 'A', 'Z')|inRange(w, '0', '9')|inRange(w, ' ', ' ') == high8
+}
+
 var runeErrorBytes = []byte(string(utf8.RuneError))
+
+// --- lower, strip_punct ---
 
 // appendLower appends lower(src) to dst (see the lower op's doc).
 func appendLower(dst, src []byte) []byte {
 	i := 0
 	for i < len(src) {
+		if i+8 <= len(src) {
+			if w := binary.LittleEndian.Uint64(src[i:]); w&high8 == 0 {
+				dst = binary.LittleEndian.AppendUint64(dst, lowerWord(w))
+				i += 8
+				continue
+			}
+		}
 		c := src[i]
 		if c < utf8.RuneSelf {
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			dst = append(dst, c)
+			dst = append(dst, lowerASCII[c])
 			i++
 			continue
 		}
@@ -65,9 +140,27 @@ func appendLower(dst, src []byte) []byte {
 func appendStripPunct(dst, src []byte) []byte {
 	i := 0
 	for i < len(src) {
+		if i+8 <= len(src) {
+			if w := binary.LittleEndian.Uint64(src[i:]); w&high8 == 0 {
+				if keptWord(w) {
+					dst = binary.LittleEndian.AppendUint64(dst, w)
+				} else {
+					// Branch-free: write every byte, advance past the kept.
+					j := len(dst)
+					dst = slices.Grow(dst, 8)[:j+8]
+					for _, c := range src[i : i+8] {
+						dst[j] = c
+						j += int(keepASCII[c])
+					}
+					dst = dst[:j]
+				}
+				i += 8
+				continue
+			}
+		}
 		c := src[i]
 		if c < utf8.RuneSelf {
-			if !asciiPunct[c] {
+			if keepASCII[c] != 0 {
 				dst = append(dst, c)
 			}
 			i++
@@ -86,80 +179,147 @@ func appendStripPunct(dst, src []byte) []byte {
 	return dst
 }
 
-// mapStrings applies f to every string of a string or list<string> column.
-func mapStrings(a arrow.Array, f func(dst, src []byte) []byte) arrow.Array {
-	if a.DataType().ID() == arrow.STRING {
-		c := viewStr(a)
-		b := newStrBuilder(c.n, int(c.offs[c.n]-c.offs[0])+16)
-		for i := 0; i < c.n; i++ {
-			if c.valid.null(i) {
-				b.appendNull()
-				continue
-			}
-			b.data = f(b.data, c.at(i))
-			b.end()
+// scanASCII reports whether b has a byte >= 0x80 and, if not, whether it
+// has an upper-case letter.
+func scanASCII(b []byte) (nonASCII, upper bool) {
+	var up uint64
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if w&high8 != 0 {
+			return true, false
 		}
-		return b.finish()
+		up |= inRange(w, 'A', 'Z')
 	}
-	l := viewList(a)
-	c := &l.str
-	b := newListStrBuilder(l.n, int(c.offs[l.offs[l.n]]-c.offs[l.offs[0]])+16)
-	for i := 0; i < l.n; i++ {
-		if l.valid.null(i) {
-			b.appendNull()
-			continue
+	for ; i < len(b); i++ {
+		if b[i] >= utf8.RuneSelf {
+			return true, false
 		}
-		for j := l.offs[i]; j < l.offs[i+1]; j++ {
-			b.child.data = f(b.child.data, c.at(int(j)))
-			b.child.end()
+		if 'A' <= b[i] && b[i] <= 'Z' {
+			up = 1
 		}
-		b.endRow()
 	}
-	return b.finish()
+	return false, up != 0
+}
+
+// mapText applies f to every row of c. Null rows give "".
+func mapText(c strCol, f func(dst, src []byte) []byte) arrow.Array {
+	size := len(c.bytes())
+	data := make([]byte, 0, size+size/8+16)
+	offs := make([]int32, c.n+1)
+	for i := 0; i < c.n; i++ {
+		if !c.valid.null(i) {
+			data = f(data, c.data[c.offs[i]:c.offs[i+1]])
+			checkOffsets(len(data))
+		}
+		offs[i+1] = int32(len(data))
+	}
+	valid, nulls := c.validity()
+	return newStringArray(c.n, offs, data, valid, nulls)
+}
+
+// lowerText is lower over the rows of c: the input itself when it is
+// lower-case ASCII already, one pass 8 bytes at a time when it is ASCII,
+// row by row otherwise.
+func lowerText(c strCol) (out arrow.Array, same bool) {
+	nonASCII, upper := scanASCII(c.bytes())
+	switch {
+	case !nonASCII && !upper:
+		return nil, true
+	case !nonASCII:
+		src := c.bytes()
+		data := make([]byte, len(src))
+		i := 0
+		for ; i+8 <= len(src); i += 8 {
+			binary.LittleEndian.PutUint64(data[i:], lowerWord(binary.LittleEndian.Uint64(src[i:])))
+		}
+		for ; i < len(src); i++ {
+			data[i] = lowerASCII[src[i]]
+		}
+		return c.withData(data), false
+	}
+	return mapText(c, appendLower), false
 }
 
 func kernelLower(in []arrow.Array, _ *Node) (arrow.Array, error) {
-	return mapStrings(in[0], appendLower), nil
+	if in[0].DataType().ID() == arrow.STRING {
+		out, same := lowerText(viewStr(in[0]))
+		if same {
+			in[0].Retain()
+			return in[0], nil
+		}
+		return out, nil
+	}
+	l := viewList(in[0])
+	defer l.release()
+	child, same := lowerText(l.str.elems(l.span()))
+	if same {
+		return l.result(), nil
+	}
+	defer child.Release()
+	return l.withChild(child), nil
 }
 
 func kernelStripPunct(in []arrow.Array, _ *Node) (arrow.Array, error) {
-	return mapStrings(in[0], appendStripPunct), nil
+	if in[0].DataType().ID() == arrow.STRING {
+		return mapText(viewStr(in[0]), appendStripPunct), nil
+	}
+	l := viewList(in[0])
+	defer l.release()
+	child := mapText(l.str.elems(l.span()), appendStripPunct)
+	defer child.Release()
+	return l.withChild(child), nil
 }
 
 // --- tokenization ---
 
 // nextToken returns the bounds of the first token of s at or after i, or
 // start == len(s) when there is none. Tokens are maximal runs of code points
-// that are not unicode.IsSpace; invalid UTF-8 bytes are not space.
+// that are not unicode.IsSpace; invalid UTF-8 bytes are not space. Only the
+// lead bytes of multi-byte spaces need decoding: they are never
+// continuation bytes, so every one of them starts a code point as
+// strings.Fields decodes the text.
 func nextToken(s []byte, i int) (start, end int) {
 	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if !asciiSpace[c] {
-				break
-			}
+		switch spaceClass[s[i]] {
+		case 0:
+			goto token
+		case 1:
 			i++
-			continue
+		case 2:
+			r, size := utf8.DecodeRune(s[i:])
+			if !unicode.IsSpace(r) {
+				goto token
+			}
+			i += size
 		}
-		r, size := utf8.DecodeRune(s[i:])
-		if !unicode.IsSpace(r) {
-			break
-		}
-		i += size
 	}
+	return i, i
+token:
 	start = i
 	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if asciiSpace[c] {
-				break
+		if i+8 <= len(s) {
+			// Skip to the first byte that may end the token: one below
+			// 0x21 or above 0x7f. The lowest flag is exact (a borrow only
+			// starts at a byte below 0x21).
+			w := binary.LittleEndian.Uint64(s[i:])
+			if m := ((w-0x21*ones8)&^w | w) & high8; m == 0 {
+				i += 8
+				continue
+			} else {
+				i += bits.TrailingZeros64(m) >> 3
 			}
+		}
+		switch spaceClass[s[i]] {
+		case 0:
 			i++
 			continue
+		case 1:
+			return start, i
 		}
 		r, size := utf8.DecodeRune(s[i:])
 		if unicode.IsSpace(r) {
-			break
+			return start, i
 		}
 		i += size
 	}
@@ -168,65 +328,110 @@ func nextToken(s []byte, i int) (start, end int) {
 
 func kernelUnigrams(in []arrow.Array, _ *Node) (arrow.Array, error) {
 	c := viewStr(in[0])
-	b := newListStrBuilder(c.n, int(c.offs[c.n]-c.offs[0]))
+	size := len(c.bytes())
+	data := make([]byte, 0, size)
+	childOffs := make([]int32, 1, size/4+c.n+1)
+	offs := make([]int32, c.n+1)
 	for i := 0; i < c.n; i++ {
-		if c.valid.null(i) {
-			b.appendNull()
-			continue
-		}
-		s := c.at(i)
-		for k := 0; ; {
-			st, en := nextToken(s, k)
-			if st == len(s) {
-				break
+		if !c.valid.null(i) {
+			// nextToken, inlined: most rows are a few short ASCII words.
+			s := c.data[c.offs[i]:c.offs[i+1]]
+			for k := 0; k < len(s); {
+				switch spaceClass[s[k]] {
+				case 1:
+					k++
+					continue
+				case 2:
+					if r, size := utf8.DecodeRune(s[k:]); unicode.IsSpace(r) {
+						k += size
+						continue
+					}
+				}
+				st := k
+				k++
+			token:
+				for k < len(s) {
+					if k+8 <= len(s) {
+						w := binary.LittleEndian.Uint64(s[k:])
+						if m := ((w-0x21*ones8)&^w | w) & high8; m == 0 {
+							k += 8
+							continue
+						} else {
+							k += bits.TrailingZeros64(m) >> 3
+						}
+					}
+					switch spaceClass[s[k]] {
+					case 0:
+						k++
+					case 1:
+						break token
+					default:
+						r, size := utf8.DecodeRune(s[k:])
+						if unicode.IsSpace(r) {
+							break token
+						}
+						k += size
+					}
+				}
+				data = append(data, s[st:k]...)
+				childOffs = append(childOffs, int32(len(data)))
 			}
-			b.elem(s[st:en])
-			k = en
 		}
-		b.endRow()
+		offs[i+1] = int32(len(childOffs) - 1)
 	}
-	return b.finish(), nil
+	return textList(c.n, offs, childOffs, data, c), nil
+}
+
+// textList builds a list<string> array with nulls where c has them.
+func textList(n int, offs, childOffs []int32, data []byte, c strCol) arrow.Array {
+	checkOffsets(len(childOffs))
+	child := newStringArray(len(childOffs)-1, childOffs, data, nil, 0)
+	defer child.Release()
+	valid, nulls := c.validity()
+	return newListArray(arrow.ListOf(arrow.BinaryTypes.String), n, offs, valid, nulls, child)
 }
 
 func kernelNgrams(in []arrow.Array, nd *Node) (arrow.Array, error) {
 	n := int(intParam(nd, "n"))
 	c := viewStr(in[0])
-	b := newListStrBuilder(c.n, int(c.offs[c.n]-c.offs[0])*n)
+	size := len(c.bytes())
+	data := make([]byte, 0, size*min(n, 4))
+	childOffs := make([]int32, 1, size/4+c.n+1)
+	offs := make([]int32, c.n+1)
 	var toks [][2]int
 	for i := 0; i < c.n; i++ {
-		if c.valid.null(i) {
-			b.appendNull()
-			continue
-		}
-		s := c.at(i)
-		toks = toks[:0]
-		for k := 0; ; {
-			st, en := nextToken(s, k)
-			if st == len(s) {
-				break
-			}
-			toks = append(toks, [2]int{st, en})
-			k = en
-		}
-		for t := 0; t+n <= len(toks); t++ {
-			for k := 0; k < n; k++ {
-				if k > 0 {
-					b.child.data = append(b.child.data, ' ')
+		if !c.valid.null(i) {
+			s := c.data[c.offs[i]:c.offs[i+1]]
+			toks = toks[:0]
+			for k := 0; ; {
+				st, en := nextToken(s, k)
+				if st == len(s) {
+					break
 				}
-				tk := toks[t+k]
-				b.child.data = append(b.child.data, s[tk[0]:tk[1]]...)
+				toks = append(toks, [2]int{st, en})
+				k = en
 			}
-			b.child.end()
+			for t := 0; t+n <= len(toks); t++ {
+				for k := 0; k < n; k++ {
+					if k > 0 {
+						data = append(data, ' ')
+					}
+					tk := toks[t+k]
+					data = append(data, s[tk[0]:tk[1]]...)
+				}
+				checkOffsets(len(data))
+				childOffs = append(childOffs, int32(len(data)))
+			}
 		}
-		b.endRow()
+		offs[i+1] = int32(len(childOffs) - 1)
 	}
-	return b.finish(), nil
+	return textList(c.n, offs, childOffs, data, c), nil
 }
 
 // --- list and set ops ---
 
-// operand is one input of a set op or concat: a scalar or a list column,
-// string or int64.
+// operand is one input of a set op, concat or cross: a scalar or a list
+// column, string or int64.
 type operand struct {
 	list   bool
 	l      listView
@@ -240,7 +445,8 @@ func operands(in []arrow.Array) []operand {
 	for k, a := range in {
 		switch a.DataType().ID() {
 		case arrow.LIST:
-			ops[k] = operand{list: true, l: viewList(a), isText: a.DataType().(*arrow.ListType).Elem().ID() == arrow.STRING}
+			ops[k] = operand{list: true, l: viewList(a)}
+			ops[k].isText = ops[k].l.text
 		case arrow.STRING:
 			ops[k] = operand{s: viewStr(a), isText: true}
 		default:
@@ -250,21 +456,163 @@ func operands(in []arrow.Array) []operand {
 	return ops
 }
 
-// appendStrs appends the string elements of row i of o to dst.
-func (o *operand) appendStrs(dst []string, i int) []string {
+func releaseOperands(ops []operand) {
+	for k := range ops {
+		if ops[k].list {
+			ops[k].l.release()
+		}
+	}
+}
+
+// sizes returns upper bounds of the elements and (text) bytes the operands
+// contribute over all rows.
+func sizes(ops []operand) (elems, bytes int) {
+	for k := range ops {
+		o := &ops[k]
+		switch {
+		case o.list:
+			e0, e1 := o.l.span()
+			elems += int(e1 - e0)
+			if o.isText {
+				bytes += int(o.l.str.offs[e1] - o.l.str.offs[e0])
+			}
+		case o.isText:
+			elems += o.s.n
+			bytes += len(o.s.bytes())
+		default:
+			elems += len(o.i.vals)
+		}
+	}
+	return elems, bytes
+}
+
+// skey is a string with its first 8 bytes as a big-endian integer
+// (zero-padded), so that most comparisons are one integer comparison. The
+// order is bytewise string order: padded prefixes that differ order like
+// the strings, and equal prefixes fall back to comparing the strings. s
+// points into the input array (valid during the kernel call only).
+type skey struct {
+	pre uint64
+	s   string
+}
+
+// keyAt returns the key of data[o:e]. data must be the whole data buffer:
+// when 8 bytes can be read from o, the prefix is one load and a mask.
+func keyAt(data []byte, o, e int32) skey {
+	n := e - o
+	var s string
+	if n > 0 {
+		s = unsafe.String(&data[o], n)
+	}
+	if int(o)+8 <= len(data) {
+		p := binary.BigEndian.Uint64(data[o:])
+		if n < 8 {
+			p &= ^uint64(0) << (64 - 8*uint(n))
+		}
+		return skey{p, s}
+	}
+	var p uint64
+	for k := int32(0); k < min(n, 8); k++ {
+		p |= uint64(data[o+k]) << (56 - 8*k)
+	}
+	return skey{p, s}
+}
+
+func keyCmp(a, b skey) int {
+	switch {
+	case a.pre < b.pre:
+		return -1
+	case a.pre > b.pre:
+		return 1
+	case a.s < b.s:
+		return -1
+	case a.s > b.s:
+		return 1
+	}
+	return 0
+}
+
+func keyEq(a, b skey) bool { return a.pre == b.pre && a.s == b.s }
+
+// sortUniqueKeys sorts s and removes duplicates in place. Rows are short,
+// so insertion sort beats the general sort below a few dozen elements.
+func sortUniqueKeys(s []skey) []skey {
+	if len(s) < 2 {
+		return s
+	}
+	if len(s) <= 24 {
+		for i := 1; i < len(s); i++ {
+			x := s[i]
+			j := i
+			for ; j > 0 && keyCmp(x, s[j-1]) < 0; j-- {
+				s[j] = s[j-1]
+			}
+			s[j] = x
+		}
+	} else {
+		slices.SortFunc(s, keyCmp)
+	}
+	w := 1
+	for r := 1; r < len(s); r++ {
+		if !keyEq(s[r], s[w-1]) {
+			s[w] = s[r]
+			w++
+		}
+	}
+	return s[:w]
+}
+
+// intersectKeys keeps the elements of a (sorted, unique) that are in b
+// (sorted, unique), in place.
+func intersectKeys(a, b []skey) []skey {
+	w, j := 0, 0
+	for _, x := range a {
+		for j < len(b) && keyCmp(b[j], x) < 0 {
+			j++
+		}
+		if j == len(b) {
+			break
+		}
+		if keyEq(b[j], x) {
+			a[w] = x
+			w++
+		}
+	}
+	return a[:w]
+}
+
+// filterKeys keeps the elements of a that are in b (any order), in place.
+func filterKeys(a, b []skey) []skey {
+	w := 0
+	for _, x := range a {
+		for _, y := range b {
+			if keyEq(x, y) {
+				a[w] = x
+				w++
+				break
+			}
+		}
+	}
+	return a[:w]
+}
+
+// appendKeys appends the string elements of row i of o.
+func (o *operand) appendKeys(dst []skey, i int) []skey {
 	if o.list {
 		if o.l.valid.null(i) {
 			return dst
 		}
-		for j := o.l.offs[i]; j < o.l.offs[i+1]; j++ {
-			dst = append(dst, o.l.str.str(int(j)))
+		c := &o.l.str
+		offs := c.offs[o.l.offs[i] : o.l.offs[i+1]+1]
+		for j := 0; j+1 < len(offs); j++ {
+			dst = append(dst, keyAt(c.data, offs[j], offs[j+1]))
 		}
 		return dst
 	}
 	if o.s.valid.null(i) {
 		return dst
 	}
-	return append(dst, o.s.str(i))
+	return append(dst, keyAt(o.s.data, o.s.offs[i], o.s.offs[i+1]))
 }
 
 func (o *operand) appendInts(dst []int64, i int) []int64 {
@@ -280,17 +628,19 @@ func (o *operand) appendInts(dst []int64, i int) []int64 {
 	return append(dst, o.i.vals[i])
 }
 
-// sortUnique sorts s and removes duplicates in place. Rows are short, so
-// insertion sort beats the general sort below a few dozen elements.
-func sortUnique[T string | int64](s []T) []T {
+// sortUnique sorts s and removes duplicates in place.
+func sortUnique(s []int64) []int64 {
 	if len(s) < 2 {
 		return s
 	}
 	if len(s) <= 24 {
 		for i := 1; i < len(s); i++ {
-			for j := i; j > 0 && s[j] < s[j-1]; j-- {
-				s[j], s[j-1] = s[j-1], s[j]
+			x := s[i]
+			j := i
+			for ; j > 0 && x < s[j-1]; j-- {
+				s[j] = s[j-1]
 			}
+			s[j] = x
 		}
 	} else {
 		slices.Sort(s)
@@ -305,9 +655,7 @@ func sortUnique[T string | int64](s []T) []T {
 	return s[:w]
 }
 
-// intersectSorted keeps the elements of a (sorted, unique) that are in b
-// (sorted, unique), in place.
-func intersectSorted[T string | int64](a, b []T) []T {
+func intersectSorted(a, b []int64) []int64 {
 	w, j := 0, 0
 	for _, x := range a {
 		for j < len(b) && b[j] < x {
@@ -324,18 +672,6 @@ func intersectSorted[T string | int64](a, b []T) []T {
 	return a[:w]
 }
 
-func lengthHint(ops []operand) int {
-	h := 0
-	for _, o := range ops {
-		if o.list && o.isText {
-			h += len(o.l.str.data)
-		} else if !o.list && o.isText {
-			h += len(o.s.data)
-		}
-	}
-	return h
-}
-
 func rows(in []arrow.Array) int { return in[0].Len() }
 
 type setKind int
@@ -343,53 +679,63 @@ type setKind int
 const (
 	setUnion setKind = iota
 	setIntersect
-	setConcat
 )
 
 func setKernel(kind setKind) Kernel {
 	return func(in []arrow.Array, _ *Node) (arrow.Array, error) {
 		ops := operands(in)
+		defer releaseOperands(ops)
 		n := rows(in)
+		elems, bytes := sizes(ops)
+		offs := make([]int32, n+1)
 		if ops[0].isText {
-			b := newListStrBuilder(n, lengthHint(ops))
-			var acc, tmp []string
+			if kind == setIntersect {
+				elems, bytes = sizes(ops[:1])
+			}
+			childOffs := make([]int32, 1, elems+1)
+			data := make([]byte, 0, bytes)
+			var acc, tmp []skey
 			for i := 0; i < n; i++ {
 				acc = acc[:0]
 				switch kind {
-				case setConcat, setUnion:
+				case setUnion:
 					for k := range ops {
-						acc = ops[k].appendStrs(acc, i)
+						acc = ops[k].appendKeys(acc, i)
 					}
-					if kind == setUnion {
-						acc = sortUnique(acc)
-					}
+					acc = sortUniqueKeys(acc)
 				case setIntersect:
-					acc = sortUnique(ops[0].appendStrs(acc, i))
+					acc = sortUniqueKeys(ops[0].appendKeys(acc, i))
 					for k := 1; k < len(ops) && len(acc) > 0; k++ {
-						tmp = sortUnique(ops[k].appendStrs(tmp[:0], i))
-						acc = intersectSorted(acc, tmp)
+						tmp = ops[k].appendKeys(tmp[:0], i)
+						if len(acc)*len(tmp) <= 64 {
+							// Small rows: look each value up, no sort.
+							acc = filterKeys(acc, tmp)
+						} else {
+							acc = intersectKeys(acc, sortUniqueKeys(tmp))
+						}
 					}
 				}
-				for _, s := range acc {
-					b.child.data = append(b.child.data, s...)
-					b.child.end()
+				for _, x := range acc {
+					data = append(data, x.s...)
+					childOffs = append(childOffs, int32(len(data)))
 				}
-				b.endRow()
+				offs[i+1] = int32(len(childOffs) - 1)
 			}
-			return b.finish(), nil
+			return finishTextList(n, offs, childOffs, data), nil
 		}
-		b := newListI64Builder(n, n)
+		if kind == setIntersect {
+			elems, _ = sizes(ops[:1])
+		}
+		vals := make([]int64, 0, elems)
 		var acc, tmp []int64
 		for i := 0; i < n; i++ {
 			acc = acc[:0]
 			switch kind {
-			case setConcat, setUnion:
+			case setUnion:
 				for k := range ops {
 					acc = ops[k].appendInts(acc, i)
 				}
-				if kind == setUnion {
-					acc = sortUnique(acc)
-				}
+				acc = sortUnique(acc)
 			case setIntersect:
 				acc = sortUnique(ops[0].appendInts(acc, i))
 				for k := 1; k < len(ops) && len(acc) > 0; k++ {
@@ -397,113 +743,265 @@ func setKernel(kind setKind) Kernel {
 					acc = intersectSorted(acc, tmp)
 				}
 			}
-			b.vals = append(b.vals, acc...)
-			b.endRow()
+			vals = append(vals, acc...)
+			offs[i+1] = int32(len(vals))
 		}
-		return b.finish(), nil
+		return finishIntList(n, offs, vals, nil, 0), nil
 	}
+}
+
+// finishTextList builds a list<string> array without nulls.
+func finishTextList(n int, offs, childOffs []int32, data []byte) arrow.Array {
+	checkOffsets(len(data))
+	checkOffsets(len(childOffs))
+	child := newStringArray(len(childOffs)-1, childOffs, data, nil, 0)
+	defer child.Release()
+	return newListArray(arrow.ListOf(arrow.BinaryTypes.String), n, offs, nil, 0, child)
+}
+
+// finishIntList builds a list<int64> array.
+func finishIntList(n int, offs []int32, vals []int64, valid *memory.Buffer, nulls int) arrow.Array {
+	checkOffsets(len(vals))
+	child := newInt64Array(vals, nil, 0)
+	defer child.Release()
+	return newListArray(arrow.ListOf(arrow.PrimitiveTypes.Int64), n, offs, valid, nulls, child)
+}
+
+func newInt64Array(vals []int64, valid *memory.Buffer, nulls int) arrow.Array {
+	d := array.NewData(arrow.PrimitiveTypes.Int64, len(vals),
+		[]*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(vals))}, nil, nulls, 0)
+	defer d.Release()
+	return array.NewInt64Data(d)
+}
+
+func newFloat64Array(vals []float64, valid *memory.Buffer, nulls int) arrow.Array {
+	d := array.NewData(arrow.PrimitiveTypes.Float64, len(vals),
+		[]*memory.Buffer{valid, memory.NewBufferBytes(arrow.Float64Traits.CastToBytes(vals))}, nil, nulls, 0)
+	defer d.Release()
+	return array.NewFloat64Data(d)
 }
 
 var (
 	kernelUnion     = setKernel(setUnion)
 	kernelIntersect = setKernel(setIntersect)
-	kernelConcat    = setKernel(setConcat)
 	kernelDedupe    = setKernel(setUnion) // dedupe(l) == union(l)
 )
+
+func kernelConcat(in []arrow.Array, _ *Node) (arrow.Array, error) {
+	ops := operands(in)
+	defer releaseOperands(ops)
+	n := rows(in)
+	elems, bytes := sizes(ops)
+	offs := make([]int32, n+1)
+	if ops[0].isText {
+		childOffs := make([]int32, 1, elems+1)
+		data := make([]byte, 0, bytes)
+		for i := 0; i < n; i++ {
+			for k := range ops {
+				o := &ops[k]
+				if o.list {
+					if o.l.valid.null(i) {
+						continue
+					}
+					// The row's elements are contiguous in the child: copy
+					// their bytes at once and shift their offsets.
+					e0, e1 := o.l.offs[i], o.l.offs[i+1]
+					if e0 == e1 {
+						continue
+					}
+					c := &o.l.str
+					delta := int32(len(data)) - c.offs[e0]
+					data = append(data, c.data[c.offs[e0]:c.offs[e1]]...)
+					for _, off := range c.offs[e0+1 : e1+1] {
+						childOffs = append(childOffs, off+delta)
+					}
+					continue
+				}
+				if o.s.valid.null(i) {
+					continue
+				}
+				data = append(data, o.s.data[o.s.offs[i]:o.s.offs[i+1]]...)
+				childOffs = append(childOffs, int32(len(data)))
+			}
+			offs[i+1] = int32(len(childOffs) - 1)
+		}
+		return finishTextList(n, offs, childOffs, data), nil
+	}
+	vals := make([]int64, 0, elems)
+	for i := 0; i < n; i++ {
+		for k := range ops {
+			vals = ops[k].appendInts(vals, i)
+		}
+		offs[i+1] = int32(len(vals))
+	}
+	return finishIntList(n, offs, vals, nil, 0), nil
+}
 
 func kernelTruncate(in []arrow.Array, nd *Node) (arrow.Array, error) {
 	max := int32(intParam(nd, "max"))
 	l := viewList(in[0])
-	if in[0].DataType().(*arrow.ListType).Elem().ID() == arrow.STRING {
-		b := newListStrBuilder(l.n, len(l.str.data))
+	defer l.release()
+	long := false
+	for i := 0; i < l.n && !long; i++ {
+		long = l.offs[i+1]-l.offs[i] > max && !l.valid.null(i)
+	}
+	if !long {
+		return l.result(), nil
+	}
+	offs := make([]int32, l.n+1)
+	valid, nulls := validityOf(l.arr)
+	if l.text {
+		c := &l.str
+		e0, e1 := l.span()
+		childOffs := make([]int32, e1-e0+1) // upper bounds
+		data := make([]byte, c.offs[e1]-c.offs[e0]+8)
+		w, pos := int32(0), int32(0) // elements and bytes written
+		copyElems := func(s, e int32) {
+			b0, b1 := c.offs[s], c.offs[e]
+			delta := pos - b0
+			if n := b1 - b0; n <= 64 && int(b0)+64 <= len(c.data) {
+				// Short copies, 8 bytes at a time, overshooting into bytes
+				// the next copy overwrites (data has 8 bytes of slack).
+				for k := int32(0); k < n; k += 8 {
+					binary.LittleEndian.PutUint64(data[pos+k:], binary.LittleEndian.Uint64(c.data[b0+k:]))
+				}
+				pos += n
+			} else {
+				pos += int32(copy(data[pos:], c.data[b0:b1]))
+			}
+			dst := childOffs[w+1 : w+1+e-s]
+			for k, o := range c.offs[s+1 : e+1] {
+				dst[k] = o + delta
+			}
+			w += e - s
+		}
+		run := 0 // first row of the current run of rows kept whole
+		flush := func(i int) {
+			if run < i {
+				copyElems(l.offs[run], l.offs[i])
+				shift := offs[run] - l.offs[run]
+				for r := run; r < i; r++ {
+					offs[r+1] = l.offs[r+1] + shift
+				}
+			}
+		}
 		for i := 0; i < l.n; i++ {
-			if l.valid.null(i) {
-				b.appendNull()
-				continue
+			s, e := l.offs[i], l.offs[i+1]
+			switch {
+			case l.valid.null(i):
+				flush(i)
+				offs[i+1] = w
+				run = i + 1
+			case e-s > max:
+				flush(i)
+				copyElems(s, s+max)
+				offs[i+1] = w
+				run = i + 1
 			}
-			end := min(l.offs[i+1], l.offs[i]+max)
-			for j := l.offs[i]; j < end; j++ {
-				b.elem(l.str.at(int(j)))
-			}
-			b.endRow()
 		}
-		return b.finish(), nil
+		flush(l.n)
+		child := newStringArray(int(w), childOffs[:w+1], data[:pos], nil, 0)
+		defer child.Release()
+		return newListArray(arrow.ListOf(arrow.BinaryTypes.String), l.n, offs, valid, nulls, child), nil
 	}
-	b := newListI64Builder(l.n, len(l.i64.vals))
+	e0, e1 := l.span()
+	vals := make([]int64, 0, e1-e0)
 	for i := 0; i < l.n; i++ {
-		if l.valid.null(i) {
-			b.appendNull()
-			continue
+		if !l.valid.null(i) {
+			s := l.offs[i]
+			vals = append(vals, l.i64.vals[s:s+min(l.offs[i+1]-s, max)]...)
 		}
-		end := min(l.offs[i+1], l.offs[i]+max)
-		b.vals = append(b.vals, l.i64.vals[l.offs[i]:end]...)
-		b.endRow()
+		offs[i+1] = int32(len(vals))
 	}
-	return b.finish(), nil
+	return finishIntList(l.n, offs, vals, valid, nulls), nil
 }
 
 func kernelLength(in []arrow.Array, _ *Node) (arrow.Array, error) {
 	l := viewList(in[0])
-	b := newI64Builder(l.n)
-	for i := 0; i < l.n; i++ {
-		if l.valid.null(i) {
-			b.append(0)
-			continue
-		}
-		b.append(int64(l.offs[i+1] - l.offs[i]))
+	defer l.release()
+	vals := make([]int64, l.n)
+	offs := l.offs[:l.n+1]
+	for i := range vals {
+		vals[i] = int64(offs[i+1] - offs[i])
 	}
-	return b.finish(), nil
+	forNulls(l.valid, l.n, func(i int) { vals[i] = 0 })
+	return newInt64Array(vals, nil, 0), nil
+}
+
+// forNulls calls f for every null row of a column of n rows, in order,
+// 64 rows at a time where the bitmap allows.
+func forNulls(v bitmap, n int, f func(i int)) {
+	if v.bits == nil {
+		return
+	}
+	i := 0
+	for ; i < n && (v.off+i)&63 != 0; i++ {
+		if v.null(i) {
+			f(i)
+		}
+	}
+	for ; i+64 <= n; i += 64 {
+		w := ^binary.LittleEndian.Uint64(v.bits[(v.off+i)>>3:])
+		for w != 0 {
+			f(i + bits.TrailingZeros64(w))
+			w &= w - 1
+		}
+	}
+	for ; i < n; i++ {
+		if v.null(i) {
+			f(i)
+		}
+	}
 }
 
 // --- hashing ---
 
 func kernelHash(in []arrow.Array, nd *Node) (arrow.Array, error) {
-	buckets, salt := intParam(nd, "buckets"), intParam(nd, "salt")
+	salt, buckets := intParam(nd, "salt"), intParam(nd, "buckets")
 	a := in[0]
 	switch a.DataType().ID() {
 	case arrow.STRING:
 		c := viewStr(a)
-		b := newI64Builder(c.n)
-		for i := 0; i < c.n; i++ {
-			if c.valid.null(i) {
-				b.appendNull()
-				continue
-			}
-			b.append(Bucket(HashBytes(c.at(i)), salt, buckets))
+		vals := make([]int64, c.n)
+		hc := newHashCache(salt, buckets)
+		for i := range vals {
+			vals[i] = hc.bucket(c.data, c.offs[i], c.offs[i+1])
 		}
-		return b.finish(), nil
+		forNulls(c.valid, c.n, func(i int) { vals[i] = 0 })
+		valid, nulls := c.validity()
+		return newInt64Array(vals, valid, nulls), nil
 	case arrow.INT64:
 		c := viewI64(a)
-		b := newI64Builder(len(c.vals))
+		vals := make([]int64, len(c.vals))
+		s, d := uint64(salt)*golden, uint64(buckets)
 		for i, v := range c.vals {
-			if c.valid.null(i) {
-				b.appendNull()
-				continue
-			}
-			b.append(Bucket(HashInt64(v), salt, buckets))
+			vals[i] = int64(fmix64(hashInt64(v)+s) % d)
 		}
-		return b.finish(), nil
+		forNulls(c.valid, len(vals), func(i int) { vals[i] = 0 })
+		valid, nulls := validityOf(a)
+		return newInt64Array(vals, valid, nulls), nil
 	}
+	// Elementwise: hash the span of child elements as one flat column and
+	// keep the list's shape.
 	l := viewList(a)
-	text := a.DataType().(*arrow.ListType).Elem().ID() == arrow.STRING
-	b := newListI64Builder(l.n, int(l.offs[l.n]-l.offs[0]))
-	for i := 0; i < l.n; i++ {
-		if l.valid.null(i) {
-			b.appendNull()
-			continue
+	defer l.release()
+	e0, e1 := l.span()
+	vals := make([]int64, e1-e0)
+	if l.text {
+		c := l.str.elems(e0, e1)
+		hc := newHashCache(salt, buckets)
+		for j := range vals {
+			vals[j] = hc.bucket(c.data, c.offs[j], c.offs[j+1])
 		}
-		for j := l.offs[i]; j < l.offs[i+1]; j++ {
-			var h uint64
-			if text {
-				h = HashBytes(l.str.at(int(j)))
-			} else {
-				h = HashInt64(l.i64.vals[j])
-			}
-			b.elem(Bucket(h, salt, buckets))
+	} else {
+		s, d := uint64(salt)*golden, uint64(buckets)
+		for j, v := range l.i64.vals[e0:e1] {
+			vals[j] = int64(fmix64(hashInt64(v)+s) % d)
 		}
-		b.endRow()
 	}
-	return b.finish(), nil
+	child := newInt64Array(vals, nil, 0)
+	defer child.Release()
+	return l.withChild(child), nil
 }
 
 // MaxCrossPairs bounds the output of cross() per row.
@@ -514,12 +1012,15 @@ func (o *operand) appendHashes(dst []uint64, i int) []uint64 {
 		if o.l.valid.null(i) {
 			return dst
 		}
-		for j := o.l.offs[i]; j < o.l.offs[i+1]; j++ {
-			if o.isText {
-				dst = append(dst, HashBytes(o.l.str.at(int(j))))
-			} else {
-				dst = append(dst, HashInt64(o.l.i64.vals[j]))
+		if o.isText {
+			c := &o.l.str
+			for j := o.l.offs[i]; j < o.l.offs[i+1]; j++ {
+				dst = append(dst, xxhash.Sum64(c.data[c.offs[j]:c.offs[j+1]]))
 			}
+			return dst
+		}
+		for _, v := range o.l.i64.vals[o.l.offs[i]:o.l.offs[i+1]] {
+			dst = append(dst, hashInt64(v))
 		}
 		return dst
 	}
@@ -527,19 +1028,23 @@ func (o *operand) appendHashes(dst []uint64, i int) []uint64 {
 		if o.s.valid.null(i) {
 			return dst
 		}
-		return append(dst, HashBytes(o.s.at(i)))
+		return append(dst, xxhash.Sum64(o.s.data[o.s.offs[i]:o.s.offs[i+1]]))
 	}
 	if o.i.valid.null(i) {
 		return dst
 	}
-	return append(dst, HashInt64(o.i.vals[i]))
+	return append(dst, hashInt64(o.i.vals[i]))
 }
 
 func kernelCross(in []arrow.Array, nd *Node) (arrow.Array, error) {
-	buckets := intParam(nd, "buckets")
+	d := uint64(intParam(nd, "buckets"))
 	ops := operands(in)
+	defer releaseOperands(ops)
 	n := rows(in)
-	b := newListI64Builder(n, n)
+	offs := make([]int32, n+1)
+	ea, _ := sizes(ops[:1])
+	eb, _ := sizes(ops[1:])
+	vals := make([]int64, 0, max(ea, eb))
 	var ha, hb []uint64
 	for i := 0; i < n; i++ {
 		ha = ops[0].appendHashes(ha[:0], i)
@@ -548,86 +1053,108 @@ func kernelCross(in []arrow.Array, nd *Node) (arrow.Array, error) {
 			return nil, fmt.Errorf("cross: row %d has %d x %d pairs, more than the limit of %d", i, len(ha), len(hb), MaxCrossPairs)
 		}
 		for _, x := range ha {
+			x *= golden
 			for _, y := range hb {
-				b.elem(CrossBucket(x, y, buckets))
+				vals = append(vals, int64(fmix64(x+y)%d))
 			}
 		}
-		b.endRow()
+		checkOffsets(len(vals))
+		offs[i+1] = int32(len(vals))
 	}
-	return b.finish(), nil
+	return finishIntList(n, offs, vals, nil, 0), nil
 }
 
 // --- numeric ---
 
-// numeric reads an int64 or float64 column as float64 values.
-type numeric struct {
-	f     []float64
-	i     []int64
-	valid bitmap
-}
+// Numeric kernels compute every row, nulls included (whatever lies under
+// a null), and give the output the input's validity: no branch per row.
 
-func viewNumeric(a arrow.Array) numeric {
+// floatsOf returns the values of an int64 or float64 column as float64s.
+func floatsOf(a arrow.Array) []float64 {
 	if a.DataType().ID() == arrow.INT64 {
-		c := viewI64(a)
-		return numeric{i: c.vals, valid: c.valid}
+		iv := viewI64(a).vals
+		f := make([]float64, len(iv))
+		for i, v := range iv {
+			f[i] = float64(v)
+		}
+		return f
 	}
-	c := viewF64(a)
-	return numeric{f: c.vals, valid: c.valid}
-}
-
-func (v *numeric) len() int {
-	if v.i != nil || v.f == nil {
-		return len(v.i)
-	}
-	return len(v.f)
-}
-
-func (v *numeric) at(i int) float64 {
-	if v.f != nil {
-		return v.f[i]
-	}
-	return float64(v.i[i])
+	return viewF64(a).vals
 }
 
 func kernelBucketize(in []arrow.Array, nd *Node) (arrow.Array, error) {
 	bounds, _ := nd.Param("boundaries")
 	bs := bounds.Floats
-	v := viewNumeric(in[0])
-	n := in[0].Len()
-	b := newI64Builder(n)
-	for i := 0; i < n; i++ {
-		x := v.at(i)
-		if v.valid.null(i) || math.IsNaN(x) {
-			b.appendNull()
-			continue
+	xs := floatsOf(in[0])
+	vals := make([]int64, len(xs))
+	nan := false
+	if len(bs) <= 16 {
+		// Count the boundaries <= x: branch-free.
+		for i, x := range xs {
+			k := 0
+			for _, b := range bs {
+				if b <= x {
+					k++
+				}
+			}
+			vals[i] = int64(k)
+			nan = nan || x != x
 		}
-		// Number of boundaries <= x (upper bound), by binary search.
-		lo, hi := 0, len(bs)
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if bs[m] <= x {
-				lo = m + 1
-			} else {
-				hi = m
+	} else {
+		for i, x := range xs {
+			lo, hi := 0, len(bs)
+			for lo < hi {
+				m := int(uint(lo+hi) >> 1)
+				if bs[m] <= x {
+					lo = m + 1
+				} else {
+					hi = m
+				}
+			}
+			vals[i] = int64(lo)
+			nan = nan || x != x
+		}
+	}
+	valid, nulls := validityOf(in[0])
+	if nan {
+		// NaN -> null: a new bitmap.
+		bits := make([]byte, (len(xs)+7)/8)
+		if valid != nil {
+			bitutil.CopyBitmap(bitmapOf(in[0]).bits, bitmapOf(in[0]).off, len(xs), bits, 0)
+		} else {
+			bitutil.SetBitsTo(bits, 0, int64(len(xs)), true)
+		}
+		for i, x := range xs {
+			if x != x {
+				bitutil.ClearBit(bits, i)
 			}
 		}
-		b.append(int64(lo))
+		valid = memory.NewBufferBytes(bits)
+		nulls = len(xs) - bitutil.CountSetBits(bits, 0, len(xs))
 	}
-	return b.finish(), nil
+	forNulls(bitmapOf(in[0]), len(xs), func(i int) { vals[i] = 0 })
+	return newInt64Array(vals, valid, nulls), nil
 }
 
 func kernelLog1p(in []arrow.Array, _ *Node) (arrow.Array, error) {
-	v := viewNumeric(in[0])
-	n := in[0].Len()
-	b := newF64Builder(n)
-	for i := 0; i < n; i++ {
-		if v.valid.null(i) {
-			b.appendNull()
-			continue
+	// math.Log1p is nearly all of the cost, here as in any loop.
+	var vals []float64
+	if in[0].DataType().ID() == arrow.INT64 {
+		iv := viewI64(in[0]).vals
+		vals = make([]float64, len(iv))
+		for i, v := range iv {
+			vals[i] = math.Log1p(float64(v))
 		}
-		b.append(math.Log1p(v.at(i)))
+	} else {
+		fv := viewF64(in[0]).vals
+		vals = make([]float64, len(fv))
+		for i, v := range fv {
+			vals[i] = math.Log1p(v)
+		}
 	}
-	return b.finish(), nil
+	valid, nulls := validityOf(in[0])
+	forNulls(bitmapOf(in[0]), len(vals), func(i int) { vals[i] = 0 })
+	return newFloat64Array(vals, valid, nulls), nil
 }
 
 // ClipInt64Bounds returns the int64 bounds clip() uses for int64 input.
@@ -647,68 +1174,80 @@ func satInt64(f float64) int64 {
 
 func kernelClip(in []arrow.Array, nd *Node) (arrow.Array, error) {
 	lo, hi := floatParam(nd, "lo"), floatParam(nd, "hi")
+	valid, nulls := validityOf(in[0])
 	if in[0].DataType().ID() == arrow.INT64 {
-		c := viewI64(in[0])
 		ilo, ihi := ClipInt64Bounds(lo, hi)
-		b := newI64Builder(len(c.vals))
-		for i, x := range c.vals {
-			if c.valid.null(i) {
-				b.appendNull()
-				continue
-			}
-			b.append(min(max(x, ilo), ihi))
+		iv := viewI64(in[0]).vals
+		vals := make([]int64, len(iv))
+		for i, x := range iv {
+			vals[i] = min(max(x, ilo), ihi)
 		}
-		return b.finish(), nil
+		forNulls(bitmapOf(in[0]), len(vals), func(i int) { vals[i] = 0 })
+		return newInt64Array(vals, valid, nulls), nil
 	}
-	c := viewF64(in[0])
-	b := newF64Builder(len(c.vals))
-	for i, x := range c.vals {
-		if c.valid.null(i) {
-			b.appendNull()
-			continue
-		}
-		if !math.IsNaN(x) {
+	fv := viewF64(in[0]).vals
+	vals := make([]float64, len(fv))
+	for i, x := range fv {
+		// min(max(x, lo), hi) as math.Max and math.Min compute it, with
+		// lo <= hi and no -0 among them (Check normalizes): a NaN fails
+		// every comparison and stays as it is, and only a zero needs their
+		// signed-zero rule.
+		switch {
+		case x < lo:
+			x = lo
+		case x > hi:
+			x = hi
+		case x == 0:
 			x = math.Min(math.Max(x, lo), hi)
 		}
-		b.append(x)
+		vals[i] = x
 	}
-	return b.finish(), nil
+	forNulls(bitmapOf(in[0]), len(vals), func(i int) { vals[i] = 0 })
+	return newFloat64Array(vals, valid, nulls), nil
 }
 
 func kernelFillMissing(in []arrow.Array, nd *Node) (arrow.Array, error) {
 	def, _ := nd.Param("default")
 	a := in[0]
+	if a.NullN() == 0 {
+		a.Retain()
+		return a, nil
+	}
+	v := bitmapOf(a)
 	switch a.DataType().ID() {
 	case arrow.STRING:
 		c := viewStr(a)
-		b := newStrBuilder(c.n, len(c.data))
 		d := []byte(def.Str)
-		for i := 0; i < c.n; i++ {
-			if c.valid.null(i) {
-				b.append(d)
-			} else {
-				b.append(c.at(i))
+		data := newByteSink(len(c.bytes()) + a.NullN()*len(d))
+		offs := make([]int32, c.n+1)
+		next := 0 // next row to copy
+		// copyRows copies rows [i, j), all valid, at once: their bytes are
+		// contiguous, their offsets shift by one constant.
+		copyRows := func(i, j int) {
+			if i == j {
+				return
+			}
+			delta := data.len() - c.offs[i]
+			data.write(c.data[c.offs[i]:c.offs[j]])
+			dst := offs[i+1 : j+1]
+			for k, o := range c.offs[i+1 : j+1] {
+				dst[k] = o + delta
 			}
 		}
-		return b.finish(), nil
+		forNulls(v, c.n, func(i int) {
+			copyRows(next, i)
+			data.write(d)
+			offs[i+1] = data.len()
+			next = i + 1
+		})
+		copyRows(next, c.n)
+		return newStringArray(c.n, offs, data.bytes(), nil, 0), nil
 	case arrow.INT64:
-		c := viewI64(a)
-		b := newI64Builder(len(c.vals))
-		for i, x := range c.vals {
-			if c.valid.null(i) {
-				x = def.Int
-			}
-			b.append(x)
-		}
-		return b.finish(), nil
+		vals := slices.Clone(viewI64(a).vals)
+		forNulls(v, len(vals), func(i int) { vals[i] = def.Int })
+		return newInt64Array(vals, nil, 0), nil
 	}
-	c := viewF64(a)
-	b := newF64Builder(len(c.vals))
-	for i, x := range c.vals {
-		if c.valid.null(i) {
-			x = def.Float
-		}
-		b.append(x)
-	}
-	return b.finish(), nil
+	vals := slices.Clone(viewF64(a).vals)
+	forNulls(v, len(vals), func(i int) { vals[i] = def.Float })
+	return newFloat64Array(vals, nil, 0), nil
 }

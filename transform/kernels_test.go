@@ -93,6 +93,10 @@ func kernelCases() []kcase {
 				ref: func(in []rowref.Column) (rowref.Column, error) { return ok(rowref.Hash(in[0], p[0], p[1])) }})
 		}
 	}
+	for _, t := range []rowref.Type{tS, tLS} { // repeating values: the hash memo hits
+		cs = append(cs, kcase{op: "hash", params: []Param{pInt("buckets", 97), pInt("salt", 5)}, in: []rowref.Type{t}, words: true,
+			ref: func(in []rowref.Column) (rowref.Column, error) { return ok(rowref.Hash(in[0], 97, 5)) }})
+	}
 	for _, in := range [][]rowref.Type{{tS, tS}, {tLS, tI}, {tLI, tLS}, {tLS, tLS}, {tI, tI}} {
 		for _, buckets := range []int64{1, 1000, 1 << 62} {
 			cs = append(cs, kcase{op: "cross", params: []Param{pInt("buckets", buckets)}, in: in,
@@ -100,7 +104,11 @@ func kernelCases() []kcase {
 		}
 	}
 	for _, t := range []rowref.Type{tI, tF} {
-		for _, bs := range [][]float64{{0}, {-1, 0, 0.5, 1, 5}, {-1e300, 1e-300, 1e300}, {-3.5, -1, 2.25, 7, 10}} {
+		var many []float64 // more than the branch-free path handles
+		for k := range 40 {
+			many = append(many, float64(k*k)/7-50)
+		}
+		for _, bs := range [][]float64{{0}, {-1, 0, 0.5, 1, 5}, {-1e300, 1e-300, 1e300}, {-3.5, -1, 2.25, 7, 10}, many} {
 			cs = append(cs, kcase{op: "bucketize", params: []Param{pFloats("boundaries", bs...)}, in: []rowref.Type{t},
 				ref: func(in []rowref.Column) (rowref.Column, error) { return ok(rowref.Bucketize(in[0], bs)) }})
 		}
@@ -126,7 +134,8 @@ func kernelCases() []kcase {
 }
 
 // variants are the shapes every kernel input is tried in.
-var variants = []string{"plain", "sliced", "child-offset", "null-garbage", "no-nulls", "all-null", "empty", "one-row"}
+var variants = []string{"plain", "sliced", "child-offset", "null-garbage", "no-nulls", "all-null", "empty", "one-row",
+	"ascii", "ascii-sliced", "ascii-lower", "ascii-lower-sliced", "short-lists"}
 
 // makeInputs draws the inputs of case c for variant v.
 func makeInputs(c kcase, v string, g *gen, n int) (refs []rowref.Column, arrs []arrow.Array) {
@@ -141,6 +150,12 @@ func makeInputs(c kcase, v string, g *gen, n int) (refs []rowref.Column, arrs []
 		n = 0
 	case "one-row":
 		n = 1
+	case "ascii", "ascii-sliced":
+		g.pieces = asciiPieces
+	case "ascii-lower", "ascii-lower-sliced":
+		g.pieces, g.longRows = lowerASCIIPieces, false
+	case "short-lists":
+		g.longRows = false
 	}
 	if c.op == "cross" {
 		g.maxList, g.longRows = 5, false // keep rows under the pair limit
@@ -149,7 +164,7 @@ func makeInputs(c kcase, v string, g *gen, n int) (refs []rowref.Column, arrs []
 		ref := g.column(t, n, c.words)
 		var a arrow.Array
 		switch {
-		case v == "sliced":
+		case v == "sliced" || v == "ascii-sliced" || v == "ascii-lower-sliced":
 			a = toArrowSliced(ref, g.column(t, 1+g.r.IntN(9), c.words), g.column(t, g.r.IntN(5), c.words))
 		case v == "child-offset" && t.IsList():
 			a = toArrowChildOffset(ref, g.column(t, 1+g.r.IntN(9), c.words))
