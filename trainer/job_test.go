@@ -1,0 +1,42 @@
+package trainer
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sigdata/sig/internal/sigd"
+)
+
+// TestRunJob trains a pipeline end to end against a real sigd (SubmitGraph,
+// memoization, read solutions), in-process readers and two hosts: the
+// initial phase reads memoized inputs, the caught-up phase computes them
+// locally; every event is trained exactly once and the loss falls.
+func TestRunJob(t *testing.T) {
+	e := newEnv(t, 6, 1500, sigd.Options{})
+	cfg := e.jobConfig(t, "ctr_small")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := RunJob(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() {
+		_ = rep.WriteText(os.Stdout)
+	}
+	if rep.Exit != "done" || rep.Units != 6 || rep.Epochs < 3 {
+		t.Fatalf("exit %s with %d units in %d epochs", rep.Exit, rep.Units, rep.Epochs)
+	}
+	checkExactlyOnce(t, e, "ctr_small")
+	if len(rep.Phases) != 2 || rep.Phases[0].Phase != "initial" || rep.Phases[1].Phase != "caught-up" {
+		t.Fatalf("phases %+v", rep.Phases)
+	}
+	first, last := rep.Phases[0].FirstLoss, rep.Phases[len(rep.Phases)-1].LastLoss
+	if !(last < first-0.05) {
+		t.Errorf("loss did not fall: %.4f -> %.4f", first, last)
+	}
+	if rep.Goodput.Fleet.RG <= 0 || rep.Goodput.Fleet.PG <= 0 || rep.Goodput.Fleet.PG > 1 {
+		t.Errorf("goodput %+v", rep.Goodput.Fleet)
+	}
+}

@@ -1,0 +1,288 @@
+package trainer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/goodput"
+)
+
+// lossWindow is how many steps the first and last loss means average.
+const lossWindow = 20
+
+type phaseStats struct {
+	phase          control.Phase
+	steps          uint64
+	examples       int64
+	first          []float64 // first lossWindow losses
+	last           []float64 // ring of the last lossWindow losses
+	values, unique int64
+}
+
+type runStats struct {
+	steps       uint64
+	examples    int64
+	lastLoss    float64
+	phases      []*phaseStats
+	curve       []LossPoint
+	checkpoints int
+	failures    []string
+}
+
+func (s *runStats) observe(p control.Phase, r *stepResult) {
+	s.steps++
+	s.examples += int64(r.examples)
+	s.lastLoss = r.loss
+	var ps *phaseStats
+	if n := len(s.phases); n > 0 && s.phases[n-1].phase == p {
+		ps = s.phases[n-1]
+	} else {
+		ps = &phaseStats{phase: p}
+		s.phases = append(s.phases, ps)
+	}
+	ps.steps++
+	ps.examples += int64(r.examples)
+	ps.values += int64(r.values)
+	ps.unique += int64(r.unique)
+	if len(ps.first) < lossWindow {
+		ps.first = append(ps.first, r.loss)
+	}
+	if len(ps.last) < lossWindow {
+		ps.last = append(ps.last, r.loss)
+	} else {
+		ps.last[ps.steps%lossWindow] = r.loss
+	}
+	// The curve keeps every step until it is long, then every other one.
+	stride := uint64(1) << uint(max(0, len(s.curve)/512))
+	if s.steps%stride == 0 || len(s.curve) == 0 {
+		s.curve = append(s.curve, LossPoint{Step: s.steps, Loss: r.loss, Phase: p.String()})
+	}
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t / float64(len(xs))
+}
+
+// LossPoint is one step's training loss (before its update).
+type LossPoint struct {
+	Step  uint64  `json:"step"`
+	Loss  float64 `json:"loss"`
+	Phase string  `json:"phase"`
+}
+
+// PhaseReport is one phase of the run (paper III.A).
+type PhaseReport struct {
+	Phase    string `json:"phase"`
+	Steps    uint64 `json:"steps"`
+	Examples int64  `json:"examples"`
+	// FirstLoss and LastLoss are the mean training loss of the phase's
+	// first and last 20 steps.
+	FirstLoss float64 `json:"first_loss"`
+	LastLoss  float64 `json:"last_loss"`
+	// Feature values looked up and unique rows gathered per step after
+	// deduplication (paper V.A).
+	ValuesPerStep float64 `json:"values_per_step"`
+	UniquePerStep float64 `json:"unique_per_step"`
+}
+
+// Report is what a trainer run did: written as JSON and text at exit.
+type Report struct {
+	Job      string `json:"job"`
+	Client   string `json:"client"`
+	Pipeline string `json:"pipeline"`
+	// Exit is done (every block committed), preempted, or stopped (the
+	// context ended); Committed tells whether a preempted run's last epoch
+	// committed.
+	Exit      string `json:"exit"`
+	Committed bool   `json:"committed"`
+	// The last committed checkpoint.
+	Epochs   int    `json:"epochs"`
+	Units    int    `json:"units"`
+	EventIDs int64  `json:"event_ids"`
+	Steps    uint64 `json:"steps"`
+	// What this process ran, committed or not.
+	StepsRun    uint64        `json:"steps_run"`
+	ExamplesRun int64         `json:"examples_run"`
+	Phases      []PhaseReport `json:"phases"`
+	LossCurve   []LossPoint   `json:"loss_curve"`
+	// InputStallFraction is input-stall chip-time over the chip-time of
+	// epoch attempts (stalls + steps).
+	InputStallFraction float64 `json:"input_stall_fraction"`
+	Stats              struct {
+		Attempts           int `json:"attempts"`
+		FailedAttempts     int `json:"failed_attempts"`
+		CommittedEpochs    int `json:"committed_epochs"`
+		PreemptedEpochs    int `json:"preempted_epochs"`
+		PreemptedCommitted int `json:"preempted_committed"`
+		PermanentHolds     int `json:"permanent_holds"`
+		TransientHolds     int `json:"transient_holds"`
+	} `json:"stats"`
+	Failures []string       `json:"failures,omitempty"`
+	Holds    []HoldRecord   `json:"holds,omitempty"`
+	Goodput  goodput.Report `json:"goodput"`
+}
+
+func (c *Controller) report(end time.Time) Report {
+	r := Report{Job: c.cfg.Job, Client: c.cfg.Client, Pipeline: c.cfg.Pipeline, Exit: "stopped",
+		StepsRun: c.stats.steps, ExamplesRun: c.stats.examples, LossCurve: c.stats.curve,
+		Failures: c.stats.failures, Holds: c.holdLog}
+	if c.exit != nil {
+		r.Exit, r.Committed = c.exit.reason, c.exit.committed
+	}
+	p := c.m.Committed()
+	r.Epochs, r.Units, r.Steps = p.Epochs, len(p.Units), p.Steps
+	if c.committed != nil {
+		r.EventIDs = c.committed.Rows()
+	}
+	for _, ps := range c.stats.phases {
+		pr := PhaseReport{Phase: ps.phase.String(), Steps: ps.steps, Examples: ps.examples,
+			FirstLoss: mean(ps.first), LastLoss: mean(ps.last)}
+		if ps.steps > 0 {
+			pr.ValuesPerStep = float64(ps.values) / float64(ps.steps)
+			pr.UniquePerStep = float64(ps.unique) / float64(ps.steps)
+		}
+		r.Phases = append(r.Phases, pr)
+	}
+	st := c.m.Stats()
+	r.Stats.Attempts, r.Stats.FailedAttempts, r.Stats.CommittedEpochs = st.Attempts, st.FailedAttempts, st.CommittedEpochs
+	r.Stats.PreemptedEpochs, r.Stats.PreemptedCommitted = st.PreemptedEpochs, st.PreemptedCommitted
+	r.Stats.PermanentHolds, r.Stats.TransientHolds = st.PermanentHolds, st.TransientHolds
+	if g, err := c.rec.Report(end); err == nil {
+		r.Goodput = g
+		for _, j := range g.Jobs {
+			if j.Job == c.cfg.Job {
+				r.InputStallFraction = stallFraction(j.Total)
+			}
+		}
+	} else {
+		c.log.Warn("goodput report", "err", err)
+	}
+	return r
+}
+
+// stallFraction is input stall over the time spent in epoch attempts.
+func stallFraction(s goodput.Summary) float64 {
+	cs := s.ChipSeconds
+	busy := cs[goodput.InputStall] + cs[goodput.Productive] + cs[goodput.LostWork] + cs[goodput.Uncommitted]
+	if busy == 0 {
+		return 0
+	}
+	return cs[goodput.InputStall] / busy
+}
+
+func goodputCategory(c int) string { return goodput.Category(c).String() }
+
+// WriteJSON writes the report as indented JSON.
+func (r Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes a summary, then the goodput tables.
+func (r Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s (client %s, pipeline %s): exit %s", r.Job, r.Client, r.Pipeline, r.Exit)
+	if r.Exit == "preempted" {
+		fmt.Fprintf(&b, ", last epoch committed: %v", r.Committed)
+	}
+	fmt.Fprintf(&b, "\ncommitted: %d epochs, %d units, %d events, %d steps\n", r.Epochs, r.Units, r.EventIDs, r.Steps)
+	fmt.Fprintf(&b, "this run: %d steps over %d examples; attempts %d (%d failed); input stall %.1f%% of training time\n",
+		r.StepsRun, r.ExamplesRun, r.Stats.Attempts, r.Stats.FailedAttempts, 100*r.InputStallFraction)
+	fmt.Fprintf(&b, "preempted epochs %d, committed %d; holds: %d permanent, %d transient\n",
+		r.Stats.PreemptedEpochs, r.Stats.PreemptedCommitted, r.Stats.PermanentHolds, r.Stats.TransientHolds)
+	for _, p := range r.Phases {
+		fmt.Fprintf(&b, "phase %-9s %6d steps %9d examples  loss %.4f -> %.4f  values/step %.0f unique/step %.0f\n",
+			p.Phase, p.Steps, p.Examples, p.FirstLoss, p.LastLoss, p.ValuesPerStep, p.UniquePerStep)
+	}
+	for _, h := range r.Holds {
+		lift := "still held"
+		if !h.Lifted.IsZero() {
+			lift = fmt.Sprintf("lifted after %v by %s", h.Lifted.Sub(h.Placed).Round(time.Millisecond), h.LiftedBy)
+		}
+		fmt.Fprintf(&b, "hold #%d %s: %s (%s)\n", h.ID, h.Kind, h.Reason, lift)
+	}
+	b.WriteString("\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return goodput.WriteText(w, r.Goodput)
+}
+
+// registerMetrics exports goodput (trainer/goodput's collector) and the
+// run's counters on reg.
+func (c *Controller) registerMetrics(reg prometheus.Registerer) error {
+	if err := goodput.RegisterMetrics(reg, func() (goodput.Report, error) { return c.rec.Report(c.now()) }); err != nil {
+		return err
+	}
+	gauge := func(name, help string, f func(s snapshot) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"training_job": c.cfg.Job}},
+			func() float64 { return f(c.snapshot()) })
+	}
+	for _, col := range []prometheus.Collector{
+		gauge("sig_trainer_steps", "Training steps run by this controller process.", func(s snapshot) float64 { return float64(s.steps) }),
+		gauge("sig_trainer_loss", "Training loss of the last step.", func(s snapshot) float64 { return s.loss }),
+		gauge("sig_trainer_committed_epochs", "Epochs in the last committed checkpoint.", func(s snapshot) float64 { return float64(s.progress.Epochs) }),
+		gauge("sig_trainer_chips", "Chips the job holds.", func(s snapshot) float64 { return float64(s.chips) }),
+		gauge("sig_trainer_on_hold", "1 while the job is on a training hold.", func(s snapshot) float64 {
+			if s.hold != nil {
+				return 1
+			}
+			return 0
+		}),
+		gauge("sig_trainer_preempted_epochs", "Epochs cut short by a preemption notice.", func(s snapshot) float64 { return float64(s.stats.PreemptedEpochs) }),
+		gauge("sig_trainer_preempted_epochs_committed", "Preempted epochs whose checkpoint committed before the deadline.", func(s snapshot) float64 { return float64(s.stats.PreemptedCommitted) }),
+	} {
+		if err := reg.Register(col); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Controller) reportStatusLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.StatusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.reportStatus(ctx)
+		}
+	}
+}
+
+// reportStatus sends the job's state and goodput to sigd's operator
+// overview (best effort).
+func (c *Controller) reportStatus(ctx context.Context) {
+	st := c.Status()
+	ts := &sigv1.TrainerStatus{Job: st.Job, Client: st.Client, Pipeline: st.Pipeline, Phase: st.Phase,
+		At: timestamppb.New(c.now()), Chips: st.Chips, SchedulingGoodput: st.SchedulingGoodput,
+		RuntimeGoodput: st.RuntimeGoodput, ProgramGoodput: st.ProgramGoodput, Mpg: st.Mpg,
+		ChipSeconds: st.ChipSeconds, Loss: st.LastLoss, Steps: st.Steps}
+	if st.Hold != nil {
+		ts.Hold = st.Hold.Kind + ": " + st.Hold.Reason
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := c.sig.ReportTrainerStatus(rctx, ts); err != nil {
+		c.log.Debug("report status to sigd", "err", err)
+	}
+}

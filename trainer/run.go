@@ -1,0 +1,141 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/trainer/buffer"
+)
+
+// JobConfig is a whole training job in one process: the controller, its
+// TPU host workers as goroutines, and optionally its readers (`trainer run`,
+// the demo, tests). The hosts speak to the controller over loopback gRPC,
+// the same code path as separate processes.
+type JobConfig struct {
+	ControllerConfig
+	// Listen is the controller's gRPC address. Default 127.0.0.1:0.
+	Listen string
+	// InProcessReaders starts this many reader servers in the process on
+	// ControllerConfig.Store when ControllerConfig.Readers is empty.
+	// Default 2.
+	InProcessReaders int
+	// HostToken authenticates hosts to the controller and readers
+	// (ControllerConfig.Token when empty).
+	HostToken string
+	// HostInFlight, when Max > 0, overrides the hosts' in-flight scaling
+	// bounds (benchmarks: Min = Max = 1 is the fixed baseline).
+	HostInFlight buffer.Scaling
+	// OnController, if set, is called with the controller once it serves
+	// (tests send preemption notices and release holds through it).
+	OnController func(c *Controller, addr string)
+}
+
+// RunJob runs a training job to its end — every block of the range
+// committed, a preemption, or ctx ending — and returns its report.
+//
+// A demo calls it with a SIG client (or sigd address and a token of role
+// trainer for the client), the warehouse's object store, a pipeline and
+// event range, and the graph to submit (or none if it was submitted):
+//
+//	rep, err := trainer.RunJob(ctx, trainer.JobConfig{ControllerConfig: trainer.ControllerConfig{
+//		Client: "ctr", Pipeline: "ctr_small", Graph: dsl, From: from, To: to,
+//		SIG: sigClient, Store: store, KafkaBrokers: brokers,
+//		Hosts: 2, Chips: 8, CaughtUpChips: 2, EpochUnits: 4,
+//	}})
+//	rep.WriteText(os.Stdout)
+func RunJob(ctx context.Context, cfg JobConfig) (Report, error) {
+	cfg.EnsureDefaults()
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.InProcessReaders <= 0 {
+		cfg.InProcessReaders = 2
+	}
+	if cfg.HostToken == "" {
+		cfg.HostToken = cfg.Token
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if len(cfg.Readers) == 0 {
+		if cfg.Store == nil {
+			return Report{}, errors.New("trainer: no readers and no store to serve them from")
+		}
+		for i := 0; i < cfg.InProcessReaders; i++ {
+			srv, err := reader.NewServer(reader.Config{Store: cfg.Store, Logger: cfg.Logger})
+			if err != nil {
+				return Report{}, err
+			}
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return Report{}, err
+			}
+			gs := srv.GRPCServer()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = gs.Serve(lis)
+			}()
+			defer gs.Stop()
+			cfg.Readers = append(cfg.Readers, lis.Addr().String())
+		}
+	}
+	c, err := NewController(cfg.ControllerConfig)
+	if err != nil {
+		return Report{}, err
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return Report{}, err
+	}
+	gs := c.GRPCServer()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = gs.Serve(lis)
+	}()
+	defer gs.Stop()
+	addr := lis.Addr().String()
+	if cfg.OnController != nil {
+		cfg.OnController(c, addr)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)), hostCredentials(cfg.HostToken))
+	if err != nil {
+		return Report{}, err
+	}
+	defer conn.Close()
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	for i := 0; i < cfg.Hosts; i++ {
+		hc := HostConfig{ID: fmt.Sprintf("host%d", i), Conn: conn, ReaderToken: cfg.HostToken, Logger: cfg.Logger,
+			Clock: cfg.Clock, InFlight: cfg.HostInFlight}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := RunHost(hctx, hc); err != nil && hctx.Err() == nil {
+				cfg.Logger.Warn("host stopped", "host", hc.ID, "err", err)
+			}
+		}()
+	}
+	rep, err := c.Run(ctx)
+	// The hosts were told to exit; stop any still reconnecting.
+	hcancel()
+	return rep, err
+}
+
+func hostCredentials(token string) grpc.DialOption {
+	if token == "" {
+		return grpc.EmptyDialOption{}
+	}
+	return grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true})
+}

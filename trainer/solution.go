@@ -1,0 +1,104 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/model"
+	"github.com/sigdata/sig/transform"
+)
+
+// solution is a read solution indexed for building work units.
+type solution struct {
+	sol    *sigv1.ReadSolution
+	raw    map[string]*sigv1.BlockRead
+	blocks []control.Block
+	// memo[i][block] is input i's memoized block.
+	memo []map[string]*sigv1.BlockRead
+}
+
+func newSolution(s *sigv1.ReadSolution) *solution {
+	x := &solution{sol: s, raw: map[string]*sigv1.BlockRead{}}
+	for _, in := range s.GetInputs() {
+		m := map[string]*sigv1.BlockRead{}
+		for _, b := range in.GetBlocks() {
+			m[b.GetBlockId()] = b
+		}
+		x.memo = append(x.memo, m)
+	}
+	for _, rb := range s.GetRawBlocks() {
+		x.raw[rb.GetBlockId()] = rb
+		// A block is ready for SIG reading when no input of it is pending;
+		// a failed (quarantined) memo is read LOCAL instead (beyond the
+		// paper: the failing component's blast radius is its own column).
+		ready := true
+		for _, m := range x.memo {
+			if b, ok := m[rb.GetBlockId()]; !ok || (b.GetState() != sigv1.BlockState_BLOCK_STATE_READY && b.GetState() != sigv1.BlockState_BLOCK_STATE_FAILED) {
+				ready = false
+			}
+		}
+		x.blocks = append(x.blocks, control.Block{ID: rb.GetBlockId(), Ready: ready})
+	}
+	return x
+}
+
+// features returns the model inputs of the solution.
+func (x *solution) features() (model.Features, error) {
+	var inputs []model.Input
+	for _, in := range x.sol.GetInputs() {
+		t, err := transform.ParseType(in.GetType())
+		if err != nil {
+			return model.Features{}, fmt.Errorf("%w: input %q: %v", model.ErrInvalidConfig, in.GetInput(), err)
+		}
+		inputs = append(inputs, model.Input{Name: in.GetInput(), Type: t})
+	}
+	return model.NewFeatures(inputs)
+}
+
+// unit builds the work unit of a block: every input MEMO in the initial
+// phase when its memoized block is ready, LOCAL otherwise (caught-up
+// training reads with local input generation, paper IV.B).
+func (x *solution) unit(cfg *ControllerConfig, blockID string, phase control.Phase) (*readerv1.WorkUnit, error) {
+	rb, ok := x.raw[blockID]
+	if !ok {
+		return nil, fmt.Errorf("block %s is not in the read solution", blockID)
+	}
+	u := &readerv1.WorkUnit{UnitId: blockID, Client: cfg.Client, Pipeline: cfg.Pipeline, RawSource: x.sol.GetRawSource(),
+		BlockId: blockID, RawObject: rb.GetRawObject(), LabelColumns: []string{cfg.LabelColumn}, BatchRows: uint32(cfg.ReadBatchRows)}
+	for i, in := range x.sol.GetInputs() {
+		mi := &readerv1.ModelInput{Name: in.GetInput(), ComponentKey: in.GetComponentKey(), Type: in.GetType(),
+			CanonicalDsl: in.GetCanonicalDsl(), Mode: readerv1.InputMode_INPUT_MODE_LOCAL}
+		if b, ok := x.memo[i][blockID]; ok {
+			mi.MemoObject, mi.MemoState = b.GetMemoObject(), b.GetState()
+			if phase == control.Initial && b.GetState() == sigv1.BlockState_BLOCK_STATE_READY {
+				mi.Mode = readerv1.InputMode_INPUT_MODE_MEMO
+			}
+		}
+		u.Inputs = append(u.Inputs, mi)
+	}
+	return u, nil
+}
+
+// permanentRPC reports whether a SIG error needs a person: the request is
+// wrong (a graph that does not compile, an unknown pipeline, a token that
+// may not act for the client), as opposed to sigd being unavailable.
+func permanentRPC(err error) bool {
+	s, ok := status.FromError(err)
+	if !ok {
+		return !errors.Is(err, errTransient)
+	}
+	switch s.Code() {
+	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.PermissionDenied,
+		codes.Unauthenticated, codes.OutOfRange, codes.Unimplemented:
+		return true
+	}
+	return false
+}
+
+var errTransient = errors.New("transient")
