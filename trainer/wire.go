@@ -3,9 +3,9 @@ package trainer
 import (
 	"fmt"
 
+	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/model"
-	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/transform"
 )
 
