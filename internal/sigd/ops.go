@@ -170,14 +170,34 @@ func (s *Server) TrainerStatuses(p *auth.Principal) []*sigv1.TrainerStatus {
 // protocol.
 type workersAuth struct {
 	sigv1.UnimplementedWorkersServer
-	inner sigv1.WorkersServer
+	inner    sigv1.WorkersServer
+	stopping <-chan struct{}
 }
 
+// LeaseTask long-polls; a shutting-down sigd ends the wait with
+// Unavailable, which remote workers retry.
 func (w *workersAuth) LeaseTask(ctx context.Context, r *sigv1.LeaseTaskRequest) (*sigv1.LeaseTaskResponse, error) {
 	if _, err := auth.Require(ctx, auth.RoleWorker, auth.RoleOperator); err != nil {
 		return nil, err
 	}
-	return w.inner.LeaseTask(ctx, r)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	resp, err := w.inner.LeaseTask(ctx, r)
+	select {
+	case <-w.stopping:
+		if err != nil {
+			return nil, errShuttingDown
+		}
+	default:
+	}
+	return resp, err
 }
 
 func (w *workersAuth) Heartbeat(ctx context.Context, r *sigv1.HeartbeatRequest) (*sigv1.HeartbeatResponse, error) {

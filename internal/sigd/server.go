@@ -72,6 +72,10 @@ type Server struct {
 	extraHTTP  map[string]http.Handler
 	trainersMu sync.Mutex
 	trainers   map[string]*sigv1.TrainerStatus
+	// stopping is closed when Serve starts shutting down: watch streams and
+	// long-polling LeaseTask calls end then, so a graceful stop does not
+	// wait for them.
+	stopping chan struct{}
 }
 
 // Options are what a caller (cmd/sigd, tests) adds beyond Config.
@@ -97,7 +101,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		opts.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
-		trainers: map[string]*sigv1.TrainerStatus{}}
+		trainers: map[string]*sigv1.TrainerStatus{}, stopping: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -479,7 +483,7 @@ func (s *Server) buildGRPC() error {
 	}
 	s.grpc = grpc.NewServer(opts...)
 	sigv1.RegisterSIGServer(s.grpc, &sigService{s: s})
-	sigv1.RegisterWorkersServer(s.grpc, &workersAuth{inner: workers.NewWorkersServer(s.queue, s.describe, workers.WithCompleteHook(s.completeHook))})
+	sigv1.RegisterWorkersServer(s.grpc, &workersAuth{stopping: s.stopping, inner: workers.NewWorkersServer(s.queue, s.describe, workers.WithCompleteHook(s.completeHook))})
 	sigv1.RegisterFeatureStatsServer(s.grpc, &statsService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -549,6 +553,7 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 		close(readyCh)
 	}
 	<-ctx.Done()
+	close(s.stopping)
 	s.health.Shutdown()
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()

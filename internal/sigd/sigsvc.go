@@ -77,6 +77,10 @@ func (e constErr) Error() string { return string(e) }
 
 const errMissing = constErr("missing: give graph or dsl")
 
+// errShuttingDown ends watch streams and lease waits when sigd stops; the
+// caller retries against the restarted (or another) sigd.
+var errShuttingDown = status.Error(codes.Unavailable, "sigd is shutting down: call again")
+
 func (h *sigService) GetReadSolution(ctx context.Context, req *sigv1.GetReadSolutionRequest) (*sigv1.ReadSolution, error) {
 	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
 		return nil, err
@@ -193,6 +197,8 @@ func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSo
 			if notReady == 0 {
 				return true, nil // the next full read confirms completion and ends the stream
 			}
+		case <-h.s.stopping:
+			return false, errShuttingDown
 		case <-tick.C:
 			// A periodic full re-read catches anything a lost notification
 			// would otherwise delay.
