@@ -22,7 +22,13 @@ type command struct {
 	// run parses args (everything after the command name) and does the work.
 	// Output goes to stdout, diagnostics to stderr.
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// sigterm: the command handles SIGTERM itself, as a preemption notice
+	// (paper VI.B), reading sigterms; its context ends only on SIGINT.
+	sigterm bool
 }
+
+// sigterms delivers SIGTERM to a command that handles it.
+var sigterms = make(chan os.Signal, 1)
 
 var commands = map[string]*command{}
 
@@ -69,7 +75,15 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	var ctx context.Context
+	var stop context.CancelFunc
+	if c.sigterm {
+		ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt)
+		signal.Notify(sigterms, syscall.SIGTERM)
+		defer signal.Stop(sigterms)
+	} else {
+		ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	}
 	defer stop()
 	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -1,0 +1,444 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/trainer"
+	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/steptime"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// The training job commands (see trainer/doc.go for the architecture):
+//
+//	trainer controller --listen ADDR [job flags]       the controller, a gRPC server
+//	trainer host --controller ADDR --id ID             one TPU host worker
+//	trainer run --hosts N [job flags]                  a controller and N hosts in one process
+//
+// Every flag also reads its SIG_* environment variable. SIGTERM is a
+// preemption notice of --preempt-notice (paper VI.B): the controller
+// checkpoints early and exits, a host tells its controller and exits when
+// told; SIGINT stops at once. At exit the controller writes its report
+// (--report-json, --report-text; text to stdout by default).
+func init() {
+	register(&command{name: "controller", sigterm: true, run: runController,
+		usage: "--listen ADDR --client C --pipeline P --sigd ADDR ...: a training job's controller (gRPC)"})
+	register(&command{name: "host", sigterm: true, run: runHostCmd,
+		usage: "--controller ADDR --id ID: one TPU host worker of a training job"})
+	register(&command{name: "run", sigterm: true, run: runJobCmd,
+		usage: "--hosts N --client C --pipeline P --sigd ADDR ...: controller and hosts in one process"})
+}
+
+type jobFlags struct {
+	job, client, pipeline, graph, rangeS, source string
+	priority                                     int
+	sigd, token, tokens                          string
+	tls                                          bool
+	s3Endpoint, s3Access, s3Secret, s3Bucket     string
+	s3Secure                                     bool
+	kafka, readers                               cli.List
+	hosts, chips, cuChips, epochUnits, cuUnits   int
+	batch, bufferEx, minIF, maxIF, credits       int
+	readRows                                     int
+	vocab                                        int64
+	dim, hidden                                  int
+	lr, elr                                      float64
+	seed                                         uint64
+	mode                                         string
+	timeScale                                    float64
+	compile                                      time.Duration
+	follow                                       bool
+	maxAttempts                                  int
+	nanAtStep                                    uint64
+	preemptNotice, statusInterval, holdPoll      time.Duration
+	reportJSON, reportText, metrics, logLevel    string
+}
+
+func addJobFlags(fs *flag.FlagSet) *jobFlags {
+	f := &jobFlags{}
+	fs.StringVar(&f.job, "job", "", "job name in reports (default: the pipeline)")
+	fs.StringVar(&f.client, "client", "", "SIG client of the pipeline (required)")
+	fs.StringVar(&f.pipeline, "pipeline", "", "pipeline name (required)")
+	fs.StringVar(&f.graph, "graph", "", "DSL `FILE` of the model's transformation graph, submitted at setup (default: the pipeline is already submitted)")
+	fs.IntVar(&f.priority, "priority", 0, "priority of the submitted graph")
+	fs.StringVar(&f.rangeS, "range", "", "event range FROM:TO, microseconds or RFC 3339 (required; TO may be empty to follow the stream)")
+	fs.StringVar(&f.source, "raw-source", "ads", "raw event source")
+	fs.StringVar(&f.sigd, "sigd", "127.0.0.1:7070", "sigd gRPC address")
+	fs.StringVar(&f.token, "token", "", "bearer token (role trainer) for sigd, the readers and, for hosts, the controller")
+	fs.BoolVar(&f.tls, "tls", false, "dial sigd with TLS")
+	fs.StringVar(&f.tokens, "tokens", "", "token file authenticating the controller's service (internal/auth format; empty: no authentication)")
+	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint of the warehouse (checkpoints; required)")
+	fs.StringVar(&f.s3Access, "s3-access-key", "", "S3 access key")
+	fs.StringVar(&f.s3Secret, "s3-secret-key", "", "S3 secret key")
+	fs.StringVar(&f.s3Bucket, "s3-bucket", "sig", "S3 bucket")
+	fs.BoolVar(&f.s3Secure, "s3-secure", false, "HTTPS for S3")
+	fs.Var(&f.kafka, "kafka-brokers", "Kafka brokers for sig.memo.ready completion events (optional)")
+	fs.Var(&f.readers, "readers", "reader addresses, comma-separated")
+	fs.IntVar(&f.hosts, "hosts", 2, "TPU host workers of the slice")
+	fs.IntVar(&f.chips, "chips", 8, "chips of the initial-phase slice")
+	fs.IntVar(&f.cuChips, "caught-up-chips", 2, "chips of the caught-up slice")
+	fs.IntVar(&f.epochUnits, "epoch-units", 4, "work units (blocks) per initial epoch")
+	fs.IntVar(&f.cuUnits, "caught-up-epoch-units", 1, "work units per caught-up epoch")
+	fs.IntVar(&f.batch, "batch-size", 256, "per-host batch size")
+	fs.IntVar(&f.bufferEx, "buffer-examples", 0, "host buffer capacity (default 8 batches)")
+	fs.IntVar(&f.minIF, "min-in-flight", 1, "fewest work units a host keeps in flight")
+	fs.IntVar(&f.maxIF, "max-in-flight", 8, "most work units a host keeps in flight")
+	fs.IntVar(&f.credits, "credits", 2, "batches a host may send ahead")
+	fs.IntVar(&f.readRows, "read-batch-rows", 1024, "rows per reader record batch")
+	fs.Int64Var(&f.vocab, "vocab", 1<<15, "rows of every embedding table")
+	fs.IntVar(&f.dim, "dim", 8, "embedding width")
+	fs.IntVar(&f.hidden, "hidden", 32, "hidden layer width")
+	fs.Float64Var(&f.lr, "lr", 0, "dense learning rate (default 0.05)")
+	fs.Float64Var(&f.elr, "embedding-lr", 0, "embedding learning rate (default 0.5)")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of the initial parameters")
+	fs.StringVar(&f.mode, "mode", "serialized", "TensorCore/SparseCore execution: serialized or pipelined")
+	fs.Float64Var(&f.timeScale, "time-scale", trainer.DefaultTimeScale, "wall time per modelled device time")
+	fs.DurationVar(&f.compile, "compile-time", 50*time.Millisecond, "time to compile a slice")
+	fs.BoolVar(&f.follow, "follow", false, "after catching up, wait for new blocks instead of exiting")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 5, "failed attempts of one epoch before a permanent hold")
+	fs.Uint64Var(&f.nanAtStep, "nan-at-step", 0, "fault injection: make this step's loss NaN (a permanent hold)")
+	fs.DurationVar(&f.preemptNotice, "preempt-notice", 30*time.Second, "notice a SIGTERM gives (paper VI.B)")
+	fs.DurationVar(&f.statusInterval, "status-interval", 5*time.Second, "how often status goes to sigd (0: never)")
+	fs.DurationVar(&f.holdPoll, "hold-poll", 10*time.Second, "re-read the solution this often during a transient hold")
+	fs.StringVar(&f.reportJSON, "report-json", "", "write the report as JSON to this `FILE` at exit")
+	fs.StringVar(&f.reportText, "report-text", "-", "write the report as text to this `FILE` at exit (- for stdout)")
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return f
+}
+
+func logger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q: %v", errUsage, level, err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// parseRange reads FROM:TO; each side is microseconds since the epoch or
+// an RFC 3339 UTC time; TO may be empty (follow the stream).
+func parseRange(s string) (from, to int64, err error) {
+	a, b, ok := strings.Cut(s, ":")
+	if strings.Count(s, ":") > 1 {
+		i := strings.Index(s, "Z:")
+		if i < 0 {
+			return 0, 0, fmt.Errorf("%w: --range %q: write times as RFC 3339 UTC (…Z:…Z) or microseconds", errUsage, s)
+		}
+		a, b, ok = s[:i+1], s[i+2:], true
+	}
+	if !ok {
+		return 0, 0, fmt.Errorf("%w: --range wants FROM:TO", errUsage)
+	}
+	parse := func(v string) (int64, error) {
+		if v == "" {
+			return 0, nil
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n, nil
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return 0, fmt.Errorf("%w: --range: %q is neither microseconds nor RFC 3339", errUsage, v)
+		}
+		return t.UnixMicro(), nil
+	}
+	if from, err = parse(a); err != nil {
+		return 0, 0, err
+	}
+	if to, err = parse(b); err != nil {
+		return 0, 0, err
+	}
+	return from, to, nil
+}
+
+func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
+	var c trainer.ControllerConfig
+	if f.client == "" || f.pipeline == "" || f.rangeS == "" {
+		return c, fmt.Errorf("%w: --client, --pipeline and --range are required", errUsage)
+	}
+	if f.s3Endpoint == "" {
+		return c, fmt.Errorf("%w: --s3-endpoint is required (checkpoints)", errUsage)
+	}
+	from, to, err := parseRange(f.rangeS)
+	if err != nil {
+		return c, err
+	}
+	mode, err := steptime.ParseMode(f.mode)
+	if err != nil {
+		return c, fmt.Errorf("%w: --mode: %v", errUsage, err)
+	}
+	var graph string
+	if f.graph != "" {
+		b, err := os.ReadFile(f.graph)
+		if err != nil {
+			return c, err
+		}
+		graph = string(b)
+	}
+	store, err := objstore.New(objstore.Config{Endpoint: f.s3Endpoint, AccessKey: f.s3Access, SecretKey: f.s3Secret,
+		Bucket: f.s3Bucket, Secure: f.s3Secure, Logger: log})
+	if err != nil {
+		return c, err
+	}
+	c = trainer.ControllerConfig{Job: f.job, Client: f.client, Pipeline: f.pipeline, Graph: graph, Priority: int32(f.priority),
+		RawSource: f.source, From: from, To: to, SigdAddr: f.sigd, Token: f.token, TLS: f.tls, Store: store,
+		KafkaBrokers: f.kafka, Readers: f.readers, Hosts: f.hosts, Chips: f.chips, CaughtUpChips: f.cuChips,
+		EpochUnits: f.epochUnits, CaughtUpEpochUnits: f.cuUnits, Follow: f.follow, MaxAttempts: f.maxAttempts,
+		BatchSize: f.batch, BufferExamples: f.bufferEx, Credits: f.credits, ReadBatchRows: f.readRows,
+		Vocab: f.vocab, Dim: f.dim, Hidden: f.hidden, LearningRate: f.lr, EmbeddingLearningRate: f.elr, Seed: f.seed,
+		Device:      steptime.Model{Mode: mode, TimeScale: f.timeScale},
+		CompileTime: f.compile, StatusInterval: f.statusInterval, HoldPollInterval: f.holdPoll,
+		Faults: trainer.Faults{NaNAtStep: f.nanAtStep}, Logger: log}
+	c.InFlight.Min, c.InFlight.Max = f.minIF, f.maxIF
+	if f.statusInterval == 0 {
+		c.StatusInterval = -1
+	}
+	if f.tokens != "" {
+		toks, err := auth.Load(f.tokens)
+		if err != nil {
+			return c, fmt.Errorf("--tokens: %w", err)
+		}
+		c.Tokens = toks
+	}
+	return c, nil
+}
+
+// serveMetrics serves /metrics of reg on addr until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("metrics", "addr", "http://"+lis.Addr().String()+"/metrics")
+	return nil
+}
+
+func (f *jobFlags) writeReport(rep trainer.Report, stdout io.Writer) error {
+	var errs []error
+	if f.reportJSON != "" {
+		w, err := os.Create(f.reportJSON)
+		if err == nil {
+			err = rep.WriteJSON(w)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+		}
+		errs = append(errs, err)
+	}
+	switch f.reportText {
+	case "":
+	case "-":
+		errs = append(errs, rep.WriteText(stdout))
+	default:
+		w, err := os.Create(f.reportText)
+		if err == nil {
+			err = rep.WriteText(w)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// preemptOnSIGTERM turns SIGTERM into preemption notices of the job.
+func preemptOnSIGTERM(ctx context.Context, c *trainer.Controller, notice time.Duration, log *slog.Logger) {
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sigterms:
+				d := c.Preempt(notice, control.ScopeJob)
+				log.Warn("SIGTERM: preemption notice", "deadline", d)
+			}
+		}
+	}()
+}
+
+func runController(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("controller", stderr)
+	listen := fs.String("listen", "127.0.0.1:7100", "gRPC address of the controller service")
+	tlsCert := fs.String("tls-cert", "", "serve gRPC over TLS with this certificate (PEM)")
+	tlsKey := fs.String("tls-key", "", "private key of --tls-cert (PEM)")
+	f := addJobFlags(fs)
+	cli.UsageWithEnv(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := cli.ApplyEnv(fs); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	log, err := logger(f.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.config(log)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	c, err := trainer.NewController(cfg)
+	if err != nil {
+		return err
+	}
+	if err := serveMetrics(ctx, f.metrics, reg, log); err != nil {
+		return err
+	}
+	var opts []grpc.ServerOption
+	if *tlsCert != "" || *tlsKey != "" {
+		creds, err := credentials.NewServerTLSFromFile(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	gs := c.GRPCServer(opts...)
+	go func() { _ = gs.Serve(lis) }()
+	defer gs.Stop()
+	fmt.Fprintf(stderr, "listening on %s\n", lis.Addr())
+	preemptOnSIGTERM(ctx, c, f.preemptNotice, log)
+	rep, runErr := c.Run(ctx)
+	// Give hosts a moment to receive their exit before the server stops.
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+	}
+	if err := f.writeReport(rep, stdout); err != nil {
+		return err
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
+func runHostCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("host", stderr)
+	addr := fs.String("controller", "127.0.0.1:7100", "controller gRPC address")
+	id := fs.String("id", "", "host id, unique in the job (required)")
+	token := fs.String("token", "", "bearer token (role trainer) for the controller and readers")
+	useTLS := fs.Bool("tls", false, "dial the controller with TLS")
+	var readers cli.List
+	fs.Var(&readers, "readers", "reader addresses (default: the controller's)")
+	notice := fs.Duration("preempt-notice", 30*time.Second, "notice a SIGTERM gives (paper VI.B)")
+	minIF := fs.Int("min-in-flight", 0, "override the controller's fewest in-flight units")
+	maxIF := fs.Int("max-in-flight", 0, "override the controller's most in-flight units")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	cli.UsageWithEnv(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := cli.ApplyEnv(fs); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *id == "" {
+		return fmt.Errorf("%w: --id is required", errUsage)
+	}
+	log, err := logger(*logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	preempt := make(chan time.Duration, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sigterms:
+				select {
+				case preempt <- *notice:
+				default:
+				}
+			}
+		}
+	}()
+	cfg := trainer.HostConfig{ID: *id, Controller: *addr, Token: *token, TLS: *useTLS, Readers: readers,
+		Preempt: preempt, Logger: log}
+	cfg.InFlight.Min, cfg.InFlight.Max = *minIF, *maxIF
+	err = trainer.RunHost(ctx, cfg)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func runJobCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "gRPC address of the controller service")
+	inproc := fs.Int("in-process-readers", 2, "readers to run in the process when --readers is empty")
+	f := addJobFlags(fs)
+	cli.UsageWithEnv(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := cli.ApplyEnv(fs); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	log, err := logger(f.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.config(log)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	if err := serveMetrics(ctx, f.metrics, reg, log); err != nil {
+		return err
+	}
+	job := trainer.JobConfig{ControllerConfig: cfg, Listen: *listen, InProcessReaders: *inproc,
+		OnController: func(c *trainer.Controller, addr string) {
+			fmt.Fprintf(stderr, "listening on %s\n", addr)
+			preemptOnSIGTERM(ctx, c, f.preemptNotice, log)
+		}}
+	rep, runErr := trainer.RunJob(ctx, job)
+	if err := f.writeReport(rep, stdout); err != nil {
+		return err
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
