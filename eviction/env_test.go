@@ -43,6 +43,7 @@ var principals = []auth.Principal{
 	{Name: "ctr", Role: auth.RoleClient, Client: "ctr"},
 	{Name: "cvr", Role: auth.RoleClient, Client: "cvr"},
 	{Name: "explore", Role: auth.RoleClient, Client: "explore"},
+	{Name: "trainer", Role: auth.RoleTrainer, Client: "ctr"},
 }
 
 const operator = "alice"
@@ -88,6 +89,7 @@ type env struct {
 	tb     testing.TB
 	srv    *sigd.Server
 	minio  *testenv.MinIO
+	kafka  *testenv.Kafka
 	blocks []block.Meta
 	tokens map[string]string
 	logs   *syncBuffer
@@ -111,7 +113,7 @@ func newEnv(tb testing.TB, cfg envConfig) *env {
 	m := testenv.NewMinIO(tb)
 	k := testenv.NewKafka(tb, testenv.KafkaConfig{})
 	dir := tb.TempDir()
-	e := &env{tb: tb, minio: m, tokens: map[string]string{}, logs: &syncBuffer{}}
+	e := &env{tb: tb, minio: m, kafka: k, tokens: map[string]string{}, logs: &syncBuffer{}}
 	var f auth.File
 	for i, p := range principals {
 		tok := fmt.Sprintf("%s-token-%02d-%s", p.Name, i, strings.Repeat("x", 16))
