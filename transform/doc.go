@@ -128,7 +128,7 @@
 //
 // At run time, cross fails on a row with more than MaxCrossPairs (65536)
 // pairs, and an output column over 2^31-1 bytes or elements (the Arrow
-// 32-bit offsets) fails the kernel.
+// 32-bit offsets) fails its op with a *PanicError.
 //
 // # Op semantics
 //
