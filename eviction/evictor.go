@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +30,24 @@ type Evictor struct {
 	Store    *objstore.Store
 	Clock    clock.Clock
 	Policy   Policy
-	// Interval between last-requested eviction rounds. Default 1m.
+	// Interval between last-requested eviction rounds and sweeps. Default
+	// 1m.
 	Interval time.Duration
-	Log      *slog.Logger
+	// SweepAfter is how long after an eviction Sweep deletes the evicted
+	// components' memo objects that no memo entry names. A worker that was
+	// computing a block when its component was evicted writes its object
+	// after the eviction deleted the others (its ready mark is refused);
+	// such an object is never read, and memoizing the block again
+	// overwrites it with the same bytes, but if the component is never
+	// requested again it would stay. Default: Interval.
+	SweepAfter time.Duration
+	Log        *slog.Logger
 
 	evicted atomic.Int64 // blocks evicted since start
+	swept   atomic.Int64 // objects deleted by sweeps since start
+
+	mu      sync.Mutex
+	toSweep map[matching.Key]time.Time // evicted components, when
 }
 
 // Target names what to evict: a faulty subgraph as a DSL expression, or a
@@ -210,7 +224,90 @@ func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) 
 		e.evicted.Add(int64(len(deleted)))
 		return nil
 	})
+	if err == nil {
+		now := e.clock().Now()
+		e.mu.Lock()
+		if e.toSweep == nil {
+			e.toSweep = map[matching.Key]time.Time{}
+		}
+		for _, k := range keys {
+			e.toSweep[k] = now
+		}
+		e.mu.Unlock()
+	}
 	return objects, err
+}
+
+// Sweep deletes the memo objects that no memo entry names of the
+// components evicted at least SweepAfter ago (see SweepAfter), and returns
+// how many it deleted. The components are marked as being evicted
+// meanwhile, so no entry of theirs appears between the listing of their
+// entries and the deletion: an object deleted here can never be named by a
+// ready entry. Objects of pending entries stay (their recomputation
+// overwrites them). Components evicted again meanwhile wait for their new
+// turn.
+func (e *Evictor) Sweep(ctx context.Context) (int, error) {
+	now := e.clock().Now()
+	wait := e.SweepAfter
+	if wait <= 0 {
+		wait = e.interval()
+	}
+	e.mu.Lock()
+	due := map[matching.Key]time.Time{}
+	for k, at := range e.toSweep {
+		if now.Sub(at) >= wait {
+			due[k] = at
+		}
+	}
+	e.mu.Unlock()
+	if len(due) == 0 {
+		return 0, nil
+	}
+	keys := make([]matching.Key, 0, len(due))
+	for k := range due {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	deleted := 0
+	err := e.Frontend.Evicting(keys, func() error {
+		var orphans []string
+		for _, k := range keys {
+			memos, err := e.Frontend.Cache().Memos(k)
+			if err != nil {
+				return err
+			}
+			named := make(map[string]bool, len(memos))
+			for _, m := range memos {
+				named[m.Object] = true
+			}
+			for info, err := range e.Store.List(ctx, "memo/"+k.String()+"/") {
+				if err != nil {
+					return err
+				}
+				if !named[info.Key] {
+					orphans = append(orphans, info.Key)
+				}
+			}
+		}
+		n, err := e.Store.DeleteMany(ctx, orphans)
+		deleted = n
+		return err
+	})
+	e.swept.Add(int64(deleted))
+	if err != nil {
+		return deleted, err
+	}
+	e.mu.Lock()
+	for k, at := range due {
+		if e.toSweep[k].Equal(at) {
+			delete(e.toSweep, k)
+		}
+	}
+	e.mu.Unlock()
+	if deleted > 0 {
+		e.log().Info("swept memo objects written after their eviction", "objects", deleted, "components", len(keys))
+	}
+	return deleted, nil
 }
 
 // Round runs one last-requested eviction round at the clock's now.
@@ -249,30 +346,39 @@ func (e *Evictor) Round(ctx context.Context) ([]Decision, error) {
 	return decisions, err
 }
 
-// Run evicts by the policy every Interval until ctx ends.
+// Run evicts by the policy and sweeps (Sweep) every Interval until ctx
+// ends.
 func (e *Evictor) Run(ctx context.Context) error {
-	if e.Policy.TTL <= 0 && e.Policy.BudgetBytes <= 0 {
-		<-ctx.Done()
-		return nil
-	}
-	iv := e.Interval
-	if iv <= 0 {
-		iv = time.Minute
-	}
+	policy := e.Policy.TTL > 0 || e.Policy.BudgetBytes > 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-e.clock().After(iv):
+		case <-e.clock().After(e.interval()):
 		}
-		if _, err := e.Round(ctx); err != nil {
-			e.log().Warn("eviction round failed", "err", err)
+		if policy {
+			if _, err := e.Round(ctx); err != nil {
+				e.log().Warn("eviction round failed", "err", err)
+			}
+		}
+		if _, err := e.Sweep(ctx); err != nil {
+			e.log().Warn("eviction sweep failed", "err", err)
 		}
 	}
 }
 
+func (e *Evictor) interval() time.Duration {
+	if e.Interval <= 0 {
+		return time.Minute
+	}
+	return e.Interval
+}
+
 // Evicted returns the number of memo blocks evicted since start.
 func (e *Evictor) Evicted() int64 { return e.evicted.Load() }
+
+// Swept returns the number of objects Sweep deleted since start.
+func (e *Evictor) Swept() int64 { return e.swept.Load() }
 
 func (e *Evictor) clock() clock.Clock {
 	if e.Clock == nil {

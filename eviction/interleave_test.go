@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/eviction"
+	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/testenv"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
@@ -274,4 +275,71 @@ func TestWatcherReReadAfterEviction(t *testing.T) {
 		t.Errorf("the watcher's re-read scheduled %d of %d evicted blocks", scheduled, n)
 	}
 	r.checkNoHalfState(t)
+}
+
+// TestOrphanObjectSwept: a worker computing a block when its component is
+// evicted writes its object after the eviction deleted the others. The
+// object is an orphan: no entry names it, its ready mark is refused, and
+// no read solution points at it. Sweep deletes it once SweepAfter has
+// passed (sigd's eviction loop calls Sweep every interval); an object
+// whose entry was re-created meanwhile stays, and the recomputation
+// replaces it.
+func TestOrphanObjectSwept(t *testing.T) {
+	r := newRig(t, 2)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	r.ev.Clock, r.ev.SweepAfter = clk, time.Minute
+	b0, b1 := r.blocks[0].ID, r.blocks[1].ID
+	// Two workers have begun both blocks.
+	g0, ok0, err0 := r.f.Begin(r.key, b0)
+	g1, ok1, err1 := r.f.Begin(r.key, b1)
+	if !ok0 || !ok1 || err0 != nil || err1 != nil {
+		t.Fatal("blocks not pending after submit")
+	}
+	if _, err := r.ev.Evict(ctx, eviction.Target{Components: []matching.Key{r.key}}, "op", "bug"); err != nil {
+		t.Fatal(err)
+	}
+	// They finish after the eviction.
+	for b, g := range map[string]uint64{b0: g0, b1: g1} {
+		r.write(t, b)
+		if err := r.f.MarkReady(r.key, b, g, 100, 10); !errors.Is(err, matching.ErrStale) {
+			t.Fatalf("ready mark after eviction: %v, want ErrStale", err)
+		}
+	}
+	r.checkNoHalfState(t)
+	objects := func() int {
+		n := 0
+		for _, err := range r.store.List(ctx, "memo/"+r.key.String()+"/") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		return n
+	}
+	if n := objects(); n != 2 {
+		t.Fatalf("%d objects after the late writes, want 2 orphans", n)
+	}
+	if n, err := r.ev.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep before SweepAfter deleted %d (%v)", n, err)
+	}
+	// Block 1 is requested again (a read creates only missing entries;
+	// make block 0's stay missing by creating block 1's alone).
+	if err := r.f.Cache().SetMemo(matching.MemoEntry{Component: r.key, Block: b1, State: matching.MemoPending,
+		Object: matching.MemoObjectKey(r.key, b1), Gen: 7}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if n, err := r.ev.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep deleted %d objects (%v), want block 0's orphan", n, err)
+	}
+	if _, err := r.store.Stat(ctx, matching.MemoObjectKey(r.key, b0)); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("block 0's orphan survived the sweep: %v", err)
+	}
+	if _, err := r.store.Stat(ctx, matching.MemoObjectKey(r.key, b1)); err != nil {
+		t.Errorf("block 1's object, named by a pending entry, was swept: %v", err)
+	}
+	if n, err := r.ev.Sweep(ctx); err != nil || n != 0 || r.ev.Swept() != 1 {
+		t.Errorf("second sweep: %d (%v), %d in all", n, err, r.ev.Swept())
+	}
 }

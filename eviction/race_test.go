@@ -1,0 +1,229 @@
+package eviction_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/workers"
+)
+
+// jitterRunner delays memoization runs at random before and after the real
+// work, so that evictions land at every point of a task: before the object
+// is written, between the write and the ready mark, after it. It counts the
+// runs under way (a cancelled task's run goes on to the end).
+type jitterRunner struct {
+	inner   workers.Runner
+	running atomic.Int64
+	runs    atomic.Int64
+}
+
+func (j *jitterRunner) Run(ctx context.Context, t workers.Task) (workers.Result, error) {
+	j.running.Add(1)
+	defer j.running.Add(-1)
+	j.runs.Add(1)
+	time.Sleep(time.Duration(rand.IntN(8)) * time.Millisecond)
+	res, err := j.inner.Run(ctx, t)
+	time.Sleep(time.Duration(rand.IntN(8)) * time.Millisecond)
+	return res, err
+}
+
+// idle waits until no task is queued, leased or running.
+func (e *env) idle(j *jitterRunner) {
+	e.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.srv.Queue().Backlog() > 0 || j.running.Load() > 0 {
+		if time.Now().After(deadline) {
+			e.tb.Fatalf("work did not settle: backlog %d, running %d", e.srv.Queue().Backlog(), j.running.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// expectedMemo computes the memo object of (k, raw block) afresh, the way
+// a worker writes it: the component's canonical DSL run with transform over
+// the raw block's columns, event_id and the value encoded as a block.
+func (e *env) expectedMemo(k matching.Key, raw block.Meta) []byte {
+	e.tb.Helper()
+	rec, err := e.srv.Frontend().Cache().Component(k)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	s, reg := transform.AdsSchema(), transform.Default()
+	g, _, err := transform.ParseAndCheck([]byte(rec.DSL), "component", s, reg, transform.Limits{})
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	cols, err := block.ReadColumns(e.ctx, e.srv.Store(), raw, rec.Columns)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	defer cols.Release()
+	out, err := transform.Run(g, reg, cols, g.Inputs[0].Node)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	defer out[0].Release()
+	memo := sigd.MemoRecord(cols.Column(0), out[0])
+	defer memo.Release()
+	data, _, err := block.Encode(block.Meta{Key: matching.MemoObjectKey(k, raw.ID), ID: raw.ID, Source: raw.Source,
+		ComponentKey: k.String(), WindowStart: raw.WindowStart, WindowLength: raw.WindowLength,
+		MinEventTime: raw.MinEventTime, MaxEventTime: raw.MaxEventTime, SchemaFingerprint: raw.SchemaFingerprint,
+		Late: raw.Late, Generation: raw.Generation}, memo)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	return data
+}
+
+// checkConsistent checks the cache against the bucket for components ks:
+// every ready entry's object exists and is byte for byte a fresh
+// computation; no entry is ready without its object. It returns the
+// objects no entry names (orphans).
+func (e *env) checkConsistent(ks []matching.Key) (orphans []string) {
+	e.tb.Helper()
+	raw := map[string]block.Meta{}
+	for _, m := range e.blocks {
+		raw[m.ID] = m
+	}
+	for _, k := range ks {
+		ms, err := e.srv.Frontend().Cache().Memos(k)
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		named := map[string]bool{}
+		for id, m := range ms {
+			named[m.Object] = true
+			if m.State != matching.MemoReady {
+				continue
+			}
+			got, _, err := e.srv.Store().Get(e.ctx, m.Object)
+			if errors.Is(err, objstore.ErrNotFound) {
+				e.tb.Errorf("component %s block %s: ready, object %s missing (half state)", k.Short(), id, m.Object)
+				continue
+			}
+			if err != nil {
+				e.tb.Fatal(err)
+			}
+			if !bytes.Equal(got, e.expectedMemo(k, raw[id])) {
+				e.tb.Errorf("component %s block %s: object differs from a fresh computation", k.Short(), id)
+			}
+			if int64(len(got)) != m.Bytes {
+				e.tb.Errorf("component %s block %s: entry says %d bytes, object has %d", k.Short(), id, m.Bytes, len(got))
+			}
+		}
+		for _, o := range e.objects(k) {
+			if !named[o] {
+				orphans = append(orphans, o)
+			}
+		}
+	}
+	return orphans
+}
+
+// TestEvictionRacesWorkers: evictions of the same components run again and
+// again while workers memoize them and pipelines read (re-creating the
+// entries). When everything settles and a final read completes every
+// solution, the cache and the bucket agree: every ready entry has its
+// object, equal to a fresh computation byte for byte. Then one more
+// eviction races with the workers and nobody reads again: no entry is left
+// ready without its object; objects written after the eviction's deletion
+// may remain, named by no entry (orphans: never read, and overwritten with
+// the same bytes if the block is memoized again).
+func TestEvictionRacesWorkers(t *testing.T) {
+	jr := &jitterRunner{}
+	e := newEnv(t, envConfig{Blocks: 12, Rows: 300, Workers: 4,
+		WrapRunner: func(r workers.Runner) workers.Runner { jr.inner = r; return jr }})
+	e.submit("ctr", "ctr-small", ctrDSL)
+	e.submit("cvr", xssPipeline, cvrDSL)
+	e.submit("explore", "explore", exploreDSL)
+	op := e.sig(operator)
+	evict := func() {
+		if _, err := op.Evict(e.ctx, &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faultySubgraph},
+			Reason: "race"}); err != nil {
+			t.Error(err)
+		}
+	}
+
+	ctx, stop := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", xssPipeline}} {
+		c := e.sig(p[0])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := c.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: p[0], Pipeline: p[1]}); err != nil && ctx.Err() == nil {
+					t.Error(err)
+				}
+				time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+			}
+		}()
+	}
+	for range 25 {
+		time.Sleep(time.Duration(rand.IntN(25)) * time.Millisecond)
+		evict()
+	}
+	stop()
+	wg.Wait()
+
+	var all []matching.Key
+	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", xssPipeline}, {"explore", "explore"}} {
+		all = append(all, components(e.waitComplete(p[0], p[1]))...)
+	}
+	e.idle(jr)
+	if orphans := e.checkConsistent(all); len(orphans) > 0 {
+		t.Errorf("after every solution completed, objects named by no entry: %v", orphans)
+	}
+	for _, k := range all {
+		e.checkMemoized(k)
+	}
+	a, err := op.ListAudit(e.ctx, &sigv1.ListAuditRequest{Limit: 100})
+	if err != nil || len(a.Entries) != 25 {
+		t.Errorf("audit: %d entries (%v), want 25", len(a.Entries), err)
+	}
+
+	// One more eviction while recomputation is under way; nobody reads
+	// afterwards.
+	evict()
+	runs := jr.runs.Load()
+	e.solution("ctr", "ctr-small")
+	e.solution("cvr", xssPipeline)
+	for jr.runs.Load() < runs+4 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	evict()
+	e.idle(jr)
+	orphans := e.checkConsistent(all)
+	t.Logf("%d memoization runs; %d orphan objects after the last eviction", jr.runs.Load(), len(orphans))
+	// The sweep deletes them (sigd's loop runs it every interval).
+	ev := e.srv.Evictor()
+	ev.SweepAfter = time.Nanosecond
+	n, err := ev.Sweep(e.ctx)
+	if err != nil || n != len(orphans) {
+		t.Errorf("sweep deleted %d objects (%v), want the %d orphans", n, err, len(orphans))
+	}
+	if orphans := e.checkConsistent(all); len(orphans) > 0 {
+		t.Errorf("orphans after the sweep: %v", orphans)
+	}
+	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", xssPipeline}} {
+		e.solution(p[0], p[1])
+		e.waitComplete(p[0], p[1])
+	}
+	e.idle(jr)
+	e.checkConsistent(all)
+	for _, k := range all {
+		e.checkMemoized(k)
+	}
+}
