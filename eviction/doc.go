@@ -24,9 +24,12 @@
 // finishes afterwards cannot mark them ready: its generation is stale),
 // then their objects, then the mark is lifted and watchers are told (their
 // re-reads re-create the entries and schedule them). No entry is ever ready
-// without its object. An object a worker writes after the deletion stays
-// without an entry until the block is recomputed, which overwrites it with
-// the same bytes; see TestEvictionRacesWorkers.
+// without its object. A worker that was computing a block when it was
+// evicted writes its object after the deletion (its ready mark is
+// refused): no entry names that object, so nothing reads it, and
+// recomputing the block overwrites it with the same bytes; Sweep deletes
+// it a while later in case the component is never requested again
+// (TestEvictionRacesWorkers, TestOrphanObjectSwept).
 //
 // The package decides and orders removals; the matching cache and the
 // warehouse own the state removed.
