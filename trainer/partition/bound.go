@@ -34,10 +34,13 @@ import (
 // should pick the cheapest mix of layouts whose mean largest shard is at most
 // z, which is the lower convex hull f_t of its (maxShard, work) points; the LP
 // value is the least z with N·z ≥ Σ_t f_t(z). lpValue finds it by bisection.
-// Inside the branch and bound the same argument, with some shards already on
-// SparseCores, gives the water-filling form Σ_j (z - load_j)^+ ≥ remaining
-// work, which nodeFeasible tests at the incumbent's cost in O(N + tables).
-// Tests check that the simplex and the closed form agree.
+// With some shards already on SparseCores the same argument gives the
+// water-filling form Σ_j (z - load_j)^+ ≥ remaining work (waterfill); the
+// root LP is its case with no loads, and the shard-by-shard search kept in
+// the tests as an oracle bounds its nodes with it. The exact solver's own
+// bound, the slack of bin completion, is the integral version of this
+// inequality, filled one SparseCore at a time (exact.go). Tests check that
+// the simplex and the closed form agree.
 
 // hull is the lower-left convex hull of a table's (maxShard, work) points:
 // f(z) is the least mean work of a mix of layouts with mean largest shard at

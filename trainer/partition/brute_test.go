@@ -72,7 +72,7 @@ func tinySpec(rng *rand.Rand) genSpec {
 
 const bruteIters = 300
 
-// TestExactMatchesBruteForce checks the branch and bound (its bounds,
+// TestExactMatchesBruteForce checks the exact search (its bounds,
 // symmetry breaking and layout dominance) against enumeration.
 func TestExactMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))

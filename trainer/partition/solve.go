@@ -15,9 +15,9 @@ const (
 	// Heuristic is greedy placement guided by the LP relaxation, then local
 	// search. For large models; deterministic for a given Seed.
 	Heuristic Solver = "heuristic"
-	// Exact is branch and bound over the integer program, seeded with the
-	// heuristic's plan and bounded by NodeLimit and TimeBudget. For small
-	// models.
+	// Exact is bin completion over the integer program (exact.go), seeded
+	// with the heuristic's plan and bounded by NodeLimit and TimeBudget. For
+	// small models.
 	Exact Solver = "exact"
 )
 
@@ -34,9 +34,11 @@ type Options struct {
 	// Kicks is the number of random perturbations the heuristic tries after
 	// its first local optimum, keeping the best plan. Default 16.
 	Kicks int
-	// NodeLimit caps the exact solver's branch-and-bound nodes, so it never
-	// runs away; a search stopped early reports its remaining gap. Default
-	// 2,000,000. Deterministic, unlike TimeBudget.
+	// NodeLimit caps the exact solver's search nodes (SparseCores opened
+	// and fill decisions), so it never runs away; a search stopped early
+	// reports its remaining gap. Default 30,000,000 (about half a minute on
+	// one core at worst; the 20-table, 8-SparseCore benchmark needs about
+	// 9 million). Deterministic, unlike TimeBudget.
 	NodeLimit int64
 	// TimeBudget, if positive, also stops the exact search after this much
 	// time on Clock.
@@ -54,7 +56,7 @@ type Options struct {
 const (
 	DefaultLocalSearchMoves = 20000
 	DefaultKicks            = 16
-	DefaultNodeLimit        = 2_000_000
+	DefaultNodeLimit        = 30_000_000
 )
 
 // EnsureDefaults fills in zero fields.
@@ -132,7 +134,7 @@ func Solve(p *Problem, opts Options) (*Plan, error) {
 	if herr == nil && cm.fits(h) {
 		incumbent = h
 	}
-	res := cm.branchAndBound(incumbent, bound, opts, start)
+	res := cm.binCompletion(incumbent, bound, opts, start)
 	if res.best == nil {
 		if res.complete {
 			return nil, fmt.Errorf("%w: no placement of the candidate layouts fits the per-chip HBM (exact search, %d nodes)", ErrOutOfMemory, res.nodes)
@@ -140,7 +142,7 @@ func Solve(p *Problem, opts Options) (*Plan, error) {
 		return nil, fmt.Errorf("%w: no plan that fits the per-chip HBM found within %d nodes (heuristic: %v)", ErrOutOfMemory, res.nodes, herr)
 	}
 	if res.complete {
-		bound, kind = math.Max(bound, math.Min(res.provenBound, res.best.cost)), "branch and bound (search complete)"
+		bound, kind = math.Max(bound, math.Min(res.provenBound, res.best.cost)), "exact search complete"
 	}
 	plan := cm.buildPlan(res.best)
 	cm.fillReport(plan, bound, kind)
