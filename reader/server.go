@@ -301,7 +301,7 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 			if !s.cfg.ExactAlignment && sameSegment(m.meta, rawMeta, transform.ColEventID) {
 				names = names[1:]
 			}
-			m.segs, m.err = fetchSegments(ctx, s.cfg.Store, m.meta, names)
+			m.segs, m.err = block.FetchSegments(ctx, s.cfg.Store, m.meta, names)
 		}()
 	}
 	rawMeta, rawErr := s.readRawFooter(ctx, p)
@@ -474,7 +474,7 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta) (*rawRea
 		}
 		fields[i] = arrow.Field{Name: name, Type: f.Type.ArrowType(), Nullable: name != transform.ColEventID}
 	}
-	segs, err := fetchSegments(ctx, s.cfg.Store, meta, names)
+	segs, err := block.FetchSegments(ctx, s.cfg.Store, meta, names)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -488,7 +488,7 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta) (*rawRea
 	}()
 	for i, name := range names {
 		c, _ := meta.Column(name)
-		if cols[i], err = decodeSegment(key, c, segs[i], meta.Rows); err != nil {
+		if cols[i], err = block.DecodeSegment(key, c, segs[i], meta.Rows); err != nil {
 			return nil, wrap(err)
 		}
 	}
@@ -550,7 +550,7 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 	}
 	valueSeg := m.segs[len(m.segs)-1]
 	if len(m.segs) == 2 && !bytes.Equal(m.segs[0], rawIDSeg) {
-		arr, err := decodeSegment(in.memo, m.meta.Columns[0], m.segs[0], m.meta.Rows)
+		arr, err := block.DecodeSegment(in.memo, m.meta.Columns[0], m.segs[0], m.meta.Rows)
 		if err != nil {
 			return nil, memoCorrupt(in, "%v", err)
 		}
@@ -564,7 +564,7 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 		}
 		arr.Release()
 	}
-	c, err := decodeSegment(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows)
+	c, err := block.DecodeSegment(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows)
 	if err != nil {
 		return nil, memoCorrupt(in, "%v", err)
 	}

@@ -13,10 +13,9 @@ import (
 	"github.com/sigdata/sig/warehouse/block"
 )
 
-// MemoColumn is the name of the memoized column in a memo object; the object
-// also holds event_id, row-aligned with the raw block. It must equal the
-// name SIG workers write (internal/sigd.MemoColumn).
-const MemoColumn = "value"
+// MemoColumn is the name of the memoized column in a memo object (see
+// warehouse/block.MemoColumn).
+const MemoColumn = block.MemoColumn
 
 // DefaultLabels are the label columns of a unit that names none.
 var DefaultLabels = []string{"click", "conversion"}

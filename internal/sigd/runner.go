@@ -18,9 +18,9 @@ import (
 	"github.com/sigdata/sig/workers"
 )
 
-// MemoColumn is the name of the memoized column in a memo object; the
-// object also holds event_id, row-aligned with the raw block.
-const MemoColumn = "value"
+// MemoColumn is the name of the memoized column in a memo object (see
+// warehouse/block.MemoColumn).
+const MemoColumn = block.MemoColumn
 
 // Runner memoizes one (component, block) from the task's description: it
 // reads only the columns the component needs from the raw block, runs the

@@ -10,12 +10,10 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
-	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -383,41 +381,12 @@ func Decode(key string, data []byte) (Meta, arrow.Record, error) {
 	return m, rec, err
 }
 
-// decodeSegment checks one column segment and decodes its array.
-func decodeSegment(key string, m Meta, c Column, seg []byte) (arr arrow.Array, err error) {
+// decodeSegment checks one column segment's checksum and decodes it.
+func decodeSegment(key string, m Meta, c Column, seg []byte) (arrow.Array, error) {
 	if int64(len(seg)) != c.Length || crc32.Checksum(seg, castagnoli) != c.CRC32C {
 		return nil, corrupt(key, "column %s: checksum mismatch", c.Name)
 	}
-	defer func() {
-		// The IPC reader trusts its input; a segment that passed its
-		// checksum but was written wrong must still not crash a worker.
-		if r := recover(); r != nil {
-			arr, err = nil, corrupt(key, "column %s: undecodable segment: %v", c.Name, r)
-		}
-	}()
-	r, err := ipc.NewFileReader(bytes.NewReader(seg), ipc.WithAllocator(memory.DefaultAllocator))
-	if err != nil {
-		return nil, corrupt(key, "column %s: %v", c.Name, err)
-	}
-	defer r.Close()
-	if r.NumRecords() != 1 || r.Schema().NumFields() != 1 || r.Schema().Field(0).Name != c.Name {
-		return nil, corrupt(key, "column %s: segment does not hold exactly that column", c.Name)
-	}
-	rec, err := r.RecordAt(0)
-	if err != nil {
-		return nil, corrupt(key, "column %s: %v", c.Name, err)
-	}
-	defer rec.Release()
-	want, _ := transform.ParseType(c.Type)
-	if got, ok := transform.TypeOfArrow(rec.Column(0).DataType()); !ok || got != want {
-		return nil, corrupt(key, "column %s: type %s, footer says %s", c.Name, rec.Column(0).DataType(), c.Type)
-	}
-	if rec.NumRows() != m.Rows {
-		return nil, corrupt(key, "column %s: %d rows, footer says %d", c.Name, rec.NumRows(), m.Rows)
-	}
-	col := rec.Column(0)
-	col.Retain()
-	return col, nil
+	return DecodeSegment(key, c, seg, m.Rows)
 }
 
 // assemble decodes the named segments into one record, columns in order.
@@ -535,19 +504,8 @@ func ReadColumns(ctx context.Context, store *objstore.Store, meta Meta, cols []s
 			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
 		}
 	}
-	segs := make([][]byte, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, n := range names {
-		c, _ := meta.Column(n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			segs[i], errs[i] = store.GetRange(ctx, meta.Key, c.Offset, c.Length)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	segs, err := FetchSegments(ctx, store, meta, names)
+	if err != nil {
 		return nil, err
 	}
 	return assemble(meta.Key, meta, names, segs)

@@ -181,8 +181,10 @@ func TestWriteAndReadColumns(t *testing.T) {
 			c, _ := meta.Column(n)
 			want += c.Length
 		}
-		if withDir && moved != want {
-			t.Fatalf("moved %d bytes, want exactly the three segments (%d)", moved, want)
+		// Nearby segments are fetched with one GET (FetchSegments), so the
+		// padding between them may come along; never more than that.
+		if withDir && (moved < want || moved > want+8*3) {
+			t.Fatalf("moved %d bytes, want the three segments (%d) and at most their padding", moved, want)
 		}
 		if moved >= meta.Size {
 			t.Fatalf("reading 3 of 6 columns moved %d bytes of %d", moved, meta.Size)

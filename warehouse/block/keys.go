@@ -42,6 +42,10 @@ func ValidateName(what, s string) error {
 // RawKey is the object key of a raw block: raw/<source>/<id>.arrow.
 func RawKey(source, id string) string { return RawPrefix + source + "/" + id + Ext }
 
+// MemoColumn is the name of the memoized column in a memo object; the object
+// also holds event_id, row-aligned with its raw block.
+const MemoColumn = "value"
+
 // MemoKey is the object key of a memoized block:
 // memo/<component-key>/<id>.arrow.
 func MemoKey(componentKey, id string) string {

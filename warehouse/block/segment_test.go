@@ -1,4 +1,4 @@
-package reader
+package block
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/transform"
-	"github.com/sigdata/sig/warehouse/block"
 )
 
 // segmentRecord has one column of every graph type, with nulls, null list
@@ -64,13 +63,13 @@ func segmentRecord(rows int) arrow.Record {
 	return b.NewRecord()
 }
 
-// TestDecodeSegmentZeroCopy: every column type written by block.Encode
+// TestDecodeSegmentZeroCopy: every column type written by Encode
 // decodes without copying to the same values as Arrow's reader, at any row
 // count, and decoding the array's buffers aliases the segment.
 func TestDecodeSegmentZeroCopy(t *testing.T) {
 	for _, rows := range []int{1, 7, 1000} {
 		rec := segmentRecord(rows)
-		data, meta, err := block.Encode(block.Meta{Key: "raw/t/b.arrow", ID: "b", Source: "t"}, rec)
+		data, meta, err := Encode(Meta{Key: "raw/t/b.arrow", ID: "b", Source: "t"}, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +87,7 @@ func TestDecodeSegmentZeroCopy(t *testing.T) {
 			if !array.Equal(zc, ref) || !array.Equal(zc, rec.Column(i)) || zc.NullN() != rec.Column(i).NullN() {
 				t.Fatalf("rows %d: column %s decodes to %v, want %v", rows, c.Name, zc, rec.Column(i))
 			}
-			got, err := decodeSegment("k", c, seg, meta.Rows)
+			got, err := DecodeSegment("k", c, seg, meta.Rows)
 			if err != nil || !array.Equal(got, ref) {
 				t.Fatalf("decodeSegment: %v", err)
 			}
@@ -139,7 +138,7 @@ func overlap(seg, b []byte) int {
 func TestDecodeSegmentNeverPanics(t *testing.T) {
 	rec := segmentRecord(50)
 	defer rec.Release()
-	data, meta, err := block.Encode(block.Meta{Key: "raw/t/b.arrow", ID: "b", Source: "t"}, rec)
+	data, meta, err := Encode(Meta{Key: "raw/t/b.arrow", ID: "b", Source: "t"}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +149,7 @@ func TestDecodeSegmentNeverPanics(t *testing.T) {
 			for range 1 + r.IntN(3) {
 				seg[r.IntN(len(seg))] ^= byte(1 + r.IntN(255))
 			}
-			arr, err := decodeSegment("k", c, seg, meta.Rows)
+			arr, err := DecodeSegment("k", c, seg, meta.Rows)
 			if err == nil {
 				want, _ := transform.ParseType(c.Type)
 				if !arrow.TypeEqual(arr.DataType(), want.ArrowType()) || int64(arr.Len()) != meta.Rows {

@@ -1,4 +1,4 @@
-package reader
+package block
 
 import (
 	"context"
@@ -15,15 +15,14 @@ import (
 	flatbuffers "github.com/google/flatbuffers/go"
 
 	"github.com/sigdata/sig/transform"
-	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
-// This file reads column segments of block objects (warehouse/block's
-// layout: one Arrow IPC file per column, CRC-32C of each in the footer) the
-// way block.ReadColumns does, but cheaper, because in SIG mode reading is
-// nearly all a reader does (paper IV.B reports readers 4.3x-7.5x cheaper
-// with SIG; the copies and allocations of a generic decoder would eat that):
+// This file reads column segments of block objects (one Arrow IPC file per
+// column, CRC-32C of each in the footer) as cheaply as possible, because in
+// SIG mode reading is nearly all an input reader does (paper IV.B reports
+// readers 4.3x-7.5x cheaper with SIG; the copies and allocations of a
+// generic decoder would eat that):
 //
 //   - segments that lie close together in the object are fetched with one
 //     ranged GET;
@@ -45,22 +44,22 @@ import (
 // spans (reading a few unwanted bytes beats another request).
 const maxGap = 64 << 10
 
-// fetchSegments returns the named columns' segments of the block object
+// FetchSegments returns the named columns' segments of the block object
 // meta describes (meta from block.ReadFooter or the catalog), each checked
 // against its CRC-32C.
-func fetchSegments(ctx context.Context, store *objstore.Store, meta block.Meta, names []string) ([][]byte, error) {
+func FetchSegments(ctx context.Context, store *objstore.Store, meta Meta, names []string) ([][]byte, error) {
 	type want struct {
 		idx int
-		col block.Column
+		col Column
 	}
 	ws := make([]want, len(names))
 	for i, n := range names {
 		c, ok := meta.Column(n)
 		if !ok {
-			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, block.ErrNoColumn)
+			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
 		}
 		if c.Offset < 0 || c.Length <= 0 || meta.FooterOffset > 0 && c.Offset+c.Length > meta.FooterOffset {
-			return nil, fmt.Errorf("block %s: column %s: segment [%d,+%d) outside the data: %w", meta.Key, n, c.Offset, c.Length, block.ErrCorrupt)
+			return nil, fmt.Errorf("block %s: column %s: segment [%d,+%d) outside the data: %w", meta.Key, n, c.Offset, c.Length, ErrCorrupt)
 		}
 		ws[i] = want{i, c}
 	}
@@ -94,13 +93,13 @@ func fetchSegments(ctx context.Context, store *objstore.Store, meta block.Meta, 
 				return
 			}
 			if int64(len(data)) != sp.end-sp.off {
-				errs[si] = fmt.Errorf("block %s: short read of [%d,+%d): %w", meta.Key, sp.off, sp.end-sp.off, block.ErrCorrupt)
+				errs[si] = fmt.Errorf("block %s: short read of [%d,+%d): %w", meta.Key, sp.off, sp.end-sp.off, ErrCorrupt)
 				return
 			}
 			for _, w := range sp.members {
 				seg := data[w.col.Offset-sp.off : w.col.Offset-sp.off+w.col.Length : w.col.Offset-sp.off+w.col.Length]
 				if crc32.Checksum(seg, castagnoli) != w.col.CRC32C {
-					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, w.col.Name, block.ErrCorrupt)
+					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, w.col.Name, ErrCorrupt)
 					return
 				}
 				segs[w.idx] = seg
@@ -114,27 +113,27 @@ func fetchSegments(ctx context.Context, store *objstore.Store, meta block.Meta, 
 	return segs, nil
 }
 
-// decodeSegment decodes one column segment holding rows rows of type t. It
+// DecodeSegment decodes one column segment holding rows rows of type t. It
 // never panics: a segment that does not decode is ErrCorrupt.
-func decodeSegment(key string, c block.Column, seg []byte, rows int64) (arr arrow.Array, err error) {
+func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Array, err error) {
 	t, err := transform.ParseType(c.Type)
 	if err != nil {
-		return nil, fmt.Errorf("block %s: column %s: %v: %w", key, c.Name, err, block.ErrCorrupt)
+		return nil, fmt.Errorf("block %s: column %s: %v: %w", key, c.Name, err, ErrCorrupt)
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			arr, err = nil, fmt.Errorf("block %s: column %s: undecodable segment: %v: %w", key, c.Name, r, block.ErrCorrupt)
+			arr, err = nil, fmt.Errorf("block %s: column %s: undecodable segment: %v: %w", key, c.Name, r, ErrCorrupt)
 		}
 	}()
 	arr, ok := decodeZeroCopy(seg, t, rows)
 	if !ok {
 		return nil, fmt.Errorf("block %s: column %s: segment is not one uncompressed Arrow IPC batch of %d rows of %s as block.Encode writes: %w",
-			key, c.Name, rows, c.Type, block.ErrCorrupt)
+			key, c.Name, rows, c.Type, ErrCorrupt)
 	}
 	if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
 		arr.Release()
 		return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
-			key, c.Name, arr.DataType(), arr.Len(), c.Type, rows, block.ErrCorrupt)
+			key, c.Name, arr.DataType(), arr.Len(), c.Type, rows, ErrCorrupt)
 	}
 	return arr, nil
 }
