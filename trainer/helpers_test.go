@@ -45,6 +45,20 @@ func (e *env) jobConfig(t *testing.T, pipeline string) JobConfig {
 	}}
 }
 
+// memoize submits the ctr_small graph as pipeline and waits until SIG has
+// memoized every block, so later pipelines of the same graph find their
+// data ready.
+func (e *env) memoize(t *testing.T, pipeline string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := e.sigd.SIG(t, "ctr")
+	if _, err := c.SubmitGraph(ctx, sigdtest.Submit("ctr", pipeline, 0, sigdtest.DSL(t, "ctr_small"), e.w.All())); err != nil {
+		t.Fatal(err)
+	}
+	sigdtest.WaitComplete(ctx, t, c, "ctr", pipeline)
+}
+
 // allEventIDs returns every event id of the warehouse's blocks.
 func (e *env) allEventIDs(t *testing.T) map[int64]string {
 	t.Helper()
