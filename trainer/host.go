@@ -19,6 +19,7 @@ import (
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/trainer/buffer"
+	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/model"
 )
 
@@ -106,6 +107,9 @@ func RunHost(ctx context.Context, cfg HostConfig) error {
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case h.jobPreempted:
+			h.log.Warn("controller gone after a preemption notice: exiting", "err", err)
+			return nil
 		}
 		h.log.Warn("controller session ended; reconnecting", "err", err)
 		select {
@@ -119,13 +123,17 @@ func RunHost(ctx context.Context, cfg HostConfig) error {
 }
 
 type host struct {
-	cfg     HostConfig
-	log     *slog.Logger
-	client  trainerv1.ControllerClient
-	readers *reader.Client
-	addrs   []string
-	welcome *trainerv1.Welcome
-	feats   model.Features
+	// jobPreempted: a preemption notice for the whole job came; when the
+	// controller goes away the host exits too instead of reconnecting
+	// (paper VI.B: the preempted jobs exit).
+	jobPreempted bool
+	cfg          HostConfig
+	log          *slog.Logger
+	client       trainerv1.ControllerClient
+	readers      *reader.Client
+	addrs        []string
+	welcome      *trainerv1.Welcome
+	feats        model.Features
 }
 
 // hostAttempt is the host's part of one epoch attempt.
@@ -266,6 +274,9 @@ func (h *host) session(ctx context.Context, deadline *<-chan time.Time) error {
 				}
 			case *trainerv1.ControllerMessage_Preempt:
 				h.log.Info("preemption notice broadcast", "scope", x.Preempt.GetScope(), "deadline", x.Preempt.GetDeadline().AsTime())
+				if x.Preempt.GetScope() == control.ScopeJob {
+					h.jobPreempted = true
+				}
 			case *trainerv1.ControllerMessage_Exit:
 				h.log.Info("told to exit", "reason", x.Exit.GetReason())
 				return errHostExit

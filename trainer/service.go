@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,6 +30,9 @@ type session struct {
 	once            sync.Once
 	flush           chan struct{}
 	flushOnce       sync.Once
+	// draining: the controller said its last word; the host's remaining
+	// messages are read and dropped until it hangs up.
+	draining atomic.Bool
 }
 
 func newSession(id, inc string) *session {
@@ -148,7 +153,10 @@ func (s *service) Session(stream trainerv1.Controller_SessionServer) error {
 				recvErr <- err
 				return
 			}
-			if err := s.fromHost(sess, m); err != nil {
+			if sess.draining.Load() {
+				continue
+			}
+			if err := s.fromHost(sess, m); err != nil && !sess.draining.Load() {
 				recvErr <- err
 				return
 			}
@@ -159,6 +167,14 @@ func (s *service) Session(stream trainerv1.Controller_SessionServer) error {
 		if err != nil {
 			sess.kill()
 			return status.Error(codes.Aborted, err.Error())
+		}
+		// Everything is sent. Keep reading until the host hangs up, so
+		// that a controller exiting right after does not reset the
+		// connection under messages the host has not read yet.
+		sess.draining.Store(true)
+		select {
+		case <-recvErr:
+		case <-time.After(3 * time.Second):
 		}
 		return nil
 	case err := <-recvErr:
