@@ -1,6 +1,109 @@
-// Package trainer will own the emulated TPU training pipeline (paper III, V,
-// VI): the controller with its epochs, checkpoints, training holds and
-// preemption notices, the TPU host workers and their input buffers, the
-// step-time model, the embedding partitioner and feedback-directed profiling,
-// CPU parameter servers, and goodput accounting (MPG paper).
+// Package trainer is the emulated TPU training pipeline of the Ads paper
+// (Kurian et al., sections III, IV.B, V, VI): a training job's controller,
+// its TPU host workers, and the wiring to SIG, the stateless readers, object
+// storage and the goodput accounting of the MPG paper.
+//
+// # Processes
+//
+// A training job is separate programs, as in the paper's Figure 1:
+//
+//	trainer controller --listen ADDR ...   the Controller: a gRPC server (proto/trainer/v1)
+//	trainer host --controller ADDR --id h0  one TPU host worker per process
+//	reader --listen ADDR ...                the stateless input readers (cmd/reader)
+//
+// so that any of them can be killed and restarted on its own (the
+// exactly-once test SIGKILLs all three kinds). `trainer run` and RunJob run
+// the controller and N hosts as goroutines of one process, the hosts
+// talking to the controller over loopback gRPC — the same code — with
+// readers in the process too unless addresses are given; demos and tests use
+// it.
+//
+// # The controller (controller.go, device.go, service.go)
+//
+// The controller's decisions are trainer/control's Machine, a deterministic
+// state machine without I/O; the Controller is its I/O wrapper. One
+// goroutine owns the machine: it receives every event — host messages,
+// results of slow work, preemption notices, hold releases, ticks — feeds it
+// to the machine, and executes the actions: SubmitGraph and
+// GetReadSolution on sigd (with a token of role trainer) to learn the
+// pipeline's model inputs and raw blocks; work units built from the read
+// solution (one per raw block, each input MEMO in the initial phase, LOCAL
+// in the caught-up phase); batches collected from the hosts into steps;
+// checkpoints; chips from an Allocator (trainer/fleet shares a fleet among
+// jobs); holds and their completion watcher (sig.memo.ready and
+// WatchReadSolution); status to sigd (ReportTrainerStatus) every few
+// seconds.
+//
+// The emulated slice lives in the controller: the model (trainer/model,
+// embedding tables placed by a trainer/partition plan — row sharding over
+// the slice's SparseCores — and a dense MLP trained by SGD) and the step.
+// Training is synchronous data parallel: a step takes one batch from every
+// host (the global batch is their concatenation in host order), so a slow
+// host stalls the step, and that time is an input stall. A step runs the
+// real computation on the CPU and lasts the device time the step-time model
+// (trainer/steptime) gives for what it touched — TensorCore FLOPs at peak,
+// SparseCore bytes of the deduplicated rows at HBM bandwidth, serialized or
+// pipelined — stretched by TimeScale (DefaultTimeScale: the emulated model
+// is about 10^5 times smaller than a production one). Device operations
+// (restore, compile, step, checkpoint write) hold a mutex, so one still
+// running for an aborted attempt finishes before the next begins.
+//
+// # Exactly once (paper III.C)
+//
+// Every batch says which rows of which work units it carries. After each
+// step of the running attempt the controller appends the batch's event ids
+// to the attempt's ledger, unit by unit; at the epoch end (every host
+// drained, every step done, every unit trained exactly as many rows as were
+// read — the machine checks) it merges the ledger with the committed one,
+// checks that no event id occurs twice, and writes model, ledger and
+// progress as a checkpoint whose manifest goes last (trainer/checkpoint). A
+// failure before the manifest is durable discards the attempt's ledger and
+// model state: the next attempt restores the last checkpoint and retrains.
+// Steps of an aborted attempt that finish late are neither added to the
+// ledger nor counted as productive.
+//
+// # Host workers (host.go)
+//
+// A host holds a Session stream with its controller: Hello, then Welcome
+// (inputs, batch size, buffer size, in-flight bounds, reader addresses).
+// Per epoch attempt it keeps an input buffer (trainer/buffer), requests work
+// units — as many as buffer.Decide sets from the buffer's fullness every
+// 50ms (paper IV.B, horizontal auto-scaling), at most one request
+// outstanding — reads each unit through reader.Client (which resumes a
+// broken stream on another reader), hashes the features and buffers them,
+// and sends fixed-size batches as its credits allow (a credit returns when
+// the batch goes into a step). Told to drain, it finishes its units and
+// sends what is left as its final batch. A lost controller is reconnected
+// (a new incarnation: the restarted controller retrains what was not
+// committed); after a job-wide preemption notice the host exits instead.
+// SIGTERM to a host is a preemption notice for that host: it tells the
+// controller, which broadcasts it and ends the epoch early; the host exits
+// when told, and the next epoch waits until it rejoins.
+//
+// # Goodput
+//
+// A goodput.Recorder in the controller gets every interval: allocations
+// (queued, held, released by holds), the machine's Activity between steps
+// (initialization, compile, checkpoint restore and save, input stall, idle),
+// every step with its device time and ideal time (model FLOPs at peak),
+// committed checkpoints, failures, preemptions and phase changes. The report
+// (Report, written as JSON and text at exit), the Prometheus metrics
+// (goodput.RegisterMetrics plus the job's gauges) and the status sent to
+// sigd all come from it. One controller process records one run: the
+// goodput of runs before a controller restart is not carried over.
+//
+// # Phases (paper III.A)
+//
+// Initial training reads memoized inputs on Chips chips. When the next epoch
+// would reach the newest block of the range, the job is caught up: it
+// releases its slice, takes CaughtUpChips chips (the model is restored onto
+// the smaller slice and the tables re-placed), trains CaughtUpEpochUnits
+// blocks per epoch, and its readers generate inputs locally (LIG). The same
+// host processes feed both slices. Goodput is reported per phase.
+//
+// What this package does not own: the state machine (trainer/control), the
+// model (trainer/model), the step-time model (trainer/steptime), the buffer
+// and scaling rule (trainer/buffer), checkpoints (trainer/checkpoint), the
+// partitioner (trainer/partition), the goodput arithmetic (trainer/goodput)
+// and the fleet scheduler (trainer/fleet).
 package trainer
