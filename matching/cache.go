@@ -1,10 +1,12 @@
 package matching
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -133,22 +135,45 @@ type Pipeline struct {
 type Cache struct {
 	db *pebble.DB
 	mu sync.Mutex // serializes read-modify-write of memo entries
+
+	// records holds decoded component records, read through: a record
+	// never changes once written and is never deleted, so entries need no
+	// invalidation (were records ever deleted, the deletion would have to
+	// drop them here). Every submit and read solution reads the record of
+	// each of its components; decoding JSON from Pebble each time was most
+	// of a cached submit's cost.
+	recMu   sync.RWMutex
+	records map[Key]*ComponentRecord
 }
+
+// maxCachedRecords bounds Cache.records; when full, an arbitrary entry
+// makes room.
+const maxCachedRecords = 1 << 14
 
 // CacheOptions configure a Cache.
 type CacheOptions struct {
 	// Durability of writes: process crashes by default, machine crashes
 	// with pebbleutil.DurabilityMachine.
 	Durability pebbleutil.Durability
+	// BlockCacheBytes is Pebble's block cache. Default 128 MiB: a submit
+	// reads every component record and memo entry of its graph, and with
+	// Pebble's own default (8 MiB) a cache of 100k components misses on
+	// most of them.
+	BlockCacheBytes int64
 }
 
 // OpenCache opens or creates the cache in dir.
 func OpenCache(dir string, opts CacheOptions) (*Cache, error) {
-	db, err := pebbleutil.Open(dir, opts.Durability, nil)
+	if opts.BlockCacheBytes <= 0 {
+		opts.BlockCacheBytes = 128 << 20
+	}
+	bc := pebble.NewCache(opts.BlockCacheBytes)
+	defer bc.Unref()
+	db, err := pebbleutil.Open(dir, opts.Durability, &pebble.Options{Cache: bc})
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{db: db}
+	c := &Cache{db: db, records: map[Key]*ComponentRecord{}}
 	v, ok, err := pebbleutil.Get(db, []byte{pfxFormat})
 	if err != nil {
 		db.Close()
@@ -186,6 +211,12 @@ func pipelineKey(client, name string) []byte {
 
 // Component returns a component's record.
 func (c *Cache) Component(k Key) (ComponentRecord, error) {
+	c.recMu.RLock()
+	r, ok := c.records[k]
+	c.recMu.RUnlock()
+	if ok {
+		return r.clone(), nil
+	}
 	v, ok, err := pebbleutil.Get(c.db, key1(pfxComponent, k))
 	if err != nil {
 		return ComponentRecord{}, err
@@ -193,15 +224,39 @@ func (c *Cache) Component(k Key) (ComponentRecord, error) {
 	if !ok {
 		return ComponentRecord{}, fmt.Errorf("%w: component %s", ErrNotFound, k)
 	}
-	var r ComponentRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	r = &ComponentRecord{}
+	if err := json.Unmarshal(v, r); err != nil {
 		return ComponentRecord{}, fmt.Errorf("component %s: corrupt record: %w", k, err)
 	}
-	return r, nil
+	c.recMu.Lock()
+	if len(c.records) >= maxCachedRecords {
+		for old := range c.records {
+			delete(c.records, old)
+			break
+		}
+	}
+	c.records[k] = r
+	c.recMu.Unlock()
+	return r.clone(), nil
+}
+
+// clone copies r so that callers may change what they get.
+func (r *ComponentRecord) clone() ComponentRecord {
+	out := *r
+	out.Columns = slices.Clone(r.Columns)
+	out.Ops = slices.Clone(r.Ops)
+	out.NodeKeys = slices.Clone(r.NodeKeys)
+	return out
 }
 
 // HasComponent reports whether the component is in the cache.
 func (c *Cache) HasComponent(k Key) (bool, error) {
+	c.recMu.RLock()
+	_, ok := c.records[k]
+	c.recMu.RUnlock()
+	if ok {
+		return true, nil
+	}
 	_, ok, err := pebbleutil.Get(c.db, key1(pfxComponent, k))
 	return ok, err
 }
@@ -295,9 +350,11 @@ func encodeMemo(e *MemoEntry) []byte {
 
 func decodeMemo(k Key, block string, v []byte) (MemoEntry, error) {
 	e := MemoEntry{Component: k, Block: block}
-	bad := fmt.Errorf("memo entry %s/%s: corrupt", k.Short(), block)
+	// Built only when needed: formatting it on every decode was most of the
+	// cost of reading memo entries.
+	bad := func() error { return fmt.Errorf("memo entry %s/%s: corrupt", k.Short(), block) }
 	if len(v) < 1 {
-		return e, bad
+		return e, bad()
 	}
 	e.State = MemoState(v[0])
 	v = v[1:]
@@ -314,7 +371,7 @@ func decodeMemo(k Key, block string, v []byte) (MemoEntry, error) {
 	e.Bytes = int64(u())
 	t, n := binary.Varint(v)
 	if n <= 0 {
-		return e, bad
+		return e, bad()
 	}
 	v = v[n:]
 	e.Updated = time.UnixMicro(t)
@@ -332,7 +389,7 @@ func decodeMemo(k Key, block string, v []byte) (MemoEntry, error) {
 	e.Object, ok1 = s()
 	e.Error, ok2 = s()
 	if !ok1 || !ok2 || e.State < MemoPending || e.State > MemoFailed {
-		return e, bad
+		return e, bad()
 	}
 	return e, nil
 }
@@ -364,6 +421,41 @@ func (c *Cache) Memos(k Key) (map[string]MemoEntry, error) {
 	})
 	return out, err
 }
+
+// memoScanner reads the memo entries of several components through one
+// Pebble iterator: a read solution reads the entries of every component of
+// its graph, and creating an iterator per component cost more than the
+// reads. It sees the cache as of its creation.
+type memoScanner struct{ it *pebble.Iterator }
+
+func (c *Cache) newMemoScanner() (*memoScanner, error) {
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxMemo}, UpperBound: []byte{pfxMemo + 1}})
+	if err != nil {
+		return nil, err
+	}
+	return &memoScanner{it: it}, nil
+}
+
+// memos returns every memo entry of component k, by block id.
+func (s *memoScanner) memos(k Key) (map[string]MemoEntry, error) {
+	out := map[string]MemoEntry{}
+	pfx := key1(pfxMemo, k)
+	for ok := s.it.SeekGE(pfx); ok && bytes.HasPrefix(s.it.Key(), pfx); ok = s.it.Next() {
+		v, err := s.it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		block := string(s.it.Key()[len(pfx):])
+		e, err := decodeMemo(k, block, v)
+		if err != nil {
+			return nil, err
+		}
+		out[block] = e
+	}
+	return out, s.it.Error()
+}
+
+func (s *memoScanner) close() error { return s.it.Close() }
 
 // SetMemo writes a memo entry.
 func (c *Cache) SetMemo(e MemoEntry) error {

@@ -354,6 +354,11 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 		return nil, 0, 0, 0, err
 	}
 	sol = &Solution{Client: p.Client, Pipeline: p.Name, Source: p.Source, From: p.From, To: p.To, Raw: blocks}
+	scan, err := f.cfg.Cache.newMemoScanner()
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	defer scan.close()
 	memos := map[Key]map[string]MemoEntry{}
 	recs := map[Key]ComponentRecord{}
 	for _, in := range p.Inputs {
@@ -372,7 +377,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 		is.Columns, is.DSL = rec.Columns, rec.DSL
 		m, seenComp := memos[k]
 		if !seenComp {
-			if m, err = f.cfg.Cache.Memos(k); err != nil {
+			if m, err = scan.memos(k); err != nil {
 				return nil, 0, 0, 0, err
 			}
 			memos[k] = m
