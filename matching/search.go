@@ -1,11 +1,15 @@
 package matching
 
 import (
+	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sigdata/sig/internal/pebbleutil"
 )
@@ -14,7 +18,8 @@ import (
 // search infrastructure that indexes transformation graphs based on various
 // attributes, including the raw features they read, the training pipelines
 // that utilize them"). The index lives in the cache (prefixes n, o, k and u;
-// see cache.go); a query intersects the candidate sets of its filters.
+// see cache.go); a query intersects the sorted key streams of its filters
+// (see Search).
 
 // Query filters components; every given filter must match.
 type Query struct {
@@ -68,18 +73,32 @@ func (f *Frontend) SubgraphKey(expr, source string) (Key, error) {
 
 // Search returns the components matching q, in key order, and the key to
 // continue after when there are more.
+//
+// Every filter is a sorted stream of component keys (an index prefix of
+// the cache, or a small sorted list for pipelines), and a page is their
+// intersection from After on: a zig-zag join seeks each stream to the
+// largest key any of them is at until they agree, so a query costs what
+// its page and the keys it skips cost, not the size of its broadest
+// filter (a subgraph such as lower(col("query")) is in most components).
+// BenchmarkSubgraphSearch100k in eviction measures it.
 func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 	c := f.cfg.Cache
 	limit := q.Limit
 	if limit <= 0 || limit > 10000 {
 		limit = 100
 	}
-	var sets [][]Key
-	add := func(keys []Key, err error) error {
+	var srcs []keySource
+	defer func() {
+		for _, s := range srcs {
+			s.close()
+		}
+	}()
+	index := func(pfx []byte, head int, keep func(Key) bool) error {
+		s, err := newIndexSource(c, pfx, head, keep)
 		if err != nil {
 			return err
 		}
-		sets = append(sets, keys)
+		srcs = append(srcs, s)
 		return nil
 	}
 	if q.Subgraph != "" {
@@ -87,7 +106,7 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		if err := add(c.ContainingNode(k, 0)); err != nil {
+		if err := index(key1(pfxNode, k), 1+len(k), nil); err != nil {
 			return nil, "", err
 		}
 	}
@@ -96,46 +115,69 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 		if err != nil {
 			return nil, "", &InputError{Field: "node_key", Err: err}
 		}
-		if err := add(c.ContainingNode(k, 0)); err != nil {
+		if err := index(key1(pfxNode, k), 1+len(k), nil); err != nil {
 			return nil, "", err
 		}
 	}
 	if q.Column != "" {
-		if err := add(c.ReadingColumn(q.Column, 0)); err != nil {
+		pfx := []byte(string(pfxColumn) + q.Column + "\x00")
+		if err := index(pfx, len(pfx), nil); err != nil {
 			return nil, "", err
 		}
 	}
 	if q.Op != "" {
-		if err := add(c.UsingOp(q.Op, 0)); err != nil {
+		pfx := []byte(string(pfxOp) + q.Op + "\x00")
+		if err := index(pfx, len(pfx), nil); err != nil {
 			return nil, "", err
 		}
 	}
 	if q.Client != "" || q.Pipeline != "" {
 		keys, err := c.usedBy(q.Client, q.Pipeline)
-		if err := add(keys, err); err != nil {
+		if err != nil {
 			return nil, "", err
 		}
+		sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i][:], keys[j][:]) < 0 })
+		srcs = append(srcs, &sliceSource{keys: keys})
 	}
 	if q.KeyPrefix != "" {
-		keys, err := c.keysWithPrefix(q.KeyPrefix)
-		if err != nil {
-			return nil, "", &InputError{Field: "key_prefix", Err: err}
+		p := strings.ToLower(q.KeyPrefix)
+		if len(p) > 64 {
+			return nil, "", &InputError{Field: "key_prefix", Err: fmt.Errorf("longer than a key")}
 		}
-		sets = append(sets, keys)
-	}
-	var keys []Key
-	if len(sets) == 0 {
-		all, err := c.ComponentKeys()
-		if err != nil {
+		for _, ch := range p {
+			if !strings.ContainsRune("0123456789abcdef", ch) {
+				return nil, "", &InputError{Field: "key_prefix", Err: fmt.Errorf("%q is not hex", p)}
+			}
+		}
+		// Whole bytes narrow the scan; an odd last digit is filtered.
+		whole, _ := hex.DecodeString(p[:len(p)/2*2])
+		var keep func(Key) bool
+		if len(p)%2 == 1 {
+			keep = func(k Key) bool { return strings.HasPrefix(k.String(), p) }
+		}
+		if err := index(append([]byte{pfxComponent}, whole...), 1, keep); err != nil {
 			return nil, "", err
 		}
-		keys = all
-	} else {
-		keys = intersect(sets)
 	}
+	if len(srcs) == 0 {
+		if err := index([]byte{pfxComponent}, 1, nil); err != nil {
+			return nil, "", err
+		}
+	}
+	var from Key
 	if q.After != "" {
-		i := sort.Search(len(keys), func(i int) bool { return keys[i].String() > strings.ToLower(q.After) })
-		keys = keys[i:]
+		after, err := ParseKey(q.After)
+		if err != nil {
+			return nil, "", &InputError{Field: "page_token", Err: err}
+		}
+		var ok bool
+		if from, ok = successor(after); !ok {
+			return nil, "", nil
+		}
+	}
+	keys, err := join(srcs, from, limit+1)
+	if err != nil {
+		return nil, "", err
 	}
 	next := ""
 	if len(keys) > limit {
@@ -153,27 +195,102 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 	return out, next, nil
 }
 
-// intersect returns the keys in every set, sorted.
-func intersect(sets [][]Key) []Key {
-	sort.Slice(sets, func(i, j int) bool { return len(sets[i]) < len(sets[j]) })
-	count := map[Key]int{}
-	for _, s := range sets {
-		seen := map[Key]bool{}
-		for _, k := range s {
-			if !seen[k] {
-				seen[k] = true
-				count[k]++
+// keySource is a sorted stream of component keys.
+type keySource interface {
+	// seek returns the first key >= k, or ok=false at the end.
+	seek(k Key) (Key, bool, error)
+	close()
+}
+
+// indexSource streams the component keys of the cache's keys under a
+// prefix, where each key is a fixed head (the index prefix, or the
+// component prefix) followed by a 32-byte component key, so they come in
+// component key order. The prefix may extend into the component key (key
+// prefix search).
+type indexSource struct {
+	it   *pebble.Iterator
+	head int // length of the head before the component key
+	keep func(Key) bool
+	buf  []byte
+}
+
+func newIndexSource(c *Cache, pfx []byte, head int, keep func(Key) bool) (*indexSource, error) {
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: pebbleutil.PrefixEnd(pfx)})
+	if err != nil {
+		return nil, err
+	}
+	return &indexSource{it: it, head: head, keep: keep, buf: append([]byte(nil), pfx[:head]...)}, nil
+}
+
+func (s *indexSource) seek(k Key) (Key, bool, error) {
+	s.buf = append(s.buf[:s.head], k[:]...)
+	for ok := s.it.SeekGE(s.buf); ok; ok = s.it.Next() {
+		key := s.it.Key()
+		if len(key) != s.head+len(k) {
+			continue // not of this shape; none is written so
+		}
+		var out Key
+		copy(out[:], key[s.head:])
+		if s.keep == nil || s.keep(out) {
+			return out, true, nil
+		}
+	}
+	return Key{}, false, s.it.Error()
+}
+
+func (s *indexSource) close() { s.it.Close() }
+
+// sliceSource streams a sorted list.
+type sliceSource struct{ keys []Key }
+
+func (s *sliceSource) seek(k Key) (Key, bool, error) {
+	i := sort.Search(len(s.keys), func(i int) bool { return bytes.Compare(s.keys[i][:], k[:]) >= 0 })
+	if i == len(s.keys) {
+		return Key{}, false, nil
+	}
+	return s.keys[i], true, nil
+}
+
+func (s *sliceSource) close() {}
+
+// join returns up to n keys, from `from` on, that every source holds, in
+// order (a zig-zag merge join).
+func join(srcs []keySource, from Key, n int) ([]Key, error) {
+	var out []Key
+	cur := from
+	for len(out) < n {
+		agree := true
+		for _, s := range srcs {
+			k, ok, err := s.seek(cur)
+			if err != nil || !ok {
+				return out, err
+			}
+			if k != cur {
+				cur, agree = k, false
 			}
 		}
-	}
-	var out []Key
-	for k, n := range count {
-		if n == len(sets) {
-			out = append(out, k)
+		if !agree {
+			continue
+		}
+		out = append(out, cur)
+		var ok bool
+		if cur, ok = successor(cur); !ok {
+			break
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return string(out[i][:]) < string(out[j][:]) })
-	return out
+	return out, nil
+}
+
+// successor returns the next key in order (k + 1), ok=false after the
+// last.
+func successor(k Key) (Key, bool) {
+	for i := len(k) - 1; i >= 0; i-- {
+		k[i]++
+		if k[i] != 0 {
+			return k, true
+		}
+	}
+	return k, false
 }
 
 // Info describes one component: its record, users and memo blocks.
@@ -241,17 +358,28 @@ func (f *Frontend) Related(k Key) (containedBy, contains []Key, err error) {
 }
 
 // usedBy returns the components used by a client's pipelines (or one
-// pipeline).
+// pipeline). It decodes only the pipelines' inputs: a search filtering by
+// a client reads all of its pipelines.
 func (c *Cache) usedBy(client, pipeline string) ([]Key, error) {
-	ps, err := c.Pipelines(client)
-	if err != nil {
-		return nil, err
+	pfx := []byte{pfxPipeline}
+	if client != "" {
+		pfx = []byte(string(pfxPipeline) + client + "\x00")
+	}
+	var p struct {
+		Name   string `json:"name"`
+		Inputs []struct {
+			Component string `json:"component"`
+		} `json:"inputs"`
 	}
 	seen := map[Key]bool{}
 	var out []Key
-	for _, p := range ps {
+	err := pebbleutil.Scan(c.db, pfx, func(_, v []byte) (bool, error) {
+		p.Name, p.Inputs = "", p.Inputs[:0]
+		if err := json.Unmarshal(v, &p); err != nil {
+			return false, err
+		}
 		if pipeline != "" && p.Name != pipeline {
-			continue
+			return true, nil
 		}
 		for _, in := range p.Inputs {
 			k, err := ParseKey(in.Component)
@@ -259,30 +387,6 @@ func (c *Cache) usedBy(client, pipeline string) ([]Key, error) {
 				seen[k] = true
 				out = append(out, k)
 			}
-		}
-	}
-	return out, nil
-}
-
-// keysWithPrefix returns the component keys starting with hex digits p.
-func (c *Cache) keysWithPrefix(p string) ([]Key, error) {
-	p = strings.ToLower(p)
-	if len(p) > 64 {
-		return nil, fmt.Errorf("longer than a key")
-	}
-	for _, ch := range p {
-		if !strings.ContainsRune("0123456789abcdef", ch) {
-			return nil, fmt.Errorf("%q is not hex", p)
-		}
-	}
-	// Whole bytes narrow the scan; an odd last digit is filtered.
-	whole, _ := hex.DecodeString(p[:len(p)/2*2])
-	var out []Key
-	err := pebbleutil.Scan(c.db, append([]byte{pfxComponent}, whole...), func(key, _ []byte) (bool, error) {
-		var k Key
-		copy(k[:], key[1:])
-		if strings.HasPrefix(k.String(), p) {
-			out = append(out, k)
 		}
 		return true, nil
 	})
