@@ -19,6 +19,7 @@ type metrics struct {
 	submits, components, componentHits *prometheus.CounterVec
 	blockRequests, blockHits           prometheus.Counter
 	taskLatency                        prometheus.Histogram
+	phases                             *prometheus.HistogramVec
 	trainerGoodput                     *prometheus.GaugeVec
 
 	reuseMu   sync.Mutex
@@ -47,6 +48,9 @@ func newMetrics(s *Server) *metrics {
 		blockHits:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_block_hits_total", Help: "Requested (component, block) pairs already memoized."}),
 		taskLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sig_task_latency_seconds",
 			Help: "Time from a task's enqueue (or last state change) to its memo block being ready.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 16)}),
+		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sig_worker_phase_seconds",
+			Help:    "Time in-process memoization runs spend reading raw columns, transforming and writing memo objects.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"phase"}),
 		trainerGoodput: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sig_trainer_reported_goodput_ratio",
 			Help: "Goodput reported by trainer jobs."}, []string{"training_job", "kind"}),
 	}
@@ -59,6 +63,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.blockRequests.Describe(ch)
 	m.blockHits.Describe(ch)
 	m.taskLatency.Describe(ch)
+	m.phases.Describe(ch)
 	m.trainerGoodput.Describe(ch)
 	for _, d := range []*prometheus.Desc{descReuseMean, descReuseMax, descMemo, descMemoBytes, descComps, descPipelines} {
 		ch <- d
@@ -72,6 +77,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.blockRequests.Collect(ch)
 	m.blockHits.Collect(ch)
 	m.taskLatency.Collect(ch)
+	m.phases.Collect(ch)
 	m.trainerGoodput.Collect(ch)
 	r, err := m.reuseStats()
 	if err != nil {
@@ -113,6 +119,10 @@ func (m *metrics) observeSubmit(r *matching.SubmitResult) {
 	m.reuseMu.Lock()
 	m.reuseAt = time.Time{} // reuse changed
 	m.reuseMu.Unlock()
+}
+
+func (m *metrics) phase(name string, d time.Duration) {
+	m.phases.WithLabelValues(name).Observe(d.Seconds())
 }
 
 func (m *metrics) taskDone(d time.Duration) {

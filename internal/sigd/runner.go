@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -35,6 +36,17 @@ type Runner struct {
 	// footer: its column directory is in the catalog.
 	Catalog  *catalog.Catalog
 	Registry *transform.Registry
+	// Observe, if set, is told how long each phase of a run took: "read"
+	// (the raw columns from the object store), "transform" (the component's
+	// ops) and "write" (encoding and storing the memo object). sigd exports
+	// them as sig_worker_phase_seconds.
+	Observe func(phase string, d time.Duration)
+}
+
+func (r *Runner) observe(phase string, start time.Time) {
+	if r.Observe != nil {
+		r.Observe(phase, time.Since(start))
+	}
 }
 
 // Run implements workers.Runner.
@@ -75,18 +87,22 @@ func (r *Runner) compute(ctx context.Context, spec *sigv1.Task) (workers.Result,
 	} else if meta, err = block.ReadFooter(ctx, r.Store, spec.RawObject); err != nil {
 		return workers.Result{}, err
 	}
+	start := time.Now()
 	raw, err := block.ReadColumns(ctx, r.Store, meta, spec.Columns)
 	if err != nil {
 		return workers.Result{}, err
 	}
+	r.observe("read", start)
 	defer raw.Release()
 	if err := transform.CheckRecord(g, s, raw); err != nil {
 		return workers.Result{}, taskError("block %s: %v", spec.BlockId, err)
 	}
+	start = time.Now()
 	out, err := transform.Run(g, reg, raw, g.Inputs[0].Node)
 	if err != nil {
 		return workers.Result{}, err
 	}
+	r.observe("transform", start)
 	defer out[0].Release()
 	memo := MemoRecord(raw.Column(0), out[0])
 	defer memo.Release()
@@ -96,10 +112,12 @@ func (r *Runner) compute(ctx context.Context, spec *sigv1.Task) (workers.Result,
 		MinEventTime: meta.MinEventTime, MaxEventTime: meta.MaxEventTime,
 		SchemaFingerprint: meta.SchemaFingerprint, Late: meta.Late, Generation: meta.Generation,
 	}
+	start = time.Now()
 	written, err := block.Write(ctx, r.Store, m, memo)
 	if err != nil {
 		return workers.Result{}, err
 	}
+	r.observe("write", start)
 	return workers.Result{Rows: written.Rows, Bytes: written.Size}, nil
 }
 

@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	// it sizes an in-process pool unless workers are remote only.
 	var resizer workers.Resizer
 	if !cfg.RemoteWorkers {
-		var runner workers.Runner = &Runner{Store: s.store, Catalog: s.catalog}
+		var runner workers.Runner = &Runner{Store: s.store, Catalog: s.catalog, Observe: s.metrics.phase}
 		if opts.WrapRunner != nil {
 			runner = opts.WrapRunner(runner)
 		}

@@ -20,7 +20,6 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	sigdtest.RemoveBuilds()
-	closeBenchEnvs()
 	os.Exit(code)
 }
 
