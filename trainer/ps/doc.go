@@ -1,0 +1,85 @@
+// Package ps is the CPU parameter servers of caught-up training (Ads paper
+// III.B, V.B, VII.E): when a model trains on fresh data with only a few TPU
+// chips, its embedding tables live in the RAM of parameter-server processes
+// and the TPU host workers read rows and send gradients over gRPC
+// (proto/ps/v1).
+//
+// # Placement: row sharding, table stacking, cyclic distribution
+//
+// Every table is row-sharded over all n servers, "the most useful technique
+// for CPUs" because it balances the servers (V.B). Tables of the same width
+// and optimizer settings may be stacked into one variable (Layout, with
+// Stacking): table k of a stack holds the variable's rows [offset_k,
+// offset_k + vocab_k). Variable row g lives on server g mod n at local index
+// g / n — cyclic distribution, which the paper requires with stacking so
+// that every table, and the hot low rows of a frequency-sorted vocabulary,
+// spread over every server. Stacking turns 100 tables into a handful of
+// variables: fewer segments per packet and fewer lookups to plan.
+//
+// # Fetch and update coalescing
+//
+// One training step of a host carries the lookups of all its TPU cores for
+// all tables. Uncoalesced, as the paper's baseline, every core sends every
+// server one Lookup and one Apply per table: cores × tables RPC pairs per
+// server per step ("thousands of RPCs ... to each parameter server on every
+// training step"). Coalesced (Client with Mode Coalesced), the client
+// deduplicates the step's rows per variable across cores and tables and
+// sends each server one Lookup and one Apply, every variable's rows and
+// values in one packet: a flat []float32 with one segment per variable.
+// The receiver splits a packet by slicing it at the segment offsets
+// (VII.E: "smart split operations ... share the same underlying buffer");
+// Fetched.Value returns a view into the response buffer, never a copy of a
+// row. bench/ps.sh measures both in one run.
+//
+// # Updates: deterministic, identical in both modes
+//
+// A server applies SGD or Adagrad in float32. A row's gradient for a step
+// is summed from zero: within a core over the positions of the row in
+// example order (on the client), then over the cores in core order. A
+// coalescing client does the core sum before sending; an uncoalesced step
+// arrives as cores × tables parts, and the server waits for all parts of a
+// step, sums them in part order (core-major), applies, and only then
+// acknowledges every part. Both orders are the same float32 additions, so
+// the two modes, with or without stacking, give bit-identical embeddings
+// (tested against a plain reference). Steps are numbered; a server applies
+// step s+1 only after s, acknowledges a retried step again without applying
+// it, and refuses to skip one.
+//
+// # Checkpoints and committed updates
+//
+// Client.Checkpoint asks every server to write its shard at the client's
+// current step; a server writes the data object, then its manifest, last
+// (checkpoint.go). Once every server has acknowledged, the step is
+// committed: an update is committed when it was acknowledged before the
+// last checkpoint the client committed. A server killed at any time and
+// restarted on the same store comes back at its newest checkpoint, which
+// holds every committed update and its optimizer state (tested by killing a
+// real `trainer ps` process with SIGKILL, cmd/trainer/ps_test.go). Servers
+// that come back at different steps are reported (Client.Step is -1) until
+// Client.Restore rolls them all back to the committed step, after which the
+// trainer retrains the steps after it, as it retrains a failed epoch (paper
+// III.C). The store is a local directory (DirStore, `trainer ps --data`) or
+// the warehouse bucket (ObjectStore, under checkpoints/<pipeline>/ps/), so a
+// server restarted on another machine finds its shard.
+//
+// # How the trainer uses it
+//
+// The trainer's embedding layer (trainer/model) deduplicates each table's
+// lookups per batch and gathers rows from the SparseCores of the partition
+// plan. In caught-up training it calls, per step:
+//
+//	f, err := client.Lookup(ctx, batch)   // batch[core][table]: the rows each core's examples look up
+//	vec := f.Value(core, table, i)       // the row of position i, pooled as before
+//	...forward and backward on the TPU cores...
+//	err = client.Apply(ctx, f, grads)     // grads[core][table]: one gradient row per position
+//
+// so that gather reads f.Value instead of the in-memory tables and the
+// embedding update is sent instead of applied locally (the optimizer then
+// runs on the servers); at the controller's epoch-end checkpoint it calls
+// client.Checkpoint and records the returned step in its own manifest, and
+// on restart it calls client.Restore with that step.
+//
+// What the package does not own: the dense model and the choice between
+// TPU and CPU embeddings (trainer), starting server processes (cmd/trainer
+// ps), and the network: one process per server, any gRPC transport.
+package ps
