@@ -467,9 +467,9 @@ func TestBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, req := range []*psv1.LookupRequest{
-		{Variables: []int32{0}, Counts: []uint32{1}, Rows: []int64{2}},   // row 2 is on shard 0
-		{Variables: []int32{0}, Counts: []uint32{1}, Rows: []int64{99}},  // past the vocabulary
-		{Variables: []int32{0}, Counts: []uint32{2}, Rows: []int64{1}},   // counts exceed rows
+		{Variables: []int32{0}, Counts: []uint32{1}, Rows: []int64{2}},    // row 2 is on shard 0
+		{Variables: []int32{0}, Counts: []uint32{1}, Rows: []int64{99}},   // past the vocabulary
+		{Variables: []int32{0}, Counts: []uint32{2}, Rows: []int64{1}},    // counts exceed rows
 		{Variables: []int32{0}, Counts: []uint32{1}, Rows: []int64{1, 3}}, // rows exceed counts
 		{Variables: []int32{42}, Counts: []uint32{0}},
 	} {

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/trainer/ps"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// trainer ps --listen ADDR --shard I --shards N (--data DIR | --s3-endpoint ... --pipeline P)
+//
+// Runs one CPU parameter server of caught-up training (trainer/ps): shard I
+// of N of every embedding table, configured by the first client (the tables
+// come over gRPC, proto/ps/v1) or restored from the newest checkpoint in
+// the store. Checkpoints go to a local directory (--data) or to the
+// warehouse bucket under checkpoints/<pipeline>/ps/ (--s3-*). The server
+// prints "listening on ADDR" once it serves, and stops on SIGINT/SIGTERM;
+// killed outright, it restarts from its newest checkpoint.
+func init() {
+	register(&command{
+		name:  "ps",
+		usage: "--listen ADDR --shard I --shards N --data DIR: run a CPU parameter server (caught-up training)",
+		run:   runPS,
+	})
+}
+
+func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("ps", stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "gRPC listen address")
+	shard := fs.Int("shard", 0, "this server's shard index, in [0, --shards)")
+	shards := fs.Int("shards", 1, "number of parameter servers")
+	data := fs.String("data", "", "directory for checkpoints (or use --s3-endpoint)")
+	keep := fs.Int("keep", 3, "checkpoints retained")
+	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may call (empty: no authentication, loopback only)")
+	s3Endpoint := fs.String("s3-endpoint", "", "S3 endpoint for checkpoints in the warehouse bucket (instead of --data)")
+	s3Access := fs.String("s3-access-key", "", "S3 access key")
+	s3Secret := fs.String("s3-secret-key", "", "S3 secret key")
+	s3Bucket := fs.String("s3-bucket", "sig", "S3 bucket")
+	s3Secure := fs.Bool("s3-secure", false, "HTTPS for S3")
+	pipeline := fs.String("pipeline", "", "pipeline whose checkpoints these are (with --s3-endpoint)")
+	cli.UsageWithEnv(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := cli.ApplyEnv(fs); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var store ps.Store
+	switch {
+	case *data != "" && *s3Endpoint != "":
+		return fmt.Errorf("%w: give --data or --s3-endpoint, not both", errUsage)
+	case *data != "":
+		store = ps.DirStore{Dir: *data}
+	case *s3Endpoint != "":
+		if *pipeline == "" {
+			return fmt.Errorf("%w: --s3-endpoint needs --pipeline", errUsage)
+		}
+		st, err := objstore.New(objstore.Config{Endpoint: *s3Endpoint, AccessKey: *s3Access, SecretKey: *s3Secret, Bucket: *s3Bucket, Secure: *s3Secure})
+		if err != nil {
+			return err
+		}
+		store = ps.ObjectStore{S: st, Pipeline: *pipeline}
+	default:
+		return fmt.Errorf("%w: --data DIR or --s3-endpoint is required (checkpoints)", errUsage)
+	}
+	if *shards < 1 || *shard < 0 || *shard >= *shards {
+		return fmt.Errorf("%w: --shard %d of --shards %d", errUsage, *shard, *shards)
+	}
+	var toks *auth.Tokens
+	if *tokens != "" {
+		t, err := auth.Load(*tokens)
+		if err != nil {
+			return fmt.Errorf("--tokens: %w", err)
+		}
+		toks = t
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	srv, err := ps.NewServer(ctx, ps.Config{Shard: *shard, Shards: *shards, Store: store, Keep: *keep, Logger: log})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	g := ps.NewGRPCServer(srv, toks)
+	fmt.Fprintf(stderr, "listening on %s\n", lis.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(lis) }()
+	select {
+	case <-ctx.Done():
+		g.GracefulStop()
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
