@@ -869,8 +869,10 @@ func kernelTruncate(in []arrow.Array, nd *Node) (arrow.Array, error) {
 			} else {
 				pos += int32(copy(data[pos:], c.data[b0:b1]))
 			}
+			src := c.offs[s+1 : e+1]
 			dst := childOffs[w+1 : w+1+e-s]
-			for k, o := range c.offs[s+1 : e+1] {
+			dst = dst[:len(src)]
+			for k, o := range src {
 				dst[k] = o + delta
 			}
 			w += e - s
@@ -1229,8 +1231,10 @@ func kernelFillMissing(in []arrow.Array, nd *Node) (arrow.Array, error) {
 			}
 			delta := data.len() - c.offs[i]
 			data.write(c.data[c.offs[i]:c.offs[j]])
+			src := c.offs[i+1 : j+1]
 			dst := offs[i+1 : j+1]
-			for k, o := range c.offs[i+1 : j+1] {
+			dst = dst[:len(src)] // lets the compiler drop bounds checks
+			for k, o := range src {
 				dst[k] = o + delta
 			}
 		}
