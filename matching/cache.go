@@ -2,6 +2,7 @@ package matching
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -193,6 +194,16 @@ func OpenCache(dir string, opts CacheOptions) (*Cache, error) {
 
 // Close closes the cache.
 func (c *Cache) Close() error { return c.db.Close() }
+
+// Compact flushes and compacts the whole cache, so that reads and writes
+// no longer compete with compactions owed by earlier writes (after a bulk
+// load, before measuring a settled cache).
+func (c *Cache) Compact(ctx context.Context) error {
+	if err := c.db.Flush(); err != nil {
+		return err
+	}
+	return c.db.Compact(ctx, []byte{0}, []byte{0xff}, true)
+}
 
 func (c *Cache) wopts() *pebble.WriteOptions { return pebbleutil.WriteOptions }
 

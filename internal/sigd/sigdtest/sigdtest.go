@@ -54,8 +54,8 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // WarehouseConfig sizes a Warehouse.
 type WarehouseConfig struct {
-	// Blocks raw blocks of RowsPerBlock events each (defaults 4 and 1000),
-	// one hourly window per block.
+	// Blocks raw blocks of RowsPerBlock events each (default 1000), one
+	// hourly window per block. Zero writes none (sigd ingests them).
 	Blocks, RowsPerBlock int
 	// Seed of the event generator.
 	Seed uint64
@@ -80,9 +80,6 @@ type Warehouse struct {
 // NewWarehouse starts MinIO and kfake and writes cfg.Blocks raw blocks.
 func NewWarehouse(tb testing.TB, cfg WarehouseConfig) *Warehouse {
 	tb.Helper()
-	if cfg.Blocks == 0 {
-		cfg.Blocks = 4
-	}
 	if cfg.RowsPerBlock <= 0 {
 		cfg.RowsPerBlock = 1000
 	}
