@@ -1,6 +1,8 @@
 package eviction_test
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -10,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/eviction"
+	"github.com/sigdata/sig/internal/testenv"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 // TestMain removes the benchmarks' shared fixtures.
@@ -299,4 +304,119 @@ func TestSearchQueriesMatch(t *testing.T) {
 	if _, _, err := f.Search(matching.Query{After: "zz"}); err == nil {
 		t.Error("a malformed page token was accepted")
 	}
+}
+
+// ------------------------------------------- subgraph eviction, 1000 x 100
+
+// BenchmarkEvictSubgraph1000x100: evicting a subgraph used by 1,000
+// components, each memoized over 100 blocks (100,000 small memo objects in
+// a real MinIO and 100,000 ready memo entries): time of Evictor.Evict and
+// objects deleted per second. Each iteration re-creates the data, untimed.
+func BenchmarkEvictSubgraph1000x100(b *testing.B) {
+	const comps, blocks, objBytes = 1000, 100, 512
+	ctx := context.Background()
+	dir := os.Getenv("SIG_BENCH_MINIO_DIR") // e.g. /dev/shm
+	if dir == "" {
+		dir = b.TempDir()
+	} else if dir, _ = os.MkdirTemp(dir, "minio-"); dir != "" {
+		defer os.RemoveAll(dir)
+	}
+	m, err := testenv.StartMinIO(ctx, testenv.MinIOConfig{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Stop()
+	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.EnsureBucket(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cache, err := matching.OpenCache(b.TempDir(), matching.CacheOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cache.Close()
+	f := matching.NewFrontend(matching.FrontendConfig{Cache: cache, Blocks: noBlocks{}, Scheduler: noSched{},
+		Schema: func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
+	var keys []matching.Key
+	for p := 0; p < comps/searchInputs; p++ {
+		var src strings.Builder
+		for j := 0; j < searchInputs; j++ {
+			c := p*searchInputs + j
+			fmt.Fprintf(&src, "input f%d = hash(truncate(%s, max=%d), buckets=%d)\n", j, faultySubgraph, c%100+1, 1000+c)
+		}
+		g, err := transform.Parse([]byte(src.String()), "bench", transform.Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := f.Submit(matching.SubmitRequest{Client: "team", Pipeline: fmt.Sprintf("model-%03d", p), Graph: g, From: 0, To: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, in := range res.Solution.Inputs {
+			keys = append(keys, in.Component)
+		}
+	}
+	ev := &eviction.Evictor{Frontend: f, Store: st}
+	payload := bytes.Repeat([]byte("m"), objBytes)
+	fill := func() {
+		type job struct {
+			k   matching.Key
+			blk string
+		}
+		jobs := make(chan job)
+		var wg sync.WaitGroup
+		var ferr error
+		var once sync.Once
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range jobs {
+					obj := matching.MemoObjectKey(j.k, j.blk)
+					_, err := st.Put(ctx, obj, payload, nil)
+					if err == nil {
+						err = cache.SetMemo(matching.MemoEntry{Component: j.k, Block: j.blk, State: matching.MemoReady,
+							Object: obj, Rows: 100, Bytes: objBytes, Gen: 1})
+					}
+					if err != nil {
+						once.Do(func() { ferr = err })
+					}
+				}
+			}()
+		}
+		for _, k := range keys {
+			for i := range blocks {
+				jobs <- job{k, fmt.Sprintf("b%03d", i)}
+			}
+		}
+		close(jobs)
+		wg.Wait()
+		if ferr != nil {
+			b.Fatal(ferr)
+		}
+	}
+	var total time.Duration
+	objects := 0
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		t0 := time.Now()
+		fill()
+		b.ReportMetric(time.Since(t0).Seconds(), "fill_s")
+		b.StartTimer()
+		t0 = time.Now()
+		im, err := ev.Evict(ctx, eviction.Target{Subgraph: faultySubgraph}, "bench", "benchmark")
+		total += time.Since(t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(im.Components) != comps || im.Blocks != comps*blocks || im.Objects != comps*blocks {
+			b.Fatalf("evicted %d components, %d blocks, %d objects", len(im.Components), im.Blocks, im.Objects)
+		}
+		objects += im.Objects
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "evict_s")
+	b.ReportMetric(float64(objects)/total.Seconds(), "objects/s")
 }

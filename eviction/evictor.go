@@ -207,16 +207,11 @@ func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) 
 				}
 			}
 		}
-		var objs []string
-		for _, k := range keys {
-			for info, err := range e.Store.List(ctx, "memo/"+k.String()+"/") {
-				if err != nil {
-					return err
-				}
-				objs = append(objs, info.Key)
-			}
+		objs, err := e.list(ctx, keys)
+		if err != nil {
+			return err
 		}
-		n, err := e.Store.DeleteMany(ctx, objs)
+		n, err := e.deleteObjects(ctx, objs)
 		objects = n
 		if err != nil {
 			return err
@@ -270,27 +265,27 @@ func (e *Evictor) Sweep(ctx context.Context) (int, error) {
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	deleted := 0
 	err := e.Frontend.Evicting(keys, func() error {
-		var orphans []string
+		named := map[string]bool{}
 		for _, k := range keys {
 			memos, err := e.Frontend.Cache().Memos(k)
 			if err != nil {
 				return err
 			}
-			named := make(map[string]bool, len(memos))
 			for _, m := range memos {
 				named[m.Object] = true
 			}
-			for info, err := range e.Store.List(ctx, "memo/"+k.String()+"/") {
-				if err != nil {
-					return err
-				}
-				if !named[info.Key] {
-					orphans = append(orphans, info.Key)
-				}
+		}
+		objs, err := e.list(ctx, keys)
+		if err != nil {
+			return err
+		}
+		var orphans []string
+		for _, o := range objs {
+			if !named[o] {
+				orphans = append(orphans, o)
 			}
 		}
-		n, err := e.Store.DeleteMany(ctx, orphans)
-		deleted = n
+		deleted, err = e.deleteObjects(ctx, orphans)
 		return err
 	})
 	e.swept.Add(int64(deleted))
@@ -398,4 +393,74 @@ func newID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// storeParallelism bounds the object-store requests an eviction has in
+// flight: listings of the components' memo prefixes, and multi-object
+// deletes of up to 1000 keys.
+const storeParallelism = 8
+
+// list returns every object under the components' memo prefixes.
+func (e *Evictor) list(ctx context.Context, keys []matching.Key) ([]string, error) {
+	out := make([][]string, len(keys))
+	err := parallel(len(keys), storeParallelism, func(i int) error {
+		for info, err := range e.Store.List(ctx, "memo/"+keys[i].String()+"/") {
+			if err != nil {
+				return err
+			}
+			out[i] = append(out[i], info.Key)
+		}
+		return nil
+	})
+	var all []string
+	for _, o := range out {
+		all = append(all, o...)
+	}
+	return all, err
+}
+
+// deleteObjects deletes objects in concurrent batches of 1000 and returns
+// how many were deleted.
+func (e *Evictor) deleteObjects(ctx context.Context, objs []string) (int, error) {
+	const batch = 1000
+	var deleted atomic.Int64
+	err := parallel((len(objs)+batch-1)/batch, storeParallelism, func(i int) error {
+		n, err := e.Store.DeleteMany(ctx, objs[i*batch:min(len(objs), (i+1)*batch)])
+		deleted.Add(int64(n))
+		return err
+	})
+	return int(deleted.Load()), err
+}
+
+// parallel runs f(0..n-1) with at most k at once and returns the first
+// error; after an error no new call starts.
+func parallel(n, k int, f func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, k)
+	for i := 0; i < n; i++ {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
