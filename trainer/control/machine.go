@@ -213,6 +213,12 @@ func (m *Machine) Handle(ev Event) []Action {
 	if m.status == StExited {
 		return nil
 	}
+	// A job-wide preemption deadline that has passed is acted on before
+	// anything else: a checkpoint that became durable after it does not
+	// count (the job would have been stopped first).
+	if m.deadlinePassed() {
+		return m.out
+	}
 	switch ev.Kind {
 	case EvStart:
 		if m.status == 0 {
@@ -852,21 +858,25 @@ func (m *Machine) finishPreemption(committed bool) {
 	}
 }
 
-func (m *Machine) onTick() {
-	if m.pre != nil && !m.now.Before(m.pre.deadline) {
-		p := m.pre
-		if p.scope == ScopeJob {
-			if m.at != nil {
-				m.emit(Action{Kind: ActAbort, Attempt: m.at.id, Reason: "preemption deadline passed"})
-				m.emit(Action{Kind: ActGoodput, Goodput: goodput.Preemption})
-				m.at = nil
-				m.stepping = false
-			}
-			m.finishPreemption(false)
-			return
-		}
-		// A preempted host exits at its deadline; its loss fails the attempt.
+// deadlinePassed ends the job when a job-wide preemption deadline has
+// passed (a preempted host exits at its own deadline; its loss fails the
+// attempt). It reports whether the machine exited.
+func (m *Machine) deadlinePassed() bool {
+	p := m.pre
+	if p == nil || p.scope != ScopeJob || m.now.Before(p.deadline) {
+		return false
 	}
+	if m.at != nil {
+		m.emit(Action{Kind: ActAbort, Attempt: m.at.id, Reason: "preemption deadline passed"})
+		m.emit(Action{Kind: ActGoodput, Goodput: goodput.Preemption})
+		m.at = nil
+		m.stepping = false
+	}
+	m.finishPreemption(false)
+	return true
+}
+
+func (m *Machine) onTick() {
 	if m.retryAction != 0 && !m.now.Before(m.retryAt) {
 		a := m.retryAction
 		m.retryAction = 0
