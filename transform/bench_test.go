@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/sigdata/sig/transform/internal/rowref"
+	"github.com/sigdata/sig/internal/rowref"
 )
 
 // Kernel throughput on one block of Ads-like data, side by side with the

@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/sigdata/sig/transform/internal/rowref"
+	"github.com/sigdata/sig/internal/rowref"
 )
 
 // testRegistry returns a fresh registry with every built-in op, to which a

@@ -12,7 +12,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 
-	"github.com/sigdata/sig/transform/internal/rowref"
+	"github.com/sigdata/sig/internal/rowref"
 )
 
 // FuzzParse feeds arbitrary bytes to the parser and checker. Nothing may

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/sigdata/sig/transform/internal/rowref"
+	"github.com/sigdata/sig/internal/rowref"
 )
 
 // TestHashInt64MatchesXXH64 checks the inlined XXH64 of an int64 against

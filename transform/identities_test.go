@@ -7,7 +7,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 
-	"github.com/sigdata/sig/transform/internal/rowref"
+	"github.com/sigdata/sig/internal/rowref"
 )
 
 // The op semantics depend on Go's Unicode tables (doc.go). A Go release

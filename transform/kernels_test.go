@@ -8,7 +8,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 
-	"github.com/sigdata/sig/transform/internal/rowref"
+	"github.com/sigdata/sig/internal/rowref"
 )
 
 // A kernel case: one op with fixed parameters over inputs of fixed types,
