@@ -161,16 +161,22 @@ func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact,
 		return im, err
 	}
 	im.Objects, err = e.remove(ctx, keys)
-	if err != nil {
-		return im, err
-	}
+	// A failed eviction is recorded too: its entries may be gone (the
+	// read solutions pending) with some objects left, which Sweep deletes.
 	im.AuditID = newID()
 	entry := matching.AuditEntry{ID: im.AuditID, Who: who, When: e.clock().Now(), What: t.String(), Why: why,
 		Pipelines: im.Pipelines, Blocks: im.Blocks, Bytes: im.Bytes, Objects: im.Objects}
+	if err != nil {
+		entry.Why = fmt.Sprintf("%s [failed after deleting %d objects: %v]", why, im.Objects, err)
+	}
 	for _, k := range keys {
 		entry.Components = append(entry.Components, k.String())
 	}
-	if err := e.Frontend.Cache().AppendAudit(entry); err != nil {
+	if aerr := e.Frontend.Cache().AppendAudit(entry); aerr != nil {
+		return im, errors.Join(err, aerr)
+	}
+	if err != nil {
+		e.log().Warn("eviction failed", "what", entry.What, "who", who, "why", why, "components", len(keys), "objects", im.Objects, "err", err)
 		return im, err
 	}
 	e.log().Info("evicted", "what", entry.What, "who", who, "why", why, "components", len(keys), "blocks", im.Blocks, "objects", im.Objects)
@@ -192,6 +198,10 @@ func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) 
 			e.Frontend.Notify(matching.MemoEntry{Component: m.Component, Block: m.Block}) // state 0: gone
 		}
 	}()
+	// Once entries are deleted the objects must go too, whether or not the
+	// caller (an operator's browser, a CLI) is still waiting: the store's
+	// own retry limits bound the deletion.
+	dctx := context.WithoutCancel(ctx)
 	err := e.Frontend.Evicting(keys, func() error {
 		for _, k := range keys {
 			es, err := e.Frontend.Cache().DeleteMemos(k)
@@ -207,11 +217,11 @@ func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) 
 				}
 			}
 		}
-		objs, err := e.list(ctx, keys)
+		objs, err := e.list(dctx, keys)
 		if err != nil {
 			return err
 		}
-		n, err := e.deleteObjects(ctx, objs)
+		n, err := e.deleteObjects(dctx, objs)
 		objects = n
 		if err != nil {
 			return err
@@ -219,17 +229,17 @@ func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) 
 		e.evicted.Add(int64(len(deleted)))
 		return nil
 	})
-	if err == nil {
-		now := e.clock().Now()
-		e.mu.Lock()
-		if e.toSweep == nil {
-			e.toSweep = map[matching.Key]time.Time{}
-		}
-		for _, k := range keys {
-			e.toSweep[k] = now
-		}
-		e.mu.Unlock()
+	// Sweep later: objects a racing worker writes after the deletion, or
+	// that a failed deletion left.
+	now := e.clock().Now()
+	e.mu.Lock()
+	if e.toSweep == nil {
+		e.toSweep = map[matching.Key]time.Time{}
 	}
+	for _, k := range keys {
+		e.toSweep[k] = now
+	}
+	e.mu.Unlock()
 	return objects, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,7 @@ func (c *hookCancel) Cancel(component, block string) error {
 }
 
 type rig struct {
+	minio  *testenv.MinIO
 	f      *matching.Frontend
 	ev     *eviction.Evictor
 	store  *objstore.Store
@@ -75,7 +77,8 @@ type rig struct {
 func newRig(t *testing.T, nblocks int) *rig {
 	t.Helper()
 	m := testenv.NewMinIO(t)
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig"})
+	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig",
+		RetryFor: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +90,7 @@ func newRig(t *testing.T, nblocks int) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cache.Close() })
-	r := &rig{store: st, sched: &hookSched{}, cancel: &hookCancel{}}
+	r := &rig{minio: m, store: st, sched: &hookSched{}, cancel: &hookCancel{}}
 	fb := &fakeBlocks{}
 	for i := range nblocks {
 		fb.blocks = append(fb.blocks, matching.Block{ID: fmt.Sprintf("b%03d", i), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
@@ -341,5 +344,54 @@ func TestOrphanObjectSwept(t *testing.T) {
 	}
 	if n, err := r.ev.Sweep(ctx); err != nil || n != 0 || r.ev.Swept() != 1 {
 		t.Errorf("second sweep: %d (%v), %d in all", n, err, r.ev.Swept())
+	}
+}
+
+// TestEvictionWithStoreDown: the object store fails in the middle of an
+// eviction (after the entries are deleted). The eviction reports the
+// error and is recorded in the audit log as failed; no entry is ready
+// without its object (the read solution is pending, so nobody reads the
+// objects left); and Sweep deletes those objects once the store is back.
+func TestEvictionWithStoreDown(t *testing.T) {
+	r := newRig(t, 3)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	r.ev.Clock, r.ev.SweepAfter = clk, time.Minute
+	for _, b := range r.blocks {
+		r.work(t, b.ID)
+	}
+	r.minio.Kill()
+	_, err := r.ev.Evict(ctx, eviction.Target{Components: []matching.Key{r.key}}, "alice", "bug")
+	if err == nil {
+		t.Fatal("eviction with the store down succeeded")
+	}
+	if err := r.minio.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.checkNoHalfState(t)
+	if ms, err := r.f.Cache().Memos(r.key); err != nil || len(ms) != 0 {
+		t.Errorf("entries after the failed eviction: %v %v", ms, err)
+	}
+	a, err := r.f.Cache().Audit(10)
+	if err != nil || len(a) != 1 || a[0].Who != "alice" || !strings.Contains(a[0].Why, "bug [failed after deleting 0 objects") {
+		t.Errorf("audit after the failed eviction: %+v %v", a, err)
+	}
+	left := 0
+	for _, err := range r.store.List(ctx, "memo/"+r.key.String()+"/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		left++
+	}
+	if left != len(r.blocks) {
+		t.Fatalf("%d objects left, want %d", left, len(r.blocks))
+	}
+	clk.Advance(time.Minute)
+	if n, err := r.ev.Sweep(ctx); err != nil || n != len(r.blocks) {
+		t.Errorf("sweep deleted %d objects (%v), want %d", n, err, len(r.blocks))
+	}
+	sol, err := r.f.ReadSolution("ctr", "p", 0, 0)
+	if err != nil || sol.Pending != len(r.blocks) {
+		t.Errorf("solution after the failed eviction: %v %v", sol, err)
 	}
 }
