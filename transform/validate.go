@@ -120,10 +120,27 @@ func Check(g *Graph, s *Schema, reg *Registry, lim Limits) ([]Type, error) {
 			return nil, errAt(in.Pos, -1, "", "input %q refers to node %d, but the graph has %d nodes", in.Name, in.Node, len(g.Nodes))
 		}
 	}
+	// Report the node error that comes first in the text (nodes are created
+	// in post-order, so the first failing node is not always the leftmost).
+	var first *Error
 	for i := range g.Nodes {
-		if err := checkNode(g, i, s, reg, lim); err != nil {
+		err := checkNode(g, i, s, reg, lim)
+		if err == nil {
+			continue
+		}
+		e, ok := err.(*Error)
+		if !ok {
 			return nil, err
 		}
+		if first == nil || (e.Pos.IsValid() && first.Pos.IsValid() && posBefore(e.Pos, first.Pos)) {
+			first = e
+		}
+		if !e.Pos.IsValid() {
+			break // graphs without positions: the first node in order
+		}
+	}
+	if first != nil {
+		return nil, first
 	}
 	order, err := topoAll(g)
 	if err != nil {
@@ -165,6 +182,8 @@ func Check(g *Graph, s *Schema, reg *Registry, lim Limits) ([]Type, error) {
 	}
 	return types, nil
 }
+
+func posBefore(a, b Pos) bool { return a.Line < b.Line || (a.Line == b.Line && a.Col < b.Col) }
 
 func truncName(s string) string {
 	if len(s) > 40 {
