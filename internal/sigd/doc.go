@@ -6,4 +6,24 @@
 // It owns wiring and RPC translation only: canonicalization and read
 // solutions are package matching's, scheduling is package workers', storage
 // is package warehouse's.
+//
+// # Completion
+//
+// A memo entry is marked ready only after its object is written whole, and
+// only for the incarnation (generation) the worker computed: in-process
+// runs carry it in their task description; for remote workers, whose
+// CompleteTask names only the lease, the completion hook reads the entry's
+// current generation and checks that the object exists first (see
+// completeHook). The task leaves the queue after that, so a crash in
+// between re-runs it, rewriting the same bytes.
+//
+// # Tests
+//
+// Package sigdtest is the harness: raw blocks in a real MinIO, kfake, a
+// token file with several clients, sigd in process or as a subprocess, and
+// LIG through the real `sigctl run`. The tests here show that shared
+// components are computed once per block and equal LIG byte for byte,
+// priority and fairness over gRPC, SIGKILL of sigd and of a remote worker
+// mid-work, authentication and roles, bad requests, shutdown, and grpcurl
+// as a third-party client. bench/sigd.sh runs the benchmarks.
 package sigd
