@@ -162,3 +162,18 @@ func TestBadRequests(t *testing.T) {
 	}
 	checkUnchanged(t, before, stateOf(t, srv))
 }
+
+// TestConfigRefused: worker bounds that cannot work are refused before
+// anything starts, naming the flags.
+func TestConfigRefused(t *testing.T) {
+	for _, cfg := range []sigd.Config{
+		{WorkersMin: 1, WorkersMax: 0},
+		{WorkersMin: 5, WorkersMax: 4},
+		{WorkersMin: -1, WorkersMax: 4},
+	} {
+		_, err := sigd.New(context.Background(), cfg, sigd.Options{})
+		if err == nil || !strings.Contains(err.Error(), "--workers-max") {
+			t.Errorf("min %d max %d: %v, want an error naming --workers-max", cfg.WorkersMin, cfg.WorkersMax, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sigd
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -117,4 +118,16 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 4 << 20
 	}
+}
+
+// Validate reports settings that cannot work, before anything is opened.
+func (c *Config) Validate() error {
+	if c.WorkersMin < 0 || c.WorkersMax < 1 || c.WorkersMax < c.WorkersMin {
+		return fmt.Errorf("--workers-min %d, --workers-max %d: need 0 <= min <= max and max >= 1 (--remote-workers runs no in-process workers)",
+			c.WorkersMin, c.WorkersMax)
+	}
+	if c.Lease <= 0 || c.MaxAttempts < 1 {
+		return fmt.Errorf("--lease %v, --max-attempts %d: both must be positive", c.Lease, c.MaxAttempts)
+	}
+	return nil
 }

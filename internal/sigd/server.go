@@ -94,6 +94,9 @@ type Options struct {
 // in development mode) and builds the services. Serve starts them.
 func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
