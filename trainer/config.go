@@ -38,13 +38,14 @@ func (Unlimited) Acquire(ctx context.Context, job string, chips int) error { ret
 func (Unlimited) Release(string) {}
 
 // DefaultTimeScale stretches the emulated model's device time into wall
-// time. The model is about 10^5 times smaller than a production
-// recommendation model (tens of thousands of parameters, not billions), so
-// its modelled steps take tens of nanoseconds on TPU v4 chips; stretched by
-// the same factor they take milliseconds, longer than the CPU needs to
-// compute them, so the step-time model, not the emulator's CPU, decides the
-// device time and Program Goodput (steptime package doc).
-const DefaultTimeScale = 1e5
+// time. The model is tiny — under a million parameters and a few thousand
+// FLOPs per example, where a production recommendation model has billions
+// and hundreds of millions — so its modelled steps on TPU v4 chips take tens
+// of nanoseconds. Stretched a million times they take tens of milliseconds,
+// well above what the emulator's CPU needs to compute them, so the
+// step-time model, not the CPU running the emulation, decides step time and
+// Program Goodput (steptime package doc).
+const DefaultTimeScale = 1e6
 
 // Faults are fault-injection hooks for tests and demos.
 type Faults struct {

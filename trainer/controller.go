@@ -59,6 +59,9 @@ type Controller struct {
 	steps         uint64 // steps run by this process (fault injection)
 	nanDone       bool
 	exit          *exitInfo
+	// preemptDeadline bounds checkpoint writes after a job-wide notice: a
+	// manifest must not become durable after the job would be stopped.
+	preemptDeadline time.Time
 	holdLog       []HoldRecord
 	stats         runStats
 
@@ -421,6 +424,7 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 		scope := a.Reason
 		if scope == "" {
 			scope = control.ScopeJob
+			c.preemptDeadline = a.Deadline
 		}
 		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Preempt{Preempt: &trainerv1.PreemptNotice{Deadline: timestamppb.New(a.Deadline), Scope: scope}}})
 	case control.ActExitHost, control.ActRejectHost:

@@ -246,7 +246,13 @@ func (c *Controller) writeCheckpoint(ctx context.Context, a control.Action) {
 		return
 	}
 	p := a.Progress
+	deadline := c.preemptDeadline
 	go func() {
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
 		c.deviceMu.Lock()
 		defer c.deviceMu.Unlock()
 		ev := control.Event{Kind: control.EvCheckpointDone, Attempt: attempt}

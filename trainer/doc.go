@@ -44,7 +44,7 @@
 // (trainer/steptime) gives for what it touched — TensorCore FLOPs at peak,
 // SparseCore bytes of the deduplicated rows at HBM bandwidth, serialized or
 // pipelined — stretched by TimeScale (DefaultTimeScale: the emulated model
-// is about 10^5 times smaller than a production one). Device operations
+// is tiny, so its modelled steps are stretched into tens of milliseconds). Device operations
 // (restore, compile, step, checkpoint write) hold a mutex, so one still
 // running for an aborted attempt finishes before the next begins.
 //

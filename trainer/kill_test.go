@@ -40,7 +40,7 @@ func TestExactlyOnceUnderKills(t *testing.T) {
 			pipeline := fmt.Sprintf("kill%d", seed)
 			// Steps of ~20ms make an epoch last long enough to be cut.
 			t1 := time.Now()
-			pp := startPipeline(t, e, pipeline, 2, 2, "--time-scale", "2e6")
+			pp := startPipeline(t, e, pipeline, 2, 2)
 			t.Logf("processes started in %v", time.Since(t1).Round(time.Millisecond))
 			defer func() { t.Logf("seed done in %v", time.Since(t1).Round(time.Millisecond)) }()
 			r := rand.New(rand.NewPCG(seed, 7))

@@ -103,7 +103,9 @@ func TestPreemptionNotice(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pipeline := "pre-" + c.name
-			pp := startPipeline(t, e, pipeline, 2, 2, "--time-scale", "2e6", "--preempt-notice", "30s")
+			// Slower steps (about 1s epochs) keep the notice away from an
+			// epoch's natural end.
+			pp := startPipeline(t, e, pipeline, 2, 2, "--preempt-notice", "30s", "--time-scale", "3e6")
 			midEpoch(t, pp)
 			before, _ := committedSeq(t, e, pipeline)
 			c.preempt(t, pp)

@@ -36,6 +36,9 @@ type JobConfig struct {
 	// OnController, if set, is called with the controller once it serves
 	// (tests send preemption notices and release holds through it).
 	OnController func(c *Controller, addr string)
+	// ReaderOptions are added to the in-process readers' gRPC servers
+	// (benchmarks give each reader stream the capacity of one reader task).
+	ReaderOptions []grpc.ServerOption
 }
 
 // RunJob runs a training job to its end — every block of the range
@@ -79,7 +82,7 @@ func RunJob(ctx context.Context, cfg JobConfig) (Report, error) {
 			if err != nil {
 				return Report{}, err
 			}
-			gs := srv.GRPCServer()
+			gs := srv.GRPCServer(cfg.ReaderOptions...)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
