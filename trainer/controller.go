@@ -62,8 +62,8 @@ type Controller struct {
 	// preemptDeadline bounds checkpoint writes after a job-wide notice: a
 	// manifest must not become durable after the job would be stopped.
 	preemptDeadline time.Time
-	holdLog       []HoldRecord
-	stats         runStats
+	holdLog         []HoldRecord
+	stats           runStats
 
 	// The model is the emulated slice's state; device operations (restore,
 	// compile, step, checkpoint) take deviceMu, so an operation still
