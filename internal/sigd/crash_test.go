@@ -27,7 +27,7 @@ func TestSIGKILLDuringWork(t *testing.T) {
 	args := append([]string{"serve", "--data-dir", dir, "--tokens", tokPath, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--kafka-brokers", strings.Join(w.Kafka.Brokers, ","), "--lease", "2s", "--workers-min", "4", "--workers-max", "4"}, w.S3Args()...)
 	start := func() *sigdtest.Process {
-		return sigdtest.StartProcess(t, bin, args, "SIG_TEST_TASK_DELAY=150ms")
+		return sigdtest.StartProcess(t, bin, args, "SIG_TEST_TASK_DELAY=250ms")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
