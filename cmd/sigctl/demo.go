@@ -212,7 +212,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "ingested %d events into %d raw blocks\n", *events, blocks)
+	fmt.Fprintf(stdout, "ingested %d events into %d raw blocks; the catalog:\n", *events, blocks)
+	if err := printCatalog(stdout, srv); err != nil {
+		return err
+	}
 	from, to := start.UnixMicro(), start.Add(3*time.Hour).UnixMicro()
 
 	step(4, "Submit every model's graph to sigd; misses become tasks for the autoscaled workers")
@@ -279,6 +282,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// printCatalog prints the raw blocks of the ads source in event order.
+func printCatalog(w io.Writer, srv *sigd.Server) error {
+	metas, err := srv.Catalog().Blocks("ads")
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  BLOCK	WINDOW	EVENTS	ROWS	SIZE	LATE")
+	for _, m := range metas {
+		fmt.Fprintf(tw, "  %s	%s	%s..%s	%d	%s	%v\n", m.ID, time.UnixMicro(m.WindowStart).UTC().Format("15:04"),
+			time.UnixMicro(m.MinEventTime).UTC().Format("15:04:05"), time.UnixMicro(m.MaxEventTime).UTC().Format("15:04:05"),
+			m.Rows, humanBytes(m.Size), m.Late)
+	}
+	return tw.Flush()
 }
 
 type demoPipe struct {
