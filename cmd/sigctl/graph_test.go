@@ -262,4 +262,3 @@ func evalRef(t *testing.T, g *transform.Graph, n int, raw map[string]arrow.Array
 	t.Fatalf("no reference for op %s", nd.Op)
 	return rowref.Column{}
 }
-
