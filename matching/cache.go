@@ -145,6 +145,33 @@ type Cache struct {
 	// of a cached submit's cost.
 	recMu   sync.RWMutex
 	records map[Key]*ComponentRecord
+
+	// touched remembers the last-requested time last written per
+	// component, so that a component requested again within
+	// TouchGranularity is not rewritten: repeated submits and reads of a
+	// cached graph then write nothing, which keeps Pebble's memtable
+	// flushes and compactions (the submit latency tail) away.
+	touchMu sync.Mutex
+	touched map[Key]time.Time
+}
+
+// TouchGranularity is the resolution of last-requested times: eviction
+// policies work in minutes, so a second is plenty.
+const TouchGranularity = time.Second
+
+// needsTouch reports whether k's last-requested time must be written for a
+// request at t, and records that it will be.
+func (c *Cache) needsTouch(k Key, t time.Time) bool {
+	c.touchMu.Lock()
+	defer c.touchMu.Unlock()
+	if c.touched == nil {
+		c.touched = map[Key]time.Time{}
+	}
+	if last, ok := c.touched[k]; ok && t.Sub(last) < TouchGranularity {
+		return false
+	}
+	c.touched[k] = t
+	return true
 }
 
 // maxCachedRecords bounds Cache.records; when full, an arbitrary entry
@@ -321,9 +348,15 @@ func (c *Cache) Touch(keys []Key, at time.Time) error {
 	b := c.db.NewBatch()
 	defer b.Close()
 	for _, k := range keys {
+		if !c.needsTouch(k, at) {
+			continue
+		}
 		if err := setRequested(b, k, at); err != nil {
 			return err
 		}
+	}
+	if b.Empty() {
+		return nil
 	}
 	return b.Commit(c.wopts())
 }

@@ -246,6 +246,15 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	defer b.Close()
 	p := Pipeline{Client: req.Client, Name: req.Pipeline, Priority: req.Priority, Source: req.Source,
 		From: req.From, To: req.To, Graph: transform.Print(req.Graph), Submitted: now}
+	oldUses := map[Key]bool{}
+	if hadOld {
+		p.Submitted = old.Submitted // the first registration
+		for _, in := range old.Inputs {
+			if k, err := ParseKey(in.Component); err == nil {
+				oldUses[k] = true
+			}
+		}
+	}
 	seen := map[Key]bool{}
 	var keys []Key
 	for i := range c.Components {
@@ -273,11 +282,15 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 				return nil, err
 			}
 		}
-		if err := setRequested(b, comp.Key, now); err != nil {
-			return nil, err
+		if cache.needsTouch(comp.Key, now) {
+			if err := setRequested(b, comp.Key, now); err != nil {
+				return nil, err
+			}
 		}
-		if err := b.Set(key2(pfxUser, comp.Key, req.Client+"\x00"+req.Pipeline), nil, nil); err != nil {
-			return nil, err
+		if !oldUses[comp.Key] {
+			if err := b.Set(key2(pfxUser, comp.Key, req.Client+"\x00"+req.Pipeline), nil, nil); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if hadOld {
@@ -294,11 +307,16 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := b.Set(pipelineKey(req.Client, req.Pipeline), pv, nil); err != nil {
-		return nil, err
+	if ov, err := jsonMarshal(old); !hadOld || err != nil || string(ov) != string(pv) {
+		if err := b.Set(pipelineKey(req.Client, req.Pipeline), pv, nil); err != nil {
+			return nil, err
+		}
 	}
-	if err := b.Commit(cache.wopts()); err != nil {
-		return nil, err
+	// An identical re-submit writes nothing.
+	if !b.Empty() {
+		if err := b.Commit(cache.wopts()); err != nil {
+			return nil, err
+		}
 	}
 	sol, hits, misses, enq, err := f.resolve(&p, now)
 	if err != nil {

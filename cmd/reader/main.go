@@ -23,7 +23,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -64,8 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	maxUnits := fs.Int("max-units", 0, "units served at once, each holding one block in memory (0: 4 x GOMAXPROCS)")
 	maxRequest := fs.Int("max-request-bytes", 4<<20, "largest ReadRequest accepted")
 	s3Retry := fs.Duration("s3-retry-for", 30*time.Second, "how long one object read retries a failing S3 before the unit fails as unavailable")
-	gcPercent := fs.Int("gc-percent", reader.DefaultGCPercent, "garbage collector target percentage (ignored when GOGC is set)")
-	memLimit := fs.Int64("memory-limit", 0, "soft memory limit in bytes for the Go runtime (0: none; GOMEMLIMIT overrides it)")
+	applyRuntime := cli.RuntimeFlags(fs, reader.DefaultGCPercent)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	cli.UsageWithEnv(fs)
 	if err := fs.Parse(args); err != nil {
@@ -82,12 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--log-level %q: %v", *logLevel, err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(*gcPercent)
-	}
-	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok && *memLimit > 0 {
-		debug.SetMemoryLimit(*memLimit)
-	}
+	applyRuntime()
 	if *endpoint == "" {
 		return errors.New("--s3-endpoint is required")
 	}

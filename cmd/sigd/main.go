@@ -127,9 +127,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 	fs.SetOutput(stderr)
 	serveFlags(fs, &cfg, dev)
 	logJSON := fs.Bool("log-json", false, "log JSON lines")
+	applyRuntime := cli.RuntimeFlags(fs, sigd.DefaultGCPercent)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	applyRuntime()
 	if !dev && (cfg.S3Endpoint == "" || len(cfg.KafkaBrokers) == 0) {
 		fmt.Fprintln(stderr, "sigd serve: no --s3-endpoint or --kafka-brokers: starting embedded MinIO/kfake (development mode)")
 	}

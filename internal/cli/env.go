@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
@@ -56,4 +57,20 @@ func (l *List) Set(s string) error {
 		}
 	}
 	return nil
+}
+
+// RuntimeFlags adds --gc-percent and --memory-limit to fs and returns a
+// function that applies them after parsing. GOGC and GOMEMLIMIT, when set,
+// win, as they do for any Go program.
+func RuntimeFlags(fs *flag.FlagSet, defaultGCPercent int) (apply func()) {
+	gc := fs.Int("gc-percent", defaultGCPercent, "garbage collector target percentage (ignored when GOGC is set)")
+	mem := fs.Int64("memory-limit", 0, "soft memory limit in bytes for the Go runtime (0: none; GOMEMLIMIT overrides it)")
+	return func() {
+		if _, ok := os.LookupEnv("GOGC"); !ok {
+			debug.SetGCPercent(*gc)
+		}
+		if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok && *mem > 0 {
+			debug.SetMemoryLimit(*mem)
+		}
+	}
 }
