@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +25,7 @@ import (
 	"github.com/sigdata/sig/internal/sigd"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
@@ -277,11 +279,109 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "workers: %d tasks completed, %d quarantined; task latency p50 %.3fs p99 %.3fs\n",
 		st.TasksCompleted, st.Quarantined, st.TaskLatencyP50Seconds, st.TaskLatencyP99Seconds)
 
+	step(7, "Train: each job's controller and TPU host workers read its work units through stateless readers")
+	if err := demoTrain(ctx, env, srv, pipes[:min(2, len(pipes))], from, to, dd, stdout); err != nil {
+		return err
+	}
+
+	step(8, "An operator finds a faulty subgraph and evicts everything it produced")
+	if err := demoEvict(ctx, op, pipes, stdout); err != nil {
+		return err
+	}
+
 	if *serve {
 		fmt.Fprintf(stdout, "\nsigd keeps running: web UI http://%s/ui/ (operator token in %s). Ctrl-C stops.\n", srv.HTTPAddr(), cfg.TokensFile)
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// demoTrain runs a training job per pipeline, concurrently, and prints
+// their loss, input stalls and goodput; the full reports go to files.
+func demoTrain(ctx context.Context, env *demoEnv, srv *sigd.Server, pipes []demoPipe, from, to int64, dir string, w io.Writer) error {
+	type result struct {
+		p   demoPipe
+		rep trainer.Report
+		err error
+	}
+	results := make(chan result, len(pipes))
+	for _, p := range pipes {
+		tok, ok := env.tokens["trainer-"+p.client]
+		if !ok {
+			return fmt.Errorf("no trainer token for client %s", p.client)
+		}
+		cc, err := cli.Dial(srv.Addr(), tok, false)
+		if err != nil {
+			return err
+		}
+		env.conns = append(env.conns, cc)
+		go func() {
+			rep, err := trainer.RunJob(ctx, trainer.JobConfig{ControllerConfig: trainer.ControllerConfig{
+				Job: p.name, Client: p.client, Pipeline: p.name, From: from, To: to,
+				SIG: sigv1.NewSIGClient(cc), Store: srv.Store(), KafkaBrokers: srv.Config().KafkaBrokers,
+				Hosts: 2, Chips: 4, CaughtUpChips: 1, EpochUnits: 6, StatusInterval: time.Second,
+			}})
+			results <- result{p, rep, err}
+		}()
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB	EXIT	EPOCHS	EVENTS	STEPS	LOSS FIRST→LAST	INPUT STALL	SG	RG	PG	MPG	REPORT")
+	var firstErr error
+	for range pipes {
+		r := <-results
+		if r.err != nil {
+			firstErr = fmt.Errorf("training %s: %w", r.p.name, r.err)
+			continue
+		}
+		path := filepath.Join(dir, "trainer-"+r.p.name+".txt")
+		if f, err := os.Create(path); err == nil {
+			r.rep.WriteText(f)
+			f.Close()
+		}
+		first, last := 0.0, 0.0
+		if n := len(r.rep.LossCurve); n > 0 {
+			k := min(20, n)
+			for _, lp := range r.rep.LossCurve[:k] {
+				first += lp.Loss / float64(k)
+			}
+			for _, lp := range r.rep.LossCurve[n-k:] {
+				last += lp.Loss / float64(k)
+			}
+		}
+		g := r.rep.Goodput.Fleet
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.4f→%.4f\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%s\n", r.rep.Job, r.rep.Exit, r.rep.Epochs,
+			r.rep.EventIDs, r.rep.Steps, first, last, 100*r.rep.InputStallFraction, g.SG, g.RG, g.PG, g.MPG, path)
+	}
+	tw.Flush()
+	return firstErr
+}
+
+// demoEvict evicts everything computed from lower-cased query tokens: a
+// dry run first, then the eviction, then the affected pipelines read again
+// and the workers recompute.
+func demoEvict(ctx context.Context, op sigv1.SIGClient, pipes []demoPipe, w io.Writer) error {
+	const faulty = `unigrams(lower(col("query")))`
+	dry, err := op.Evict(ctx, &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faulty}, DryRun: true})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "dry run of %s: %d components used by %d pipelines (%s), %d blocks, %s\n",
+		faulty, len(dry.Components), len(dry.Pipelines), strings.Join(dry.Pipelines, ", "), dry.Blocks, humanBytes(dry.Bytes))
+	ev, err := op.Evict(ctx, &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faulty},
+		Reason: "demo: the query tokenizer was found to mishandle punctuation"})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "evicted: %d objects deleted, audit entry %s\n", ev.ObjectsDeleted, ev.AuditId)
+	for _, p := range pipes {
+		sol, err := p.sc.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: p.client, Pipeline: p.name})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  %-10s now %d ready, %d pending\n", p.name, sol.BlocksReady, sol.BlocksPending)
+	}
+	fmt.Fprintln(w, "reading again schedules the recomputation:")
+	return waitComplete(ctx, op, pipes, w)
 }
 
 // printCatalog prints the raw blocks of the ads source in event order.

@@ -316,7 +316,8 @@ func (s *Server) schema(source string) (*transform.Schema, error) {
 }
 
 // DevTokens are the tokens development mode writes when no token file is
-// given: an operator, a worker, a trainer and three clients.
+// given: an operator, a worker, and for each of four clients a client token
+// and a trainer token ("trainer-<client>").
 func DevTokens() []auth.Entry {
 	mk := func(name string, role auth.Role, client string) auth.Entry {
 		return auth.Entry{Token: name + "-" + randomHex(12), Principal: auth.Principal{Name: name, Role: role, Client: client}}
@@ -328,6 +329,10 @@ func DevTokens() []auth.Entry {
 		mk("cvr", auth.RoleClient, "cvr"),
 		mk("ranking", auth.RoleClient, "ranking"),
 		mk("explore", auth.RoleClient, "explore"),
+		mk("trainer-ctr", auth.RoleTrainer, "ctr"),
+		mk("trainer-cvr", auth.RoleTrainer, "cvr"),
+		mk("trainer-ranking", auth.RoleTrainer, "ranking"),
+		mk("trainer-explore", auth.RoleTrainer, "explore"),
 	}
 }
 
