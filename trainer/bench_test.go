@@ -20,21 +20,17 @@ import (
 	"github.com/sigdata/sig/trainer/goodput"
 )
 
-// benchEnv is shared by the benchmarks of one run: a warehouse memoized
-// once for the ctr_small graph.
-var benchEnv struct {
-	e     *env
-	count atomic.Int64
-}
+// benchPipelines numbers the pipelines the benchmarks create.
+var benchPipelines atomic.Int64
 
+// benchSetup starts a warehouse memoized for the ctr_small graph. Call it
+// from a benchmark whose body only calls b.Run: cleanups registered on a
+// benchmark run after each of its runs, and a parent's body runs once.
 func benchSetup(b *testing.B) *env {
 	b.Helper()
-	if benchEnv.e == nil {
-		e := newEnv(b, 8, 4000, sigd.Options{})
-		e.memoize(b, "warm")
-		benchEnv.e = e
-	}
-	return benchEnv.e
+	e := newEnv(b, 8, 4000, sigd.Options{})
+	e.memoize(b, "warm")
+	return e
 }
 
 // BenchmarkInputStall measures the input-stall fraction of the trainer's
@@ -54,7 +50,7 @@ func BenchmarkInputStall(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var stall, secs, rate float64
 			for i := 0; i < b.N; i++ {
-				cfg := e.jobConfig(b, fmt.Sprintf("stall-%s-%d", c.name, benchEnv.count.Add(1)))
+				cfg := e.jobConfig(b, fmt.Sprintf("stall-%s-%d", c.name, benchPipelines.Add(1)))
 				cfg.EpochUnits, cfg.Chips = 4, 4
 				cfg.BatchSize = 256
 				cfg.BufferExamples = 4096
@@ -149,12 +145,16 @@ func initialStall(rep Report) (frac, rate float64) {
 // committed checkpoint (drain + save).
 func BenchmarkPreemptionCommits(b *testing.B) {
 	e := benchSetup(b)
+	b.Run("notice0-1.5s", func(b *testing.B) { benchPreemptions(b, e) })
+}
+
+func benchPreemptions(b *testing.B, e *env) {
 	r := rand.New(rand.NewPCG(42, 1))
 	var preempted, committed int
 	var drains []float64
 	for i := 0; i < b.N; i++ {
 		for k := 0; k < 6; k++ {
-			cfg := e.jobConfig(b, fmt.Sprintf("preempt-%d", benchEnv.count.Add(1)))
+			cfg := e.jobConfig(b, fmt.Sprintf("preempt-%d", benchPipelines.Add(1)))
 			notice := time.Duration(r.Float64() * 1.5 * float64(time.Second))
 			delay := time.Duration(r.IntN(500)) * time.Millisecond
 			var sent atomic.Value

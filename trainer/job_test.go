@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sigdata/sig/internal/sigd"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer/goodput"
 )
 
 // TestRunJob trains a pipeline end to end against a real sigd (SubmitGraph,
@@ -16,6 +20,9 @@ import (
 func TestRunJob(t *testing.T) {
 	e := newEnv(t, 6, 1500, sigd.Options{})
 	cfg := e.jobConfig(t, "ctr_small")
+	cfg.StatusInterval = 200 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	rep, err := RunJob(ctx, cfg)
@@ -38,5 +45,38 @@ func TestRunJob(t *testing.T) {
 	}
 	if rep.Goodput.Fleet.RG <= 0 || rep.Goodput.Fleet.PG <= 0 || rep.Goodput.Fleet.PG > 1 {
 		t.Errorf("goodput %+v", rep.Goodput.Fleet)
+	}
+	// The metrics carry the goodput and the run's gauges.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{goodput.MetricRatio, goodput.MetricChipSeconds, "sig_trainer_steps", "sig_trainer_committed_epochs"} {
+		if !names[n] {
+			t.Errorf("metric %s not exported", n)
+		}
+	}
+	// sigd's operator overview got the job's status and goodput.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	st, err := e.sigd.SIG(t, "operator").ListTrainerStatus(ctx2, &sigv1.ListTrainerStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range st.GetTrainers() {
+		if s.GetJob() == "ctr_small" {
+			found = true
+			if s.GetSteps() == 0 || s.GetRuntimeGoodput() <= 0 || s.GetPhase() != "caught-up" {
+				t.Errorf("status at sigd: %v", s)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("sigd has no status of the job: %v", st.GetTrainers())
 	}
 }
