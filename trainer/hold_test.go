@@ -153,3 +153,46 @@ func TestNaNLossPermanentHold(t *testing.T) {
 	}
 	checkExactlyOnce(t, e, "nan")
 }
+
+// TestPermanentHoldsOnBadConfig: a graph SIG does not compile
+// (InvalidArgument from SubmitGraph) and embedding tables that do not fit
+// the slice's HBM (the partitioner's out of memory) are permanent errors
+// (paper VI.A): each places a permanent hold, holding no chips, that stays.
+func TestPermanentHoldsOnBadConfig(t *testing.T) {
+	e := newEnv(t, 2, 500, sigd.Options{})
+	cases := []struct {
+		name, reason string
+		change       func(*JobConfig)
+	}{
+		{"compile-error", "InvalidArgument", func(c *JobConfig) { c.Graph = "input x = no_such_op(col(\"query\"))\n" }},
+		{"out-of-memory", "out of memory", func(c *JobConfig) { c.HBMBytesPerChip = 1 << 10 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := e.jobConfig(t, "bad-"+tc.name)
+			tc.change(&cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cc := make(chan *Controller, 1)
+			cfg.OnController = func(c *Controller, _ string) { cc <- c }
+			done := make(chan Report, 1)
+			go func() {
+				rep, _ := RunJob(ctx, cfg)
+				done <- rep
+			}()
+			c := <-cc
+			s := waitStatus(t, c, "a permanent hold", func(s snapshot) bool { return s.hold != nil })
+			if s.hold.Kind.String() != "permanent" || !strings.Contains(s.hold.Reason, tc.reason) || s.chips != 0 {
+				t.Fatalf("hold %+v with %d chips, want a permanent hold naming %q", s.hold, s.chips, tc.reason)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if s := c.snapshot(); s.hold == nil || s.status.String() != "held" {
+				t.Fatalf("the hold did not stay: %+v", s)
+			}
+			cancel()
+			if rep := <-done; rep.Exit != "stopped" || rep.Stats.PermanentHolds != 1 || rep.Steps != 0 {
+				t.Fatalf("report %+v", rep.Stats)
+			}
+		})
+	}
+}
