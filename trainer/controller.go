@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sigdata/sig/internal/cli"
-	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/buffer"
@@ -574,6 +573,3 @@ func (c *Controller) ReleaseHold(id uint64) (control.Hold, error) {
 }
 
 var errNoHold = errors.New("no such training hold")
-
-// unitOf returns the work unit a host was assigned (tests).
-var _ = readerv1.InputMode_INPUT_MODE_MEMO

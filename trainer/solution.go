@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
@@ -91,7 +90,7 @@ func (x *solution) unit(cfg *ControllerConfig, blockID string, phase control.Pha
 func permanentRPC(err error) bool {
 	s, ok := status.FromError(err)
 	if !ok {
-		return !errors.Is(err, errTransient)
+		return false
 	}
 	switch s.Code() {
 	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.PermissionDenied,
@@ -100,5 +99,3 @@ func permanentRPC(err error) bool {
 	}
 	return false
 }
-
-var errTransient = errors.New("transient")
