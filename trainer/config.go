@@ -14,6 +14,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/goodput"
 	"github.com/sigdata/sig/trainer/steptime"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -141,6 +142,11 @@ type ControllerConfig struct {
 	// FleetChips is the capacity the goodput report's fleet scheduling
 	// goodput is taken over. Default max(Chips, CaughtUpChips).
 	FleetChips int
+	// Recorder, when set, is a goodput recorder shared by the jobs of one
+	// fleet (its capacity is the fleet's): each controller records its job
+	// into it, and any job's Report.Goodput then covers the whole fleet.
+	// Default: a recorder of FleetChips for this job alone.
+	Recorder *goodput.Recorder
 
 	// Tokens authenticate the controller's gRPC service; nil disables
 	// authentication (in-process use).

@@ -131,7 +131,10 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		c.sig = sigv1.NewSIGClient(cc)
 	}
 	c.started = cfg.Clock.Now()
-	c.rec = goodput.NewRecorder(cfg.FleetChips, c.started)
+	c.rec = cfg.Recorder
+	if c.rec == nil {
+		c.rec = goodput.NewRecorder(cfg.FleetChips, c.started)
+	}
 	c.jr = c.rec.Job(cfg.Job)
 	if cfg.Registry != nil {
 		if err := c.registerMetrics(cfg.Registry); err != nil {

@@ -54,6 +54,10 @@ type JobConfig struct {
 //		Hosts: 2, Chips: 8, CaughtUpChips: 2, EpochUnits: 4,
 //	}})
 //	rep.WriteText(os.Stdout)
+//
+// Jobs sharing a fleet run concurrently with one fleet.Shared as their
+// Allocator (FleetChips its capacity) and one goodput.Recorder of that
+// capacity as their Recorder; the recorder's report is the fleet's goodput.
 func RunJob(ctx context.Context, cfg JobConfig) (Report, error) {
 	cfg.EnsureDefaults()
 	if cfg.Listen == "" {
