@@ -24,7 +24,7 @@ type env struct {
 	sigd *sigdtest.Server
 }
 
-func newEnv(t *testing.T, blocks, rows int, opts sigd.Options) *env {
+func newEnv(t testing.TB, blocks, rows int, opts sigd.Options) *env {
 	t.Helper()
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: blocks, RowsPerBlock: rows, Seed: 11})
 	s := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 2}, opts)
@@ -32,7 +32,7 @@ func newEnv(t *testing.T, blocks, rows int, opts sigd.Options) *env {
 }
 
 // jobConfig is a small job over every block of the warehouse.
-func (e *env) jobConfig(t *testing.T, pipeline string) JobConfig {
+func (e *env) jobConfig(t testing.TB, pipeline string) JobConfig {
 	r := e.w.All()
 	return JobConfig{ControllerConfig: ControllerConfig{
 		Client: "ctr", Pipeline: pipeline, Graph: sigdtest.DSL(t, "ctr_small"),
@@ -48,7 +48,7 @@ func (e *env) jobConfig(t *testing.T, pipeline string) JobConfig {
 // memoize submits the ctr_small graph as pipeline and waits until SIG has
 // memoized every block, so later pipelines of the same graph find their
 // data ready.
-func (e *env) memoize(t *testing.T, pipeline string) {
+func (e *env) memoize(t testing.TB, pipeline string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -60,7 +60,7 @@ func (e *env) memoize(t *testing.T, pipeline string) {
 }
 
 // allEventIDs returns every event id of the warehouse's blocks.
-func (e *env) allEventIDs(t *testing.T) map[int64]string {
+func (e *env) allEventIDs(t testing.TB) map[int64]string {
 	t.Helper()
 	out := map[int64]string{}
 	for _, m := range e.w.Blocks {
@@ -144,7 +144,7 @@ func (s *syncBuffer) String() string {
 
 // testLogger logs to a buffer printed when the test fails (or always with
 // TRAINER_TEST_LOG=1).
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	var w io.Writer
 	if os.Getenv("TRAINER_TEST_LOG") != "" {
 		w = os.Stderr
