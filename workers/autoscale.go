@@ -26,6 +26,14 @@ type ScaleConfig struct {
 	// DefaultTaskSeconds is the task cost assumed before any task has been
 	// measured. Default 1.
 	DefaultTaskSeconds float64
+	// TasksPerWorker is how many tasks one worker holds at once: 1 for a
+	// plain Runner, PipelineDepth for a pipelined worker (Pool's
+	// TasksPerWorker). The measured task cost is lease-to-completion time,
+	// which for a pipelined worker spans this many tasks' turns: a worker
+	// holding n tasks for s seconds each completes n tasks per s seconds
+	// (Little's law). The estimate is exact when the pipelines are full,
+	// that is when the backlog is large enough to matter. Default 1.
+	TasksPerWorker int
 }
 
 // EnsureDefaults fills unset fields.
@@ -38,6 +46,9 @@ func (c *ScaleConfig) EnsureDefaults() {
 	}
 	if c.DefaultTaskSeconds <= 0 {
 		c.DefaultTaskSeconds = 1
+	}
+	if c.TasksPerWorker <= 0 {
+		c.TasksPerWorker = 1
 	}
 }
 
@@ -70,9 +81,10 @@ type ScaleState struct {
 }
 
 // Decide is the autoscaler's decision, a pure function. The size needed is
-// the work outstanding divided by the time allowed for it:
+// the work outstanding divided by the work one worker does in the time
+// allowed for it:
 //
-//	need = clamp(ceil(backlog × task seconds / target drain), Min, Max)
+//	need = clamp(ceil(backlog × task seconds / (target drain × tasks per worker)), Min, Max)
 //
 // If need is at least the current size it is taken at once (scale up fast:
 // a new training job should not wait). If it is lower, the size is kept
@@ -102,7 +114,7 @@ func (c ScaleConfig) need(o Observation) int {
 		cost = c.DefaultTaskSeconds
 	}
 	backlog := max(o.Backlog, 0)
-	n := math.Ceil(float64(backlog) * cost / c.TargetDrain.Seconds())
+	n := math.Ceil(float64(backlog) * cost / (c.TargetDrain.Seconds() * float64(c.TasksPerWorker)))
 	switch {
 	case n < float64(c.Min):
 		return c.Min
@@ -164,7 +176,7 @@ func NewAutoscaler(cfg ScaleConfig, src Source, pool Resizer, opts AutoscalerOpt
 	a := &Autoscaler{cfg: cfg, src: src, pool: pool, opts: opts}
 	a.desired = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sig_workers_desired",
-		Help: "Memoization workers the autoscaler wants (backlog x task cost / target drain time, within min and max).",
+		Help: "Memoization workers the autoscaler wants (backlog x task cost / (target drain time x tasks per worker), within min and max).",
 	})
 	if r := opts.Registerer; r != nil {
 		actual := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

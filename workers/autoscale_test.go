@@ -49,7 +49,7 @@ func TestDecideData(t *testing.T) {
 				}
 				switch f[0] {
 				case "config":
-					cfg = ScaleConfig{Min: int(num("min")), Max: int(num("max")), TargetDrain: dur("drain"), CoolDown: dur("cooldown"), DefaultTaskSeconds: num("default-cost")}
+					cfg = ScaleConfig{Min: int(num("min")), Max: int(num("max")), TargetDrain: dur("drain"), CoolDown: dur("cooldown"), DefaultTaskSeconds: num("default-cost"), TasksPerWorker: int(num("tasks-per-worker"))}
 					st = ScaleState{}
 					if err := cfg.Validate(); err != nil {
 						return err.Error()

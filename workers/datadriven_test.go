@@ -62,10 +62,22 @@ func parseDD(t *testing.T, path string) ([]ddCase, string) {
 // runDD runs every case of the file through fn and compares outputs.
 func runDD(t *testing.T, path string, fn func(t *testing.T, cmd string) string) {
 	t.Helper()
+	runDDExpect(t, path, func(t *testing.T, cmd, _ string) string { return fn(t, cmd) })
+}
+
+// runDDExpect is runDD for commands that observe a concurrent system: fn
+// also gets the expected output (empty under -rewrite), so that it can
+// wait for the system to reach it before answering.
+func runDDExpect(t *testing.T, path string, fn func(t *testing.T, cmd, expected string) string) {
+	t.Helper()
 	cases, tail := parseDD(t, path)
 	var out strings.Builder
 	for _, c := range cases {
-		got := strings.TrimRight(fn(t, c.cmd), "\n")
+		exp := c.expected
+		if *rewrite {
+			exp = ""
+		}
+		got := strings.TrimRight(fn(t, c.cmd, exp), "\n")
 		if !*rewrite && got != c.expected {
 			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, c.line, c.cmd, got, c.expected)
 		}

@@ -129,7 +129,22 @@
 // remaining time, then Complete or Fail. A panic in the Runner becomes a
 // failure of that task (ErrPanic with the stack); the worker goes on. A lost
 // lease or cancelled task cancels the Runner's context. Resize changes the
-// size; shrinking is graceful (a worker stops after its current task).
+// size; shrinking is graceful (a worker stops after the tasks it holds).
+//
+// A memoization run is three stages on different resources: read the raw
+// columns (the object store), transform (the worker's CPU), write the memo
+// object (the object store). Run one after the other, a worker's CPU idles
+// through both I/O stages; issue 4's benchmark measured them at more than half
+// of a worker's time (read 0.2, write 0.35). So a Runner may also be a StagedRunner (Read, then
+// Transform and Write on the StagedTask that Read returns), and the pool
+// then runs each worker as a pipeline of up to PipelineDepth (3) tasks:
+// task i+1 is read while task i is transformed and task i-1 written, one
+// task per stage at a time, each with its own lease, heartbeat and context.
+// A worker's throughput is then bounded by its slowest stage instead of
+// the sum of the three. Failures, panics, lost leases and stops keep their
+// meaning per task (see Pool); Complete still follows the task's Write.
+// sigd's Runner is staged, so in-process workers and `sigd worker` alike
+// pipeline; a plain Runner keeps one task per worker.
 //
 // The pool leases through the Leaser interface. *Queue implements it in
 // process; RemoteLeaser implements it over gRPC (sig.v1.Workers), so
@@ -148,9 +163,14 @@
 // (queued plus leased tasks) in TargetDrain at the measured task cost (a
 // moving average of lease-to-completion time), clamped to [Min, Max]; up at
 // once, down only after the need has stayed lower for CoolDown, and then to
-// the largest need seen in that window. The Autoscaler applies it every
-// Interval on the injected clock, resizes the in-process Pool, and exports
-// sig_workers_desired (for an orchestrator scaling remote workers) and
-// sig_workers_actual. RegisterQueueMetrics exports queue depths per client
-// and priority, quarantine size, and completion, failure and expiry counts.
+// the largest need seen in that window. A pipelined worker holds up to
+// PipelineDepth tasks, so its lease-to-completion time spans that many
+// tasks' turns (Little's law: tasks held = throughput x time held);
+// ScaleConfig.TasksPerWorker divides the cost by it, and sigd sets it from
+// its pool. The size is still counted in workers. The Autoscaler applies
+// it every Interval on the injected clock, resizes the in-process Pool, and
+// exports sig_workers_desired (for an orchestrator scaling remote workers)
+// and sig_workers_actual. RegisterQueueMetrics exports queue depths per
+// client and priority, quarantine size, and completion, failure and expiry
+// counts.
 package workers
