@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -154,6 +156,9 @@ func BenchmarkSubmit200Nodes100kCached(b *testing.B) {
 
 // BenchmarkMemoizeVsBare: memoization throughput of one in-process worker,
 // side by side with the bare executor on the same blocks in the same run.
+// The worker is one pool worker (WorkersMin = WorkersMax = 1): it pipelines
+// up to three tasks, transforming one at a time while it reads the next
+// block and writes the previous memo object (workers.StagedRunner).
 // Each iteration writes 4 new raw blocks of 50,000 Ads events to MinIO
 // (untimed), then
 //
@@ -169,6 +174,14 @@ func BenchmarkSubmit200Nodes100kCached(b *testing.B) {
 // Both report (component, block) memo blocks/s and rows/s; ratio is sig
 // over bare throughput, the median of per-iteration ratios (issue 4
 // target: >= 0.7).
+//
+// The CPU the service's turn costs, per memoized block, is reported too:
+// minio-cpu-ms/task (the MinIO server, which shares this machine's CPUs)
+// and sigd-cpu-ms/task (this process: sigd and the benchmark's clients),
+// with machine-busy-frac, the share of all CPUs busy during the service's
+// turns (anything else running on the machine included). However well a
+// worker overlaps its stages, a block cannot take less wall time than
+// (minio + sigd CPU per block) / CPUs.
 func BenchmarkMemoizeVsBare(b *testing.B) {
 	const blocksPerIter, rows = 4, 50_000
 	dir, err := os.MkdirTemp("/dev/shm", "sig-bench-minio")
@@ -218,6 +231,8 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 	}
 
 	var bareT, sigT time.Duration
+	var cpu cpuSample
+	minio := minioPID(w.MinIO.Endpoint)
 	var ratios []float64
 	tasks := 0
 	b.ResetTimer()
@@ -255,6 +270,7 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 		// the machine during the iteration weighs on both sides alike.
 		bare := runBare()
 
+		cpu0 := sampleCPU(minio)
 		t0 := time.Now()
 		for _, name := range graphs {
 			if _, err := clients[name].SubmitGraph(ctx, sigdtest.Submit("ctr", name, 10, dsl[name], r)); err != nil {
@@ -265,6 +281,7 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 			sigdtest.WaitComplete(ctx, b, clients[name], "ctr", name)
 		}
 		sig := time.Since(t0)
+		cpu.add(sampleCPU(minio), cpu0)
 		bare = (bare + runBare()) / 2
 
 		for _, rec := range recs {
@@ -281,8 +298,17 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 	b.ReportMetric(float64(tasks*rows)/bareT.Seconds(), "bare-rows/s")
 	b.ReportMetric(float64(tasks*rows)/sigT.Seconds(), "sig-rows/s")
 	b.ReportMetric(quantile(ratios, 0.5), "ratio")
+	if cpu.machineTotal > 0 {
+		b.ReportMetric(cpu.machineBusy/cpu.machineTotal, "machine-busy-frac")
+		b.ReportMetric(cpu.self.Seconds()*1000/float64(tasks), "sigd-cpu-ms/task")
+	}
+	if minio > 0 {
+		b.ReportMetric(cpu.minio.Seconds()*1000/float64(tasks), "minio-cpu-ms/task")
+	}
 	// Where the service's time goes: the worker's phases (from
-	// sig_worker_phase_seconds) as fractions of the sig time.
+	// sig_worker_phase_seconds) as fractions of the sig time. The phases
+	// of a pipelined worker overlap, so the fractions can sum past 1; the
+	// largest bounds the ratio.
 	mfs, err := srv.Registry().Gather()
 	if err != nil {
 		b.Fatal(err)
@@ -299,4 +325,79 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 			}
 		}
 	}
+}
+
+// cpuSample is CPU time from /proc (Linux; zero elsewhere).
+type cpuSample struct {
+	machineBusy, machineTotal float64 // clock ticks, all CPUs
+	self, minio               time.Duration
+}
+
+// add adds the CPU spent between from and to.
+func (c *cpuSample) add(to, from cpuSample) {
+	c.machineBusy += to.machineBusy - from.machineBusy
+	c.machineTotal += to.machineTotal - from.machineTotal
+	c.self += to.self - from.self
+	c.minio += to.minio - from.minio
+}
+
+func sampleCPU(minio int) cpuSample {
+	var s cpuSample
+	if data, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(data), "\n")
+		// user nice system idle iowait irq softirq steal (guest time is
+		// already in user and nice).
+		for i, f := range strings.Fields(line)[1:] {
+			if i == 8 {
+				break
+			}
+			v, _ := strconv.ParseFloat(f, 64)
+			s.machineTotal += v
+			if i != 3 && i != 4 { // idle, iowait
+				s.machineBusy += v
+			}
+		}
+	}
+	s.self = procCPU(os.Getpid())
+	if minio > 0 {
+		s.minio = procCPU(minio)
+	}
+	return s
+}
+
+// procCPU is a process's user plus system time, from /proc/PID/stat.
+func procCPU(pid int) time.Duration {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces; the fields after it do not.
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest) // f[0] is field 3 (state); utime and stime are fields 14 and 15
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * time.Second / 100 // USER_HZ, 100 on Linux
+}
+
+// minioPID finds the MinIO server listening on endpoint; 0 if none.
+func minioPID(endpoint string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmd), "\x00")
+		if len(args) > 0 && strings.HasSuffix(args[0], "minio") && slices.Contains(args, endpoint) {
+			return pid
+		}
+	}
+	return 0
 }

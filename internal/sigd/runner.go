@@ -30,18 +30,26 @@ const MemoColumn = block.MemoColumn
 // store results back in the warehouse"). Marking the entry ready is the
 // completion hook's job, on the sigd side, so in-process and remote workers
 // run the same code.
+//
+// It is a workers.StagedRunner: those three steps are its stages (Read,
+// Transform, Write), so a pool worker pipelines them, reading the next
+// block and writing the previous memo object while it transforms one
+// (workers.Pool). Run does the three in turn.
 type Runner struct {
 	Store *objstore.Store
 	// Catalog, when set (in-process workers), saves reading the raw block's
 	// footer: its column directory is in the catalog.
 	Catalog  *catalog.Catalog
 	Registry *transform.Registry
-	// Observe, if set, is told how long each phase of a run took: "read"
+	// Observe, if set, is told how long each stage of a run took: "read"
 	// (the raw columns from the object store), "transform" (the component's
 	// ops) and "write" (encoding and storing the memo object). sigd exports
-	// them as sig_worker_phase_seconds.
+	// them as sig_worker_phase_seconds. Pipelined stages overlap, so their
+	// sum can exceed the wall time.
 	Observe func(phase string, d time.Duration)
 }
+
+var _ workers.StagedRunner = (*Runner)(nil)
 
 func (r *Runner) observe(phase string, start time.Time) {
 	if r.Observe != nil {
@@ -49,76 +57,124 @@ func (r *Runner) observe(phase string, start time.Time) {
 	}
 }
 
-// Run implements workers.Runner.
+// Run implements workers.Runner: the three stages one after the other.
 func (r *Runner) Run(ctx context.Context, t workers.Task) (workers.Result, error) {
-	spec := t.Spec
-	if spec == nil {
-		return workers.Result{}, fmt.Errorf("task %s has no description", t.ID)
-	}
-	if spec.MemoGeneration == 0 {
-		return workers.Result{}, nil // nothing left to compute
-	}
-	return r.compute(ctx, spec)
+	return workers.RunStages(ctx, r, t)
 }
 
 // taskError is a failure retrying cannot fix; it is still retried up to the
 // queue's limit and then quarantined with this message.
 func taskError(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
-func (r *Runner) compute(ctx context.Context, spec *sigv1.Task) (workers.Result, error) {
+// Read implements workers.StagedRunner: it checks the task's description
+// (schema, canonical graph, raw block) and reads the columns the component
+// needs from the raw block.
+func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, error) {
+	spec := t.Spec
+	if spec == nil {
+		return nil, fmt.Errorf("task %s has no description", t.ID)
+	}
+	if spec.MemoGeneration == 0 {
+		return &memoTask{}, nil // nothing left to compute
+	}
 	s, err := transform.ParseSchema([]byte(spec.SchemaJson))
 	if err != nil {
-		return workers.Result{}, taskError("task schema: %v", err)
+		return nil, taskError("task schema: %v", err)
 	}
 	reg := r.Registry
 	if reg == nil {
 		reg = transform.Default()
 	}
-	comp := spec.ComponentKey
-	g, _, err := transform.ParseAndCheck([]byte(spec.CanonicalDsl), "component "+comp, s, reg, transform.Limits{})
+	g, _, err := transform.ParseAndCheck([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
 	if err != nil {
-		return workers.Result{}, taskError("%v", err)
+		return nil, taskError("%v", err)
 	}
 	var meta block.Meta
 	if r.Catalog != nil {
 		if meta, err = r.Catalog.Get(spec.RawSource, spec.BlockId); err != nil {
-			return workers.Result{}, taskError("block %s: %v", spec.BlockId, err)
+			return nil, taskError("block %s: %v", spec.BlockId, err)
 		}
 	} else if meta, err = block.ReadFooter(ctx, r.Store, spec.RawObject); err != nil {
-		return workers.Result{}, err
+		return nil, err
 	}
 	start := time.Now()
 	raw, err := block.ReadColumns(ctx, r.Store, meta, spec.Columns)
 	if err != nil {
-		return workers.Result{}, err
+		return nil, err
 	}
 	r.observe("read", start)
-	defer raw.Release()
 	if err := transform.CheckRecord(g, s, raw); err != nil {
-		return workers.Result{}, taskError("block %s: %v", spec.BlockId, err)
+		raw.Release()
+		return nil, taskError("block %s: %v", spec.BlockId, err)
 	}
-	start = time.Now()
-	out, err := transform.Run(g, reg, raw, g.Inputs[0].Node)
+	return &memoTask{r: r, spec: spec, g: g, reg: reg, meta: meta, raw: raw}, nil
+}
+
+// memoTask is one task between its stages: the raw columns after Read, the
+// memo record after Transform. The zero memoTask has nothing to compute.
+type memoTask struct {
+	r    *Runner
+	spec *sigv1.Task
+	g    *transform.Graph
+	reg  *transform.Registry
+	meta block.Meta
+	raw  arrow.Record // until Transform
+	memo arrow.Record // from Transform until Write
+}
+
+// Transform runs the component's ops over the raw columns and builds the
+// memo record (event_id and the output column). The raw columns are
+// released as soon as the record is built, so a task waiting for the write
+// stage holds only its output.
+func (m *memoTask) Transform(ctx context.Context) error {
+	if m.raw == nil {
+		return nil
+	}
+	start := time.Now()
+	out, err := transform.Run(m.g, m.reg, m.raw, m.g.Inputs[0].Node)
 	if err != nil {
-		return workers.Result{}, err
+		return err
 	}
-	r.observe("transform", start)
-	defer out[0].Release()
-	memo := MemoRecord(raw.Column(0), out[0])
-	defer memo.Release()
-	m := block.Meta{
-		Key: spec.MemoObject, ID: spec.BlockId, Source: spec.RawSource, ComponentKey: comp,
+	m.r.observe("transform", start)
+	m.memo = MemoRecord(m.raw.Column(0), out[0]) // retains both columns
+	out[0].Release()
+	m.raw.Release()
+	m.raw = nil
+	return nil
+}
+
+// Write encodes the memo record and stores it whole.
+func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
+	if m.memo == nil {
+		return workers.Result{}, nil
+	}
+	spec, meta := m.spec, m.meta
+	mm := block.Meta{
+		Key: spec.MemoObject, ID: spec.BlockId, Source: spec.RawSource, ComponentKey: spec.ComponentKey,
 		WindowStart: meta.WindowStart, WindowLength: meta.WindowLength,
 		MinEventTime: meta.MinEventTime, MaxEventTime: meta.MaxEventTime,
 		SchemaFingerprint: meta.SchemaFingerprint, Late: meta.Late, Generation: meta.Generation,
 	}
-	start = time.Now()
-	written, err := block.Write(ctx, r.Store, m, memo)
+	start := time.Now()
+	written, err := block.Write(ctx, m.r.Store, mm, m.memo)
 	if err != nil {
 		return workers.Result{}, err
 	}
-	r.observe("write", start)
+	m.r.observe("write", start)
 	return workers.Result{Rows: written.Rows, Bytes: written.Size}, nil
+}
+
+// Release frees the raw columns or the memo record, whichever the task
+// still holds.
+func (m *memoTask) Release() {
+	if m.raw != nil {
+		m.raw.Release()
+		m.raw = nil
+	}
+	if m.memo != nil {
+		m.memo.Release()
+		m.memo = nil
+	}
 }
 
 // MemoRecord is the record stored in a memo object: event_id and the

@@ -167,8 +167,15 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		s.pool = workers.NewPool(leaser, runner, workers.PoolOptions{Clock: s.clock, Name: "sigd", Logger: s.log})
 		resizer = s.pool
 	}
+	// Workers pipeline their tasks (Runner is a workers.StagedRunner, in
+	// process and in `sigd worker`), so each holds several at once.
+	tasksPerWorker := workers.PipelineDepth
+	if s.pool != nil {
+		tasksPerWorker = s.pool.TasksPerWorker()
+	}
 	s.scaler, err = workers.NewAutoscaler(workers.ScaleConfig{
 		Min: cfg.WorkersMin, Max: cfg.WorkersMax, TargetDrain: cfg.TargetDrain, CoolDown: cfg.ScaleDownCooldown,
+		TasksPerWorker: tasksPerWorker,
 	}, s.queue, resizer, workers.AutoscalerOptions{Clock: s.clock, Interval: time.Second, Registerer: s.reg})
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
