@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/sigdata/sig/internal/units"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -36,7 +37,7 @@ var tmpl = template.Must(template.New("ui").Funcs(template.FuncMap{
 	"pct":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"short": func(s string) string { return s[:min(12, len(s))] },
 	"join":  func(xs []string) string { return strings.Join(xs, ", ") },
-	"bytes": humanBytes,
+	"bytes": units.Bytes,
 	"time": func(t time.Time) string {
 		if t.IsZero() {
 			return "never"
@@ -44,19 +45,6 @@ var tmpl = template.Must(template.New("ui").Funcs(template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 }).ParseFS(webFS, "web/templates.html"))
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
 
 // UIConfig wires the UI to the daemon.
 type UIConfig struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sigdata/sig/internal/units"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -279,7 +280,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "overall hit rate: components %.1f%%, blocks %.1f%% over %d block requests from %d submits\n",
 		100*st.ComponentHitRate, 100*st.BlockHitRate, st.BlockRequests, st.Submits)
 	fmt.Fprintf(stdout, "reuse: %d memo blocks (%s) of %d components, used by %.2f pipelines on average (max %d)\n",
-		st.MemoBlocks, humanBytes(st.MemoBytes), st.Components, st.PipelinesPerBlockMean, st.PipelinesPerBlockMax)
+		st.MemoBlocks, units.Bytes(st.MemoBytes), st.Components, st.PipelinesPerBlockMean, st.PipelinesPerBlockMax)
 	fmt.Fprintf(stdout, "workers: %d tasks completed, %d quarantined; task latency p50 %.3fs p99 %.3fs\n",
 		st.TasksCompleted, st.Quarantined, st.TaskLatencyP50Seconds, st.TaskLatencyP99Seconds)
 
@@ -370,7 +371,7 @@ func demoEvict(ctx context.Context, op sigv1.SIGClient, pipes []demoPipe, w io.W
 		return err
 	}
 	fmt.Fprintf(w, "dry run of %s: %d components used by %d pipelines (%s), %d blocks, %s\n",
-		faulty, len(dry.Components), len(dry.Pipelines), strings.Join(dry.Pipelines, ", "), dry.Blocks, humanBytes(dry.Bytes))
+		faulty, len(dry.Components), len(dry.Pipelines), strings.Join(dry.Pipelines, ", "), dry.Blocks, units.Bytes(dry.Bytes))
 	ev, err := op.Evict(ctx, &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faulty},
 		Reason: "demo: the query tokenizer was found to mishandle punctuation"})
 	if err != nil {
@@ -399,7 +400,7 @@ func printCatalog(w io.Writer, srv *sigd.Server) error {
 	for _, m := range metas {
 		fmt.Fprintf(tw, "  %s	%s	%s..%s	%d	%s	%v\n", m.ID, time.UnixMicro(m.WindowStart).UTC().Format("15:04"),
 			time.UnixMicro(m.MinEventTime).UTC().Format("15:04:05"), time.UnixMicro(m.MaxEventTime).UTC().Format("15:04:05"),
-			m.Rows, humanBytes(m.Size), m.Late)
+			m.Rows, units.Bytes(m.Size), m.Late)
 	}
 	return tw.Flush()
 }
@@ -517,17 +518,4 @@ func waitComplete(ctx context.Context, op sigv1.SIGClient, pipes []demoPipe, w i
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sigdata/sig/internal/cli"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,27 +31,15 @@ func init() {
 		usage: "rebuild-catalog|list [flags]: rebuild the block catalog from the bucket, or print it"})
 }
 
-// applyEnv gives every flag of fs its value from the environment variable
-// SIG_<NAME> (upper case, '-' as '_') if set; command-line flags parsed
-// afterwards override it.
-func applyEnv(fs *flag.FlagSet) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "SIG_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok && err == nil {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%w: %s=%q: %v", errUsage, name, v, e)
-			}
-		}
-	})
-	return err
-}
-
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	if err := applyEnv(fs); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return nil, err
 	}
-	return parseInterspersed(fs, args)
+	if err := cli.ApplyEnv(fs); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return pos, nil
 }
 
 func splitBrokers(s string) []string {
