@@ -29,17 +29,34 @@
 // permanent training hold (paper VI.A, "numeric overflow errors (e.g.,
 // NaNs)").
 //
+// Tables have one vocabulary and width (Config.Vocab, Dim) unless
+// Config.Shapes gives each its own (the report's synthetic models, paper
+// VII.A: vocabularies from 64 rows, widths 1 to 380).
+//
+// # Pipelined execution: stale embedding gradients
+//
+// With Config.StaleEmbeddingGradients (the controller sets it in pipelined
+// mode, paper V.C and Figure 5b) step N+1 gathers its rows before step N's
+// embedding update is applied: the update of a step lands during the next
+// step, after that step's lookups, and the dense layers are updated at once.
+// The gradients the tables receive are thus one step stale, as in the paper
+// ("this was found to not impact model quality"; here the held-out loss of
+// stale training ends within 0.01 of ordinary training, tested). Flush, and
+// MarshalBinary, apply the pending update: a checkpoint drains the pipeline.
+//
 // # Placement
 //
 // Tables live in shards placed on emulated SparseCores by a
-// trainer/partition Plan (RowSharding by default: every table row-partitioned
-// cyclically over all SparseCores, the paper's baseline). Every gather and
-// update goes through Plan.LocateAppend, so a row's column ranges come from
-// whichever shards hold them; the arithmetic does not depend on the plan, so
-// any plan gives bit-identical results to an unpartitioned table (tested).
-// Step reports the bytes each SparseCore moved (unique row slices × the
-// steptime access cost) and the model FLOPs, which is what the step-time
-// model needs.
+// trainer/partition Plan: the controller's is the partitioner's solved plan
+// (its heuristic, with measured statistics when the statistics store has
+// them); nil is one shard per table. Every gather and update goes through
+// Plan.LocateAppend, so a row's column ranges come from whichever shards
+// hold them; the arithmetic does not depend on the plan, so any plan — row
+// sharding cyclic or block, column splits, column+row grids, solved plans —
+// gives losses and parameters bit-identical to an unpartitioned table, in
+// both modes (plan_test.go). Step reports, per SparseCore, the bytes moved
+// (unique row slices × the steptime access cost), the row slices looked up
+// and the shards held, and the model FLOPs: what the step-time model needs.
 //
 // # State
 //

@@ -32,6 +32,22 @@ type Config struct {
 	LearningRate, EmbeddingLearningRate float64
 	// Seed of the initial parameters.
 	Seed uint64
+	// Shapes, when set, gives the table of each sparse input (in
+	// Features.Sparse order) its own vocabulary and width; zero fields take
+	// Vocab and Dim. The synthetic models of the embeddings report
+	// (trainer/embreport: vocabularies from 64 rows, widths 1 to 380) use
+	// it; the controller's models leave it empty.
+	Shapes []Shape
+	// StaleEmbeddingGradients applies every step's embedding gradients one
+	// step late, as pipelined execution does (paper V.C, Figure 5b: the
+	// SparseCore looks up step N+1's rows before step N's updates land):
+	// step N+1 gathers rows without step N's update, then applies step N's
+	// update and keeps its own for the next step. Dense parameters are
+	// updated at once. Flush (and MarshalBinary, which flushes) applies the
+	// pending update: the pipeline drains before a checkpoint. Arithmetic
+	// and order are fixed, so the result is still deterministic and
+	// independent of the plan.
+	StaleEmbeddingGradients bool
 	// Plan places the tables; nil places each table whole on SparseCore 0
 	// of a one-SparseCore slice. Tables are named after the sparse inputs.
 	Plan *partition.Plan
@@ -60,14 +76,41 @@ func (c *Config) EnsureDefaults() {
 	c.Cost.EnsureDefaults()
 }
 
+// Shape is the size of one embedding table.
+type Shape struct {
+	Vocab int64 // rows
+	Dim   int   // columns
+}
+
+// Shape returns the table shape of sparse input k (Features.Sparse[k]).
+func (c Config) Shape(k int) Shape {
+	sh := Shape{Vocab: c.Vocab, Dim: c.Dim}
+	if k < len(c.Shapes) {
+		if c.Shapes[k].Vocab > 0 {
+			sh.Vocab = c.Shapes[k].Vocab
+		}
+		if c.Shapes[k].Dim > 0 {
+			sh.Dim = c.Shapes[k].Dim
+		}
+	}
+	return sh
+}
+
+// MaxParameters bounds the embedding elements of a model (1 GiB of
+// float32): the emulator keeps every table in memory.
+const MaxParameters = 1 << 28
+
 // Tables returns the partitioner's description of the model's embedding
-// tables (SGD, valency mean 1 as a placeholder: RowSharding ignores it).
+// tables: SGD, and valency mean 1 with uniform access — the compile-time
+// assumption, since valency "is data dependent and not known at compile
+// time" (paper VII.D); measured statistics (trainer/fdp) replace it.
 func (c Config) Tables() []partition.Table {
 	c.EnsureDefaults()
 	var out []partition.Table
 	sgd, _ := partition.OptimizerByName("sgd")
-	for _, i := range c.Features.Sparse {
-		out = append(out, partition.Table{Name: c.Features.Inputs[i].Name, Vocab: c.Vocab, Dim: c.Dim,
+	for k, i := range c.Features.Sparse {
+		sh := c.Shape(k)
+		out = append(out, partition.Table{Name: c.Features.Inputs[i].Name, Vocab: sh.Vocab, Dim: sh.Dim,
 			Optimizer: sgd, Valency: partition.Valency{Mean: 1}})
 	}
 	return out
@@ -79,8 +122,14 @@ type Model struct {
 	cfg    Config
 	plan   *partition.Plan
 	tables []int       // plan table index per sparse input
+	shapes []Shape     // per sparse input
+	xoff   []int       // per sparse input: its pooled embedding's offset in the dense input
 	shards [][]float32 // per plan shard: Rows × width, row-major
 	widths []int       // per plan shard
+	onSC   []int       // shards per SparseCore
+	// pending is the embedding update of the last step, not yet applied
+	// (StaleEmbeddingGradients); nil when there is none.
+	pending []tableUpdate
 
 	in     int // dense input width: sparse × Dim + dense
 	w1     []float64
@@ -97,11 +146,28 @@ func New(cfg Config) (*Model, error) {
 	if len(cfg.Features.Inputs) == 0 {
 		return nil, fmt.Errorf("%w: no model inputs", ErrInvalidConfig)
 	}
-	if cfg.Vocab > 1<<26 || cfg.Dim > 1024 || cfg.Hidden > 4096 {
-		return nil, fmt.Errorf("%w: vocab %d, dim %d, hidden %d out of range", ErrInvalidConfig, cfg.Vocab, cfg.Dim, cfg.Hidden)
+	if cfg.Hidden > 4096 {
+		return nil, fmt.Errorf("%w: hidden %d out of range", ErrInvalidConfig, cfg.Hidden)
+	}
+	if len(cfg.Shapes) > len(cfg.Features.Sparse) {
+		return nil, fmt.Errorf("%w: %d table shapes for %d sparse inputs", ErrInvalidConfig, len(cfg.Shapes), len(cfg.Features.Sparse))
 	}
 	m := &Model{cfg: cfg}
-	m.in = len(cfg.Features.Sparse)*cfg.Dim + len(cfg.Features.Dense)
+	var elems int64
+	for k := range cfg.Features.Sparse {
+		sh := cfg.Shape(k)
+		if sh.Vocab > 1<<26 || sh.Dim > 1024 {
+			return nil, fmt.Errorf("%w: table %d: vocab %d, dim %d out of range", ErrInvalidConfig, k, sh.Vocab, sh.Dim)
+		}
+		elems += sh.Vocab * int64(sh.Dim)
+		m.shapes = append(m.shapes, sh)
+		m.xoff = append(m.xoff, m.in)
+		m.in += sh.Dim
+	}
+	if elems > MaxParameters {
+		return nil, fmt.Errorf("%w: %d embedding parameters, more than the emulator's %d", ErrInvalidConfig, elems, MaxParameters)
+	}
+	m.in += len(cfg.Features.Dense)
 	h := cfg.Hidden
 	m.w1 = make([]float64, h*m.in)
 	m.b1 = make([]float64, h)
@@ -118,14 +184,35 @@ func New(cfg Config) (*Model, error) {
 	if err := m.place(cfg.Plan); err != nil {
 		return nil, err
 	}
-	for t := range m.tables {
-		for row := int64(0); row < cfg.Vocab; row++ {
-			for c := 0; c < cfg.Dim; c++ {
-				m.setElem(t, row, c, initElem(cfg.Seed, t, row, c))
+	// Every shard's elements from (table, global row, column), so the
+	// initial tables do not depend on the plan.
+	for t, ti := range m.tables {
+		vocab := m.shapes[t].Vocab
+		for _, si := range m.plan.Layouts[ti].Shards {
+			s := &m.plan.Shards[si]
+			w := m.widths[si]
+			data := m.shards[si]
+			for local := int64(0); local*int64(w) < int64(len(data)); local++ {
+				row := globalRow(vocab, s, local)
+				for c := 0; c < w; c++ {
+					data[local*int64(w)+int64(c)] = initElem(cfg.Seed, t, row, s.ColFrom+c)
+				}
 			}
 		}
 	}
 	return m, nil
+}
+
+// globalRow is the table row of a shard's local row (the inverse of
+// Shard.HoldsRow).
+func globalRow(vocab int64, s *partition.Shard, local int64) int64 {
+	switch s.RowDist {
+	case partition.RowsCyclic:
+		return local*int64(s.RowParts) + int64(s.RowPart)
+	case partition.RowsBlock:
+		return int64(s.RowPart)*vocab/int64(s.RowParts) + local
+	}
+	return local
 }
 
 // initElem is a deterministic function of (seed, table, row, column), so
@@ -159,7 +246,7 @@ func (m *Model) place(plan *partition.Plan) error {
 		plan = &cp
 	}
 	m.plan = plan
-	m.tables = m.tables[:0]
+	m.tables = nil
 	for _, tb := range tables {
 		ti, ok := plan.TableIndex(tb.Name)
 		if !ok {
@@ -169,10 +256,13 @@ func (m *Model) place(plan *partition.Plan) error {
 	}
 	m.shards = make([][]float32, len(plan.Shards))
 	m.widths = make([]int, len(plan.Shards))
+	m.onSC = make([]int, plan.SparseCores)
 	for i, s := range plan.Shards {
-		rows := shardRows(m.cfg.Vocab, s)
+		ti, _ := plan.TableIndex(s.Table)
+		rows := shardRows(plan.Layouts[ti].Vocab, s)
 		m.widths[i] = s.ColTo - s.ColFrom
 		m.shards[i] = make([]float32, rows*int64(m.widths[i]))
+		m.onSC[s.SparseCore]++
 	}
 	return nil
 }
@@ -201,18 +291,16 @@ func (m *Model) Config() Config { return m.cfg }
 // Steps is the number of steps applied since New or the last restore.
 func (m *Model) Steps() uint64 { return m.steps }
 
-func (m *Model) setElem(t int, row int64, c int, v float32) {
+// setRow writes row of sparse input t from src (len of its Dim).
+func (m *Model) setRow(t int, row int64, src []float32) {
 	m.places, _ = m.plan.LocateAppend(m.places[:0], m.tables[t], row)
 	for _, p := range m.places {
-		if c >= p.ColFrom && c < p.ColTo {
-			w := p.ColTo - p.ColFrom
-			m.shards[p.Shard][p.LocalRow*int64(w)+int64(c-p.ColFrom)] = v
-			return
-		}
+		w := p.ColTo - p.ColFrom
+		copy(m.shards[p.Shard][p.LocalRow*int64(w):p.LocalRow*int64(w)+int64(w)], src[p.ColFrom:p.ColTo])
 	}
 }
 
-// gather copies row of sparse input t into dst (len Dim) and returns the
+// gather copies row of sparse input t into dst (len of its Dim) and returns the
 // placements (one per column range) it used.
 func (m *Model) gather(t int, row int64, dst []float32) []partition.Placement {
 	m.places, _ = m.plan.LocateAppend(m.places[:0], m.tables[t], row)
@@ -238,7 +326,7 @@ func (m *Model) scatterSGD(t int, row int64, grad []float64, lr float64) {
 // Row returns a copy of row of the table of sparse input t (tests and
 // checkpoints).
 func (m *Model) Row(t int, row int64) []float32 {
-	out := make([]float32, m.cfg.Dim)
+	out := make([]float32, m.shapes[t].Dim)
 	m.gather(t, row, out)
 	return out
 }

@@ -25,13 +25,21 @@ func (m *Model) Fingerprint() string {
 		fmt.Fprintf(&b, "%s:%v;", in.Name, in.Type)
 	}
 	fmt.Fprintf(&b, "vocab=%d;dim=%d;hidden=%d", m.cfg.Vocab, m.cfg.Dim, m.cfg.Hidden)
+	if len(m.cfg.Shapes) > 0 {
+		for _, sh := range m.shapes {
+			fmt.Fprintf(&b, ";%dx%d", sh.Vocab, sh.Dim)
+		}
+	}
 	return fmt.Sprintf("%08x", crc32.ChecksumIEEE(b.Bytes()))
 }
 
 // MarshalBinary writes every parameter in plan-independent order: magic,
 // fingerprint, steps, b2, b1, w2, w1, then each table row-major, all
-// little-endian, then a CRC-32 of everything before it.
+// little-endian, then a CRC-32 of everything before it. It first applies a
+// pending stale embedding update (Flush): the pipeline drains before a
+// checkpoint.
 func (m *Model) MarshalBinary() ([]byte, error) {
+	m.Flush()
 	var b bytes.Buffer
 	b.WriteString(stateMagic)
 	b.WriteString(m.Fingerprint())
@@ -41,9 +49,9 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 	w(m.b1)
 	w(m.w2)
 	w(m.w1)
-	row := make([]float32, m.cfg.Dim)
 	for t := range m.tables {
-		for r := int64(0); r < m.cfg.Vocab; r++ {
+		row := make([]float32, m.shapes[t].Dim)
+		for r := int64(0); r < m.shapes[t].Vocab; r++ {
 			m.gather(t, r, row)
 			w(row)
 		}
@@ -67,7 +75,10 @@ func (m *Model) UnmarshalBinary(data []byte) error {
 	if crc32.ChecksumIEEE(body) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
 		return fmt.Errorf("%w: checksum mismatch", ErrIncompatible)
 	}
-	want := head + 8 + 8 + 8*(len(m.b1)+len(m.w2)+len(m.w1)) + 4*len(m.tables)*int(m.cfg.Vocab)*m.cfg.Dim
+	want := head + 8 + 8 + 8*(len(m.b1)+len(m.w2)+len(m.w1))
+	for _, sh := range m.shapes {
+		want += 4 * int(sh.Vocab) * sh.Dim
+	}
 	if len(body) != want {
 		return fmt.Errorf("%w: %d bytes, want %d", ErrIncompatible, len(body), want)
 	}
@@ -83,16 +94,15 @@ func (m *Model) UnmarshalBinary(data []byte) error {
 	rd(b1)
 	rd(w2)
 	rd(w1)
-	row := make([]float32, m.cfg.Dim)
 	for t := range m.tables {
-		for rr := int64(0); rr < m.cfg.Vocab; rr++ {
+		row := make([]float32, m.shapes[t].Dim)
+		for rr := int64(0); rr < m.shapes[t].Vocab; rr++ {
 			rd(row)
-			for c, v := range row {
-				m.setElem(t, rr, c, v)
-			}
+			m.setRow(t, rr, row)
 		}
 	}
 	m.steps, m.b2, m.b1, m.w2, m.w1 = steps, b2, b1, w2, w1
+	m.pending = nil
 	return nil
 }
 

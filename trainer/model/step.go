@@ -18,9 +18,12 @@ type Result struct {
 	// deduplication) and Unique the number of distinct (table, row) pairs
 	// gathered after it (paper V.A, V.C).
 	Values, Unique int
-	// Work is the step's model FLOPs and per-SparseCore HBM bytes, for the
-	// step-time model.
+	// Work is the step's model FLOPs and per-SparseCore HBM bytes, row
+	// slices looked up and shards held, for the step-time model.
 	Work steptime.Work
+	// PoolingFLOPs is the part of Work.FLOPs spent pooling embedding rows
+	// (segment sums forward and backward), the rest being the dense layers.
+	PoolingFLOPs float64
 }
 
 // tableBatch is one table's deduplicated view of a batch.
@@ -30,6 +33,13 @@ type tableBatch struct {
 	grads  []float64 // accumulated gradients, len(rows) × Dim
 	ref    []int32   // per feature value: index into rows
 	pooled []float32 // per example × Dim
+}
+
+// tableUpdate is one table's embedding update of a step: the gradient of
+// each unique row it touched.
+type tableUpdate struct {
+	rows  []int64
+	grads []float64 // len(rows) × Dim
 }
 
 // forward computes the loss of b and, when train, updates the parameters.
@@ -43,12 +53,15 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 	if n == 0 {
 		return res, nil
 	}
-	D, H, V := m.cfg.Dim, m.cfg.Hidden, m.cfg.Vocab
+	H := m.cfg.Hidden
 	res.Work.SparseCoreBytes = make([]float64, m.plan.SparseCores)
+	res.Work.SparseCoreLookups = make([]float64, m.plan.SparseCores)
+	res.Work.SparseCoreShards = append([]int(nil), m.onSC...)
 
 	// Embedding lookups, deduplicated per table over the whole batch.
 	tbs := make([]tableBatch, len(f.Sparse))
 	for t := range tbs {
+		D, V := m.shapes[t].Dim, m.shapes[t].Vocab
 		col := &b.Sparse[t]
 		tb := &tbs[t]
 		index := make(map[int64]int32, len(col.IDs))
@@ -65,10 +78,12 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 		}
 		res.Values += len(col.IDs)
 		res.Unique += len(tb.rows)
+		res.PoolingFLOPs += 2 * float64(D) * float64(len(col.IDs))
 		tb.vecs = make([]float32, len(tb.rows)*D)
 		for k, row := range tb.rows {
 			for _, p := range m.gather(t, row, tb.vecs[k*D:(k+1)*D]) {
 				res.Work.SparseCoreBytes[p.SparseCore] += m.cfg.Cost.RowAccessBytes(p.ColTo-p.ColFrom, 4)
+				res.Work.SparseCoreLookups[p.SparseCore]++
 			}
 		}
 		// Mean pooling (a segment mean over the unique rows).
@@ -101,14 +116,16 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 	var gb2, loss float64
 	dh := make([]float64, H)
 	dx := make([]float64, m.in)
+	dense := m.in - len(f.Dense) // offset of the dense features
 	for j := 0; j < n; j++ {
 		for t := range tbs {
+			D, off := m.shapes[t].Dim, m.xoff[t]
 			for c := 0; c < D; c++ {
-				x[t*D+c] = float64(tbs[t].pooled[j*D+c])
+				x[off+c] = float64(tbs[t].pooled[j*D+c])
 			}
 		}
 		for k := range f.Dense {
-			x[len(tbs)*D+k] = float64(b.Dense[k][j])
+			x[dense+k] = float64(b.Dense[k][j])
 		}
 		z := m.b2
 		for u := 0; u < H; u++ {
@@ -157,6 +174,7 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 		// Pooled-embedding gradients flow back to each occurrence's row.
 		for t := range tbs {
 			tb := &tbs[t]
+			D, off := m.shapes[t].Dim, m.xoff[t]
 			if tb.grads == nil {
 				tb.grads = make([]float64, len(tb.rows)*D)
 			}
@@ -169,7 +187,7 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 			for v := lo; v < hi; v++ {
 				g := tb.grads[int(tb.ref[v])*D : int(tb.ref[v]+1)*D]
 				for c := range g {
-					g[c] += dx[t*D+c] * inv
+					g[c] += dx[off+c] * inv
 				}
 			}
 		}
@@ -177,14 +195,14 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 	res.Loss = loss / float64(n)
 	// FLOPs: dense forward is 2·(in·H + H) per example, backward twice
 	// that; pooling adds D per value forward and D per value backward.
-	res.Work.FLOPs = 6*float64(n)*float64(m.in*H+H) + 2*float64(D)*float64(res.Values)
+	res.Work.FLOPs = 6*float64(n)*float64(m.in*H+H) + res.PoolingFLOPs
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
 		return res, fmt.Errorf("%w: loss %v at step %d", ErrNonFinite, res.Loss, m.steps+1)
 	}
 	if !train {
 		return res, nil
 	}
-	lr, elr := m.cfg.LearningRate, m.cfg.EmbeddingLearningRate
+	lr := m.cfg.LearningRate
 	for i := range m.w1 {
 		m.w1[i] -= lr * gw1[i]
 	}
@@ -193,17 +211,44 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 		m.w2[u] -= lr * gw2[u]
 	}
 	m.b2 -= lr * gb2
+	update := make([]tableUpdate, len(tbs))
 	for t := range tbs {
-		tb := &tbs[t]
-		if tb.grads == nil {
-			continue
-		}
-		for k, row := range tb.rows {
-			m.scatterSGD(t, row, tb.grads[k*D:(k+1)*D], elr)
-		}
+		update[t] = tableUpdate{rows: tbs[t].rows, grads: tbs[t].grads}
+	}
+	if m.cfg.StaleEmbeddingGradients {
+		// Pipelined (paper V.C): this step's rows were gathered before the
+		// previous step's update; that update lands now, this one next step.
+		m.Flush()
+		m.pending = update
+	} else {
+		m.apply(update)
 	}
 	m.steps++
 	return res, nil
+}
+
+// apply subtracts the embedding learning rate times each gradient from its
+// row.
+func (m *Model) apply(update []tableUpdate) {
+	elr := m.cfg.EmbeddingLearningRate
+	for t, u := range update {
+		if u.grads == nil {
+			continue
+		}
+		D := m.shapes[t].Dim
+		for k, row := range u.rows {
+			m.scatterSGD(t, row, u.grads[k*D:(k+1)*D], elr)
+		}
+	}
+}
+
+// Flush applies the pending (one step stale) embedding update, if any: the
+// pipeline drains (StaleEmbeddingGradients). A no-op otherwise.
+func (m *Model) Flush() {
+	if m.pending != nil {
+		m.apply(m.pending)
+		m.pending = nil
+	}
 }
 
 func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
@@ -212,5 +257,6 @@ func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
 // A non-finite loss returns ErrNonFinite and changes nothing.
 func (m *Model) Step(b *Examples) (Result, error) { return m.forward(b, true) }
 
-// Evaluate returns the loss of b without training.
+// Evaluate returns the loss of b without training (with a pending stale
+// update not applied).
 func (m *Model) Evaluate(b *Examples) (Result, error) { return m.forward(b, false) }

@@ -29,8 +29,12 @@ import (
 //	                                    // neither zipf_s nor row_freq: uniform access
 //	    "measured": {                   // optional: profiled statistics (paper V.C, FDP)
 //	      "mean_valency": 4.1,
+//	      "valency_dist": [{"valency": 1, "weight": 0.7}, ...],
 //	      "unique_per_batch": 20000,
 //	      "row_freq": [...],            // len = vocab
+//	      "hot_rows": [{"row": 17, "fraction": 0.02}, ...],
+//	                                    // the hottest rows; the rest uniform, or
+//	      "tail_zipf_s": 1.1,           // Zipf by row position (sorted vocabulary)
 //	      "row_lookups": [...]          // per row: mean deduplicated lookups per batch
 //	    }
 //	  }],
@@ -65,10 +69,13 @@ type valencyJSON struct {
 }
 
 type measuredJSON struct {
-	MeanValency    float64   `json:"mean_valency"`
-	UniquePerBatch float64   `json:"unique_per_batch"`
-	RowFreq        []float64 `json:"row_freq"`
-	RowLookups     []float64 `json:"row_lookups"`
+	MeanValency    float64       `json:"mean_valency"`
+	ValencyDist    []valencyJSON `json:"valency_dist"`
+	UniquePerBatch float64       `json:"unique_per_batch"`
+	RowFreq        []float64     `json:"row_freq"`
+	HotRows        []RowFraction `json:"hot_rows"`
+	TailZipfS      float64       `json:"tail_zipf_s"`
+	RowLookups     []float64     `json:"row_lookups"`
 }
 
 type topologyJSON struct {
@@ -191,7 +198,12 @@ func parseTable(raw json.RawMessage) (Table, error) {
 			MeanValency:    m.MeanValency,
 			UniquePerBatch: m.UniquePerBatch,
 			RowFreq:        m.RowFreq,
+			HotRows:        m.HotRows,
+			TailZipfS:      m.TailZipfS,
 			RowLookups:     m.RowLookups,
+		}
+		for _, v := range m.ValencyDist {
+			tb.Measured.ValencyDist = append(tb.Measured.ValencyDist, ValencyWeight(v))
 		}
 	}
 	return tb, nil

@@ -57,9 +57,11 @@
 // overhead. A SparseCore's time is the sum over its shards; a plan's cost is
 // the largest. Load imbalance is N·max_i B_i / Σ_i B_i over the bytes B_i
 // each SparseCore accesses (Eq. 1). Measured statistics (feedback-directed
-// partitioning, V.C): a measured mean valency, measured unique values per
-// batch, a measured row-frequency profile or measured per-row deduplicated
-// lookups override the configured assumptions table by table.
+// partitioning, V.C): a measured mean valency or valency distribution,
+// measured unique values per batch, a measured row-frequency profile (dense,
+// or sparse: the hottest rows and a uniform or Zipf tail) or measured per-row
+// deduplicated lookups override the configured assumptions table by table.
+// The trainer's profiler (trainer/fdp) produces them from ~3% of batches.
 //
 // # Solvers
 //

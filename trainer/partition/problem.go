@@ -87,6 +87,10 @@ type Access struct {
 type Measured struct {
 	// MeanValency replaces Valency (and drops its distribution).
 	MeanValency float64
+	// ValencyDist, when non-empty, is the measured distribution of feature
+	// values per example (the profiler's valency histogram); it replaces
+	// Valency and takes precedence over MeanValency in the dedup model.
+	ValencyDist []ValencyWeight
 	// UniquePerBatch is the measured number of unique rows looked up per
 	// batch. The model keeps the row profile's shape and solves for the
 	// number of draws per batch that yields exactly this many unique rows.
@@ -94,11 +98,26 @@ type Measured struct {
 	// RowFreq replaces Access with a measured per-row frequency profile
 	// (len == Vocab).
 	RowFreq []float64
+	// HotRows replace Access with a sparse measured profile, for
+	// vocabularies too large for RowFreq: the measured fraction of lookups
+	// of each of the hottest rows; the remaining mass is spread over the
+	// other rows uniformly (hashed feature ids), or, when TailZipfS > 0,
+	// with weight (r+1)^-TailZipfS by row position (a frequency-sorted
+	// vocabulary). Ignored when RowFreq is given.
+	HotRows   []RowFraction
+	TailZipfS float64
 	// RowLookups is the measured mean number of deduplicated lookups of each
 	// row per batch (len == Vocab), the quantity the paper's worked example
 	// gives directly (VII.D). When present it overrides everything else in
 	// the dedup model: it already is its output.
 	RowLookups []float64
+}
+
+// RowFraction is one measured hot row: the fraction of a table's feature
+// values that look it up.
+type RowFraction struct {
+	Row      int64   `json:"row"`
+	Fraction float64 `json:"fraction"`
 }
 
 // Optimizer describes how the training optimizer updates an embedding row.
@@ -337,6 +356,34 @@ func (tb *Table) validate() error {
 			if err := checkPerRow(name, "measured.row_freq", m.RowFreq, tb.Vocab, true); err != nil {
 				return err
 			}
+		}
+		if len(m.ValencyDist) > 0 {
+			if err := (Valency{Dist: m.ValencyDist}).validate(name); err != nil {
+				return invalid("table %q: measured.%s", name, strings.TrimPrefix(err.Error(), fmt.Sprintf("%v: table %q: ", ErrInvalidProblem, name)))
+			}
+		}
+		if !(m.TailZipfS >= 0) || m.TailZipfS > 100 {
+			return invalid("table %q: measured.tail_zipf_s must be in [0, 100], got %v", name, m.TailZipfS)
+		}
+		if len(m.HotRows) > maxRowFreqLn {
+			return invalid("table %q: measured.hot_rows has %d entries, at most %d", name, len(m.HotRows), maxRowFreqLn)
+		}
+		var hot float64
+		seenRow := make(map[int64]bool, len(m.HotRows))
+		for i, h := range m.HotRows {
+			switch {
+			case h.Row < 0 || h.Row >= tb.Vocab:
+				return invalid("table %q: measured.hot_rows[%d].row %d out of range [0, vocab=%d)", name, i, h.Row, tb.Vocab)
+			case seenRow[h.Row]:
+				return invalid("table %q: measured.hot_rows[%d]: row %d given twice", name, i, h.Row)
+			case !(h.Fraction >= 0) || h.Fraction > 1:
+				return invalid("table %q: measured.hot_rows[%d].fraction must be in [0, 1], got %v", name, i, h.Fraction)
+			}
+			seenRow[h.Row] = true
+			hot += h.Fraction
+		}
+		if hot > 1+1e-9 {
+			return invalid("table %q: measured.hot_rows fractions sum to %v, more than 1", name, hot)
 		}
 		if m.RowLookups != nil {
 			if err := checkPerRow(name, "measured.row_lookups", m.RowLookups, tb.Vocab, false); err != nil {

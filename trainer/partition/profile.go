@@ -2,6 +2,7 @@ package partition
 
 import (
 	"math"
+	"sort"
 )
 
 // This file is the deduplication model: how many distinct rows of a table one
@@ -65,6 +66,8 @@ func buildProfile(tb *Table, batch int) rowProfile {
 	switch {
 	case m != nil && m.RowFreq != nil:
 		prob = perRowProb(m.RowFreq)
+	case m != nil && len(m.HotRows) > 0:
+		prob = hotRowProb(tb.Vocab, m.HotRows, m.TailZipfS)
 	case tb.Access.RowFreq != nil:
 		prob = perRowProb(tb.Access.RowFreq)
 	case tb.Access.ZipfS > 0:
@@ -78,6 +81,10 @@ func buildProfile(tb *Table, batch int) rowProfile {
 	case m != nil && m.UniquePerBatch > 0:
 		n := solveDraws(prob, m.UniquePerBatch)
 		u = func(p float64) float64 { return uniqueFixed(p, n) }
+	case m != nil && len(m.ValencyDist) > 0:
+		dist := normalizedDist(m.ValencyDist)
+		b := float64(batch)
+		u = func(p float64) float64 { return uniqueDist(p, dist, b) }
 	case m != nil && m.MeanValency > 0:
 		n := float64(batch) * m.MeanValency
 		u = func(p float64) float64 { return uniqueFixed(p, n) }
@@ -204,6 +211,61 @@ func perRowProb(freq []float64) []probRun {
 			continue
 		}
 		out = append(out, probRun{int64(i), int64(i) + 1, p})
+	}
+	return out
+}
+
+// hotRowProb is the sparse measured profile (Measured.HotRows): each hot
+// row its measured fraction, the rest of the mass over the other rows —
+// uniformly, or by Zipf(tailS) weight of their position. It costs
+// O(hot rows + Zipf runs).
+func hotRowProb(vocab int64, hot []RowFraction, tailS float64) []probRun {
+	hs := append([]RowFraction(nil), hot...)
+	sort.Slice(hs, func(i, j int) bool { return hs[i].Row < hs[j].Row })
+	var hotMass float64
+	for _, h := range hs {
+		hotMass += h.Fraction
+	}
+	rest := max(0, 1-hotMass)
+	// base: the tail's per-row weights over all rows (hot rows included,
+	// removed below), as runs.
+	var base []probRun
+	if tailS > 0 {
+		base = zipfProb(vocab, tailS)
+	} else {
+		base = []probRun{{0, vocab, 1 / float64(vocab)}}
+	}
+	// Split the base runs at the hot rows; the tail's weight is what the
+	// non-hot rows carry.
+	out := make([]probRun, 0, len(base)+2*len(hs))
+	isHot := make([]bool, 0, cap(out))
+	push := func(r probRun, h bool) {
+		out = append(out, r)
+		isHot = append(isHot, h)
+	}
+	var tailW float64
+	i := 0
+	for _, r := range base {
+		lo := r.lo
+		for i < len(hs) && hs[i].Row < r.hi {
+			h := hs[i]
+			if h.Row > lo {
+				push(probRun{lo, h.Row, r.p}, false)
+				tailW += r.p * float64(h.Row-lo)
+			}
+			push(probRun{h.Row, h.Row + 1, h.Fraction}, true)
+			lo = h.Row + 1
+			i++
+		}
+		if lo < r.hi {
+			push(probRun{lo, r.hi, r.p}, false)
+			tailW += r.p * float64(r.hi-lo)
+		}
+	}
+	for k := range out {
+		if !isHot[k] && tailW > 0 {
+			out[k].p = out[k].p / tailW * rest
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -221,5 +222,80 @@ func TestMeasuredStatistics(t *testing.T) {
 	}
 	if u := prof.parts(2, RowsBlock); u[0] != 0.5 || u[1] != 0.25 {
 		t.Errorf("measured row_lookups: block parts %v, want [0.5 0.25]", u)
+	}
+}
+
+// The sparse measured profile (Measured.HotRows): hot rows keep their
+// measured fractions exactly, the rest of the mass spreads uniformly, or by
+// Zipf weight of row position, over the other rows; and a measured valency
+// distribution acts like the configured one.
+func TestMeasuredHotRowsAndValencyDist(t *testing.T) {
+	const vocab = 50_000
+	hot := []RowFraction{{Row: 40_000, Fraction: 0.2}, {Row: 3, Fraction: 0.1}, {Row: 4, Fraction: 0.05}}
+	for _, tailS := range []float64{0, 1.1} {
+		runs := hotRowProb(vocab, hot, tailS)
+		var total float64
+		at := int64(0)
+		perRow := func(r int64) float64 {
+			for _, x := range runs {
+				if r >= x.lo && r < x.hi {
+					return x.p
+				}
+			}
+			t.Fatalf("row %d not covered", r)
+			return 0
+		}
+		for _, x := range runs {
+			if x.lo != at || x.hi <= x.lo {
+				t.Fatalf("tail %v: runs not contiguous at %d: %+v", tailS, at, x)
+			}
+			at = x.hi
+			total += x.p * float64(x.hi-x.lo)
+		}
+		if at != vocab || math.Abs(total-1) > 1e-9 {
+			t.Fatalf("tail %v: runs cover %d rows with mass %v", tailS, at, total)
+		}
+		for _, h := range hot {
+			if got := perRow(h.Row); got != h.Fraction {
+				t.Errorf("tail %v: hot row %d has %v, measured %v", tailS, h.Row, got, h.Fraction)
+			}
+		}
+		p0, p1, pFar := perRow(0), perRow(1), perRow(49_999)
+		if tailS == 0 && (p0 != p1 || p0 != pFar || math.Abs(p0*(vocab-3)-0.65) > 1e-9) {
+			t.Errorf("uniform tail: %v %v %v", p0, p1, pFar)
+		}
+		if tailS > 0 && (math.Abs(p0/p1-math.Pow(2, tailS)) > 1e-9 || !(pFar < p1)) {
+			t.Errorf("Zipf tail: p0/p1 = %v, want 2^s; far row %v", p0/p1, pFar)
+		}
+	}
+
+	tb := Table{Name: "v", Vocab: vocab, Dim: 8, Optimizer: optimizers["sgd"], Valency: Valency{Mean: 1}}
+	dist := []ValencyWeight{{1, 0.5}, {10, 0.5}}
+	configured := tb
+	configured.Valency = Valency{Dist: dist}
+	measured := tb
+	measured.Measured = &Measured{ValencyDist: dist, MeanValency: 99} // the distribution wins
+	if a, b := buildProfile(&configured, 500).total, buildProfile(&measured, 500).total; a != b {
+		t.Errorf("measured valency distribution gives %v unique rows, configured %v", b, a)
+	}
+	measured.Measured.HotRows = hot
+	if err := (&Problem{Tables: []Table{measured}, Topology: Topology{Chips: 1, SparseCoresPerChip: 1, HBMBytesPerChip: 1 << 30}, BatchSize: 1}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Measured{
+		{HotRows: []RowFraction{{Row: vocab, Fraction: 0.1}}},
+		{HotRows: []RowFraction{{Row: 1, Fraction: 0.7}, {Row: 2, Fraction: 0.7}}},
+		{HotRows: []RowFraction{{Row: 1, Fraction: 0.1}, {Row: 1, Fraction: 0.1}}},
+		{TailZipfS: -1},
+		{ValencyDist: []ValencyWeight{{0, 1}}},
+	} {
+		b := tb
+		b.Measured = &bad
+		err := (&Problem{Tables: []Table{b}, Topology: Topology{Chips: 1, SparseCoresPerChip: 1, HBMBytesPerChip: 1 << 30}, BatchSize: 1}).Validate()
+		if !errors.Is(err, ErrInvalidProblem) {
+			t.Errorf("measured %+v accepted: %v", bad, err)
+		} else {
+			t.Logf("%v", err)
+		}
 	}
 }

@@ -22,12 +22,23 @@
 //     perfect balance this is Σ B_i / (chips × HBMBandwidth); load imbalance
 //     (Eq. 1) stretches it, which is how the partition plan shows up in step
 //     time.
+//   - Optional overheads (Chip.LookupOverheadNS, ShardOverheadNS; zero by
+//     default): a fixed SparseCore time per looked-up row slice and per
+//     shard held, the same terms trainer/partition's cost model adds, so a
+//     plan's modelled step time and its partitioner cost agree.
 //   - Serialized execution (Figure 5a, the paper's baseline): device time =
 //     TensorCore + SparseCore. Pipelined execution (Figure 5b, V.C): the
 //     SparseCore works on step N+1 while the TensorCore runs step N, so
-//     device time = max(TensorCore, SparseCore) (VII.D: "the resulting
-//     training step time is the maximum of the TensorCore and SparseCore
-//     step times"; the HBM contention it also mentions is not modelled).
+//     in steady state device time = max(TensorCore, SparseCore) (VII.D:
+//     "the resulting training step time is the maximum of the TensorCore
+//     and SparseCore step times") plus the contention the overlap causes
+//     ("the TensorCore and SparseCore operations both become slower due to
+//     contention for HBM ... ICI ... and shared on-chip resources"): with
+//     contention factor κ (Model.Contention, default 0.1, an assumption —
+//     the paper gives no figure), both engines run 1/(1+κ) as fast while
+//     they overlap, so device time = max + κ·min. κ = 0 is perfect overlap,
+//     κ = 1 makes pipelining worthless. The embedding gradients of a
+//     pipelined step are one step stale; trainer/model applies them so.
 //   - Ideal time = model FLOPs at peak = TensorCore time. Program Goodput
 //     (ideal / device time) is therefore below 1 exactly when the SparseCore
 //     adds time the roofline does not account for.

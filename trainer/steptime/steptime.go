@@ -49,10 +49,23 @@ type Chip struct {
 	SparseCoresPerChip int
 	// AccessGranularity is the smallest HBM access in bytes. Default 64.
 	AccessGranularity int
+	// LookupOverheadNS is fixed SparseCore time per looked-up row slice
+	// (one unique row of one shard), and ShardOverheadNS fixed SparseCore
+	// time per shard it holds, per step, beyond moving bytes: the same
+	// quantities, with the same meaning, as trainer/partition's
+	// Topology.LookupOverheadNS and ShardOverheadNS, so that the partition
+	// cost model and the step-time model price a plan alike. Zero (the
+	// default) leaves them out: the trainer's tiny emulated model would
+	// otherwise be all overhead.
+	LookupOverheadNS, ShardOverheadNS float64
 }
 
-// Defaults of Chip.
+// Defaults of Chip and Model.
 const (
+	// DefaultContention is an assumption, not a measurement: the paper
+	// reports the slowdown but no figure. A tenth of the overlapped time
+	// is lost.
+	DefaultContention         = 0.1
 	DefaultPeakFLOPS          = 275e12
 	DefaultHBMBandwidth       = 1.2e12
 	DefaultSparseCoresPerChip = 4
@@ -81,6 +94,16 @@ type Model struct {
 	Chip
 	Chips int
 	Mode  Mode
+	// Contention is the fraction κ of the shorter of the TensorCore and
+	// SparseCore times that pipelined execution loses to contention for
+	// HBM and ICI bandwidth (paper V.C, VII.D: both "become slower due to
+	// contention"). Pipelined device time is max(TC, SC) + κ·min(TC, SC):
+	// while both engines run, each goes 1/(1+κ) as fast, so the shorter
+	// one takes (1+κ)·min and the longer one finishes its remaining work
+	// alone. κ = 0 is perfect overlap, κ = 1 no gain over serialized
+	// execution. Default DefaultContention; negative means none.
+	// Serialized execution has no overlap and ignores it.
+	Contention float64
 	// TimeScale multiplies modelled time into emulated wall time (see the
 	// package doc). Default 1.
 	TimeScale float64
@@ -95,6 +118,14 @@ func (m *Model) EnsureDefaults() {
 	if m.TimeScale <= 0 {
 		m.TimeScale = 1
 	}
+	if m.Contention == 0 {
+		m.Contention = DefaultContention
+	}
+}
+
+// contention is κ of the Mode (0 when negative).
+func (m Model) contention() float64 {
+	return max(m.Contention, 0)
 }
 
 // SparseCores is the number of SparseCores of the slice.
@@ -121,6 +152,34 @@ type Work struct {
 	FLOPs float64
 	// SparseCoreBytes[i] is the HBM traffic of SparseCore i.
 	SparseCoreBytes []float64
+	// SparseCoreLookups[i] is the number of row slices SparseCore i
+	// looked up (unique rows × its shards holding them) and
+	// SparseCoreShards[i] the number of shards it holds; they are priced
+	// by LookupOverheadNS and ShardOverheadNS. Either may be nil.
+	SparseCoreLookups []float64
+	SparseCoreShards  []int
+}
+
+// SparseCoreNS returns the modelled time of every SparseCore in
+// nanoseconds: bytes over its share of the chip's HBM bandwidth plus the
+// lookup and shard overheads.
+func (m Model) SparseCoreNS(w Work) []float64 {
+	m.EnsureDefaults()
+	perSC := m.HBMBandwidth / float64(m.SparseCoresPerChip) / 1e9 // bytes per ns
+	n := max(len(w.SparseCoreBytes), len(w.SparseCoreLookups), len(w.SparseCoreShards))
+	out := make([]float64, n)
+	for i := range out {
+		if i < len(w.SparseCoreBytes) {
+			out[i] += w.SparseCoreBytes[i] / perSC
+		}
+		if i < len(w.SparseCoreLookups) {
+			out[i] += w.SparseCoreLookups[i] * m.LookupOverheadNS
+		}
+		if i < len(w.SparseCoreShards) {
+			out[i] += float64(w.SparseCoreShards[i]) * m.ShardOverheadNS
+		}
+	}
+	return out
 }
 
 // Time is a step's modelled time, unscaled.
@@ -149,14 +208,14 @@ func (m Model) Step(w Work) Time {
 	m.EnsureDefaults()
 	var t Time
 	t.TensorCore = seconds(w.FLOPs / (float64(m.Chips) * m.PeakFLOPS))
-	perSC := m.HBMBandwidth / float64(m.SparseCoresPerChip)
-	var maxB float64
-	for _, b := range w.SparseCoreBytes {
-		maxB = math.Max(maxB, b)
+	var maxNS float64
+	for _, ns := range m.SparseCoreNS(w) {
+		maxNS = math.Max(maxNS, ns)
 	}
-	t.SparseCore = seconds(maxB / perSC)
+	t.SparseCore = seconds(maxNS / 1e9)
 	if m.Mode == Pipelined {
-		t.Device = max(t.TensorCore, t.SparseCore)
+		hi, lo := max(t.TensorCore, t.SparseCore), min(t.TensorCore, t.SparseCore)
+		t.Device = hi + time.Duration(math.Ceil(m.contention()*float64(lo)))
 	} else {
 		t.Device = t.TensorCore + t.SparseCore
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 func TestStepSerializedAndPipelined(t *testing.T) {
-	m := Model{Chip: Chip{PeakFLOPS: 1e9, HBMBandwidth: 4e6, SparseCoresPerChip: 2, AccessGranularity: 64}, Chips: 2}
+	m := Model{Chip: Chip{PeakFLOPS: 1e9, HBMBandwidth: 4e6, SparseCoresPerChip: 2, AccessGranularity: 64}, Chips: 2, Contention: -1}
 	// 4e6 FLOPs over 2 chips at 1e9: 2 ms. SparseCore 1 moves 2000 bytes at
 	// 4e6/2 = 2e6 B/s: 1 ms (the busiest SparseCore decides).
 	w := Work{FLOPs: 4e6, SparseCoreBytes: []float64{1000, 2000, 0, 500}}
@@ -27,6 +27,45 @@ func TestStepSerializedAndPipelined(t *testing.T) {
 	got = m.Step(w)
 	if got.Device != 10*time.Millisecond || got.Ideal != 2*time.Millisecond {
 		t.Fatalf("sparsecore-bound pipelined: %+v", got)
+	}
+}
+
+// TestPipelinedContention checks device time = max + κ·min (paper VII.D:
+// overlapped engines slow each other down): κ = 0.5 on 2 ms of TensorCore
+// and 1 ms of SparseCore is 2.5 ms; κ = 1 equals serialized execution; the
+// default is DefaultContention.
+func TestPipelinedContention(t *testing.T) {
+	w := Work{FLOPs: 4e6, SparseCoreBytes: []float64{2000}}
+	m := Model{Chip: Chip{PeakFLOPS: 1e9, HBMBandwidth: 2e6, SparseCoresPerChip: 1}, Chips: 2, Mode: Pipelined, Contention: 0.5}
+	if got := m.Step(w).Device; got != 2500*time.Microsecond {
+		t.Fatalf("κ=0.5: %v", got)
+	}
+	m.Contention = 1
+	ser := m
+	ser.Mode = Serialized
+	if a, b := m.Step(w).Device, ser.Step(w).Device; a != b || a != 3*time.Millisecond {
+		t.Fatalf("κ=1: pipelined %v, serialized %v", a, b)
+	}
+	m.Contention = 0
+	want := 2*time.Millisecond + time.Duration(DefaultContention*float64(time.Millisecond))
+	if got := m.Step(w).Device; got != want {
+		t.Fatalf("default κ: %v, want %v", got, want)
+	}
+}
+
+// TestOverheads prices row slices and shards like the partitioner's cost
+// model: SparseCore 0 moves 1000 bytes at 1 byte/ns and looks up 100 slices
+// at 2 ns and holds 3 shards at 50 ns: 1350 ns; SparseCore 1 only holds
+// 30 shards: 1500 ns, the maximum.
+func TestOverheads(t *testing.T) {
+	m := Model{Chip: Chip{PeakFLOPS: 1e9, HBMBandwidth: 1e9, SparseCoresPerChip: 1, LookupOverheadNS: 2, ShardOverheadNS: 50}, Chips: 2}
+	w := Work{SparseCoreBytes: []float64{1000, 0}, SparseCoreLookups: []float64{100, 0}, SparseCoreShards: []int{3, 30}}
+	ns := m.SparseCoreNS(w)
+	if ns[0] != 1350 || ns[1] != 1500 {
+		t.Fatalf("per-SparseCore ns %v", ns)
+	}
+	if got := m.Step(w).SparseCore; got != 1500*time.Nanosecond {
+		t.Fatalf("SparseCore time %v", got)
 	}
 }
 
