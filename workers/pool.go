@@ -44,8 +44,8 @@ type Runner interface {
 // store's time again). A Pool whose Runner implements it pipelines each
 // worker: while one task is transformed, the next is read and the previous
 // one written, so a worker's throughput is bounded by its slowest stage
-// rather than by the sum of the three (issue 4: memoization throughput
-// within 0.7 of the bare executor). See Pool for the guarantees.
+// rather than by the sum of the three (issue 4's memoization throughput per
+// worker; bench/sigd.txt). See Pool for the guarantees.
 //
 // Run stays: a StagedRunner still serves a caller that wants one task run
 // start to finish (RunStages implements it from the stages).
