@@ -14,6 +14,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/fdp"
 	"github.com/sigdata/sig/trainer/goodput"
 	"github.com/sigdata/sig/trainer/steptime"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -77,10 +78,15 @@ type ControllerConfig struct {
 	From, To int64
 
 	// SIG is the SIG service; nil dials SigdAddr with Token.
-	SIG      sigv1.SIGClient
-	SigdAddr string
-	Token    string
-	TLS      bool
+	SIG sigv1.SIGClient
+	// FeatureStats is the statistics store of feedback-directed
+	// partitioning (paper V.C), served by sigd; nil uses the connection to
+	// SigdAddr, or none when SIG is given without it (then the job neither
+	// reads nor publishes statistics).
+	FeatureStats sigv1.FeatureStatsClient
+	SigdAddr     string
+	Token        string
+	TLS          bool
 	// Store holds checkpoints (checkpoints/<pipeline>/...).
 	Store *objstore.Store
 	// KafkaBrokers, when set, are watched for sig.memo.ready completion
@@ -125,10 +131,16 @@ type ControllerConfig struct {
 	LearningRate, EmbeddingLearningRate float64
 	Seed                                uint64
 	// Device is the emulated chip and step-time model (steptime): chip
-	// peak and bandwidth, serialized or pipelined execution, and the time
-	// scale. Device.Chips is ignored (the phase decides). Device.TimeScale
-	// defaults to DefaultTimeScale.
+	// peak and bandwidth, serialized or pipelined execution (pipelined also
+	// makes the model apply embedding gradients one step stale, paper V.C),
+	// the contention factor, the lookup and shard overheads (which the
+	// partitioner prices too), and the time scale. Device.Chips is ignored
+	// (the phase decides). Device.TimeScale defaults to DefaultTimeScale.
 	Device steptime.Model
+	// ProfileRate is the fraction of steps whose batches are profiled for
+	// feedback-directed partitioning (trainer/fdp; paper V.C: 3%). Default
+	// fdp.DefaultRate; negative disables profiling.
+	ProfileRate float64
 	// HBMBytesPerChip bounds the embedding tables per chip for the
 	// partitioner; too small is out of memory, a permanent hold. Default
 	// 32 GiB.
@@ -208,6 +220,9 @@ func (c *ControllerConfig) EnsureDefaults() {
 	}
 	if c.LabelColumn == "" {
 		c.LabelColumn = "click"
+	}
+	if c.ProfileRate == 0 {
+		c.ProfileRate = fdp.DefaultRate
 	}
 	if c.HBMBytesPerChip <= 0 {
 		c.HBMBytesPerChip = 32 << 30

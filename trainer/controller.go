@@ -19,6 +19,7 @@ import (
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/fdp"
 	"github.com/sigdata/sig/trainer/goodput"
 	"github.com/sigdata/sig/trainer/model"
 )
@@ -29,11 +30,12 @@ import (
 // goodput. One goroutine (run) owns the machine and all state it decides
 // on; slow work runs in goroutines that report back to it as messages.
 type Controller struct {
-	cfg ControllerConfig
-	log *slog.Logger
-	m   *control.Machine
-	sig sigv1.SIGClient
-	cks *checkpoint.Store
+	cfg    ControllerConfig
+	log    *slog.Logger
+	m      *control.Machine
+	sig    sigv1.SIGClient
+	fstats sigv1.FeatureStatsClient // nil: no statistics store
+	cks    *checkpoint.Store
 
 	inbox       chan msg
 	stopped     chan struct{} // closed when Run returns
@@ -63,12 +65,20 @@ type Controller struct {
 	preemptDeadline time.Time
 	holdLog         []HoldRecord
 	stats           runStats
+	// Feedback-directed partitioning (paper V.C): the features' keys in
+	// the statistics store (component keys, per sparse input), the
+	// statistics read at setup, the plans compiled, what was published.
+	featKeys  []string
+	featStats map[string]fdp.Statistics
+	plans     []PlanReport
+	fdpRep    FDPReport
 
 	// The model is the emulated slice's state; device operations (restore,
 	// compile, step, checkpoint) take deviceMu, so an operation still
 	// running for an aborted attempt finishes before the next one starts.
 	deviceMu sync.Mutex
 	model    *model.Model
+	prof     *fdp.Profiler // profiles sampled batches; under deviceMu
 
 	rec *goodput.Recorder
 	jr  *goodput.JobRecorder
@@ -96,14 +106,17 @@ type exitInfo struct {
 // msg is what the run goroutine receives.
 type msg struct {
 	ev       control.Event
-	sess     *session             // with EvHostJoined
-	batch    *pendingBatch        // with EvBatch
-	step     *stepResult          // with EvStepDone
-	sol      *solution            // with EvBlocks, EvSetupDone
-	model    *model.Model         // with EvSetupDone
-	manifest *checkpoint.Manifest // with EvRestored, EvCheckpointDone
-	ledger   *checkpoint.Ledger   // with EvModelRestored, EvCheckpointDone
-	fn       func()               // run on the loop
+	sess     *session                  // with EvHostJoined
+	batch    *pendingBatch             // with EvBatch
+	step     *stepResult               // with EvStepDone
+	sol      *solution                 // with EvBlocks, EvSetupDone
+	model    *model.Model              // with EvSetupDone
+	manifest *checkpoint.Manifest      // with EvRestored, EvCheckpointDone
+	ledger   *checkpoint.Ledger        // with EvModelRestored, EvCheckpointDone
+	stats    map[string]fdp.Statistics // with EvSetupDone: by feature key
+	keys     []string                  // with EvSetupDone: feature key per sparse input
+	plan     *PlanReport               // with EvCompiled
+	fn       func()                    // run on the loop
 }
 
 // NewController checks cfg and returns a controller; Run starts it.
@@ -122,13 +135,16 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if c.cks, err = checkpoint.NewStore(cfg.Store, cfg.Pipeline); err != nil {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
-	c.sig = cfg.SIG
+	c.sig, c.fstats = cfg.SIG, cfg.FeatureStats
 	if c.sig == nil {
 		cc, err := cli.Dial(cfg.SigdAddr, cfg.Token, cfg.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("trainer: sigd: %w", err)
 		}
 		c.sig = sigv1.NewSIGClient(cc)
+		if c.fstats == nil {
+			c.fstats = sigv1.NewFeatureStatsClient(cc)
+		}
 	}
 	c.started = cfg.Clock.Now()
 	c.rec = cfg.Recorder
@@ -271,7 +287,10 @@ func (c *Controller) handle(m msg) {
 		if m.ev.Err == "" {
 			c.deviceMu.Lock() // a step of an aborted attempt may still run
 			c.sol, c.model = m.sol, m.model
+			c.featKeys, c.featStats = m.keys, m.stats
+			c.prof = c.newProfiler()
 			c.deviceMu.Unlock()
+			c.fdpRep.StatisticsRead = len(m.stats)
 			c.feats, c.featsOK = m.model.Config().Features, true
 			for _, s := range c.sessions {
 				c.welcome(s)
@@ -287,6 +306,10 @@ func (c *Controller) handle(m msg) {
 	case control.EvModelRestored:
 		if m.ev.Err == "" {
 			c.committed = m.ledger
+		}
+	case control.EvCompiled:
+		if m.plan != nil {
+			c.plans = append(c.plans, *m.plan)
 		}
 	case control.EvBatch:
 		c.payloads[hostSeq{m.ev.Host, m.ev.Seq}] = m.batch
@@ -491,7 +514,8 @@ func (c *Controller) runStep(ctx context.Context, a control.Action) {
 	c.syncActivity(c.now()) // end the input stall before the step starts
 	start := c.now()
 	c.stepStart = start
-	go c.step(ctx, a.Attempt, global, segs, start, poison)
+	profile := c.fstats != nil && fdp.Sampled(c.cfg.Seed, c.steps, c.cfg.ProfileRate)
+	go c.step(ctx, a.Attempt, global, segs, start, poison, profile)
 }
 
 // stepDone records a finished step: its event ids go into the attempt's
@@ -510,6 +534,9 @@ func (c *Controller) stepDone(now time.Time, r *stepResult, ev *control.Event) {
 	for _, s := range r.segs {
 		c.attempt.Unit(s.Unit).Add(r.ids[i : i+s.Rows])
 		i += s.Rows
+	}
+	if r.profiled {
+		c.fdpRep.ProfiledBatches++
 	}
 	if err := c.jr.Step(r.start, r.end, r.ideal); err != nil {
 		c.log.Debug("goodput step", "err", err)

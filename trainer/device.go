@@ -13,6 +13,7 @@ import (
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/fdp"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/trainer/partition"
 	"github.com/sigdata/sig/trainer/steptime"
@@ -30,13 +31,15 @@ func (c *Controller) eventRange() *sigv1.EventRange {
 // the DSL does not compile) or inputs the model cannot consume are
 // permanent: a person must fix the configuration (paper VI.A).
 func (c *Controller) setup(ctx context.Context) {
+	var keys []string
+	var stats map[string]fdp.Statistics
 	done := func(err error, permanent bool, sol *solution, m *model.Model) {
 		ev := control.Event{Kind: control.EvSetupDone, Permanent: permanent}
 		if err != nil {
 			ev.Err = err.Error()
 			c.log.Warn("setup failed", "err", err, "permanent", permanent)
 		}
-		c.post(msg{ev: ev, sol: sol, model: m})
+		c.post(msg{ev: ev, sol: sol, model: m, keys: keys, stats: stats})
 	}
 	rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
@@ -65,13 +68,17 @@ func (c *Controller) setup(ctx context.Context) {
 		done(err, true, nil, nil)
 		return
 	}
+	// Feedback-directed partitioning (paper V.C): what other models (or
+	// earlier runs) measured for these features.
+	keys = featureKeys(sol, f)
+	stats = c.readStatistics(rctx, keys)
 	done(nil, false, sol, m)
 }
 
 func (c *Controller) modelConfig(f model.Features) model.Config {
 	return model.Config{Features: f, Vocab: c.cfg.Vocab, Dim: c.cfg.Dim, Hidden: c.cfg.Hidden,
 		LearningRate: c.cfg.LearningRate, EmbeddingLearningRate: c.cfg.EmbeddingLearningRate, Seed: c.cfg.Seed,
-		Cost: c.cfg.Device}
+		Cost: c.cfg.Device, StaleEmbeddingGradients: c.cfg.Device.Mode == steptime.Pipelined}
 }
 
 func (c *Controller) loadCheckpoint(ctx context.Context) {
@@ -135,18 +142,24 @@ func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest) {
 	c.post(msg{ev: ev, ledger: ledger})
 }
 
-// compile places the embedding tables on the new slice (row sharding, the
-// paper's baseline; out of memory is permanent) and "compiles" the step.
+// compile places the embedding tables on the new slice by the
+// partitioner's solved plan (feedback.go: measured statistics when the
+// store has them; out of memory and invalid problems are permanent, paper
+// VI.A) and "compiles" the step.
 func (c *Controller) compile(ctx context.Context, chips int, phase control.Phase) {
 	c.deviceMu.Lock()
 	defer c.deviceMu.Unlock()
 	ev := control.Event{Kind: control.EvCompiled}
-	topo := partition.Topology{Chips: chips, SparseCoresPerChip: c.cfg.Device.SparseCoresPerChip,
-		HBMBytesPerChip: c.cfg.HBMBytesPerChip, HBMBandwidth: c.cfg.Device.HBMBandwidth,
-		AccessGranularity: c.cfg.Device.AccessGranularity}
-	plan, err := partition.RowSharding(c.model.Config().Tables(), topo)
+	plan, rep, err := c.solvePlan(chips, phase)
 	if err == nil {
 		err = c.model.Replan(plan)
+	}
+	if err == nil {
+		c.log.Info("partition plan", "chips", chips, "tables_with_statistics", rep.TablesWithStatistics,
+			"load_imbalance", rep.LoadImbalance, "cost_ns", rep.CostNS, "layouts", layoutsText(rep.Layouts))
+		if c.prof != nil {
+			c.prof.ResetLoad()
+		}
 	}
 	if err != nil {
 		ev.Err = err.Error()
@@ -158,7 +171,7 @@ func (c *Controller) compile(ctx context.Context, chips int, phase control.Phase
 		case <-c.cfg.Clock.After(c.cfg.CompileTime):
 		}
 	}
-	c.post(msg{ev: ev})
+	c.post(msg{ev: ev, plan: rep})
 }
 
 type stepResult struct {
@@ -173,12 +186,14 @@ type stepResult struct {
 	values     int
 	time       steptime.Time
 	nonFinite  bool
+	profiled   bool
+	scBytes    []float64 // per SparseCore
 	err        error
 }
 
 // step runs one training step on the emulated slice: the real computation
 // on the CPU, then the rest of the modelled device time (steptime).
-func (c *Controller) step(ctx context.Context, attempt uint64, b *model.Examples, segs []buffer.Segment, start time.Time, poison bool) {
+func (c *Controller) step(ctx context.Context, attempt uint64, b *model.Examples, segs []buffer.Segment, start time.Time, poison, profile bool) {
 	c.deviceMu.Lock()
 	defer c.deviceMu.Unlock()
 	if poison {
@@ -193,7 +208,12 @@ func (c *Controller) step(ctx context.Context, attempt uint64, b *model.Examples
 			c.log.Error("step failed", "err", err)
 		}
 	}
-	r.loss, r.unique, r.values = res.Loss, res.Unique, res.Values
+	r.loss, r.unique, r.values, r.scBytes = res.Loss, res.Unique, res.Values, res.Work.SparseCoreBytes
+	if err == nil && profile && c.prof != nil {
+		// Feedback-directed partitioning's profile (paper V.C).
+		c.prof.Observe(b, res.Work.SparseCoreBytes)
+		r.profiled = true
+	}
 	dev := c.cfg.Device
 	dev.Chips = c.m2chips()
 	r.time = dev.Step(res.Work)
@@ -270,6 +290,7 @@ func (c *Controller) writeCheckpoint(ctx context.Context, a control.Action) {
 			c.log.Warn("checkpoint", "err", err)
 		} else {
 			c.log.Info("checkpoint committed", "epochs", p.Epochs, "units", len(p.Units), "event_ids", man.EventIDs)
+			c.publishStatistics(ctx)
 		}
 		c.post(msg{ev: ev, manifest: &man, ledger: merged})
 	}()

@@ -35,15 +35,35 @@
 // seconds.
 //
 // The emulated slice lives in the controller: the model (trainer/model,
-// embedding tables placed by a trainer/partition plan — row sharding over
-// the slice's SparseCores — and a dense MLP trained by SGD) and the step.
+// embedding tables placed by a trainer/partition plan and a dense MLP
+// trained by SGD) and the step. Each compile solves the slice's
+// partitioning problem with the partitioner's heuristic (feedback.go); out
+// of memory is a permanent hold.
+//
+// # Feedback-directed partitioning (paper V.C; feedback.go, trainer/fdp)
+//
+// At setup the controller reads, from sigd's statistics store (the
+// FeatureStats service, Pebble-backed, shared by every model), the
+// statistics of its sparse features, keyed by their component keys; the
+// partitioner takes them as measured statistics in place of the compile-time
+// assumption (valency 1, uniform access). About 3% of steps (fdp.Sampled,
+// deterministic) profile their batch — feature values per example, unique
+// rows per batch, hot rows, the per-SparseCore bytes of the plan — and each
+// committed checkpoint publishes the profile (PutFeatureStatistics, token of
+// role trainer). A second model with the same features thus compiles a plan
+// balanced for their real load (TestFeedbackDirectedPartitioning). The
+// report lists every plan (PlanReport) and what FDP did (FDPReport).
+//
+// In pipelined mode (Device.Mode) the model applies embedding gradients one
+// step stale, as the pipelined SparseCore does (paper V.C, Figure 5b).
 // Training is synchronous data parallel: a step takes one batch from every
 // host (the global batch is their concatenation in host order), so a slow
 // host stalls the step, and that time is an input stall. A step runs the
 // real computation on the CPU and lasts the device time the step-time model
 // (trainer/steptime) gives for what it touched — TensorCore FLOPs at peak,
-// SparseCore bytes of the deduplicated rows at HBM bandwidth, serialized or
-// pipelined — stretched by TimeScale (DefaultTimeScale: the emulated model
+// SparseCore bytes of the deduplicated rows at HBM bandwidth (plus optional
+// per-lookup and per-shard overheads, priced alike by the partitioner),
+// serialized or pipelined with a contention factor — stretched by TimeScale (DefaultTimeScale: the emulated model
 // is tiny, so its modelled steps are stretched into tens of milliseconds). Device operations
 // (restore, compile, step, checkpoint write) hold a mutex, so one still
 // running for an aborted attempt finishes before the next begins.
@@ -104,6 +124,7 @@
 // What this package does not own: the state machine (trainer/control), the
 // model (trainer/model), the step-time model (trainer/steptime), the buffer
 // and scaling rule (trainer/buffer), checkpoints (trainer/checkpoint), the
-// partitioner (trainer/partition), the goodput arithmetic (trainer/goodput)
-// and the fleet scheduler (trainer/fleet).
+// partitioner (trainer/partition), the profiler of feedback-directed
+// partitioning (trainer/fdp), the goodput arithmetic (trainer/goodput), the
+// fleet scheduler (trainer/fleet) and the statistics store (sigd).
 package trainer

@@ -13,6 +13,7 @@ import (
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/fdp"
 	"github.com/sigdata/sig/trainer/goodput"
 )
 
@@ -26,6 +27,8 @@ type phaseStats struct {
 	first          []float64 // first lossWindow losses
 	last           []float64 // ring of the last lossWindow losses
 	values, unique int64
+	scBytes        []float64 // per SparseCore, summed over the phase's steps
+	scTime, dev    time.Duration
 }
 
 type runStats struct {
@@ -53,6 +56,14 @@ func (s *runStats) observe(p control.Phase, r *stepResult) {
 	ps.examples += int64(r.examples)
 	ps.values += int64(r.values)
 	ps.unique += int64(r.unique)
+	ps.scTime += r.time.SparseCore
+	ps.dev += r.time.Device
+	if len(ps.scBytes) != len(r.scBytes) {
+		ps.scBytes = make([]float64, len(r.scBytes))
+	}
+	for i, b := range r.scBytes {
+		ps.scBytes[i] += b
+	}
 	if len(ps.first) < lossWindow {
 		ps.first = append(ps.first, r.loss)
 	}
@@ -99,6 +110,13 @@ type PhaseReport struct {
 	// deduplication (paper V.A).
 	ValuesPerStep float64 `json:"values_per_step"`
 	UniquePerStep float64 `json:"unique_per_step"`
+	// LoadImbalance is paper Eq. 1 over the bytes each SparseCore moved in
+	// the phase's real lookups under the plan; SparseCoreNSPerStep and
+	// DeviceNSPerStep are the mean modelled SparseCore and device time of
+	// a step (unscaled, steptime).
+	LoadImbalance       float64 `json:"load_imbalance"`
+	SparseCoreNSPerStep float64 `json:"sparsecore_ns_per_step"`
+	DeviceNSPerStep     float64 `json:"device_ns_per_step"`
 }
 
 // Report is what a trainer run did: written as JSON and text at exit.
@@ -133,9 +151,13 @@ type Report struct {
 		PermanentHolds     int `json:"permanent_holds"`
 		TransientHolds     int `json:"transient_holds"`
 	} `json:"stats"`
-	Failures []string       `json:"failures,omitempty"`
-	Holds    []HoldRecord   `json:"holds,omitempty"`
-	Goodput  goodput.Report `json:"goodput"`
+	Failures []string     `json:"failures,omitempty"`
+	Holds    []HoldRecord `json:"holds,omitempty"`
+	// Partition lists the plans compiled (one per slice the job ran on)
+	// and FDP what feedback-directed partitioning did (paper V.C).
+	Partition []PlanReport   `json:"partition"`
+	FDP       FDPReport      `json:"fdp"`
+	Goodput   goodput.Report `json:"goodput"`
 }
 
 func (c *Controller) report(end time.Time) Report {
@@ -156,9 +178,13 @@ func (c *Controller) report(end time.Time) Report {
 		if ps.steps > 0 {
 			pr.ValuesPerStep = float64(ps.values) / float64(ps.steps)
 			pr.UniquePerStep = float64(ps.unique) / float64(ps.steps)
+			pr.SparseCoreNSPerStep = float64(ps.scTime.Nanoseconds()) / float64(ps.steps)
+			pr.DeviceNSPerStep = float64(ps.dev.Nanoseconds()) / float64(ps.steps)
 		}
+		pr.LoadImbalance = fdp.LoadImbalance(ps.scBytes)
 		r.Phases = append(r.Phases, pr)
 	}
+	r.Partition, r.FDP = c.plans, c.fdpRep
 	st := c.m.Stats()
 	r.Stats.Attempts, r.Stats.FailedAttempts, r.Stats.CommittedEpochs = st.Attempts, st.FailedAttempts, st.CommittedEpochs
 	r.Stats.PreemptedEpochs, r.Stats.PreemptedCommitted = st.PreemptedEpochs, st.PreemptedCommitted
@@ -208,9 +234,15 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "preempted epochs %d, committed %d; holds: %d permanent, %d transient\n",
 		r.Stats.PreemptedEpochs, r.Stats.PreemptedCommitted, r.Stats.PermanentHolds, r.Stats.TransientHolds)
 	for _, p := range r.Phases {
-		fmt.Fprintf(&b, "phase %-9s %6d steps %9d examples  loss %.4f -> %.4f  values/step %.0f unique/step %.0f\n",
-			p.Phase, p.Steps, p.Examples, p.FirstLoss, p.LastLoss, p.ValuesPerStep, p.UniquePerStep)
+		fmt.Fprintf(&b, "phase %-9s %6d steps %9d examples  loss %.4f -> %.4f  values/step %.0f unique/step %.0f  load imbalance %.3f  SparseCore %.0f ns/step\n",
+			p.Phase, p.Steps, p.Examples, p.FirstLoss, p.LastLoss, p.ValuesPerStep, p.UniquePerStep, p.LoadImbalance, p.SparseCoreNSPerStep)
 	}
+	for _, p := range r.Partition {
+		fmt.Fprintf(&b, "plan %-9s %d chips: %d of %d tables from measured statistics, modelled load imbalance %.3f, %.0f ns/step; %s\n",
+			p.Phase, p.Chips, p.TablesWithStatistics, len(p.Layouts), p.LoadImbalance, p.CostNS, layoutsText(p.Layouts))
+	}
+	fmt.Fprintf(&b, "feedback-directed partitioning: statistics for %d features read, %d batches profiled, %d feature statistics published\n",
+		r.FDP.StatisticsRead, r.FDP.ProfiledBatches, r.FDP.Published)
 	for _, h := range r.Holds {
 		lift := "still held"
 		if !h.Lifted.IsZero() {
