@@ -78,7 +78,9 @@ type TableSpec struct {
 // tables first): a model scaled down k-fold keeps Tables/k of them.
 func (s ModelSpec) Generate(n int) []TableSpec {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x656d62))
-	logU := func(lo, hi float64) float64 { return math.Exp(math.Log(lo) + rng.Float64()*(math.Log(hi)-math.Log(lo))) }
+	logU := func(lo, hi float64) float64 {
+		return math.Exp(math.Log(lo) + rng.Float64()*(math.Log(hi)-math.Log(lo)))
+	}
 	out := make([]TableSpec, 0, n)
 	for i := 0; i < n; i++ {
 		t := TableSpec{Name: fmt.Sprintf("%s%03d", s.Name, i), MeanValency: 1, MaxValency: 1,
