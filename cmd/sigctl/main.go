@@ -1,18 +1,15 @@
 // Command sigctl is the user and operator CLI of SIG. Each subcommand lives
 // in its own file and registers itself in init, so that work on one command
-// never touches another.
+// never touches another (the dispatcher is internal/cli's).
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"sort"
-	"syscall"
+
+	"github.com/sigdata/sig/internal/cli"
 )
 
 // command is one sigctl subcommand.
@@ -24,91 +21,31 @@ type command struct {
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-var commands = map[string]*command{}
+var commands = cli.NewCommands("sigctl")
 
 func register(c *command) {
-	if _, dup := commands[c.name]; dup {
-		panic("sigctl: command registered twice: " + c.name)
-	}
-	commands[c.name] = c
+	commands.Register(cli.Command{Name: c.name, Usage: c.usage, Run: c.run})
 }
 
 // errUsage marks an error caused by wrong arguments (exit status 2).
-var errUsage = errors.New("usage")
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: sigctl COMMAND [flags] [args]")
-	fmt.Fprintln(w, "commands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-16s %s\n", n, commands[n].usage)
-	}
-}
+var errUsage = cli.ErrUsage
 
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func runMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "sigctl: unknown command %q\n", args[0])
-		usage(stderr)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "sigctl %s: %v\n", c.name, err)
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return commands.Main(args, stdout, stderr)
 }
 
 // newFlags returns a FlagSet for a subcommand that reports errors instead of
 // exiting, so runMain decides the exit status.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("sigctl "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+	return cli.NewFlags("sigctl", name, stderr)
 }
 
 // parseInterspersed parses flags that may come before or after positional
 // arguments (sigctl canon FILE --json) and returns the positionals.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+	return cli.ParseInterspersed(fs, args)
 }
