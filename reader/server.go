@@ -234,7 +234,10 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, send func
 	if req.StartRow > n {
 		return invalid("start_row", "%d is past the block's %d rows", req.StartRow, n)
 	}
-	enc := newEncoder(p.out)
+	enc, err := newEncoder(p.out)
+	if err != nil {
+		return err
+	}
 	crc := uint32(0)
 	sent := int64(0)
 	b := int64(p.batchRows)

@@ -1,0 +1,347 @@
+package reader
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/bitutil"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+)
+
+// TestEncoderMatchesArrowWriter compares the encoder's bytes with those of
+// Arrow's ipc.Writer (arrowEncoder, the reader's encoder before it wrote
+// IPC itself) over random batches of every type a reader sends: with and
+// without nulls, all null, empty strings and lists, arrays built by Arrow's
+// builders, sliced, decoded without copying from block segments (as SIG
+// serves them), and with buffers longer than their values (which ipc.Writer
+// then sends whole).
+func TestEncoderMatchesArrowWriter(t *testing.T) {
+	types := []transform.Type{transform.Int64, transform.Float64, transform.String, transform.ListString, transform.ListInt64}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := 0; iter < 300; iter++ {
+		rows := []int{1, 2, 7, 8, 9, 63, 64, 65, 100, 511, 1000, 4096, 5000}[rng.IntN(13)]
+		ncols := 1 + rng.IntN(5)
+		var fields []arrow.Field
+		var cols []arrow.Array
+		var desc []string
+		for c := 0; c < ncols; c++ {
+			typ := types[rng.IntN(len(types))]
+			nulls := []float64{0, 0, 0.1, 0.5, 1}[rng.IntN(5)]
+			src := rng.IntN(5)
+			a := randomColumn(t, rng, typ, rows, nulls, src)
+			fields = append(fields, arrow.Field{Name: fmt.Sprintf("c%d", c), Type: typ.ArrowType(), Nullable: c > 0})
+			cols = append(cols, a)
+			desc = append(desc, fmt.Sprintf("%s/nulls=%.1f/src=%d", typ, nulls, src))
+		}
+		schema := arrow.NewSchema(fields, nil)
+		enc, err := newEncoder(schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := &arrowEncoder{schema: schema}
+		// Batches aligned to a random batch size, as serve cuts them, from a
+		// random start row; then a few arbitrary ranges.
+		b := []int{1, 3, 8, 64, 100, 4096, rows}[rng.IntN(7)]
+		var ranges [][2]int
+		for lo := rng.IntN(rows); lo < rows; {
+			hi := min((lo/b+1)*b, rows)
+			ranges = append(ranges, [2]int{lo, hi})
+			lo = hi
+		}
+		for k := 0; k < 4; k++ {
+			lo := rng.IntN(rows)
+			ranges = append(ranges, [2]int{lo, lo + 1 + rng.IntN(rows-lo)})
+		}
+		ranges = append(ranges, [2]int{0, rows})
+		for _, r := range ranges {
+			want, err := ref.encode(cols, int64(r[0]), int64(r[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := enc.encode(cols, int64(r[0]), int64(r[1]))
+			if err != nil {
+				t.Fatalf("iter %d %v rows [%d, %d): %v", iter, desc, r[0], r[1], err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("iter %d: columns %v (%d rows), rows [%d, %d): %d bytes differ from ipc.Writer's %d (first difference at %d)",
+					iter, strings.Join(desc, " "), rows, r[0], r[1], len(got), len(want), firstDiff(got, want))
+			}
+		}
+		for _, c := range cols {
+			c.Release()
+		}
+	}
+}
+
+// TestEncoderDecodes checks that a response decodes, with Arrow's reader,
+// to the rows encoded.
+func TestEncoderDecodes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	col := randomColumn(t, rng, transform.ListString, 300, 0.2, 1)
+	defer col.Release()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "x", Type: col.DataType(), Nullable: true}}, nil)
+	enc, err := newEncoder(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := enc.encode([]arrow.Array{col}, 100, 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ipc.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	if !r.Next() {
+		t.Fatalf("no record: %v", r.Err())
+	}
+	want := array.NewSlice(col, 100, 250)
+	defer want.Release()
+	if got := r.Record().Column(0); !array.Equal(got, want) {
+		t.Fatalf("decoded %v, want %v", got, want)
+	}
+	if r.Next() {
+		t.Fatal("more than one record")
+	}
+}
+
+func TestEncoderRejectsOtherTypes(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "b", Type: arrow.FixedWidthTypes.Boolean}}, nil)
+	if _, err := newEncoder(schema); err == nil {
+		t.Fatal("boolean column accepted")
+	}
+}
+
+// randomColumn returns rows random values of typ, a fraction nulls of them
+// null, from source src: 0 Arrow's builders; 1 a slice of a longer array
+// (non-zero data offset); 2 decoded without copying from a block segment
+// (as SIG serves memo objects); 3 buffers longer than the values (padding
+// garbage that ipc.Writer sends when it sends a buffer whole); 4 offsets
+// that do not start at 0 (see dropPrefix).
+func randomColumn(tb testing.TB, rng *rand.Rand, typ transform.Type, rows int, nulls float64, src int) arrow.Array {
+	tb.Helper()
+	switch src {
+	case 1:
+		pre, post := 1+rng.IntN(70), rng.IntN(70)
+		long := buildColumn(rng, typ, pre+rows+post, nulls)
+		defer long.Release()
+		return array.NewSlice(long, int64(pre), int64(pre+rows))
+	case 2:
+		a := buildColumn(rng, typ, rows, nulls)
+		defer a.Release()
+		s := arrow.NewSchema([]arrow.Field{{Name: "v", Type: a.DataType(), Nullable: true}}, nil)
+		rec := array.NewRecord(s, []arrow.Array{a}, int64(rows))
+		defer rec.Release()
+		m := block.Meta{Key: "k", ID: "b", Source: "ads", WindowLength: 1, SchemaFingerprint: "fp",
+			Kafka: &block.KafkaRange{Topic: "t", First: 0, Last: 1}}
+		m.ID = block.ID(0, *m.Kafka)
+		m.Key = block.RawKey("ads", m.ID)
+		data, meta, err := block.Encode(m, rec)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c := meta.Columns[0]
+		out, err := block.DecodeSegment(m.Key, c, data[c.Offset:c.Offset+c.Length], int64(rows))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return out
+	case 3:
+		a := buildColumn(rng, typ, rows, nulls)
+		defer a.Release()
+		return array.MakeFromData(padBuffers(rng, a.Data()))
+	case 4:
+		pre := 1 + rng.IntN(70)
+		long := buildColumn(rng, typ, pre+rows, nulls)
+		defer long.Release()
+		return array.MakeFromData(dropPrefix(long.Data(), pre))
+	}
+	return buildColumn(rng, typ, rows, nulls)
+}
+
+// dropPrefix returns the rows of d after its first pre at data offset 0,
+// with offset buffers that do not start at 0 (valid Arrow, never written by
+// a builder).
+func dropPrefix(d arrow.ArrayData, pre int) arrow.ArrayData {
+	n := d.Len() - pre
+	bufs := make([]*memory.Buffer, len(d.Buffers()))
+	if v := d.Buffers()[0]; v != nil && d.NullN() != 0 {
+		bm := make([]byte, (n+7)/8)
+		bitutil.CopyBitmap(v.Bytes(), d.Offset()+pre, n, bm, 0)
+		bufs[0] = memory.NewBufferBytes(bm)
+	}
+	var width int
+	switch d.DataType().ID() {
+	case arrow.INT64, arrow.FLOAT64:
+		width = 8
+	default:
+		width = 4
+	}
+	b := d.Buffers()[1].Bytes()
+	bufs[1] = memory.NewBufferBytes(b[(d.Offset()+pre)*width:])
+	if len(bufs) > 2 {
+		bufs[2] = d.Buffers()[2]
+	}
+	nulls := d.NullN()
+	if nulls != 0 {
+		nulls = array.UnknownNullCount
+	}
+	return array.NewData(d.DataType(), n, bufs, d.Children(), nulls, 0)
+}
+
+// padBuffers returns d with every buffer extended by up to 63 random bytes.
+func padBuffers(rng *rand.Rand, d arrow.ArrayData) arrow.ArrayData {
+	bufs := make([]*memory.Buffer, len(d.Buffers()))
+	for i, b := range d.Buffers() {
+		if b == nil {
+			continue
+		}
+		nb := make([]byte, b.Len(), b.Len()+64)
+		copy(nb, b.Bytes())
+		for range rng.IntN(64) {
+			nb = append(nb, byte(rng.Uint32()))
+		}
+		bufs[i] = memory.NewBufferBytes(nb)
+	}
+	var children []arrow.ArrayData
+	for _, c := range d.Children() {
+		pc := padBuffers(rng, c)
+		defer pc.Release()
+		children = append(children, pc)
+	}
+	return array.NewData(d.DataType(), d.Len(), bufs, children, d.NullN(), d.Offset())
+}
+
+func buildColumn(rng *rand.Rand, typ transform.Type, rows int, nulls float64) arrow.Array {
+	b := array.NewBuilder(memory.DefaultAllocator, typ.ArrowType())
+	defer b.Release()
+	str := func() string {
+		if rng.IntN(4) == 0 {
+			return ""
+		}
+		return strings.Repeat(string(rune('a'+rng.IntN(26))), 1+rng.IntN(12))
+	}
+	for r := 0; r < rows; r++ {
+		if rng.Float64() < nulls {
+			b.AppendNull()
+			continue
+		}
+		switch b := b.(type) {
+		case *array.Int64Builder:
+			b.Append(rng.Int64())
+		case *array.Float64Builder:
+			b.Append(rng.NormFloat64())
+		case *array.StringBuilder:
+			b.Append(str())
+		case *array.ListBuilder:
+			b.Append(true)
+			for range []int{0, 0, 1, 2, 5}[rng.IntN(5)] {
+				switch vb := b.ValueBuilder().(type) {
+				case *array.StringBuilder:
+					if rng.IntN(10) == 0 {
+						vb.AppendNull()
+					} else {
+						vb.Append(str())
+					}
+				case *array.Int64Builder:
+					if rng.IntN(10) == 0 {
+						vb.AppendNull()
+					} else {
+						vb.Append(rng.Int64N(1000))
+					}
+				}
+			}
+		}
+	}
+	return b.NewArray()
+}
+
+// arrowEncoder is the reader's encoder before it wrote IPC itself: Arrow's
+// ipc.Writer over the sliced record. It is the reference the encoder's
+// bytes are compared with.
+type arrowEncoder struct {
+	schema *arrow.Schema
+	out    bytes.Buffer
+	mem    recycler
+}
+
+func (e *arrowEncoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) {
+	sliced := make([]arrow.Array, len(cols))
+	for i, c := range cols {
+		sliced[i] = array.NewSlice(c, lo, hi)
+	}
+	rec := array.NewRecord(e.schema, sliced, hi-lo)
+	for _, c := range sliced {
+		c.Release()
+	}
+	defer rec.Release()
+	e.out.Reset()
+	w := ipc.NewWriter(&e.out, ipc.WithSchema(e.schema), ipc.WithAllocator(&e.mem))
+	if err := w.Write(rec); err != nil {
+		return nil, fmt.Errorf("arrow ipc: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("arrow ipc: %w", err)
+	}
+	return e.out.Bytes(), nil
+}
+
+// recycler is a memory.Allocator for one goroutine that keeps freed
+// buffers, by power-of-two capacity, for the next allocation of that class.
+// Allocations are zeroed, as Go's are: Arrow's writer leaves padding bytes
+// it does not write, and recycled garbage there would make the stream's
+// bytes depend on history.
+type recycler struct {
+	free [48][][]byte
+}
+
+func sizeClass(n int) int {
+	c := 6 // 64 bytes at least
+	for 1<<c < n {
+		c++
+	}
+	return c
+}
+
+func (r *recycler) Allocate(size int) []byte {
+	c := sizeClass(size)
+	if l := r.free[c]; len(l) > 0 {
+		b := l[len(l)-1][:size]
+		r.free[c] = l[:len(l)-1]
+		clear(b)
+		return b
+	}
+	return make([]byte, size, 1<<c)
+}
+
+func (r *recycler) Reallocate(size int, b []byte) []byte {
+	if size <= cap(b) {
+		old := len(b)
+		b = b[:size]
+		if size > old {
+			clear(b[old:])
+		}
+		return b
+	}
+	nb := r.Allocate(size)
+	copy(nb, b)
+	r.Free(b)
+	return nb
+}
+
+func (r *recycler) Free(b []byte) {
+	c := sizeClass(cap(b))
+	if cap(b) == 1<<c && len(r.free[c]) < 16 {
+		r.free[c] = append(r.free[c], b[:0])
+	}
+}
