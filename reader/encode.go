@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/bitutil"
@@ -99,7 +100,26 @@ func newEncoder(schema *arrow.Schema) (*encoder, error) {
 	if !bytes.HasSuffix(msg, endOfStream[:]) {
 		return nil, fmt.Errorf("%w: schema stream does not end with end-of-stream", errEncode)
 	}
-	return &encoder{schemaMsg: msg[:len(msg)-len(endOfStream)], fb: flatbuffers.NewBuilder(1024)}, nil
+	e := &encoder{schemaMsg: msg[:len(msg)-len(endOfStream)], fb: flatbuffers.NewBuilder(1024)}
+	if b, ok := outBuffers.Get().(*[]byte); ok {
+		e.out = *b
+	}
+	return e, nil
+}
+
+// outBuffers keeps the output buffers of finished streams for the next
+// ones: a batch is a few hundred KiB, and a fresh buffer per stream costs
+// page faults and collector work for nothing.
+var outBuffers sync.Pool
+
+// release hands the encoder's output buffer to the next stream. The bytes
+// of the last batch are then no longer valid.
+func (e *encoder) release() {
+	if e.out != nil {
+		b := e.out[:0]
+		e.out = nil
+		outBuffers.Put(&b)
+	}
 }
 
 func encodable(t arrow.DataType) bool {

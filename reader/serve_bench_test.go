@@ -3,11 +3,15 @@ package reader
 import (
 	"context"
 	"runtime"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // BenchmarkServe measures one reader serving whole 100k-row units of the
@@ -41,6 +45,75 @@ func BenchmarkServe(b *testing.B) {
 			b.SetBytes(bytes / int64(b.N))
 		})
 	}
+}
+
+// BenchmarkFetch is the floor under a SIG reader's own work: the object
+// store requests a reader makes for a ctr_small unit (BenchmarkServe/sig) and
+// nothing else. Per unit, the footers of the raw block and of every memo
+// object (block.ReadFooter), then ranged GETs (objstore.GetRange, the
+// minio-go client) of the same bytes FetchSegments fetches: the raw block's
+// event_id and labels, and each memo object's value column, adjacent
+// segments in one request. No checksums, no decoding, no encoding.
+func BenchmarkFetch(b *testing.B) {
+	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
+	benchGC(b)
+	ctx := context.Background()
+	var bytes, rows int64
+	runtime.GC()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		u := f.unit(i%len(f.blocks), 4096, nil)
+		objects := map[string][]string{u.RawObject: append([]string{transform.ColEventID}, DefaultLabels...)}
+		for _, in := range u.Inputs {
+			objects[in.MemoObject] = []string{MemoColumn}
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for key, cols := range objects {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				meta, err := block.ReadFooter(ctx, f.store, key)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for _, sp := range spans(meta, cols) {
+					data, err := f.store.GetRange(ctx, key, sp[0], sp[1]-sp[0])
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					mu.Lock()
+					bytes += int64(len(data))
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		rows += f.blocks[i%len(f.blocks)].rows
+	}
+	cpu := cpuTime() - cpu0
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(rows), "cpu-ns/example")
+	b.SetBytes(bytes / int64(b.N))
+}
+
+// spans are the byte ranges of the named columns' segments, those at most
+// 64 KiB apart merged, as block.FetchSegments requests them.
+func spans(meta block.Meta, cols []string) [][2]int64 {
+	var out [][2]int64
+	for _, c := range meta.Columns {
+		if !slices.Contains(cols, c.Name) {
+			continue
+		}
+		if n := len(out); n > 0 && c.Offset <= out[n-1][1]+64<<10 {
+			out[n-1][1] = max(out[n-1][1], c.Offset+c.Length)
+			continue
+		}
+		out = append(out, [2]int64{c.Offset, c.Offset + c.Length})
+	}
+	return out
 }
 
 // cpuTime is the CPU time (user and system) this process has used.

@@ -124,11 +124,13 @@ func (s *Server) Stats() ServerStats {
 // StreamServerOptions tune a gRPC server for streaming bulk responses: a
 // 1 MiB write buffer, so that a batch goes out in a few large writes rather
 // than one system call per 32 KiB; a buffer pool that does not zero the
-// buffers messages are marshaled into (see dirtyPool); and keepalive pings,
+// buffers messages are received and marshaled into (see dirtyPool), used by
+// the transport and by the proto codec (serverCodec); and keepalive pings,
 // so that a unit whose host vanished without closing its connection frees
 // its slot.
 func StreamServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.WriteBufferSize(1 << 20), experimental.BufferPool(readerBufferPool),
+		grpc.ForceServerCodecV2(serverCodec{}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second})}
 }
 
@@ -238,6 +240,7 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, send func
 	if err != nil {
 		return err
 	}
+	defer enc.release()
 	crc := uint32(0)
 	sent := int64(0)
 	b := int64(p.batchRows)
