@@ -14,6 +14,12 @@
 #                        for ctr_small (the paper reports 4.3x-7.5x).
 #   BenchmarkServe       the reader's own work without gRPC (responses
 #                        discarded), SIG and LIG.
+#   BenchmarkFetch       the object store requests of the same SIG units and
+#                        nothing else (footers, then ranged GETs of the same
+#                        bytes with the minio-go client; no checksums, no
+#                        decoding or encoding): what receiving the bytes from
+#                        MinIO over HTTP costs, which the bare server does not
+#                        pay.
 #
 # Servers run in the benchmark process, the consumer (reader.Client) in a
 # child process, MinIO in its own; CPU is getrusage of the benchmark process.
@@ -30,7 +36,7 @@ out=bench/reader.txt
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
-cmd=(go test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCost|BenchmarkServe)$'
+cmd=(go test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCost|BenchmarkServe|BenchmarkFetch)$'
 	-cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m)
 echo "running: ${cmd[*]}" >&2
 "${cmd[@]}" | tee "$raw" >&2
@@ -69,6 +75,23 @@ median() {
 	echo
 	echo "## The reader's own work, without gRPC (ctr_small, CPU ns per example)"
 	printf "SIG %s   LIG %s\n" "$(median BenchmarkServe/sig cpu-ns/example)" "$(median BenchmarkServe/lig cpu-ns/example)"
+	echo
+	echo "## What bounds a SIG reader (ctr_small, CPU ns per example, medians)"
+	fetch=$(median BenchmarkFetch cpu-ns/example)
+	serve=$(median BenchmarkServe/sig cpu-ns/example)
+	bare=$(median BenchmarkThroughput/sig-vs-bare bare-ex/cpu-s)
+	reader=$(median BenchmarkThroughput/sig-vs-bare reader-ex/cpu-s)
+	awk -v f="$fetch" -v s="$serve" -v b="$bare" -v r="$reader" 'BEGIN {
+		printf "%-66s %7.1f\n", "object store requests alone (BenchmarkFetch: footers, ranged GETs)", f
+		printf "%-66s %7.1f\n", "checksums, decoding, encoding, the rest (BenchmarkServe/sig - fetch)", s - f
+		printf "%-66s %7.1f\n", "reader own work (BenchmarkServe/sig)", s
+		printf "%-66s %7.1f\n", "gRPC send of the same bytes (bare server, 1e9 / bare-ex/cpu-s)", 1e9 / b
+		printf "%-66s %7.1f\n", "reader serving over gRPC (1e9 / reader-ex/cpu-s)", 1e9 / r
+		printf "%-66s %7.2f\n", "ratio/core if the reader did nothing but fetch and send", (1e9 / b) / (f + 1e9 / b)
+	}'
+	echo "Receiving the bytes from MinIO over HTTP (kernel copies, a fresh zeroed buffer per"
+	echo "range in objstore.GetRange, request signing, footer probes, the garbage) is a cost"
+	echo "the bare server does not pay; with the gRPC send it bounds ratio/core and LIG/SIG."
 	echo
 	echo "# raw go test output"
 	cat "$raw"
