@@ -367,6 +367,29 @@ func (s *byteSink) bytes() []byte {
 	return unsafe.Slice(unsafe.StringData(str), len(str))
 }
 
+// makeNoZero returns n bytes of memory that is not cleared first (as
+// byteSink's), for an output whose bytes are all written before they are
+// read; the kernel exposes only those (bytes past them, slack for copies
+// that overshoot or an allocation sized from above, are never read).
+func makeNoZero(n int) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte(0) // so that the string's data is the allocation
+	return unsafe.Slice(unsafe.StringData(b.String()), n)
+}
+
+// makeInt32NoZero is makeNoZero for n int32s (offsets). The allocation is
+// aligned for them: the allocator aligns a block of 4k bytes to 4 at least.
+func makeInt32NoZero(n int) []int32 {
+	if n == 0 {
+		return []int32{}
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(makeNoZero(4*n)))), n)
+}
+
 func checkOffsets(n int) {
 	if n > 1<<31-1 {
 		panic(fmt.Sprintf("transform: column of %d bytes exceeds 32-bit Arrow offsets", n))

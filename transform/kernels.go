@@ -38,8 +38,10 @@ type Kernel func(in []arrow.Array, n *Node) (arrow.Array, error)
 //   - sort keys with an 8-byte integer prefix for the set ops, and no
 //     sort at all to intersect small rows;
 //   - rows whose elements or bytes are contiguous copied at once (concat,
-//     truncate, fill_missing; fill_missing's bytes into memory Go does not
-//     clear first, byteSink);
+//     truncate, fill_missing), into memory Go does not clear first when the
+//     kernel writes all of it (byteSink, makeNoZero); truncate copies each
+//     row in fixed-size blocks that overshoot, so that a row's length
+//     costs no mispredicted branch (truncateRows);
 //   - XXH64 inlined for int64s, and a small memo of recent strings' hashes
 //     (hashfn.go).
 
@@ -848,64 +850,11 @@ func kernelTruncate(in []arrow.Array, nd *Node) (arrow.Array, error) {
 	if !long {
 		return l.result(), nil
 	}
-	offs := make([]int32, l.n+1)
 	valid, nulls := validityOf(l.arr)
 	if l.text {
-		c := &l.str
-		e0, e1 := l.span()
-		childOffs := make([]int32, e1-e0+1) // upper bounds
-		data := make([]byte, c.offs[e1]-c.offs[e0]+8)
-		w, pos := int32(0), int32(0) // elements and bytes written
-		copyElems := func(s, e int32) {
-			b0, b1 := c.offs[s], c.offs[e]
-			delta := pos - b0
-			if n := b1 - b0; n <= 64 && int(b0)+64 <= len(c.data) {
-				// Short copies, 8 bytes at a time, overshooting into bytes
-				// the next copy overwrites (data has 8 bytes of slack).
-				for k := int32(0); k < n; k += 8 {
-					binary.LittleEndian.PutUint64(data[pos+k:], binary.LittleEndian.Uint64(c.data[b0+k:]))
-				}
-				pos += n
-			} else {
-				pos += int32(copy(data[pos:], c.data[b0:b1]))
-			}
-			src := c.offs[s+1 : e+1]
-			dst := childOffs[w+1 : w+1+e-s]
-			dst = dst[:len(src)]
-			for k, o := range src {
-				dst[k] = o + delta
-			}
-			w += e - s
-		}
-		run := 0 // first row of the current run of rows kept whole
-		flush := func(i int) {
-			if run < i {
-				copyElems(l.offs[run], l.offs[i])
-				shift := offs[run] - l.offs[run]
-				for r := run; r < i; r++ {
-					offs[r+1] = l.offs[r+1] + shift
-				}
-			}
-		}
-		for i := 0; i < l.n; i++ {
-			s, e := l.offs[i], l.offs[i+1]
-			switch {
-			case l.valid.null(i):
-				flush(i)
-				offs[i+1] = w
-				run = i + 1
-			case e-s > max:
-				flush(i)
-				copyElems(s, s+max)
-				offs[i+1] = w
-				run = i + 1
-			}
-		}
-		flush(l.n)
-		child := newStringArray(int(w), childOffs[:w+1], data[:pos], nil, 0)
-		defer child.Release()
-		return newListArray(arrow.ListOf(arrow.BinaryTypes.String), l.n, offs, valid, nulls, child), nil
+		return truncateText(&l, max, valid, nulls)
 	}
+	offs := make([]int32, l.n+1)
 	e0, e1 := l.span()
 	vals := make([]int64, 0, e1-e0)
 	for i := 0; i < l.n; i++ {
@@ -916,6 +865,116 @@ func kernelTruncate(in []arrow.Array, nd *Node) (arrow.Array, error) {
 		offs[i+1] = int32(len(vals))
 	}
 	return finishIntList(l.n, offs, vals, valid, nulls), nil
+}
+
+// truncateText is truncate on list<string>. A row keeps a prefix of its
+// elements, whose bytes are contiguous in the child: each row is one copy
+// of bytes and one loop shifting its offsets by a constant (truncateRows),
+// into buffers sized by a first pass, which writes the list's offsets, and
+// written in full, so not cleared first. (A run of rows kept whole is
+// contiguous too, but such runs are short when truncate has work to do:
+// rows are as fast.)
+func truncateText(l *listView, max int32, valid *memory.Buffer, nulls int) (arrow.Array, error) {
+	n := l.n
+	lo := l.offs[:n+1]
+	co := l.str.offs
+	// truncateRows trusts lo to index co: check it here, where it is read
+	// anyway.
+	if lo[0] < 0 || int(lo[n]) >= len(co) {
+		return nil, fmt.Errorf("truncate: list offsets [%d, %d] out of the child's range [0, %d]", lo[0], lo[n], len(co)-1)
+	}
+	offs := makeInt32NoZero(n + 1)
+	offs[0] = 0
+	w, bad := int32(0), int32(0)
+	if l.valid.bits == nil {
+		for i, o := range lo[1:] {
+			d := o - lo[i]
+			bad |= d
+			w += min(d, max)
+			offs[i+1] = w
+		}
+	} else {
+		for i, o := range lo[1:] {
+			d := o - lo[i]
+			bad |= d
+			if !l.valid.null(i) {
+				w += min(d, max)
+			}
+			offs[i+1] = w
+		}
+	}
+	if bad < 0 {
+		return nil, fmt.Errorf("truncate: list offsets decrease")
+	}
+	childOffs := makeInt32NoZero(int(w) + 1 + truncOffsBlock)
+	// At most the bytes of the span, plus room for the last overshoot.
+	data := makeNoZero(int(co[lo[n]]-co[lo[0]]) + truncByteBlock)
+	pos := truncateRows(lo, offs, co, l.str.data, childOffs, data)
+	child := newStringArray(int(w), childOffs[:w+1], data[:pos], nil, 0)
+	defer child.Release()
+	return newListArray(arrow.ListOf(arrow.BinaryTypes.String), n, offs, valid, nulls, child), nil
+}
+
+const (
+	truncByteBlock = 64 // bytes truncateRows copies at a time
+	truncOffsBlock = 8  // offsets truncateRows shifts at a time
+)
+
+// truncateRows copies the first offs[i+1]-offs[i] elements of each row i
+// (elements lo[i]... of a string child with offsets co and bytes src) to
+// childOffs[offs[i]+1...] and data, and returns the bytes written. lo must
+// increase and index co, and offs[i+1]-offs[i] <= lo[i+1]-lo[i]; childOffs
+// has offs[n]+1+truncOffsBlock elements and data truncByteBlock bytes of
+// slack.
+//
+// Both copies go in fixed-size blocks that overshoot into what the next
+// row overwrites, so that a typical row (up to 64 bytes, up to 8 elements)
+// takes no branch that depends on its length; they use unsafe pointers
+// because, with bounds checks on every block, the loop has more variables
+// than the compiler has registers (a third slower). Every access is in
+// bounds: the blocks are taken only where the block-rounded ranges fit,
+// checked per row (co and the data may come from a malformed array; lo was
+// checked, offs and childOffs are built by the caller); other rows go
+// through copy and range.
+func truncateRows(lo, offs, co []int32, src []byte, childOffs []int32, data []byte) int32 {
+	pco := unsafe.Pointer(unsafe.SliceData(co))
+	psrc := unsafe.Pointer(unsafe.SliceData(src))
+	pdata := unsafe.Pointer(unsafe.SliceData(data))
+	pchild := unsafe.Pointer(unsafe.SliceData(childOffs))
+	nco, nsrc, ndata := len(co), len(src), len(data)-truncByteBlock
+	childOffs[0] = 0
+	pos := int32(0) // bytes written
+	for i := range len(offs) - 1 {
+		s, w, k := lo[i], offs[i], offs[i+1]-offs[i]
+		b0, b1 := co[s], co[s+k]
+		nb := b1 - b0
+		if 0 <= b0 && 0 <= nb && int(b1)+truncByteBlock <= nsrc && int(pos)+int(nb) <= ndata {
+			for j := int32(0); j < nb; j += truncByteBlock {
+				d, c := unsafe.Add(pdata, int(pos+j)), unsafe.Add(psrc, int(b0+j))
+				*(*[16]byte)(d) = *(*[16]byte)(c)
+				*(*[16]byte)(unsafe.Add(d, 16)) = *(*[16]byte)(unsafe.Add(c, 16))
+				*(*[16]byte)(unsafe.Add(d, 32)) = *(*[16]byte)(unsafe.Add(c, 32))
+				*(*[16]byte)(unsafe.Add(d, 48)) = *(*[16]byte)(unsafe.Add(c, 48))
+			}
+		} else {
+			copy(data[pos:pos+nb], src[b0:b1])
+		}
+		delta := pos - b0
+		if int(s+k)+truncOffsBlock < nco {
+			for j := int32(0); j < k; j += truncOffsBlock {
+				d := (*[truncOffsBlock]int32)(unsafe.Add(pchild, 4*int(w+1+j)))
+				o := (*[truncOffsBlock]int32)(unsafe.Add(pco, 4*int(s+1+j)))
+				d[0], d[1], d[2], d[3] = o[0]+delta, o[1]+delta, o[2]+delta, o[3]+delta
+				d[4], d[5], d[6], d[7] = o[4]+delta, o[5]+delta, o[6]+delta, o[7]+delta
+			}
+		} else {
+			for j, o := range co[s+1 : s+1+k] {
+				childOffs[w+1+int32(j)] = o + delta
+			}
+		}
+		pos += nb
+	}
+	return pos
 }
 
 func kernelLength(in []arrow.Array, _ *Node) (arrow.Array, error) {
@@ -1221,7 +1280,8 @@ func kernelFillMissing(in []arrow.Array, nd *Node) (arrow.Array, error) {
 		c := viewStr(a)
 		d := []byte(def.Str)
 		data := newByteSink(len(c.bytes()) + a.NullN()*len(d))
-		offs := make([]int32, c.n+1)
+		offs := makeInt32NoZero(c.n + 1) // written in full
+		offs[0] = 0
 		next := 0 // next row to copy
 		// copyRows copies rows [i, j), all valid, at once: their bytes are
 		// contiguous, their offsets shift by one constant.
