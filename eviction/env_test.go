@@ -6,7 +6,6 @@ package eviction_test
 // principal, and checks of the matching cache against the bucket.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	"github.com/sigdata/sig/internal/testenv"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -385,19 +384,4 @@ func pendingBlocks(sol *sigv1.ReadSolution, ks ...matching.Key) int {
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers (sigd's log).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = sigdtest.SyncBuffer

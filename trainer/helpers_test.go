@@ -1,13 +1,11 @@
 package trainer
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -124,23 +122,8 @@ func checkExactlyOnce(t *testing.T, e *env, pipeline string) *checkpoint.Manifes
 	return m
 }
 
-// syncBuffer is a concurrency-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a bytes.Buffer safe for concurrent writers (sigd's log).
+type syncBuffer = sigdtest.SyncBuffer
 
 // testLogger logs to a buffer printed when the test fails (or always with
 // TRAINER_TEST_LOG=1).
