@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/sigdata/sig/transform"
@@ -95,20 +94,33 @@ func canonicalizeChecked(g *transform.Graph, types []transform.Type, s *transfor
 	if err != nil {
 		return nil, err
 	}
-	c := &Canonical{Schema: s, byKey: map[Key]int{}}
+	// Canonical nodes never outnumber the graph's (rewrites merge or drop
+	// them; the few they add are below the graph's limits' slack), so one
+	// allocation of each usually serves the whole graph.
+	c := &Canonical{Schema: s, Nodes: make([]CNode, 0, len(g.Nodes)), byKey: make(map[Key]int, len(g.Nodes))}
 	fp := s.Fingerprint()
 	canon := make([]int, len(g.Nodes))
+	// The canonical inputs of every node, carved out of one allocation
+	// (capacity-capped, so no node's slice can grow into the next's).
+	total := 0
+	for i := range g.Nodes {
+		total += len(g.Nodes[i].Inputs)
+	}
+	arena := make([]int, total)
 	for _, i := range order {
 		n := &g.Nodes[i]
-		ins := make([]int, len(n.Inputs))
+		ins := arena[:len(n.Inputs):len(n.Inputs)]
+		arena = arena[len(n.Inputs):]
 		for k, j := range n.Inputs {
 			ins[k] = canon[j]
 		}
 		canon[i] = c.mk(reg, fp, n.Op, n.Params, ins, types[i])
 	}
 	mark := make([]int32, len(c.Nodes))
+	var scratch coneScratch
+	c.Components = make([]Component, 0, len(g.Inputs))
 	for k, in := range g.Inputs {
-		c.Components = append(c.Components, c.component(in.Name, canon[in.Node], mark, int32(k+1)))
+		c.Components = append(c.Components, c.component(in.Name, canon[in.Node], mark, int32(k+1), &scratch))
 	}
 	return c, nil
 }
@@ -199,11 +211,16 @@ func paramOf(ps []transform.Param, name string) (transform.Value, bool) {
 
 // normParams copies the parameters without positions, sorted by name.
 func normParams(ps []transform.Param) []transform.Param {
+	if len(ps) == 0 {
+		return nil
+	}
 	out := make([]transform.Param, len(ps))
 	for i, p := range ps {
 		out[i] = transform.Param{Name: p.Name, Value: p.Value}
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b transform.Param) int { return strings.Compare(a.Name, b.Name) })
+	}
 	return out
 }
 
@@ -260,12 +277,22 @@ func normFloat(f float64) float64 {
 	return f
 }
 
-func (c *Canonical) component(name string, root int, mark []int32, stamp int32) Component {
+// coneScratch is the traversal state component reuses from one model input
+// to the next: cones overlap, and growing fresh slices for each was most of
+// canonicalization's garbage.
+type coneScratch struct {
+	stack []coneFrame
+	nodes []int
+}
+
+type coneFrame struct{ node, next int }
+
+func (c *Canonical) component(name string, root int, mark []int32, stamp int32, sc *coneScratch) Component {
 	comp := Component{Input: name, Key: c.Nodes[root].Key, Root: root, Type: c.Nodes[root].Type}
 	// Iterative post-order over the cone; mark[i] == stamp means visited,
 	// so one mark array serves every component without clearing.
-	type frame struct{ node, next int }
-	stack := []frame{{root, 0}}
+	stack := append(sc.stack[:0], coneFrame{root, 0})
+	nodes := sc.nodes[:0]
 	mark[root] = stamp
 	for len(stack) > 0 {
 		f := &stack[len(stack)-1]
@@ -275,11 +302,11 @@ func (c *Canonical) component(name string, root int, mark []int32, stamp int32) 
 			f.next++
 			if mark[j] != stamp {
 				mark[j] = stamp
-				stack = append(stack, frame{j, 0})
+				stack = append(stack, coneFrame{j, 0})
 			}
 			continue
 		}
-		comp.Nodes = append(comp.Nodes, f.node)
+		nodes = append(nodes, f.node)
 		// Few distinct ops and columns per component: a linear scan beats
 		// collecting duplicates and sorting them.
 		if !slices.Contains(comp.Ops, n.Op) {
@@ -293,6 +320,8 @@ func (c *Canonical) component(name string, root int, mark []int32, stamp int32) 
 		}
 		stack = stack[:len(stack)-1]
 	}
+	sc.stack, sc.nodes = stack, nodes
+	comp.Nodes = slices.Clone(nodes)
 	slices.Sort(comp.Columns)
 	slices.Sort(comp.Ops)
 	return comp
