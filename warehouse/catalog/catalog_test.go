@@ -280,3 +280,31 @@ type nopLogger struct{}
 func (nopLogger) Infof(string, ...any)      {}
 func (nopLogger) Errorf(string, ...any)     {}
 func (nopLogger) Fatalf(f string, a ...any) { panic(f) }
+
+// TestDecodedEntriesAreCopies: block entries come out of a decode cache;
+// what one caller does to its copy must not reach the next caller.
+func TestDecodedEntriesAreCopies(t *testing.T) {
+	c := open(t, t.TempDir())
+	defer c.Close()
+	m := meta(0, 0, 0, 99, 1)
+	m.Columns = []block.Column{{Name: "query", Type: "string", Offset: 0, Length: 10, CRC32C: 7}}
+	if err := c.Add(m); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		got, err := c.Get("ads", m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Fatalf("Get = %+v, want %+v", got, m)
+		}
+		got.Columns[0].Name = "scribbled"
+		got.Kafka.First = -1
+		bs, err := c.Blocks("ads")
+		if err != nil || len(bs) != 1 || !reflect.DeepEqual(bs[0], m) {
+			t.Fatalf("Blocks = %+v, %v; want [%+v]", bs, err, m)
+		}
+		bs[0].Columns[0].Length = 0
+	}
+}
