@@ -89,8 +89,8 @@ median() {
 		printf "%-66s %7.1f\n", "reader serving over gRPC (1e9 / reader-ex/cpu-s)", 1e9 / r
 		printf "%-66s %7.2f\n", "ratio/core if the reader did nothing but fetch and send", (1e9 / b) / (f + 1e9 / b)
 	}'
-	echo "Receiving the bytes from MinIO over HTTP (kernel copies, a fresh zeroed buffer per"
-	echo "range in objstore.GetRange, request signing, footer probes, the garbage) is a cost"
+	echo "Receiving the bytes from MinIO over HTTP (kernel copies of the bodies, one request"
+	echo "per footer and per span of segments, each built and signed by minio-go) is a cost"
 	echo "the bare server does not pay; with the gRPC send it bounds ratio/core and LIG/SIG."
 	echo
 	echo "# raw go test output"

@@ -107,7 +107,11 @@
 // ipc.Writer writes; it reuses its output buffer across batches and
 // streams, decoding allocates nothing per byte, gRPC marshals into buffers
 // it does not zero (serverCodec), and cmd/reader runs the collector at
-// DefaultGCPercent. What remains is mostly receiving the bytes over HTTP:
+// DefaultGCPercent. Segments are fetched into recycled buffers that are
+// not zeroed (unitBuffers: a unit's buffers go back to the pool only after
+// its last batch is sent), each segment's CRC-32C is computed as its bytes
+// arrive (block.FetchSegmentsInto), and footers are read with small pooled
+// probes. What remains is mostly receiving the bytes over HTTP:
 // bench/reader.sh measures the same units' object store requests alone
 // (BenchmarkFetch), a cost the bare gRPC server it compares with does not
 // pay.

@@ -50,10 +50,12 @@ func BenchmarkServe(b *testing.B) {
 // BenchmarkFetch is the floor under a SIG reader's own work: the object
 // store requests a reader makes for a ctr_small unit (BenchmarkServe/sig) and
 // nothing else. Per unit, the footers of the raw block and of every memo
-// object (block.ReadFooter), then ranged GETs (objstore.GetRange, the
+// object (block.ReadFooter), then ranged GETs (objstore.GetRangeInto, the
 // minio-go client) of the same bytes FetchSegments fetches: the raw block's
 // event_id and labels, and each memo object's value column, adjacent
-// segments in one request. No checksums, no decoding, no encoding.
+// segments in one request. The GETs read into buffers of the reader's
+// segment pool, taken per unit and given back when the unit's reads are
+// done, as Server.serve does. No checksums, no decoding, no encoding.
 func BenchmarkFetch(b *testing.B) {
 	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
 	benchGC(b)
@@ -70,6 +72,7 @@ func BenchmarkFetch(b *testing.B) {
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
+		bufs := &unitBuffers{}
 		for key, cols := range objects {
 			wg.Add(1)
 			go func() {
@@ -80,7 +83,8 @@ func BenchmarkFetch(b *testing.B) {
 					return
 				}
 				for _, sp := range spans(meta, cols) {
-					data, err := f.store.GetRange(ctx, key, sp[0], sp[1]-sp[0])
+					data := bufs.alloc(int(sp[1] - sp[0]))
+					err := f.store.GetRangeInto(ctx, key, sp[0], data)
 					if err != nil {
 						b.Error(err)
 						return
@@ -92,6 +96,7 @@ func BenchmarkFetch(b *testing.B) {
 			}()
 		}
 		wg.Wait()
+		bufs.release()
 		rows += f.blocks[i%len(f.blocks)].rows
 	}
 	cpu := cpuTime() - cpu0

@@ -224,7 +224,12 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, send func
 	case <-ctx.Done():
 		return fmt.Errorf("%w: waiting for a free slot: %v", errCanceled, ctx.Err())
 	}
-	cols, n, err := s.load(ctx, p)
+	// The unit's fetch buffers are recycled only when serve returns: the
+	// columns are views of them until the last batch is sent (deferred
+	// first, this runs last; see unitBuffers).
+	bufs := &unitBuffers{}
+	defer bufs.release()
+	cols, n, err := s.load(ctx, p, bufs.alloc)
 	if err != nil {
 		return err
 	}
@@ -269,7 +274,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // block, in the order of p.out, and the number of rows. The raw block's
 // columns and every memo object are fetched concurrently, with ranged reads
 // of only the segments needed (see segment.go).
-func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error) {
+//
+// Every segment is fetched into a buffer from alloc; the columns returned
+// are views of those buffers (see unitBuffers). load returns only when none
+// of its reads is running any more.
+func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.Array, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	memos := make([]memoRead, len(p.inputs))
@@ -307,14 +316,14 @@ func (s *Server) load(ctx context.Context, p *plan) ([]arrow.Array, int64, error
 			if !s.cfg.ExactAlignment && sameSegment(m.meta, rawMeta, transform.ColEventID) {
 				names = names[1:]
 			}
-			m.segs, m.err = block.FetchSegments(ctx, s.cfg.Store, m.meta, names)
+			m.segs, m.err = block.FetchSegmentsInto(ctx, s.cfg.Store, m.meta, names, alloc)
 		}()
 	}
 	rawMeta, rawErr := s.readRawFooter(ctx, p)
 	var raw *rawRead
 	close(rawReady)
 	if rawErr == nil {
-		raw, rawErr = s.readRaw(ctx, p, rawMeta)
+		raw, rawErr = s.readRaw(ctx, p, rawMeta, alloc)
 	}
 	if rawErr != nil {
 		cancel()
@@ -466,7 +475,7 @@ func rawErr(key string, err error) error {
 
 // readRaw reads event_id and p.rawColumns of the unit's raw block with
 // ranged reads.
-func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta) (*rawRead, error) {
+func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc block.Alloc) (*rawRead, error) {
 	key := p.unit.RawObject
 	wrap := func(err error) error { return rawErr(key, err) }
 	names := append([]string{transform.ColEventID}, p.rawColumns...)
@@ -480,7 +489,7 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta) (*rawRea
 		}
 		fields[i] = arrow.Field{Name: name, Type: f.Type.ArrowType(), Nullable: name != transform.ColEventID}
 	}
-	segs, err := block.FetchSegments(ctx, s.cfg.Store, meta, names)
+	segs, err := block.FetchSegmentsInto(ctx, s.cfg.Store, meta, names, alloc)
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/bits"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -377,7 +380,7 @@ func Decode(key string, data []byte) (Meta, arrow.Record, error) {
 		names[i] = c.Name
 		segs[i] = data[c.Offset : c.Offset+c.Length]
 	}
-	rec, err := assemble(key, m, names, segs)
+	rec, err := assemble(key, m, names, segs, false)
 	return m, rec, err
 }
 
@@ -390,7 +393,9 @@ func decodeSegment(key string, m Meta, c Column, seg []byte) (arrow.Array, error
 }
 
 // assemble decodes the named segments into one record, columns in order.
-func assemble(key string, m Meta, names []string, segs [][]byte) (arrow.Record, error) {
+// verified says the segments' checksums were checked already (by
+// FetchSegmentsInto).
+func assemble(key string, m Meta, names []string, segs [][]byte, verified bool) (arrow.Record, error) {
 	fields := make([]arrow.Field, len(names))
 	cols := make([]arrow.Array, len(names))
 	release := func() {
@@ -402,7 +407,13 @@ func assemble(key string, m Meta, names []string, segs [][]byte) (arrow.Record, 
 	}
 	for i, name := range names {
 		c, _ := m.Column(name)
-		arr, err := decodeSegment(key, m, c, segs[i])
+		var arr arrow.Array
+		var err error
+		if verified {
+			arr, err = DecodeSegment(key, c, segs[i], m.Rows)
+		} else {
+			arr, err = decodeSegment(key, m, c, segs[i])
+		}
 		if err != nil {
 			release()
 			return nil, err
@@ -443,17 +454,53 @@ func ReadBlock(ctx context.Context, store *objstore.Store, key string) (Meta, ar
 	return Decode(key, data)
 }
 
-// footerProbe is how many trailing bytes ReadFooter fetches first: enough
-// for the footer of any ordinary block in one request.
-const footerProbe = 64 << 10
+// ReadFooter first fetches the last probe bytes of an object, enough for
+// the footer of any block seen so far: minProbe, grown (up to maxProbe) to
+// the largest footer and trailer this process has read, rounded up to a
+// power of two. A larger footer takes a second request. Ordinary footers
+// are one or two KiB (a JSON line per column), and a probe of 64 KiB cost
+// a reader more than parsing the footer.
+const (
+	minProbe = 8 << 10
+	maxProbe = 1 << 20
+)
+
+var (
+	probeSize atomic.Int64
+	probeBufs sync.Pool // *[]byte of cap >= the probe size when put
+)
+
+func init() { probeSize.Store(minProbe) }
+
+// growProbe makes later probes cover a footer of flen bytes.
+func growProbe(flen int64) {
+	want := min(int64(1)<<bits.Len64(uint64(flen+TrailerSize-1)), maxProbe)
+	for {
+		cur := probeSize.Load()
+		if want <= cur || probeSize.CompareAndSwap(cur, want) {
+			return
+		}
+	}
+}
 
 // ReadFooter reads only the metadata of the block object at key (one ranged
 // request, two if the footer is unusually large).
 func ReadFooter(ctx context.Context, store *objstore.Store, key string) (Meta, error) {
-	tail, info, err := store.GetSuffix(ctx, key, footerProbe)
+	probe := int(probeSize.Load())
+	bp, _ := probeBufs.Get().(*[]byte)
+	if bp == nil || cap(*bp) < probe {
+		b := make([]byte, probe)
+		bp = &b
+	}
+	// The probe buffer goes back to the pool when ReadFooter returns:
+	// nothing returned aliases it (parseFooter copies what it decodes, and
+	// errors are formatted).
+	defer probeBufs.Put(bp)
+	n, info, err := store.GetSuffixInto(ctx, key, (*bp)[:probe])
 	if err != nil {
 		return Meta{}, err
 	}
+	tail := (*bp)[:n]
 	if len(tail) < TrailerSize {
 		return Meta{}, corrupt(key, "object of %d bytes is shorter than the trailer", len(tail))
 	}
@@ -470,6 +517,8 @@ func ReadFooter(ctx context.Context, store *objstore.Store, key string) (Meta, e
 		footer = tail[int64(len(tail))-TrailerSize-flen : len(tail)-TrailerSize]
 	} else if footer, err = store.GetRange(ctx, key, foff, flen); err != nil {
 		return Meta{}, err
+	} else {
+		growProbe(flen)
 	}
 	m, err := parseFooter(key, footer, fcrc, info.Size, foff)
 	if err != nil {
@@ -486,6 +535,13 @@ func ReadFooter(ctx context.Context, store *objstore.Store, key string) (Meta, e
 // the catalog or ReadFooter; if its column directory is empty, the footer is
 // read first.
 func ReadColumns(ctx context.Context, store *objstore.Store, meta Meta, cols []string) (arrow.Record, error) {
+	return ReadColumnsInto(ctx, store, meta, cols, nil)
+}
+
+// ReadColumnsInto is ReadColumns fetching into buffers from alloc (see
+// FetchSegmentsInto): the record's arrays are views of those buffers, which
+// the caller may recycle only once nothing reads the record any more.
+func ReadColumnsInto(ctx context.Context, store *objstore.Store, meta Meta, cols []string, alloc Alloc) (arrow.Record, error) {
 	if len(meta.Columns) == 0 {
 		m, err := ReadFooter(ctx, store, meta.Key)
 		if err != nil {
@@ -504,9 +560,9 @@ func ReadColumns(ctx context.Context, store *objstore.Store, meta Meta, cols []s
 			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
 		}
 	}
-	segs, err := FetchSegments(ctx, store, meta, names)
+	segs, err := FetchSegmentsInto(ctx, store, meta, names, alloc)
 	if err != nil {
 		return nil, err
 	}
-	return assemble(meta.Key, meta, names, segs)
+	return assemble(meta.Key, meta, names, segs, true)
 }

@@ -48,6 +48,26 @@ const maxGap = 64 << 10
 // meta describes (meta from block.ReadFooter or the catalog), each checked
 // against its CRC-32C.
 func FetchSegments(ctx context.Context, store *objstore.Store, meta Meta, names []string) ([][]byte, error) {
+	return FetchSegmentsInto(ctx, store, meta, names, nil)
+}
+
+// Alloc supplies the buffers FetchSegmentsInto and ReadColumnsInto fetch
+// into: a slice of length n (its contents may be anything; every byte is
+// overwritten before it is read). It is called from several goroutines at
+// once.
+type Alloc func(n int) []byte
+
+// FetchSegmentsInto is FetchSegments fetching into buffers from alloc
+// (make when alloc is nil), one per ranged GET. The segments returned are
+// slices of those buffers, and so is everything DecodeSegment decodes from
+// them: the caller may recycle a buffer only once nothing reads those
+// segments or arrays any more. Every buffer alloc handed out is the
+// caller's again when FetchSegmentsInto returns, whether or not it
+// succeeded (no request writes into it after that).
+func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, names []string, alloc Alloc) ([][]byte, error) {
+	if alloc == nil {
+		alloc = func(n int) []byte { return make([]byte, n) }
+	}
 	type want struct {
 		idx int
 		col Column
@@ -87,18 +107,36 @@ func FetchSegments(ctx context.Context, store *objstore.Store, meta Meta, names 
 		go func() {
 			defer wg.Done()
 			sp := &spans[si]
-			data, err := store.GetRange(ctx, meta.Key, sp.off, sp.end-sp.off)
+			n := sp.end - sp.off
+			data := alloc(int(n))
+			if int64(len(data)) != n {
+				errs[si] = fmt.Errorf("block %s: buffer of %d bytes for a range of %d", meta.Key, len(data), n)
+				return
+			}
+			// Each segment's CRC-32C is computed as its bytes arrive, while
+			// they are still in the CPU's caches (a second pass over a
+			// block's worth of bytes costs as much again in memory
+			// traffic). A retried request starts again at lo = 0.
+			crcs := make([]uint32, len(sp.members))
+			err := store.GetRangeIntoFunc(ctx, meta.Key, sp.off, data, func(lo, hi int) {
+				if lo == 0 {
+					clear(crcs)
+				}
+				for k, w := range sp.members {
+					s := max(lo, int(w.col.Offset-sp.off))
+					e := min(hi, int(w.col.Offset-sp.off+w.col.Length))
+					if s < e {
+						crcs[k] = crc32.Update(crcs[k], castagnoli, data[s:e])
+					}
+				}
+			})
 			if err != nil {
 				errs[si] = err
 				return
 			}
-			if int64(len(data)) != sp.end-sp.off {
-				errs[si] = fmt.Errorf("block %s: short read of [%d,+%d): %w", meta.Key, sp.off, sp.end-sp.off, ErrCorrupt)
-				return
-			}
-			for _, w := range sp.members {
+			for k, w := range sp.members {
 				seg := data[w.col.Offset-sp.off : w.col.Offset-sp.off+w.col.Length : w.col.Offset-sp.off+w.col.Length]
-				if crc32.Checksum(seg, castagnoli) != w.col.CRC32C {
+				if crcs[k] != w.col.CRC32C {
 					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, w.col.Name, ErrCorrupt)
 					return
 				}

@@ -298,31 +298,103 @@ func (s *Store) read(ctx context.Context, key, what string, opts minio.GetObject
 	})
 }
 
-// GetRange reads length bytes at offset off. The whole-object checksum cannot
-// be verified on a range: the caller verifies what it reads. Reading past the
-// end of the object is an error.
+// GetRange reads length bytes at offset off into a new buffer (see
+// GetRangeInto).
 func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
 	if off < 0 || length <= 0 {
 		return nil, fmt.Errorf("objstore: get %s: invalid range off=%d length=%d", key, off, length)
 	}
+	buf := make([]byte, length)
+	if err := s.GetRangeInto(ctx, key, off, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// GetRangeInto reads exactly len(dst) bytes at offset off into dst. The
+// whole-object checksum cannot be verified on a range: the caller verifies
+// what it reads. Reading past the end of the object is an error. dst may
+// hold anything on entry (it is overwritten, never read); a retried attempt
+// writes it again from the start. On error its contents are unspecified.
+// When it returns, nothing writes to dst any more: the caller may reuse it.
+func (s *Store) GetRangeInto(ctx context.Context, key string, off int64, dst []byte) error {
+	return s.GetRangeIntoFunc(ctx, key, off, dst, nil)
+}
+
+// GetRangeIntoFunc is GetRangeInto telling the caller as the bytes arrive,
+// so that it can work on them (checksum them) while they are still in the
+// CPU's caches: filled(lo, hi) is called once dst[lo:hi] holds the range's
+// bytes lo to hi. Within an attempt lo is the previous call's hi; every
+// attempt starts again at lo = 0 (a retry rewrites dst from the start), so
+// a caller accumulating state resets it when lo is 0. filled may be nil.
+func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst []byte, filled func(lo, hi int)) error {
+	length := int64(len(dst))
+	if off < 0 || length <= 0 {
+		return fmt.Errorf("objstore: get %s: invalid range off=%d length=%d", key, off, length)
+	}
 	var opts minio.GetObjectOptions
 	if err := opts.SetRange(off, off+length-1); err != nil {
-		return nil, fmt.Errorf("objstore: get %s: %w", key, err)
+		return fmt.Errorf("objstore: get %s: %w", key, err)
 	}
-	var data []byte
-	err := s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), opts, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
+	return s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), opts, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
 		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok && off+length > total {
 			return permanent(fmt.Errorf("range [%d,+%d) beyond size %d", off, length, total))
 		}
-		buf := make([]byte, length)
-		if _, err := io.ReadFull(obj, buf); err != nil {
-			return err
+		if filled == nil {
+			if _, err := io.ReadFull(obj, dst); err != nil {
+				return err
+			}
+		} else {
+			for lo := 0; lo < len(dst); {
+				hi := min(lo+readChunk, len(dst))
+				if _, err := io.ReadFull(obj, dst[lo:hi]); err != nil {
+					return err
+				}
+				filled(lo, hi)
+				lo = hi
+			}
 		}
-		data = buf
 		s.bytesRead.Add(length)
 		return nil
 	})
-	return data, err
+}
+
+// GetSuffixInto reads the last len(dst) bytes of the object (all of it if
+// it is shorter) into dst[:n] and returns n and the object's Info. Like
+// GetRangeInto, it only writes dst, and not after it returns.
+func (s *Store) GetSuffixInto(ctx context.Context, key string, dst []byte) (int, Info, error) {
+	if len(dst) == 0 {
+		return 0, Info{}, fmt.Errorf("objstore: get %s: invalid suffix length 0", key)
+	}
+	var (
+		n    int
+		info Info
+	)
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(0, -int64(len(dst))); err != nil {
+		return 0, Info{}, fmt.Errorf("objstore: get %s: %w", key, err)
+	}
+	err := s.read(ctx, key, fmt.Sprintf("get %s [-%d:]", key, len(dst)), opts, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
+		// Stat on a ranged object reports the range's length; the total
+		// comes from Content-Range.
+		if oi.Size < 0 || oi.Size > int64(len(dst)) {
+			return permanent(fmt.Errorf("suffix of %d bytes asked, server sends %d", len(dst), oi.Size))
+		}
+		if _, err := io.ReadFull(obj, dst[:oi.Size]); err != nil {
+			return err
+		}
+		info = infoOf(oi)
+		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok {
+			info.Size = total
+		}
+		n = int(oi.Size)
+		s.bytesRead.Add(oi.Size)
+		return nil
+	})
+	if err != nil {
+		return 0, Info{}, err
+	}
+	return n, info, nil
 }
 
 // GetSuffix reads the last n bytes of the object (all of it if it is shorter)
