@@ -11,7 +11,8 @@ import (
 
 // UnitOptions shape the work units built from a read solution.
 type UnitOptions struct {
-	// Schema is the raw source's schema. Default: the built-in Ads schema.
+	// Schema is the raw source's schema. Default: the solution's
+	// raw_schema_json, else (an older sigd) the built-in Ads schema.
 	Schema *transform.Schema
 	// Labels are the label columns. Default DefaultLabels.
 	Labels []string
@@ -36,6 +37,13 @@ func ModeReadyElseLocal(_ *sigv1.InputSolution, blk *sigv1.BlockRead) readerv1.I
 // block, in event order, each with every model input of the solution.
 func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.WorkUnit, error) {
 	schema := opts.Schema
+	if schema == nil && sol.GetRawSchemaJson() != "" {
+		s, err := transform.ParseSchema([]byte(sol.GetRawSchemaJson()))
+		if err != nil {
+			return nil, fmt.Errorf("reader: the solution's raw_schema_json: %w", err)
+		}
+		schema = s
+	}
 	if schema == nil {
 		schema = transform.AdsSchema()
 	}

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -9,6 +10,7 @@ import (
 	"github.com/sigdata/sig/matching"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
 )
 
 // TestUnitsFromSolution builds the units of a read solution (as sigd
@@ -74,5 +76,35 @@ func TestUnitsFromSolution(t *testing.T) {
 	sol.Inputs[0].Blocks = sol.Inputs[0].Blocks[:1]
 	if _, err := UnitsFromSolution(sol, UnitOptions{}); err == nil {
 		t.Fatal("solution with a missing block entry accepted")
+	}
+}
+
+// TestUnitsFromSolutionSchema: units take the raw schema sigd puts in the
+// solution, so any source is read with its own schema; without one (an
+// older sigd) the source must be ads.
+func TestUnitsFromSolutionSchema(t *testing.T) {
+	schema := `{"source":"clicks","fields":[{"name":"event_id","type":"int64"},{"name":"event_time","type":"int64"},` +
+		`{"name":"page","type":"string"},{"name":"click","type":"float64"}]}`
+	sol := &sigv1.ReadSolution{Client: "c", Pipeline: "p", RawSource: "clicks", RawSchemaJson: schema,
+		RawBlocks: []*sigv1.BlockRead{{BlockId: "b1", RawObject: "raw/clicks/b1.arrow"}}}
+	units, err := UnitsFromSolution(sol, UnitOptions{Labels: []string{"click"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(units) != 1 || units[0].RawSource != "clicks" {
+		t.Fatalf("units %v", units)
+	}
+	got, err := transform.ParseSchema([]byte(units[0].RawSchemaJson))
+	if err != nil || got.Source != "clicks" || len(got.Fields) != 4 {
+		t.Fatalf("unit schema %s: %v", units[0].RawSchemaJson, err)
+	}
+
+	sol.RawSchemaJson = ""
+	if _, err := UnitsFromSolution(sol, UnitOptions{}); err == nil || !strings.Contains(err.Error(), `"clicks"`) {
+		t.Fatalf("clicks solution without a schema: %v", err)
+	}
+	sol.RawSchemaJson = `{"source":`
+	if _, err := UnitsFromSolution(sol, UnitOptions{}); err == nil || !strings.Contains(err.Error(), "raw_schema_json") {
+		t.Fatalf("bad schema JSON: %v", err)
 	}
 }

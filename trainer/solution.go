@@ -69,7 +69,8 @@ func (x *solution) unit(cfg *ControllerConfig, blockID string, phase control.Pha
 		return nil, fmt.Errorf("block %s is not in the read solution", blockID)
 	}
 	u := &readerv1.WorkUnit{UnitId: blockID, Client: cfg.Client, Pipeline: cfg.Pipeline, RawSource: x.sol.GetRawSource(),
-		BlockId: blockID, RawObject: rb.GetRawObject(), LabelColumns: []string{cfg.LabelColumn}, BatchRows: uint32(cfg.ReadBatchRows)}
+		RawSchemaJson: x.sol.GetRawSchemaJson(), // empty from an older sigd: the reader assumes ads
+		BlockId:       blockID, RawObject: rb.GetRawObject(), LabelColumns: []string{cfg.LabelColumn}, BatchRows: uint32(cfg.ReadBatchRows)}
 	for i, in := range x.sol.GetInputs() {
 		mi := &readerv1.ModelInput{Name: in.GetInput(), ComponentKey: in.GetComponentKey(), Type: in.GetType(),
 			CanonicalDsl: in.GetCanonicalDsl(), Mode: readerv1.InputMode_INPUT_MODE_LOCAL}

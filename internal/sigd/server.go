@@ -314,6 +314,22 @@ func (s *Server) loadSchemas() error {
 	return nil
 }
 
+// solutionProto converts a read solution and adds its source's schema, so
+// that readers decode any source's blocks (not only the built-in ads).
+func (s *Server) solutionProto(sol *matching.Solution) *sigv1.ReadSolution {
+	out := SolutionToProto(sol)
+	src := sol.Source
+	if src == "" {
+		src = "ads"
+	}
+	if sc, ok := s.schemas[src]; ok {
+		if js, err := json.Marshal(sc); err == nil {
+			out.RawSchemaJson = string(js)
+		}
+	}
+	return out
+}
+
 func (s *Server) schema(source string) (*transform.Schema, error) {
 	sc, ok := s.schemas[source]
 	if !ok {

@@ -141,6 +141,11 @@ func TestThreeClientsShareComponents(t *testing.T) {
 		if got, want := len(resps[i].Solution.Inputs), len(componentKeys(t, dsl[m.graph])); got != want {
 			t.Errorf("%s: %d inputs in the read solution, want %d", m.pipeline, got, want)
 		}
+		// The solution carries its source's schema, for readers.
+		if sc, err := transform.ParseSchema([]byte(resps[i].Solution.RawSchemaJson)); err != nil ||
+			sc.Fingerprint() != transform.AdsSchema().Fingerprint() {
+			t.Errorf("%s: raw_schema_json %q: %v", m.pipeline, resps[i].Solution.RawSchemaJson, err)
+		}
 	}
 
 	ligs := map[string]map[string]*sigdtest.LIGOutput{}

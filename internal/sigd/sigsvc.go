@@ -47,7 +47,7 @@ func (h *sigService) SubmitGraph(ctx context.Context, req *sigv1.SubmitGraphRequ
 	}
 	h.s.metrics.observeSubmit(res)
 	return &sigv1.SubmitGraphResponse{
-		Solution: SolutionToProto(res.Solution), Components: uint32(res.Components),
+		Solution: h.s.solutionProto(res.Solution), Components: uint32(res.Components),
 		ComponentHits: uint32(res.ComponentHits), BlockHits: uint32(res.BlockHits),
 		BlockMisses: uint32(res.BlockMisses), TasksEnqueued: uint32(res.TasksEnqueued),
 	}, nil
@@ -89,7 +89,7 @@ func (h *sigService) GetReadSolution(ctx context.Context, req *sigv1.GetReadSolu
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return SolutionToProto(sol), nil
+	return h.s.solutionProto(sol), nil
 }
 
 // WatchReadSolution streams the solution, then changes of its blocks, and a
@@ -122,7 +122,7 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 			cancel()
 			return grpcError(err)
 		}
-		if err := stream.Send(&sigv1.ReadSolutionUpdate{Solution: SolutionToProto(sol)}); err != nil {
+		if err := stream.Send(&sigv1.ReadSolutionUpdate{Solution: h.s.solutionProto(sol)}); err != nil {
 			cancel()
 			return err
 		}

@@ -824,8 +824,11 @@ type ReadSolution struct {
 	Complete bool `protobuf:"varint,8,opt,name=complete,proto3" json:"complete,omitempty"`
 	// Raw blocks of the range in event order (labels and event ids come from
 	// them).
-	RawBlocks     []*BlockRead `protobuf:"bytes,9,rep,name=raw_blocks,json=rawBlocks,proto3" json:"raw_blocks,omitempty"`
-	RawSource     string       `protobuf:"bytes,10,opt,name=raw_source,json=rawSource,proto3" json:"raw_source,omitempty"`
+	RawBlocks []*BlockRead `protobuf:"bytes,9,rep,name=raw_blocks,json=rawBlocks,proto3" json:"raw_blocks,omitempty"`
+	RawSource string       `protobuf:"bytes,10,opt,name=raw_source,json=rawSource,proto3" json:"raw_source,omitempty"`
+	// The raw source's schema (transform.Schema as JSON): what readers
+	// decode raw blocks and compute LOCAL inputs with, for any source.
+	RawSchemaJson string `protobuf:"bytes,11,opt,name=raw_schema_json,json=rawSchemaJson,proto3" json:"raw_schema_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -926,6 +929,13 @@ func (x *ReadSolution) GetRawBlocks() []*BlockRead {
 func (x *ReadSolution) GetRawSource() string {
 	if x != nil {
 		return x.RawSource
+	}
+	return ""
+}
+
+func (x *ReadSolution) GetRawSchemaJson() string {
+	if x != nil {
+		return x.RawSchemaJson
 	}
 	return ""
 }
@@ -4053,7 +4063,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
 	"\acolumns\x18\x04 \x03(\tR\acolumns\x12#\n" +
 	"\rcanonical_dsl\x18\x05 \x01(\tR\fcanonicalDsl\x12)\n" +
-	"\x06blocks\x18\x06 \x03(\v2\x11.sig.v1.BlockReadR\x06blocks\"\xf7\x02\n" +
+	"\x06blocks\x18\x06 \x03(\v2\x11.sig.v1.BlockReadR\x06blocks\"\x9f\x03\n" +
 	"\fReadSolution\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12(\n" +
@@ -4067,7 +4077,8 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"raw_blocks\x18\t \x03(\v2\x11.sig.v1.BlockReadR\trawBlocks\x12\x1d\n" +
 	"\n" +
 	"raw_source\x18\n" +
-	" \x01(\tR\trawSource\"\xb7\x01\n" +
+	" \x01(\tR\trawSource\x12&\n" +
+	"\x0fraw_schema_json\x18\v \x01(\tR\rrawSchemaJson\"\xb7\x01\n" +
 	"\x12SubmitGraphRequest\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1a\n" +
