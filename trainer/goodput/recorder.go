@@ -309,54 +309,63 @@ func (j *JobRecorder) event(at time.Time, k EventKind) error {
 func (r *Recorder) Timeline(end time.Time) Timeline {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.timelineLocked(end)
+}
+
+func (r *Recorder) timelineLocked(end time.Time) Timeline {
 	if end.Before(r.start) {
 		end = r.start
 	}
 	t := Timeline{Capacity: Capacity{Chips: r.chips, Start: r.start, End: end}}
 	for _, s := range r.jobs {
-		jt := JobTimeline{Job: s.tl.Job}
-		allocs := slices.Clone(s.tl.Allocations)
-		if s.alloc != nil {
-			allocs = append(allocs, Allocation{Start: s.alloc.Start, End: end, Held: s.alloc.Held, Requested: s.alloc.Requested})
-		}
-		for _, a := range allocs {
-			if a.End.After(end) {
-				a.End = end
-			}
-			if a.End.After(a.Start) {
-				jt.Allocations = append(jt.Allocations, a)
-			}
-		}
-		ivs := slices.Clone(s.tl.Intervals)
-		if s.open != nil {
-			ivs = append(ivs, Interval{Start: s.open.Start, End: end, Category: s.open.Category})
-		}
-		for _, iv := range ivs {
-			if iv.End.After(end) {
-				if iv.Category == Productive {
-					iv.Ideal = time.Duration(float64(iv.Ideal) * float64(end.Sub(iv.Start)) / float64(iv.End.Sub(iv.Start)))
-				}
-				iv.End = end
-				// Rounding must not push ideal past device time.
-				iv.Ideal = min(iv.Ideal, iv.End.Sub(iv.Start))
-			}
-			if iv.End.After(iv.Start) {
-				jt.Intervals = append(jt.Intervals, iv)
-			}
-		}
-		for _, p := range s.tl.PhaseChanges {
-			if !p.At.After(end) {
-				jt.PhaseChanges = append(jt.PhaseChanges, p)
-			}
-		}
-		for _, e := range s.tl.Events {
-			if !e.At.After(end) {
-				jt.Events = append(jt.Events, e)
-			}
-		}
-		t.Jobs = append(t.Jobs, jt)
+		t.Jobs = append(t.Jobs, s.cut(end))
 	}
 	return t
+}
+
+// cut returns the job's records as if the run stopped at end.
+func (s *jobState) cut(end time.Time) JobTimeline {
+	jt := JobTimeline{Job: s.tl.Job}
+	allocs := slices.Clone(s.tl.Allocations)
+	if s.alloc != nil {
+		allocs = append(allocs, Allocation{Start: s.alloc.Start, End: end, Held: s.alloc.Held, Requested: s.alloc.Requested})
+	}
+	for _, a := range allocs {
+		if a.End.After(end) {
+			a.End = end
+		}
+		if a.End.After(a.Start) {
+			jt.Allocations = append(jt.Allocations, a)
+		}
+	}
+	ivs := slices.Clone(s.tl.Intervals)
+	if s.open != nil {
+		ivs = append(ivs, Interval{Start: s.open.Start, End: end, Category: s.open.Category})
+	}
+	for _, iv := range ivs {
+		if iv.End.After(end) {
+			if iv.Category == Productive {
+				iv.Ideal = time.Duration(float64(iv.Ideal) * float64(end.Sub(iv.Start)) / float64(iv.End.Sub(iv.Start)))
+			}
+			iv.End = end
+			// Rounding must not push ideal past device time.
+			iv.Ideal = min(iv.Ideal, iv.End.Sub(iv.Start))
+		}
+		if iv.End.After(iv.Start) {
+			jt.Intervals = append(jt.Intervals, iv)
+		}
+	}
+	for _, p := range s.tl.PhaseChanges {
+		if !p.At.After(end) {
+			jt.PhaseChanges = append(jt.PhaseChanges, p)
+		}
+	}
+	for _, e := range s.tl.Events {
+		if !e.At.After(end) {
+			jt.Events = append(jt.Events, e)
+		}
+	}
+	return jt
 }
 
 // Report is Compute(r.Timeline(end)).

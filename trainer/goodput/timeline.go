@@ -103,6 +103,25 @@ func ParseCategory(s string) (Category, bool) {
 	return 0, false
 }
 
+// MarshalText writes the category's name, so JSON carries names rather than
+// numbers that would change meaning if categories were reordered.
+func (c Category) MarshalText() ([]byte, error) {
+	if c < 0 || int(c) >= NumCategories {
+		return nil, fmt.Errorf("goodput: no such category %d", int(c))
+	}
+	return []byte(c.String()), nil
+}
+
+// UnmarshalText is the inverse of MarshalText.
+func (c *Category) UnmarshalText(b []byte) error {
+	v, ok := ParseCategory(string(b))
+	if !ok {
+		return fmt.Errorf("goodput: unknown category %q", b)
+	}
+	*c = v
+	return nil
+}
+
 // Recordable reports whether intervals of this category can be recorded.
 // The others are derived by Compute from allocations and events.
 func (c Category) Recordable() bool { return c >= Productive && c <= Idle }
@@ -136,6 +155,25 @@ func (k EventKind) String() string {
 	return eventNames[k]
 }
 
+// MarshalText writes the event kind's name.
+func (k EventKind) MarshalText() ([]byte, error) {
+	if k < 0 || int(k) >= len(eventNames) {
+		return nil, fmt.Errorf("goodput: no such event kind %d", int(k))
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText is the inverse of MarshalText.
+func (k *EventKind) UnmarshalText(b []byte) error {
+	for i, n := range eventNames {
+		if n == string(b) {
+			*k = EventKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("goodput: unknown event kind %q", b)
+}
+
 // Capacity is the fleet: Chips chips over [Start, End). It is the denominator
 // of the fleet's Scheduling Goodput.
 type Capacity struct {
@@ -149,14 +187,16 @@ type Capacity struct {
 // Allocation the job demanded nothing (finished, or on a training hold that
 // released its chips).
 type Allocation struct {
-	Start, End      time.Time
-	Held, Requested int
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+	Held      int       `json:"held"`
+	Requested int       `json:"requested"`
 }
 
 // PhaseChange starts phase Phase at At; it lasts until the job's next change.
 type PhaseChange struct {
-	At    time.Time
-	Phase string
+	At    time.Time `json:"at"`
+	Phase string    `json:"phase"`
 }
 
 // Interval is what a job's chips did over [Start, End). Category must be
@@ -164,24 +204,27 @@ type PhaseChange struct {
 // of its steps and Ideal the time the same steps would take at the chips'
 // peak (model FLOPs / peak FLOP/s), so 0 <= Ideal <= End-Start.
 type Interval struct {
-	Start, End time.Time
-	Category   Category
-	Ideal      time.Duration
+	Start    time.Time     `json:"start"`
+	End      time.Time     `json:"end"`
+	Category Category      `json:"category"`
+	Ideal    time.Duration `json:"ideal_ns,omitempty"`
 }
 
 // Event is an instant in a job's life.
 type Event struct {
-	At   time.Time
-	Kind EventKind
+	At   time.Time `json:"at"`
+	Kind EventKind `json:"kind"`
 }
 
 // JobTimeline is everything recorded about one job. Slices need not be sorted.
+// Its JSON form (snake_case, times in RFC 3339, categories and event kinds
+// by name) is what History persists.
 type JobTimeline struct {
-	Job          string
-	Allocations  []Allocation
-	PhaseChanges []PhaseChange
-	Intervals    []Interval
-	Events       []Event
+	Job          string        `json:"job"`
+	Allocations  []Allocation  `json:"allocations,omitempty"`
+	PhaseChanges []PhaseChange `json:"phase_changes,omitempty"`
+	Intervals    []Interval    `json:"intervals,omitempty"`
+	Events       []Event       `json:"events,omitempty"`
 }
 
 // Timeline is the input of Compute: a fleet and its jobs.
