@@ -171,6 +171,14 @@ type ControllerConfig struct {
 	// HoldPollInterval re-reads the read solution during a transient hold
 	// in case a completion event was missed. Default 10s.
 	HoldPollInterval time.Duration
+	// GoodputJournalInterval is how often, between checkpoints, the
+	// controller writes its job's goodput history to the pipeline's journal
+	// (checkpoint.Store.PutJournal), so that a controller restarted after
+	// a crash knows what the crash cost (doc.go, "Goodput"). It is also
+	// written after every commit and at exit. Default 1s; negative
+	// disables the journal (a restart then accounts from the last
+	// checkpoint's history alone).
+	GoodputJournalInterval time.Duration
 	// Tick drives deadlines and retries. Default 100ms.
 	Tick time.Duration
 	// RetryDelay before retrying failed setup, checkpoint loads and the
@@ -241,6 +249,9 @@ func (c *ControllerConfig) EnsureDefaults() {
 	}
 	if c.HoldPollInterval <= 0 {
 		c.HoldPollInterval = 10 * time.Second
+	}
+	if c.GoodputJournalInterval == 0 {
+		c.GoodputJournalInterval = time.Second
 	}
 	if c.Tick <= 0 {
 		c.Tick = 100 * time.Millisecond

@@ -65,6 +65,14 @@ type Controller struct {
 	preemptDeadline time.Time
 	holdLog         []HoldRecord
 	stats           runStats
+	// Goodput across restarts (history.go): whether the earlier
+	// incarnations' history was restored (or found absent), the journal
+	// write running (nil: none), whether another must follow it, and when
+	// the last one was taken.
+	gpRestored   bool
+	journalDone  chan struct{}
+	journalAgain bool
+	lastJournal  time.Time
 	// Feedback-directed partitioning (paper V.C): the features' keys in
 	// the statistics store (component keys, per sparse input), the
 	// statistics read at setup, the plans compiled, what was published.
@@ -116,6 +124,7 @@ type msg struct {
 	stats    map[string]fdp.Statistics // with EvSetupDone: by feature key
 	keys     []string                  // with EvSetupDone: feature key per sparse input
 	plan     *PlanReport               // with EvCompiled
+	history  *restoredHistory          // with EvRestored: goodput to restore
 	fn       func()                    // run on the loop
 }
 
@@ -253,6 +262,7 @@ loop:
 	// Let the device finish (a checkpoint write cut off by the exit).
 	c.deviceMu.Lock()
 	c.deviceMu.Unlock() //nolint:staticcheck // a barrier
+	c.finalJournal(end)
 	rep := c.report(end)
 	c.refreshSnapshot()
 	if c.cfg.StatusInterval > 0 {
@@ -270,6 +280,7 @@ func (c *Controller) handle(m msg) {
 	}
 	now := c.now()
 	m.ev.At = now
+	journal := false // write the goodput journal
 	switch m.ev.Kind {
 	case control.EvHostJoined:
 		if old := c.sessions[m.sess.id]; old != nil && old != m.sess {
@@ -298,6 +309,9 @@ func (c *Controller) handle(m msg) {
 		}
 	case control.EvRestored:
 		c.manifest = m.manifest
+		if m.ev.Err == "" && c.m.Status() == control.StLoading && !c.gpRestored {
+			c.restoreGoodput(m.history)
+		}
 	case control.EvBlocks:
 		if m.sol != nil {
 			c.sol = m.sol
@@ -319,10 +333,17 @@ func (c *Controller) handle(m msg) {
 		if m.ev.Err == "" && m.ev.Attempt == c.m.Attempt() && c.m.Status() == control.StCheckpointing {
 			c.manifest, c.committed = m.manifest, m.ledger
 			c.stats.checkpoints++
+			journal = true
 		}
+	case control.EvTick:
+		journal = c.cfg.GoodputJournalInterval > 0 && now.Sub(c.lastJournal) >= c.cfg.GoodputJournalInterval
 	}
 	for _, a := range c.m.Handle(m.ev) {
 		c.execute(ctx, now, a)
+	}
+	if journal {
+		// After the machine's actions: a commit is in the timeline.
+		c.writeJournal(ctx, now)
 	}
 	c.syncActivity(c.now())
 	c.syncWatcher(ctx)
@@ -427,7 +448,7 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 	case control.ActRunStep:
 		c.runStep(ctx, a)
 	case control.ActWriteCheckpoint:
-		c.writeCheckpoint(ctx, a)
+		c.writeCheckpoint(ctx, now, a)
 	case control.ActPlaceHold:
 		c.log.Warn("training hold placed", "id", a.Hold.ID, "kind", a.Hold.Kind, "reason", a.Hold.Reason)
 		c.holdLog = append(c.holdLog, HoldRecord{ID: a.Hold.ID, Kind: a.Hold.Kind.String(), Reason: a.Hold.Reason, Placed: now})

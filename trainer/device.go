@@ -95,7 +95,11 @@ func (c *Controller) loadCheckpoint(ctx context.Context) {
 		ev.Progress = p
 		c.log.Info("resuming from checkpoint", "seq", m.Seq, "epochs", m.Epochs, "units", len(m.Units), "phase", m.Phase)
 	}
-	c.post(msg{ev: ev, manifest: m})
+	var h *restoredHistory
+	if ev.Err == "" {
+		h = c.loadHistory(ctx, m)
+	}
+	c.post(msg{ev: ev, manifest: m, history: h})
 }
 
 func (c *Controller) refreshBlocks(ctx context.Context) {
@@ -240,7 +244,7 @@ func (c *Controller) m2chips() int {
 // writeCheckpoint checks the attempt's ledger (every new unit trained
 // exactly once) and writes model, ledger and progress; the manifest goes
 // last (package checkpoint).
-func (c *Controller) writeCheckpoint(ctx context.Context, a control.Action) {
+func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a control.Action) {
 	merged := c.committed.Clone()
 	var bad error
 	if c.attempt == nil {
@@ -267,6 +271,7 @@ func (c *Controller) writeCheckpoint(ctx context.Context, a control.Action) {
 	}
 	p := a.Progress
 	deadline := c.preemptDeadline
+	gp := c.checkpointHistory(now) // goes in before the manifest, the commit point
 	go func() {
 		if !deadline.IsZero() {
 			var cancel context.CancelFunc
@@ -283,7 +288,7 @@ func (c *Controller) writeCheckpoint(ctx context.Context, a control.Action) {
 		}
 		if err == nil {
 			man, err = c.cks.Save(ctx, checkpoint.Checkpoint{Job: c.cfg.Job, Progress: p, Fingerprint: c.model.Fingerprint(),
-				Model: state, Ledger: merged, Created: c.now()})
+				Model: state, Ledger: merged, Goodput: gp, Created: c.now()})
 		}
 		if err != nil {
 			ev.Err = err.Error()

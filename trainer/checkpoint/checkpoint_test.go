@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,5 +110,74 @@ func TestSaveLatestLoad(t *testing.T) {
 	}
 	if _, err := NewStore(st, "a/b"); err == nil {
 		t.Fatal("pipeline with '/' accepted")
+	}
+}
+
+// TestGoodputHistory: a checkpoint may carry the job's goodput history; one
+// without (written before it existed) restores as before. The journal lives
+// beside the checkpoints and is not one.
+func TestGoodputHistory(t *testing.T) {
+	m := testenv.NewMinIO(t)
+	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig", RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := st.EnsureBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := NewStore(st, "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err := cs.Journal(ctx); err != nil || j != nil {
+		t.Fatalf("no journal yet: %q %v", j, err)
+	}
+	var led Ledger
+	led.Unit("b1").Add([]int64{1, 2})
+	save := func(epoch int, gp []byte) *Manifest {
+		t.Helper()
+		if _, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: epoch, Units: []string{"b1"}, Phase: control.Initial},
+			Fingerprint: "f", Model: []byte{1}, Ledger: &led, Goodput: gp, Created: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		latest, err := cs.Latest(ctx)
+		if err != nil || latest == nil || latest.Seq != epoch {
+			t.Fatalf("latest: %+v %v", latest, err)
+		}
+		return latest
+	}
+	old := save(1, nil)
+	if gp, err := cs.LoadGoodput(ctx, old); err != nil || gp != nil || old.Goodput != nil {
+		t.Fatalf("checkpoint without goodput: %q %v %+v", gp, err, old.Goodput)
+	}
+	if _, _, err := cs.Load(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.PutJournal(ctx, []byte(`{"seq":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	for epoch := 2; epoch <= 4; epoch++ {
+		latest := save(epoch, []byte(fmt.Sprintf(`{"epoch":%d}`, epoch)))
+		if gp, err := cs.LoadGoodput(ctx, latest); err != nil || string(gp) != fmt.Sprintf(`{"epoch":%d}`, epoch) {
+			t.Fatalf("goodput of %d: %q %v", epoch, gp, err)
+		}
+	}
+	// Pruning takes the goodput objects with their checkpoints, not the journal.
+	if _, _, err := st.Get(ctx, cs.key(2, GoodputObject)); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("goodput of a pruned checkpoint: %v", err)
+	}
+	if j, err := cs.Journal(ctx); err != nil || string(j) != `{"seq":1}` {
+		t.Fatalf("journal: %q %v", j, err)
+	}
+	if seqs, _ := cs.sequences(ctx); len(seqs) != 2 || seqs[0] != 3 {
+		t.Fatalf("kept %v", seqs)
+	}
+	latest, _ := cs.Latest(ctx)
+	if _, err := st.Put(ctx, latest.Goodput.Key, []byte("tampered"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.LoadGoodput(ctx, latest); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("tampered goodput: %v", err)
 	}
 }

@@ -22,7 +22,11 @@ const Format = 1
 const (
 	ModelObject    = "model.bin"
 	LedgerObject   = "ledger.bin"
+	GoodputObject  = "goodput.json"
 	ManifestObject = "MANIFEST.json"
+	// JournalObject is not part of any checkpoint: it sits next to the
+	// sequence directories (see Store.PutJournal).
+	JournalObject = "goodput-journal.json"
 )
 
 // ObjectRef names one object of a checkpoint.
@@ -47,6 +51,10 @@ type Manifest struct {
 	Fingerprint string    `json:"fingerprint"`
 	Model       ObjectRef `json:"model"`
 	Ledger      ObjectRef `json:"ledger"`
+	// Goodput names the job's goodput history up to the checkpoint
+	// (trainer/goodput.History as JSON); nil in checkpoints written before
+	// it existed, which restore as before.
+	Goodput *ObjectRef `json:"goodput,omitempty"`
 	// EventIDs is the number of event ids in the ledger.
 	EventIDs int64     `json:"event_ids"`
 	Created  time.Time `json:"created"`
@@ -91,7 +99,10 @@ type Checkpoint struct {
 	Fingerprint string
 	Model       []byte
 	Ledger      *Ledger
-	Created     time.Time
+	// Goodput is the job's goodput history to persist with the checkpoint
+	// (opaque here); nil writes none.
+	Goodput []byte
+	Created time.Time
 }
 
 // Save writes the checkpoint's objects, then its manifest. The checkpoint is
@@ -118,6 +129,13 @@ func (s *Store) Save(ctx context.Context, c Checkpoint) (Manifest, error) {
 	if m.Ledger, err = put(LedgerObject, led); err != nil {
 		return Manifest{}, fmt.Errorf("checkpoint %d: %w", seq, err)
 	}
+	if c.Goodput != nil {
+		ref, err := put(GoodputObject, c.Goodput)
+		if err != nil {
+			return Manifest{}, fmt.Errorf("checkpoint %d: goodput: %w", seq, err)
+		}
+		m.Goodput = &ref
+	}
 	body, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return Manifest{}, err
@@ -142,7 +160,7 @@ func (s *Store) prune(ctx context.Context, newest int) {
 	var keys []string
 	for _, q := range seqs {
 		if q <= newest-s.Keep {
-			for _, n := range []string{ManifestObject, ModelObject, LedgerObject} {
+			for _, n := range []string{ManifestObject, ModelObject, LedgerObject, GoodputObject} {
 				keys = append(keys, s.key(q, n))
 			}
 		}
@@ -217,19 +235,50 @@ func (s *Store) manifest(ctx context.Context, seq int) (*Manifest, error) {
 	return &m, nil
 }
 
+// get reads the object ref names, checking its size and checksum.
+func (s *Store) get(ctx context.Context, ref ObjectRef) ([]byte, error) {
+	data, info, err := s.st.Get(ctx, ref.Key)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != ref.Size || info.Checksum != ref.CRC32C {
+		return nil, fmt.Errorf("%w: %s does not match the manifest", ErrCorrupt, ref.Key)
+	}
+	return data, nil
+}
+
+// LoadGoodput reads the goodput history a manifest names, checking its size
+// and checksum; nil when the checkpoint has none.
+func (s *Store) LoadGoodput(ctx context.Context, m *Manifest) ([]byte, error) {
+	if m.Goodput == nil {
+		return nil, nil
+	}
+	return s.get(ctx, *m.Goodput)
+}
+
+// PutJournal replaces the pipeline's goodput journal: what the running
+// controller recorded since its last checkpoint, written now and then so
+// that a controller restarted after a crash knows what the crash cost. It
+// belongs to no checkpoint and commits nothing; the caller says in data
+// which checkpoint it follows.
+func (s *Store) PutJournal(ctx context.Context, data []byte) error {
+	_, err := s.st.Put(ctx, block.CheckpointKey(s.pipeline, JournalObject), data, nil)
+	return err
+}
+
+// Journal reads the goodput journal; nil when there is none.
+func (s *Store) Journal(ctx context.Context) ([]byte, error) {
+	data, _, err := s.st.Get(ctx, block.CheckpointKey(s.pipeline, JournalObject))
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, nil
+	}
+	return data, err
+}
+
 // Load reads the model bytes and the ledger a manifest names, checking
 // sizes and checksums.
 func (s *Store) Load(ctx context.Context, m *Manifest) (modelBytes []byte, ledger *Ledger, err error) {
-	get := func(ref ObjectRef) ([]byte, error) {
-		data, info, err := s.st.Get(ctx, ref.Key)
-		if err != nil {
-			return nil, err
-		}
-		if int64(len(data)) != ref.Size || info.Checksum != ref.CRC32C {
-			return nil, fmt.Errorf("%w: %s does not match the manifest", ErrCorrupt, ref.Key)
-		}
-		return data, nil
-	}
+	get := func(ref ObjectRef) ([]byte, error) { return s.get(ctx, ref) }
 	if modelBytes, err = get(m.Model); err != nil {
 		return nil, nil, err
 	}
