@@ -109,8 +109,40 @@
 // committed checkpoints, failures, preemptions and phase changes. The report
 // (Report, written as JSON and text at exit), the Prometheus metrics
 // (goodput.RegisterMetrics plus the job's gauges) and the status sent to
-// sigd all come from it. One controller process records one run: the
-// goodput of runs before a controller restart is not carried over.
+// sigd all come from it.
+//
+// Goodput survives controller restarts (history.go): the report covers the
+// job's whole history, not the last controller process. Every checkpoint
+// carries the job's goodput.History up to the moment its save began, with
+// the checkpoint itself committed there (goodput.json, written before the
+// manifest, so a committed checkpoint always has it; a checkpoint written
+// before this existed restores without it). Between checkpoints — every
+// GoodputJournalInterval, after each commit and at exit — the controller
+// also writes a journal of its history beside the checkpoints, saying
+// which checkpoint it follows; it commits nothing. A restarted controller,
+// as it loads the last checkpoint, restores (goodput.Recorder.Restore) the
+// journal if it follows that checkpoint, else the checkpoint's history, so
+// its recorder's window reaches back to the job's first start, and records
+// what happened after the history's end, in absolute times of the injected
+// clock:
+//
+//   - a crash is a Failure at the history's end (the last time the dead
+//     process is known to have been alive): the steps it ran after the last
+//     committed checkpoint are not in the checkpoint and become lost_work,
+//     as the MPG paper counts work between a checkpoint and a failure. A
+//     controller that exited cleanly leaves a final journal: no failure,
+//     unless it stopped with uncommitted steps (a Preemption then).
+//   - the downtime, from there until the new process started, is charged
+//     to the allocation the job had: chips reserved for a job whose
+//     controller is down do nothing, which is idle time (all-allocated,
+//     nothing recorded), so it lowers RG. No category was added for it.
+//   - from its start the new process records as a fresh one does; restoring
+//     the checkpoint onto the slice is checkpoint_restore, as always.
+//
+// Without a journal (lost, or older than the checkpoint) the history ends at
+// the checkpoint: everything until the restart then counts as downtime,
+// none as lost work. Counters in the report other than Goodput (steps,
+// attempts, failures, holds) are the last process's.
 //
 // # Phases (paper III.A)
 //

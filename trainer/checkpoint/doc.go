@@ -8,11 +8,18 @@
 //
 //	checkpoints/P/0000000042/model.bin      the model's parameters (model.Model.MarshalBinary)
 //	checkpoints/P/0000000042/ledger.bin     the ledger: every event id trained into the model
+//	checkpoints/P/0000000042/goodput.json   the job's goodput history (optional)
 //	checkpoints/P/0000000042/MANIFEST.json  written last
 //
 // The sequence number is the number of committed epochs. The manifest names
-// the other two objects with their sizes and CRC-32C and carries the
-// progress (epochs, committed units, phase, steps). A checkpoint exists only
+// the other objects with their sizes and CRC-32C and carries the progress
+// (epochs, committed units, phase, steps). The goodput history
+// (trainer/goodput.History as JSON, opaque here) lets a restarted controller
+// continue its job's goodput timeline; a manifest without it, as written
+// before it existed, reads as before. Beside the sequence directories,
+// checkpoints/P/goodput-journal.json is the controller's journal of that
+// history between checkpoints (PutJournal, Journal): not part of any
+// checkpoint, overwritten in place, never needed for training. A checkpoint exists only
 // once its manifest does, and the manifest is written whole after the
 // objects it names, so a checkpoint cut short by a crash is never read:
 // Latest returns the manifest with the highest sequence number whose objects

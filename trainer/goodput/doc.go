@@ -104,6 +104,22 @@
 // sig_trainer_goodput_chip_seconds{training_job,phase,category} and
 // sig_trainer_goodput_capacity_chip_seconds on a caller's registry.
 //
+// # Restarts
+//
+// A job outlives its controller process; its goodput must too (MPG paper
+// §4: RG counts the work a failure loses and the time until the job runs
+// again). Recorder.History returns one job's records up to a time, with its
+// allocation then, as a History whose JSON (absolute times, categories and
+// event kinds by name) the trainer persists with each checkpoint.
+// Recorder.Restore makes a History the beginning of the job's timeline in a
+// new recorder: it validates it, extends the recorder's window back to the
+// history's start, and reopens the allocation the job had at its end; the
+// caller then records what followed (the trainer: a Failure at the end, so
+// the steps since the last checkpoint are lost_work, and the downtime as
+// idle on that allocation; see the trainer package). Restore is still pure:
+// the caller reads and writes the bytes. testdata/restart.txt is a crash and
+// restart worked by hand.
+//
 // # Text form
 //
 // ParseTimeline and FormatTimeline read and write a Timeline as text, one
