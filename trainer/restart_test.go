@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -121,5 +122,66 @@ func TestGoodputAcrossControllerRestart(t *testing.T) {
 	}
 	if cat[goodput.Uncommitted] != 0 {
 		t.Errorf("%.3f chip-s uncommitted after the job finished", cat[goodput.Uncommitted])
+	}
+}
+
+// TestGoodputRestartFromCheckpointHistory: without the journal, a restarted
+// controller continues the goodput timeline from the last checkpoint's
+// history alone. The first run is stopped in the middle of an epoch after a
+// checkpoint; the second resumes and finishes, and its report holds both
+// runs' checkpoints, the first run's committed productive time, and the stop
+// as a failure (with the journal disabled nothing says it was clean).
+func TestGoodputRestartFromCheckpointHistory(t *testing.T) {
+	e := newEnv(t, 6, 1500, sigd.Options{})
+	cfg := e.jobConfig(t, "gp-checkpoint")
+	cfg.GoodputJournalInterval = -1
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ctx1, stop := context.WithCancel(ctx)
+	first := cfg
+	first.OnController = func(c *Controller, _ string) {
+		go func() {
+			for ctx1.Err() == nil {
+				if st := c.Status(); st.GetCommittedEpochs() >= 1 && st.GetStatus() == "training" && st.GetSteps() > 0 {
+					stop()
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	rep1, err := RunJob(ctx1, first)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if rep1.Exit == "done" || len(rep1.Goodput.Jobs) != 1 {
+		t.Fatalf("the first run was not stopped mid-job: exit %q", rep1.Exit)
+	}
+	before := rep1.Goodput.Jobs[0]
+
+	rep2, err := RunJob(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep2.Exit != "done" {
+		t.Fatalf("second run: exit %q", rep2.Exit)
+	}
+	final := checkExactlyOnce(t, e, "gp-checkpoint")
+	j := rep2.Goodput.Jobs[0]
+	cat := j.Total.ChipSeconds
+	t.Logf("first run: %d checkpoints, %.2f productive chip-s; both: %d checkpoints of %d, %d failures, productive %.2f lost_work %.2f idle %.2f",
+		before.Checkpoints, before.Total.ChipSeconds[goodput.Productive], j.Checkpoints, final.Epochs, j.Failures,
+		cat[goodput.Productive], cat[goodput.LostWork], cat[goodput.Idle])
+	if j.Checkpoints != final.Epochs {
+		t.Errorf("goodput counts %d checkpoints, the job committed %d", j.Checkpoints, final.Epochs)
+	}
+	if j.Failures < 1 {
+		t.Errorf("%d failures: the stop without a journal is not recorded", j.Failures)
+	}
+	if p := before.Total.ChipSeconds[goodput.Productive]; cat[goodput.Productive] < p || p <= 0 {
+		t.Errorf("productive %.3f chip-s, the first run had committed %.3f", cat[goodput.Productive], p)
+	}
+	if s := j.Total; s.RG <= 0 || s.RG > 1 || s.SG > 1 || s.PG > 1 || cat[goodput.Productive] > s.AllAllocatedChipSeconds {
+		t.Errorf("totals do not add up: %+v", s)
 	}
 }
