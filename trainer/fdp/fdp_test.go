@@ -69,8 +69,8 @@ func TestProfileByHand(t *testing.T) {
 	want := Statistics{Feature: "f", Model: "m", Batches: 2, BatchSize: 3, MeanValency: 8.0 / 6,
 		ValencyHistogram: []float64{1.0 / 6, 3.0 / 6, 1.0 / 6, 1.0 / 6}, MeanUniquePerBatch: 2.5, Vocab: 10,
 		// Row 1: 4 of 8 values; row 3: 2; rows 2, 4: 1 each.
-		HotRows: []partition.RowFraction{{Row: 1, Fraction: 0.5}, {Row: 3, Fraction: 0.25}, {Row: 2, Fraction: 0.125}, {Row: 4, Fraction: 0.125}}}
-	s.ZipfS = 0 // two rows counted twice or more: no fit
+		HotRows: []partition.RowFraction{{Row: 1, Fraction: 0.5}, {Row: 3, Fraction: 0.25}, {Row: 2, Fraction: 0.125}, {Row: 4, Fraction: 0.125}},
+		ZipfS:   0} // only two rows counted twice or more: no fit
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("statistics\n got %+v\nwant %+v", s, want)
 	}
