@@ -379,23 +379,17 @@ func Decode(key string, data []byte) (Meta, arrow.Record, error) {
 	for i, c := range m.Columns {
 		names[i] = c.Name
 		segs[i] = data[c.Offset : c.Offset+c.Length]
+		if crc32.Checksum(segs[i], castagnoli) != c.CRC32C {
+			return Meta{}, nil, corrupt(key, "column %s: checksum mismatch", c.Name)
+		}
 	}
-	rec, err := assemble(key, m, names, segs, false)
+	rec, err := assemble(key, m, names, segs)
 	return m, rec, err
 }
 
-// decodeSegment checks one column segment's checksum and decodes it.
-func decodeSegment(key string, m Meta, c Column, seg []byte) (arrow.Array, error) {
-	if int64(len(seg)) != c.Length || crc32.Checksum(seg, castagnoli) != c.CRC32C {
-		return nil, corrupt(key, "column %s: checksum mismatch", c.Name)
-	}
-	return DecodeSegment(key, c, seg, m.Rows)
-}
-
-// assemble decodes the named segments into one record, columns in order.
-// verified says the segments' checksums were checked already (by
-// FetchSegmentsInto).
-func assemble(key string, m Meta, names []string, segs [][]byte, verified bool) (arrow.Record, error) {
+// assemble decodes the named segments, whose checksums the caller has
+// checked, into one record, columns in order.
+func assemble(key string, m Meta, names []string, segs [][]byte) (arrow.Record, error) {
 	fields := make([]arrow.Field, len(names))
 	cols := make([]arrow.Array, len(names))
 	release := func() {
@@ -407,13 +401,7 @@ func assemble(key string, m Meta, names []string, segs [][]byte, verified bool) 
 	}
 	for i, name := range names {
 		c, _ := m.Column(name)
-		var arr arrow.Array
-		var err error
-		if verified {
-			arr, err = DecodeSegment(key, c, segs[i], m.Rows)
-		} else {
-			arr, err = decodeSegment(key, m, c, segs[i])
-		}
+		arr, err := DecodeSegment(key, c, segs[i], m.Rows)
 		if err != nil {
 			release()
 			return nil, err
@@ -564,5 +552,5 @@ func ReadColumnsInto(ctx context.Context, store *objstore.Store, meta Meta, cols
 	if err != nil {
 		return nil, err
 	}
-	return assemble(meta.Key, meta, names, segs, true)
+	return assemble(meta.Key, meta, names, segs)
 }
