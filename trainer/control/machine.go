@@ -2,6 +2,8 @@ package control
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -58,9 +60,9 @@ func (c *Config) EnsureDefaults() {
 }
 
 type hostState struct {
-	id, incarnation string
-	final           bool
-	queue           []queued
+	incarnation string
+	final       bool
+	queue       []queued
 	// leaving: told to exit after a preemption notice; it does not count
 	// toward the slice until it rejoins.
 	leaving bool
@@ -468,7 +470,7 @@ func (m *Machine) onCompiled(ev Event) {
 // members are the hosts that count toward the slice.
 func (m *Machine) members() []string {
 	var out []string
-	for _, id := range sortedKeys(m.hosts) {
+	for _, id := range slices.Sorted(maps.Keys(m.hosts)) {
 		if !m.hosts[id].leaving {
 			out = append(out, id)
 		}
@@ -510,7 +512,7 @@ func (m *Machine) onHostJoined(ev Event) {
 		m.emit(Action{Kind: ActRejectHost, Host: ev.Host, Reason: fmt.Sprintf("the slice has %d hosts", m.cfg.Hosts)})
 		return
 	}
-	m.hosts[ev.Host] = &hostState{id: ev.Host, incarnation: ev.Incarnation}
+	m.hosts[ev.Host] = &hostState{incarnation: ev.Incarnation}
 	if m.status == StWaitingHosts {
 		m.startAttempt()
 	}

@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -161,7 +162,7 @@ func simulate(t *testing.T, seed uint64) {
 	start := func() {
 		queue, stepping = nil, false
 		feed(Event{Kind: EvStart})
-		for _, id := range sortedKeys(hosts) {
+		for _, id := range slices.Sorted(maps.Keys(hosts)) {
 			h := hosts[id]
 			h.attempt = 0
 			if h.up || restarts > 0 {
@@ -201,7 +202,7 @@ func simulate(t *testing.T, seed uint64) {
 			continue
 		}
 		// A host does one thing.
-		ids := sortedKeys(hosts)
+		ids := slices.Sorted(maps.Keys(hosts))
 		h := hosts[ids[r.IntN(len(ids))]]
 		switch {
 		case !h.up:

@@ -2,7 +2,6 @@ package control
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -374,13 +373,4 @@ type Stats struct {
 	PreemptedCommitted int
 	PermanentHolds     int
 	TransientHolds     int
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
