@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/sigdata/sig/trainer/goodput"
@@ -144,7 +145,7 @@ func (c *SimConfig) EnsureDefaults() {
 }
 
 func (c *SimConfig) validate() error {
-	for _, s := range append(append([]int(nil), c.Slices...), c.CaughtUpSlices...) {
+	for _, s := range slices.Concat(c.Slices, c.CaughtUpSlices) {
 		if s <= 0 || s > c.Chips {
 			return fmt.Errorf("fleet: slice of %d chips on a fleet of %d", s, c.Chips)
 		}
@@ -473,16 +474,16 @@ func (s *sim) nextStage(j *simJob) {
 	s.push(&event{at: s.now + st.d, kind: evStage, job: j})
 }
 
-// release gives j's slice back (Allocate 0/0 at the given time).
-func (s *sim) release(j *simJob, at time.Duration) {
-	s.check(j.rec.Allocate(s.t(at), 0, 0))
+// release gives j's slice back (Allocate 0/0 now).
+func (s *sim) release(j *simJob) {
+	s.check(j.rec.Allocate(s.t(s.now), 0, 0))
 	s.startAll(s.sched.Release(j.name))
 }
 
 // epochStart begins the next epoch, or ends the phase.
 func (s *sim) epochStart(j *simJob) {
 	if j.remaining <= 0 {
-		s.release(j, s.now)
+		s.release(j)
 		if j.caughtUp {
 			j.done = true
 			s.res.Finished++
@@ -617,7 +618,7 @@ func (s *sim) preemptDone(j *simJob, commit bool) {
 	}
 	j.inEpoch, j.saving, j.preempted, j.open = false, false, false, false
 	j.restore = true
-	s.release(j, s.now)
+	s.release(j)
 	j.gen++
 	s.request(j)
 }
