@@ -123,6 +123,8 @@ func (s *Server) Step() int64 {
 	return s.step
 }
 
+// install allocates the shard's rows of l's variables, zeroed: decodeLocked
+// fills them from a checkpoint, initialize with the initial values.
 func (s *Server) install(l *Layout) {
 	s.layout = l
 	s.vars = make([]*shardVar, len(l.Variables))
@@ -132,9 +134,18 @@ func (s *Server) install(l *Layout) {
 		sv := &shardVar{dim: v.Dim, rows: n, w: make([]float32, n*int64(v.Dim)), slot: make([]int32, n)}
 		if v.opt == Adagrad {
 			sv.acc = make([]float32, len(sv.w))
-			for j := range sv.acc {
-				sv.acc[j] = v.initAcc
-			}
+		}
+		s.vars[i] = sv
+	}
+}
+
+// initialize sets every installed row and accumulator to its initial value.
+func (s *Server) initialize() {
+	l := s.layout
+	for vi, sv := range s.vars {
+		v := &l.Variables[vi]
+		for j := range sv.acc {
+			sv.acc[j] = v.initAcc
 		}
 		// Initial values, table by table.
 		for k, t := range v.Tables {
@@ -147,7 +158,6 @@ func (s *Server) install(l *Layout) {
 				initRow(sv.w[i*int64(v.Dim):(i+1)*int64(v.Dim)], v.tableSeed[k], v.tableScale[k], g-off)
 			}
 		}
-		s.vars[i] = sv
 	}
 }
 
@@ -170,6 +180,7 @@ func (s *Server) Configure(_ context.Context, req *psv1.ConfigureRequest) (*psv1
 		return &psv1.ConfigureResponse{Step: s.step, Variables: s.layout.variablesProto()}, nil
 	}
 	s.install(l)
+	s.initialize()
 	s.cfg.Logger.Info("ps configured", "shard", s.cfg.Shard, "shards", s.cfg.Shards, "tables", len(l.Tables), "variables", len(l.Variables))
 	return &psv1.ConfigureResponse{Step: s.step, Variables: l.variablesProto()}, nil
 }
