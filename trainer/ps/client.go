@@ -151,6 +151,10 @@ type packet struct {
 	counts []uint32
 	rows   []int64
 	index  []map[int64]int32 // per variable: row → its index in the segment
+	// off[v] is the first float of variable v's segment in the packet's
+	// values (and gradients); floats is their total.
+	off    []int
+	floats int
 }
 
 // Value returns the embedding of position i of core's batch of table t: a
@@ -258,6 +262,7 @@ func (c *Client) lookupCoalesced(ctx context.Context, f *Fetched) error {
 		}
 	}
 	for s, p := range f.packets {
+		p.off = make([]int, V)
 		for v, rows := range perVar[s] {
 			if len(rows) == 0 {
 				continue
@@ -265,6 +270,8 @@ func (c *Client) lookupCoalesced(ctx context.Context, f *Fetched) error {
 			p.vars = append(p.vars, int32(v))
 			p.counts = append(p.counts, uint32(len(rows)))
 			p.rows = append(p.rows, rows...)
+			p.off[v] = p.floats
+			p.floats += len(rows) * c.layout.Variables[v].Dim
 		}
 	}
 	resp := make([][]float32, n)
@@ -274,8 +281,8 @@ func (c *Client) lookupCoalesced(ctx context.Context, f *Fetched) error {
 		if err != nil {
 			return fmt.Errorf("ps: lookup on shard %d: %w", s, err)
 		}
-		if want := c.floats(p.vars, p.counts); len(r.GetValues()) != want {
-			return fmt.Errorf("ps: lookup on shard %d: %d floats, want %d", s, len(r.GetValues()), want)
+		if len(r.GetValues()) != p.floats {
+			return fmt.Errorf("ps: lookup on shard %d: %d floats, want %d", s, len(r.GetValues()), p.floats)
 		}
 		resp[s] = r.GetValues()
 		return nil
@@ -285,35 +292,18 @@ func (c *Client) lookupCoalesced(ctx context.Context, f *Fetched) error {
 	}
 	// Split the packets by slicing: row i of variable v's segment starts
 	// i·dim floats after the segment's first float.
-	floatOff := make([][]int, n)
-	for s, p := range f.packets {
-		floatOff[s] = make([]int, V)
-		off := 0
-		for k, v := range p.vars {
-			floatOff[s][v] = off
-			off += int(p.counts[k]) * c.layout.Variables[v].Dim
-		}
-	}
 	for core := range f.uniq {
 		for t, rows := range f.uniq[core] {
 			for k, r := range rows {
 				v, g := c.layout.Locate(t, r)
 				s := c.layout.Server(g)
 				d := c.layout.Variables[v].Dim
-				o := floatOff[s][v] + int(f.where[core][t][k])*d
+				o := f.packets[s].off[v] + int(f.where[core][t][k])*d
 				f.values[core][t][k] = resp[s][o : o+d : o+d]
 			}
 		}
 	}
 	return nil
-}
-
-func (c *Client) floats(vars []int32, counts []uint32) int {
-	n := 0
-	for i, v := range vars {
-		n += int(counts[i]) * c.layout.Variables[v].Dim
-	}
-	return n
 }
 
 // byServer is one (core, table)'s distinct rows grouped by server: the
@@ -442,15 +432,8 @@ func (c *Client) applyCoalesced(ctx context.Context, f *Fetched, sums [][][]floa
 	// summed over the cores in core order, from zero — the order the server
 	// uses when the step arrives in parts.
 	grads := make([][]float32, len(c.servers))
-	floatOff := make([][]int, len(c.servers))
 	for s, p := range f.packets {
-		grads[s] = make([]float32, c.floats(p.vars, p.counts))
-		floatOff[s] = make([]int, len(c.layout.Variables))
-		off := 0
-		for k, v := range p.vars {
-			floatOff[s][v] = off
-			off += int(p.counts[k]) * c.layout.Variables[v].Dim
-		}
+		grads[s] = make([]float32, p.floats)
 	}
 	for core := range sums {
 		for t, rows := range f.uniq[core] {
@@ -458,7 +441,7 @@ func (c *Client) applyCoalesced(ctx context.Context, f *Fetched, sums [][][]floa
 				v, g := c.layout.Locate(t, r)
 				s := c.layout.Server(g)
 				d := c.layout.Variables[v].Dim
-				o := floatOff[s][v] + int(f.where[core][t][k])*d
+				o := f.packets[s].off[v] + int(f.where[core][t][k])*d
 				dst, src := grads[s][o:o+d], sums[core][t][k*d:(k+1)*d]
 				for e := range dst {
 					dst[e] += src[e]
