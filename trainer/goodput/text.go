@@ -104,7 +104,7 @@ func ParseTimeline(r io.Reader) (Timeline, error) {
 			if err != nil {
 				return Timeline{}, bad("%v", err)
 			}
-			ek := map[string]EventKind{"checkpoint": Checkpoint, "failure": Failure, "preemption": Preemption}[kind]
+			ek, _ := parseEventKind(kind)
 			j.Events = append(j.Events, Event{At: at, Kind: ek})
 		default:
 			c, ok := ParseCategory(kind)

@@ -165,13 +165,22 @@ func (k EventKind) MarshalText() ([]byte, error) {
 
 // UnmarshalText is the inverse of MarshalText.
 func (k *EventKind) UnmarshalText(b []byte) error {
+	v, ok := parseEventKind(string(b))
+	if !ok {
+		return fmt.Errorf("goodput: unknown event kind %q", b)
+	}
+	*k = v
+	return nil
+}
+
+// parseEventKind is the inverse of EventKind.String.
+func parseEventKind(s string) (EventKind, bool) {
 	for i, n := range eventNames {
-		if n == string(b) {
-			*k = EventKind(i)
-			return nil
+		if n == s {
+			return EventKind(i), true
 		}
 	}
-	return fmt.Errorf("goodput: unknown event kind %q", b)
+	return 0, false
 }
 
 // Capacity is the fleet: Chips chips over [Start, End). It is the denominator
