@@ -452,17 +452,14 @@ func (c *Cache) Memo(k Key, block string) (MemoEntry, error) {
 
 // Memos returns every memo entry of a component, by block id.
 func (c *Cache) Memos(k Key) (map[string]MemoEntry, error) {
-	out := map[string]MemoEntry{}
-	pfx := key1(pfxMemo, k)
-	err := pebbleutil.Scan(c.db, pfx, func(key, v []byte) (bool, error) {
-		block := string(key[len(pfx):])
-		e, err := decodeMemo(k, block, v)
-		if err != nil {
-			return false, err
-		}
-		out[block] = e
-		return true, nil
-	})
+	s, err := c.newMemoScanner()
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.memos(k)
+	if cerr := s.close(); err == nil {
+		err = cerr
+	}
 	return out, err
 }
 
