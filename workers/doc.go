@@ -134,8 +134,8 @@
 // A memoization run is three stages on different resources: read the raw
 // columns (the object store), transform (the worker's CPU), write the memo
 // object (the object store). Run one after the other, a worker's CPU idles
-// through both I/O stages; issue 4's benchmark measured them at more than half
-// of a worker's time (read 0.2, write 0.35). So a Runner may also be a StagedRunner (Read, then
+// through both I/O stages, a large share of a worker's time in issue 4's
+// benchmark (bench/sigd.txt). So a Runner may also be a StagedRunner (Read, then
 // Transform and Write on the StagedTask that Read returns), and the pool
 // then runs each worker as a pipeline of up to PipelineDepth (3) tasks:
 // task i+1 is read while task i is transformed and task i-1 written, one
