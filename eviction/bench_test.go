@@ -161,7 +161,6 @@ func searchFrontend(b *testing.B) *matching.Frontend {
 // and SearchComponents answer.
 func BenchmarkSubgraphSearch100k(b *testing.B) {
 	f := searchFrontend(b)
-	b.ReportMetric(searchFixture.took.Seconds(), "fill_s")
 	runtime.GC() // the fill's garbage is not the searches'
 
 	lat := make([]time.Duration, 0, b.N)
@@ -193,6 +192,8 @@ func BenchmarkSubgraphSearch100k(b *testing.B) {
 	b.ReportMetric(percentile(lat, 0.99), "p99_ms")
 	b.ReportMetric(percentile(lat, 1), "max_ms")
 	b.ReportMetric(float64(results)/float64(b.N), "results/op")
+	// After ResetTimer, which clears the metrics reported before it.
+	b.ReportMetric(searchFixture.took.Seconds(), "fill_s")
 }
 
 // TestSearchQueriesMatch checks what the benchmark's queries match, on a
