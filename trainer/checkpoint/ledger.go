@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -118,15 +119,7 @@ func (l *Ledger) Check() error {
 	for _, u := range l.Units {
 		all = append(all, u.Runs...)
 	}
-	slices.SortFunc(all, func(a, b Run) int {
-		switch {
-		case a.Start < b.Start:
-			return -1
-		case a.Start > b.Start:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(a, b Run) int { return cmp.Compare(a.Start, b.Start) })
 	for i := 1; i < len(all); i++ {
 		if p := all[i-1]; all[i].Start < p.Start+p.Len {
 			return fmt.Errorf("%w: event %d", ErrDuplicate, all[i].Start)

@@ -278,11 +278,10 @@ func (s *Store) Journal(ctx context.Context) ([]byte, error) {
 // Load reads the model bytes and the ledger a manifest names, checking
 // sizes and checksums.
 func (s *Store) Load(ctx context.Context, m *Manifest) (modelBytes []byte, ledger *Ledger, err error) {
-	get := func(ref ObjectRef) ([]byte, error) { return s.get(ctx, ref) }
-	if modelBytes, err = get(m.Model); err != nil {
+	if modelBytes, err = s.get(ctx, m.Model); err != nil {
 		return nil, nil, err
 	}
-	lb, err := get(m.Ledger)
+	lb, err := s.get(ctx, m.Ledger)
 	if err != nil {
 		return nil, nil, err
 	}
