@@ -45,12 +45,14 @@ func TestTakeReportsRowsPerUnit(t *testing.T) {
 	if want := []Segment{{"u1", 5}, {"u2", 2}}; got.Len() != 7 || len(segs) != 2 || segs[0] != want[0] || segs[1] != want[1] {
 		t.Fatalf("take 7: %d examples, %v", got.Len(), segs)
 	}
-	per := Rows(segs)
+	if per := Rows(segs); per["u1"] != 5 || per["u2"] != 2 {
+		t.Fatalf("rows per unit of take 7: %v", per)
+	}
 	if got.EventIDs[5] != 100 {
 		t.Fatalf("order: %v", got.EventIDs)
 	}
 	got, segs = b.Take(100)
-	per = Rows(segs)
+	per := Rows(segs)
 	if got.Len() != 7 || per["u2"] != 3 || per["u1"] != 4 || len(segs) != 2 {
 		t.Fatalf("take rest: %d, %v", got.Len(), segs)
 	}
