@@ -45,8 +45,8 @@ echo "running: ${cmd[*]}" >&2
 # - fill_missing(ad_category) (2% nulls): run alone, the kernel does a block in 2.1-2.6 ms against
 #   2.8-5 ms for the plain loop (400-470M vs 190-350M rows/cpu-s). In the whole suite its result depends
 #   on the memory state the earlier cases leave: 1.79 in one run of BenchmarkOp, where its output took
-#   no page faults, 0.97 in this one (best of 5 each side; the first of the 5 at half the others), 0.80
-#   before the change on a loaded machine. The slower runs' cause is not pinned down; both sides write
+#   no page faults, 0.97 in the run of 2026-11-22 02:49Z (best of 5 each side; the first of the 5 at
+#   half the others), 0.80 before the change on a loaded machine. The slower runs' cause is not pinned down; both sides write
 #   an output of similar size (18.7 MB: the bytes, about 15 a row, and offsets, against 16 MB of string
 #   headers), so costs per byte allocated (faulting in and clearing memory, GC) weigh the same on both.
 #   Without nulls the kernel returns its input; on numbers it is ahead (fill_missing(bid_price)).

@@ -22,7 +22,6 @@ import (
 type side struct {
 	rowsPerCPUSec float64
 	rowsPerSec    float64
-	runs          int
 }
 
 func (s *side) rate() float64 {
@@ -79,7 +78,6 @@ func main() {
 			b = &side{}
 			best[cas][which] = b
 		}
-		b.runs++
 		b.rowsPerCPUSec = max(b.rowsPerCPUSec, s.rowsPerCPUSec)
 		b.rowsPerSec = max(b.rowsPerSec, s.rowsPerSec)
 	}
