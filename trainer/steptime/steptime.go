@@ -136,10 +136,8 @@ func (m Model) SparseCores() int { return m.Chips * m.SparseCoresPerChip }
 // backward read and write, each rounded up to the access granularity.
 // (SGD keeps no optimizer state; other optimizers would add their slots.)
 func (m Model) RowAccessBytes(width, elemBytes int) float64 {
+	m.EnsureDefaults()
 	g := m.AccessGranularity
-	if g <= 0 {
-		g = DefaultAccessGranularity
-	}
 	b := width * elemBytes
 	rounded := (b + g - 1) / g * g
 	return 3 * float64(rounded)
@@ -225,11 +223,8 @@ func (m Model) Step(w Work) Time {
 
 // Scale converts a modelled duration into emulated wall time.
 func (m Model) Scale(d time.Duration) time.Duration {
-	s := m.TimeScale
-	if s <= 0 {
-		s = 1
-	}
-	v := float64(d) * s
+	m.EnsureDefaults()
+	v := float64(d) * m.TimeScale
 	if v >= float64(math.MaxInt64) {
 		return time.Duration(math.MaxInt64)
 	}
