@@ -85,9 +85,9 @@ type Catalog struct {
 	mu sync.Mutex // serializes read-check-write in Add
 
 	// decoded caches block entries by their stored bytes: every submit
-	// lists the blocks of its range, and decoding their JSON was a quarter
-	// of a submit's CPU. Keyed by the value itself, an entry can never be
-	// stale; callers get copies, so none can change another's.
+	// lists the blocks of its range, and decoding their JSON each time was
+	// a large part of a submit's CPU. Keyed by the value itself, an entry
+	// can never be stale; callers get copies, so none can change another's.
 	decodedMu sync.Mutex
 	decoded   map[string]block.Meta
 }
