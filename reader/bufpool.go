@@ -10,7 +10,7 @@ import (
 // dirtyPool is the gRPC buffer pool of reader servers. gRPC's default pool
 // zeroes every buffer it hands out; a reader marshals a few hundred KiB per
 // batch into such buffers and overwrites every byte, so the zeroing is pure
-// cost (a tenth of a SIG reader's CPU). The buffers only ever hold the
+// cost. The buffers only ever hold the
 // server's own messages and requests, each written whole before it is read.
 type dirtyPool struct {
 	classes [maxPoolClass + 1]sync.Pool

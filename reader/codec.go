@@ -10,9 +10,9 @@ import (
 // serverCodec is the gRPC codec of reader servers: gRPC's proto codec
 // (same name, same bytes), except that it marshals into readerBufferPool.
 // gRPC's own codec marshals into the default pool whatever the server's
-// BufferPool option says, and that pool zeroes every buffer it hands out:
-// for a reader's few hundred KiB per batch, each byte then overwritten by
-// the marshaling, that is a tenth of what sending a batch costs.
+// BufferPool option says, and that pool zeroes every buffer it hands out,
+// a reader's few hundred KiB per batch, each byte of which the marshaling
+// then overwrites.
 type serverCodec struct{}
 
 // Name implements encoding.CodecV2: the content subtype stays "proto".

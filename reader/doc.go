@@ -55,8 +55,8 @@
 // (event_id, the labels and, for LOCAL inputs, the columns they read) and
 // each MEMO input's value column are fetched with ranged reads of just their
 // segments, adjacent segments in one request, each checked against its
-// CRC-32C, and decoded without copying (segment.go; Arrow's own IPC reader
-// copies every buffer twice). A memo object must name the unit's component
+// CRC-32C, and decoded without copying (block.FetchSegmentsInto and
+// block.DecodeSegment; Arrow's own IPC reader copies every buffer twice). A memo object must name the unit's component
 // and block, have the input's type, and be row-aligned with the raw block:
 // its event_id column is the raw block's, written by the same encoder, so
 // equal segment lengths and CRC-32Cs in the two footers show it without

@@ -273,7 +273,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // load reads the unit's block and returns the batch columns over the whole
 // block, in the order of p.out, and the number of rows. The raw block's
 // columns and every memo object are fetched concurrently, with ranged reads
-// of only the segments needed (see segment.go).
+// of only the segments needed (block.FetchSegmentsInto).
 //
 // Every segment is fetched into a buffer from alloc; the columns returned
 // are views of those buffers (see unitBuffers). load returns only when none

@@ -8,9 +8,8 @@ import (
 // segmentPool recycles the buffers SIG reads fetch column segments into
 // (block.FetchSegmentsInto): power-of-two size classes that are not zeroed,
 // since every byte is overwritten by the object store's response before
-// anything reads it. A fresh zeroed buffer per ranged GET (clearing it,
-// then faulting its pages in, then collecting it) cost a reader about as
-// much as checksumming the bytes.
+// anything reads it. A fresh zeroed buffer per ranged GET costs clearing
+// it, then faulting its pages in, then collecting it.
 //
 // Memory: buffers are out only while the unit that took them is served,
 // and at most Config.MaxConcurrentUnits units are served at once; the
