@@ -381,16 +381,8 @@ func kernelUnigrams(in []arrow.Array, _ *Node) (arrow.Array, error) {
 		}
 		offs[i+1] = int32(len(childOffs) - 1)
 	}
-	return textList(c.n, offs, childOffs, data, c), nil
-}
-
-// textList builds a list<string> array with nulls where c has them.
-func textList(n int, offs, childOffs []int32, data []byte, c strCol) arrow.Array {
-	checkOffsets(len(childOffs))
-	child := newStringArray(len(childOffs)-1, childOffs, data, nil, 0)
-	defer child.Release()
 	valid, nulls := c.validity()
-	return newListArray(arrow.ListOf(arrow.BinaryTypes.String), n, offs, valid, nulls, child)
+	return finishTextList(c.n, offs, childOffs, data, valid, nulls), nil
 }
 
 func kernelNgrams(in []arrow.Array, nd *Node) (arrow.Array, error) {
@@ -427,7 +419,8 @@ func kernelNgrams(in []arrow.Array, nd *Node) (arrow.Array, error) {
 		}
 		offs[i+1] = int32(len(childOffs) - 1)
 	}
-	return textList(c.n, offs, childOffs, data, c), nil
+	valid, nulls := c.validity()
+	return finishTextList(c.n, offs, childOffs, data, valid, nulls), nil
 }
 
 // --- list and set ops ---
@@ -723,7 +716,7 @@ func setKernel(kind setKind) Kernel {
 				}
 				offs[i+1] = int32(len(childOffs) - 1)
 			}
-			return finishTextList(n, offs, childOffs, data), nil
+			return finishTextList(n, offs, childOffs, data, nil, 0), nil
 		}
 		if kind == setIntersect {
 			elems, _ = sizes(ops[:1])
@@ -752,13 +745,12 @@ func setKernel(kind setKind) Kernel {
 	}
 }
 
-// finishTextList builds a list<string> array without nulls.
-func finishTextList(n int, offs, childOffs []int32, data []byte) arrow.Array {
-	checkOffsets(len(data))
+// finishTextList builds a list<string> array.
+func finishTextList(n int, offs, childOffs []int32, data []byte, valid *memory.Buffer, nulls int) arrow.Array {
 	checkOffsets(len(childOffs))
-	child := newStringArray(len(childOffs)-1, childOffs, data, nil, 0)
+	child := newStringArray(len(childOffs)-1, childOffs, data, nil, 0) // checks len(data)
 	defer child.Release()
-	return newListArray(arrow.ListOf(arrow.BinaryTypes.String), n, offs, nil, 0, child)
+	return newListArray(arrow.ListOf(arrow.BinaryTypes.String), n, offs, valid, nulls, child)
 }
 
 // finishIntList builds a list<int64> array.
@@ -827,7 +819,7 @@ func kernelConcat(in []arrow.Array, _ *Node) (arrow.Array, error) {
 			}
 			offs[i+1] = int32(len(childOffs) - 1)
 		}
-		return finishTextList(n, offs, childOffs, data), nil
+		return finishTextList(n, offs, childOffs, data, nil, 0), nil
 	}
 	vals := make([]int64, 0, elems)
 	for i := 0; i < n; i++ {
@@ -931,7 +923,7 @@ const (
 // row overwrites, so that a typical row (up to 64 bytes, up to 8 elements)
 // takes no branch that depends on its length; they use unsafe pointers
 // because, with bounds checks on every block, the loop has more variables
-// than the compiler has registers (a third slower). Every access is in
+// than the compiler has registers (and it ran slower). Every access is in
 // bounds: the blocks are taken only where the block-rounded ranges fit,
 // checked per row (co and the data may come from a malformed array; lo was
 // checked, offs and childOffs are built by the caller); other rows go
@@ -1024,20 +1016,14 @@ func kernelHash(in []arrow.Array, nd *Node) (arrow.Array, error) {
 	case arrow.STRING:
 		c := viewStr(a)
 		vals := make([]int64, c.n)
-		hc := newHashCache(salt, buckets)
-		for i := range vals {
-			vals[i] = hc.bucket(c.data, c.offs[i], c.offs[i+1])
-		}
+		hashStrs(vals, c, salt, buckets)
 		forNulls(c.valid, c.n, func(i int) { vals[i] = 0 })
 		valid, nulls := c.validity()
 		return newInt64Array(vals, valid, nulls), nil
 	case arrow.INT64:
 		c := viewI64(a)
 		vals := make([]int64, len(c.vals))
-		s, d := uint64(salt)*golden, uint64(buckets)
-		for i, v := range c.vals {
-			vals[i] = int64(fmix64(hashInt64(v)+s) % d)
-		}
+		hashInts(vals, c.vals, salt, buckets)
 		forNulls(c.valid, len(vals), func(i int) { vals[i] = 0 })
 		valid, nulls := validityOf(a)
 		return newInt64Array(vals, valid, nulls), nil
@@ -1049,20 +1035,29 @@ func kernelHash(in []arrow.Array, nd *Node) (arrow.Array, error) {
 	e0, e1 := l.span()
 	vals := make([]int64, e1-e0)
 	if l.text {
-		c := l.str.elems(e0, e1)
-		hc := newHashCache(salt, buckets)
-		for j := range vals {
-			vals[j] = hc.bucket(c.data, c.offs[j], c.offs[j+1])
-		}
+		hashStrs(vals, l.str.elems(e0, e1), salt, buckets)
 	} else {
-		s, d := uint64(salt)*golden, uint64(buckets)
-		for j, v := range l.i64.vals[e0:e1] {
-			vals[j] = int64(fmix64(hashInt64(v)+s) % d)
-		}
+		hashInts(vals, l.i64.vals[e0:e1], salt, buckets)
 	}
 	child := newInt64Array(vals, nil, 0)
 	defer child.Release()
 	return l.withChild(child), nil
+}
+
+// hashStrs sets dst[i] to hash(x) of row i of c, null rows included.
+func hashStrs(dst []int64, c strCol, salt, buckets int64) {
+	hc := newHashCache(salt, buckets)
+	for i := range dst {
+		dst[i] = hc.bucket(c.data, c.offs[i], c.offs[i+1])
+	}
+}
+
+// hashInts sets dst[i] to hash(src[i]).
+func hashInts(dst, src []int64, salt, buckets int64) {
+	s, d := uint64(salt)*golden, uint64(buckets)
+	for i, v := range src {
+		dst[i] = int64(fmix64(hashInt64(v)+s) % d)
+	}
 }
 
 // MaxCrossPairs bounds the output of cross() per row.
@@ -1176,12 +1171,13 @@ func kernelBucketize(in []arrow.Array, nd *Node) (arrow.Array, error) {
 			nan = nan || x != x
 		}
 	}
+	v := bitmapOf(in[0])
 	valid, nulls := validityOf(in[0])
 	if nan {
 		// NaN -> null: a new bitmap.
 		bits := make([]byte, (len(xs)+7)/8)
 		if valid != nil {
-			bitutil.CopyBitmap(bitmapOf(in[0]).bits, bitmapOf(in[0]).off, len(xs), bits, 0)
+			bitutil.CopyBitmap(v.bits, v.off, len(xs), bits, 0)
 		} else {
 			bitutil.SetBitsTo(bits, 0, int64(len(xs)), true)
 		}
@@ -1193,7 +1189,7 @@ func kernelBucketize(in []arrow.Array, nd *Node) (arrow.Array, error) {
 		valid = memory.NewBufferBytes(bits)
 		nulls = len(xs) - bitutil.CountSetBits(bits, 0, len(xs))
 	}
-	forNulls(bitmapOf(in[0]), len(xs), func(i int) { vals[i] = 0 })
+	forNulls(v, len(xs), func(i int) { vals[i] = 0 })
 	return newInt64Array(vals, valid, nulls), nil
 }
 
