@@ -103,4 +103,30 @@ func TestSharedAcquireRelease(t *testing.T) {
 	if u := f.Usage(); u != (Usage{Training: 4}) {
 		t.Fatalf("usage %+v", u)
 	}
+	// A job that already holds its slice is granted at once, not parked
+	// forever waiting for a start that never comes.
+	quick, cancelQuick := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelQuick()
+	if err := f.Acquire(quick, "b", 4); err != nil {
+		t.Fatalf("re-acquire by the running job: %v", err)
+	}
+	// Two waiters for one job: the second is refused, the first still
+	// gets the chips when they free up.
+	if err := f.Acquire(ctx, "x", 4); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- f.Acquire(ctx, "d", 8) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Usage().Queued == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := f.Acquire(ctx, "d", 8); err == nil {
+		t.Fatal("a second waiter for d was accepted")
+	}
+	f.Release("b")
+	f.Release("x")
+	if err := <-first; err != nil {
+		t.Fatalf("first waiter for d: %v", err)
+	}
 }

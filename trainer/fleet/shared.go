@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -28,6 +29,16 @@ func (f *Shared) Acquire(ctx context.Context, job string, chips int) error {
 // AcquirePriority is Acquire at a priority (higher first).
 func (f *Shared) AcquirePriority(ctx context.Context, job string, chips, priority int) error {
 	f.mu.Lock()
+	if f.s.State(job) == Running {
+		// Already holds its slice (Request keeps a running job's place and
+		// would start nothing to wake us).
+		f.mu.Unlock()
+		return nil
+	}
+	if _, dup := f.waiting[job]; dup {
+		f.mu.Unlock()
+		return fmt.Errorf("fleet: job %s is already waiting for chips", job)
+	}
 	ch := make(chan struct{})
 	f.waiting[job] = ch
 	started, err := f.s.Request(job, chips, priority)
