@@ -131,11 +131,7 @@ const UnicodeVersion = "15.0.0"
 
 const maxBuckets = 1 << 62
 
-func isStringLike(t Type) bool { return t == String || t == ListString }
-
-func isNumeric(t Type) bool { return t == Int64 || t == Float64 }
-
-// elemType returns the element type of a scalar-or-list string/int64 type.
+// hashable reports whether t is string or int64, scalar or list.
 func hashable(t Type) bool { return t == String || t == Int64 || t == ListString || t == ListInt64 }
 
 func argErr(n *Node, i int, got Type, want string) error {
