@@ -19,11 +19,12 @@
 // before it existed, reads as before. Beside the sequence directories,
 // checkpoints/P/goodput-journal.json is the controller's journal of that
 // history between checkpoints (PutJournal, Journal): not part of any
-// checkpoint, overwritten in place, never needed for training. A checkpoint exists only
-// once its manifest does, and the manifest is written whole after the
-// objects it names, so a checkpoint cut short by a crash is never read:
-// Latest returns the manifest with the highest sequence number whose objects
-// verify. The data objects of an unfinished sequence number are overwritten
+// checkpoint, overwritten in place, never needed for training. A checkpoint
+// exists only once its manifest does, and the manifest is written whole
+// after the objects it names, so a checkpoint cut short by a crash is never
+// read: Latest returns the manifest with the highest sequence number that
+// reads back and parses, and Load checks each object it names against the
+// size and checksum the manifest records. The data objects of an unfinished sequence number are overwritten
 // by the next attempt of the same epoch.
 //
 // The ledger makes exactly-once training checkable: for every committed
