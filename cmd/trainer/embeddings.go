@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/sigdata/sig/trainer/embreport"
@@ -64,15 +63,7 @@ func runEmbeddingsReport(ctx context.Context, args []string, stdout, stderr io.W
 	case "-":
 		return rep.WriteJSON(stdout)
 	default:
-		f, err := os.Create(*jsonPath)
-		if err != nil {
-			return err
-		}
-		if err := rep.WriteJSON(f); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
+		return writeFile(*jsonPath, rep.WriteJSON)
 	}
 	return nil
 }

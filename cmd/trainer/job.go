@@ -242,33 +242,44 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	return nil
 }
 
+// finish writes the run's report and returns the run's error; a run the
+// context stopped (SIGINT) is not a failure.
+func (f *jobFlags) finish(rep trainer.Report, runErr error, stdout io.Writer) error {
+	if err := f.writeReport(rep, stdout); err != nil {
+		return err
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
 func (f *jobFlags) writeReport(rep trainer.Report, stdout io.Writer) error {
 	var errs []error
 	if f.reportJSON != "" {
-		w, err := os.Create(f.reportJSON)
-		if err == nil {
-			err = rep.WriteJSON(w)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-		}
-		errs = append(errs, err)
+		errs = append(errs, writeFile(f.reportJSON, rep.WriteJSON))
 	}
 	switch f.reportText {
 	case "":
 	case "-":
 		errs = append(errs, rep.WriteText(stdout))
 	default:
-		w, err := os.Create(f.reportText)
-		if err == nil {
-			err = rep.WriteText(w)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-		}
-		errs = append(errs, err)
+		errs = append(errs, writeFile(f.reportText, rep.WriteText))
 	}
 	return errors.Join(errs...)
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	w, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(w)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // preemptOnSIGTERM turns SIGTERM into preemption notices of the job.
@@ -344,13 +355,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case <-stopped:
 	case <-time.After(2 * time.Second):
 	}
-	if err := f.writeReport(rep, stdout); err != nil {
-		return err
-	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	return nil
+	return f.finish(rep, runErr, stdout)
 }
 
 func runHostCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -434,11 +439,5 @@ func runJobCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			preemptOnSIGTERM(ctx, c, f.preemptNotice, log)
 		}}
 	rep, runErr := trainer.RunJob(ctx, job)
-	if err := f.writeReport(rep, stdout); err != nil {
-		return err
-	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	return nil
+	return f.finish(rep, runErr, stdout)
 }

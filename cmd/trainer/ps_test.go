@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -308,19 +309,7 @@ func TestPSKilledRestartsFromCheckpoint(t *testing.T) {
 	}
 }
 
-func sameRows(a, b [][]uint32) bool {
-	for i := range a {
-		if len(a[i]) != len(b[i]) {
-			return false
-		}
-		for j := range a[i] {
-			if a[i][j] != b[i][j] {
-				return false
-			}
-		}
-	}
-	return true
-}
+func sameRows(a, b [][]uint32) bool { return slices.EqualFunc(a, b, slices.Equal) }
 
 // TestPSFlags: wrong usage exits 2 with a message.
 func TestPSFlags(t *testing.T) {
