@@ -76,7 +76,8 @@
 // remembered dead remainders; stopped by a node limit or time budget. It
 // proves the 20-table, 8-SparseCore benchmark optimal (gap 0), where an LP
 // bound alone leaves a fraction of a percent: large shards leave gaps that
-// only combinations of small tables fill, which no relaxation sees. Every plan reports a lower bound (bound.go): the LP relaxation
+// only combinations of small tables fill, which no relaxation sees. Every
+// plan reports a lower bound (bound.go): the LP relaxation
 // (solved by gonum's simplex in exact mode and in closed form otherwise, the
 // two checked against each other in tests), or the stronger integral-layout
 // bound, or, when the exact search ran to the end, the bound it proved. The

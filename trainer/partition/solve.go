@@ -36,9 +36,10 @@ type Options struct {
 	Kicks int
 	// NodeLimit caps the exact solver's search nodes (SparseCores opened
 	// and fill decisions), so it never runs away; a search stopped early
-	// reports its remaining gap. Default 30,000,000 (about half a minute on
-	// one core at worst; the 20-table, 8-SparseCore benchmark needs about
-	// 9 million). Deterministic, unlike TimeBudget.
+	// reports its remaining gap. Default 30,000,000 (the 20-table,
+	// 8-SparseCore benchmark needs about 9 million, searched at about 2.5
+	// million a second in bench/embeddings.txt). Deterministic, unlike
+	// TimeBudget.
 	NodeLimit int64
 	// TimeBudget, if positive, also stops the exact search after this much
 	// time on Clock.
