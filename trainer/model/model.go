@@ -193,7 +193,7 @@ func New(cfg Config) (*Model, error) {
 			w := m.widths[si]
 			data := m.shards[si]
 			for local := int64(0); local*int64(w) < int64(len(data)); local++ {
-				row := globalRow(vocab, s, local)
+				row := s.TableRow(vocab, local)
 				for c := 0; c < w; c++ {
 					data[local*int64(w)+int64(c)] = initElem(cfg.Seed, t, row, s.ColFrom+c)
 				}
@@ -201,18 +201,6 @@ func New(cfg Config) (*Model, error) {
 		}
 	}
 	return m, nil
-}
-
-// globalRow is the table row of a shard's local row (the inverse of
-// Shard.HoldsRow).
-func globalRow(vocab int64, s *partition.Shard, local int64) int64 {
-	switch s.RowDist {
-	case partition.RowsCyclic:
-		return local*int64(s.RowParts) + int64(s.RowPart)
-	case partition.RowsBlock:
-		return int64(s.RowPart)*vocab/int64(s.RowParts) + local
-	}
-	return local
 }
 
 // initElem is a deterministic function of (seed, table, row, column), so
@@ -259,27 +247,12 @@ func (m *Model) place(plan *partition.Plan) error {
 	m.onSC = make([]int, plan.SparseCores)
 	for i, s := range plan.Shards {
 		ti, _ := plan.TableIndex(s.Table)
-		rows := shardRows(plan.Layouts[ti].Vocab, s)
+		rows := s.RowCount(plan.Layouts[ti].Vocab)
 		m.widths[i] = s.ColTo - s.ColFrom
 		m.shards[i] = make([]float32, rows*int64(m.widths[i]))
 		m.onSC[s.SparseCore]++
 	}
 	return nil
-}
-
-func shardRows(vocab int64, s partition.Shard) int64 {
-	switch s.RowDist {
-	case partition.RowsCyclic:
-		K, k := int64(s.RowParts), int64(s.RowPart)
-		if k >= vocab {
-			return 0
-		}
-		return (vocab-1-k)/K + 1
-	case partition.RowsBlock:
-		K, k := int64(s.RowParts), int64(s.RowPart)
-		return (k+1)*vocab/K - k*vocab/K
-	}
-	return vocab
 }
 
 // Plan is the placement in use.

@@ -178,3 +178,32 @@ func TestEvaluateOutOfMemory(t *testing.T) {
 		t.Errorf("RowSharding on 300-byte chips: %v, want ErrOutOfMemory", err)
 	}
 }
+
+// TestShardRowCountAndTableRow: RowCount counts the rows HoldsRow accepts
+// and TableRow maps each local row back to its table row.
+func TestShardRowCountAndTableRow(t *testing.T) {
+	for _, vocab := range []int64{1, 5, 17, 64} {
+		for _, c := range []struct {
+			dist  RowDist
+			parts int
+		}{{RowsAll, 1}, {RowsBlock, 3}, {RowsBlock, 7}, {RowsCyclic, 4}, {RowsCyclic, 7}} {
+			for k := range c.parts {
+				s := Shard{RowDist: c.dist, RowPart: k, RowParts: c.parts}
+				var n int64
+				for row := range vocab {
+					local, ok := s.HoldsRow(vocab, row)
+					if !ok {
+						continue
+					}
+					n++
+					if got := s.TableRow(vocab, local); got != row {
+						t.Errorf("vocab %d %v part %d/%d: TableRow(%d) = %d, want %d", vocab, c.dist, k, c.parts, local, got, row)
+					}
+				}
+				if got := s.RowCount(vocab); got != n {
+					t.Errorf("vocab %d %v part %d/%d: RowCount = %d, HoldsRow accepts %d", vocab, c.dist, k, c.parts, got, n)
+				}
+			}
+		}
+	}
+}

@@ -102,6 +102,22 @@ func (s *Shard) HoldsRow(vocab, row int64) (local int64, ok bool) {
 	}
 }
 
+// RowCount is the number of table rows the shard's row part holds.
+func (s *Shard) RowCount(vocab int64) int64 {
+	_, n := partRange(vocab, s.RowDist, s.RowPart, s.RowParts)
+	return n
+}
+
+// TableRow is the table row of the shard's local row (the inverse of
+// HoldsRow).
+func (s *Shard) TableRow(vocab, local int64) int64 {
+	first, _ := partRange(vocab, s.RowDist, s.RowPart, s.RowParts)
+	if s.RowDist == RowsCyclic {
+		return first + local*int64(s.RowParts)
+	}
+	return first + local
+}
+
 // Layout summarizes how one table is split. Shards[k*ColSplits+i] is the
 // index in Plan.Shards of row part k, column range i.
 type Layout struct {
