@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sigdata/sig/internal/units"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -24,6 +23,7 @@ import (
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/internal/units"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer"
@@ -125,6 +125,7 @@ type demoEnv struct {
 	conns  []*grpc.ClientConn
 }
 
+// client connects to sigd as the principal name (a development token).
 func (d *demoEnv) client(name string) (sigv1.SIGClient, error) {
 	tok, ok := d.tokens[name]
 	if !ok {
@@ -285,7 +286,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		st.TasksCompleted, st.Quarantined, st.TaskLatencyP50Seconds, st.TaskLatencyP99Seconds)
 
 	step(7, "Train: each job's controller and TPU host workers read its work units through stateless readers")
-	if err := demoTrain(ctx, env, srv, pipes[:min(2, len(pipes))], from, to, dd, stdout); err != nil {
+	if err := demoTrain(ctx, env, pipes[:min(2, len(pipes))], from, to, dd, stdout); err != nil {
 		return err
 	}
 
@@ -303,7 +304,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // demoTrain runs a training job per pipeline, concurrently, and prints
 // their loss, input stalls and goodput; the full reports go to files.
-func demoTrain(ctx context.Context, env *demoEnv, srv *sigd.Server, pipes []demoPipe, from, to int64, dir string, w io.Writer) error {
+func demoTrain(ctx context.Context, env *demoEnv, pipes []demoPipe, from, to int64, dir string, w io.Writer) error {
+	srv := env.srv
 	type result struct {
 		p   demoPipe
 		rep trainer.Report
@@ -311,19 +313,14 @@ func demoTrain(ctx context.Context, env *demoEnv, srv *sigd.Server, pipes []demo
 	}
 	results := make(chan result, len(pipes))
 	for _, p := range pipes {
-		tok, ok := env.tokens["trainer-"+p.client]
-		if !ok {
-			return fmt.Errorf("no trainer token for client %s", p.client)
-		}
-		cc, err := cli.Dial(srv.Addr(), tok, false)
+		sc, err := env.client("trainer-" + p.client)
 		if err != nil {
 			return err
 		}
-		env.conns = append(env.conns, cc)
 		go func() {
 			rep, err := trainer.RunJob(ctx, trainer.JobConfig{ControllerConfig: trainer.ControllerConfig{
 				Job: p.name, Client: p.client, Pipeline: p.name, From: from, To: to,
-				SIG: sigv1.NewSIGClient(cc), Store: srv.Store(), KafkaBrokers: srv.Config().KafkaBrokers,
+				SIG: sc, Store: srv.Store(), KafkaBrokers: srv.Config().KafkaBrokers,
 				Hosts: 2, Chips: 4, CaughtUpChips: 1, EpochUnits: 6, StatusInterval: time.Second,
 			}})
 			results <- result{p, rep, err}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sigdata/sig/internal/cli"
 	"io"
 	"log/slog"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
