@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"testing"
@@ -177,6 +178,7 @@ func TestNonFiniteLossChangesNothing(t *testing.T) {
 	f, ex := adsExamples(t, "ctr_small", 5, 500)
 	m, _ := New(Config{Features: f, Vocab: 256})
 	before, _ := m.MarshalBinary()
+	b2 := m.b2
 	m.Poison()
 	_, err := m.Step(ex.Slice(0, 100))
 	if !errors.Is(err, ErrNonFinite) {
@@ -186,6 +188,11 @@ func TestNonFiniteLossChangesNothing(t *testing.T) {
 		t.Fatalf("steps %d finite %v", m.Steps(), m.Finite())
 	}
 	// Only the poisoned bias differs from before.
+	m.b2 = b2
+	if after, _ := m.MarshalBinary(); !bytes.Equal(after, before) {
+		t.Fatal("the failed step changed parameters besides the poisoned bias")
+	}
+	m.Poison()
 	if err := m.UnmarshalBinary(before); err != nil {
 		t.Fatal(err)
 	}
