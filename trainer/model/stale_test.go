@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -24,13 +25,13 @@ func TestStaleGradientsAreOneStepLate(t *testing.T) {
 	if _, err := stale.Step(b1); err != nil {
 		t.Fatal(err)
 	}
-	if got := stale.Row(0, int64(ex.Sparse[0].IDs[0]%512)); !equal32(got, initial) {
+	if got := stale.Row(0, int64(ex.Sparse[0].IDs[0]%512)); !slices.Equal(got, initial) {
 		t.Fatal("a stale step changed an embedding row before the next step")
 	}
 	if stale.b2 != fresh.b2 {
 		t.Fatal("a stale step did not update the dense layers at once")
 	}
-	if got := fresh.Row(0, int64(ex.Sparse[0].IDs[0]%512)); equal32(got, initial) {
+	if got := fresh.Row(0, int64(ex.Sparse[0].IDs[0]%512)); slices.Equal(got, initial) {
 		t.Fatal("an ordinary step did not update the row")
 	}
 	// Flushing lands the update: one stale step + flush == one step.
@@ -96,16 +97,4 @@ func TestStaleGradientsLossFalls(t *testing.T) {
 	if d := losses[true] - losses[false]; d > 0.01 {
 		t.Errorf("stale training ends %.4f above ordinary training", d)
 	}
-}
-
-func equal32(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
