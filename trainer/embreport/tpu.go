@@ -148,17 +148,18 @@ func tpuRun(ctx context.Context, sc Scaled, o Options) (ModelResult, error) {
 	dev := steptime.Model{Chip: chip, Chips: o.Chips}
 	type run struct {
 		plan    *partition.Plan
-		stale   bool
 		works   []steptime.Work
 		pooling []float64
 	}
-	runPlan := func(plan *partition.Plan, stale bool) (*run, error) {
+	// Every plan trains with one-step-stale embedding gradients, as the
+	// pipelined rungs do.
+	runPlan := func(plan *partition.Plan) (*run, error) {
 		m, err := model.New(model.Config{Features: f, Shapes: shapes, Hidden: o.Hidden, Seed: o.Seed, Plan: plan,
-			Cost: dev, StaleEmbeddingGradients: stale})
+			Cost: dev, StaleEmbeddingGradients: true})
 		if err != nil {
 			return nil, err
 		}
-		r := &run{plan: plan, stale: stale}
+		r := &run{plan: plan}
 		for _, b := range batches {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -174,15 +175,15 @@ func tpuRun(ctx context.Context, sc Scaled, o Options) (ModelResult, error) {
 	}
 	// Row sharding runs once: its lookups move the same bytes whether the
 	// gradients are fresh or stale; serialized and pipelined price it.
-	rowRun, err := runPlan(rows, true)
+	rowRun, err := runPlan(rows)
 	if err != nil {
 		return res, err
 	}
-	hybridRun, err := runPlan(hybrid, true)
+	hybridRun, err := runPlan(hybrid)
 	if err != nil {
 		return res, err
 	}
-	fdpRun, err := runPlan(withFDP, true)
+	fdpRun, err := runPlan(withFDP)
 	if err != nil {
 		return res, err
 	}
