@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/sigdata/sig/internal/units"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/units"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
@@ -431,7 +431,7 @@ type componentData struct {
 func (u *UI) component(w http.ResponseWriter, r *http.Request, s *session) {
 	k, err := matching.ParseKey(r.PathValue("key"))
 	if err != nil {
-		u.render(w, http.StatusNotFound, "error", page{Title: "No such component", User: s.p.Name, CSRF: s.csrf})
+		u.render(w, http.StatusNotFound, "error", u.base(s, "No such component"))
 		return
 	}
 	info, err := u.cfg.Frontend.Info(k)
@@ -440,7 +440,7 @@ func (u *UI) component(w http.ResponseWriter, r *http.Request, s *session) {
 		if errors.Is(err, matching.ErrNotFound) {
 			status = http.StatusNotFound
 		}
-		u.render(w, status, "error", page{Title: "No such component", User: s.p.Name, CSRF: s.csrf})
+		u.render(w, status, "error", u.base(s, "No such component"))
 		return
 	}
 	p := u.base(s, "Component "+k.Short())
@@ -476,15 +476,8 @@ type evictForm struct {
 type impactData struct {
 	Subgraph, NodeKey string
 	Target            string
-	Impact            struct {
-		Components []string
-		Pipelines  []string
-		Blocks     int
-		Bytes      int64
-		Objects    int
-		AuditID    string
-	}
-	Done bool
+	Impact            Impact
+	Done              bool
 }
 
 func (u *UI) evictPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -500,12 +493,7 @@ func (u *UI) target(r *http.Request) Target {
 func (u *UI) impactPage(w http.ResponseWriter, status int, s *session, t Target, im Impact, done bool, notice, errMsg string) {
 	p := u.base(s, "Eviction")
 	p.Notice, p.Error = notice, errMsg
-	d := impactData{Subgraph: t.Subgraph, NodeKey: t.NodeKey, Target: t.String(), Done: done}
-	for _, k := range im.Components {
-		d.Impact.Components = append(d.Impact.Components, k.String())
-	}
-	d.Impact.Pipelines, d.Impact.Blocks, d.Impact.Bytes, d.Impact.Objects, d.Impact.AuditID = im.Pipelines, im.Blocks, im.Bytes, im.Objects, im.AuditID
-	p.Data = d
+	p.Data = impactData{Subgraph: t.Subgraph, NodeKey: t.NodeKey, Target: t.String(), Impact: im, Done: done}
 	u.render(w, status, "impact", p)
 }
 
@@ -528,7 +516,7 @@ func (u *UI) confirm(w http.ResponseWriter, r *http.Request, s *session) {
 	if reason == "" {
 		im, err := u.cfg.Evictor.Plan(t)
 		if err != nil {
-			u.render(w, http.StatusBadRequest, "error", page{Title: "Bad request: " + err.Error(), User: s.p.Name, CSRF: s.csrf})
+			u.render(w, http.StatusBadRequest, "error", u.base(s, "Bad request: "+err.Error()))
 			return
 		}
 		u.impactPage(w, http.StatusBadRequest, s, t, im, false, "", "A reason is required: it is recorded in the audit log.")
@@ -536,7 +524,7 @@ func (u *UI) confirm(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	im, err := u.cfg.Evictor.Evict(r.Context(), t, s.p.Name, reason)
 	if err != nil {
-		u.render(w, http.StatusBadRequest, "error", page{Title: "Eviction failed: " + err.Error(), User: s.p.Name, CSRF: s.csrf})
+		u.render(w, http.StatusBadRequest, "error", u.base(s, "Eviction failed: "+err.Error()))
 		return
 	}
 	u.impactPage(w, http.StatusOK, s, t, im, true, fmt.Sprintf("Evicted %d blocks of %d components.", im.Blocks, len(im.Components)), "")
@@ -545,7 +533,7 @@ func (u *UI) confirm(w http.ResponseWriter, r *http.Request, s *session) {
 func (u *UI) release(w http.ResponseWriter, r *http.Request, s *session) {
 	ok, err := u.cfg.Release(r.PostFormValue("component"), r.PostFormValue("block"))
 	if err != nil {
-		u.render(w, http.StatusBadRequest, "error", page{Title: "Release failed: " + err.Error(), User: s.p.Name, CSRF: s.csrf})
+		u.render(w, http.StatusBadRequest, "error", u.base(s, "Release failed: "+err.Error()))
 		return
 	}
 	u.cfg.Log.Info("ui: quarantine release", "who", s.p.Name, "component", r.PostFormValue("component"), "block", r.PostFormValue("block"), "released", ok)
