@@ -66,6 +66,9 @@ func TestPolicyData(t *testing.T) {
 					cands = append(cands, Candidate{Component: f[0], LastRequested: sec(m["last"]), Bytes: bytes, Blocks: blocks})
 				}
 			}
+			if !inExpect {
+				t.Fatal("the case has no expect line")
+			}
 			var got []string
 			for _, d := range p.Decide(now, cands) {
 				got = append(got, d.Component+" "+d.Reason)
