@@ -61,8 +61,10 @@ type Server struct {
 	ui        *eviction.UI
 	tokens    *auth.Tokens
 	schemas   map[string]*transform.Schema
-	reg       *prometheus.Registry
-	metrics   *metrics
+	// schemaJSON is each schema as read solutions carry it, encoded once.
+	schemaJSON map[string]string
+	reg        *prometheus.Registry
+	metrics    *metrics
 
 	grpc       *grpc.Server
 	health     *health.Server
@@ -311,6 +313,12 @@ func (s *Server) loadSchemas() error {
 		}
 		s.schemas[sc.Source] = sc
 	}
+	s.schemaJSON = make(map[string]string, len(s.schemas))
+	for src, sc := range s.schemas {
+		if js, err := json.Marshal(sc); err == nil {
+			s.schemaJSON[src] = string(js)
+		}
+	}
 	return nil
 }
 
@@ -322,11 +330,7 @@ func (s *Server) solutionProto(sol *matching.Solution) *sigv1.ReadSolution {
 	if src == "" {
 		src = "ads"
 	}
-	if sc, ok := s.schemas[src]; ok {
-		if js, err := json.Marshal(sc); err == nil {
-			out.RawSchemaJson = string(js)
-		}
-	}
+	out.RawSchemaJson = s.schemaJSON[src]
 	return out
 }
 
@@ -560,9 +564,7 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("queue", func() error { return s.queue.Run(ctx) })
 	run("eviction", func() error { return s.evictor.Run(ctx) })
 	run("ui", func() error { return s.ui.Run(ctx) })
-	if s.scaler != nil {
-		run("autoscaler", func() error { return s.scaler.Run(ctx) })
-	}
+	run("autoscaler", func() error { return s.scaler.Run(ctx) })
 	for _, src := range s.cfg.Ingest {
 		src := src
 		sc, err := s.schema(src)
