@@ -330,7 +330,7 @@ func (tb *Table) validate() error {
 	if tb.Optimizer.SlotsPerElement < 0 || tb.Optimizer.SlotsPerRow < 0 || tb.Optimizer.SlotsPerElement > 64 || tb.Optimizer.SlotsPerRow > 64 {
 		return invalid("table %q: optimizer %q has out-of-range state slots", name, tb.Optimizer.Name)
 	}
-	if err := tb.Valency.validate(name); err != nil {
+	if err := tb.Valency.validate(name, ""); err != nil {
 		return err
 	}
 	a := tb.Access
@@ -358,8 +358,8 @@ func (tb *Table) validate() error {
 			}
 		}
 		if len(m.ValencyDist) > 0 {
-			if err := (Valency{Dist: m.ValencyDist}).validate(name); err != nil {
-				return invalid("table %q: measured.%s", name, strings.TrimPrefix(err.Error(), fmt.Sprintf("%v: table %q: ", ErrInvalidProblem, name)))
+			if err := (Valency{Dist: m.ValencyDist}).validate(name, "measured."); err != nil {
+				return err
 			}
 		}
 		if !(m.TailZipfS >= 0) || m.TailZipfS > 100 {
@@ -401,36 +401,36 @@ func (tb *Table) validate() error {
 	return nil
 }
 
-func (v Valency) validate(name string) error {
+func (v Valency) validate(name, field string) error {
 	if !(v.Mean >= 0) || v.Mean > maxValency {
-		return invalid("table %q: valency must be in (0, %d], got %v", name, maxValency, v.Mean)
+		return invalid("table %q: %svalency must be in (0, %d], got %v", name, field, maxValency, v.Mean)
 	}
 	if len(v.Dist) == 0 {
 		if v.Mean <= 0 {
-			return invalid("table %q: valency must be > 0, got %v", name, v.Mean)
+			return invalid("table %q: %svalency must be > 0, got %v", name, field, v.Mean)
 		}
 		return nil
 	}
 	var sum, mean float64
 	for i, w := range v.Dist {
 		if w.Valency < 0 || w.Valency > maxValency {
-			return invalid("table %q: valency_dist[%d].valency must be in [0, %d], got %d", name, i, maxValency, w.Valency)
+			return invalid("table %q: %svalency_dist[%d].valency must be in [0, %d], got %d", name, field, i, maxValency, w.Valency)
 		}
 		if !(w.Weight >= 0) || math.IsInf(w.Weight, 0) {
-			return invalid("table %q: valency_dist[%d].weight must be >= 0, got %v", name, i, w.Weight)
+			return invalid("table %q: %svalency_dist[%d].weight must be >= 0, got %v", name, field, i, w.Weight)
 		}
 		sum += w.Weight
 		mean += w.Weight * float64(w.Valency)
 	}
 	if sum <= 0 {
-		return invalid("table %q: valency_dist weights sum to zero", name)
+		return invalid("table %q: %svalency_dist weights sum to zero", name, field)
 	}
 	mean /= sum
 	if mean <= 0 {
-		return invalid("table %q: valency_dist has mean 0: the table is never looked up", name)
+		return invalid("table %q: %svalency_dist has mean 0: the table is never looked up", name, field)
 	}
 	if v.Mean > 0 && math.Abs(v.Mean-mean) > 0.01*mean {
-		return invalid("table %q: valency %v disagrees with the mean %v of valency_dist", name, v.Mean, mean)
+		return invalid("table %q: %svalency %v disagrees with the mean %v of %svalency_dist", name, field, v.Mean, mean, field)
 	}
 	return nil
 }
