@@ -6,9 +6,9 @@
 # (the tables) and bench/embeddings.json (the report). About a minute.
 #
 # The section at the end runs the partitioner benchmarks (500 tables over
-# 64 SparseCores heuristic, 20 over 8 exact); the 100-table coalescing
-# benchmark with the 3x target is
-# bench/ps.sh.
+# 64 SparseCores heuristic, 20 over 8 exact, and exact on 8 small problems
+# of 8 tables over 4); the 100-table coalescing benchmark with the 3x
+# target is bench/ps.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go build -o /tmp/sig-bench-trainer ./cmd/trainer
@@ -18,7 +18,7 @@ go build -o /tmp/sig-bench-trainer ./cmd/trainer
 	echo
 	/tmp/sig-bench-trainer embeddings-report --quiet --json bench/embeddings.json
 	echo
-	echo "# partitioner: heuristic on 500 tables / 64 SparseCores, exact on 20 tables / 8 SparseCores"
+	echo "# partitioner: heuristic on 500 tables / 64 SparseCores, exact on 20 tables / 8 SparseCores and on 8 problems of 8 tables / 4"
 	go test ./trainer/partition -run '^$' -bench . -benchtime 1x -count 1 -timeout 20m
 } >bench/embeddings.txt
 cat bench/embeddings.txt
