@@ -271,10 +271,3 @@ func defaultChip() steptime.Chip {
 	c.EnsureDefaults()
 	return c
 }
-
-// contention is the pipelining contention factor the report uses.
-func contention() float64 {
-	m := steptime.Model{}
-	m.EnsureDefaults()
-	return m.Contention
-}
