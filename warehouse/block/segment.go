@@ -72,7 +72,7 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 		idx int
 		col Column
 	}
-	ws := make([]want, len(names))
+	sorted := make([]want, len(names))
 	for i, n := range names {
 		c, ok := meta.Column(n)
 		if !ok {
@@ -81,9 +81,8 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 		if c.Offset < 0 || c.Length <= 0 || meta.FooterOffset > 0 && c.Offset+c.Length > meta.FooterOffset {
 			return nil, fmt.Errorf("block %s: column %s: segment [%d,+%d) outside the data: %w", meta.Key, n, c.Offset, c.Length, ErrCorrupt)
 		}
-		ws[i] = want{i, c}
+		sorted[i] = want{i, c}
 	}
-	sorted := slices.Clone(ws)
 	slices.SortFunc(sorted, func(a, b want) int { return int(a.col.Offset - b.col.Offset) })
 	// Coalesce into ranges.
 	type span struct {
