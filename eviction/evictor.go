@@ -163,7 +163,7 @@ func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact,
 	im.Objects, err = e.remove(ctx, keys)
 	// A failed eviction is recorded too: its entries may be gone (the
 	// read solutions pending) with some objects left, which Sweep deletes.
-	im.AuditID = newID()
+	im.AuditID = randomHex(8)
 	entry := matching.AuditEntry{ID: im.AuditID, Who: who, When: e.clock().Now(), What: t.String(), Why: why,
 		Pipelines: im.Pipelines, Blocks: im.Blocks, Bytes: im.Bytes, Objects: im.Objects}
 	if err != nil {
@@ -399,8 +399,10 @@ func (e *Evictor) log() *slog.Logger {
 	return e.Log
 }
 
-func newID() string {
-	b := make([]byte, 8)
+// randomHex returns n random bytes in hex: audit ids (8 bytes), and the web
+// UI's session and CSRF tokens (32).
+func randomHex(n int) string {
+	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }

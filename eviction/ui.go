@@ -2,10 +2,8 @@ package eviction
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -163,12 +161,6 @@ func (u *UI) render(w http.ResponseWriter, status int, name string, p page) {
 	}
 }
 
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func (u *UI) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/ui/", HttpOnly: true, Secure: u.cfg.SecureCookies,
 		SameSite: http.SameSiteStrictMode, MaxAge: maxAge})
@@ -177,7 +169,7 @@ func (u *UI) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
 // loginPage uses a double-submit token (cookie and form field) so that a
 // login form cannot be posted from another site (login CSRF).
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
-	tok := randomToken()
+	tok := randomHex(32)
 	u.setCookie(w, loginCookie, tok, 600)
 	u.render(w, http.StatusOK, "login", page{Title: "Log in", CSRF: tok})
 }
@@ -195,7 +187,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	}
 	p, ok := u.cfg.Tokens.Lookup(strings.TrimSpace(r.PostFormValue("token")))
 	if !ok {
-		tok := randomToken()
+		tok := randomHex(32)
 		u.setCookie(w, loginCookie, tok, 600)
 		u.render(w, http.StatusUnauthorized, "login", page{Title: "Log in", CSRF: tok, Error: "Unknown token."})
 		return
@@ -204,10 +196,10 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		u.render(w, http.StatusForbidden, "error", page{Title: "Forbidden: the web UI is for operators"})
 		return
 	}
-	id := randomToken()
+	id := randomHex(32)
 	u.mu.Lock()
 	u.gcSessions()
-	u.sessions[id] = &session{p: p, csrf: randomToken(), expires: u.cfg.Clock.Now().Add(u.cfg.SessionTTL)}
+	u.sessions[id] = &session{p: p, csrf: randomHex(32), expires: u.cfg.Clock.Now().Add(u.cfg.SessionTTL)}
 	u.mu.Unlock()
 	u.setCookie(w, sessionCookie, id, int(u.cfg.SessionTTL.Seconds()))
 	u.setCookie(w, loginCookie, "", -1)
