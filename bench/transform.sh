@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks the transform kernels against the plain row-at-a-time loop
-# (transform/internal/rowref) on a 1M-row block of Ads-like data, on one
+# (internal/rowref) on a 1M-row block of Ads-like data, on one
 # core, and writes bench/transform.txt: a table of throughputs and ratios
 # (bench/ratios, best of COUNT runs per side) followed by the raw output.
 # Ratios use rows per CPU-second, which a busy shared machine does not skew;
