@@ -171,7 +171,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("sigd", "127.0.0.1:7070", "sigd gRPC address")
 	token := fs.String("token", "", "worker token")
 	useTLS := fs.Bool("tls", false, "connect with TLS")
-	n := fs.Int("concurrency", 2, "workers; each pipelines up to 3 tasks (read, transform, write)")
+	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each pipelines up to %d tasks (read, transform, write)", workers.PipelineDepth))
 	name := fs.String("name", "", "worker name prefix (default: host-pid)")
 	var sc objstore.Config
 	fs.StringVar(&sc.Endpoint, "s3-endpoint", "", "S3 endpoint host:port")
