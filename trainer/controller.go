@@ -52,8 +52,6 @@ type Controller struct {
 	manifest      *checkpoint.Manifest
 	committed     *checkpoint.Ledger // ledger of the last committed checkpoint
 	attempt       *checkpoint.Ledger // ledger of the running attempt's steps
-	attemptID     uint64
-	stepStart     time.Time
 	open          *goodput.Category
 	acquireCancel context.CancelFunc
 	watchCancel   context.CancelFunc
@@ -136,9 +134,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger.With("job", cfg.Job), inbox: make(chan msg, 4096),
 		stopped: make(chan struct{}), ctx: context.Background(), sessions: map[string]*session{}, payloads: map[hostSeq]*pendingBatch{}, committed: &checkpoint.Ledger{}}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	c.incarnation = hex.EncodeToString(b)
+	c.incarnation = newIncarnation()
 	c.m = control.New(cfg.machineConfig())
 	var err error
 	if c.cks, err = checkpoint.NewStore(cfg.Store, cfg.Pipeline); err != nil {
@@ -171,6 +167,14 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 }
 
 func (c *Controller) now() time.Time { return c.cfg.Clock.Now() }
+
+// newIncarnation names one run of a controller or one session of a host,
+// so that messages of an earlier run are told apart.
+func newIncarnation() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
 
 // post sends a message to the run goroutine (from any goroutine); after
 // Run returned it drops it.
@@ -416,7 +420,7 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 		go c.compile(ctx, a.Chips, a.Phase)
 	case control.ActStartAttempt:
 		c.payloads = map[hostSeq]*pendingBatch{}
-		c.attempt, c.attemptID = &checkpoint.Ledger{}, a.Attempt
+		c.attempt = &checkpoint.Ledger{}
 		c.log.Info("epoch attempt", "attempt", a.Attempt, "units", len(a.Units), "phase", a.Phase)
 		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Start{Start: &trainerv1.StartAttempt{Attempt: a.Attempt, Phase: a.Phase.String()}}})
 	case control.ActAbort:
@@ -534,7 +538,6 @@ func (c *Controller) runStep(ctx context.Context, a control.Action) {
 	}
 	c.syncActivity(c.now()) // end the input stall before the step starts
 	start := c.now()
-	c.stepStart = start
 	profile := c.fstats != nil && fdp.Sampled(c.cfg.Seed, c.steps, c.cfg.ProfileRate)
 	go c.step(ctx, a.Attempt, global, segs, start, poison, profile)
 }

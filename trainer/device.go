@@ -219,7 +219,7 @@ func (c *Controller) step(ctx context.Context, attempt uint64, b *model.Examples
 		r.profiled = true
 	}
 	dev := c.cfg.Device
-	dev.Chips = c.m2chips()
+	dev.Chips = c.compiledChips()
 	r.time = dev.Step(res.Work)
 	wall := dev.Scale(r.time.Device)
 	if rest := start.Add(wall).Sub(c.now()); rest > 0 {
@@ -233,8 +233,8 @@ func (c *Controller) step(ctx context.Context, attempt uint64, b *model.Examples
 	c.post(msg{ev: control.Event{Kind: control.EvStepDone}, step: r})
 }
 
-// m2chips is the slice size the model was compiled for.
-func (c *Controller) m2chips() int {
+// compiledChips is the slice size the model was compiled for.
+func (c *Controller) compiledChips() int {
 	if p := c.model.Plan(); p != nil && p.SparseCoresPerChip > 0 {
 		return max(p.SparseCores/p.SparseCoresPerChip, 1)
 	}
@@ -253,6 +253,7 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 		for _, u := range c.attempt.Units {
 			if merged.Has(u.Unit) {
 				bad = fmt.Errorf("unit %s trained again after it was committed", u.Unit)
+				break
 			}
 		}
 		merged.Merge(c.attempt)

@@ -2,8 +2,6 @@ package trainer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,8 +167,6 @@ func (h *host) session(ctx context.Context, deadline *<-chan time.Time) error {
 	if err != nil {
 		return err
 	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
 	out := make(chan *trainerv1.HostMessage, 1024)
 	send := func(m *trainerv1.HostMessage) {
 		select {
@@ -178,7 +174,7 @@ func (h *host) session(ctx context.Context, deadline *<-chan time.Time) error {
 		case <-ctx.Done():
 		}
 	}
-	if err := stream.Send(&trainerv1.HostMessage{Msg: &trainerv1.HostMessage_Hello{Hello: &trainerv1.Hello{HostId: h.cfg.ID, Incarnation: hex.EncodeToString(b)}}}); err != nil {
+	if err := stream.Send(&trainerv1.HostMessage{Msg: &trainerv1.HostMessage_Hello{Hello: &trainerv1.Hello{HostId: h.cfg.ID, Incarnation: newIncarnation()}}}); err != nil {
 		return err
 	}
 	sendErr := make(chan error, 1)
