@@ -191,10 +191,8 @@ func (c *Controller) report(end time.Time) Report {
 	r.Stats.PermanentHolds, r.Stats.TransientHolds = st.PermanentHolds, st.TransientHolds
 	if g, err := c.rec.Report(end); err == nil {
 		r.Goodput = g
-		for _, j := range g.Jobs {
-			if j.Job == c.cfg.Job {
-				r.InputStallFraction = stallFraction(j.Total)
-			}
+		if j, ok := c.jobGoodput(g); ok {
+			r.InputStallFraction = stallFraction(j.Total)
 		}
 	} else {
 		c.log.Warn("goodput report", "err", err)
@@ -212,7 +210,16 @@ func stallFraction(s goodput.Summary) float64 {
 	return cs[goodput.InputStall] / busy
 }
 
-func goodputCategory(c int) string { return goodput.Category(c).String() }
+// jobGoodput is this job's part of a goodput report (the recorder may be
+// a fleet's, shared with other jobs).
+func (c *Controller) jobGoodput(r goodput.Report) (goodput.JobReport, bool) {
+	for _, j := range r.Jobs {
+		if j.Job == c.cfg.Job {
+			return j, true
+		}
+	}
+	return goodput.JobReport{}, false
+}
 
 // WriteJSON writes the report as indented JSON.
 func (r Report) WriteJSON(w io.Writer) error {

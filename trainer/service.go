@@ -19,6 +19,7 @@ import (
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/goodput"
 	"github.com/sigdata/sig/warehouse/block"
 )
 
@@ -256,9 +257,9 @@ func (s *service) Preempt(ctx context.Context, req *trainerv1.PreemptRequest) (*
 	return &trainerv1.PreemptResponse{Deadline: timestamppb.New(d)}, nil
 }
 
-func (s *service) holdInfo(h control.Hold) *trainerv1.HoldInfo {
+func (c *Controller) holdInfo(h control.Hold) *trainerv1.HoldInfo {
 	return &trainerv1.HoldInfo{Id: h.ID, Kind: h.Kind.String(), Reason: h.Reason, Since: timestamppb.New(h.Since),
-		Job: s.c.cfg.Job, Pipeline: s.c.cfg.Pipeline}
+		Job: c.cfg.Job, Pipeline: c.cfg.Pipeline}
 }
 
 func (s *service) ListHolds(ctx context.Context, _ *trainerv1.ListHoldsRequest) (*trainerv1.ListHoldsResponse, error) {
@@ -267,7 +268,7 @@ func (s *service) ListHolds(ctx context.Context, _ *trainerv1.ListHoldsRequest) 
 	}
 	out := &trainerv1.ListHoldsResponse{}
 	if h := s.c.snapshot().hold; h != nil {
-		out.Holds = append(out.Holds, s.holdInfo(*h))
+		out.Holds = append(out.Holds, s.c.holdInfo(*h))
 	}
 	return out, nil
 }
@@ -288,7 +289,7 @@ func (s *service) ReleaseHold(ctx context.Context, req *trainerv1.ReleaseHoldReq
 		who = p.Name
 	}
 	s.c.log.Info("hold release requested", "id", h.ID, "by", who, "reason", req.GetReason())
-	return &trainerv1.ReleaseHoldResponse{Released: s.holdInfo(h)}, nil
+	return &trainerv1.ReleaseHoldResponse{Released: s.c.holdInfo(h)}, nil
 }
 
 func (s *service) Status(ctx context.Context, _ *trainerv1.StatusRequest) (*trainerv1.StatusResponse, error) {
@@ -307,16 +308,14 @@ func (c *Controller) Status() *trainerv1.StatusResponse {
 		Steps: sn.steps, LastLoss: sn.loss, PreemptedEpochs: uint32(sn.stats.PreemptedEpochs),
 		PreemptedCommitted: uint32(sn.stats.PreemptedCommitted), ChipSeconds: map[string]float64{}}
 	if sn.hold != nil {
-		out.Hold = (&service{c: c}).holdInfo(*sn.hold)
+		out.Hold = c.holdInfo(*sn.hold)
 	}
 	if r, err := c.rec.Report(c.now()); err == nil {
-		for _, j := range r.Jobs {
-			if j.Job == c.cfg.Job {
-				out.SchedulingGoodput, out.RuntimeGoodput, out.ProgramGoodput, out.Mpg = j.Total.SG, j.Total.RG, j.Total.PG, j.Total.MPG
-				for cat, v := range j.Total.ChipSeconds {
-					if v != 0 {
-						out.ChipSeconds[goodputCategory(cat)] = v
-					}
+		if j, ok := c.jobGoodput(r); ok {
+			out.SchedulingGoodput, out.RuntimeGoodput, out.ProgramGoodput, out.Mpg = j.Total.SG, j.Total.RG, j.Total.PG, j.Total.MPG
+			for cat, v := range j.Total.ChipSeconds {
+				if v != 0 {
+					out.ChipSeconds[goodput.Category(cat).String()] = v
 				}
 			}
 		}
