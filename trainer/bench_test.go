@@ -141,8 +141,9 @@ func initialStall(rep Report) (frac, rate float64) {
 // BenchmarkPreemptionCommits sends preemption notices at random moments of
 // epoch attempts, with notices drawn uniformly from [0, 1.5s], and counts
 // the preempted epochs whose early epoch end committed before the deadline
-// (paper VII.G: 61%). It also reports the median time from notice to the
-// committed checkpoint (drain + save).
+// (paper VII.G: 61%). It also reports, over the runs whose last epoch
+// committed, the median time from the notice to the job's exit (drain,
+// save, shutdown).
 func BenchmarkPreemptionCommits(b *testing.B) {
 	e := benchSetup(b)
 	b.Run("notice0-1.5s", func(b *testing.B) { benchPreemptions(b, e) })

@@ -63,8 +63,9 @@
 // (trainer/steptime) gives for what it touched — TensorCore FLOPs at peak,
 // SparseCore bytes of the deduplicated rows at HBM bandwidth (plus optional
 // per-lookup and per-shard overheads, priced alike by the partitioner),
-// serialized or pipelined with a contention factor — stretched by TimeScale (DefaultTimeScale: the emulated model
-// is tiny, so its modelled steps are stretched into tens of milliseconds). Device operations
+// serialized or pipelined with a contention factor — stretched by
+// TimeScale (DefaultTimeScale: the emulated model is tiny, so its modelled
+// steps are stretched into tens of milliseconds). Device operations
 // (restore, compile, step, checkpoint write) hold a mutex, so one still
 // running for an aborted attempt finishes before the next begins.
 //
