@@ -48,20 +48,28 @@ func TestLedger(t *testing.T) {
 	}
 }
 
-func TestSaveLatestLoad(t *testing.T) {
+// newStore returns the checkpoint store of pipeline in a fresh MinIO, and
+// the object store under it.
+func newStore(t *testing.T, pipeline string) (*objstore.Store, *Store) {
+	t.Helper()
 	m := testenv.NewMinIO(t)
 	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig", RetryFor: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := st.EnsureBucket(ctx); err != nil {
+	if err := st.EnsureBucket(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := NewStore(st, "p1")
+	cs, err := NewStore(st, pipeline)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, cs
+}
+
+func TestSaveLatestLoad(t *testing.T) {
+	st, cs := newStore(t, "p1")
+	ctx := context.Background()
 	if got, err := cs.Latest(ctx); err != nil || got != nil {
 		t.Fatalf("empty store: %v %v", got, err)
 	}
@@ -117,19 +125,8 @@ func TestSaveLatestLoad(t *testing.T) {
 // without (written before it existed) restores as before. The journal lives
 // beside the checkpoints and is not one.
 func TestGoodputHistory(t *testing.T) {
-	m := testenv.NewMinIO(t)
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig", RetryFor: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, cs := newStore(t, "p2")
 	ctx := context.Background()
-	if err := st.EnsureBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := NewStore(st, "p2")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if j, err := cs.Journal(ctx); err != nil || j != nil {
 		t.Fatalf("no journal yet: %q %v", j, err)
 	}
