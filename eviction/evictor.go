@@ -416,7 +416,7 @@ const storeParallelism = 8
 func (e *Evictor) list(ctx context.Context, keys []matching.Key) ([]string, error) {
 	out := make([][]string, len(keys))
 	err := parallel(len(keys), storeParallelism, func(i int) error {
-		for info, err := range e.Store.List(ctx, "memo/"+keys[i].String()+"/") {
+		for info, err := range e.Store.List(ctx, matching.MemoPrefix(keys[i])) {
 			if err != nil {
 				return err
 			}

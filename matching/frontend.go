@@ -190,8 +190,12 @@ type Solution struct {
 func (s *Solution) Complete() bool { return s.Pending == 0 && s.Failed == 0 }
 
 // MemoObjectKey is where the memoized output of a component for a block is
-// stored (brief, "Warehouse": memo/<component-key>/<block>.arrow).
-func MemoObjectKey(k Key, block string) string { return "memo/" + k.String() + "/" + block + ".arrow" }
+// stored (brief, "Warehouse": memo/<component-key>/<block>.arrow; the same
+// layout as warehouse/block.MemoKey, which matching does not import).
+func MemoObjectKey(k Key, block string) string { return MemoPrefix(k) + block + ".arrow" }
+
+// MemoPrefix is the prefix of every memo object of a component.
+func MemoPrefix(k Key) string { return "memo/" + k.String() + "/" }
 
 func (f *Frontend) schema(source string) (*transform.Schema, error) {
 	s, err := f.cfg.Schema(source)

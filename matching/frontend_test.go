@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 type fakeBlocks struct{ blocks []Block }
@@ -272,5 +274,17 @@ func TestWatchSeesReady(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no notification")
+	}
+}
+
+// TestMemoKeysMatchWarehouseLayout: matching names memo objects without
+// importing warehouse/block; the names must be block's.
+func TestMemoKeysMatchWarehouseLayout(t *testing.T) {
+	k := Key{1, 2, 3}
+	if got, want := MemoObjectKey(k, "b1"), block.MemoKey(k.String(), "b1"); got != want {
+		t.Fatalf("MemoObjectKey = %q, block.MemoKey = %q", got, want)
+	}
+	if p := MemoPrefix(k); !strings.HasPrefix(MemoObjectKey(k, "b1"), p) || !strings.HasPrefix(p, block.MemoPrefix) {
+		t.Fatalf("MemoPrefix %q", p)
 	}
 }
