@@ -381,53 +381,67 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 		return nil, 0, 0, 0, err
 	}
 	defer scan.close()
-	memos := map[Key]map[string]MemoEntry{}
+	// First the components and their memo entries; then block by block,
+	// in event order, each component's entry of the block, created and
+	// scheduled if missing. So a client's queue holds a block's tasks
+	// together, every component of it (tasks of one priority run in
+	// enqueue order): a worker reads a block's raw columns once for all
+	// its components (block.SegmentCache), and a trainer's first blocks
+	// are complete first.
 	recs := map[Key]ComponentRecord{}
-	for _, in := range p.Inputs {
+	entries := map[Key][]MemoEntry{} // by block index
+	var comps []Key                  // distinct, in input order
+	keys := make([]Key, len(p.Inputs))
+	for i, in := range p.Inputs {
 		k, err := ParseKey(in.Component)
 		if err != nil {
 			return nil, 0, 0, 0, fmt.Errorf("pipeline %s/%s: %w", p.Client, p.Name, err)
 		}
-		is := InputSolution{Name: in.Name, Component: k, Type: in.Type}
-		rec, ok := recs[k]
-		if !ok {
-			if rec, err = f.cfg.Cache.Component(k); err != nil {
-				return nil, 0, 0, 0, err
-			}
-			recs[k] = rec
+		keys[i] = k
+		if _, ok := recs[k]; ok {
+			continue
 		}
-		is.Columns, is.DSL = rec.Columns, rec.DSL
-		m, seenComp := memos[k]
-		if !seenComp {
-			if m, err = scan.memos(k); err != nil {
-				return nil, 0, 0, 0, err
-			}
-			memos[k] = m
+		if recs[k], err = f.cfg.Cache.Component(k); err != nil {
+			return nil, 0, 0, 0, err
 		}
-		for _, blk := range blocks {
-			e, ok := m[blk.ID]
+		comps = append(comps, k)
+	}
+	memos := make([]map[string]MemoEntry, len(comps))
+	for i, k := range comps {
+		if memos[i], err = scan.memos(k); err != nil {
+			return nil, 0, 0, 0, err
+		}
+		entries[k] = make([]MemoEntry, len(blocks))
+	}
+	for bi, blk := range blocks {
+		for i, k := range comps {
+			e, ok := memos[i][blk.ID]
 			if !ok {
 				if e, err = f.createMissing(k, blk.ID, now); err != nil {
 					return nil, 0, 0, 0, err
 				}
-				if e.Gen != 0 {
-					m[blk.ID] = e
-				}
 			}
-			if !seenComp {
-				// Count and schedule each (component, block) once per call.
-				if e.State == MemoReady {
-					hits++
-				} else {
-					misses++
-				}
-				if e.State == MemoPending && e.Gen != 0 {
-					if err := f.cfg.Scheduler.Enqueue(k, blk.ID, p.Client, p.Name, p.Priority); err != nil {
-						return nil, 0, 0, 0, err
-					}
-					enqueued++
-				}
+			entries[k][bi] = e
+			// Count and schedule each (component, block) once per call.
+			if e.State == MemoReady {
+				hits++
+			} else {
+				misses++
 			}
+			if e.State == MemoPending && e.Gen != 0 {
+				if err := f.cfg.Scheduler.Enqueue(k, blk.ID, p.Client, p.Name, p.Priority); err != nil {
+					return nil, 0, 0, 0, err
+				}
+				enqueued++
+			}
+		}
+	}
+	for i, in := range p.Inputs {
+		k := keys[i]
+		rec := recs[k]
+		is := InputSolution{Name: in.Name, Component: k, Type: in.Type, Columns: rec.Columns, DSL: rec.DSL}
+		for bi, blk := range blocks {
+			e := entries[k][bi]
 			is.Blocks = append(is.Blocks, BlockSolution{Block: blk, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes})
 			switch e.State {
 			case MemoReady:

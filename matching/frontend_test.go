@@ -3,6 +3,7 @@ package matching
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -286,5 +287,38 @@ func TestMemoKeysMatchWarehouseLayout(t *testing.T) {
 	}
 	if p := MemoPrefix(k); !strings.HasPrefix(MemoObjectKey(k, "b1"), p) || !strings.HasPrefix(p, block.MemoPrefix) {
 		t.Fatalf("MemoPrefix %q", p)
+	}
+}
+
+// TestEnqueueBlockByBlock: a submit schedules its missing tasks block by
+// block in event order, every component of a block together, so that a
+// worker draining the queue in order reads each block's raw columns once
+// for all its components. A second input sharing a component schedules
+// nothing more.
+func TestEnqueueBlockByBlock(t *testing.T) {
+	f, sched, _ := newTestFrontend(t, 3)
+	const graph = `input a = hash(unigrams(lower(col("query"))), buckets=100)
+input b = bucketize(col("bid_price"), boundaries=[1, 2])
+input c = hash(unigrams(lower(col("query"))), buckets=100)`
+	r, err := f.Submit(SubmitRequest{Client: "c", Pipeline: "p", Priority: 1, Graph: mustParse(t, graph), From: 0, To: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka, kb := r.Solution.Inputs[0].Component, r.Solution.Inputs[1].Component
+	if r.Solution.Inputs[2].Component != ka {
+		t.Fatal("inputs a and c should share their component")
+	}
+	var got, want []string
+	for _, c := range sched.calls {
+		got = append(got, c.block+" "+c.comp.String()[:8])
+	}
+	for _, b := range []string{"b000", "b001", "b002"} {
+		want = append(want, b+" "+ka.String()[:8], b+" "+kb.String()[:8])
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("enqueued\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if r.TasksEnqueued != 6 || r.Solution.Pending != 9 {
+		t.Errorf("%d tasks enqueued, %d input blocks pending; want 6 and 9", r.TasksEnqueued, r.Solution.Pending)
 	}
 }

@@ -27,7 +27,7 @@ type ScaleConfig struct {
 	// measured. Default 1.
 	DefaultTaskSeconds float64
 	// TasksPerWorker is how many tasks one worker holds at once: 1 for a
-	// plain Runner, PipelineDepth for a pipelined worker (Pool's
+	// plain Runner, more for a pipelined worker (Pool's
 	// TasksPerWorker). The measured task cost is lease-to-completion time,
 	// which for a pipelined worker spans this many tasks' turns: a worker
 	// holding n tasks for s seconds each completes n tasks per s seconds

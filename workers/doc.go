@@ -137,11 +137,13 @@
 // through both I/O stages, a large share of a worker's time in issue 4's
 // benchmark (bench/sigd.txt). So a Runner may also be a StagedRunner (Read, then
 // Transform and Write on the StagedTask that Read returns), and the pool
-// then runs each worker as a pipeline of up to PipelineDepth (3) tasks:
-// task i+1 is read while task i is transformed and task i-1 written, one
-// task per stage at a time, each with its own lease, heartbeat and context.
-// A worker's throughput is then bounded by its slowest stage instead of
-// the sum of the three. Failures, panics, lost leases and stops keep their
+// then runs each worker as a pipeline: task i+1 is read while task i is
+// transformed and tasks i-1 and i-2 written, each with its own lease,
+// heartbeat and context (DefaultPipelineDepth, 4, tasks: one read, one
+// transformed and PoolOptions.Writers, 2, written at once; writing mostly
+// waits on the object store, and a second writer keeps a long write from
+// stalling the transforms behind it). A worker's throughput is then
+// bounded by its slowest stage instead of the sum of the three. Failures, panics, lost leases and stops keep their
 // meaning per task (see Pool); Complete still follows the task's Write.
 // sigd's Runner is staged, so in-process workers and `sigd worker` alike
 // pipeline; a plain Runner keeps one task per worker.
@@ -164,7 +166,7 @@
 // moving average of lease-to-completion time), clamped to [Min, Max]; up at
 // once, down only after the need has stayed lower for CoolDown, and then to
 // the largest need seen in that window. A pipelined worker holds up to
-// PipelineDepth tasks, so its lease-to-completion time spans that many
+// TasksPerWorker tasks, so its lease-to-completion time spans that many
 // tasks' turns (Little's law: tasks held = throughput x time held);
 // ScaleConfig.TasksPerWorker divides the cost by it, and sigd sets it from
 // its pool. The size is still counted in workers. The Autoscaler applies

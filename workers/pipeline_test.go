@@ -23,13 +23,16 @@ import (
 //
 // Besides what the script prints, the harness checks invariants on every
 // event and fails the test on any breach: never two tasks of one worker in
-// one stage, never more than PipelineDepth leases held by one worker,
+// one stage (the write stage: more than the pool's Writers), never more
+// than TasksPerWorker leases held by one worker,
 // Complete only after the task's Write returned, every staged task released
 // exactly once, no stage run for a task after its lease was given up.
 //
 // Commands:
 //
-//	start workers=N [runner=plain]   a fresh queue and pool (plain: the same
+//	start workers=N [writers=W] [runner=plain]
+//	                                 a fresh queue and pool (W writers a
+//	                                 worker, default 1 here; plain: the same
 //	                                 stages behind a plain Runner)
 //	enqueue a b ...                  tasks named a, b, ... (priority 1)
 //	ok|fail|panic TASK STAGE [MSG]   wait until TASK is in STAGE (read,
@@ -70,7 +73,11 @@ func TestPipelineData(t *testing.T) {
 						h.stop()
 					}
 					n, _ := strconv.Atoi(kv["workers"])
-					h = newPipeHarness(t, n, kv["runner"] == "plain")
+					writers := 1
+					if v, ok := kv["writers"]; ok {
+						writers, _ = strconv.Atoi(v)
+					}
+					h = newPipeHarness(t, n, writers, kv["runner"] == "plain")
 					return ""
 				}
 				if h == nil {
@@ -128,6 +135,7 @@ type pipeHarness struct {
 	deadline map[string]time.Time    // lease id -> deadline last granted
 	outcome  map[string]string       // task -> how its last lease ended, if not by the queue
 	staged   map[*fakeStagedTask]int // -> Release calls
+	writers  int                     // the pool's PoolOptions.Writers
 	peak     struct{ held, stage, busy int }
 	bad      []string // invariant breaches
 
@@ -136,7 +144,7 @@ type pipeHarness struct {
 	closeHeld int // leases held by the workers when Close returned
 }
 
-func newPipeHarness(t *testing.T, workers int, plain bool) *pipeHarness {
+func newPipeHarness(t *testing.T, workers, writers int, plain bool) *pipeHarness {
 	clk := clock.NewFake(t0)
 	h := &pipeHarness{
 		t: t, clk: clk, q: openTest(t, t.TempDir(), clk),
@@ -149,7 +157,8 @@ func newPipeHarness(t *testing.T, workers int, plain bool) *pipeHarness {
 	if plain {
 		r = RunnerFunc(fakeStagedRunner{h}.Run)
 	}
-	h.pool = NewPool(h, r, PoolOptions{Clock: clk})
+	h.writers = writers
+	h.pool = NewPool(h, r, PoolOptions{Clock: clk, Writers: writers})
 	h.pool.Resize(workers)
 	return h
 }
@@ -447,7 +456,7 @@ func (h *pipeHarness) Lease(ctx context.Context, w string) (Lease, error) {
 	h.current[task] = l.ID
 	h.deadline[l.ID] = l.Deadline
 	h.held[w]++
-	if h.held[w] > PipelineDepth {
+	if h.held[w] > h.pool.TasksPerWorker() {
 		h.breach("%s holds %d leases", w, h.held[w])
 	}
 	h.peak.held = max(h.peak.held, h.held[w])
@@ -547,6 +556,14 @@ func (s *fakeStagedTask) Release() {
 	s.h.staged[s]++
 }
 
+// limit is how many tasks one worker may have in stage s at once.
+func (h *pipeHarness) limit(s pipeStage) int {
+	if s == stageWrite {
+		return h.writers
+	}
+	return 1
+}
+
 // stage blocks task in stage s until the script's verdict (or its
 // context's end), keeping count of what each worker runs at once.
 func (h *pipeHarness) stage(ctx context.Context, task string, s pipeStage) error {
@@ -561,7 +578,7 @@ func (h *pipeHarness) stage(ctx context.Context, task string, s pipeStage) error
 		h.occ[w] = occ
 	}
 	occ[s]++
-	if occ[s] > 1 {
+	if limit := h.limit(s); occ[s] > limit {
 		h.breach("%s has %d tasks in %s", w, occ[s], stageNames[s])
 	}
 	busy := 0

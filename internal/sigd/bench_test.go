@@ -179,10 +179,11 @@ func BenchmarkSubmit200Nodes100kCached(b *testing.B) {
 // BenchmarkMemoizeVsBare: memoization throughput of one in-process worker,
 // side by side with the bare executor on the same blocks in the same run.
 // The worker is one pool worker (WorkersMin = WorkersMax = 1): it pipelines
-// up to three tasks, transforming one at a time while it reads the next
-// block and writes the previous memo object (workers.StagedRunner).
-// Each iteration writes 4 new raw blocks of 50,000 Ads events to MinIO
-// (untimed), then
+// up to four tasks, transforming one at a time while it reads the next
+// block and writes the previous two memo objects (workers.StagedRunner,
+// PoolOptions.Writers), with sigd's default segment cache.
+// Each iteration writes 4 new raw blocks of 100,000 Ads events (sigd's
+// --rows-per-block default) to MinIO (untimed), then
 //
 //   - bare: runs every component of the fleet's five graphs over the blocks
 //     already in memory with transform.Run (parsed once, untimed), before
@@ -205,7 +206,11 @@ func BenchmarkSubmit200Nodes100kCached(b *testing.B) {
 // worker overlaps its stages, a block cannot take less wall time than
 // (minio + sigd CPU per block) / CPUs.
 func BenchmarkMemoizeVsBare(b *testing.B) {
-	const blocksPerIter, rows = 4, 50_000
+	const blocksPerIter, rows = 4, 100_000
+	// The process runs as cmd/sigd does (its --gc-percent default); the
+	// bare executor, in the same process, runs with the same setting.
+	old := debug.SetGCPercent(sigd.DefaultGCPercent)
+	b.Cleanup(func() { debug.SetGCPercent(old) })
 	dir, err := os.MkdirTemp("/dev/shm", "sig-bench-minio")
 	if err != nil {
 		dir = b.TempDir()

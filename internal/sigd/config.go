@@ -13,6 +13,12 @@ import (
 // their assists out of the submit latency tail.
 const DefaultGCPercent = 400
 
+// DefaultWorkerCacheBytes is --worker-cache-bytes' default: the raw columns
+// of a few dozen 100,000-row blocks (about 10 MB a block for the Ads
+// fleet's components), so that the tasks of a block, scheduled together,
+// find its columns still there.
+const DefaultWorkerCacheBytes = 256 << 20
+
 // Config is every setting of sigd. cmd/sigd fills it from flags and SIG_*
 // environment variables; each field's flag is named in its comment.
 type Config struct {
@@ -57,6 +63,10 @@ type Config struct {
 	Lease time.Duration
 	// --max-attempts: a task failing this often is quarantined.
 	MaxAttempts int
+	// --worker-cache-bytes: raw column segments the in-process workers
+	// keep for the next tasks of the same block (block.SegmentCache); 0
+	// means DefaultWorkerCacheBytes, negative keeps none.
+	WorkerCacheBytes int64
 
 	// --ingest: sources ingested inside sigd ("ads"); empty ingests none.
 	Ingest []string
@@ -113,6 +123,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
+	}
+	if c.WorkerCacheBytes == 0 {
+		c.WorkerCacheBytes = DefaultWorkerCacheBytes
 	}
 	if c.RowsPerBlock == 0 {
 		c.RowsPerBlock = 100_000

@@ -36,6 +36,9 @@ var (
 	descMemoBytes = prometheus.NewDesc("sig_memo_bytes", "Bytes of ready memoized blocks.", nil, nil)
 	descComps     = prometheus.NewDesc("sig_components", "Components in the matching cache.", nil, nil)
 	descPipelines = prometheus.NewDesc("sig_pipelines", "Registered pipelines.", nil, nil)
+	descSegBytes  = prometheus.NewDesc("sig_worker_segment_cache_bytes_total",
+		"Raw column bytes in-process workers asked their segment cache for, by outcome (hit: served without a GET).", []string{"outcome"}, nil)
+	descSegResident = prometheus.NewDesc("sig_worker_segment_cache_resident_bytes", "Raw column bytes the workers' segment cache holds.", nil, nil)
 )
 
 func newMetrics(s *Server) *metrics {
@@ -65,7 +68,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.taskLatency.Describe(ch)
 	m.phases.Describe(ch)
 	m.trainerGoodput.Describe(ch)
-	for _, d := range []*prometheus.Desc{descReuseMean, descReuseMax, descMemo, descMemoBytes, descComps, descPipelines} {
+	for _, d := range []*prometheus.Desc{descReuseMean, descReuseMax, descMemo, descMemoBytes, descComps, descPipelines, descSegBytes, descSegResident} {
 		ch <- d
 	}
 }
@@ -79,6 +82,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.taskLatency.Collect(ch)
 	m.phases.Collect(ch)
 	m.trainerGoodput.Collect(ch)
+	seg := m.s.segments.Stats() // zero without in-process workers
+	ch <- prometheus.MustNewConstMetric(descSegBytes, prometheus.CounterValue, float64(seg.HitBytes), "hit")
+	ch <- prometheus.MustNewConstMetric(descSegBytes, prometheus.CounterValue, float64(seg.MissBytes), "miss")
+	ch <- prometheus.MustNewConstMetric(descSegResident, prometheus.GaugeValue, float64(seg.ResidentBytes))
 	r, err := m.reuseStats()
 	if err != nil {
 		return

@@ -41,6 +41,9 @@ type Runner struct {
 	// footer: its column directory is in the catalog.
 	Catalog  *catalog.Catalog
 	Registry *transform.Registry
+	// Segments, if set, keeps the raw columns read last, so that the
+	// tasks of one block (one per component) fetch each column once.
+	Segments *block.SegmentCache
 	// Observe, if set, is told how long each stage of a run took: "read"
 	// (the raw columns from the object store), "transform" (the component's
 	// ops) and "write" (encoding and storing the memo object). sigd exports
@@ -98,7 +101,7 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 		return nil, err
 	}
 	start := time.Now()
-	raw, err := block.ReadColumns(ctx, r.Store, meta, spec.Columns)
+	raw, err := block.ReadColumnsCached(ctx, r.Store, meta, spec.Columns, r.Segments)
 	if err != nil {
 		return nil, err
 	}

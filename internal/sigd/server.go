@@ -34,6 +34,7 @@ import (
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/ingest"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -50,6 +51,7 @@ type Server struct {
 	dev       *DevEnv
 	store     *objstore.Store
 	catalog   *catalog.Catalog
+	segments  *block.SegmentCache // the in-process workers'
 	cache     *matching.Cache
 	frontend  *matching.Frontend
 	queue     *workers.Queue
@@ -161,7 +163,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	// it sizes an in-process pool unless workers are remote only.
 	var resizer workers.Resizer
 	if !cfg.RemoteWorkers {
-		var runner workers.Runner = &Runner{Store: s.store, Catalog: s.catalog, Observe: s.metrics.phase}
+		s.segments = block.NewSegmentCache(cfg.WorkerCacheBytes)
+		var runner workers.Runner = &Runner{Store: s.store, Catalog: s.catalog, Segments: s.segments, Observe: s.metrics.phase}
 		if opts.WrapRunner != nil {
 			runner = opts.WrapRunner(runner)
 		}
@@ -171,7 +174,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	}
 	// Workers pipeline their tasks (Runner is a workers.StagedRunner, in
 	// process and in `sigd worker`), so each holds several at once.
-	tasksPerWorker := workers.PipelineDepth
+	tasksPerWorker := workers.DefaultPipelineDepth
 	if s.pool != nil {
 		tasksPerWorker = s.pool.TasksPerWorker()
 	}

@@ -159,6 +159,11 @@ func TestThreeClientsShareComponents(t *testing.T) {
 		sigdtest.CheckSolution(t, w.Store, w.Blocks, sol, dsl[m.graph], ligs[m.graph])
 	}
 	checkOnce(t, counter.snapshot(), want)
+	// The tasks of a block share its raw columns: each component reads
+	// event_id at least, which only the first task of a block fetches.
+	if seg := segmentCacheBytes(t, srv); seg["hit"] == 0 || seg["miss"] == 0 {
+		t.Errorf("segment cache: %v bytes hit, %v missed; want both positive", seg["hit"], seg["miss"])
+	}
 
 	// Resubmitting changes nothing; a graph that writes shared components
 	// differently computes only its new ones.
@@ -421,4 +426,27 @@ func TestIngestedEventsAreMemoized(t *testing.T) {
 		t.Errorf("%d blocks ready, want 3 inputs x 3 blocks", sol.BlocksReady)
 	}
 	sigdtest.CheckSolution(t, w.Store, blocks, sol, dsl, map[string]*sigdtest.LIGOutput{})
+}
+
+// segmentCacheBytes reads sig_worker_segment_cache_bytes_total by outcome.
+func segmentCacheBytes(t *testing.T, srv *sigdtest.Server) map[string]float64 {
+	t.Helper()
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "sig_worker_segment_cache_bytes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					out[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }

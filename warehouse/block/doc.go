@@ -46,6 +46,14 @@
 // warehouse/ingest for the exactly-once argument). A memoized block has the
 // id of the raw block it is row-aligned with.
 //
+// # Segment cache
+//
+// SIG runs one task per (component, block), and a fleet's components read
+// overlapping columns of a block. SegmentCache keeps the segments a worker
+// process fetched last (ReadColumnsCached), keyed by object and column
+// directory entry, so that the tasks of a block, which sigd queues together,
+// fetch each column once.
+//
 // What this package does not own: which blocks exist (warehouse/catalog),
 // how raw blocks are cut from the event stream (warehouse/ingest), what memo
 // columns contain (transform, workers).
