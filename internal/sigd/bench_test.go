@@ -336,21 +336,8 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 	// sig_worker_phase_seconds) as fractions of the sig time. The phases
 	// of a pipelined worker overlap, so the fractions can sum past 1; the
 	// largest bounds the ratio.
-	mfs, err := srv.Registry().Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "sig_worker_phase_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "phase" {
-					b.ReportMetric(m.GetHistogram().GetSampleSum()/sigT.Seconds(), l.GetValue()+"-frac")
-				}
-			}
-		}
+	for phase, m := range metricByLabel(b, srv, "sig_worker_phase_seconds", "phase") {
+		b.ReportMetric(m.GetHistogram().GetSampleSum()/sigT.Seconds(), phase+"-frac")
 	}
 }
 

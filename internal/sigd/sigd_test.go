@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/sigdata/sig/internal/sigd"
 	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	"github.com/sigdata/sig/matching"
@@ -161,8 +163,9 @@ func TestThreeClientsShareComponents(t *testing.T) {
 	checkOnce(t, counter.snapshot(), want)
 	// The tasks of a block share its raw columns: each component reads
 	// event_id at least, which only the first task of a block fetches.
-	if seg := segmentCacheBytes(t, srv); seg["hit"] == 0 || seg["miss"] == 0 {
-		t.Errorf("segment cache: %v bytes hit, %v missed; want both positive", seg["hit"], seg["miss"])
+	seg := metricByLabel(t, srv, "sig_worker_segment_cache_bytes_total", "outcome")
+	if hit, miss := seg["hit"].GetCounter().GetValue(), seg["miss"].GetCounter().GetValue(); hit == 0 || miss == 0 {
+		t.Errorf("segment cache: %v bytes hit, %v missed; want both positive", hit, miss)
 	}
 
 	// Resubmitting changes nothing; a graph that writes shared components
@@ -428,22 +431,23 @@ func TestIngestedEventsAreMemoized(t *testing.T) {
 	sigdtest.CheckSolution(t, w.Store, blocks, sol, dsl, map[string]*sigdtest.LIGOutput{})
 }
 
-// segmentCacheBytes reads sig_worker_segment_cache_bytes_total by outcome.
-func segmentCacheBytes(t *testing.T, srv *sigdtest.Server) map[string]float64 {
-	t.Helper()
+// metricByLabel gathers the metric family name from srv's registry: its
+// metrics by the value of their label.
+func metricByLabel(tb testing.TB, srv *sigdtest.Server, name, label string) map[string]*dto.Metric {
+	tb.Helper()
 	mfs, err := srv.Registry().Gather()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	out := map[string]float64{}
+	out := map[string]*dto.Metric{}
 	for _, mf := range mfs {
-		if mf.GetName() != "sig_worker_segment_cache_bytes_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" {
-					out[l.GetValue()] = m.GetCounter().GetValue()
+				if l.GetName() == label {
+					out[l.GetValue()] = m
 				}
 			}
 		}

@@ -526,14 +526,14 @@ func ReadColumns(ctx context.Context, store *objstore.Store, meta Meta, cols []s
 	return ReadColumnsInto(ctx, store, meta, cols, nil)
 }
 
-// ReadColumnsInto is ReadColumns fetching into buffers from alloc (see
-// FetchSegmentsInto): the record's arrays are views of those buffers, which
-// the caller may recycle only once nothing reads the record any more.
-func ReadColumnsInto(ctx context.Context, store *objstore.Store, meta Meta, cols []string, alloc Alloc) (arrow.Record, error) {
+// columnsToRead returns meta with its column directory (from the footer if
+// meta has none) and the columns a read of cols returns: event_id, then
+// cols in order, each once.
+func columnsToRead(ctx context.Context, store *objstore.Store, meta Meta, cols []string) (Meta, []string, error) {
 	if len(meta.Columns) == 0 {
 		m, err := ReadFooter(ctx, store, meta.Key)
 		if err != nil {
-			return nil, err
+			return meta, nil, err
 		}
 		meta = m
 	}
@@ -542,6 +542,17 @@ func ReadColumnsInto(ctx context.Context, store *objstore.Store, meta Meta, cols
 		if !slices.Contains(names, c) {
 			names = append(names, c)
 		}
+	}
+	return meta, names, nil
+}
+
+// ReadColumnsInto is ReadColumns fetching into buffers from alloc (see
+// FetchSegmentsInto): the record's arrays are views of those buffers, which
+// the caller may recycle only once nothing reads the record any more.
+func ReadColumnsInto(ctx context.Context, store *objstore.Store, meta Meta, cols []string, alloc Alloc) (arrow.Record, error) {
+	meta, names, err := columnsToRead(ctx, store, meta, cols)
+	if err != nil {
+		return nil, err
 	}
 	for _, n := range names {
 		if _, ok := meta.Column(n); !ok {

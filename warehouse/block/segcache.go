@@ -4,12 +4,10 @@ import (
 	"container/list"
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow"
 
-	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -127,18 +125,9 @@ func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, co
 	if cache == nil {
 		return ReadColumns(ctx, store, meta, cols)
 	}
-	if len(meta.Columns) == 0 {
-		m, err := ReadFooter(ctx, store, meta.Key)
-		if err != nil {
-			return nil, err
-		}
-		meta = m
-	}
-	names := []string{transform.ColEventID}
-	for _, c := range cols {
-		if !slices.Contains(names, c) {
-			names = append(names, c)
-		}
+	meta, names, err := columnsToRead(ctx, store, meta, cols)
+	if err != nil {
+		return nil, err
 	}
 	segs := make([][]byte, len(names))
 	var missing []string

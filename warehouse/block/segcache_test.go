@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 // checkColumns fails unless got holds event_id then names, each equal to
@@ -28,19 +29,26 @@ func checkColumns(t *testing.T, want, got arrow.Record, names ...string) {
 	}
 }
 
+// writeTestBlock stores testRecord(rows) in a fresh MinIO bucket.
+func writeTestBlock(t *testing.T, rows int) (*objstore.Store, arrow.Record, block.Meta) {
+	t.Helper()
+	_, s := newStore(t)
+	rec := testRecord(rows)
+	t.Cleanup(rec.Release)
+	meta, err := block.Write(context.Background(), s, testMeta(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, rec, meta
+}
+
 // TestSegmentCacheServesWithoutFetching: a column read once is served from
 // the cache without a request (the object is deleted in between, so a
 // fetch would fail), a column not cached is still fetched, and what comes
 // back equals the stored record either way.
 func TestSegmentCacheServesWithoutFetching(t *testing.T) {
-	_, s := newStore(t)
+	s, rec, meta := writeTestBlock(t, 2000)
 	ctx := context.Background()
-	rec := testRecord(2000)
-	defer rec.Release()
-	meta, err := block.Write(ctx, s, testMeta(), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := block.NewSegmentCache(64 << 20)
 	got, err := block.ReadColumnsCached(ctx, s, meta, []string{"tokens", "price"}, c)
 	if err != nil {
@@ -83,14 +91,8 @@ func TestSegmentCacheServesWithoutFetching(t *testing.T) {
 // least recently used segments leave first, and a segment over the whole
 // budget is not kept at all.
 func TestSegmentCacheBudget(t *testing.T) {
-	_, s := newStore(t)
+	s, rec, meta := writeTestBlock(t, 2000)
 	ctx := context.Background()
-	rec := testRecord(2000)
-	defer rec.Release()
-	meta, err := block.Write(ctx, s, testMeta(), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	size := func(name string) int64 {
 		c, ok := meta.Column(name)
 		if !ok {
