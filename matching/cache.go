@@ -153,7 +153,15 @@ type Cache struct {
 	// flushes and compactions (the submit latency tail) away.
 	touchMu sync.Mutex
 	touched map[Key]time.Time
+	// sweepAt is the size of touched at which entries older than
+	// TouchGranularity, which no longer save a write, are dropped; it is
+	// twice what a sweep leaves (at least minTouchSweep), so sweeps cost O(1)
+	// a request amortized and touched stays within twice the components
+	// requested in the last TouchGranularity.
+	sweepAt int
 }
+
+const minTouchSweep = 1024
 
 // TouchGranularity is the resolution of last-requested times: eviction
 // policies work in minutes, so a second is plenty.
@@ -169,6 +177,14 @@ func (c *Cache) needsTouch(k Key, t time.Time) bool {
 	}
 	if last, ok := c.touched[k]; ok && t.Sub(last) < TouchGranularity {
 		return false
+	}
+	if len(c.touched) >= c.sweepAt {
+		for key, last := range c.touched {
+			if t.Sub(last) >= TouchGranularity {
+				delete(c.touched, key)
+			}
+		}
+		c.sweepAt = max(2*len(c.touched), minTouchSweep)
 	}
 	c.touched[k] = t
 	return true
