@@ -104,7 +104,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.DurationVar(&cfg.EvictTTL, "evict-ttl", 0, "evict memo blocks of components not requested for this long (0: never)")
 	fs.Int64Var(&cfg.EvictBudgetBytes, "evict-budget-bytes", 0, "evict least recently requested memo blocks beyond this many bytes (0: no budget)")
 	fs.DurationVar(&cfg.EvictInterval, "evict-interval", time.Minute, "how often last-requested eviction runs")
-	fs.Int64Var(&cfg.WorkerCacheBytes, "worker-cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes in-process workers keep for the next tasks of a block (negative: none)")
+	fs.Int64Var(&cfg.WorkerCacheBytes, "worker-cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes in-process workers keep for the next tasks of a block (0: the default; negative: none)")
 	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")
 }
 
@@ -175,7 +175,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	useTLS := fs.Bool("tls", false, "connect with TLS")
 	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each pipelines up to %d tasks (read, transform, write)", workers.DefaultPipelineDepth))
 	name := fs.String("name", "", "worker name prefix (default: host-pid)")
-	cacheBytes := fs.Int64("cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes kept for the next tasks of a block (negative: none)")
+	cacheBytes := fs.Int64("cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes kept for the next tasks of a block (0: the default; negative: none)")
 	var sc objstore.Config
 	fs.StringVar(&sc.Endpoint, "s3-endpoint", "", "S3 endpoint host:port")
 	fs.StringVar(&sc.AccessKey, "s3-access-key", "", "S3 access key")
@@ -204,6 +204,9 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	defer conn.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second)
+	if *cacheBytes == 0 {
+		*cacheBytes = sigd.DefaultWorkerCacheBytes // as sigd serve's --worker-cache-bytes
+	}
 	var runner workers.Runner = &sigd.Runner{Store: store, Segments: block.NewSegmentCache(*cacheBytes)}
 	if wrap != nil {
 		runner = wrap(runner)
