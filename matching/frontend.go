@@ -439,7 +439,8 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 	for i, in := range p.Inputs {
 		k := keys[i]
 		rec := recs[k]
-		is := InputSolution{Name: in.Name, Component: k, Type: in.Type, Columns: rec.Columns, DSL: rec.DSL}
+		is := InputSolution{Name: in.Name, Component: k, Type: in.Type, Columns: rec.Columns, DSL: rec.DSL,
+			Blocks: make([]BlockSolution, 0, len(blocks))}
 		for bi, blk := range blocks {
 			e := entries[k][bi]
 			is.Blocks = append(is.Blocks, BlockSolution{Block: blk, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes})

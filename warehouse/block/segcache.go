@@ -99,7 +99,7 @@ func (c *SegmentCache) get(k segKey) []byte {
 }
 
 func (c *SegmentCache) put(k segKey, seg []byte) {
-	if c == nil || int64(len(seg)) > c.max {
+	if c == nil || c.max <= 0 || int64(len(seg)) > c.max {
 		return
 	}
 	c.mu.Lock()
