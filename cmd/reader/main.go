@@ -52,11 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reader", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:7090", "gRPC address to serve on")
-	endpoint := fs.String("s3-endpoint", "", "S3 endpoint host:port of the warehouse (required)")
-	accessKey := fs.String("s3-access-key", "", "S3 access key")
-	secretKey := fs.String("s3-secret-key", "", "S3 secret key")
-	bucket := fs.String("s3-bucket", "sig", "bucket of the warehouse")
-	secure := fs.Bool("s3-secure", false, "use HTTPS for S3")
+	sc := cli.ObjectStoreFlags(fs, "S3 endpoint host:port of the warehouse (required)")
 	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may Read (required)")
 	tlsCert := fs.String("tls-cert", "", "serve gRPC over TLS with this certificate (PEM)")
 	tlsKey := fs.String("tls-key", "", "private key of --tls-cert (PEM)")
@@ -81,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	applyRuntime()
-	if *endpoint == "" {
+	if sc.Endpoint == "" {
 		return errors.New("--s3-endpoint is required")
 	}
 	if *tokens == "" {
@@ -91,8 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--tokens: %w", err)
 	}
-	store, err := objstore.New(objstore.Config{Endpoint: *endpoint, AccessKey: *accessKey, SecretKey: *secretKey,
-		Bucket: *bucket, Secure: *secure, RetryFor: *s3Retry, Logger: logger})
+	sc.RetryFor, sc.Logger = *s3Retry, logger
+	store, err := objstore.New(*sc)
 	if err != nil {
 		return err
 	}

@@ -176,12 +176,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each pipelines up to %d tasks (read, transform, write)", workers.DefaultPipelineDepth))
 	name := fs.String("name", "", "worker name prefix (default: host-pid)")
 	cacheBytes := fs.Int64("cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes kept for the next tasks of a block (0: the default; negative: none)")
-	var sc objstore.Config
-	fs.StringVar(&sc.Endpoint, "s3-endpoint", "", "S3 endpoint host:port")
-	fs.StringVar(&sc.AccessKey, "s3-access-key", "", "S3 access key")
-	fs.StringVar(&sc.SecretKey, "s3-secret-key", "", "S3 secret key")
-	fs.StringVar(&sc.Bucket, "s3-bucket", "sig", "bucket")
-	fs.BoolVar(&sc.Secure, "s3-secure", false, "use HTTPS for S3")
+	sc := cli.ObjectStoreFlags(fs, "S3 endpoint host:port of the warehouse")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -193,7 +188,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := objstore.New(sc)
+	store, err := objstore.New(*sc)
 	if err != nil {
 		return err
 	}

@@ -52,8 +52,7 @@ type jobFlags struct {
 	priority                                     int
 	sigd, token, tokens                          string
 	tls                                          bool
-	s3Endpoint, s3Access, s3Secret, s3Bucket     string
-	s3Secure                                     bool
+	s3                                           *objstore.Config
 	kafka, readers                               cli.List
 	hosts, chips, cuChips, epochUnits, cuUnits   int
 	batch, bufferEx, minIF, maxIF, credits       int
@@ -85,11 +84,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.token, "token", "", "bearer token (role trainer) for sigd, the readers and, for hosts, the controller")
 	fs.BoolVar(&f.tls, "tls", false, "dial sigd with TLS")
 	fs.StringVar(&f.tokens, "tokens", "", "token file authenticating the controller's service (internal/auth format; empty: no authentication)")
-	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint of the warehouse (checkpoints; required)")
-	fs.StringVar(&f.s3Access, "s3-access-key", "", "S3 access key")
-	fs.StringVar(&f.s3Secret, "s3-secret-key", "", "S3 secret key")
-	fs.StringVar(&f.s3Bucket, "s3-bucket", "sig", "S3 bucket")
-	fs.BoolVar(&f.s3Secure, "s3-secure", false, "HTTPS for S3")
+	f.s3 = cli.ObjectStoreFlags(fs, "S3 endpoint of the warehouse (checkpoints; required)")
 	fs.Var(&f.kafka, "kafka-brokers", "Kafka brokers for sig.memo.ready completion events (optional)")
 	fs.Var(&f.readers, "readers", "reader addresses, comma-separated")
 	fs.IntVar(&f.hosts, "hosts", 2, "TPU host workers of the slice")
@@ -174,7 +169,7 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 	if f.client == "" || f.pipeline == "" || f.rangeS == "" {
 		return c, fmt.Errorf("%w: --client, --pipeline and --range are required", errUsage)
 	}
-	if f.s3Endpoint == "" {
+	if f.s3.Endpoint == "" {
 		return c, fmt.Errorf("%w: --s3-endpoint is required (checkpoints)", errUsage)
 	}
 	from, to, err := parseRange(f.rangeS)
@@ -193,8 +188,9 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 		}
 		graph = string(b)
 	}
-	store, err := objstore.New(objstore.Config{Endpoint: f.s3Endpoint, AccessKey: f.s3Access, SecretKey: f.s3Secret,
-		Bucket: f.s3Bucket, Secure: f.s3Secure, Logger: log})
+	sc := *f.s3
+	sc.Logger = log
+	store, err := objstore.New(sc)
 	if err != nil {
 		return c, err
 	}

@@ -38,11 +38,7 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "", "directory for checkpoints (or use --s3-endpoint)")
 	keep := fs.Int("keep", 3, "checkpoints retained")
 	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may call (empty: no authentication, loopback only)")
-	s3Endpoint := fs.String("s3-endpoint", "", "S3 endpoint for checkpoints in the warehouse bucket (instead of --data)")
-	s3Access := fs.String("s3-access-key", "", "S3 access key")
-	s3Secret := fs.String("s3-secret-key", "", "S3 secret key")
-	s3Bucket := fs.String("s3-bucket", "sig", "S3 bucket")
-	s3Secure := fs.Bool("s3-secure", false, "HTTPS for S3")
+	sc := cli.ObjectStoreFlags(fs, "S3 endpoint for checkpoints in the warehouse bucket (instead of --data)")
 	pipeline := fs.String("pipeline", "", "pipeline whose checkpoints these are (with --s3-endpoint)")
 	cli.UsageWithEnv(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -53,15 +49,15 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var store ps.Store
 	switch {
-	case *data != "" && *s3Endpoint != "":
+	case *data != "" && sc.Endpoint != "":
 		return fmt.Errorf("%w: give --data or --s3-endpoint, not both", errUsage)
 	case *data != "":
 		store = ps.DirStore{Dir: *data}
-	case *s3Endpoint != "":
+	case sc.Endpoint != "":
 		if *pipeline == "" {
 			return fmt.Errorf("%w: --s3-endpoint needs --pipeline", errUsage)
 		}
-		st, err := objstore.New(objstore.Config{Endpoint: *s3Endpoint, AccessKey: *s3Access, SecretKey: *s3Secret, Bucket: *s3Bucket, Secure: *s3Secure})
+		st, err := objstore.New(*sc)
 		if err != nil {
 			return err
 		}
