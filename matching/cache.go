@@ -153,13 +153,19 @@ type Cache struct {
 	// flushes and compactions (the submit latency tail) away.
 	touchMu sync.Mutex
 	touched map[Key]time.Time
-	// sweepAt is the size of touched at which entries older than
-	// TouchGranularity, which no longer save a write, are dropped; it is
-	// twice what a sweep leaves (at least minTouchSweep), so sweeps cost O(1)
-	// a request amortized and touched stays within twice the components
-	// requested in the last TouchGranularity.
-	sweepAt int
+	// Entries older than TouchGranularity no longer save a write and are
+	// dropped by a sweep, which runs when touched reaches sweepAt (twice
+	// what the last sweep left, at least minTouchSweep: O(1) a request
+	// amortized) or, past minTouchSweep entries, touchSweepEvery after the
+	// last one (so that a burst's entries do not stay for good when
+	// requests slow down).
+	sweepAt   int
+	lastSweep time.Time
 }
+
+// touchSweepEvery bounds how long needsTouch keeps entries it no longer
+// needs while it is past minTouchSweep.
+const touchSweepEvery = 10 * TouchGranularity
 
 const minTouchSweep = 1024
 
@@ -178,7 +184,8 @@ func (c *Cache) needsTouch(k Key, t time.Time) bool {
 	if last, ok := c.touched[k]; ok && t.Sub(last) < TouchGranularity {
 		return false
 	}
-	if len(c.touched) >= c.sweepAt {
+	if n := len(c.touched); n >= c.sweepAt || n > minTouchSweep && t.Sub(c.lastSweep) >= touchSweepEvery {
+		c.lastSweep = t
 		for key, last := range c.touched {
 			if t.Sub(last) >= TouchGranularity {
 				delete(c.touched, key)

@@ -39,4 +39,21 @@ func TestNeedsTouchForgetsOldEntries(t *testing.T) {
 	if limit := 2*max(minTouchSweep, 2*batch) + batch; most > limit {
 		t.Errorf("touched grew to %d entries after %d distinct components, want at most %d", most, rounds*batch, limit)
 	}
+
+	// A burst of distinct components within one granularity, then a
+	// trickle: the burst's entries go once touchSweepEvery has passed.
+	at := t0.Add(time.Hour)
+	const burst = 20_000
+	for i := range burst {
+		c.needsTouch(key(1_000_000+i), at)
+	}
+	if len(c.touched) < burst {
+		t.Fatalf("%d entries after a burst of %d in one granularity", len(c.touched), burst)
+	}
+	for s := range 2 * int(touchSweepEvery/TouchGranularity) {
+		c.needsTouch(key(2_000_000+s), at.Add(time.Duration(s+1)*TouchGranularity))
+	}
+	if len(c.touched) > minTouchSweep {
+		t.Errorf("%d entries left a while after the burst, want at most %d", len(c.touched), minTouchSweep)
+	}
 }

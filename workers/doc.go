@@ -143,8 +143,9 @@
 // transformed and PoolOptions.Writers, 2, written at once; writing mostly
 // waits on the object store, and a second writer keeps a long write from
 // stalling the transforms behind it). A worker's throughput is then
-// bounded by its slowest stage instead of the sum of the three. Failures, panics, lost leases and stops keep their
-// meaning per task (see Pool); Complete still follows the task's Write.
+// bounded by its slowest stage instead of the sum of the three. Failures,
+// panics, lost leases and stops keep their meaning per task (see Pool);
+// Complete still follows the task's Write.
 // sigd's Runner is staged, so in-process workers and `sigd worker` alike
 // pipeline; a plain Runner keeps one task per worker.
 //

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,7 @@ type Runner interface {
 // worker's CPU), and Write encodes and stores the memo object (the object
 // store's time again). A Pool whose Runner implements it pipelines each
 // worker: while one task is transformed, the next is read and the previous
-// one written, so a worker's throughput is bounded by its slowest stage
+// ones written (PoolOptions.Writers at once), so a worker's throughput is bounded by its slowest stage
 // rather than by the sum of the three (issue 4's memoization throughput per
 // worker; bench/sigd.txt). See Pool for the guarantees.
 //
@@ -57,8 +58,10 @@ type StagedRunner interface {
 }
 
 // StagedTask is one task of a StagedRunner between its stages. The pool
-// calls Transform, then Write, each at most once and never concurrently,
-// and then Release; a stage that fails ends the task (Release still comes).
+// calls a task's Transform, then its Write, each at most once and never
+// concurrently, and then Release; a stage that fails ends the task (Release
+// still comes). Different tasks of one worker are in different stages at
+// once, and up to PoolOptions.Writers of them in Write.
 type StagedTask interface {
 	// Transform runs the component's ops on what Read fetched and builds
 	// the memo object's record.
@@ -361,7 +364,9 @@ func (p *Pool) pipeline(w *poolWorker, log *slog.Logger) {
 		defer stages.Done()
 		defer close(toWrite)
 		for t := range toTransform {
-			if err := t.ctx.Err(); err != nil {
+			// A hard stop cancels runCtx before the tasks' own contexts:
+			// checking it too starts no stage once the stop began.
+			if err := cmp.Or(p.runCtx.Err(), t.ctx.Err()); err != nil {
 				p.finish(t, Result{}, err)
 				continue
 			}
@@ -377,7 +382,7 @@ func (p *Pool) pipeline(w *poolWorker, log *slog.Logger) {
 		go func() {
 			defer stages.Done()
 			for t := range toWrite {
-				if err := t.ctx.Err(); err != nil {
+				if err := cmp.Or(p.runCtx.Err(), t.ctx.Err()); err != nil {
 					p.finish(t, Result{}, err)
 					continue
 				}

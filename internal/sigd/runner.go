@@ -33,7 +33,7 @@ const MemoColumn = block.MemoColumn
 //
 // It is a workers.StagedRunner: those three steps are its stages (Read,
 // Transform, Write), so a pool worker pipelines them, reading the next
-// block and writing the previous memo object while it transforms one
+// block and writing the previous memo objects while it transforms one
 // (workers.Pool). Run does the three in turn.
 type Runner struct {
 	Store *objstore.Store

@@ -1,6 +1,7 @@
 package block
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"fmt"
@@ -147,14 +148,19 @@ func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, co
 		if err != nil {
 			return nil, err
 		}
-		// A fetched segment is a slice of its GET's buffer, which holds its
-		// neighbours too (at most maxGap apart): the buffer lives until the
-		// last of them leaves the cache, a slack of at most maxGap a
-		// neighbour that the budget does not count.
+		// A fetched segment is a slice of its GET's buffer, which may hold
+		// neighbouring segments: cached as it is, it would keep them all in
+		// memory, uncounted, until it left the cache itself (event_id,
+		// which every task reads, would pin a whole block). So when one
+		// call fetched several, each is cached as a copy of its own bytes.
 		for j, i := range at {
 			col, _ := meta.Column(names[i])
-			cache.put(keyOf(meta.Key, col), got[j])
-			segs[i] = got[j]
+			seg := got[j]
+			if len(got) > 1 {
+				seg = bytes.Clone(seg)
+			}
+			cache.put(keyOf(meta.Key, col), seg)
+			segs[i] = seg
 		}
 	}
 	return assemble(meta.Key, meta, names, segs)

@@ -2,10 +2,12 @@ package block_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -137,38 +139,51 @@ func TestSegmentCacheBudget(t *testing.T) {
 }
 
 // TestSegmentCacheRewrittenObject: an object rewritten with other bytes
-// under the same key is read afresh: entries are keyed by the column's
-// directory entry (offset, length, CRC-32C), which the new footer changes.
+// under the same key is read afresh, even where a column keeps its offset
+// and length: entries are keyed by the column's directory entry, CRC-32C
+// included, which the new footer changes.
 func TestSegmentCacheRewrittenObject(t *testing.T) {
-	_, s := newStore(t)
+	s, first, m1 := writeTestBlock(t, 1000)
 	ctx := context.Background()
 	c := block.NewSegmentCache(64 << 20)
-	first := testRecord(1000)
-	defer first.Release()
-	m1, err := block.Write(ctx, s, testMeta(), first)
+	got, err := block.ReadColumnsCached(ctx, s, m1, []string{"price"}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := block.ReadColumnsCached(ctx, s, m1, []string{"query"}, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkColumns(t, first, got, "query")
+	checkColumns(t, first, got, "price")
 	got.Release()
 
-	second := testRecord(1200)
+	// The same rows with other prices (same nulls): the price segment has
+	// the same offset and length, other bytes.
+	cols := slices.Clone(first.Columns())
+	pi := first.Schema().FieldIndices("price")[0]
+	old := cols[pi].(*array.Float64)
+	pb := array.NewFloat64Builder(memory.DefaultAllocator)
+	defer pb.Release()
+	for i := range old.Len() {
+		if old.IsNull(i) {
+			pb.AppendNull()
+		} else {
+			pb.Append(old.Value(i) + 1)
+		}
+	}
+	cols[pi] = pb.NewArray()
+	defer cols[pi].Release()
+	second := array.NewRecord(first.Schema(), cols, first.NumRows())
 	defer second.Release()
 	m2, err := block.Write(ctx, s, testMeta(), second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m1.Key != m2.Key {
-		t.Fatal("test: the rewrite must use the same key")
+	c1, _ := m1.Column("price")
+	c2, _ := m2.Column("price")
+	if m1.Key != m2.Key || c1.Offset != c2.Offset || c1.Length != c2.Length || c1.CRC32C == c2.CRC32C {
+		t.Fatalf("test: want the same key and segment place with another checksum: %+v, %+v", c1, c2)
 	}
-	got, err = block.ReadColumnsCached(ctx, s, m2, []string{"query"}, c)
+	got, err = block.ReadColumnsCached(ctx, s, m2, []string{"price"}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkColumns(t, second, got, "query")
+	checkColumns(t, second, got, "price")
 	got.Release()
 }
