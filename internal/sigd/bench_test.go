@@ -202,7 +202,11 @@ func BenchmarkSubmit200Nodes100kCached(b *testing.B) {
 // minio-cpu-ms/task (the MinIO server, which shares this machine's CPUs)
 // and sigd-cpu-ms/task (this process: sigd and the benchmark's clients),
 // with machine-busy-frac, the share of all CPUs busy during the service's
-// turns (anything else running on the machine included). However well a
+// turns (anything else running on the machine included), and cpu-ratio,
+// the bare executor's CPU per block over sigd's (both this process's
+// getrusage-like /proc figures; sigd's includes the benchmark's gRPC
+// clients and the in-process kfake, so it is an upper bound): the
+// service's own overhead, whatever MinIO takes from the shared CPUs. However well a
 // worker overlaps its stages, a block cannot take less wall time than
 // (minio + sigd CPU per block) / CPUs.
 func BenchmarkMemoizeVsBare(b *testing.B) {
@@ -257,7 +261,8 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 		clients[name] = srv.SIG(b, "ctr")
 	}
 
-	var bareT, sigT time.Duration
+	var bareT, sigT, bareCPU time.Duration
+	bareRuns := 0
 	var cpu cpuSample
 	minio := minioPID(w.MinIO.Endpoint)
 	var ratios []float64
@@ -280,6 +285,8 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 		b.StartTimer()
 
 		runBare := func() time.Duration {
+			c0 := procCPU(os.Getpid())
+			defer func() { bareCPU += procCPU(os.Getpid()) - c0; bareRuns++ }()
 			t0 := time.Now()
 			for _, rec := range recs {
 				for _, c := range comps {
@@ -328,6 +335,12 @@ func BenchmarkMemoizeVsBare(b *testing.B) {
 	if cpu.machineTotal > 0 {
 		b.ReportMetric(cpu.machineBusy/cpu.machineTotal, "machine-busy-frac")
 		b.ReportMetric(cpu.self.Seconds()*1000/float64(tasks), "sigd-cpu-ms/task")
+		// The service's own cost against the transform's, in CPU: what
+		// the ratio would be with the object store on other machines, as
+		// in production, instead of on this one's CPUs.
+		perBare := bareCPU.Seconds() / float64(bareRuns*len(comps)*blocksPerIter)
+		b.ReportMetric(perBare*1000, "bare-cpu-ms/task")
+		b.ReportMetric(perBare/(cpu.self.Seconds()/float64(tasks)), "cpu-ratio")
 	}
 	if minio > 0 {
 		b.ReportMetric(cpu.minio.Seconds()*1000/float64(tasks), "minio-cpu-ms/task")
