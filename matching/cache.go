@@ -128,8 +128,8 @@ type Pipeline struct {
 	From      int64           `json:"from"`
 	To        int64           `json:"to"`
 	Inputs    []PipelineInput `json:"inputs"`
-	Graph     string          `json:"graph"` // the graph as submitted, printed as DSL
-	Submitted time.Time       `json:"submitted"`
+	Graph     string          `json:"graph"`     // the graph as submitted, printed as DSL
+	Submitted time.Time       `json:"submitted"` // the first registration (a re-submit keeps it)
 }
 
 // Cache is the Pebble-backed matching cache.
@@ -362,7 +362,12 @@ func (c *Cache) LastRequested(k Key) (time.Time, error) {
 	return time.UnixMicro(int64(binary.BigEndian.Uint64(v))), nil
 }
 
-func setRequested(b *pebble.Batch, k Key, at time.Time) error {
+// setRequested adds k's last-requested time to b, unless it was written
+// less than TouchGranularity ago (needsTouch).
+func (c *Cache) setRequested(b *pebble.Batch, k Key, at time.Time) error {
+	if !c.needsTouch(k, at) {
+		return nil
+	}
 	return b.Set(key1(pfxRequested, k), binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro())), nil)
 }
 
@@ -371,10 +376,7 @@ func (c *Cache) Touch(keys []Key, at time.Time) error {
 	b := c.db.NewBatch()
 	defer b.Close()
 	for _, k := range keys {
-		if !c.needsTouch(k, at) {
-			continue
-		}
-		if err := setRequested(b, k, at); err != nil {
+		if err := c.setRequested(b, k, at); err != nil {
 			return err
 		}
 	}

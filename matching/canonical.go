@@ -94,9 +94,9 @@ func canonicalizeChecked(g *transform.Graph, types []transform.Type, s *transfor
 	if err != nil {
 		return nil, err
 	}
-	// Canonical nodes never outnumber the graph's (rewrites merge or drop
-	// them; the few they add are below the graph's limits' slack), so one
-	// allocation of each usually serves the whole graph.
+	// Canonical nodes never outnumber the graph's: mk makes at most one
+	// per graph node (a rewrite returns an existing node or makes one in
+	// its place), so one allocation of each serves the whole graph.
 	c := &Canonical{Schema: s, Nodes: make([]CNode, 0, len(g.Nodes)), byKey: make(map[Key]int, len(g.Nodes))}
 	fp := s.Fingerprint()
 	canon := make([]int, len(g.Nodes))
@@ -218,9 +218,7 @@ func normParams(ps []transform.Param) []transform.Param {
 	for i, p := range ps {
 		out[i] = transform.Param{Name: p.Name, Value: p.Value}
 	}
-	if len(out) > 1 {
-		slices.SortFunc(out, func(a, b transform.Param) int { return strings.Compare(a.Name, b.Name) })
-	}
+	slices.SortFunc(out, func(a, b transform.Param) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -286,10 +286,8 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 				return nil, err
 			}
 		}
-		if cache.needsTouch(comp.Key, now) {
-			if err := setRequested(b, comp.Key, now); err != nil {
-				return nil, err
-			}
+		if err := cache.setRequested(b, comp.Key, now); err != nil {
+			return nil, err
 		}
 		if !oldUses[comp.Key] {
 			if err := b.Set(key2(pfxUser, comp.Key, req.Client+"\x00"+req.Pipeline), nil, nil); err != nil {
@@ -297,13 +295,10 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 			}
 		}
 	}
-	if hadOld {
-		for _, in := range old.Inputs {
-			k, err := ParseKey(in.Component)
-			if err == nil && !seen[k] {
-				if err := b.Delete(key2(pfxUser, k, req.Client+"\x00"+req.Pipeline), nil); err != nil {
-					return nil, err
-				}
+	for k := range oldUses {
+		if !seen[k] {
+			if err := b.Delete(key2(pfxUser, k, req.Client+"\x00"+req.Pipeline), nil); err != nil {
+				return nil, err
 			}
 		}
 	}

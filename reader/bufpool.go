@@ -7,11 +7,11 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// dirtyPool is the gRPC buffer pool of reader servers. gRPC's default pool
-// zeroes every buffer it hands out; a reader marshals a few hundred KiB per
-// batch into such buffers and overwrites every byte, so the zeroing is pure
-// cost. The buffers only ever hold the
-// server's own messages and requests, each written whole before it is read.
+// dirtyPool is a buffer pool that does not zero the buffers it hands out.
+// gRPC's default pool does; a reader marshals a few hundred KiB per batch
+// into such buffers (readerBufferPool) and fetches whole column segments
+// into others (segmentPool), overwriting every byte each time, so the
+// zeroing is pure cost. Every user writes a buffer whole before reading it.
 type dirtyPool struct {
 	classes [maxPoolClass + 1]sync.Pool
 }

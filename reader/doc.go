@@ -56,12 +56,13 @@
 // each MEMO input's value column are fetched with ranged reads of just their
 // segments, adjacent segments in one request, each checked against its
 // CRC-32C, and decoded without copying (block.FetchSegmentsInto and
-// block.DecodeSegment; Arrow's own IPC reader copies every buffer twice). A memo object must name the unit's component
-// and block, have the input's type, and be row-aligned with the raw block:
-// its event_id column is the raw block's, written by the same encoder, so
-// equal segment lengths and CRC-32Cs in the two footers show it without
-// fetching it; otherwise the memo's event ids are fetched and compared
-// (Config.ExactAlignment always does).
+// block.DecodeSegment; Arrow's own IPC reader copies every buffer twice).
+// A memo object must name the unit's component and block, have the input's
+// type, and be row-aligned with the raw block: its event_id column is the
+// raw block's, written by the same encoder, so equal segment lengths and
+// CRC-32Cs in the two footers show it without fetching it; otherwise the
+// memo's event ids are fetched and compared (Config.ExactAlignment always
+// does).
 //
 // This is where SIG's savings come from: a SIG reader moves bytes (ranged
 // reads, checksums, one copy into the batch) where a LIG reader also
@@ -115,6 +116,7 @@
 // bench/reader.sh measures the same units' object store requests alone
 // (BenchmarkFetch), a cost the bare gRPC server it compares with does not
 // pay.
+//
 // Readers authenticate callers with internal/auth tokens (roles trainer, for
 // units of its own client, and operator) and bound request sizes and
 // concurrent units (Config).

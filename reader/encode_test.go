@@ -266,13 +266,12 @@ func buildColumn(rng *rand.Rand, typ transform.Type, rows int, nulls float64) ar
 	return b.NewArray()
 }
 
-// arrowEncoder is the reader's encoder before it wrote IPC itself: Arrow's
-// ipc.Writer over the sliced record. It is the reference the encoder's
-// bytes are compared with.
+// arrowEncoder is the reader's encoder before it wrote IPC itself, minus
+// its buffer recycling: Arrow's ipc.Writer over the sliced record. It is
+// the reference the encoder's bytes are compared with.
 type arrowEncoder struct {
 	schema *arrow.Schema
 	out    bytes.Buffer
-	mem    recycler
 }
 
 func (e *arrowEncoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) {
@@ -286,7 +285,7 @@ func (e *arrowEncoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) 
 	}
 	defer rec.Release()
 	e.out.Reset()
-	w := ipc.NewWriter(&e.out, ipc.WithSchema(e.schema), ipc.WithAllocator(&e.mem))
+	w := ipc.NewWriter(&e.out, ipc.WithSchema(e.schema))
 	if err := w.Write(rec); err != nil {
 		return nil, fmt.Errorf("arrow ipc: %w", err)
 	}
@@ -294,54 +293,4 @@ func (e *arrowEncoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) 
 		return nil, fmt.Errorf("arrow ipc: %w", err)
 	}
 	return e.out.Bytes(), nil
-}
-
-// recycler is a memory.Allocator for one goroutine that keeps freed
-// buffers, by power-of-two capacity, for the next allocation of that class.
-// Allocations are zeroed, as Go's are: Arrow's writer leaves padding bytes
-// it does not write, and recycled garbage there would make the stream's
-// bytes depend on history.
-type recycler struct {
-	free [48][][]byte
-}
-
-func sizeClass(n int) int {
-	c := 6 // 64 bytes at least
-	for 1<<c < n {
-		c++
-	}
-	return c
-}
-
-func (r *recycler) Allocate(size int) []byte {
-	c := sizeClass(size)
-	if l := r.free[c]; len(l) > 0 {
-		b := l[len(l)-1][:size]
-		r.free[c] = l[:len(l)-1]
-		clear(b)
-		return b
-	}
-	return make([]byte, size, 1<<c)
-}
-
-func (r *recycler) Reallocate(size int, b []byte) []byte {
-	if size <= cap(b) {
-		old := len(b)
-		b = b[:size]
-		if size > old {
-			clear(b[old:])
-		}
-		return b
-	}
-	nb := r.Allocate(size)
-	copy(nb, b)
-	r.Free(b)
-	return nb
-}
-
-func (r *recycler) Free(b []byte) {
-	c := sizeClass(cap(b))
-	if cap(b) == 1<<c && len(r.free[c]) < 16 {
-		r.free[c] = append(r.free[c], b[:0])
-	}
 }

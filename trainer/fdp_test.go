@@ -106,23 +106,29 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 		keys["fdp_second"][in.GetInput()] = in.GetComponentKey()
 	}
 
-	// Every plan judged under the measured statistics: the truth as far as
-	// anyone knows it.
-	judge := func(pipeline string, plan *partition.Plan, withStats bool) *partition.Plan {
-		t.Helper()
+	// The slice's problem (4 chips, batch 256) for a plan's tables, under
+	// the compile-time assumption (valency 1, uniform access).
+	problem := func(plan *partition.Plan) *partition.Problem {
 		p := &partition.Problem{BatchSize: 256, Topology: partition.Topology{Chips: 4, SparseCoresPerChip: 4,
 			HBMBytesPerChip: 32 << 30, ShardOverheadNS: 20, LookupOverheadNS: 0.1}}
 		for _, l := range plan.Layouts {
-			tb := partition.Table{Name: l.Table, Vocab: l.Vocab, Dim: l.Dim, Optimizer: partition.Optimizer{Name: "sgd", ElementWise: true},
-				Valency: partition.Valency{Mean: 1}}
-			if withStats {
-				st, ok := stats[keys[pipeline][l.Table]]
-				if !ok {
-					t.Fatalf("%s: no statistics for %s", pipeline, l.Table)
-				}
-				tb.Measured = st.Measured(l.Vocab, 256)
+			p.Tables = append(p.Tables, partition.Table{Name: l.Table, Vocab: l.Vocab, Dim: l.Dim,
+				Optimizer: partition.Optimizer{Name: "sgd", ElementWise: true}, Valency: partition.Valency{Mean: 1}})
+		}
+		return p
+	}
+	// Every plan judged under the measured statistics: the truth as far as
+	// anyone knows it.
+	judge := func(pipeline string, plan *partition.Plan) *partition.Plan {
+		t.Helper()
+		p := problem(plan)
+		for i := range p.Tables {
+			tb := &p.Tables[i]
+			st, ok := stats[keys[pipeline][tb.Name]]
+			if !ok {
+				t.Fatalf("%s: no statistics for %s", pipeline, tb.Name)
 			}
-			p.Tables = append(p.Tables, tb)
+			tb.Measured = st.Measured(tb.Vocab, 256)
 		}
 		cp := *plan
 		if err := partition.Evaluate(p, &cp); err != nil {
@@ -134,19 +140,13 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 	withFDP := r2.Partition[0]
 	// What model 2 would have run without statistics: the same tables, in
 	// its order, planned from the compile-time assumption.
-	noStatsProblem := partition.Problem{BatchSize: 256, Topology: partition.Topology{Chips: 4, SparseCoresPerChip: 4,
-		HBMBytesPerChip: 32 << 30, ShardOverheadNS: 20, LookupOverheadNS: 0.1}}
-	for _, l := range withFDP.Plan.Layouts {
-		noStatsProblem.Tables = append(noStatsProblem.Tables, partition.Table{Name: l.Table, Vocab: l.Vocab, Dim: l.Dim,
-			Optimizer: partition.Optimizer{Name: "sgd", ElementWise: true}, Valency: partition.Valency{Mean: 1}})
-	}
-	noStats, err := partition.Solve(&noStatsProblem, partition.Options{Seed: 0})
+	noStats, err := partition.Solve(problem(withFDP.Plan), partition.Options{Seed: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := judge("fdp_first", initial1.Plan, true)
-	b := judge("fdp_second", noStats, true)
-	c := judge("fdp_second", withFDP.Plan, true)
+	a := judge("fdp_first", initial1.Plan)
+	b := judge("fdp_second", noStats)
+	c := judge("fdp_second", withFDP.Plan)
 	t.Logf("modelled under the measured statistics (16 SparseCores, batch 256):")
 	for _, x := range []struct {
 		name string

@@ -122,9 +122,6 @@ func checkExactlyOnce(t *testing.T, e *env, pipeline string) *checkpoint.Manifes
 	return m
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers (sigd's log).
-type syncBuffer = sigdtest.SyncBuffer
-
 // testLogger logs to a buffer printed when the test fails (or always with
 // TRAINER_TEST_LOG=1).
 func testLogger(t testing.TB) *slog.Logger {
@@ -132,7 +129,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("TRAINER_TEST_LOG") != "" {
 		w = os.Stderr
 	} else {
-		b := &syncBuffer{}
+		b := &sigdtest.SyncBuffer{}
 		w = b
 		t.Cleanup(func() {
 			if t.Failed() {

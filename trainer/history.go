@@ -69,12 +69,18 @@ func (c *Controller) journalBody(now time.Time, final bool) ([]byte, error) {
 	return json.Marshal(j)
 }
 
+// journaling reports whether the journal is written: not when disabled, and
+// not before the history was restored (the journal would replace the one
+// the restore needs).
+func (c *Controller) journaling() bool {
+	return c.gpRestored && c.cfg.GoodputJournalInterval >= 0
+}
+
 // writeJournal writes the journal in the background, one write at a time
 // (so that writes land in the order they were taken); a call while one is
-// running makes another follow it. Not before the history was restored: the
-// journal would replace the one the restore needs.
+// running makes another follow it.
 func (c *Controller) writeJournal(ctx context.Context, now time.Time) {
-	if !c.gpRestored || c.cfg.GoodputJournalInterval < 0 {
+	if !c.journaling() {
 		return
 	}
 	if c.journalDone != nil {
@@ -109,7 +115,7 @@ func (c *Controller) writeJournal(ctx context.Context, now time.Time) {
 // finalJournal writes the journal as the controller exits, after any
 // background write.
 func (c *Controller) finalJournal(end time.Time) {
-	if !c.gpRestored || c.cfg.GoodputJournalInterval < 0 {
+	if !c.journaling() {
 		return
 	}
 	if c.journalDone != nil {

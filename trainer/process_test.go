@@ -27,7 +27,7 @@ type proc struct {
 	name string
 	bin  string
 	args []string
-	log  *syncBuffer
+	log  *sigdtest.SyncBuffer
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -37,7 +37,7 @@ type proc struct {
 }
 
 func newProc(t *testing.T, name, bin string, args ...string) *proc {
-	p := &proc{t: t, name: name, bin: bin, args: args, log: &syncBuffer{}}
+	p := &proc{t: t, name: name, bin: bin, args: args, log: &sigdtest.SyncBuffer{}}
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() || os.Getenv("TRAINER_TEST_LOG") != "" {

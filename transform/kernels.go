@@ -902,9 +902,7 @@ func truncateText(l *listView, max int32, valid *memory.Buffer, nulls int) (arro
 	// At most the bytes of the span, plus room for the last overshoot.
 	data := makeNoZero(int(co[lo[n]]-co[lo[0]]) + truncByteBlock)
 	pos := truncateRows(lo, offs, co, l.str.data, childOffs, data)
-	child := newStringArray(int(w), childOffs[:w+1], data[:pos], nil, 0)
-	defer child.Release()
-	return newListArray(arrow.ListOf(arrow.BinaryTypes.String), n, offs, valid, nulls, child), nil
+	return finishTextList(n, offs, childOffs[:w+1], data[:pos], valid, nulls), nil
 }
 
 const (

@@ -31,7 +31,7 @@ func shapeStrings(r *rand.Rand, n int) []string {
 		case 0:
 			out[i] = ""
 		case 1:
-			out[i] = strings.Repeat("é日x", 10+r.IntN(30)) // 60 to 240 bytes
+			out[i] = strings.Repeat("é日x", 10+r.IntN(30)) // 60 to 234 bytes (6 a repeat)
 		default:
 			out[i] = fmt.Sprintf("w%d", r.IntN(100000))
 		}

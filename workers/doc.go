@@ -135,8 +135,8 @@
 // columns (the object store), transform (the worker's CPU), write the memo
 // object (the object store). Run one after the other, a worker's CPU idles
 // through both I/O stages, a large share of a worker's time in issue 4's
-// benchmark (bench/sigd.txt). So a Runner may also be a StagedRunner (Read, then
-// Transform and Write on the StagedTask that Read returns), and the pool
+// benchmark (bench/sigd.txt). So a Runner may also be a StagedRunner (Read,
+// then Transform and Write on the StagedTask that Read returns), and the pool
 // then runs each worker as a pipeline: task i+1 is read while task i is
 // transformed and tasks i-1 and i-2 written, each with its own lease,
 // heartbeat and context (DefaultPipelineDepth, 4, tasks: one read, one

@@ -44,9 +44,10 @@ type Runner interface {
 // worker's CPU), and Write encodes and stores the memo object (the object
 // store's time again). A Pool whose Runner implements it pipelines each
 // worker: while one task is transformed, the next is read and the previous
-// ones written (PoolOptions.Writers at once), so a worker's throughput is bounded by its slowest stage
-// rather than by the sum of the three (issue 4's memoization throughput per
-// worker; bench/sigd.txt). See Pool for the guarantees.
+// ones written (PoolOptions.Writers at once), so a worker's throughput is
+// bounded by its slowest stage rather than by the sum of the three (issue
+// 4's memoization throughput per worker; bench/sigd.txt). See Pool for the
+// guarantees.
 //
 // Run stays: a StagedRunner still serves a caller that wants one task run
 // start to finish (RunStages implements it from the stages).

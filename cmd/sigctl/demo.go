@@ -331,24 +331,21 @@ func demoTrain(ctx context.Context, env *demoEnv, pipes []demoPipe, from, to int
 	var firstErr error
 	for range pipes {
 		r := <-results
+		path := filepath.Join(dir, "trainer-"+r.p.name+".txt")
+		if r.err == nil {
+			r.err = writeReport(path, r.rep)
+		}
 		if r.err != nil {
-			firstErr = fmt.Errorf("training %s: %w", r.p.name, r.err)
+			if firstErr == nil {
+				firstErr = fmt.Errorf("training %s: %w", r.p.name, r.err)
+			}
 			continue
 		}
-		path := filepath.Join(dir, "trainer-"+r.p.name+".txt")
-		if f, err := os.Create(path); err == nil {
-			r.rep.WriteText(f)
-			f.Close()
-		}
+		// The report's phases already average the first and last steps'
+		// losses (every step, where the loss curve is thinned out).
 		first, last := 0.0, 0.0
-		if n := len(r.rep.LossCurve); n > 0 {
-			k := min(20, n)
-			for _, lp := range r.rep.LossCurve[:k] {
-				first += lp.Loss / float64(k)
-			}
-			for _, lp := range r.rep.LossCurve[n-k:] {
-				last += lp.Loss / float64(k)
-			}
+		if ph := r.rep.Phases; len(ph) > 0 {
+			first, last = ph[0].FirstLoss, ph[len(ph)-1].LastLoss
 		}
 		g := r.rep.Goodput.Fleet
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.4f→%.4f\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%s\n", r.rep.Job, r.rep.Exit, r.rep.Epochs,
@@ -356,6 +353,19 @@ func demoTrain(ctx context.Context, env *demoEnv, pipes []demoPipe, from, to int
 	}
 	tw.Flush()
 	return firstErr
+}
+
+// writeReport writes a training report as text to path.
+func writeReport(path string, rep trainer.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteText(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // demoEvict evicts everything computed from lower-cased query tokens: a

@@ -3,7 +3,6 @@ package sigd_test
 import (
 	"context"
 	"fmt"
-	"google.golang.org/protobuf/proto"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sigdata/sig/internal/sigd"
 	"github.com/sigdata/sig/internal/sigd/sigdtest"
@@ -206,9 +206,9 @@ func BenchmarkSubmit200Nodes100kCached(b *testing.B) {
 // the bare executor's CPU per block over sigd's (both this process's
 // getrusage-like /proc figures; sigd's includes the benchmark's gRPC
 // clients and the in-process kfake, so it is an upper bound): the
-// service's own overhead, whatever MinIO takes from the shared CPUs. However well a
-// worker overlaps its stages, a block cannot take less wall time than
-// (minio + sigd CPU per block) / CPUs.
+// service's own overhead, whatever MinIO takes from the shared CPUs.
+// However well a worker overlaps its stages, a block cannot take less wall
+// time than (minio + sigd CPU per block) / CPUs.
 func BenchmarkMemoizeVsBare(b *testing.B) {
 	const blocksPerIter, rows = 4, 100_000
 	// The process runs as cmd/sigd does (its --gc-percent default); the

@@ -63,7 +63,8 @@ type Server struct {
 	ui        *eviction.UI
 	tokens    *auth.Tokens
 	schemas   map[string]*transform.Schema
-	// schemaJSON is each schema as read solutions carry it, encoded once.
+	// schemaJSON is each schema as task descriptions and read solutions
+	// carry it, encoded once.
 	schemaJSON map[string]string
 	reg        *prometheus.Registry
 	metrics    *metrics
@@ -318,9 +319,11 @@ func (s *Server) loadSchemas() error {
 	}
 	s.schemaJSON = make(map[string]string, len(s.schemas))
 	for src, sc := range s.schemas {
-		if js, err := json.Marshal(sc); err == nil {
-			s.schemaJSON[src] = string(js)
+		js, err := json.Marshal(sc)
+		if err != nil {
+			return fmt.Errorf("schema %s: %w", src, err)
 		}
+		s.schemaJSON[src] = string(js)
 	}
 	return nil
 }
@@ -425,13 +428,9 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := s.schema(rec.Source)
-	if err != nil {
-		return nil, err
-	}
-	sj, err := json.Marshal(sc)
-	if err != nil {
-		return nil, err
+	sj, ok := s.schemaJSON[rec.Source]
+	if !ok {
+		return nil, fmt.Errorf("unknown raw source %q", rec.Source)
 	}
 	gen, pending, err := s.frontend.Begin(k, id.Block)
 	if err != nil {
@@ -447,7 +446,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	return &sigv1.Task{
 		ComponentKey: id.Component, BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
 		RawObject: meta.Key, MemoObject: matching.MemoObjectKey(k, id.Block), Columns: rec.Columns,
-		SchemaJson: string(sj), MemoGeneration: gen,
+		SchemaJson: sj, MemoGeneration: gen,
 	}, nil
 }
 

@@ -95,11 +95,7 @@ func psRun(ctx context.Context, sc Scaled, o Options) (*PSResult, error) {
 	rpcs := make([]int64, len(modes))
 	for s := range steps {
 		for i, c := range clients {
-			var before int64
-			for _, srv := range counters[i] {
-				st := srv.Stats()
-				before += st.LookupRPCs + st.ApplyRPCs
-			}
+			before := servedRPCs(counters[i])
 			t0 := time.Now()
 			fetched, err := c.Lookup(ctx, steps[s])
 			if err != nil {
@@ -112,12 +108,7 @@ func psRun(ctx context.Context, sc Scaled, o Options) (*PSResult, error) {
 				continue
 			}
 			elapsed[i] += time.Since(t0)
-			var after int64
-			for _, srv := range counters[i] {
-				st := srv.Stats()
-				after += st.LookupRPCs + st.ApplyRPCs
-			}
-			rpcs[i] += after - before
+			rpcs[i] += servedRPCs(counters[i]) - before
 		}
 	}
 	out := make([]PSMode, len(modes))
@@ -130,6 +121,16 @@ func psRun(ctx context.Context, sc Scaled, o Options) (*PSResult, error) {
 	res.Speedup = out[0].StepMS / out[1].StepMS
 	res.PSSpeedup = out[0].PSMS / out[1].PSMS
 	return res, nil
+}
+
+// servedRPCs is the Lookup and Apply RPCs the servers have served.
+func servedRPCs(servers []*ps.Server) int64 {
+	var n int64
+	for _, srv := range servers {
+		st := srv.Stats()
+		n += st.LookupRPCs + st.ApplyRPCs
+	}
+	return n
 }
 
 // splitCores deals a batch's examples to cores round-robin and gives every

@@ -1,9 +1,5 @@
 package embreport
 
-import (
-	"sort"
-)
-
 // Production scale (paper VII.A): 128 TPU v4 chips, 32 GiB of HBM each.
 const (
 	ProdChips      = 128
@@ -65,15 +61,14 @@ func vocabCap(ts []TableSpec, elements int64) int64 {
 		}
 		return e <= elements
 	}
-	vs := make([]int64, 0, len(ts))
+	var largest int64
 	for _, t := range ts {
-		vs = append(vs, t.Vocab)
+		largest = max(largest, t.Vocab)
 	}
-	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
-	if fits(vs[len(vs)-1]) {
-		return vs[len(vs)-1]
+	if fits(largest) {
+		return largest
 	}
-	lo, hi := int64(MinVocab), vs[len(vs)-1] // fits(lo) assumed, !fits(hi)
+	lo, hi := int64(MinVocab), largest // fits(lo) assumed, !fits(hi)
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if fits(mid) {

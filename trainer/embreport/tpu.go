@@ -3,8 +3,10 @@ package embreport
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sigdata/sig/trainer/fdp"
@@ -249,19 +251,11 @@ func profTables(ts []TableSpec) []fdp.Table {
 
 // strategiesText is "row 12, table 20, column 1".
 func strategiesText(m map[string]int) string {
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
-	sort.Strings(keys)
-	s := ""
-	for i, k := range keys {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s %d", k, m[k])
-	}
-	return s
+	return strings.Join(parts, ", ")
 }
 
 // defaultChip is the report's chip: TPU v4 peaks and the partitioner's

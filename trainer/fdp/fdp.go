@@ -2,6 +2,7 @@ package fdp
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -129,17 +130,13 @@ func (p *Profiler) ResetLoad() { p.load = nil }
 // steps since the plan last changed: N·max B_i / Σ B_i, 0 if none.
 func (p *Profiler) LoadImbalance() float64 { return LoadImbalance(p.load) }
 
-// LoadImbalance is paper Eq. 1, N·max_i B_i / Σ_i B_i (0 for no bytes).
+// LoadImbalance is paper Eq. 1 (partition.LoadImbalance), but 0 for no
+// bytes: the reports tell "nothing measured" from a balanced load.
 func LoadImbalance(b []float64) float64 {
-	var sum, mx float64
-	for _, x := range b {
-		sum += x
-		mx = math.Max(mx, x)
-	}
-	if sum <= 0 {
+	if !slices.ContainsFunc(b, func(x float64) bool { return x > 0 }) {
 		return 0
 	}
-	return float64(len(b)) * mx / sum
+	return partition.LoadImbalance(b)
 }
 
 type rowCount struct {

@@ -43,27 +43,40 @@ func steps(t *testing.T, j *JobRecorder, from, to int, peak float64) {
 	}
 }
 
+// saveCheckpoint records a checkpoint saved over [from, to) and committed at
+// to.
+func saveCheckpoint(t *testing.T, j *JobRecorder, from, to float64) {
+	t.Helper()
+	must(t, j.Begin(at(from), CheckpointSave))
+	must(t, j.End(at(to)))
+	must(t, j.CheckpointCommitted(at(to)))
+}
+
+// trainToCheckpoint records the start that testdata/lost_work.txt and
+// restart.txt share: 4 of 4 chips from 0, initialization 0..10, steps
+// 10..40 at peak, a checkpoint saved 40..45 and committed at 45.
+func trainToCheckpoint(t *testing.T, j *JobRecorder) {
+	t.Helper()
+	must(t, j.Allocate(at(0), 4, 4))
+	must(t, j.Begin(at(0), Initialization))
+	must(t, j.End(at(10)))
+	steps(t, j, 10, 40, 1)
+	saveCheckpoint(t, j, 40, 45)
+}
+
 // TestRecorderLostWork drives the Recorder the way the trainer will through
 // the scenario of testdata/lost_work.txt, one step at a time, and expects the
 // very report that was checked by hand there.
 func TestRecorderLostWork(t *testing.T) {
 	rec := NewRecorder(4, at(0))
 	a := rec.Job("a")
-	must(t, a.Allocate(at(0), 4, 4))
-	must(t, a.Begin(at(0), Initialization))
-	must(t, a.End(at(10)))
-	steps(t, a, 10, 40, 1)
-	must(t, a.Begin(at(40), CheckpointSave))
-	must(t, a.End(at(45)))
-	must(t, a.CheckpointCommitted(at(45)))
+	trainToCheckpoint(t, a)
 	steps(t, a, 45, 70, 1)
 	must(t, a.Failure(at(70)))
 	must(t, a.Begin(at(70), CheckpointRestore))
 	must(t, a.End(at(75)))
 	steps(t, a, 75, 95, 1)
-	must(t, a.Begin(at(95), CheckpointSave))
-	must(t, a.End(at(100)))
-	must(t, a.CheckpointCommitted(at(100)))
+	saveCheckpoint(t, a, 95, 100)
 
 	tl := rec.Timeline(at(100))
 	productive := 0
@@ -105,9 +118,7 @@ func TestRecorderHold(t *testing.T) {
 	must(t, a.Begin(at(70), CheckpointRestore))
 	must(t, a.End(at(75)))
 	steps(t, a, 75, 95, 1)
-	must(t, a.Begin(at(95), CheckpointSave))
-	must(t, a.End(at(100)))
-	must(t, a.CheckpointCommitted(at(100)))
+	saveCheckpoint(t, a, 95, 100)
 
 	got, err := rec.Report(at(100))
 	must(t, err)

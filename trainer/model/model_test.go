@@ -87,43 +87,7 @@ func TestPlacementIsBitIdentical(t *testing.T) {
 		}
 	}
 	for name, plan := range map[string]*partition.Plan{"row-sharding": rows, "hybrid": hybrid} {
-		cfg := base
-		cfg.Plan = plan
-		m, err := New(cfg)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		r0, _ := New(base)
-		var sawSC [4]bool
-		for i := 0; i+200 <= ex.Len(); i += 200 {
-			b := ex.Slice(i, i+200)
-			a, err := r0.Step(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := m.Step(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a.Loss != c.Loss || a.Unique != c.Unique {
-				t.Fatalf("%s: step %d: loss %v vs %v, unique %d vs %d", name, i/200, a.Loss, c.Loss, a.Unique, c.Unique)
-			}
-			for sc, by := range c.Work.SparseCoreBytes {
-				if by > 0 {
-					sawSC[sc] = true
-				}
-			}
-		}
-		for sc, ok := range sawSC {
-			if !ok {
-				t.Errorf("%s: SparseCore %d moved no bytes: the plan was not followed", name, sc)
-			}
-		}
-		sa, _ := r0.MarshalBinary()
-		sb, _ := m.MarshalBinary()
-		if string(sa) != string(sb) {
-			t.Fatalf("%s: parameters differ from the unpartitioned model", name)
-		}
+		checkPlanBitIdentical(t, name, base, plan, ex)
 	}
 }
 

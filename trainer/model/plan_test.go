@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/sigdata/sig/trainer/partition"
@@ -72,48 +73,57 @@ func TestAnyPlanIsBitIdentical(t *testing.T) {
 			name string
 			plan *partition.Plan
 		}{{"row-sharding", rows}, {"hybrid", hybrid}, {"solved", solved}} {
-			cfg := ref
-			cfg.Plan = pc.plan
-			m, err := New(cfg)
-			if err != nil {
-				t.Fatalf("%s: %v", pc.name, err)
-			}
-			r0, err := New(ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a, b := mustMarshal(t, r0), mustMarshal(t, m); string(a) != string(b) {
-				t.Fatalf("%s stale=%v: initial parameters differ", pc.name, stale)
-			}
-			sawSC := make([]bool, 4)
-			for i := 0; i+200 <= ex.Len(); i += 200 {
-				b := ex.Slice(i, i+200)
-				a, err := r0.Step(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c, err := m.Step(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if a.Loss != c.Loss || a.Unique != c.Unique || a.Values != c.Values {
-					t.Fatalf("%s stale=%v: step %d: loss %v vs %v, unique %d vs %d", pc.name, stale, i/200, a.Loss, c.Loss, a.Unique, c.Unique)
-				}
-				for sc, by := range c.Work.SparseCoreBytes {
-					if by > 0 {
-						sawSC[sc] = true
-					}
-				}
-			}
-			for sc, ok := range sawSC {
-				if !ok {
-					t.Errorf("%s: SparseCore %d moved no bytes: the plan was not followed", pc.name, sc)
-				}
-			}
-			if a, b := mustMarshal(t, r0), mustMarshal(t, m); string(a) != string(b) {
-				t.Fatalf("%s stale=%v: parameters differ from the unpartitioned model", pc.name, stale)
+			checkPlanBitIdentical(t, fmt.Sprintf("%s stale=%v", pc.name, stale), ref, pc.plan, ex)
+		}
+	}
+}
+
+// checkPlanBitIdentical trains an unpartitioned model of ref and one placed
+// by plan on the same batches of 200 examples of ex: initial parameters,
+// every step's loss and unique and value counts, and the trained parameters
+// must be bit-identical, and every SparseCore of the plan must move bytes.
+func checkPlanBitIdentical(t *testing.T, name string, ref Config, plan *partition.Plan, ex *Examples) {
+	t.Helper()
+	cfg := ref
+	cfg.Plan = plan
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	r0, err := New(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := mustMarshal(t, r0), mustMarshal(t, m); string(a) != string(b) {
+		t.Fatalf("%s: initial parameters differ", name)
+	}
+	sawSC := make([]bool, plan.SparseCores)
+	for i := 0; i+200 <= ex.Len(); i += 200 {
+		b := ex.Slice(i, i+200)
+		a, err := r0.Step(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := m.Step(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Loss != c.Loss || a.Unique != c.Unique || a.Values != c.Values {
+			t.Fatalf("%s: step %d: loss %v vs %v, unique %d vs %d", name, i/200, a.Loss, c.Loss, a.Unique, c.Unique)
+		}
+		for sc, by := range c.Work.SparseCoreBytes {
+			if by > 0 {
+				sawSC[sc] = true
 			}
 		}
+	}
+	for sc, ok := range sawSC {
+		if !ok {
+			t.Errorf("%s: SparseCore %d moved no bytes: the plan was not followed", name, sc)
+		}
+	}
+	if a, b := mustMarshal(t, r0), mustMarshal(t, m); string(a) != string(b) {
+		t.Fatalf("%s: parameters differ from the unpartitioned model", name)
 	}
 }
 

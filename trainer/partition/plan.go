@@ -435,7 +435,7 @@ func (cm *costModel) fillReport(plan *Plan, bound float64, kind string) {
 	for _, m := range r.ChipHBMBytes {
 		r.MaxHBMBytesPerChip = max(r.MaxHBMBytesPerChip, m)
 	}
-	r.LoadImbalance = loadImbalance(r.SparseCoreBytes)
+	r.LoadImbalance = LoadImbalance(r.SparseCoreBytes)
 	// Floating-point error can put an exact bound a hair above the cost of a
 	// plan that meets it; anything more is a real disagreement and stays
 	// visible.
@@ -452,10 +452,10 @@ func (cm *costModel) fillReport(plan *Plan, bound float64, kind string) {
 	}
 }
 
-// loadImbalance is paper Eq. 1, N·max_i B_i / Σ_i B_i; 1 when nothing is
-// accessed. Values within 1e-12 below 1 are summation roundoff and reported
-// as 1.
-func loadImbalance(b []float64) float64 {
+// LoadImbalance is paper Eq. 1 over the bytes B_i each of N SparseCores
+// accesses, N·max_i B_i / Σ_i B_i; 1 when nothing is accessed. Values
+// within 1e-12 below 1 are summation roundoff and reported as 1.
+func LoadImbalance(b []float64) float64 {
 	var sum, mx float64
 	for _, x := range b {
 		sum += x

@@ -123,11 +123,6 @@ func (m *Model) EnsureDefaults() {
 	}
 }
 
-// contention is κ of the Mode (0 when negative).
-func (m Model) contention() float64 {
-	return max(m.Contention, 0)
-}
-
 // SparseCores is the number of SparseCores of the slice.
 func (m Model) SparseCores() int { return m.Chips * m.SparseCoresPerChip }
 
@@ -213,7 +208,8 @@ func (m Model) Step(w Work) Time {
 	t.SparseCore = seconds(maxNS / 1e9)
 	if m.Mode == Pipelined {
 		hi, lo := max(t.TensorCore, t.SparseCore), min(t.TensorCore, t.SparseCore)
-		t.Device = hi + time.Duration(math.Ceil(m.contention()*float64(lo)))
+		kappa := max(m.Contention, 0) // negative: none
+		t.Device = hi + time.Duration(math.Ceil(kappa*float64(lo)))
 	} else {
 		t.Device = t.TensorCore + t.SparseCore
 	}

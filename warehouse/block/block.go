@@ -523,7 +523,15 @@ func ReadFooter(ctx context.Context, store *objstore.Store, key string) (Meta, e
 // the catalog or ReadFooter; if its column directory is empty, the footer is
 // read first.
 func ReadColumns(ctx context.Context, store *objstore.Store, meta Meta, cols []string) (arrow.Record, error) {
-	return ReadColumnsInto(ctx, store, meta, cols, nil)
+	meta, names, err := columnsToRead(ctx, store, meta, cols)
+	if err != nil {
+		return nil, err
+	}
+	segs, err := FetchSegments(ctx, store, meta, names)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(meta.Key, meta, names, segs)
 }
 
 // columnsToRead returns meta with its column directory (from the footer if
@@ -544,24 +552,4 @@ func columnsToRead(ctx context.Context, store *objstore.Store, meta Meta, cols [
 		}
 	}
 	return meta, names, nil
-}
-
-// ReadColumnsInto is ReadColumns fetching into buffers from alloc (see
-// FetchSegmentsInto): the record's arrays are views of those buffers, which
-// the caller may recycle only once nothing reads the record any more.
-func ReadColumnsInto(ctx context.Context, store *objstore.Store, meta Meta, cols []string, alloc Alloc) (arrow.Record, error) {
-	meta, names, err := columnsToRead(ctx, store, meta, cols)
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range names {
-		if _, ok := meta.Column(n); !ok {
-			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
-		}
-	}
-	segs, err := FetchSegmentsInto(ctx, store, meta, names, alloc)
-	if err != nil {
-		return nil, err
-	}
-	return assemble(meta.Key, meta, names, segs)
 }

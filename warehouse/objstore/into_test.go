@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -46,7 +47,7 @@ func TestReadInto(t *testing.T) {
 	if err := s.GetRangeInto(ctx, "raw/ads/into.arrow", 0, nil); err == nil {
 		t.Fatal("empty range accepted")
 	}
-	if err := s.GetRangeInto(ctx, "raw/ads/nope.arrow", 0, dirty(10)); !errorsIsNotFound(err) {
+	if err := s.GetRangeInto(ctx, "raw/ads/nope.arrow", 0, dirty(10)); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("missing object: %v, want ErrNotFound", err)
 	}
 
@@ -74,7 +75,7 @@ func TestReadInto(t *testing.T) {
 			t.Fatalf("suffix %d: n %d, info %+v", n, got, info)
 		}
 	}
-	if _, _, err := s.GetSuffixInto(ctx, "raw/ads/nope.arrow", dirty(10)); !errorsIsNotFound(err) {
+	if _, _, err := s.GetSuffixInto(ctx, "raw/ads/nope.arrow", dirty(10)); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("missing object: %v, want ErrNotFound", err)
 	}
 }
@@ -110,10 +111,6 @@ func TestReadIntoRetriesCutBody(t *testing.T) {
 	if !bytes.Equal(dst, data[1000:]) {
 		t.Fatal("bytes differ after a retried read")
 	}
-}
-
-func errorsIsNotFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), objstore.ErrNotFound.Error())
 }
 
 // cutProxy forwards TCP to MinIO; once cutAfter is set, the next response

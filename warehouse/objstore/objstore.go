@@ -236,13 +236,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, Info, error) {
 		// Checksum each chunk as it arrives, so the CRC overlaps the
 		// transfer instead of adding to it.
 		var crc uint32
-		for off := 0; off < len(buf); {
-			end := min(off+readChunk, len(buf))
-			if _, err := io.ReadFull(obj, buf[off:end]); err != nil {
-				return err
-			}
-			crc = crc32.Update(crc, castagnoli, buf[off:end])
-			off = end
+		if err := readChunks(obj, buf, func(lo, hi int) { crc = crc32.Update(crc, castagnoli, buf[lo:hi]) }); err != nil {
+			return err
 		}
 		data, info, sum = buf, infoOf(oi), crc
 		s.bytesRead.Add(int64(len(buf)))
@@ -260,8 +255,22 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, Info, error) {
 	return data, info, nil
 }
 
-// readChunk is the unit in which Get reads and checksums a body.
+// readChunk is the unit in which readChunks reads a body.
 const readChunk = 256 << 10
+
+// readChunks fills dst from body, readChunk bytes at a time, calling
+// filled(lo, hi) once dst[lo:hi] holds them.
+func readChunks(body io.Reader, dst []byte, filled func(lo, hi int)) error {
+	for lo := 0; lo < len(dst); {
+		hi := min(lo+readChunk, len(dst))
+		if _, err := io.ReadFull(body, dst[lo:hi]); err != nil {
+			return err
+		}
+		filled(lo, hi)
+		lo = hi
+	}
+	return nil
+}
 
 // unreadableAttempts is how many reads in a row must fail on the body, with
 // the server otherwise answering, before an object is declared unreadable.
@@ -340,19 +349,14 @@ func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst
 		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok && off+length > total {
 			return permanent(fmt.Errorf("range [%d,+%d) beyond size %d", off, length, total))
 		}
+		var err error
 		if filled == nil {
-			if _, err := io.ReadFull(obj, dst); err != nil {
-				return err
-			}
+			_, err = io.ReadFull(obj, dst)
 		} else {
-			for lo := 0; lo < len(dst); {
-				hi := min(lo+readChunk, len(dst))
-				if _, err := io.ReadFull(obj, dst[lo:hi]); err != nil {
-					return err
-				}
-				filled(lo, hi)
-				lo = hi
-			}
+			err = readChunks(obj, dst, filled)
+		}
+		if err != nil {
+			return err
 		}
 		s.bytesRead.Add(length)
 		return nil
