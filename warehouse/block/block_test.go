@@ -121,15 +121,7 @@ func TestIDsSortInEventOrder(t *testing.T) {
 
 func newStore(t testing.TB) (*testenv.MinIO, *objstore.Store) {
 	t.Helper()
-	m := testenv.NewMinIO(t)
-	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "warehouse"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EnsureBucket(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return m, s
+	return block.NewTestStore(t)
 }
 
 func TestWriteAndReadColumns(t *testing.T) {

@@ -28,16 +28,32 @@ import (
 // length and CRC-32C), so an object rewritten with other bytes is never
 // served from an old entry. Segments are immutable once cached: the arrays
 // decoded from them alias their bytes (DecodeSegment), and nothing writes
-// to an Arrow buffer after it is built. The zero SegmentCache, and a nil
-// one, cache nothing.
+// to an Arrow buffer after it is built.
+//
+// A segment is fetched by one reader at a time: the in-process workers
+// lease a block's tasks together, so several of them miss its columns at
+// once, and the others wait for the first one's fetch instead of repeating
+// it (if that fetch fails, for instance because its task was cancelled,
+// each fetches for itself).
+//
+// The zero SegmentCache, and a nil one, cache nothing.
 type SegmentCache struct {
 	max int64
 
-	mu    sync.Mutex
-	size  int64
-	lru   list.List // of *segEntry, most recent first
-	index map[segKey]*list.Element
-	stats SegmentCacheStats
+	mu       sync.Mutex
+	size     int64
+	lru      list.List // of *segEntry, most recent first
+	index    map[segKey]*list.Element
+	inflight map[segKey]*segFlight
+	stats    SegmentCacheStats
+}
+
+// segFlight is a fetch of one segment under way. seg is set, or left nil
+// if the fetch failed, before done is closed.
+type segFlight struct {
+	done    chan struct{}
+	seg     []byte
+	waiters int // readers waiting for it (tests)
 }
 
 type segKey struct {
@@ -52,7 +68,7 @@ type segEntry struct {
 }
 
 // SegmentCacheStats counts a cache's lookups by outcome, in segments and
-// bytes.
+// bytes. A lookup that waited for another reader's fetch is a hit.
 type SegmentCacheStats struct {
 	Hits, Misses           int64
 	HitBytes, MissBytes    int64
@@ -62,7 +78,7 @@ type SegmentCacheStats struct {
 // NewSegmentCache returns a cache of at most maxBytes of segments; a
 // segment larger than that is never kept. maxBytes <= 0 caches nothing.
 func NewSegmentCache(maxBytes int64) *SegmentCache {
-	return &SegmentCache{max: maxBytes, index: map[segKey]*list.Element{}}
+	return &SegmentCache{max: maxBytes, index: map[segKey]*list.Element{}, inflight: map[segKey]*segFlight{}}
 }
 
 // Stats returns the lookups so far and what the cache holds now.
@@ -81,22 +97,42 @@ func keyOf(object string, col Column) segKey {
 	return segKey{object: object, name: col.Name, offset: col.Offset, length: col.Length, crc: col.CRC32C}
 }
 
-func (c *SegmentCache) get(k segKey) []byte {
-	if c == nil || c.max <= 0 {
-		return nil
-	}
+// lookup returns k's segment if it is cached; else the fetch of it under
+// way, to wait for; else it registers a fetch that the caller owns and
+// must end with land.
+func (c *SegmentCache) lookup(k segKey) (seg []byte, wait *segFlight, own bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.index[k]
-	if !ok {
-		c.stats.Misses++
-		c.stats.MissBytes += k.length
-		return nil
+	if e, ok := c.index[k]; ok {
+		c.stats.Hits++
+		c.stats.HitBytes += k.length
+		c.lru.MoveToFront(e)
+		return e.Value.(*segEntry).seg, nil, false
 	}
-	c.stats.Hits++
-	c.stats.HitBytes += k.length
-	c.lru.MoveToFront(e)
-	return e.Value.(*segEntry).seg
+	if f, ok := c.inflight[k]; ok {
+		c.stats.Hits++
+		c.stats.HitBytes += k.length
+		f.waiters++
+		return nil, f, false
+	}
+	c.stats.Misses++
+	c.stats.MissBytes += k.length
+	c.inflight[k] = &segFlight{done: make(chan struct{})}
+	return nil, nil, true
+}
+
+// land ends the caller's fetch of k: seg (nil if the fetch failed) is
+// cached and handed to the readers waiting for it.
+func (c *SegmentCache) land(k segKey, seg []byte) {
+	c.mu.Lock()
+	f := c.inflight[k]
+	delete(c.inflight, k)
+	c.mu.Unlock()
+	if seg != nil {
+		c.put(k, seg)
+	}
+	f.seg = seg
+	close(f.done)
 }
 
 func (c *SegmentCache) put(k segKey, seg []byte) {
@@ -123,7 +159,7 @@ func (c *SegmentCache) put(k segKey, seg []byte) {
 // fetched, was checked against its CRC-32C when it was fetched. A nil cache
 // makes it ReadColumns.
 func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, cols []string, cache *SegmentCache) (arrow.Record, error) {
-	if cache == nil {
+	if cache == nil || cache.max <= 0 {
 		return ReadColumns(ctx, store, meta, cols)
 	}
 	meta, names, err := columnsToRead(ctx, store, meta, cols)
@@ -131,37 +167,84 @@ func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, co
 		return nil, err
 	}
 	segs := make([][]byte, len(names))
-	var missing []string
-	var at []int
+	var owned, waited []int // indexes in names
+	waits := map[int]*segFlight{}
 	for i, n := range names {
 		col, ok := meta.Column(n)
 		if !ok {
 			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
 		}
-		if segs[i] = cache.get(keyOf(meta.Key, col)); segs[i] == nil {
-			missing = append(missing, n)
-			at = append(at, i)
-		}
-	}
-	if len(missing) > 0 {
-		got, err := FetchSegments(ctx, store, meta, missing)
-		if err != nil {
-			return nil, err
-		}
-		// A fetched segment is a slice of its GET's buffer, which may hold
-		// neighbouring segments: cached as it is, it would keep them all in
-		// memory, uncounted, until it left the cache itself (event_id,
-		// which every task reads, would pin a whole block). So when one
-		// call fetched several, each is cached as a copy of its own bytes.
-		for j, i := range at {
-			col, _ := meta.Column(names[i])
-			seg := got[j]
-			if len(got) > 1 {
-				seg = bytes.Clone(seg)
-			}
-			cache.put(keyOf(meta.Key, col), seg)
+		seg, f, own := cache.lookup(keyOf(meta.Key, col))
+		switch {
+		case own:
+			owned = append(owned, i)
+		case f != nil:
+			waited = append(waited, i)
+			waits[i] = f
+		default:
 			segs[i] = seg
 		}
 	}
+	if err := fetchInto(ctx, store, meta, names, owned, segs, cache); err != nil {
+		return nil, err
+	}
+	var again []int // another reader's fetch failed: fetch for ourselves
+	for _, i := range waited {
+		select {
+		case <-waits[i].done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if segs[i] = waits[i].seg; segs[i] == nil {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		got, err := FetchSegments(ctx, store, meta, pick(names, again))
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range again {
+			segs[i] = got[j]
+		}
+	}
 	return assemble(meta.Key, meta, names, segs)
+}
+
+// fetchInto fetches the segments of names[owned], whose fetches the caller
+// registered with cache.lookup, into segs, and lands them in the cache
+// (all of them, as failed, if the fetch fails).
+func fetchInto(ctx context.Context, store *objstore.Store, meta Meta, names []string, owned []int, segs [][]byte, cache *SegmentCache) error {
+	if len(owned) == 0 {
+		return nil
+	}
+	got, err := FetchSegments(ctx, store, meta, pick(names, owned))
+	for j, i := range owned {
+		col, _ := meta.Column(names[i])
+		var seg []byte
+		if err == nil {
+			// A fetched segment is a slice of its GET's buffer, which may
+			// hold neighbouring segments: cached as it is, it would keep
+			// them all in memory, uncounted, until it left the cache
+			// itself (event_id, which every task reads, would pin a whole
+			// block). So when one call fetched several, each is cached as
+			// a copy of its own bytes.
+			seg = got[j]
+			if len(got) > 1 {
+				seg = bytes.Clone(seg)
+			}
+			segs[i] = seg
+		}
+		cache.land(keyOf(meta.Key, col), seg)
+	}
+	return err
+}
+
+// pick returns names[idx...].
+func pick(names []string, idx []int) []string {
+	out := make([]string, len(idx))
+	for j, i := range idx {
+		out[j] = names[i]
+	}
+	return out
 }
