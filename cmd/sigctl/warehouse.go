@@ -52,26 +52,24 @@ func splitBrokers(s string) []string {
 	return out
 }
 
-// s3Flags are the object-store flags shared by warehouse commands.
-type s3Flags struct {
-	endpoint, accessKey, secretKey, bucket string
-	secure                                 bool
-}
+// s3Flags are the object-store flags of the warehouse commands: the
+// shared ones (cli.ObjectStoreFlags), and --bucket, the name these commands
+// gave --s3-bucket before every command shared it, kept so that scripts
+// using it still work.
+type s3Flags struct{ cfg *objstore.Config }
 
 func (f *s3Flags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.endpoint, "s3-endpoint", "", "S3 endpoint host:port (env SIG_S3_ENDPOINT)")
-	fs.StringVar(&f.accessKey, "s3-access-key", "", "S3 access key (env SIG_S3_ACCESS_KEY)")
-	fs.StringVar(&f.secretKey, "s3-secret-key", "", "S3 secret key (env SIG_S3_SECRET_KEY)")
-	fs.StringVar(&f.bucket, "bucket", "sig", "bucket of the warehouse")
-	fs.BoolVar(&f.secure, "s3-secure", false, "use HTTPS")
+	f.cfg = cli.ObjectStoreFlags(fs, "S3 endpoint host:port (required)")
+	fs.StringVar(&f.cfg.Bucket, "bucket", f.cfg.Bucket, "the same as --s3-bucket")
 }
 
 func (f *s3Flags) open(logger *slog.Logger) (*objstore.Store, error) {
-	if f.endpoint == "" {
+	if f.cfg.Endpoint == "" {
 		return nil, fmt.Errorf("%w: --s3-endpoint is required", errUsage)
 	}
-	return objstore.New(objstore.Config{Endpoint: f.endpoint, AccessKey: f.accessKey, SecretKey: f.secretKey,
-		Bucket: f.bucket, Secure: f.secure, Logger: logger})
+	c := *f.cfg
+	c.Logger = logger
+	return objstore.New(c)
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,5 +44,21 @@ func TestWarehouseListAndGen(t *testing.T) {
 	}
 	if code := runMain([]string{"gen", "--out", path, "--kafka-brokers", "x:1"}, &out, &errb); code != 2 {
 		t.Fatalf("gen with both outputs: exit %d", code)
+	}
+}
+
+// TestS3FlagsBucketAlias: the warehouse commands take the shared
+// --s3-bucket and, as before, --bucket for the same setting.
+func TestS3FlagsBucketAlias(t *testing.T) {
+	for _, args := range [][]string{{"--s3-bucket", "wh"}, {"--bucket", "wh"}} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		var f s3Flags
+		f.register(fs)
+		if err := fs.Parse(append([]string{"--s3-endpoint", "h:1"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		if f.cfg.Bucket != "wh" || f.cfg.Endpoint != "h:1" {
+			t.Errorf("%v: bucket %q, endpoint %q", args, f.cfg.Bucket, f.cfg.Endpoint)
+		}
 	}
 }

@@ -68,7 +68,7 @@ type ingestProc struct {
 func (e *env) startIngestProc(t *testing.T, extra ...string) *ingestProc {
 	t.Helper()
 	args := append([]string{"ingest", "--kafka-brokers", strings.Join(e.kafka.Brokers, ","),
-		"--catalog", e.catalogDir, "--bucket", "warehouse", "--instance-id", "ingest-0",
+		"--catalog", e.catalogDir, "--s3-bucket", "warehouse", "--instance-id", "ingest-0",
 		"--rows-per-block", "20000", "--seal-after", "2s", "--log-level", "warn"}, extra...)
 	p := &ingestProc{cmd: exec.Command(sigctl(t), args...), done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(),
@@ -183,7 +183,7 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 
 	// Rebuild the catalog from the bucket alone and compare.
 	rebuilt := filepath.Join(t.TempDir(), "rebuilt")
-	out, err := exec.Command(sigctl(t), "warehouse", "rebuild-catalog", "--catalog", rebuilt, "--bucket", "warehouse",
+	out, err := exec.Command(sigctl(t), "warehouse", "rebuild-catalog", "--catalog", rebuilt, "--s3-bucket", "warehouse",
 		"--s3-endpoint", e.minio.Endpoint, "--s3-access-key", e.minio.AccessKey, "--s3-secret-key", e.minio.SecretKey).CombinedOutput()
 	if err != nil {
 		t.Fatalf("rebuild-catalog: %v\n%s", err, out)
