@@ -183,6 +183,12 @@ func (w *writeSeeker) Seek(off int64, whence int) (int64, error) {
 // fields and returns the completed Meta with the object bytes. The output is
 // a deterministic function of meta and rec.
 func Encode(meta Meta, rec arrow.Record) ([]byte, Meta, error) {
+	return encode(meta, rec, nil)
+}
+
+// encode is Encode laying the object out in buf's memory when it is large
+// enough.
+func encode(meta Meta, rec arrow.Record, buf []byte) ([]byte, Meta, error) {
 	if err := meta.Validate(); err != nil {
 		return nil, Meta{}, err
 	}
@@ -192,7 +198,12 @@ func Encode(meta Meta, rec arrow.Record) ([]byte, Meta, error) {
 		meta.MinEventTime, meta.MaxEventTime = lo, hi
 	}
 	meta.Columns = make([]Column, 0, rec.NumCols())
-	w := &writeSeeker{buf: make([]byte, 0, estimateSize(rec))}
+	if n := estimateSize(rec); cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	w := &writeSeeker{buf: buf[:0]}
+	var sum uint32 // CRC-32C of w.buf[:done]
+	done := 0
 	for i, f := range rec.Schema().Fields() {
 		t, ok := transform.TypeOfArrow(f.Type)
 		if !ok {
@@ -223,8 +234,15 @@ func Encode(meta Meta, rec arrow.Record) ([]byte, Meta, error) {
 			return nil, Meta{}, fmt.Errorf("block %s: column %s: %w", meta.ID, f.Name, err)
 		}
 		b := w.buf[start:]
+		segCRC := crc32.Checksum(b, castagnoli)
 		meta.Columns = append(meta.Columns, Column{Name: f.Name, Type: t.String(),
-			Offset: int64(start), Length: int64(len(b)), CRC32C: crc32.Checksum(b, castagnoli)})
+			Offset: int64(start), Length: int64(len(b)), CRC32C: segCRC})
+		// The object's checksum grows piece by piece from the ones just
+		// computed (the padding is hashed, the segment combined), so the
+		// object's bytes are read once, not twice.
+		sum = crc32.Update(sum, castagnoli, w.buf[done:start])
+		sum = objstore.ChecksumCombine(sum, segCRC, int64(len(b)))
+		done = len(w.buf)
 	}
 	footer, err := footerJSON(meta)
 	if err != nil {
@@ -239,7 +257,7 @@ func Encode(meta Meta, rec arrow.Record) ([]byte, Meta, error) {
 	copy(tr[8:], Magic)
 	out = append(out, tr[:]...)
 	meta.Size = int64(len(out))
-	meta.Checksum = objstore.Checksum(out)
+	meta.Checksum = crc32.Update(sum, castagnoli, out[done:])
 	return out, meta, nil
 }
 
@@ -419,18 +437,37 @@ func assemble(key string, m Meta, names []string, segs [][]byte) (arrow.Record, 
 // Write encodes rec and stores it at meta.Key. It returns the completed
 // metadata (see Encode).
 func Write(ctx context.Context, store *objstore.Store, meta Meta, rec arrow.Record) (Meta, error) {
-	data, m, err := Encode(meta, rec)
+	// The object's bytes live only until the PUT returns: a worker writing
+	// a memo object every few milliseconds reuses the memory instead of
+	// having the runtime clear megabytes for each one.
+	bp, _ := encodeBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	data, m, err := encode(meta, rec, *bp)
+	defer func() {
+		if cap(data) <= maxPooledEncodeBuf {
+			*bp = data[:0]
+			encodeBufs.Put(bp)
+		}
+	}()
 	if err != nil {
 		return Meta{}, err
 	}
 	if m.Key == "" {
 		return Meta{}, fmt.Errorf("block %s: no object key", m.ID)
 	}
-	if _, err := store.Put(ctx, m.Key, data, map[string]string{"Sig-Block": m.ID}); err != nil {
+	if _, err := store.PutChecksummed(ctx, m.Key, data, m.Checksum, map[string]string{"Sig-Block": m.ID}); err != nil {
 		return Meta{}, err
 	}
 	return m, nil
 }
+
+// encodeBufs holds Write's object buffers (*[]byte) between writes; one over
+// maxPooledEncodeBuf is left to the garbage collector.
+var encodeBufs sync.Pool
+
+const maxPooledEncodeBuf = 64 << 20
 
 // ReadBlock reads a whole block object, verifying the object checksum and
 // every column's, and returns its metadata and all its columns.

@@ -79,6 +79,10 @@ func TestEncodeDecode(t *testing.T) {
 		meta.MinEventTime != 1_700_000_000_000_000 || meta.MaxEventTime != 1_700_000_000_000_000+37*999 {
 		t.Fatalf("meta %+v", meta)
 	}
+	// Encode builds the object's checksum from its segments' (objstore.ChecksumCombine).
+	if sum := objstore.Checksum(data); meta.Checksum != sum {
+		t.Fatalf("meta.Checksum %08x, want %08x", meta.Checksum, sum)
+	}
 	m2, got, err := block.Decode(meta.Key, data)
 	if err != nil {
 		t.Fatal(err)

@@ -194,7 +194,14 @@ func (s *Store) EnsureBucket(ctx context.Context) error {
 // (which must not use MetaChecksum). An existing object is replaced whole:
 // readers see the old or the new bytes, never a mix.
 func (s *Store) Put(ctx context.Context, key string, data []byte, metadata map[string]string) (Info, error) {
-	sum := Checksum(data)
+	return s.PutChecksummed(ctx, key, data, Checksum(data), metadata)
+}
+
+// PutChecksummed is Put for a caller that already has Checksum(data), such
+// as block.Encode, which builds it from its segments' checksums: the bytes
+// are not read once more to compute it. A wrong sum is not silent: every
+// full read of the object then fails with ErrCorrupt.
+func (s *Store) PutChecksummed(ctx context.Context, key string, data []byte, sum uint32, metadata map[string]string) (Info, error) {
 	um := make(map[string]string, len(metadata)+1)
 	for k, v := range metadata {
 		if http.CanonicalHeaderKey(k) == MetaChecksum {
