@@ -1192,20 +1192,20 @@ func kernelBucketize(in []arrow.Array, nd *Node) (arrow.Array, error) {
 }
 
 func kernelLog1p(in []arrow.Array, _ *Node) (arrow.Array, error) {
-	// math.Log1p is nearly all of the cost, here as in any loop.
+	// log1pInto gives math.Log1p's bits without its value-dependent
+	// branches.
 	var vals []float64
 	if in[0].DataType().ID() == arrow.INT64 {
 		iv := viewI64(in[0]).vals
 		vals = make([]float64, len(iv))
 		for i, v := range iv {
-			vals[i] = math.Log1p(float64(v))
+			vals[i] = float64(v)
 		}
+		log1pInto(vals, vals)
 	} else {
 		fv := viewF64(in[0]).vals
 		vals = make([]float64, len(fv))
-		for i, v := range fv {
-			vals[i] = math.Log1p(v)
-		}
+		log1pInto(vals, fv)
 	}
 	valid, nulls := validityOf(in[0])
 	forNulls(bitmapOf(in[0]), len(vals), func(i int) { vals[i] = 0 })
