@@ -88,13 +88,17 @@ type Catalog struct {
 	// lists the blocks of its range, and decoding their JSON each time was
 	// a large part of a submit's CPU. Keyed by the value itself, an entry
 	// can never be stale; callers get copies, so none can change another's.
-	decodedMu sync.Mutex
-	decoded   map[string]block.Meta
+	decodedMu    sync.Mutex
+	decoded      map[string]block.Meta
+	decodedBytes int // sum of the cached entries' stored sizes
+	decodeBudget int // bound on decodedBytes; maxDecodedBytes but in tests
 }
 
-// maxDecoded bounds the decode cache (entries are ~1 KiB); past it the
-// cache starts over.
-const maxDecoded = 1 << 16
+// maxDecodedBytes bounds the decode cache by the stored size of its entries
+// (a raw block's is about 1.5 KiB; the decoded copy takes about as much
+// again), so about twice this in memory at most, whatever the blocks'
+// column counts. Past it the cache starts over.
+const maxDecodedBytes = 32 << 20
 
 // decode returns the block entry stored as v.
 func (c *Catalog) decode(v []byte) (block.Meta, error) {
@@ -106,10 +110,14 @@ func (c *Catalog) decode(v []byte) (block.Meta, error) {
 			return block.Meta{}, err
 		}
 		c.decodedMu.Lock()
-		if c.decoded == nil || len(c.decoded) >= maxDecoded {
+		if c.decoded == nil || c.decodedBytes+len(v) > c.decodeBudget {
 			c.decoded = make(map[string]block.Meta)
+			c.decodedBytes = 0
 		}
-		c.decoded[string(v)] = m
+		if _, dup := c.decoded[string(v)]; !dup && len(v) <= c.decodeBudget {
+			c.decoded[string(v)] = m
+			c.decodedBytes += len(v)
+		}
 		c.decodedMu.Unlock()
 	}
 	m.Columns = slices.Clone(m.Columns)
@@ -126,7 +134,7 @@ func Open(dir string) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open %s: %w", dir, err)
 	}
-	c := &Catalog{db: db}
+	c := &Catalog{db: db, decodeBudget: maxDecodedBytes}
 	v, closer, err := db.Get(keyFormat)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
