@@ -85,6 +85,7 @@ func runDDExpect(t *testing.T, path string, fn func(t *testing.T, cmd, expected 
 		if got != "" {
 			out.WriteString(got + "\n")
 		}
+		out.WriteString("\n") // the blank line that ends the case, which parseDD consumed
 	}
 	if *rewrite {
 		s := out.String() + tail
