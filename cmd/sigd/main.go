@@ -199,10 +199,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	defer conn.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second)
-	if *cacheBytes == 0 {
-		*cacheBytes = sigd.DefaultWorkerCacheBytes // as sigd serve's --worker-cache-bytes
-	}
-	var runner workers.Runner = &sigd.Runner{Store: store, Segments: block.NewSegmentCache(*cacheBytes)}
+	var runner workers.Runner = &sigd.Runner{Store: store, Segments: block.NewSegmentCache(sigd.WorkerCacheBytes(*cacheBytes))}
 	if wrap != nil {
 		runner = wrap(runner)
 	}

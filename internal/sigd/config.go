@@ -19,6 +19,17 @@ const DefaultGCPercent = 400
 // scheduled together, find its columns still there.
 const DefaultWorkerCacheBytes = 256 << 20
 
+// WorkerCacheBytes is the segment cache size a worker process uses for the
+// setting n (--worker-cache-bytes of sigd serve, --cache-bytes of sigd
+// worker): 0 means DefaultWorkerCacheBytes, negative means none (what
+// block.NewSegmentCache makes of it).
+func WorkerCacheBytes(n int64) int64 {
+	if n == 0 {
+		return DefaultWorkerCacheBytes
+	}
+	return n
+}
+
 // Config is every setting of sigd. cmd/sigd fills it from flags and SIG_*
 // environment variables; each field's flag is named in its comment.
 type Config struct {
@@ -124,9 +135,7 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
 	}
-	if c.WorkerCacheBytes == 0 {
-		c.WorkerCacheBytes = DefaultWorkerCacheBytes
-	}
+	c.WorkerCacheBytes = WorkerCacheBytes(c.WorkerCacheBytes)
 	if c.RowsPerBlock == 0 {
 		c.RowsPerBlock = 100_000
 	}
