@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/sigdata/sig/internal/units"
 )
 
 // The heuristic solver, for models with hundreds of tables.
@@ -350,10 +352,10 @@ func (st *hState) initialPlacement() error {
 		if best < 0 {
 			free := make([]string, len(st.chipMem))
 			for c, m := range st.chipMem {
-				free[c] = humanBytes(float64(st.cm.hbm - m))
+				free[c] = units.Bytes(st.cm.hbm - m)
 			}
 			return fmt.Errorf("%w: table %q: no chip has room for a %s shard (free HBM per chip after packing the larger shards: %v)",
-				ErrOutOfMemory, st.cm.tables[t].tb.Name, humanBytes(float64(mem)), free)
+				ErrOutOfMemory, st.cm.tables[t].tb.Name, units.Bytes(mem), free)
 		}
 		st.place(t, i, best)
 	}

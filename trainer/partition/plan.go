@@ -6,6 +6,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/sigdata/sig/internal/units"
 )
 
 // RowDist says how a table's rows are split into row parts (paper V.A).
@@ -474,7 +476,7 @@ func LoadImbalance(b []float64) float64 {
 func (cm *costModel) checkMemory(plan *Plan) error {
 	for c, m := range plan.ChipHBMBytes {
 		if m > cm.hbm {
-			return fmt.Errorf("%w: chip %d holds %s of embedding shards, HBM is %s", ErrOutOfMemory, c, humanBytes(float64(m)), humanBytes(float64(cm.hbm)))
+			return fmt.Errorf("%w: chip %d holds %s of embedding shards, HBM is %s", ErrOutOfMemory, c, units.Bytes(m), units.Bytes(cm.hbm))
 		}
 	}
 	return nil
@@ -521,7 +523,7 @@ func RowSharding(tables []Table, topo Topology) (*Plan, error) {
 	for c, m := range plan.ChipHBMBytes {
 		plan.MaxHBMBytesPerChip = max(plan.MaxHBMBytesPerChip, m)
 		if m > topo.HBMBytesPerChip {
-			return nil, fmt.Errorf("%w: row sharding puts %s on chip %d, HBM is %s", ErrOutOfMemory, humanBytes(float64(m)), c, humanBytes(float64(topo.HBMBytesPerChip)))
+			return nil, fmt.Errorf("%w: row sharding puts %s on chip %d, HBM is %s", ErrOutOfMemory, units.Bytes(m), c, units.Bytes(topo.HBMBytesPerChip))
 		}
 	}
 	return plan, nil

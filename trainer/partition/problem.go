@@ -6,6 +6,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/sigdata/sig/internal/units"
 )
 
 // ErrOutOfMemory reports that no plan fits the embedding tables into the
@@ -286,7 +288,7 @@ func (p *Problem) Validate() error {
 		tb := &p.Tables[i]
 		if b := float64(tb.Vocab) * float64(tb.rowStateBytes(tb.Dim)); b > total {
 			return fmt.Errorf("%w: table %q needs %s of HBM (with %s optimizer state), more than all %d chips hold (%s)",
-				ErrOutOfMemory, tb.Name, humanBytes(b), tb.Optimizer.Name, p.Topology.Chips, humanBytes(total))
+				ErrOutOfMemory, tb.Name, units.Bytes(int64(b)), tb.Optimizer.Name, p.Topology.Chips, units.Bytes(int64(total)))
 		}
 	}
 	return nil
@@ -453,17 +455,4 @@ func checkPerRow(table, field string, xs []float64, vocab int64, needPositive bo
 		return invalid("table %q: %s sums to zero", table, field)
 	}
 	return nil
-}
-
-func humanBytes(b float64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%.0f B", b)
-	}
-	div, exp := float64(unit), 0
-	for n := b / unit; n >= unit && exp < 5; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", b/div, "KMGTPE"[exp])
 }

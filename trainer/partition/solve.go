@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/units"
 )
 
 // Solver names a search strategy.
@@ -164,13 +165,13 @@ func (cm *costModel) prepare() error {
 			tb := tm.tb
 			K := min(int64(cm.nodes), tb.Vocab)
 			return fmt.Errorf("%w: table %q: even split into %d row parts, a part needs %s of HBM, more than a chip's %s",
-				ErrOutOfMemory, tb.Name, K, humanBytes(float64((tb.Vocab+K-1)/K*tb.rowStateBytes(tb.Dim))), humanBytes(float64(cm.hbm)))
+				ErrOutOfMemory, tb.Name, K, units.Bytes((tb.Vocab+K-1)/K*tb.rowStateBytes(tb.Dim)), units.Bytes(cm.hbm))
 		}
 		total += float64(tm.minLayoutMem())
 	}
 	if capacity := float64(cm.hbm) * float64(cm.topo.Chips); total > capacity {
 		return fmt.Errorf("%w: the tables need %s of HBM in all, the %d chips hold %s",
-			ErrOutOfMemory, humanBytes(total), cm.topo.Chips, humanBytes(capacity))
+			ErrOutOfMemory, units.Bytes(int64(total)), cm.topo.Chips, units.Bytes(int64(capacity)))
 	}
 	return nil
 }
