@@ -3,7 +3,6 @@ package reader
 import (
 	"context"
 	"runtime"
-	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -82,9 +81,14 @@ func BenchmarkFetch(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				for _, sp := range spans(meta, cols) {
-					data := bufs.alloc(int(sp[1] - sp[0]))
-					err := f.store.GetRangeInto(ctx, key, sp[0], data)
+				spans, err := block.Spans(meta, cols)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for _, sp := range spans {
+					data := bufs.alloc(int(sp.End - sp.Off))
+					err := f.store.GetRangeInto(ctx, key, sp.Off, data)
 					if err != nil {
 						b.Error(err)
 						return
@@ -102,23 +106,6 @@ func BenchmarkFetch(b *testing.B) {
 	cpu := cpuTime() - cpu0
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(rows), "cpu-ns/example")
 	b.SetBytes(bytes / int64(b.N))
-}
-
-// spans are the byte ranges of the named columns' segments, those at most
-// 64 KiB apart merged, as block.FetchSegments requests them.
-func spans(meta block.Meta, cols []string) [][2]int64 {
-	var out [][2]int64
-	for _, c := range meta.Columns {
-		if !slices.Contains(cols, c.Name) {
-			continue
-		}
-		if n := len(out); n > 0 && c.Offset <= out[n-1][1]+64<<10 {
-			out[n-1][1] = max(out[n-1][1], c.Offset+c.Length)
-			continue
-		}
-		out = append(out, [2]int64{c.Offset, c.Offset + c.Length})
-	}
-	return out
 }
 
 // cpuTime is the CPU time (user and system) this process has used.

@@ -1,6 +1,7 @@
 package block
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -44,6 +45,50 @@ import (
 // spans (reading a few unwanted bytes beats another request).
 const maxGap = 64 << 10
 
+// Span is one ranged GET of FetchSegmentsInto: the bytes [Off, End) of the
+// object, which hold the segments of Members (in offset order).
+type Span struct {
+	Off, End int64
+	Members  []SpanMember
+}
+
+// SpanMember is a column whose segment a Span holds; Index is its position
+// in the names asked for.
+type SpanMember struct {
+	Index  int
+	Column Column
+}
+
+// Spans returns the ranged GETs that fetch the named columns' segments of
+// the block meta describes: the segments in offset order, those less than
+// maxGap apart in one request. A name the block lacks is ErrNoColumn; a
+// segment outside the object's data is ErrCorrupt.
+func Spans(meta Meta, names []string) ([]Span, error) {
+	sorted := make([]SpanMember, len(names))
+	for i, n := range names {
+		c, ok := meta.Column(n)
+		if !ok {
+			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
+		}
+		if c.Offset < 0 || c.Length <= 0 || meta.FooterOffset > 0 && c.Offset+c.Length > meta.FooterOffset {
+			return nil, fmt.Errorf("block %s: column %s: segment [%d,+%d) outside the data: %w", meta.Key, n, c.Offset, c.Length, ErrCorrupt)
+		}
+		sorted[i] = SpanMember{i, c}
+	}
+	slices.SortFunc(sorted, func(a, b SpanMember) int { return cmp.Compare(a.Column.Offset, b.Column.Offset) })
+	var spans []Span
+	for _, m := range sorted {
+		c := m.Column
+		if n := len(spans); n > 0 && c.Offset <= spans[n-1].End+maxGap {
+			spans[n-1].End = max(spans[n-1].End, c.Offset+c.Length)
+			spans[n-1].Members = append(spans[n-1].Members, m)
+			continue
+		}
+		spans = append(spans, Span{Off: c.Offset, End: c.Offset + c.Length, Members: []SpanMember{m}})
+	}
+	return spans, nil
+}
+
 // FetchSegments returns the named columns' segments of the block object
 // meta describes (meta from block.ReadFooter or the catalog), each checked
 // against its CRC-32C.
@@ -67,35 +112,9 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 	if alloc == nil {
 		alloc = func(n int) []byte { return make([]byte, n) }
 	}
-	type want struct {
-		idx int
-		col Column
-	}
-	sorted := make([]want, len(names))
-	for i, n := range names {
-		c, ok := meta.Column(n)
-		if !ok {
-			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
-		}
-		if c.Offset < 0 || c.Length <= 0 || meta.FooterOffset > 0 && c.Offset+c.Length > meta.FooterOffset {
-			return nil, fmt.Errorf("block %s: column %s: segment [%d,+%d) outside the data: %w", meta.Key, n, c.Offset, c.Length, ErrCorrupt)
-		}
-		sorted[i] = want{i, c}
-	}
-	slices.SortFunc(sorted, func(a, b want) int { return int(a.col.Offset - b.col.Offset) })
-	// Coalesce into ranges.
-	type span struct {
-		off, end int64
-		members  []want
-	}
-	var spans []span
-	for _, w := range sorted {
-		if n := len(spans); n > 0 && w.col.Offset <= spans[n-1].end+maxGap {
-			spans[n-1].end = max(spans[n-1].end, w.col.Offset+w.col.Length)
-			spans[n-1].members = append(spans[n-1].members, w)
-			continue
-		}
-		spans = append(spans, span{off: w.col.Offset, end: w.col.Offset + w.col.Length, members: []want{w}})
+	spans, err := Spans(meta, names)
+	if err != nil {
+		return nil, err
 	}
 	segs := make([][]byte, len(names))
 	errs := make([]error, len(spans))
@@ -105,7 +124,7 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 		go func() {
 			defer wg.Done()
 			sp := &spans[si]
-			n := sp.end - sp.off
+			n := sp.End - sp.Off
 			data := alloc(int(n))
 			if int64(len(data)) != n {
 				errs[si] = fmt.Errorf("block %s: buffer of %d bytes for a range of %d", meta.Key, len(data), n)
@@ -115,14 +134,15 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 			// they are still in the CPU's caches (a second pass over a
 			// block's worth of bytes costs as much again in memory
 			// traffic). A retried request starts again at lo = 0.
-			crcs := make([]uint32, len(sp.members))
-			err := store.GetRangeIntoFunc(ctx, meta.Key, sp.off, data, func(lo, hi int) {
+			crcs := make([]uint32, len(sp.Members))
+			err := store.GetRangeIntoFunc(ctx, meta.Key, sp.Off, data, func(lo, hi int) {
 				if lo == 0 {
 					clear(crcs)
 				}
-				for k, w := range sp.members {
-					s := max(lo, int(w.col.Offset-sp.off))
-					e := min(hi, int(w.col.Offset-sp.off+w.col.Length))
+				for k, m := range sp.Members {
+					c := m.Column
+					s := max(lo, int(c.Offset-sp.Off))
+					e := min(hi, int(c.Offset-sp.Off+c.Length))
 					if s < e {
 						crcs[k] = crc32.Update(crcs[k], castagnoli, data[s:e])
 					}
@@ -132,13 +152,14 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 				errs[si] = err
 				return
 			}
-			for k, w := range sp.members {
-				seg := data[w.col.Offset-sp.off : w.col.Offset-sp.off+w.col.Length : w.col.Offset-sp.off+w.col.Length]
-				if crcs[k] != w.col.CRC32C {
-					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, w.col.Name, ErrCorrupt)
+			for k, m := range sp.Members {
+				c := m.Column
+				seg := data[c.Offset-sp.Off : c.Offset-sp.Off+c.Length : c.Offset-sp.Off+c.Length]
+				if crcs[k] != c.CRC32C {
+					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, c.Name, ErrCorrupt)
 					return
 				}
-				segs[w.idx] = seg
+				segs[m.Index] = seg
 			}
 		}()
 	}

@@ -2,8 +2,10 @@ package block
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -158,5 +160,35 @@ func TestDecodeSegmentNeverPanics(t *testing.T) {
 				arr.Release()
 			}
 		}
+	}
+}
+
+// TestSpans: segments less than maxGap apart share a GET, farther ones do
+// not, every name keeps its index, and a missing column or a segment past
+// the data is an error.
+func TestSpans(t *testing.T) {
+	m := Meta{Key: "k", FooterOffset: 10 << 20, Columns: []Column{
+		{Name: "a", Offset: 0, Length: 100},
+		{Name: "b", Offset: 100 + maxGap, Length: 50},       // a gap of exactly maxGap: merged
+		{Name: "c", Offset: 150 + 2*maxGap + 1, Length: 10}, // one byte more: a span of its own
+		{Name: "d", Offset: 9 << 20, Length: 1},
+	}}
+	spans, err := Spans(m, []string{"c", "a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Span{
+		{Off: 0, End: 150 + maxGap, Members: []SpanMember{{1, m.Columns[0]}, {2, m.Columns[1]}}},
+		{Off: 150 + 2*maxGap + 1, End: 160 + 2*maxGap + 1, Members: []SpanMember{{0, m.Columns[2]}}},
+	}
+	if !reflect.DeepEqual(spans, want) {
+		t.Fatalf("spans\n%+v\nwant\n%+v", spans, want)
+	}
+	if _, err := Spans(m, []string{"a", "x"}); !errors.Is(err, ErrNoColumn) {
+		t.Errorf("missing column: %v", err)
+	}
+	m.Columns[3].Length = 2 << 20 // past FooterOffset
+	if _, err := Spans(m, []string{"d"}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("segment past the data: %v", err)
 	}
 }
