@@ -45,6 +45,14 @@ func BenchmarkExact20x8(b *testing.B) {
 	}
 	b.ReportMetric(optimal, "optimal")
 	b.ReportMetric(float64(plan.Nodes), "nodes")
+	// The slack at the optimum (exact.go): what the SparseCores could
+	// still take, all at the plan's cost, beyond the work placed.
+	slack := float64(plan.SparseCores) * plan.CostNS
+	for _, t := range plan.SparseCoreTimeNS {
+		slack -= t
+	}
+	b.ReportMetric(slack/1e3, "slack_us")
+	b.ReportMetric(plan.CostNS/1e3, "cost_us")
 }
 
 // BenchmarkExactSmall runs the exact solver on 8 random Ads-like problems of
