@@ -32,26 +32,33 @@ echo "running: ${cmd[*]}" >&2
 	go run ./bench/ratios <"$raw"
 	cat <<'NOTES'
 
-# Notes on the cases that do not reach 1.0, and why:
+# How it is measured: each side runs its 5 iterations from the same memory state, the previous
+# iteration's output collected between iterations (outside the timer and the CPU count), so the output is
+# written into memory the process already holds, as in a worker that runs one task after another.
+# Before, the side that ran second reused what the first had just freed, and which side paid for
+# faulting in fresh memory depended on the order: in two suites run back to back on 2026-11-22,
+# fill_missing(ad_category) was 0.83 with the arrow side first and 1.02 with the plain side first,
+# truncate(t,max=5) 0.81 and 0.59.
+#
+# The case that does not reach 1.0, and why:
 # - truncate(t,max=5) truncates most title rows. The plain loop re-slices each row (row[:5] shares the
 #   strings: 24 bytes read and written a row); an Arrow list's elements must be contiguous, so the
 #   kernel must copy the kept bytes (~33 a row) and offsets (~4.6 a row) and write the list offsets:
 #   about 2.5 times the memory traffic. The kernel (truncateRows) copies each row in fixed 64-byte and
 #   8-offset blocks that overshoot into the next row, so no branch depends on a row's length, into
-#   buffers not cleared first: ~10 ms for the block against ~27 ms before (ratio 0.41 before, about
-#   0.8 now). The plain loop is the fair Go equivalent (same values), but not the same work: sharing
-#   is not open to a contiguous list. With the default max=100, which no row of this data reaches, the
-#   kernel returns its input: truncate(t,max=100).
-# - fill_missing(ad_category) (2% nulls): run alone, the kernel does a block in 2.1-2.6 ms against
-#   2.8-5 ms for the plain loop (400-470M vs 190-350M rows/cpu-s). In the whole suite its result depends
-#   on the memory state the earlier cases leave: 1.79 in one run of BenchmarkOp, where its output took
-#   no page faults, 0.97 in the run of 2026-11-22 02:49Z (best of 5 each side; the first of the 5 at
-#   half the others), 0.80 before the change on a loaded machine. The slower runs' cause is not pinned down; both sides write
-#   an output of similar size (18.7 MB: the bytes, about 15 a row, and offsets, against 16 MB of string
-#   headers), so costs per byte allocated (faulting in and clearing memory, GC) weigh the same on both.
-#   Without nulls the kernel returns its input; on numbers it is ahead (fill_missing(bid_price)).
-# - log1p: both sides spend about 95% of their time in math.Log1p, whose exact bits the kernel must
-#   reproduce: parity (0.99 to 1.09 across runs).
+#   buffers not cleared first: ~10 ms for the block against ~27 ms before (ratio 0.41 before, 0.7-0.8
+#   now). The plain loop is the fair Go equivalent (same values), but not the same work: sharing is not
+#   open to a contiguous list (Arrow's list-view type, which could share, is not in Arrow Go v15). With
+#   the default max=100, which no row of this data reaches, the kernel returns its input:
+#   truncate(t,max=100).
+#
+# Cases that were below 1.0 and are not now:
+# - log1p was at parity (0.99-1.09): both sides spent about 95% of their time in math.Log1p, whose exact
+#   bits the kernel must reproduce, and half of that in mispredicted branches on the value. log1pInto
+#   (transform/log1p.go) does math.Log1p's arithmetic, operation for operation, with selects instead
+#   of those branches: 17-18 ms -> 13.8 ms a block, ratio about 1.2.
+# - fill_missing(ad_category): see "How it is measured"; alone, the kernel did a block in 2.1-2.6 ms
+#   against 2.8-5 ms for the plain loop.
 NOTES
 	echo
 	echo "# raw go test output"
