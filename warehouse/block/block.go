@@ -445,20 +445,21 @@ func Write(ctx context.Context, store *objstore.Store, meta Meta, rec arrow.Reco
 		bp = new([]byte)
 	}
 	data, m, err := encode(meta, rec, *bp)
-	defer func() {
-		if cap(data) <= maxPooledEncodeBuf {
-			*bp = data[:0]
-			encodeBufs.Put(bp)
-		}
-	}()
-	if err != nil {
-		return Meta{}, err
+	if err == nil && m.Key == "" {
+		err = fmt.Errorf("block %s: no object key", m.ID)
 	}
-	if m.Key == "" {
-		return Meta{}, fmt.Errorf("block %s: no object key", m.ID)
+	if err != nil {
+		encodeBufs.Put(bp) // nothing was sent from it
+		return Meta{}, err
 	}
 	if _, err := store.PutChecksummed(ctx, m.Key, data, m.Checksum, map[string]string{"Sig-Block": m.ID}); err != nil {
+		// Not reused: after a failed request the HTTP transport (or one of
+		// minio-go's multipart workers) may still be reading the bytes.
 		return Meta{}, err
+	}
+	if cap(data) <= maxPooledEncodeBuf {
+		*bp = data[:0]
+		encodeBufs.Put(bp)
 	}
 	return m, nil
 }

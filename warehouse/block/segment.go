@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"slices"
 	"sync"
 
@@ -60,7 +61,7 @@ type SpanMember struct {
 }
 
 // Spans returns the ranged GETs that fetch the named columns' segments of
-// the block meta describes: the segments in offset order, those less than
+// the block meta describes: the segments in offset order, those at most
 // maxGap apart in one request. A name the block lacks is ErrNoColumn; a
 // segment outside the object's data is ErrCorrupt.
 func Spans(meta Meta, names []string) ([]Span, error) {
@@ -70,7 +71,10 @@ func Spans(meta Meta, names []string) ([]Span, error) {
 		if !ok {
 			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
 		}
-		if c.Offset < 0 || c.Length <= 0 || meta.FooterOffset > 0 && c.Offset+c.Length > meta.FooterOffset {
+		// Length is compared with what is left after Offset, so that no
+		// sum of two directory fields can overflow.
+		if c.Offset < 0 || c.Length <= 0 || c.Length > math.MaxInt64-c.Offset ||
+			meta.FooterOffset > 0 && c.Length > meta.FooterOffset-c.Offset {
 			return nil, fmt.Errorf("block %s: column %s: segment [%d,+%d) outside the data: %w", meta.Key, n, c.Offset, c.Length, ErrCorrupt)
 		}
 		sorted[i] = SpanMember{i, c}

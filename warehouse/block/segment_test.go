@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -190,5 +191,13 @@ func TestSpans(t *testing.T) {
 	m.Columns[3].Length = 2 << 20 // past FooterOffset
 	if _, err := Spans(m, []string{"d"}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("segment past the data: %v", err)
+	}
+	// Offset+Length would overflow, with and without a footer offset.
+	m.Columns[3].Length = math.MaxInt64 - 100
+	for _, fo := range []int64{0, 10 << 20} {
+		m.FooterOffset = fo
+		if _, err := Spans(m, []string{"d"}); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("footer offset %d: overflowing segment: %v", fo, err)
+		}
 	}
 }

@@ -110,13 +110,15 @@ func (c *Catalog) decode(v []byte) (block.Meta, error) {
 			return block.Meta{}, err
 		}
 		c.decodedMu.Lock()
-		if c.decoded == nil || c.decodedBytes+len(v) > c.decodeBudget {
-			c.decoded = make(map[string]block.Meta)
-			c.decodedBytes = 0
-		}
-		if _, dup := c.decoded[string(v)]; !dup && len(v) <= c.decodeBudget {
-			c.decoded[string(v)] = m
-			c.decodedBytes += len(v)
+		if len(v) <= c.decodeBudget { // one larger than the whole budget is not kept
+			if c.decoded == nil || c.decodedBytes+len(v) > c.decodeBudget {
+				c.decoded = make(map[string]block.Meta)
+				c.decodedBytes = 0
+			}
+			if _, dup := c.decoded[string(v)]; !dup {
+				c.decoded[string(v)] = m
+				c.decodedBytes += len(v)
+			}
 		}
 		c.decodedMu.Unlock()
 	}

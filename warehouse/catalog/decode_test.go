@@ -27,6 +27,9 @@ func TestDecodeCacheBudget(t *testing.T) {
 			if err != nil || got.ID != want.ID || got.Rows != want.Rows || len(got.Columns) != len(want.Columns) {
 				t.Fatalf("decode %s: %+v, %v", v, got, err)
 			}
+			if _, ok := c.decoded[string(v)]; !ok {
+				t.Fatalf("decode %s: not cached", v)
+			}
 		}
 		sum := 0
 		for k := range c.decoded {
@@ -36,11 +39,14 @@ func TestDecodeCacheBudget(t *testing.T) {
 			t.Fatalf("after %d entries: %d bytes cached (counted %d), budget %d", i+1, sum, c.decodedBytes, c.decodeBudget)
 		}
 	}
+	// An entry over the whole budget is decoded but not kept, and does not
+	// empty the cache.
+	before := len(c.decoded)
 	big, _ := json.Marshal(block.Meta{ID: "big", Source: string(make([]byte, 8<<10))})
-	if _, err := c.decode(big); err != nil {
-		t.Fatal(err)
+	if m, err := c.decode(big); err != nil || m.ID != "big" {
+		t.Fatal(m, err)
 	}
-	if _, ok := c.decoded[string(big)]; ok {
-		t.Fatalf("an entry of %d bytes was cached with a budget of %d", len(big), c.decodeBudget)
+	if _, ok := c.decoded[string(big)]; ok || len(c.decoded) != before {
+		t.Fatalf("an entry of %d bytes (budget %d): cached %v, %d entries kept of %d", len(big), c.decodeBudget, ok, len(c.decoded), before)
 	}
 }

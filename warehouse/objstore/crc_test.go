@@ -28,3 +28,26 @@ func TestChecksumCombine(t *testing.T) {
 		t.Errorf("pieces: %08x, want %08x", crc, want)
 	}
 }
+
+// TestChecksumCombineLong: lengths with many bits set, up to 2^22 and more.
+func TestChecksumCombineLong(t *testing.T) {
+	a := []byte("the first piece")
+	for _, n := range []int{1 << 20, 3<<20 + 5, 1<<22 + 1<<21 + 777} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*31 + i>>9)
+		}
+		whole := append(append([]byte(nil), a...), b...)
+		if got, want := ChecksumCombine(Checksum(a), Checksum(b), int64(n)), Checksum(whole); got != want {
+			t.Errorf("len %d: combine = %08x, want %08x", n, got, want)
+		}
+	}
+}
+
+func BenchmarkChecksumCombine(b *testing.B) {
+	var crc uint32
+	for i := range b.N {
+		crc = ChecksumCombine(crc, uint32(i), 1<<20+int64(i&4095))
+	}
+	_ = crc
+}

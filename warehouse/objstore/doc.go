@@ -10,7 +10,8 @@
 //     MinIO restart or a short outage delays callers instead of failing them.
 //     minio-go's own retry loop is turned off so that there is one policy.
 //   - A content checksum on every object: Put stores the CRC-32C (Castagnoli)
-//     of the bytes in the object's user metadata (x-amz-meta-sig-crc32c) and
+//     of the bytes in the object's user metadata (x-amz-meta-sig-crc32c)
+//     (PutChecksummed takes it from a caller that has it already) and
 //     Get verifies it. A mismatch is ErrCorrupt, with the object named; the
 //     bytes are never returned. Ranged reads cannot check the whole-object
 //     checksum: callers that read ranges keep their own per-range checksums
@@ -19,5 +20,6 @@
 //
 // What it does not own: object keys and layouts (warehouse/block), what is in
 // the bucket (warehouse/catalog), multipart upload tuning (objects are blocks
-// of a few to a few tens of megabytes and go up in one request).
+// of a few to a few tens of megabytes; minio-go sends those over 16 MiB in
+// parts, with its defaults).
 package objstore

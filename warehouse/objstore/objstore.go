@@ -200,7 +200,8 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, metadata map[s
 // PutChecksummed is Put for a caller that already has Checksum(data), such
 // as block.Encode, which builds it from its segments' checksums: the bytes
 // are not read once more to compute it. A wrong sum is not silent: every
-// full read of the object then fails with ErrCorrupt.
+// full read (Get) of the object then fails with ErrCorrupt. Ranged reads do
+// not see it; they rely on the checksums their callers keep per range.
 func (s *Store) PutChecksummed(ctx context.Context, key string, data []byte, sum uint32, metadata map[string]string) (Info, error) {
 	um := make(map[string]string, len(metadata)+1)
 	for k, v := range metadata {
