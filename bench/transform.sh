@@ -33,8 +33,10 @@ echo "running: ${cmd[*]}" >&2
 	cat <<'NOTES'
 
 # How it is measured: each side runs its 5 iterations from the same memory state, the previous
-# iteration's output collected between iterations (outside the timer and the CPU count), so the output is
-# written into memory the process already holds, as in a worker that runs one task after another.
+# iteration's output collected between iterations (outside the timer and the CPU count, on both sides),
+# so the output is mostly written into memory the process already holds, as in a worker that runs one
+# task after another. The collection itself is not counted; before, one that fell within a case's
+# iterations was counted, on whichever side it fell.
 # Before, the side that ran second reused what the first had just freed, and which side paid for
 # faulting in fresh memory depended on the order: in two suites run back to back on 2026-11-22,
 # fill_missing(ad_category) was 0.83 with the arrow side first and 1.02 with the plain side first,

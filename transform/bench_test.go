@@ -21,7 +21,8 @@ import (
 //	BenchmarkOp/<case>/plain   rowref on the same data as Go slices
 //
 // Both sides are given their input ready (the conversion to Go slices is
-// done before the timer) and are timed for the op alone, output included.
+// done before the timer) and are timed for the op alone, output included;
+// collecting the previous iteration's output is not (rowMeter).
 // Each reports rows/s (wall clock), rows/cpu-s (per second of the process's
 // CPU time: the rate on one core whatever else the machine runs) and MB/s
 // of input payload (string bytes, 8 bytes a number). bench/transform.sh
@@ -156,8 +157,11 @@ func benchCases() []benchCase {
 //
 // Every iteration after the first starts from the same memory state on
 // both sides: the last iteration's output collected (next, outside the
-// timer and the CPU count), so that the output is written into memory the
-// process already has. Without it, which side paid for faulting in fresh
+// timer and the CPU count), so that the output is mostly written into
+// memory the process already has (the runtime may have returned some to
+// the OS meanwhile). The collection's own cost is left out on both sides;
+// before, with no collection inside the 5 iterations, it was not counted
+// either. Without it, which side paid for faulting in fresh
 // memory depended on the order the sides ran in and on what the cases
 // before had left: fill_missing(ad_category) measured 0.83 with the arrow
 // side first and 1.02 with the plain side first, truncate(t,max=5) 0.81 and

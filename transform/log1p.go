@@ -1,6 +1,9 @@
 package transform
 
-import "math"
+import (
+	"math"
+	"runtime"
+)
 
 // log1pInto sets dst[i] = math.Log1p(src[i]) for every i, bit for bit, and
 // faster than calling math.Log1p in a loop. dst may be src.
@@ -11,11 +14,14 @@ import "math"
 // one row to the next, and the mispredictions cost about half of its time
 // (16 ns a value, against 8.5 ns on the same values sorted). For the values
 // on its two main paths (sqrt(2)/2-1 < x < 2^53, |x| >= 2^-29), log1pInto
-// evaluates both choices and selects, so no branch depends on the value,
-// and runs in two passes over chunks of a column (the argument reduction,
-// then the polynomial), so independent rows overlap in the CPU. Every other
-// value (NaN, infinities, -1 and below, tiny |x|, x+1 a power of two) goes to
-// math.Log1p itself.
+// evaluates both choices and selects, so no branch depends on which path a
+// value takes (only the test for the main paths is a branch, and it goes
+// the same way for nearly every value of a real column), and runs in two
+// passes over chunks of a column (the argument reduction, then the
+// polynomial), so independent rows overlap in the CPU. Every other value
+// (NaN, infinities, -1 and below, tiny |x|, x+1 a power of two) goes to
+// math.Log1p itself, and so does every value on s390x, where math.Log1p is
+// assembly of its own.
 //
 // The arithmetic is math.Log1p's, operation for operation and in the same
 // order (Go 1.26 src/math/log1p.go), so the results are identical:
@@ -40,6 +46,12 @@ func log1pInto(dst, src []float64) {
 		chunk       = 256
 	)
 	dst = dst[:len(src)]
+	if runtime.GOARCH == "s390x" {
+		for i, x := range src {
+			dst[i] = math.Log1p(x)
+		}
+		return
+	}
 	var xsave, fs, cs, ks [chunk]float64 // xsave: the inputs, for dst aliasing src
 	var other [chunk]bool
 	for lo := 0; lo < len(src); lo += chunk {

@@ -23,8 +23,8 @@ import (
 // does giving a table a layout with more work than its cheapest one (an extra
 // row part costs a shard overhead, a column split more bytes). On the
 // benchmark of 20 tables over 8 SparseCores the slack at the optimum is
-// about 2 µs against SparseCore times near half a millisecond
-// (BenchmarkExact20x8 reports both, slack_us and cost_us), so every
+// about 10 µs against SparseCore times near half a millisecond
+// (BenchmarkExact20x8 reports both: slack_cheapest_us, cost_us), so every
 // SparseCore must be filled to within a hair of θ and only a few tables may
 // be split beyond what they must: the subsets of shards that qualify are
 // few, and the search tree is narrow. The LP relaxation, which spreads shards fractionally, can

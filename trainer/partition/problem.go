@@ -288,7 +288,7 @@ func (p *Problem) Validate() error {
 		tb := &p.Tables[i]
 		if b := float64(tb.Vocab) * float64(tb.rowStateBytes(tb.Dim)); b > total {
 			return fmt.Errorf("%w: table %q needs %s of HBM (with %s optimizer state), more than all %d chips hold (%s)",
-				ErrOutOfMemory, tb.Name, units.Bytes(int64(b)), tb.Optimizer.Name, p.Topology.Chips, units.Bytes(int64(total)))
+				ErrOutOfMemory, tb.Name, floatBytes(b), tb.Optimizer.Name, p.Topology.Chips, floatBytes(total))
 		}
 	}
 	return nil
@@ -455,4 +455,14 @@ func checkPerRow(table, field string, xs []float64, vocab int64, needPositive bo
 		return invalid("table %q: %s sums to zero", table, field)
 	}
 	return nil
+}
+
+// floatBytes is units.Bytes of a byte count computed in float64 (products of
+// table sizes, which can exceed int64 for absurd inputs): those are shown as
+// the int64 maximum rather than wrapping to a negative size.
+func floatBytes(b float64) string {
+	if b >= math.MaxInt64 {
+		return units.Bytes(math.MaxInt64)
+	}
+	return units.Bytes(int64(b))
 }

@@ -171,7 +171,7 @@ func (cm *costModel) prepare() error {
 	}
 	if capacity := float64(cm.hbm) * float64(cm.topo.Chips); total > capacity {
 		return fmt.Errorf("%w: the tables need %s of HBM in all, the %d chips hold %s",
-			ErrOutOfMemory, units.Bytes(int64(total)), cm.topo.Chips, units.Bytes(int64(capacity)))
+			ErrOutOfMemory, floatBytes(total), cm.topo.Chips, floatBytes(capacity))
 	}
 	return nil
 }
