@@ -56,7 +56,7 @@ func (p *proc) start() {
 	defer p.mu.Unlock()
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sigdtest.DeathSignal()
 	fmt.Fprintf(p.log, "=== start %s (run %d)\n", p.name, p.runs+1)
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start %s: %v", p.name, err)

@@ -191,10 +191,10 @@ func (m *MinIO) start(ctx context.Context) error {
 	)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	// Its own process group, so a test's Ctrl-C does not race our Stop; and
-	// killed with its parent, so a crashed sigd or test never leaves a
-	// server holding the data directory.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Its own process group, so a test's Ctrl-C does not race our Stop; and,
+	// on Linux, killed with its parent, so a crashed sigd or test never
+	// leaves a server holding the data directory.
+	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("testenv: start minio: %w", err)

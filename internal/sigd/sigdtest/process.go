@@ -101,7 +101,7 @@ func StartProcess(tb testing.TB, bin string, args []string, env ...string) *Proc
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	// Killed with the test process, so a failed test leaves nothing running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = DeathSignal()
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	cmd.Stdout = io.Discard
