@@ -28,11 +28,12 @@ func rawBlockToProto(b matching.Block) *sigv1.BlockRead {
 		Rows: b.Rows, Events: &sigv1.EventRange{StartMicros: b.MinEvent, EndMicros: b.MaxEvent + 1}}
 }
 
+// blockToProto is an input's block; its raw object and event range are in
+// the solution's raw_blocks (sig.proto, BlockRead).
 func blockToProto(b *matching.BlockSolution) *sigv1.BlockRead {
 	return &sigv1.BlockRead{
-		BlockId: b.Block.ID, RawObject: b.Block.RawObject, MemoObject: b.Object, State: stateToProto(b.State),
+		BlockId: b.Block.ID, MemoObject: b.Object, State: stateToProto(b.State),
 		Reason: b.Error, Rows: b.Rows, Bytes: b.Bytes,
-		Events: &sigv1.EventRange{StartMicros: b.Block.MinEvent, EndMicros: b.Block.MaxEvent + 1},
 	}
 }
 

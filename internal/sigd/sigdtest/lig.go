@@ -195,8 +195,18 @@ func CheckSolution(tb testing.TB, store *objstore.Store, blocks []block.Meta, so
 		byID[b.ID] = b
 	}
 	checked := 0
+	// The raw blocks carry the raw objects and event ranges, once each; an
+	// input's blocks do not repeat them (sig.proto, BlockRead).
+	for _, rb := range sol.RawBlocks {
+		if raw, ok := byID[rb.BlockId]; !ok || rb.RawObject != raw.Key || rb.Events == nil {
+			tb.Errorf("%s/%s: raw block %s: object %q, events %v; want %q and a range", sol.Client, sol.Pipeline, rb.BlockId, rb.RawObject, rb.Events, raw.Key)
+		}
+	}
 	for _, in := range sol.Inputs {
 		for _, b := range in.Blocks {
+			if b.RawObject != "" || b.Events != nil {
+				tb.Errorf("%s/%s: input %s block %s repeats the raw block's object or events", sol.Client, sol.Pipeline, in.Input, b.BlockId)
+			}
 			if b.State != sigv1.BlockState_BLOCK_STATE_READY {
 				tb.Errorf("%s/%s: input %s block %s is %s", sol.Client, sol.Pipeline, in.Input, b.BlockId, b.State)
 				continue

@@ -622,7 +622,12 @@ func (x *EventRange) GetEndMicros() int64 {
 }
 
 // BlockRead tells a reader where one model input's column for one raw block
-// is, and whether it is there yet.
+// is, and whether it is there yet. In an InputSolution it is the memoized
+// block: block_id, memo_object, state, reason, rows and bytes. In
+// ReadSolution.raw_blocks it is the raw block: block_id, raw_object, rows
+// and events. An input's blocks leave raw_object and events empty: they are
+// the same for every input, and a read solution of many inputs would carry
+// them once per input.
 type BlockRead struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BlockId       string                 `protobuf:"bytes,1,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
