@@ -17,10 +17,14 @@ cd "$(dirname "$0")/.."
   cat <<'NOTES'
 # Where MemoizeVsBare stands (2026-11-22, code at 7852f79 and after; a run's ratio is the median over its
 # iterations: 6 with this script's -benchtime 6x, 3 in the A/B runs before it):
-# - wall-clock ratio over 23 runs (the three of bench/sigd.txt at 2026-11-22T06:59Z included): 0.655-0.805,
-#   median 0.716; 17 of the 23 at 0.70 or more.
+# - wall-clock ratio over 29 runs (the three of bench/sigd.txt at 2026-11-22T07:10Z included): 0.619-0.805,
+#   median 0.715; 19 of the 29 at 0.70 or more. At the target, not clear of it.
 # - cpu-ratio (bare CPU per task / sigd CPU per task, the service's own cost with the object store
-#   elsewhere, as in production): 0.732-0.876 over the same 23 runs, median about 0.79.
+#   elsewhere, as in production): 0.630-0.905 over the same 29 runs, median 0.78; 28 of the 29 at 0.70
+#   or more.
+# - From run to run, MinIO's CPU per task varies 9-17 ms and sigd's 15-21 ms. A guess, not measured: page
+#   faults on memory this VM hands back to its host (its kernel runs kdamond). Go's
+#   GODEBUG=madvdontneed=0 (keep freed pages mapped) made no difference in 3 interleaved pairs.
 # How it got from 0.35 there (each step measured before/after on this machine, interleaved runs):
 # - pipelined workers (workers.StagedRunner: read, transform, write overlap): 0.35-0.40 -> 0.43-0.52
 # - a block's tasks queued together, its raw columns shared through block.SegmentCache: a 100k-row
