@@ -19,6 +19,9 @@ trap 'rm -f "$tmp"' EXIT
   echo
   echo "## One column of a 100k-event block: bytes and time as a fraction of the whole block"
   go test ./warehouse/block -run '^$' -bench 'BenchmarkReadOneColumn|BenchmarkEncode' -benchtime 10x
+  echo
+  echo "## An object's CRC-32C from its pieces' (block.Encode) vs hashing 1 MiB again"
+  go test ./warehouse/objstore -run '^$' -bench 'BenchmarkChecksumCombine|BenchmarkChecksumMiB' -count 3
 } 2>&1 | tee "$tmp"
 mv "$tmp" "$out"
 trap - EXIT

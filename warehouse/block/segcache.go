@@ -169,12 +169,19 @@ func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, co
 	segs := make([][]byte, len(names))
 	var owned, waited []int // indexes in names
 	waits := map[int]*segFlight{}
+	// Every column is resolved before any lookup: a lookup that misses
+	// registers a fetch this call must land, and returning in between
+	// would leave other readers waiting on it.
+	keys := make([]segKey, len(names))
 	for i, n := range names {
 		col, ok := meta.Column(n)
 		if !ok {
 			return nil, fmt.Errorf("block %s: column %q: %w", meta.Key, n, ErrNoColumn)
 		}
-		seg, f, own := cache.lookup(keyOf(meta.Key, col))
+		keys[i] = keyOf(meta.Key, col)
+	}
+	for i, k := range keys {
+		seg, f, own := cache.lookup(k)
 		switch {
 		case own:
 			owned = append(owned, i)
@@ -185,7 +192,7 @@ func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, co
 			segs[i] = seg
 		}
 	}
-	if err := fetchInto(ctx, store, meta, names, owned, segs, cache); err != nil {
+	if err := fetchInto(ctx, store, meta, names, keys, owned, segs, cache); err != nil {
 		return nil, err
 	}
 	var again []int // another reader's fetch failed: fetch for ourselves
@@ -212,15 +219,14 @@ func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, co
 }
 
 // fetchInto fetches the segments of names[owned], whose fetches the caller
-// registered with cache.lookup, into segs, and lands them in the cache
+// registered with cache.lookup under keys[i], into segs, and lands them in the cache
 // (all of them, as failed, if the fetch fails).
-func fetchInto(ctx context.Context, store *objstore.Store, meta Meta, names []string, owned []int, segs [][]byte, cache *SegmentCache) error {
+func fetchInto(ctx context.Context, store *objstore.Store, meta Meta, names []string, keys []segKey, owned []int, segs [][]byte, cache *SegmentCache) error {
 	if len(owned) == 0 {
 		return nil
 	}
 	got, err := FetchSegments(ctx, store, meta, pick(names, owned))
 	for j, i := range owned {
-		col, _ := meta.Column(names[i])
 		var seg []byte
 		if err == nil {
 			// A fetched segment is a slice of its GET's buffer, which may
@@ -235,7 +241,7 @@ func fetchInto(ctx context.Context, store *objstore.Store, meta Meta, names []st
 			}
 			segs[i] = seg
 		}
-		cache.land(keyOf(meta.Key, col), seg)
+		cache.land(keys[i], seg)
 	}
 	return err
 }

@@ -13,8 +13,8 @@ import "sync"
 // b's length by that map and b's own checksum XORed in (the initial and
 // final inversions of the two checksums cancel). The maps for 2^i zero
 // bytes are computed once; a call applies one per set bit of lenB, 32
-// AND-XORs each: under a microsecond (BenchmarkChecksumCombine), against
-// about 40 µs to hash a MiB.
+// AND-XORs each: 180-300 ns (BenchmarkChecksumCombine), against 44-48 µs
+// to hash a MiB (BenchmarkChecksumMiB).
 func ChecksumCombine(crcA, crcB uint32, lenB int64) uint32 {
 	if lenB <= 0 {
 		return crcA
