@@ -6,14 +6,21 @@
 #   MemoizeVsBare: one in-process worker's memoization throughput (blocks/s,
 #     rows/s) beside the bare executor on the same blocks in memory, same run
 #     (target ratio >= 0.7); *-frac are the worker's read/transform/write
-#     phases as fractions of the service's time.
+#     phases as fractions of the service's time. etag=random is MinIO as SIG
+#     runs it (--no-compat), etag=md5 S3-strict, for comparison.
 # The queue cycle target (>= 20k/s) is bench/workers.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 {
   echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD)"
   go test ./internal/sigd -run '^$' -bench 'Submit200Nodes100kCached' -benchtime 2000x -count 3 -timeout 30m
-  go test ./internal/sigd -run '^$' -bench 'MemoizeVsBare' -benchtime 6x -count 3 -timeout 30m
+  # MinIO as SIG runs it (etag=random, --no-compat) and S3-strict (etag=md5),
+  # one process each, alternating, so that the order favours neither.
+  for i in 1 2 3; do
+    for etag in random md5; do
+      go test ./internal/sigd -run '^$' -bench "MemoizeVsBare/etag=$etag\$" -benchtime 6x -count 1 -timeout 30m
+    done
+  done
   cat <<'NOTES'
 # Where MemoizeVsBare stands (2026-11-22, code at 7852f79 and after; a run's ratio is the median over its
 # iterations: 6 with this script's -benchtime 6x, 3 in the A/B runs before it):

@@ -1,11 +1,18 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -71,5 +78,45 @@ func TestKafkaPersistsAcrossRestart(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != "hello" {
 		t.Fatalf("after restart consumed %q, want [hello]", got)
+	}
+}
+
+// TestMinIOETags checks MinIOConfig.MD5ETags reaches the server: strict, a
+// PUT's ETag is the MD5 of the content; by default (--no-compat) it is not.
+func TestMinIOETags(t *testing.T) {
+	data := bytes.Repeat([]byte("sig memo object "), 4096)
+	sum := md5.Sum(data)
+	want := hex.EncodeToString(sum[:])
+	for _, strict := range []bool{false, true} {
+		m, err := StartMinIO(context.Background(), MinIOConfig{Dir: t.TempDir(), MD5ETags: strict})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		cl, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := cl.MakeBucket(ctx, "etags", minio.MakeBucketOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		info, err := cl.PutObject(ctx, "etags", "k", bytes.NewReader(data), int64(len(data)),
+			minio.PutObjectOptions{DisableContentSha256: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Trim(info.ETag, `"`); (got == want) != strict {
+			t.Errorf("MD5ETags=%v: ETag %s, MD5 %s", strict, got, want)
+		}
+		obj, err := cl.GetObject(ctx, "etags", "k", minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(obj)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("MD5ETags=%v: read back %d bytes, %v", strict, len(got), err)
+		}
+		m.Stop()
 	}
 }
