@@ -22,16 +22,23 @@ cd "$(dirname "$0")/.."
     done
   done
   cat <<'NOTES'
-# Where MemoizeVsBare stands (2026-11-22, code at 7852f79 and after; a run's ratio is the median over its
-# iterations: 6 with this script's -benchtime 6x, 3 in the A/B runs before it):
-# - wall-clock ratio over 29 runs (the three of bench/sigd.txt at 2026-11-22T07:10Z included): 0.619-0.805,
-#   median 0.715; 19 of the 29 at 0.70 or more. At the target, not clear of it.
-# - cpu-ratio (bare CPU per task / sigd CPU per task, the service's own cost with the object store
-#   elsewhere, as in production): 0.630-0.905 over the same 29 runs, median 0.78; 28 of the 29 at 0.70
-#   or more.
-# - From run to run, MinIO's CPU per task varies 9-17 ms and sigd's 15-21 ms. A guess, not measured: page
-#   faults on memory this VM hands back to its host (its kernel runs kdamond). Go's
-#   GODEBUG=madvdontneed=0 (keep freed pages mapped) made no difference in 3 interleaved pairs.
+# Where MemoizeVsBare stands (2026-11-22, fourth session; a run's ratio is the median over its 6 iterations):
+# - etag=random (MinIO as SIG runs it, --no-compat): 12 runs at 0c5c59d or its equivalent, this
+#   file's three included: 0.698-0.847, median 0.813; 11 of the 12 at 0.70 or more. MinIO CPU per task
+#   4.6-6.3 ms in 9 of them, 8.5-10.8 in the other 3.
+# - etag=md5 (S3-strict: an MD5 of every PUT for its ETag, which SIG never reads): 12 runs the same
+#   morning, interleaved with those: 0.676-0.790, median 0.749; MinIO CPU per task 8.7-18.1 ms. On
+#   2026-11-21/22, 29 runs of the code before (all S3-strict): 0.619-0.805, median 0.715.
+# - cpu-ratio (bare CPU per task / sigd CPU per task: the service's own cost, with the object store
+#   elsewhere as in production): 0.67-0.83 (random), 0.75-0.82 (md5); the ETag is not sigd's work.
+# Why --no-compat: SIG checks every object by the CRC-32C objstore stores with it (verified on every
+#   Get), so the MD5 ETag is a second checksum nobody reads, and it was 40-50% of MinIO's CPU per memo
+#   object PUT here, where MinIO shares the 2 CPUs with the service (testenv.MinIOConfig.MD5ETags).
+#   Against another S3 store the MD5, if any, is that store's CPU, not SIG's.
+# The run-to-run spread (MinIO's CPU per task for the same code, 8.7-18.1 ms) is a guess, not
+#   measured: fresh memory. This VM reports freed pages to its host (virtio-balloon free page
+#   reporting: 153 GB reported since boot; DAMON pageout runs too), a fresh 4 KiB page costs 1.5 us
+#   to touch here (2.4-2.7 GB/s), and MinIO writes each object into new page-cache pages.
 # How it got from 0.35 there (each step measured before/after on this machine, interleaved runs):
 # - pipelined workers (workers.StagedRunner: read, transform, write overlap): 0.35-0.40 -> 0.43-0.52
 # - a block's tasks queued together, its raw columns shared through block.SegmentCache: a 100k-row
@@ -41,10 +48,9 @@ cd "$(dirname "$0")/.."
 # - the process at cmd/sigd's GC setting (--gc-percent 400), both sides; 100k-row blocks (--rows-per-block)
 # - one CRC-32C pass per memo object instead of three (objstore.ChecksumCombine, PutChecksummed) and
 #   reused encode buffers: sigd CPU per task 17.9-19.1 -> 15.2-17.8 ms
-# What is left is the machine: MinIO shares its 2 CPUs and takes 9-15 ms of CPU per task (its own
-# profile: 45% writing the object into its data directory, write(2) into the page cache; 21% MD5 for
-# the ETag; 10% reads), as much as the transform's 12-14 ms, and its share varies from run to run.
+# - MinIO without the MD5 ETag (--no-compat): MinIO CPU per task 8.7-9.1 -> 4.6-5.7 ms, ratio
+#   0.74-0.79 -> 0.81-0.85 (4 interleaved pairs, a process each)
 # Tried without effect on the ratio: MinIO's data on disk instead of tmpfs, deleting the memo objects
-# between iterations, three writers, a read-ahead slot.
+# between iterations, three writers, a read-ahead slot, GODEBUG=madvdontneed=0.
 NOTES
 } | tee bench/sigd.txt
