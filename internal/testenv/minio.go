@@ -41,8 +41,8 @@ type MinIOConfig struct {
 	// the MD5 of its content. By default the server runs with --no-compat
 	// and its ETags are random: SIG never reads an ETag, it checks every
 	// object by the CRC-32C objstore stores with it (objstore.MetaChecksum,
-	// verified on every Get), and the MD5 was half of MinIO's CPU per memo
-	// object PUT on a 2-CPU machine (bench/sigd.txt). Objects, their
+	// verified on every Get), and the MD5 was about half of MinIO's CPU per
+	// memoized block on a 2-CPU machine (bench/sigd.txt). Objects, their
 	// metadata and every other behaviour are the same either way.
 	MD5ETags bool
 }
