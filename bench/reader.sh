@@ -25,7 +25,7 @@
 # child process, MinIO in its own; CPU is getrusage of the benchmark process.
 # The summary is the median of COUNT runs; the raw output follows it.
 #
-#   bench/reader.sh                  # about 5 minutes
+#   bench/reader.sh                  # about 2 minutes
 #   COUNT=3 BENCHTIME=5x bench/reader.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +55,8 @@ median() {
 	echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')  ($(nproc) cores; load average at end: $(cut -d' ' -f1-3 /proc/loadavg))"
 	echo "# medians of $COUNT runs; per core = per CPU-second of the server process (getrusage);"
 	echo "# GC at reader.DefaultGCPercent as cmd/reader runs; 100k-row blocks, 4096-row batches"
+	echo "# no forced GC between the alternating runs (since 2026-11-22: it emptied the reader's fetch buffer"
+	echo "# pool before every run; before, ratio/core was 0.26-0.30); collections count where they come"
 	echo
 	echo "## Reader throughput vs a bare gRPC stream of the same bytes (ctr_small, SIG)"
 	t=BenchmarkThroughput/sig-vs-bare
