@@ -15,6 +15,9 @@ trap 'rm -f "$tmp"' EXIT
   go test ./warehouse/ingest -run '^$' -bench 'BenchmarkIngest' -benchtime 3x
   echo
   echo "## Block write/read through the wrapper vs bare minio-go, same 16 MiB object, same run (target ratio >= 0.9)"
+  echo "# put_ratio: vs PutObject called with its defaults (over HTTP it signs a SHA-256 of the body);"
+  echo "# put_ratio_unsigned: vs an unsigned PUT with no checksum at all, i.e. the cost of the wrapper's"
+  echo "# CRC-32C pass over the 16 MiB (memory-bound: 2.9 ms in a one-off timing, 5.7 GB/s; 1 MiB in cache: 23 GB/s, BenchmarkChecksumMiB)"
   go test ./warehouse/objstore -run '^$' -bench 'BenchmarkWrapperVsBare' -benchtime 40x -count 3
   echo
   echo "## One column of a 100k-event block: bytes and time as a fraction of the whole block"
