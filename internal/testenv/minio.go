@@ -43,7 +43,11 @@ type MinIOConfig struct {
 	// object by the CRC-32C objstore stores with it (objstore.MetaChecksum,
 	// verified on every Get), and the MD5 was about half of MinIO's CPU per
 	// memoized block on a 2-CPU machine (bench/sigd.txt). Objects, their
-	// metadata and every other behaviour are the same either way.
+	// metadata and every other behaviour are the same either way, except
+	// that the server no longer checks a body's signed SHA-256, which
+	// objstore does not send (DisableContentSha256). MinIO warns against
+	// the mode in production: these servers are for development and tests;
+	// a deployment points sigd's --s3-endpoint at its own store.
 	MD5ETags bool
 }
 
