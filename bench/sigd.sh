@@ -23,11 +23,12 @@ cd "$(dirname "$0")/.."
   done
   cat <<'NOTES'
 # Where MemoizeVsBare stands (2026-11-22, fourth session; a run's ratio is the median over its 6 iterations):
-# - etag=random (MinIO as SIG runs it, --no-compat): 15 runs at 0c5c59d or its equivalent (this
-#   file's three, from a clean clone, included): 0.698-0.847, median 0.806; 14 of the 15 at 0.70 or
-#   more. MinIO CPU per task 4.6-6.3 ms in 11 of them, 8.5-10.8 in the other 4.
-# - etag=md5 (S3-strict: an MD5 of every PUT for its ETag, which SIG never reads): 15 runs the same
-#   morning, interleaved with those: 0.676-0.790, median 0.744; MinIO CPU per task 8.7-18.1 ms. On
+# - etag=random (MinIO as SIG runs it, --no-compat): 18 runs at 0c5c59d or its equivalent (this
+#   file's three, from make bench at b27c34f, and three from a clean clone included): 0.698-0.847,
+#   median 0.809; 17 of the 18 at 0.70 or more. MinIO CPU per task 4.6-6.3 ms in 14 of them, 8.5-10.8
+#   in the other 4.
+# - etag=md5 (S3-strict: an MD5 of every PUT for its ETag, which SIG never reads): 18 runs the same
+#   morning, interleaved with those: 0.676-0.790, median 0.746; MinIO CPU per task 8.6-18.1 ms. On
 #   2026-11-21/22, 29 runs of the code before (all S3-strict): 0.619-0.805, median 0.715.
 # - cpu-ratio (bare CPU per task / sigd CPU per task: the service's own cost, with the object store
 #   elsewhere as in production): 0.67-0.83 (random), 0.75-0.83 (md5); the ETag is not sigd's work.
