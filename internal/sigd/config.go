@@ -14,9 +14,10 @@ import (
 const DefaultGCPercent = 400
 
 // DefaultWorkerCacheBytes is --worker-cache-bytes' default: the raw columns
-// of a few dozen blocks (the Ads fleet's components read 5.2 MB of
-// distinct columns of a 50,000-row block), so that the tasks of a block,
-// scheduled together, find its columns still there.
+// of about 25 blocks (the Ads fleet's 13 components read 10 MB of distinct
+// columns of a 100,000-row block, --rows-per-block's default; bench/sigd.sh's
+// notes), so that the tasks of a block, scheduled together, find its
+// columns still there.
 const DefaultWorkerCacheBytes = 256 << 20
 
 // WorkerCacheBytes is the segment cache size a worker process uses for the

@@ -100,9 +100,9 @@ func FetchSegments(ctx context.Context, store *objstore.Store, meta Meta, names 
 	return FetchSegmentsInto(ctx, store, meta, names, nil)
 }
 
-// Alloc supplies the buffers FetchSegmentsInto fetches into: a slice of length n (its contents may be anything; every byte is
-// overwritten before it is read). It is called from several goroutines at
-// once.
+// Alloc supplies the buffers FetchSegmentsInto fetches into: a slice of
+// length n (its contents may be anything; every byte is overwritten before
+// it is read). It is called from several goroutines at once.
 type Alloc func(n int) []byte
 
 // FetchSegmentsInto is FetchSegments fetching into buffers from alloc
