@@ -256,6 +256,83 @@ func BenchmarkOp(b *testing.B) {
 	}
 }
 
+// truncateChains are truncate with what reads its result, as the executor
+// runs them: truncate returns a list-view over its input's elements (see
+// truncateText), which hash reads as it is, and which is copied into a
+// list at a graph's output or before any other kernel (contiguous).
+func truncateChains() []struct {
+	name  string
+	arrow func(t arrow.Array) (arrow.Array, error)
+	plain func(t rowref.Column) rowref.Column
+} {
+	trunc := &Node{Op: "truncate", Params: []Param{pInt("max", 5)}}
+	hash := &Node{Op: "hash", Params: []Param{pInt("buckets", 1000003), pInt("salt", 0)}}
+	return []struct {
+		name  string
+		arrow func(t arrow.Array) (arrow.Array, error)
+		plain func(t rowref.Column) rowref.Column
+	}{
+		{"hash(truncate(t,max=5))", func(t arrow.Array) (arrow.Array, error) {
+			v, err := kernelTruncate([]arrow.Array{t}, trunc)
+			if err != nil {
+				return nil, err
+			}
+			defer v.Release()
+			return kernelHash([]arrow.Array{v}, hash)
+		}, func(t rowref.Column) rowref.Column { return rowref.Hash(rowref.Truncate(t, 5), 1000003, 0) }},
+		// The plain loop's result needs no such copy: this row shows what
+		// a graph ending in truncate pays for its output, at most once.
+		{"truncate(t,max=5)+copy", func(t arrow.Array) (arrow.Array, error) {
+			v, err := kernelTruncate([]arrow.Array{t}, trunc)
+			if err != nil {
+				return nil, err
+			}
+			defer v.Release()
+			return contiguous(v)
+		}, func(t rowref.Column) rowref.Column { return rowref.Truncate(t, 5) }},
+	}
+}
+
+// BenchmarkTruncateChain runs truncateChains on the title tokens (arrow)
+// and the same rowref ops (plain).
+func BenchmarkTruncateChain(b *testing.B) {
+	env := getBenchEnv(b)
+	in := env.arrow["t_tokens"]
+	for _, c := range truncateChains() {
+		b.Run(c.name+"/arrow", func(b *testing.B) {
+			b.SetBytes(env.bytes["t_tokens"])
+			b.ReportAllocs()
+			runtime.GC()
+			b.ResetTimer()
+			m := startRows(b)
+			for range b.N {
+				m.next()
+				out, err := c.arrow(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Release()
+			}
+			m.report(benchRows)
+		})
+		b.Run(c.name+"/plain", func(b *testing.B) {
+			ref := fromArrow(in)
+			b.SetBytes(env.bytes["t_tokens"])
+			b.ReportAllocs()
+			runtime.GC()
+			b.ResetTimer()
+			m := startRows(b)
+			for range b.N {
+				m.next()
+				if out := c.plain(ref); out.Len() != benchRows {
+					b.Fatal("wrong length")
+				}
+			}
+			m.report(benchRows)
+		})
+	}
+}
+
 // typicalComponent is the kind of component the paper's models share:
 // query/title token overlap concatenated with the ad category.
 const typicalComponent = `input x = concat(intersect(unigrams(lower(col("query"))), unigrams(lower(col("ad_title")))), col("ad_category"))`
@@ -343,6 +420,21 @@ func TestBenchCasesMatchReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		if d := diffColumns(c.plain(refs), fromArrow(got)); d != "" {
+			t.Errorf("%s: %s", c.name, d)
+		}
+		got.Release()
+	}
+	for _, c := range truncateChains() {
+		a := array.NewSlice(cols["t_tokens"], 1, int64(cols["t_tokens"].Len()))
+		defer a.Release()
+		got, err := c.arrow(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got.(*array.List); !ok {
+			t.Errorf("%s: got a %T, want a list", c.name, got)
+		}
+		if d := diffColumns(c.plain(fromArrow(a)), fromArrow(got)); d != "" {
 			t.Errorf("%s: %s", c.name, d)
 		}
 		got.Release()

@@ -231,6 +231,20 @@ func newListArray(dt arrow.DataType, n int, offs []int32, valid *memory.Buffer, 
 }
 
 func viewList(a arrow.Array) listView {
+	if lv, ok := a.(*array.ListView); ok {
+		// Only direct callers of a kernel pass one: the executor makes
+		// lists contiguous before kernels read them (Run).
+		c, err := contiguous(lv)
+		if err != nil {
+			panic(err)
+		}
+		v := viewList(c)
+		if v.compacted { // v made its own copy
+			c.Release()
+		}
+		v.compacted = true // v owns what it views
+		return v
+	}
 	l := a.(*array.List)
 	compacted := false
 	if l.Len() > 0 && l.ListValues().NullN() > 0 {
@@ -248,6 +262,21 @@ func viewList(a arrow.Array) listView {
 		v.i64 = viewI64(l.ListValues())
 	}
 	return v
+}
+
+// contiguous returns a as a list if it is a list-view (truncate's result:
+// see truncateText), else a itself; either way the caller releases the
+// result.
+func contiguous(a arrow.Array) (arrow.Array, error) {
+	v, ok := a.(*array.ListView)
+	if !ok {
+		a.Retain()
+		return a, nil
+	}
+	if id := v.ListValues().DataType().ID(); id != arrow.STRING {
+		return nil, fmt.Errorf("list-view of %s: only list-views of strings are made contiguous", v.ListValues().DataType())
+	}
+	return compactTextView(v)
 }
 
 // compactList rebuilds a list whose child has nulls without those elements.

@@ -287,7 +287,13 @@
 // fill_missing without nulls) the kernel returns the input array itself,
 // retained; ops that map list elements one for one (lower, strip_punct,
 // hash on lists) reuse the list's offsets and validity; numeric ops reuse
-// the input's validity. Other speed-ups, each exact: ASCII text is
+// the input's validity. truncate that shortens rows returns a list-view
+// (Arrow's list layout with an offset and a size per row) over its input's
+// elements, as a Go loop's row[:max] shares a row's strings; hash and
+// length read it as it is, and Run copies the kept elements into a list,
+// once, before any other kernel reads it and before returning it, so that
+// the columns Run returns (which are stored and sent) are always lists.
+// Other speed-ups, each exact: ASCII text is
 // processed 8 bytes at a time; the set ops sort keys carrying an 8-byte
 // integer prefix and intersect small rows without sorting; hash inlines
 // XXH64 for int64s and remembers the buckets of recently seen short

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
 )
 
 // PanicError is returned when an op's kernel panics. The executor turns the
@@ -77,6 +78,11 @@ func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.A
 		}
 		in := make([]arrow.Array, len(n.Inputs))
 		for x, j := range n.Inputs {
+			if !reg.viewReaders[n.Op] {
+				if err := makeContiguous(&vals[j], &g.Nodes[j]); err != nil {
+					return nil, err
+				}
+			}
 			in[x] = vals[j]
 		}
 		v, err := runKernel(k, in, n)
@@ -93,10 +99,36 @@ func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.A
 	}
 	out = make([]arrow.Array, len(nodes))
 	for x, i := range nodes {
+		if err := makeContiguous(&vals[i], &g.Nodes[i]); err != nil {
+			return nil, err
+		}
 		vals[i].Retain()
 		out[x] = vals[i]
 	}
 	return out, nil
+}
+
+// makeContiguous replaces a list-view, which a kernel may return to share
+// its input's elements (truncate), with a list holding its rows'
+// elements contiguously: kernels read lists, and the columns Run returns
+// are stored and sent as lists. The copy is made once per node, however
+// many kernels read it.
+func makeContiguous(v *arrow.Array, n *Node) (err error) {
+	if _, ok := (*v).(*array.ListView); !ok {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Op: n.Op, Value: r, Stack: string(debug.Stack())}
+		}
+	}()
+	c, err := contiguous(*v)
+	if err != nil {
+		return fmt.Errorf("op %s: %w", n.Op, err)
+	}
+	(*v).Release()
+	*v = c
+	return nil
 }
 
 func runKernel(k Kernel, in []arrow.Array, n *Node) (v arrow.Array, err error) {

@@ -54,6 +54,14 @@ input ids = hash(q, buckets=1000003)
 input n = length(q)
 input same = ids
 input price = bucketize(col("bid_price"), boundaries=[0.1, 0.5, 1, 5])
+let tr = truncate(t, max=2)
+input short = tr
+input short_ids = hash(tr, buckets=1000003)
+input short_n = length(tr)
+input short_cat = concat(tr, col("ad_category"))
+input shorter = truncate(t, max=3)
+input shorter_ids = hash(truncate(t, max=4), buckets=1000003)
+input shorter_n = length(truncate(t, max=1))
 `
 	g, _, err := ParseAndCheck([]byte(src), "", AdsSchema(), reg, Limits{})
 	if err != nil {
@@ -93,8 +101,21 @@ input price = bucketize(col("bid_price"), boundaries=[0.1, 0.5, 1, 5])
 		"same":    rowref.Hash(q, 1000003, 0),
 		"n":       rowref.Length(q),
 		"price":   rowref.Bucketize(col("bid_price"), []float64{0.1, 0.5, 1, 5}),
+		// truncate returns a list-view, which the executor makes a list
+		// once for its readers and its output.
+		"short":     rowref.Truncate(tt, 2),
+		"short_ids": rowref.Hash(rowref.Truncate(tt, 2), 1000003, 0),
+		"short_n":   rowref.Length(rowref.Truncate(tt, 2)),
+		"short_cat": rowref.Concat(rowref.Truncate(tt, 2), col("ad_category")),
+		"shorter":   rowref.Truncate(tt, 3), // read by no kernel
+		// hash and length read truncate's list-view as it is
+		"shorter_ids": rowref.Hash(rowref.Truncate(tt, 4), 1000003, 0),
+		"shorter_n":   rowref.Length(rowref.Truncate(tt, 1)),
 	}
 	for k, in := range g.Inputs {
+		if _, ok := out[k].(*array.ListView); ok {
+			t.Errorf("input %s: Run returned a list-view", in.Name)
+		}
 		if d := diffColumns(want[in.Name], fromArrow(out[k])); d != "" {
 			t.Errorf("input %s: %s", in.Name, d)
 		}

@@ -20,7 +20,10 @@ import (
 // Kernel computes an op over whole columns: in are the op's input arrays
 // (all of the same length), n the checked node carrying the parameters.
 // The output may share buffers with the inputs (arrays are immutable); the
-// caller releases it.
+// caller releases it. A list output may be a list-view over an input's
+// elements (truncate); the executor makes it a list before returning it
+// (Run) and before kernels other than the registry's view readers (hash,
+// length) read it.
 type Kernel func(in []arrow.Array, n *Node) (arrow.Array, error)
 
 // How the kernels are fast (bench/transform.txt compares each with a plain
@@ -34,14 +37,15 @@ type Kernel func(in []arrow.Array, n *Node) (arrow.Array, error)
 //     elements one for one (lower, strip_punct, hash), reusing the list's
 //     offsets and validity;
 //   - zero copy when the output equals the input (lower of lower-case
-//     ASCII, truncate with no row too long, fill_missing without nulls);
+//     ASCII, truncate with no row too long, fill_missing without nulls),
+//     and when it is a prefix of each row (truncate's list-view);
 //   - sort keys with an 8-byte integer prefix for the set ops, and no
 //     sort at all to intersect small rows;
 //   - rows whose elements or bytes are contiguous copied at once (concat,
-//     truncate, fill_missing), into memory Go does not clear first when the
-//     kernel writes all of it (byteSink, makeNoZero); truncate copies each
-//     row in fixed-size blocks that overshoot, so that a row's length
-//     costs no mispredicted branch (truncateRows);
+//     fill_missing, a list-view made a list), into memory Go does not
+//     clear first when the kernel writes all of it (byteSink, makeNoZero);
+//     a list-view's rows are copied in fixed-size blocks that overshoot,
+//     so that a row's length costs no mispredicted branch (truncateRows);
 //   - XXH64 inlined for int64s, and a small memo of recent strings' hashes
 //     (hashfn.go).
 
@@ -860,49 +864,140 @@ func kernelTruncate(in []arrow.Array, nd *Node) (arrow.Array, error) {
 }
 
 // truncateText is truncate on list<string>. A row keeps a prefix of its
-// elements, whose bytes are contiguous in the child: each row is one copy
-// of bytes and one loop shifting its offsets by a constant (truncateRows),
-// into buffers sized by a first pass, which writes the list's offsets, and
-// written in full, so not cleared first. (A run of rows kept whole is
-// contiguous too, but such runs are short when truncate has work to do:
-// rows are as fast.)
+// elements, so its result is a list-view (Arrow's list layout with an
+// offset and a size per row, which need not tile the child) over the
+// input's own child: the input's offsets, a new size per row, no element
+// copied, as row[:max] shares a Go slice's strings. hash and length read
+// the view as it is; where a contiguous list is needed, before another
+// kernel reads it and at a graph's output, the executor copies the kept
+// elements once (compactTextView).
 func truncateText(l *listView, max int32, valid *memory.Buffer, nulls int) (arrow.Array, error) {
 	n := l.n
 	lo := l.offs[:n+1]
-	co := l.str.offs
-	// truncateRows trusts lo to index co: check it here, where it is read
-	// anyway.
-	if lo[0] < 0 || int(lo[n]) >= len(co) {
-		return nil, fmt.Errorf("truncate: list offsets [%d, %d] out of the child's range [0, %d]", lo[0], lo[n], len(co)-1)
-	}
-	offs := makeInt32NoZero(n + 1)
-	offs[0] = 0
-	w, bad := int32(0), int32(0)
+	sizes := makeInt32NoZero(n)
+	bad := int32(0)
 	if l.valid.bits == nil {
 		for i, o := range lo[1:] {
 			d := o - lo[i]
 			bad |= d
-			w += min(d, max)
-			offs[i+1] = w
+			sizes[i] = min(d, max)
 		}
 	} else {
 		for i, o := range lo[1:] {
 			d := o - lo[i]
 			bad |= d
-			if !l.valid.null(i) {
-				w += min(d, max)
+			sizes[i] = min(d, max)
+			if l.valid.null(i) {
+				sizes[i] = 0
 			}
-			offs[i+1] = w
 		}
 	}
 	if bad < 0 {
 		return nil, fmt.Errorf("truncate: list offsets decrease")
 	}
+	// The list's offsets buffer serves as the view's where the list starts
+	// at its first slot (a list-view's offsets are not followed by an end).
+	offsets := l.arr.Data().Buffers()[1]
+	if l.arr.Data().Offset() != 0 {
+		offsets = memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(slices.Clone(lo[:n])))
+	}
+	d := array.NewData(arrow.ListViewOf(arrow.BinaryTypes.String), n,
+		[]*memory.Buffer{valid, offsets, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(sizes))},
+		[]arrow.ArrayData{l.arr.ListValues().Data()}, nulls, 0)
+	defer d.Release()
+	return array.NewListViewData(d), nil
+}
+
+// viewRows reads a list-view whose child has element offsets co: it
+// returns each row's first element (lo) and the offsets of the list that
+// holds the same rows contiguously (offs: a null row holds nothing), and
+// checks that every row indexes the child. With disjoint, it also checks
+// that each row starts at or after the previous one's end (as truncate
+// leaves them), so that the rows cover at most the elements from lo[0] to
+// the last row's end, which it returns. The checks are folded into one
+// sign bit, so that the pass takes no branch per row.
+func viewRows(v *array.ListView, co []int32, disjoint bool) (lo, offs []int32, end int32, err error) {
+	n := v.Len()
+	off := v.Data().Offset()
+	lo, sizes := v.Offsets()[off:off+n], v.Sizes()[off:off+n]
+	valid := bitmapOf(v)
+	offs = makeInt32NoZero(n + 1)
+	offs[0] = 0
+	last := int64(len(co) - 1)
+	w, bad, prev := int64(0), int64(0), int64(0)
+	if n > 0 {
+		prev = int64(lo[0])
+	}
+	for i, s := range lo {
+		k := sizes[i]
+		if valid.null(i) {
+			k = 0
+		}
+		e := int64(s) + int64(k)
+		bad |= int64(k) | int64(s) | (last - e)
+		if disjoint {
+			bad |= int64(s) - prev
+		}
+		prev = e
+		w += int64(k)
+		offs[i+1] = int32(w)
+	}
+	if bad < 0 {
+		return nil, nil, 0, fmt.Errorf("list-view rows overlap, have a negative size or are not in the child's %d elements", last)
+	}
+	if w > math.MaxInt32 {
+		return nil, nil, 0, fmt.Errorf("list-view rows hold %d elements, beyond 32-bit offsets", w)
+	}
+	return lo, offs, int32(prev), nil
+}
+
+// compactTextView copies a list-view of strings into a list: each row's
+// elements, contiguous in the child, as one copy of bytes and one shift of
+// offsets (truncateRows), into buffers sized by a first pass (viewRows,
+// which writes the list's offsets, and checks that the rows are disjoint,
+// so that the bytes of the child's span bound the copy), and written in
+// full, so not cleared first.
+func compactTextView(v *array.ListView) (arrow.Array, error) {
+	n := v.Len()
+	c := viewStr(v.ListValues())
+	lo, offs, end, err := viewRows(v, c.offs, true)
+	if err != nil {
+		return nil, err
+	}
+	vb, nulls := validityOf(v)
+	w, span := offs[n], int32(0)
+	if n > 0 {
+		span = c.offs[end] - c.offs[lo[0]]
+	}
+	if span < 0 {
+		return nil, fmt.Errorf("list-view child: offsets decrease")
+	}
 	childOffs := makeInt32NoZero(int(w) + 1 + truncOffsBlock)
-	// At most the bytes of the span, plus room for the last overshoot.
-	data := makeNoZero(int(co[lo[n]]-co[lo[0]]) + truncByteBlock)
-	pos := truncateRows(lo, offs, co, l.str.data, childOffs, data)
-	return finishTextList(n, offs, childOffs[:w+1], data[:pos], valid, nulls), nil
+	data := makeNoZero(int(span) + truncByteBlock)
+	pos := truncateRows(lo, offs, c.offs, c.data, childOffs, data)
+	return finishTextList(n, offs, childOffs[:w+1], data[:pos], vb, nulls), nil
+}
+
+// hashTextView is hash on a list-view of strings (truncate's result): the
+// elements its rows hold, row by row, into a list of their hashes, with no
+// copy of the strings first.
+func hashTextView(v *array.ListView, salt, buckets int64) (arrow.Array, error) {
+	n := v.Len()
+	c := viewStr(v.ListValues())
+	lo, offs, _, err := viewRows(v, c.offs, false)
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]int64, offs[n])
+	hc := newHashCache(salt, buckets)
+	for i, s := range lo {
+		w := offs[i]
+		for j := range offs[i+1] - w {
+			vals[w+j] = hc.bucket(c.data, c.offs[s+j], c.offs[s+j+1])
+		}
+	}
+	vb, nulls := validityOf(v)
+	return finishIntList(n, offs, vals, vb, nulls), nil
 }
 
 const (
@@ -912,10 +1007,10 @@ const (
 
 // truncateRows copies the first offs[i+1]-offs[i] elements of each row i
 // (elements lo[i]... of a string child with offsets co and bytes src) to
-// childOffs[offs[i]+1...] and data, and returns the bytes written. lo must
-// increase and index co, and offs[i+1]-offs[i] <= lo[i+1]-lo[i]; childOffs
-// has offs[n]+1+truncOffsBlock elements and data truncByteBlock bytes of
-// slack.
+// childOffs[offs[i]+1...] and data, and returns the bytes written. Rows
+// must index co in increasing order without overlap; childOffs has
+// offs[n]+1+truncOffsBlock elements and data truncByteBlock bytes of slack
+// beyond the bytes the rows cover.
 //
 // Both copies go in fixed-size blocks that overshoot into what the next
 // row overwrites, so that a typical row (up to 64 bytes, up to 8 elements)
@@ -968,6 +1063,18 @@ func truncateRows(lo, offs, co []int32, src []byte, childOffs []int32, data []by
 }
 
 func kernelLength(in []arrow.Array, _ *Node) (arrow.Array, error) {
+	if v, ok := in[0].(*array.ListView); ok { // truncate's result: its sizes
+		n, off := v.Len(), v.Data().Offset()
+		vals := make([]int64, n)
+		for i, k := range v.Sizes()[off : off+n] {
+			if k < 0 {
+				return nil, fmt.Errorf("list-view row %d: size %d", i, k)
+			}
+			vals[i] = int64(k)
+		}
+		forNulls(bitmapOf(v), n, func(i int) { vals[i] = 0 })
+		return newInt64Array(vals, nil, 0), nil
+	}
 	l := viewList(in[0])
 	defer l.release()
 	vals := make([]int64, l.n)
@@ -1025,6 +1132,9 @@ func kernelHash(in []arrow.Array, nd *Node) (arrow.Array, error) {
 		forNulls(c.valid, len(vals), func(i int) { vals[i] = 0 })
 		valid, nulls := validityOf(a)
 		return newInt64Array(vals, valid, nulls), nil
+	}
+	if v, ok := a.(*array.ListView); ok && v.ListValues().DataType().ID() == arrow.STRING {
+		return hashTextView(v, salt, buckets)
 	}
 	// Elementwise: hash the span of child elements as one flat column and
 	// keep the list's shape.

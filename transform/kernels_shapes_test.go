@@ -146,8 +146,41 @@ func TestTruncateShapes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				if d := diffColumns(rowref.Truncate(ref, int(max)), fromArrow(got)); d != "" {
+				want := rowref.Truncate(ref, int(max))
+				if d := diffColumns(want, fromArrow(got)); d != "" {
 					t.Fatalf("%s: %s", name, d)
+				}
+				// The kernel returns its input or a list-view over the
+				// input's elements; check the copy the executor makes.
+				if _, ok := got.(*array.ListView); !ok && got != in {
+					t.Fatalf("%s: got a %T, neither the input nor a list-view", name, got)
+				}
+				// hash and length read the view as it is.
+				for _, k := range []struct {
+					op   string
+					want rowref.Column
+					run  Kernel
+				}{
+					{"hash", rowref.Hash(want, 1009, 3), kernelHash},
+					{"length", rowref.Length(want), kernelLength},
+				} {
+					h, err := k.run([]arrow.Array{got}, &Node{Op: k.op, Params: []Param{pInt("buckets", 1009), pInt("salt", 3)}})
+					if err != nil {
+						t.Fatalf("%s: %s: %v", name, k.op, err)
+					}
+					if d := diffColumns(k.want, fromArrow(h)); d != "" {
+						t.Fatalf("%s: %s: %s", name, k.op, d)
+					}
+					h.Release()
+				}
+				c, err := contiguous(got)
+				if err != nil {
+					t.Fatalf("%s: contiguous: %v", name, err)
+				}
+				got.Release()
+				got = c
+				if d := diffColumns(want, fromArrow(got)); d != "" {
+					t.Fatalf("%s: contiguous: %s", name, d)
 				}
 				if got != in { // not returned as it is
 					l := got.(*array.List)
@@ -181,6 +214,37 @@ func TestTruncateMalformedOffsets(t *testing.T) {
 	defer l.Release()
 	if _, err := kernelTruncate([]arrow.Array{l}, &Node{Op: "truncate", Params: []Param{pInt("max", 1)}}); err == nil {
 		t.Fatal("no error for decreasing offsets")
+	}
+}
+
+// TestCompactMalformedView: a list-view whose rows overlap, leave the
+// child or have a negative size is an error when made contiguous, not a
+// read outside the child.
+func TestCompactMalformedView(t *testing.T) {
+	child := toArrow(rowref.Column{Type: rowref.String, Str: []string{"a", "b", "c", "d", "e"}})
+	defer child.Release()
+	for _, c := range []struct {
+		name          string
+		starts, sizes []int32
+	}{
+		{"overlap", []int32{0, 1}, []int32{2, 2}},
+		{"decreasing", []int32{3, 0}, []int32{1, 1}},
+		{"past-child", []int32{0, 4}, []int32{1, 2}},
+		{"start-past-child", []int32{0, 9}, []int32{1, 0}},
+		{"negative-start", []int32{-1, 2}, []int32{1, 1}},
+		{"negative-size", []int32{0, 2}, []int32{-1, 1}},
+	} {
+		d := array.NewData(arrow.ListViewOf(arrow.BinaryTypes.String), 2,
+			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(c.starts)),
+				memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(c.sizes))},
+			[]arrow.ArrayData{child.Data()}, 0, 0)
+		v := array.NewListViewData(d)
+		d.Release()
+		if got, err := contiguous(v); err == nil {
+			t.Errorf("%s: no error, got %v", c.name, got)
+			got.Release()
+		}
+		v.Release()
 	}
 }
 

@@ -64,11 +64,14 @@ func (o *OpSpec) Param(name string) (*ParamSpec, bool) {
 type Registry struct {
 	ops     map[string]*OpSpec
 	kernels map[string]Kernel
+	// viewReaders are the ops whose kernels read a list-view (truncate's
+	// result) without a copy; the executor gives the others lists.
+	viewReaders map[string]bool
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{ops: map[string]*OpSpec{}, kernels: map[string]Kernel{}}
+	return &Registry{ops: map[string]*OpSpec{}, kernels: map[string]Kernel{}, viewReaders: map[string]bool{}}
 }
 
 // Register adds an op with its kernel.
@@ -114,6 +117,7 @@ func (r *Registry) WithVersion(name string, version int) *Registry {
 		}
 		c.ops[n] = &oc
 		c.kernels[n] = r.kernels[n]
+		c.viewReaders[n] = r.viewReaders[n]
 	}
 	return c
 }
@@ -407,5 +411,6 @@ func newDefaultRegistry() *Registry {
 		Signature: "length(l)",
 		Doc:       "The number of (non-null) elements of l. null -> 0. Never null.",
 	}, kernelLength)
+	r.viewReaders["hash"], r.viewReaders["length"] = true, true
 	return r
 }

@@ -19,8 +19,10 @@ func typeOfArrow(dt arrow.DataType) Type {
 		return Int64
 	case arrow.FLOAT64:
 		return Float64
-	case arrow.LIST:
-		switch dt.(*arrow.ListType).Elem().ID() {
+	case arrow.LIST, arrow.LIST_VIEW:
+		// A list-view (offset and size per row) is how transform's truncate
+		// shares its input's elements; rows read the same.
+		switch dt.(arrow.ListLikeType).Elem().ID() {
 		case arrow.STRING:
 			return ListString
 		case arrow.INT64:
@@ -59,7 +61,7 @@ func FromArrow(a arrow.Array) Column {
 	case Float64:
 		c.F64 = slices.Clone(a.(*array.Float64).Float64Values())
 	case ListString, ListInt64:
-		l := a.(*array.List)
+		l := a.(array.ListLike)
 		child := l.ListValues()
 		for i := range n {
 			var nulls []bool
