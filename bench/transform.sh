@@ -53,7 +53,7 @@ echo "running: ${cmd[*]}" >&2
 #   executor copies the kept elements once per node (transform.Run, compactTextView), with the copy
 #   the old kernel made. TruncateChain/truncate(t,max=5)+copy is that cost, against the plain loop,
 #   whose result needs no copy (a Go slice is not a storage format): a graph ending in truncate pays
-#   what it paid before, within 10%.
+#   about what it paid before (2026-11-22: 91.7M rows/cpu-s with the copy, 104M for the old kernel).
 # - With the default max=100, which no row of this data reaches, the kernel returns its input:
 #   truncate(t,max=100).
 #

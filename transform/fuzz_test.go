@@ -431,7 +431,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 
 // FuzzStringKernels splits arbitrary bytes into rows and checks every
 // string kernel (lower, strip_punct, unigrams, ngrams, hash, and the set
-// ops over the tokens) against rowref, cell by cell: the 8-bytes-at-a-time
+// ops, truncate and its readers over the tokens) against rowref, cell by cell: the 8-bytes-at-a-time
 // paths, the tokenizer's shortcuts and invalid UTF-8 handling meet inputs
 // no table of cases thought of.
 //
@@ -484,6 +484,18 @@ func FuzzStringKernels(f *testing.F) {
 		check("intersect", rowref.Intersect(toks, col), run("intersect", nil, tokArr, in))
 		check("union", rowref.Union(col, toks), run("union", nil, in, tokArr))
 		check("concat", rowref.Concat(toks, col), run("concat", nil, tokArr, in))
-		check("truncate", rowref.Truncate(toks, ng), run("truncate", []Param{pInt("max", int64(ng))}, tokArr))
+		short := rowref.Truncate(toks, ng)
+		check("truncate", short, run("truncate", []Param{pInt("max", int64(ng))}, tokArr))
+		// truncate's result (a list-view when it shortens a row) read by
+		// hash and length as it is, and by lower through a copy.
+		tk, _ := reg.Kernel("truncate")
+		tr, err := runKernel(tk, []arrow.Array{tokArr}, &Node{Op: "truncate", Params: []Param{pInt("max", int64(ng))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Release()
+		check("hash(truncate)", rowref.Hash(short, 97, 0), run("hash", []Param{pInt("buckets", 97), pInt("salt", 0)}, tr))
+		check("length(truncate)", rowref.Length(short), run("length", nil, tr))
+		check("lower(truncate)", rowref.Lower(short), run("lower", nil, tr))
 	})
 }
