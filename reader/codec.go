@@ -8,7 +8,9 @@ import (
 )
 
 // serverCodec is the gRPC codec of reader servers: gRPC's proto codec
-// (same name, same bytes), except that it marshals into readerBufferPool.
+// (same name, same bytes), except that it marshals into readerBufferPool,
+// and that a batchMessage, marshaled already into such a buffer, is handed
+// to gRPC as it is.
 // gRPC's own codec marshals into the default pool whatever the server's
 // BufferPool option says, and that pool zeroes every buffer it hands out,
 // a reader's few hundred KiB per batch, each byte of which the marshaling
@@ -22,6 +24,9 @@ var marshalCached = proto.MarshalOptions{UseCachedSize: true}
 
 // Marshal implements encoding.CodecV2.
 func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.(*batchMessage); ok { // marshaled already, into a pooled buffer
+		return b.take(), nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("proto: cannot marshal %T, want proto.Message", v)

@@ -5,13 +5,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/bitutil"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 )
 
 // encoder turns rows of the batch columns into the arrow_ipc bytes of one
@@ -26,8 +30,9 @@ import (
 // batches of every type a reader sends), but written directly: the schema
 // message, the same in every response, is encoded once per stream; the
 // record batch header is built in a reused flatbuffer builder; and each body
-// buffer is copied once from the source arrays into a reused output buffer,
-// value offsets rebased on the way. Arrow's writer spent more on
+// buffer is copied once from the source arrays into the response's buffer
+// (encodeMessage: the marshaled response, which gRPC then sends without
+// marshaling it again), value offsets rebased on the way. Arrow's writer spent more on
 // allocations, zeroing, offset rebasing into scratch buffers and the schema
 // than on the copy itself: writing directly took about a fifth off a SIG
 // reader's own CPU when it was written (BenchmarkServe/sig, 86 -> 69 CPU
@@ -40,10 +45,14 @@ import (
 // upgrade that changes what ipc.Writer writes fails the test above.
 type encoder struct {
 	schemaMsg []byte // the schema message, framed
-	out       []byte
+	out       []byte // encode's output
 	nodes     []fieldNode
 	bufs      []bodyBuffer
 	fb        *flatbuffers.Builder
+	// The batch layout planned: its header, padded length and body length.
+	meta    []byte
+	metaLen int64
+	body    int64
 }
 
 // fieldNode is a FieldNode of the record batch header.
@@ -102,26 +111,7 @@ func newEncoder(schema *arrow.Schema) (*encoder, error) {
 	if !bytes.HasSuffix(msg, endOfStream[:]) {
 		return nil, fmt.Errorf("%w: schema stream does not end with end-of-stream", errEncode)
 	}
-	e := &encoder{schemaMsg: msg[:len(msg)-len(endOfStream)], fb: flatbuffers.NewBuilder(1024)}
-	if b, ok := outBuffers.Get().(*[]byte); ok {
-		e.out = *b
-	}
-	return e, nil
-}
-
-// outBuffers keeps the output buffers of finished streams for the next
-// ones: a batch is a few hundred KiB, and a fresh buffer per stream costs
-// page faults and collector work for nothing.
-var outBuffers sync.Pool
-
-// release hands the encoder's output buffer to the next stream. The bytes
-// of the last batch are then no longer valid.
-func (e *encoder) release() {
-	if e.out != nil {
-		b := e.out[:0]
-		e.out = nil
-		outBuffers.Put(&b)
-	}
+	return &encoder{schemaMsg: msg[:len(msg)-len(endOfStream)], fb: flatbuffers.NewBuilder(1024)}, nil
 }
 
 func encodable(t arrow.DataType) bool {
@@ -137,14 +127,30 @@ func encodable(t arrow.DataType) bool {
 // encode returns the IPC stream of rows [lo, hi) of cols. The bytes are
 // valid until the next call.
 func (e *encoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) {
+	size, err := e.layout(cols, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	if int64(cap(e.out)) < size {
+		e.out = make([]byte, size, size+size/4)
+	}
+	out := e.out[:size]
+	e.write(out)
+	return out, nil
+}
+
+// layout plans the IPC stream of rows [lo, hi) of cols (its field nodes,
+// body buffers and record batch header) and returns its size; write then
+// writes it.
+func (e *encoder) layout(cols []arrow.Array, lo, hi int64) (int64, error) {
 	e.nodes, e.bufs = e.nodes[:0], e.bufs[:0]
 	for i, c := range cols {
 		if hi > int64(c.Len()) || lo < 0 || lo > hi {
-			return nil, fmt.Errorf("%w: rows [%d, %d) of column %d of %d rows", errEncode, lo, hi, i, c.Len())
+			return 0, fmt.Errorf("%w: rows [%d, %d) of column %d of %d rows", errEncode, lo, hi, i, c.Len())
 		}
 		d := c.Data()
 		if err := e.visit(d, d.Offset()+int(lo), int(hi-lo)); err != nil {
-			return nil, fmt.Errorf("%w: column %d: %w", errEncode, i, err)
+			return 0, fmt.Errorf("%w: column %d: %w", errEncode, i, err)
 		}
 	}
 	body := int64(0)
@@ -152,21 +158,22 @@ func (e *encoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) {
 		e.bufs[i].pos = body
 		body += pad(e.bufs[i].len, 8)
 	}
-	meta := e.header(hi-lo, body)
-
+	e.body = body
+	e.meta = e.header(hi-lo, body)
 	// schema message | 0xFFFFFFFF, metadata length | metadata, padding | body | end of stream
-	metaLen := pad(int64(len(meta))+8, 8) - 8
-	size := int64(len(e.schemaMsg)) + 8 + metaLen + body + int64(len(endOfStream))
-	if int64(cap(e.out)) < size {
-		e.out = make([]byte, size, size+size/4)
-	}
-	out := e.out[:size]
+	e.metaLen = pad(int64(len(e.meta))+8, 8) - 8
+	return int64(len(e.schemaMsg)) + 8 + e.metaLen + body + int64(len(endOfStream)), nil
+}
+
+// write writes the stream layout planned into out, which has the size
+// layout returned. Every byte of out is written.
+func (e *encoder) write(out []byte) {
 	n := copy(out, e.schemaMsg)
 	binary.LittleEndian.PutUint32(out[n:], ipcContinuation)
-	binary.LittleEndian.PutUint32(out[n+4:], uint32(metaLen))
+	binary.LittleEndian.PutUint32(out[n+4:], uint32(e.metaLen))
 	n += 8
-	clear(out[n+copy(out[n:], meta) : n+int(metaLen)])
-	n += int(metaLen)
+	clear(out[n+copy(out[n:], e.meta) : n+int(e.metaLen)])
+	n += int(e.metaLen)
 	for i := range e.bufs {
 		b := &e.bufs[i]
 		dst := out[n+int(b.pos) : n+int(b.pos+pad(b.len, 8))]
@@ -182,8 +189,72 @@ func (e *encoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) {
 			rebase(dst, b.offs)
 		}
 	}
-	copy(out[n+int(body):], endOfStream[:])
-	return out, nil
+	copy(out[n+int(e.body):], endOfStream[:])
+}
+
+// batchMessage is one batch response, marshaled: the protobuf encoding of
+// a ReadResponse with arrow_ipc, start_row and rows set, in a buffer from
+// readerBufferPool. The IPC stream is written straight into it, so that
+// sending it costs no copy into a second buffer (gRPC's Send would marshal
+// the response, copying arrow_ipc, a few hundred KiB per batch). The
+// serverCodec hands the buffer to gRPC, which returns it to the pool once
+// written; Serve's send callers get a ReadResponse viewing it instead.
+type batchMessage struct {
+	buf      *[]byte
+	ipc      []byte // the arrow_ipc bytes, within *buf
+	startRow int64
+	rows     int64
+}
+
+// encodeMessage returns rows [lo, hi) of cols as a marshaled response.
+func (e *encoder) encodeMessage(cols []arrow.Array, lo, hi int64) (*batchMessage, error) {
+	size, err := e.layout(cols, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	// Fields in number order, as proto.Marshal writes them (a zero
+	// start_row or rows is left out, as proto3 does).
+	var head, tail [2 * binary.MaxVarintLen64]byte
+	h := protowire.AppendVarint(protowire.AppendTag(head[:0], 1, protowire.BytesType), uint64(size))
+	t := tail[:0]
+	if lo != 0 {
+		t = protowire.AppendVarint(protowire.AppendTag(t, 2, protowire.VarintType), uint64(lo))
+	}
+	if hi != lo {
+		t = protowire.AppendVarint(protowire.AppendTag(t, 3, protowire.VarintType), uint64(hi-lo))
+	}
+	buf := readerBufferPool.Get(len(h) + int(size) + len(t))
+	out := *buf
+	copy(out, h)
+	ipc := out[len(h) : len(h)+int(size)]
+	e.write(ipc)
+	copy(out[len(h)+int(size):], t)
+	return &batchMessage{buf: buf, ipc: ipc, startRow: lo, rows: hi - lo}, nil
+}
+
+// response returns the message as a ReadResponse viewing its buffer.
+func (m *batchMessage) response() *readerv1.ReadResponse {
+	return &readerv1.ReadResponse{ArrowIpc: m.ipc, StartRow: m.startRow, Rows: m.rows}
+}
+
+// take hands the message's buffer to the caller (gRPC, through the
+// codec), at most once: a second call gets a copy.
+func (m *batchMessage) take() mem.BufferSlice {
+	if m.buf == nil {
+		b, _ := proto.Marshal(m.response())
+		return mem.BufferSlice{mem.SliceBuffer(b)}
+	}
+	buf := m.buf
+	m.buf, m.ipc = nil, nil
+	return mem.BufferSlice{mem.NewBuffer(buf, readerBufferPool)}
+}
+
+// free returns the message's buffer to the pool, unless taken.
+func (m *batchMessage) free() {
+	if m.buf != nil {
+		readerBufferPool.Put(m.buf)
+		m.buf, m.ipc = nil, nil
+	}
 }
 
 // rebase writes offs minus offs[0] into dst as little-endian int32s and

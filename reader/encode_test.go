@@ -12,7 +12,9 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/bitutil"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"google.golang.org/protobuf/proto"
 
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )
@@ -75,6 +77,21 @@ func TestEncoderMatchesArrowWriter(t *testing.T) {
 				t.Fatalf("iter %d: columns %v (%d rows), rows [%d, %d): %d bytes differ from ipc.Writer's %d (first difference at %d)",
 					iter, strings.Join(desc, " "), rows, r[0], r[1], len(got), len(want), firstDiff(got, want))
 			}
+			// The marshaled response serve sends is proto.Marshal's of
+			// the same ReadResponse.
+			m, err := enc.encodeMessage(cols, int64(r[0]), int64(r[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantMsg, err := proto.Marshal(&readerv1.ReadResponse{ArrowIpc: want, StartRow: int64(r[0]), Rows: int64(r[1] - r[0])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(m.ipc, want) || !bytes.Equal(*m.buf, wantMsg) {
+				t.Fatalf("iter %d: rows [%d, %d): marshaled message differs from proto.Marshal's (%d bytes, want %d; first difference at %d)",
+					iter, r[0], r[1], len(*m.buf), len(wantMsg), firstDiff(*m.buf, wantMsg))
+			}
+			m.free()
 		}
 		for _, c := range cols {
 			c.Release()

@@ -159,7 +159,13 @@ func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServ
 			return err
 		}
 	}
-	err := s.Serve(ctx, req, stream.Send)
+	// Batches go out marshaled already (batchMessage, serverCodec): the
+	// codec hands the message's buffer to gRPC.
+	sendBatch := func(m *batchMessage) error {
+		defer m.free() // if gRPC did not take it
+		return stream.SendMsg(m)
+	}
+	err := s.run(ctx, req, sendBatch, stream.Send)
 	if err == nil {
 		return nil
 	}
@@ -176,7 +182,17 @@ func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServ
 // has marshaled the message when it returns). Errors wrap the package's
 // sentinels; Status maps them to gRPC codes.
 func (s *Server) Serve(ctx context.Context, req *readerv1.ReadRequest, send func(*readerv1.ReadResponse) error) error {
-	err := s.serve(ctx, req, send)
+	sendBatch := func(m *batchMessage) error {
+		defer m.free()
+		return send(m.response())
+	}
+	return s.run(ctx, req, sendBatch, send)
+}
+
+// run is Serve with batches sent by sendBatch, which owns each message
+// from the call on.
+func (s *Server) run(ctx context.Context, req *readerv1.ReadRequest, sendBatch func(*batchMessage) error, send func(*readerv1.ReadResponse) error) error {
+	err := s.serve(ctx, req, sendBatch, send)
 	switch {
 	case err == nil:
 		s.units.Add(1)
@@ -195,7 +211,7 @@ func (s *Server) Serve(ctx context.Context, req *readerv1.ReadRequest, send func
 	return err
 }
 
-func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, send func(*readerv1.ReadResponse) error) error {
+func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, sendBatch func(*batchMessage) error, send func(*readerv1.ReadResponse) error) error {
 	p, err := newPlan(req.GetUnit(), s.cfg.Registry, s.cfg.Limits)
 	if err != nil {
 		return err
@@ -245,22 +261,22 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, send func
 	if err != nil {
 		return err
 	}
-	defer enc.release()
 	crc := uint32(0)
 	sent := int64(0)
 	b := int64(p.batchRows)
 	for lo := req.StartRow; lo < n; {
 		hi := min((lo/b+1)*b, n) // batches are aligned to the block
-		data, err := enc.encode(cols, lo, hi)
+		m, err := enc.encodeMessage(cols, lo, hi)
 		if err != nil {
 			return fmt.Errorf("encoding rows [%d, %d) of block %s: %w", lo, hi, p.unit.BlockId, err)
 		}
-		crc = crc32.Update(crc, castagnoli, data)
-		if err := send(&readerv1.ReadResponse{ArrowIpc: data, StartRow: lo, Rows: hi - lo}); err != nil {
+		crc = crc32.Update(crc, castagnoli, m.ipc) // while the bytes are in cache
+		size := int64(len(m.ipc))
+		if err := sendBatch(m); err != nil {
 			return err
 		}
 		s.batches.Add(1)
-		s.bytes.Add(int64(len(data)))
+		s.bytes.Add(size)
 		s.rows.Add(hi - lo)
 		sent += hi - lo
 		lo = hi

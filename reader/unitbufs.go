@@ -34,7 +34,8 @@ var scribbleReleased atomic.Bool
 // waits for all its reads, and FetchSegmentsInto for all its requests), so
 // that nothing reads or writes a buffer once another unit can take it.
 // Nothing a Serve call returns or keeps (responses, errors, stats) refers
-// to them: the encoder copies every byte it sends into its own buffer.
+// to them: the encoder copies every byte it sends into the response's own
+// buffer (batchMessage), which gRPC may still hold after serve returns.
 type unitBuffers struct {
 	mu       sync.Mutex
 	bufs     []*[]byte

@@ -374,7 +374,9 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 }
 
 // validOffsets checks n+1 int32 offsets: starting at 0 (what block.Encode
-// writes), non-decreasing, ending within limit.
+// writes), non-decreasing, ending within limit. A reader checks every
+// offset of every string and list segment it fetches, so the loop takes
+// no branch per offset: a decrease sets the sign bit of bad.
 func validOffsets(b []byte, n, limit int) bool {
 	if n == 0 {
 		return len(b) == 0 || binary.LittleEndian.Uint32(b) == 0
@@ -382,16 +384,14 @@ func validOffsets(b []byte, n, limit int) bool {
 	if len(b) < 4*(n+1) {
 		return false
 	}
-	prev := int32(binary.LittleEndian.Uint32(b))
-	if prev != 0 {
+	b = b[:4*(n+1)]
+	if binary.LittleEndian.Uint32(b) != 0 {
 		return false
 	}
-	for i := 1; i <= n; i++ {
-		o := int32(binary.LittleEndian.Uint32(b[4*i:]))
-		if o < prev {
-			return false
-		}
-		prev = o
+	prev, bad := int64(0), int64(0)
+	for _, o := range arrow.Int32Traits.CastFromBytes(b[4:]) { // little-endian, as Arrow reads them
+		bad |= int64(o) - prev
+		prev = int64(o)
 	}
-	return int(prev) <= limit
+	return bad >= 0 && prev <= int64(limit)
 }
