@@ -25,7 +25,7 @@ var marshalCached = proto.MarshalOptions{UseCachedSize: true}
 // Marshal implements encoding.CodecV2.
 func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if b, ok := v.(*batchMessage); ok { // marshaled already, into a pooled buffer
-		return b.take(), nil
+		return b.take()
 	}
 	m, ok := v.(proto.Message)
 	if !ok {

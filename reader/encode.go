@@ -13,7 +13,6 @@ import (
 	flatbuffers "github.com/google/flatbuffers/go"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 )
@@ -238,16 +237,19 @@ func (m *batchMessage) response() *readerv1.ReadResponse {
 }
 
 // take hands the message's buffer to the caller (gRPC, through the
-// codec), at most once: a second call gets a copy.
-func (m *batchMessage) take() mem.BufferSlice {
+// codec), at most once: the buffer is the caller's from then on.
+func (m *batchMessage) take() (mem.BufferSlice, error) {
 	if m.buf == nil {
-		b, _ := proto.Marshal(m.response())
-		return mem.BufferSlice{mem.SliceBuffer(b)}
+		return nil, errors.New("reader: batch message marshaled twice")
 	}
 	buf := m.buf
 	m.buf, m.ipc = nil, nil
-	return mem.BufferSlice{mem.NewBuffer(buf, readerBufferPool)}
+	return mem.BufferSlice{mem.NewBuffer(buf, readerBufferPool)}, nil
 }
+
+// GetRows returns the batch's rows, as ReadResponse.GetRows does (stream
+// interceptors read it).
+func (m *batchMessage) GetRows() int64 { return m.rows }
 
 // free returns the message's buffer to the pool, unless taken.
 func (m *batchMessage) free() {

@@ -91,6 +91,18 @@ func TestEncoderMatchesArrowWriter(t *testing.T) {
 				t.Fatalf("iter %d: rows [%d, %d): marshaled message differs from proto.Marshal's (%d bytes, want %d; first difference at %d)",
 					iter, r[0], r[1], len(*m.buf), len(wantMsg), firstDiff(*m.buf, wantMsg))
 			}
+			if iter == 0 {
+				// The codec hands the buffer over once; a second
+				// marshaling is an error, not a response without its bytes.
+				if bs, err := (serverCodec{}).Marshal(m); err != nil || !bytes.Equal(bs.Materialize(), wantMsg) {
+					t.Fatalf("codec: %v, or bytes differ", err)
+				} else {
+					bs.Free()
+				}
+				if _, err := (serverCodec{}).Marshal(m); err == nil {
+					t.Fatal("a batch message marshaled twice")
+				}
+			}
 			m.free()
 		}
 		for _, c := range cols {

@@ -136,9 +136,12 @@ func StreamServerOptions() []grpc.ServerOption {
 
 // GRPCServer returns a gRPC server with the Reader service registered, the
 // StreamServerOptions, the request size limit, and (when Config.Tokens is
-// set) the auth interceptors; opts come last.
+// set) the auth interceptors; opts come after them, except that the
+// serverCodec stays: Read sends batches marshaled already (batchMessage),
+// which only it can send.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append(append(StreamServerOptions(), grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes)), opts...)
+	opts = append(opts, grpc.ForceServerCodecV2(serverCodec{}))
 	if s.cfg.Tokens != nil {
 		opts = append(opts, grpc.UnaryInterceptor(s.cfg.Tokens.UnaryInterceptor()),
 			grpc.StreamInterceptor(s.cfg.Tokens.StreamInterceptor()))
@@ -178,9 +181,10 @@ func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServ
 
 // Serve runs one Read without gRPC: send receives every response in order
 // (the batches, then the summary). send must not keep a response's ArrowIpc
-// after it returns: the buffer is reused for the next batch (gRPC's Send
-// has marshaled the message when it returns). Errors wrap the package's
-// sentinels; Status maps them to gRPC codes.
+// after it returns: the bytes are in a buffer of a pool the process's
+// other streams and gRPC's transport share, which Serve returns to it then
+// (gRPC's Send has marshaled the message when it returns). Errors wrap the
+// package's sentinels; Status maps them to gRPC codes.
 func (s *Server) Serve(ctx context.Context, req *readerv1.ReadRequest, send func(*readerv1.ReadResponse) error) error {
 	sendBatch := func(m *batchMessage) error {
 		defer m.free()

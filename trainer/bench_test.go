@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sigdata/sig/internal/sigd"
-	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/goodput"
@@ -105,7 +104,9 @@ type pacedStream struct {
 }
 
 func (p *pacedStream) SendMsg(m any) error {
-	if r, ok := m.(*readerv1.ReadResponse); ok && r.GetRows() > 0 {
+	// Batches go out as the reader's marshaled messages, which have
+	// GetRows as a ReadResponse does.
+	if r, ok := m.(interface{ GetRows() int64 }); ok && r.GetRows() > 0 {
 		p.rows += r.GetRows()
 		if wait := time.Until(p.start.Add(time.Duration(float64(p.rows) / p.rate * float64(time.Second)))); wait > 0 {
 			time.Sleep(wait)

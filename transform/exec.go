@@ -97,11 +97,13 @@ func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.A
 			}
 		}
 	}
-	out = make([]arrow.Array, len(nodes))
-	for x, i := range nodes {
+	for _, i := range nodes {
 		if err := makeContiguous(&vals[i], &g.Nodes[i]); err != nil {
 			return nil, err
 		}
+	}
+	out = make([]arrow.Array, len(nodes))
+	for x, i := range nodes {
 		vals[i].Retain()
 		out[x] = vals[i]
 	}

@@ -122,6 +122,46 @@ input shorter_n = length(truncate(t, max=1))
 	}
 }
 
+// TestRunBadListViewReleases registers an op whose kernel returns a
+// list-view that cannot be made a list (its rows overlap): Run fails with
+// an error naming the op and releases every column, the outputs it had
+// retained included.
+func TestRunBadListViewReleases(t *testing.T) {
+	reg := testRegistry()
+	spec, _ := Default().Op("unigrams")
+	bad := *spec
+	bad.Name = "overlapping"
+	reg.Register(&bad, func(in []arrow.Array, n *Node) (arrow.Array, error) {
+		child := toArrow(rowref.Column{Type: rowref.String, Str: []string{"a", "b", "c"}})
+		defer child.Release()
+		rows := in[0].Len()
+		starts, sizes := make([]int32, rows), make([]int32, rows)
+		for i := range starts {
+			sizes[i] = 2 // every row holds elements 0 and 1: they overlap
+		}
+		d := array.NewData(arrow.ListViewOf(arrow.BinaryTypes.String), rows,
+			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(starts)),
+				memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(sizes))},
+			[]arrow.ArrayData{child.Data()}, 0, 0)
+		defer d.Release()
+		return array.NewListViewData(d), nil
+	})
+	g, _, err := ParseAndCheck([]byte(`input q = col("query")
+input bad = overlapping(col("ad_title"))
+`), "", AdsSchema(), reg, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := adsRecord(mem, 100, 3)
+	defer rec.Release()
+	out, err := Run(g, reg, rec, g.Inputs[0].Node, g.Inputs[1].Node)
+	if err == nil || out != nil || !strings.Contains(err.Error(), "op overlapping") {
+		t.Fatalf("got %v, %v; want an error naming op overlapping", out, err)
+	}
+}
+
 // TestRunPanicIsolated registers an op whose kernel panics: Run returns a
 // *PanicError naming the op, and releases what it computed.
 func TestRunPanicIsolated(t *testing.T) {

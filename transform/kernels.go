@@ -874,6 +874,11 @@ func kernelTruncate(in []arrow.Array, nd *Node) (arrow.Array, error) {
 func truncateText(l *listView, max int32, valid *memory.Buffer, nulls int) (arrow.Array, error) {
 	n := l.n
 	lo := l.offs[:n+1]
+	// The view is read later, by other kernels or the copy into a list:
+	// check here that its rows index the child.
+	if lo[0] < 0 || int(lo[n]) >= len(l.str.offs) {
+		return nil, fmt.Errorf("truncate: list offsets [%d, %d] out of the child's range [0, %d]", lo[0], lo[n], len(l.str.offs)-1)
+	}
 	sizes := makeInt32NoZero(n)
 	bad := int32(0)
 	if l.valid.bits == nil {

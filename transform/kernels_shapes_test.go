@@ -215,6 +215,18 @@ func TestTruncateMalformedOffsets(t *testing.T) {
 	if _, err := kernelTruncate([]arrow.Array{l}, &Node{Op: "truncate", Params: []Param{pInt("max", 1)}}); err == nil {
 		t.Fatal("no error for decreasing offsets")
 	}
+	// Offsets past the child: an error from truncate, not a list-view
+	// that fails later in whatever reads it.
+	offs2 := []int32{0, 3, 9}
+	d2 := array.NewData(arrow.ListOf(arrow.BinaryTypes.String), 2,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs2))},
+		[]arrow.ArrayData{child.Data()}, 0, 0)
+	defer d2.Release()
+	l2 := array.NewListData(d2)
+	defer l2.Release()
+	if got, err := kernelTruncate([]arrow.Array{l2}, &Node{Op: "truncate", Params: []Param{pInt("max", 1)}}); err == nil {
+		t.Fatalf("no error for offsets past the child, got %v", got)
+	}
 }
 
 // TestCompactMalformedView: a list-view whose rows overlap, leave the

@@ -30,6 +30,7 @@ func TestValidOffsets(t *testing.T) {
 		{"empty", nil, 0, 0, true},
 		{"empty-zero", enc(0), 0, 0, true},
 		{"empty-nonzero", enc(3), 0, 5, false},
+		{"empty-short", []byte{0, 0}, 0, 5, false},
 		{"short", enc(0, 1), 2, 5, false},
 		{"nonzero-start", enc(1, 2, 3), 2, 5, false},
 		{"decrease", enc(0, 3, 2, 4), 3, 5, false},

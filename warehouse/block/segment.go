@@ -379,7 +379,7 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 // no branch per offset: a decrease sets the sign bit of bad.
 func validOffsets(b []byte, n, limit int) bool {
 	if n == 0 {
-		return len(b) == 0 || binary.LittleEndian.Uint32(b) == 0
+		return len(b) == 0 || len(b) >= 4 && binary.LittleEndian.Uint32(b) == 0
 	}
 	if len(b) < 4*(n+1) {
 		return false
