@@ -919,8 +919,8 @@ func truncateText(l *listView, max int32, valid *memory.Buffer, nulls int) (arro
 // checks that every row indexes the child. With disjoint, it also checks
 // that each row starts at or after the previous one's end (as truncate
 // leaves them), so that the rows cover at most the elements from lo[0] to
-// the last row's end, which it returns. The checks are folded into one
-// sign bit, so that the pass takes no branch per row.
+// the last row's end, which it returns. The checks fold into the sign
+// bit of one accumulator rather than a branch each.
 func viewRows(v *array.ListView, co []int32, disjoint bool) (lo, offs []int32, end int32, err error) {
 	n := v.Len()
 	off := v.Data().Offset()
