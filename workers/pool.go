@@ -124,7 +124,11 @@ const DefaultWriters = 2
 
 // DefaultPipelineDepth is TasksPerWorker of a pool of a StagedRunner with
 // the default Writers.
-const DefaultPipelineDepth = 2 + DefaultWriters
+const DefaultPipelineDepth = stagedTasks + DefaultWriters
+
+// stagedTasks are the tasks a worker of a StagedRunner holds besides those
+// being written: one being read and one being transformed.
+const stagedTasks = 2
 
 // EnsureDefaults fills unset options.
 func (o *PoolOptions) EnsureDefaults() {
@@ -231,7 +235,7 @@ func NewPool(l Leaser, r Runner, opts PoolOptions) *Pool {
 // finished); else 1.
 func (p *Pool) TasksPerWorker() int {
 	if p.staged != nil {
-		return 2 + p.opts.Writers
+		return stagedTasks + p.opts.Writers
 	}
 	return 1
 }
