@@ -44,7 +44,6 @@ import (
 // upgrade that changes what ipc.Writer writes fails the test above.
 type encoder struct {
 	schemaMsg []byte // the schema message, framed
-	out       []byte // encode's output
 	nodes     []fieldNode
 	bufs      []bodyBuffer
 	fb        *flatbuffers.Builder
@@ -121,21 +120,6 @@ func encodable(t arrow.DataType) bool {
 		return encodable(t.Elem())
 	}
 	return false
-}
-
-// encode returns the IPC stream of rows [lo, hi) of cols. The bytes are
-// valid until the next call.
-func (e *encoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) {
-	size, err := e.layout(cols, lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	if int64(cap(e.out)) < size {
-		e.out = make([]byte, size, size+size/4)
-	}
-	out := e.out[:size]
-	e.write(out)
-	return out, nil
 }
 
 // layout plans the IPC stream of rows [lo, hi) of cols (its field nodes,

@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -179,6 +180,39 @@ func startRows(b *testing.B) *rowMeter {
 	return &rowMeter{b: b, cpuStart: c}
 }
 
+// measureRows runs one side of a case: f, b.N times, each producing the
+// block's benchRows rows from payload bytes of input, under a rowMeter.
+func measureRows(b *testing.B, payload int64, f func() error) {
+	b.SetBytes(payload)
+	b.ReportAllocs()
+	runtime.GC()
+	b.ResetTimer()
+	m := startRows(b)
+	for range b.N {
+		m.next()
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m.report(benchRows)
+}
+
+// released runs an arrow side and releases its output.
+func released(out arrow.Array, err error) error {
+	if err == nil {
+		out.Release()
+	}
+	return err
+}
+
+// rowsOf checks a plain side's output length.
+func rowsOf(c rowref.Column) error {
+	if c.Len() != benchRows {
+		return fmt.Errorf("%d rows, want %d", c.Len(), benchRows)
+	}
+	return nil
+}
+
 // next is called at the top of every iteration.
 func (m *rowMeter) next() {
 	if !m.started {
@@ -216,20 +250,7 @@ func BenchmarkOp(b *testing.B) {
 		node := &Node{Op: c.op, Params: c.params}
 		k, _ := Default().Kernel(c.op)
 		b.Run(c.name+"/arrow", func(b *testing.B) {
-			b.SetBytes(payload)
-			b.ReportAllocs()
-			runtime.GC()
-			b.ResetTimer()
-			m := startRows(b)
-			for range b.N {
-				m.next()
-				out, err := k(ins, node)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out.Release()
-			}
-			m.report(benchRows)
+			measureRows(b, payload, func() error { return released(k(ins, node)) })
 		})
 		var refs []rowref.Column // converted once per case, dropped after it
 		b.Run(c.name+"/plain", func(b *testing.B) {
@@ -238,19 +259,7 @@ func BenchmarkOp(b *testing.B) {
 					refs = append(refs, fromArrow(a))
 				}
 			}
-			b.SetBytes(payload)
-			b.ReportAllocs()
-			runtime.GC()
-			b.ResetTimer()
-			m := startRows(b)
-			for range b.N {
-				m.next()
-				out := c.plain(refs)
-				if out.Len() != benchRows {
-					b.Fatal("wrong length")
-				}
-			}
-			m.report(benchRows)
+			measureRows(b, payload, func() error { return rowsOf(c.plain(refs)) })
 		})
 		refs = nil
 	}
@@ -300,35 +309,11 @@ func BenchmarkTruncateChain(b *testing.B) {
 	in := env.arrow["t_tokens"]
 	for _, c := range truncateChains() {
 		b.Run(c.name+"/arrow", func(b *testing.B) {
-			b.SetBytes(env.bytes["t_tokens"])
-			b.ReportAllocs()
-			runtime.GC()
-			b.ResetTimer()
-			m := startRows(b)
-			for range b.N {
-				m.next()
-				out, err := c.arrow(in)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out.Release()
-			}
-			m.report(benchRows)
+			measureRows(b, env.bytes["t_tokens"], func() error { return released(c.arrow(in)) })
 		})
 		b.Run(c.name+"/plain", func(b *testing.B) {
 			ref := fromArrow(in)
-			b.SetBytes(env.bytes["t_tokens"])
-			b.ReportAllocs()
-			runtime.GC()
-			b.ResetTimer()
-			m := startRows(b)
-			for range b.N {
-				m.next()
-				if out := c.plain(ref); out.Len() != benchRows {
-					b.Fatal("wrong length")
-				}
-			}
-			m.report(benchRows)
+			measureRows(b, env.bytes["t_tokens"], func() error { return rowsOf(c.plain(ref)) })
 		})
 	}
 }
@@ -347,38 +332,22 @@ func BenchmarkTypicalComponent(b *testing.B) {
 	}
 	payload := env.bytes["query"] + env.bytes["ad_title"] + env.bytes["ad_category"]
 	b.Run("arrow", func(b *testing.B) {
-		b.SetBytes(payload)
-		b.ReportAllocs()
-		runtime.GC()
-		b.ResetTimer()
-		m := startRows(b)
-		for range b.N {
-			m.next()
+		measureRows(b, payload, func() error {
 			out, err := Run(g, Default(), env.rec, g.Inputs[0].Node)
 			if err != nil {
-				b.Fatal(err)
+				return err
 			}
 			out[0].Release()
-		}
-		m.report(benchRows)
+			return nil
+		})
 	})
 	b.Run("plain", func(b *testing.B) {
 		q, t, cat := fromArrow(env.arrow["query"]), fromArrow(env.arrow["ad_title"]), fromArrow(env.arrow["ad_category"])
-		b.SetBytes(payload)
-		b.ReportAllocs()
-		runtime.GC()
-		b.ResetTimer()
-		m := startRows(b)
-		for range b.N {
-			m.next()
+		measureRows(b, payload, func() error {
 			qt := rowref.Unigrams(rowref.Lower(q))
 			tt := rowref.Unigrams(rowref.Lower(t))
-			out := rowref.Concat(rowref.Intersect(qt, tt), cat)
-			if out.Len() != benchRows {
-				b.Fatal("wrong length")
-			}
-		}
-		m.report(benchRows)
+			return rowsOf(rowref.Concat(rowref.Intersect(qt, tt), cat))
+		})
 	})
 }
 

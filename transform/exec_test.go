@@ -25,6 +25,17 @@ func testRegistry() *Registry {
 	return r
 }
 
+// checkedAds returns a record of Ads-like rows in a checked allocator that
+// must hold nothing when the test ends: after the test's own deferred
+// releases, the record is released and the allocator checked.
+func checkedAds(t *testing.T, rows int, seed int64) arrow.Record {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	rec := adsRecord(mem, rows, seed)
+	t.Cleanup(rec.Release)
+	return rec
+}
+
 // counting wraps op's spec and kernel as a new op that counts its calls.
 func counting(r *Registry, name, op string, calls *atomic.Int64) {
 	spec, _ := Default().Op(op)
@@ -67,10 +78,7 @@ input shorter_n = length(truncate(t, max=1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	rec := adsRecord(mem, 2000, 1)
-	defer rec.Release()
+	rec := checkedAds(t, 2000, 1)
 	if err := CheckRecord(g, AdsSchema(), rec); err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +147,7 @@ func TestRunBadListViewReleases(t *testing.T) {
 		for i := range starts {
 			sizes[i] = 2 // every row holds elements 0 and 1: they overlap
 		}
-		d := array.NewData(arrow.ListViewOf(arrow.BinaryTypes.String), rows,
-			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(starts)),
-				memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(sizes))},
-			[]arrow.ArrayData{child.Data()}, 0, 0)
-		defer d.Release()
-		return array.NewListViewData(d), nil
+		return stringListView(child, starts, sizes), nil
 	})
 	g, _, err := ParseAndCheck([]byte(`input q = col("query")
 input bad = overlapping(col("ad_title"))
@@ -152,10 +155,7 @@ input bad = overlapping(col("ad_title"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	rec := adsRecord(mem, 100, 3)
-	defer rec.Release()
+	rec := checkedAds(t, 100, 3)
 	out, err := Run(g, reg, rec, g.Inputs[0].Node, g.Inputs[1].Node)
 	if err == nil || out != nil || !strings.Contains(err.Error(), "op overlapping") {
 		t.Fatalf("got %v, %v; want an error naming op overlapping", out, err)
@@ -180,10 +180,7 @@ input bad = unigrams(boom(lower(col("ad_title"))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	rec := adsRecord(mem, 100, 2)
-	defer rec.Release()
+	rec := checkedAds(t, 100, 2)
 	out, err := Run(g, reg, rec, g.Inputs[0].Node, g.Inputs[1].Node)
 	var pe *PanicError
 	if !errors.As(err, &pe) || pe.Op != "boom" || out != nil {

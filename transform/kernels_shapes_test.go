@@ -200,32 +200,47 @@ func TestTruncateShapes(t *testing.T) {
 	}
 }
 
+// stringList returns a list<string> of len(offs)-1 rows over child with
+// the given offsets, checked by nothing (tests of malformed input).
+func stringList(child arrow.Array, offs []int32) arrow.Array {
+	d := array.NewData(arrow.ListOf(arrow.BinaryTypes.String), len(offs)-1,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))},
+		[]arrow.ArrayData{child.Data()}, 0, 0)
+	defer d.Release()
+	return array.NewListData(d)
+}
+
+// stringListView is stringList for a list-view<string> with the given row
+// starts and sizes.
+func stringListView(child arrow.Array, starts, sizes []int32) arrow.Array {
+	d := array.NewData(arrow.ListViewOf(arrow.BinaryTypes.String), len(starts),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(starts)),
+			memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(sizes))},
+		[]arrow.ArrayData{child.Data()}, 0, 0)
+	defer d.Release()
+	return array.NewListViewData(d)
+}
+
 // TestTruncateMalformedOffsets: list offsets that decrease are an error,
 // not a read outside the child.
 func TestTruncateMalformedOffsets(t *testing.T) {
 	child := toArrow(rowref.Column{Type: rowref.String, Str: []string{"a", "b", "c", "d", "e"}})
 	defer child.Release()
-	offs := []int32{0, 3, 1, 5}
-	d := array.NewData(arrow.ListOf(arrow.BinaryTypes.String), 3,
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))},
-		[]arrow.ArrayData{child.Data()}, 0, 0)
-	defer d.Release()
-	l := array.NewListData(d)
-	defer l.Release()
-	if _, err := kernelTruncate([]arrow.Array{l}, &Node{Op: "truncate", Params: []Param{pInt("max", 1)}}); err == nil {
-		t.Fatal("no error for decreasing offsets")
-	}
-	// Offsets past the child: an error from truncate, not a list-view
-	// that fails later in whatever reads it.
-	offs2 := []int32{0, 3, 9}
-	d2 := array.NewData(arrow.ListOf(arrow.BinaryTypes.String), 2,
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs2))},
-		[]arrow.ArrayData{child.Data()}, 0, 0)
-	defer d2.Release()
-	l2 := array.NewListData(d2)
-	defer l2.Release()
-	if got, err := kernelTruncate([]arrow.Array{l2}, &Node{Op: "truncate", Params: []Param{pInt("max", 1)}}); err == nil {
-		t.Fatalf("no error for offsets past the child, got %v", got)
+	for _, c := range []struct {
+		name string
+		offs []int32
+	}{
+		{"decreasing", []int32{0, 3, 1, 5}},
+		// An error from truncate, not a list-view that fails later in
+		// whatever reads it.
+		{"past the child", []int32{0, 3, 9}},
+	} {
+		l := stringList(child, c.offs)
+		if got, err := kernelTruncate([]arrow.Array{l}, &Node{Op: "truncate", Params: []Param{pInt("max", 1)}}); err == nil {
+			t.Errorf("no error for offsets %s, got %v", c.name, got)
+			got.Release()
+		}
+		l.Release()
 	}
 }
 
@@ -246,12 +261,7 @@ func TestCompactMalformedView(t *testing.T) {
 		{"negative-start", []int32{-1, 2}, []int32{1, 1}},
 		{"negative-size", []int32{0, 2}, []int32{-1, 1}},
 	} {
-		d := array.NewData(arrow.ListViewOf(arrow.BinaryTypes.String), 2,
-			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(c.starts)),
-				memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(c.sizes))},
-			[]arrow.ArrayData{child.Data()}, 0, 0)
-		v := array.NewListViewData(d)
-		d.Release()
+		v := stringListView(child, c.starts, c.sizes)
 		if got, err := contiguous(v); err == nil {
 			t.Errorf("%s: no error, got %v", c.name, got)
 			got.Release()
