@@ -17,6 +17,12 @@
 //     checksum: callers that read ranges keep their own per-range checksums
 //     (warehouse/block does, per column).
 //   - Sentinel errors callers branch on: ErrNotFound, ErrCorrupt.
+//   - Its own signed GET for reads (get.go: AWS Signature Version 4, the
+//     signing key derived once a day, the response read for what reads
+//     use). Readers and workers issue a GET per footer and per span of
+//     segments; minio-go's per-request work was a visible share of a SIG
+//     reader's CPU. Errors come back as minio.ErrorResponse like minio-go's,
+//     so one classification serves both paths.
 //
 // What it does not own: object keys and layouts (warehouse/block), what is in
 // the bucket (warehouse/catalog), multipart upload tuning (objects are blocks

@@ -118,9 +118,9 @@ type Info struct {
 type Store struct {
 	cfg    Config
 	client *minio.Client
-	// core reads bodies directly, without minio.Object's read-ahead
-	// goroutine and its extra copy.
-	core minio.Core
+	// Reads are signed GETs on the same transport (get.go).
+	http   *http.Client
+	signer *sigV4
 
 	requests, retries, bytesRead, bytesWritten atomic.Int64
 }
@@ -166,7 +166,11 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("objstore: %w", err)
 	}
-	return &Store{cfg: cfg, client: cl, core: minio.Core{Client: cl}}, nil
+	return &Store{cfg: cfg, client: cl,
+		http: &http.Client{Transport: tr,
+			// S3 does not redirect a path-style GET; a redirect is an error.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		signer: &sigV4{accessKey: cfg.AccessKey, secretKey: cfg.SecretKey, region: cfg.Region}}, nil
 }
 
 // Bucket returns the bucket name.
@@ -239,15 +243,18 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, Info, error) {
 		info Info
 	)
 	var sum uint32
-	err := s.read(ctx, key, "get "+key, minio.GetObjectOptions{}, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
-		buf := make([]byte, oi.Size)
+	err := s.read(ctx, key, "get "+key, "", func(obj io.Reader, size int64, h http.Header) error {
+		if size < 0 {
+			return fmt.Errorf("no Content-Length")
+		}
+		buf := make([]byte, size)
 		// Checksum each chunk as it arrives, so the CRC overlaps the
 		// transfer instead of adding to it.
 		var crc uint32
 		if err := readChunks(obj, buf, func(lo, hi int) { crc = crc32.Update(crc, castagnoli, buf[lo:hi]) }); err != nil {
 			return err
 		}
-		data, info, sum = buf, infoOf(oi), crc
+		data, info, sum = buf, infoFromHeader(key, size, h), crc
 		s.bytesRead.Add(int64(len(buf)))
 		return nil
 	})
@@ -287,15 +294,17 @@ func readChunks(body io.Reader, dst []byte, filled func(lo, hi int)) error {
 // while Stat succeeds are not transient.
 const unreadableAttempts = 4
 
-// read runs a GET with retries; fn consumes the body. It detects objects
+// read runs a GET with retries (rng is its Range header, "" for the whole
+// object); fn consumes the body, of size bytes (-1 if the server did not
+// say). It detects objects
 // the server can no longer read (see unreadableAttempts).
-func (s *Store) read(ctx context.Context, key, what string, opts minio.GetObjectOptions, fn func(body io.Reader, oi minio.ObjectInfo, h http.Header) error) error {
+func (s *Store) read(ctx context.Context, key, what, rng string, fn func(body io.Reader, size int64, h http.Header) error) error {
 	bodyFailures := 0
 	return s.retry(ctx, what, func(ctx context.Context) error {
-		body, oi, h, err := s.core.GetObject(ctx, s.cfg.Bucket, key, opts)
+		r, err := s.get(ctx, key, rng)
 		if err == nil {
-			err = fn(body, oi, h)
-			body.Close()
+			err = fn(r.body, r.size, r.header)
+			r.body.Close()
 		}
 		if err == nil {
 			return nil
@@ -349,13 +358,13 @@ func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst
 	if off < 0 || length <= 0 {
 		return fmt.Errorf("objstore: get %s: invalid range off=%d length=%d", key, off, length)
 	}
-	var opts minio.GetObjectOptions
-	if err := opts.SetRange(off, off+length-1); err != nil {
-		return fmt.Errorf("objstore: get %s: %w", key, err)
-	}
-	return s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), opts, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
+	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+length-1, 10)
+	return s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), rng, func(obj io.Reader, size int64, h http.Header) error {
 		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok && off+length > total {
 			return permanent(fmt.Errorf("range [%d,+%d) beyond size %d", off, length, total))
+		}
+		if size != length {
+			return permanent(fmt.Errorf("range [%d,+%d) asked, server sends %d bytes", off, length, size))
 		}
 		var err error
 		if filled == nil {
@@ -382,25 +391,22 @@ func (s *Store) GetSuffixInto(ctx context.Context, key string, dst []byte) (int,
 		n    int
 		info Info
 	)
-	var opts minio.GetObjectOptions
-	if err := opts.SetRange(0, -int64(len(dst))); err != nil {
-		return 0, Info{}, fmt.Errorf("objstore: get %s: %w", key, err)
-	}
-	err := s.read(ctx, key, fmt.Sprintf("get %s [-%d:]", key, len(dst)), opts, func(obj io.Reader, oi minio.ObjectInfo, h http.Header) error {
-		// Stat on a ranged object reports the range's length; the total
-		// comes from Content-Range.
-		if oi.Size < 0 || oi.Size > int64(len(dst)) {
-			return permanent(fmt.Errorf("suffix of %d bytes asked, server sends %d", len(dst), oi.Size))
+	rng := "bytes=-" + strconv.Itoa(len(dst))
+	err := s.read(ctx, key, fmt.Sprintf("get %s [-%d:]", key, len(dst)), rng, func(obj io.Reader, size int64, h http.Header) error {
+		// The response's length is the suffix's; the object's comes from
+		// Content-Range.
+		if size < 0 || size > int64(len(dst)) {
+			return permanent(fmt.Errorf("suffix of %d bytes asked, server sends %d", len(dst), size))
 		}
-		if _, err := io.ReadFull(obj, dst[:oi.Size]); err != nil {
+		if _, err := io.ReadFull(obj, dst[:size]); err != nil {
 			return err
 		}
-		info = infoOf(oi)
+		info = infoFromHeader(key, size, h)
 		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok {
 			info.Size = total
 		}
-		n = int(oi.Size)
-		s.bytesRead.Add(oi.Size)
+		n = int(size)
+		s.bytesRead.Add(size)
 		return nil
 	})
 	if err != nil {

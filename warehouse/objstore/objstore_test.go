@@ -289,3 +289,51 @@ func TestContextDeadline(t *testing.T) {
 		t.Fatalf("get with MinIO down past the deadline: %v, want DeadlineExceeded", err)
 	}
 }
+
+// TestReadsSigned covers the read path's own signed GETs (get.go) against
+// the server: keys whose path needs escaping, a missing key, a range past
+// the end and wrong credentials, each with the error a caller tests for,
+// and wrong credentials not retried.
+func TestReadsSigned(t *testing.T) {
+	m := testenv.NewMinIO(t)
+	s := newStore(t, m, nil)
+	ctx := context.Background()
+	data := randBytes(10<<10, 2)
+	for _, key := range []string{"memo/ab cd/é+x=y&z.arrow", "raw/a%2Fb/~t*(1)!.arrow", "raw/plain.arrow"} {
+		if _, err := s.Put(ctx, key, data, map[string]string{"Sig-Block": "b 1"}); err != nil {
+			t.Fatal(err)
+		}
+		got, info, err := s.Get(ctx, key)
+		if err != nil || !bytes.Equal(got, data) || info.Metadata["Sig-Block"] != "b 1" || info.ETag == "" || info.LastModified.IsZero() {
+			t.Fatalf("get %q: %+v, %v", key, info, err)
+		}
+		part, err := s.GetRange(ctx, key, 100, 200)
+		if err != nil || !bytes.Equal(part, data[100:300]) {
+			t.Fatalf("range of %q: %v", key, err)
+		}
+		suf, sinfo, err := s.GetSuffix(ctx, key, 50)
+		if err != nil || !bytes.Equal(suf, data[len(data)-50:]) || sinfo.Size != int64(len(data)) || sinfo.Checksum != objstore.Checksum(data) {
+			t.Fatalf("suffix of %q: %+v, %v", key, sinfo, err)
+		}
+	}
+	if _, err := s.GetRange(ctx, "raw/missing.arrow", 0, 10); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("range of a missing key: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetRange(ctx, "raw/plain.arrow", int64(len(data)), 10); err == nil || errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("range starting at the end: %v, want an error other than not found", err)
+	}
+
+	wrong, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: "wrong-secret-key", Bucket: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, _, err = wrong.Get(dctx, "raw/plain.arrow")
+	if err == nil || dctx.Err() != nil || !strings.Contains(err.Error(), "SignatureDoesNotMatch") && !strings.Contains(err.Error(), "signature") {
+		t.Fatalf("get with a wrong secret: %v (deadline %v), want a signature error at once", err, dctx.Err())
+	}
+	if st := wrong.Stats(); st.Retries != 0 {
+		t.Fatalf("a wrong signature was retried %d times", st.Retries)
+	}
+}
