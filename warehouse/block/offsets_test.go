@@ -44,3 +44,51 @@ func TestValidOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestValidOffsetsLong puts one decrease at every position of offsets long
+// enough for the unrolled loop and its tail.
+func TestValidOffsetsLong(t *testing.T) {
+	for n := 1; n <= 19; n++ {
+		offs := make([]int32, n+1)
+		for i := 1; i <= n; i++ {
+			offs[i] = offs[i-1] + int32(i%3)
+		}
+		b := make([]byte, 4*(n+1))
+		put := func() {
+			for i, o := range offs {
+				binary.LittleEndian.PutUint32(b[4*i:], uint32(o))
+			}
+		}
+		put()
+		if !validOffsets(b, n, int(offs[n])) {
+			t.Fatalf("n=%d: valid offsets rejected", n)
+		}
+		if validOffsets(b, n, int(offs[n])-1) && offs[n] > 0 {
+			t.Fatalf("n=%d: last offset past the limit accepted", n)
+		}
+		for at := 1; at <= n; at++ {
+			save := offs[at]
+			offs[at] = offs[at-1] - 1
+			put()
+			if validOffsets(b, n, math.MaxInt32) {
+				t.Fatalf("n=%d: decrease at %d accepted", n, at)
+			}
+			offs[at] = save
+		}
+		put()
+	}
+}
+
+func BenchmarkValidOffsets(b *testing.B) {
+	const n = 1 << 16
+	buf := make([]byte, 4*(n+1))
+	for i := 1; i <= n; i++ {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(3*i))
+	}
+	b.SetBytes(int64(len(buf)))
+	for i := 0; i < b.N; i++ {
+		if !validOffsets(buf, n, 3*n) {
+			b.Fatal("rejected")
+		}
+	}
+}
