@@ -1,8 +1,11 @@
 package objstore
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -56,5 +59,94 @@ func TestInfoFromHeader(t *testing.T) {
 		if info := infoFromHeader("k", 42, h); info.HasChecksum {
 			t.Fatalf("checksum %q accepted", bad)
 		}
+	}
+}
+
+func TestContentRange(t *testing.T) {
+	for _, c := range []struct {
+		h                  string
+		first, last, total int64
+		ok                 bool
+	}{
+		{"bytes 0-9/20", 0, 9, 20, true},
+		{"bytes 7-7/8", 7, 7, 8, true},
+		{"bytes 3-9/*", 3, 9, -1, true},
+		{"bytes 0-9/9", 0, 0, 0, false}, // last past the total
+		{"bytes 9-0/20", 0, 0, 0, false},
+		{"bytes -1-3/20", 0, 0, 0, false},
+		{"bytes 0-9", 0, 0, 0, false},
+		{"items 0-9/20", 0, 0, 0, false},
+		{"", 0, 0, 0, false},
+	} {
+		f, l, tot, ok := contentRange(c.h)
+		if ok != c.ok || ok && (f != c.first || l != c.last || tot != c.total) {
+			t.Errorf("contentRange(%q) = %d, %d, %d, %v; want %d, %d, %d, %v", c.h, f, l, tot, ok, c.first, c.last, c.total, c.ok)
+		}
+	}
+}
+
+// TestRangeNotHonoured: a server (or proxy) that answers a ranged GET with
+// other bytes than those asked (200 with the object from its start, or a
+// 206 of another range) is an error at once, never data.
+func TestRangeNotHonoured(t *testing.T) {
+	obj := []byte("0123456789abcdefghij")
+	var mode atomic.Int32
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		switch mode.Load() {
+		case 0: // ignore Range
+			w.Write(obj)
+		case 1: // another range of the same length
+			w.Header().Set("Content-Range", "bytes 0-9/20")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(obj[:10])
+		case 2: // a suffix that does not end at the object's end
+			w.Header().Set("Content-Range", "bytes 5-9/20")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(obj[5:10])
+		}
+	}))
+	defer srv.Close()
+	s, err := New(Config{Endpoint: strings.TrimPrefix(srv.URL, "http://"), AccessKey: "a", SecretKey: "b", Bucket: "bk",
+		RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for m, call := range []func() error{
+		func() error { _, err := s.GetRange(ctx, "k", 7, 13); return err },
+		func() error { _, err := s.GetRange(ctx, "k", 7, 10); return err },
+		func() error { _, _, err := s.GetSuffix(ctx, "k", 5); return err },
+	} {
+		mode.Store(int32(m))
+		requests.Store(0)
+		err := call()
+		if err == nil {
+			t.Fatalf("mode %d: wrong bytes accepted", m)
+		}
+		if n := requests.Load(); n != 1 {
+			t.Fatalf("mode %d: %d requests, want 1 (not retried): %v", m, n, err)
+		}
+	}
+}
+
+// TestTLSFailureNotRetried: a certificate the client does not trust is
+// configuration, failed at once rather than retried for RetryFor.
+func TestTLSFailureNotRetried(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	s, err := New(Config{Endpoint: strings.TrimPrefix(srv.URL, "https://"), AccessKey: "a", SecretKey: "b", Bucket: "bk",
+		Secure: true, RetryFor: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.GetRange(context.Background(), "k", 0, 4)
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("get from an untrusted server: %v", err)
+	}
+	if st := s.Stats(); st.Retries != 0 || time.Since(start) > 5*time.Second {
+		t.Fatalf("%d retries in %v: %v", st.Retries, time.Since(start), err)
 	}
 }

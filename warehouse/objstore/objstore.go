@@ -3,6 +3,8 @@ package objstore
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -13,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -156,6 +159,10 @@ func New(cfg Config) (*Store, error) {
 	// the kernel, decides how long to wait.
 	tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	tr.ResponseHeaderTimeout = cfg.AttemptTimeout
+	// A reader fetches a unit's segments in parallel, several units at a
+	// time: keep the connections of a burst for the next one (minio-go
+	// keeps 16 per host and closes the rest).
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 256
 	cl, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:      credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Secure:     cfg.Secure,
@@ -234,6 +241,11 @@ func (s *Store) PutChecksummed(ctx context.Context, key string, data []byte, sum
 	return info, err
 }
 
+// MaxObjectBytes bounds what Get reads: a Content-Length beyond it is an
+// error, not an allocation. SIG's objects are blocks and checkpoints of a
+// few to a few hundred megabytes.
+const MaxObjectBytes = 4 << 30
+
 // Get reads the whole object and verifies its checksum. A mismatch, an object
 // without a checksum, or an object the server cannot read back (its own
 // bitrot check fails) is ErrCorrupt.
@@ -244,8 +256,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, Info, error) {
 	)
 	var sum uint32
 	err := s.read(ctx, key, "get "+key, "", func(obj io.Reader, size int64, h http.Header) error {
-		if size < 0 {
-			return fmt.Errorf("no Content-Length")
+		if size < 0 || size > MaxObjectBytes {
+			return permanent(fmt.Errorf("object of %d bytes (Content-Length), at most %d are read whole", size, int64(MaxObjectBytes)))
 		}
 		buf := make([]byte, size)
 		// Checksum each chunk as it arrives, so the CRC overlaps the
@@ -360,11 +372,14 @@ func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst
 	}
 	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+length-1, 10)
 	return s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), rng, func(obj io.Reader, size int64, h http.Header) error {
-		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok && off+length > total {
+		cr := h.Get("Content-Range")
+		if total, ok := contentRangeTotal(cr); ok && off+length > total {
 			return permanent(fmt.Errorf("range [%d,+%d) beyond size %d", off, length, total))
 		}
-		if size != length {
-			return permanent(fmt.Errorf("range [%d,+%d) asked, server sends %d bytes", off, length, size))
+		// The bytes must be the ones asked for: a server (or proxy) that
+		// ignores Range answers 200 with the object from its start.
+		if first, last, _, ok := contentRange(cr); !ok || first != off || last != off+length-1 || size != length {
+			return permanent(fmt.Errorf("range [%d,+%d) asked, server sends %d bytes with Content-Range %q", off, length, size, cr))
 		}
 		var err error
 		if filled == nil {
@@ -397,6 +412,13 @@ func (s *Store) GetSuffixInto(ctx context.Context, key string, dst []byte) (int,
 		// Content-Range.
 		if size < 0 || size > int64(len(dst)) {
 			return permanent(fmt.Errorf("suffix of %d bytes asked, server sends %d", len(dst), size))
+		}
+		// A 206 must end at the object's end; a 200 (no Content-Range) is
+		// the whole object, shorter than the suffix asked.
+		if cr := h.Get("Content-Range"); cr != "" {
+			if first, last, total, ok := contentRange(cr); !ok || total < 0 || last != total-1 || last-first+1 != size {
+				return permanent(fmt.Errorf("suffix of %d bytes asked, server sends %d bytes with Content-Range %q", len(dst), size, cr))
+			}
 		}
 		if _, err := io.ReadFull(obj, dst[:size]); err != nil {
 			return err
@@ -432,13 +454,39 @@ func (s *Store) GetSuffix(ctx context.Context, key string, n int64) ([]byte, Inf
 
 // contentRangeTotal parses "bytes a-b/total".
 func contentRangeTotal(h string) (int64, bool) {
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i] == '/' {
-			v, err := strconv.ParseInt(h[i+1:], 10, 64)
-			return v, err == nil
+	_, _, total, ok := contentRange(h)
+	return total, ok && total >= 0
+}
+
+// contentRange parses a Content-Range of a byte range, "bytes first-last/total"
+// (total -1 when the server sends "*").
+func contentRange(h string) (first, last, total int64, ok bool) {
+	rest, found := strings.CutPrefix(h, "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	a, b, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	var err1, err2 error
+	first, err1 = strconv.ParseInt(a, 10, 64)
+	last, err2 = strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first {
+		return 0, 0, 0, false
+	}
+	total = -1
+	if tot != "*" {
+		var err error
+		if total, err = strconv.ParseInt(tot, 10, 64); err != nil || total <= last {
+			return 0, 0, 0, false
 		}
 	}
-	return 0, false
+	return first, last, total, true
 }
 
 // Stat returns the object's Info without reading it.
@@ -591,7 +639,7 @@ func classify(ctx context.Context, err error) error {
 	case "NoSuchKey", "NoSuchBucket", "NoSuchObject":
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case "SlowDown", "SlowDownRead", "SlowDownWrite", "ServiceUnavailable", "InternalError",
-		"RequestTimeout", "RequestTimeTooSkewed", "XMinioServerNotInitialized",
+		"RequestTimeout", "XMinioServerNotInitialized",
 		"XMinioReadQuorum", "XMinioWriteQuorum", "OperationTimedOut":
 		return transientError{err}
 	}
@@ -603,6 +651,20 @@ func classify(ctx context.Context, err error) error {
 	}
 	if resp.StatusCode != 0 {
 		return err // another 4xx: our request is wrong; retrying will not help
+	}
+	// A certificate or TLS failure is configuration: retrying with the
+	// same trust roots will not help (http.Client wraps these in a
+	// url.Error, a net.Error, so they are told apart first).
+	var (
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+		recordErr  tls.RecordHeaderError
+	)
+	if errors.As(err, &certErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr) ||
+		errors.As(err, &invalidErr) || errors.As(err, &recordErr) {
+		return err
 	}
 	// No S3 response: the network. Connection refused/reset, EOF, timeouts
 	// (including our per-attempt deadline) are what a restarting server
