@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -16,6 +17,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	flatbuffers "github.com/google/flatbuffers/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -282,6 +284,12 @@ func decodeBatch(b []byte) (rec arrow.Record, err error) {
 			rec, err = nil, fmt.Errorf("undecodable arrow ipc: %v", r)
 		}
 	}()
+	// Arrow's reader allocates what the stream's lengths say before it
+	// reads: check them against the bytes first, so that a corrupt
+	// response is an error rather than an out-of-memory crash.
+	if err := checkFraming(b); err != nil {
+		return nil, err
+	}
 	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return nil, err
@@ -300,6 +308,38 @@ func decodeBatch(b []byte) (rec arrow.Record, err error) {
 		return nil, errors.New("more than one record batch")
 	}
 	return rec, nil
+}
+
+// checkFraming walks an IPC stream's messages (continuation marker,
+// metadata length, metadata, body) and checks that every metadata and body
+// length fits in b and that the stream ends with its end-of-stream marker.
+// It panics on a malformed flatbuffer; decodeBatch recovers.
+func checkFraming(b []byte) error {
+	for pos := 0; ; {
+		if len(b)-pos < 8 || binary.LittleEndian.Uint32(b[pos:]) != 0xFFFFFFFF {
+			return fmt.Errorf("arrow ipc: no message at byte %d of %d", pos, len(b))
+		}
+		n := int64(int32(binary.LittleEndian.Uint32(b[pos+4:])))
+		pos += 8
+		if n == 0 {
+			return nil // end of stream
+		}
+		if n < 0 || n > int64(len(b)-pos) {
+			return fmt.Errorf("arrow ipc: message metadata of %d bytes at byte %d of %d", n, pos, len(b))
+		}
+		meta := b[pos : pos+int(n)]
+		pos += int(n)
+		// Message.bodyLength is field 3 of the root table.
+		tab := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+		var body int64
+		if o := flatbuffers.UOffsetT(tab.Offset(4 + 2*3)); o != 0 {
+			body = tab.GetInt64(o + tab.Pos)
+		}
+		if body < 0 || body > int64(len(b)-pos) {
+			return fmt.Errorf("arrow ipc: message body of %d bytes at byte %d of %d", body, pos, len(b))
+		}
+		pos += int(body)
+	}
 }
 
 // retryable reports whether another attempt, on another reader, may

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/bitutil"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	flatbuffers "github.com/google/flatbuffers/go"
 	"google.golang.org/protobuf/proto"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
@@ -334,4 +336,74 @@ func (e *arrowEncoder) encode(cols []arrow.Array, lo, hi int64) ([]byte, error) 
 		return nil, fmt.Errorf("arrow ipc: %w", err)
 	}
 	return e.out.Bytes(), nil
+}
+
+// TestDecodeBatchCorruptLengths: a response whose lengths say more than it
+// holds is an error of decodeBatch, never an allocation of what they say
+// (Arrow's reader sizes its buffers from them before reading).
+func TestDecodeBatchCorruptLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	col := randomColumn(t, rng, transform.Int64, 100, 0, 0)
+	defer col.Release()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "x", Type: col.DataType()}}, nil)
+	enc, err := newEncoder(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := encodeIPC(enc, []arrow.Array{col}, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := decodeBatch(data); err != nil {
+		t.Fatalf("valid batch: %v", err)
+	} else {
+		rec.Release()
+	}
+	// The record batch message follows the schema message.
+	schemaLen := 8 + int(binary.LittleEndian.Uint32(data[4:]))
+	schemaLen += int(bodyLengthField(t, data[8:schemaLen]))
+	batchMeta := data[schemaLen+8 : schemaLen+8+int(binary.LittleEndian.Uint32(data[schemaLen+4:]))]
+	for _, c := range []struct {
+		name  string
+		patch func(b []byte)
+	}{
+		{"huge body", func(b []byte) { setBodyLength(t, b[schemaLen+8:schemaLen+8+len(batchMeta)], 1<<40) }},
+		{"negative body", func(b []byte) { setBodyLength(t, b[schemaLen+8:schemaLen+8+len(batchMeta)], -8) }},
+		{"huge metadata", func(b []byte) { binary.LittleEndian.PutUint32(b[schemaLen+4:], 1<<31-8) }},
+		{"negative metadata", func(b []byte) { binary.LittleEndian.PutUint32(b[4:], 0x80000000) }},
+		{"no continuation", func(b []byte) { binary.LittleEndian.PutUint32(b[schemaLen:], 7) }},
+	} {
+		b := append([]byte(nil), data...)
+		c.patch(b)
+		if rec, err := decodeBatch(b); err == nil {
+			rec.Release()
+			t.Errorf("%s: decoded", c.name)
+		}
+	}
+	for n := 0; n < len(data); n += 7 {
+		if rec, err := decodeBatch(data[:n]); err == nil {
+			rec.Release()
+			t.Errorf("truncated to %d of %d bytes: decoded", n, len(data))
+		}
+	}
+}
+
+// bodyLengthField reads Message.bodyLength (field 3) of a message's
+// flatbuffer.
+func bodyLengthField(t *testing.T, meta []byte) int64 {
+	tab := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	o := flatbuffers.UOffsetT(tab.Offset(10))
+	if o == 0 {
+		return 0
+	}
+	return tab.GetInt64(o + tab.Pos)
+}
+
+func setBodyLength(t *testing.T, meta []byte, v int64) {
+	tab := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	o := flatbuffers.UOffsetT(tab.Offset(10))
+	if o == 0 {
+		t.Fatal("message without a bodyLength field")
+	}
+	binary.LittleEndian.PutUint64(meta[o+tab.Pos:], uint64(v))
 }

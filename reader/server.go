@@ -341,12 +341,15 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 	}
 	rawMeta, rawErr := s.readRawFooter(ctx, p)
 	var raw *rawRead
+	if rawErr != nil {
+		cancel() // before the memo reads are let go: they need not start
+	}
 	close(rawReady)
 	if rawErr == nil {
 		raw, rawErr = s.readRaw(ctx, p, rawMeta, alloc)
-	}
-	if rawErr != nil {
-		cancel()
+		if rawErr != nil {
+			cancel()
+		}
 	}
 	wg.Wait()
 
