@@ -305,7 +305,7 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	d.HitChart = chart(samples, func(s sample) float64 { return s.hitRate }, nil, 1)
 	d.QueueChart = chart(samples, func(s sample) float64 { return s.queued }, func(s sample) float64 { return s.workers }, 0)
 	for _, t := range u.cfg.Trainers() {
-		job := t.Job
+		job := t.Client + "/" + t.Job
 		d.Trainers = append(d.Trainers, trainerRow{Status: t, Chart: chart(samples, func(s sample) float64 { return s.mpg[job] }, nil, 1)})
 	}
 	p.Data = d
@@ -369,7 +369,7 @@ func (u *UI) sample() {
 		s.queued += float64(q.Queued)
 	}
 	for _, t := range u.cfg.Trainers() {
-		s.mpg[t.Job] = t.Mpg
+		s.mpg[t.Client+"/"+t.Job] = t.Mpg
 	}
 	u.mu.Lock()
 	u.samples = append(u.samples, s)

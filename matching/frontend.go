@@ -674,8 +674,15 @@ type subscriber struct {
 	closed bool
 }
 
+// watchBuffer is a subscription's channel capacity. A subscriber that
+// falls further behind is not silently skipped: notify closes its channel
+// and it re-reads the whole solution. So the buffer only has to absorb
+// ordinary bursts (a few blocks completing while the watcher sends); a
+// small one keeps an idle subscription at about 9 KB.
+const watchBuffer = 64
+
 func (n *notifier) subscribe(keys []Key) (<-chan MemoEntry, func()) {
-	s := &subscriber{ch: make(chan MemoEntry, 4096)}
+	s := &subscriber{ch: make(chan MemoEntry, watchBuffer)}
 	n.mu.Lock()
 	if n.subs == nil {
 		n.subs = map[Key]map[*subscriber]bool{}

@@ -54,8 +54,14 @@ type Config struct {
 	// --tokens: the token file (auth.File). Empty in development mode
 	// writes DataDir/tokens.json with fresh tokens.
 	TokensFile string
-	// --tls-cert, --tls-key: serve gRPC over TLS.
+	// --tls-cert, --tls-key: serve gRPC over TLS. They do not concern the
+	// HTTP listener, which always serves plain HTTP.
 	TLSCert, TLSKey string
+	// --http-behind-tls-proxy: browsers reach the HTTP listener only
+	// through a TLS-terminating proxy (https://), so the web UI marks its
+	// cookies Secure. Without it they are not: over plain HTTP a browser
+	// would drop Secure cookies and login would fail.
+	HTTPBehindTLSProxy bool
 
 	// --workers-min, --workers-max: the autoscaler's bounds: the size of
 	// the in-process pool, or with RemoteWorkers the desired replica count

@@ -177,7 +177,9 @@ func (s *Server) newUI() *eviction.UI {
 	op := &auth.Principal{Role: auth.RoleOperator}
 	return eviction.NewUI(eviction.UIConfig{
 		Frontend: s.frontend, Evictor: s.evictor, Tokens: s.tokens, Clock: s.clock, Log: s.log,
-		SecureCookies: s.cfg.TLSCert != "",
+		// Secure only when browsers actually use HTTPS: sigd's HTTP
+		// listener never serves TLS (--tls-cert is gRPC's).
+		SecureCookies: s.cfg.HTTPBehindTLSProxy,
 		Stats:         s.StatsSnapshot,
 		Quarantine: func() []*sigv1.QuarantinedTask {
 			var out []*sigv1.QuarantinedTask

@@ -2,6 +2,8 @@ package sigd
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -43,6 +45,12 @@ func (h *statsService) open() (*pebble.DB, error) {
 // maxStatsPerCall bounds a request.
 const maxStatsPerCall = 4096
 
+// maxBatchesPerReport bounds one report's profiled batches: far more than
+// a trainer profiles between two checkpoints (the reports' cadence), and
+// small enough that one report cannot claim a weight that dwarfs every
+// other measurement of the feature.
+const maxBatchesPerReport = 1 << 32
+
 func (h *statsService) PutFeatureStatistics(ctx context.Context, req *sigv1.PutFeatureStatisticsRequest) (*sigv1.PutFeatureStatisticsResponse, error) {
 	if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator, auth.RoleClient); err != nil {
 		return nil, err
@@ -62,8 +70,8 @@ func (h *statsService) PutFeatureStatistics(ctx context.Context, req *sigv1.PutF
 		if err := matching.ValidateName("stats["+strconv.Itoa(i)+"].feature", st.GetFeature()); err != nil {
 			return nil, grpcError(err)
 		}
-		if st.GetBatches() == 0 || st.GetMeanValency() < 0 || len(st.GetValencyHistogram()) > 1024 || len(st.GetHotRows()) > 65536 {
-			return nil, status.Errorf(codes.InvalidArgument, "stats[%d]: need batches > 0, mean_valency >= 0, at most 1024 histogram buckets and 65536 hot rows", i)
+		if err := validateStats(st); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "stats[%d].%v", i, err)
 		}
 		merged := st
 		if old, ok, err := pebbleutil.Get(db, []byte(st.GetFeature())); err != nil {
@@ -89,13 +97,61 @@ func (h *statsService) PutFeatureStatistics(ctx context.Context, req *sigv1.PutF
 	return &sigv1.PutFeatureStatisticsResponse{}, nil
 }
 
+// validateStats checks a report before it is merged into the shared
+// statistics, which every later report is averaged with: one NaN or
+// infinity would stay there for good. The error names the field.
+func validateStats(st *sigv1.FeatureStatistics) error {
+	if b := st.GetBatches(); b == 0 || b > maxBatchesPerReport {
+		return fmt.Errorf("batches: %d, need 1 to %d", b, uint64(maxBatchesPerReport))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"mean_valency", st.GetMeanValency()}, {"mean_unique_per_batch", st.GetMeanUniquePerBatch()}, {"zipf_s", st.GetZipfS()}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s: %v, need a finite value >= 0", f.name, f.v)
+		}
+	}
+	if n := len(st.GetValencyHistogram()); n > 1024 {
+		return fmt.Errorf("valency_histogram: %d buckets, more than 1024", n)
+	}
+	for j, v := range st.GetValencyHistogram() {
+		if !(v >= 0 && v <= 1) {
+			return fmt.Errorf("valency_histogram[%d]: %v, need a fraction in [0, 1]", j, v)
+		}
+	}
+	if n := len(st.GetHotRows()); n > 65536 {
+		return fmt.Errorf("hot_rows: %d rows, more than 65536", n)
+	}
+	for j, h := range st.GetHotRows() {
+		if v := h.GetFraction(); !(v >= 0 && v <= 1) {
+			return fmt.Errorf("hot_rows[%d].fraction: %v, need a fraction in [0, 1]", j, v)
+		}
+	}
+	return nil
+}
+
 // mergeStats combines two measurements of one feature, weighting means by
-// the number of profiled batches; hot rows come from the larger sample.
+// the number of profiled batches (saturating); hot rows come from the
+// larger sample. b is a validated report; a, stored earlier, may predate
+// validation: a value of a that is not finite is replaced by b's.
 func mergeStats(a, b *sigv1.FeatureStatistics) *sigv1.FeatureStatistics {
 	wa, wb := float64(a.Batches), float64(b.Batches)
-	w := func(x, y float64) float64 { return (x*wa + y*wb) / (wa + wb) }
+	fb := wb / (wa + wb)
+	// x + (y-x)·fb stays between x and y: unlike (x·wa + y·wb)/(wa+wb) it
+	// cannot overflow to infinity for large values of one sign, and the
+	// stored value is dropped if it (or the mean) is not finite.
+	w := func(x, y float64) float64 {
+		if m := x + (y-x)*fb; !math.IsNaN(m) && !math.IsInf(m, 0) {
+			return m
+		}
+		return y
+	}
 	out := proto.Clone(b).(*sigv1.FeatureStatistics)
 	out.Batches = a.Batches + b.Batches
+	if out.Batches < a.Batches {
+		out.Batches = math.MaxUint64
+	}
 	out.MeanValency = w(a.MeanValency, b.MeanValency)
 	out.MeanUniquePerBatch = w(a.MeanUniquePerBatch, b.MeanUniquePerBatch)
 	out.ZipfS = w(a.ZipfS, b.ZipfS)

@@ -55,7 +55,7 @@ func newMetrics(s *Server) *metrics {
 			Help:    "Time in-process memoization runs spend reading raw columns, transforming and writing memo objects.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"phase"}),
 		trainerGoodput: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sig_trainer_reported_goodput_ratio",
-			Help: "Goodput reported by trainer jobs."}, []string{"training_job", "kind"}),
+			Help: "Goodput reported by trainer jobs."}, []string{"client", "training_job", "kind"}),
 	}
 }
 
@@ -143,10 +143,15 @@ func (m *metrics) taskDone(d time.Duration) {
 }
 
 func (m *metrics) trainerReport(t *sigv1.TrainerStatus) {
-	m.trainerGoodput.WithLabelValues(t.Job, "scheduling").Set(t.SchedulingGoodput)
-	m.trainerGoodput.WithLabelValues(t.Job, "runtime").Set(t.RuntimeGoodput)
-	m.trainerGoodput.WithLabelValues(t.Job, "program").Set(t.ProgramGoodput)
-	m.trainerGoodput.WithLabelValues(t.Job, "mpg").Set(t.Mpg)
+	m.trainerGoodput.WithLabelValues(t.Client, t.Job, "scheduling").Set(t.SchedulingGoodput)
+	m.trainerGoodput.WithLabelValues(t.Client, t.Job, "runtime").Set(t.RuntimeGoodput)
+	m.trainerGoodput.WithLabelValues(t.Client, t.Job, "program").Set(t.ProgramGoodput)
+	m.trainerGoodput.WithLabelValues(t.Client, t.Job, "mpg").Set(t.Mpg)
+}
+
+// trainerForget drops a forgotten job's series.
+func (m *metrics) trainerForget(client, job string) {
+	m.trainerGoodput.DeletePartialMatch(prometheus.Labels{"client": client, "training_job": job})
 }
 
 func (m *metrics) latencyQuantiles() (p50, p99 float64) {

@@ -2,7 +2,12 @@ package sigd
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -131,17 +136,133 @@ func (h *sigService) ReportTrainerStatus(ctx context.Context, req *sigv1.Trainer
 	if err != nil {
 		return nil, err
 	}
-	if err := matching.ValidateName("job", req.GetJob()); err != nil {
-		return nil, grpcError(err)
-	}
 	if !p.IsOperator() {
 		req.Client = p.Client
 	}
-	h.s.trainersMu.Lock()
-	h.s.trainers[req.GetJob()] = req
-	h.s.trainersMu.Unlock()
-	h.s.metrics.trainerReport(req)
+	if err := validateTrainerStatus(req); err != nil {
+		return nil, grpcError(err)
+	}
+	if err := h.s.reportTrainer(req, time.Now()); err != nil {
+		return nil, err
+	}
 	return &sigv1.ReportTrainerStatusResponse{}, nil
+}
+
+// Bounds on trainer reports: every field a client sends is kept in memory,
+// exported as metrics and drawn in the operator overview.
+const (
+	maxTrainersPerClient = 64
+	maxTrainers          = 1024
+	// trainerStatusTTL: a job that has not reported for this long is
+	// forgotten (trainers report every few seconds while they run).
+	trainerStatusTTL = 24 * time.Hour
+	maxHoldText      = 1024
+	maxChipKinds     = 32
+)
+
+// validateTrainerStatus checks a report's fields: names as names, text
+// short and printable, numbers finite and non-negative. The hold reason is
+// an error message of the trainer's: it is clipped and its control
+// characters blanked rather than refused, so that a held job still shows.
+// A NaN loss is kept: it is what a NaN-loss hold looks like.
+func validateTrainerStatus(t *sigv1.TrainerStatus) error {
+	if err := matching.ValidateName("job", t.GetJob()); err != nil {
+		return err
+	}
+	if err := matching.ValidateName("client", t.GetClient()); err != nil {
+		return err
+	}
+	for _, f := range []struct{ field, v string }{{"pipeline", t.GetPipeline()}, {"phase", t.GetPhase()}} {
+		if f.v == "" {
+			continue
+		}
+		if err := matching.ValidatePipelineName(f.field, f.v); err != nil {
+			return err
+		}
+	}
+	t.Hold = clipText(t.GetHold(), maxHoldText)
+	for _, f := range []struct {
+		field string
+		v     float64
+	}{{"scheduling_goodput", t.GetSchedulingGoodput()}, {"runtime_goodput", t.GetRuntimeGoodput()},
+		{"program_goodput", t.GetProgramGoodput()}, {"mpg", t.GetMpg()}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fieldErr(f.field, "must be finite and non-negative, got %v", f.v)
+		}
+	}
+	if t.GetChips() < 0 {
+		return fieldErr("chips", "must not be negative, got %d", t.GetChips())
+	}
+	if len(t.GetChipSeconds()) > maxChipKinds {
+		return fieldErr("chip_seconds", "at most %d categories, got %d", maxChipKinds, len(t.GetChipSeconds()))
+	}
+	for k, v := range t.GetChipSeconds() {
+		if err := matching.ValidateName("chip_seconds key", k); err != nil {
+			return err
+		}
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return fieldErr("chip_seconds", "%s: must be finite and non-negative, got %v", k, v)
+		}
+	}
+	return nil
+}
+
+// clipText returns s cut to at most n bytes (at a rune boundary), invalid
+// UTF-8 and control characters replaced by spaces.
+func clipText(s string, n int) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			r = ' '
+		}
+		if b.Len()+utf8.RuneLen(r) > n {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func fieldErr(field, format string, args ...any) error {
+	return &matching.InputError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// trainerKey names a trainer job: job names are a client's own, so two
+// clients may both run a job "train" without one replacing the other's.
+type trainerKey struct{ client, job string }
+
+type trainerEntry struct {
+	status *sigv1.TrainerStatus
+	seen   time.Time
+}
+
+// reportTrainer keeps t as its job's latest status, first forgetting jobs
+// silent for trainerStatusTTL; a client at maxTrainersPerClient jobs (or a
+// server at maxTrainers) cannot add another.
+func (s *Server) reportTrainer(t *sigv1.TrainerStatus, now time.Time) error {
+	s.trainersMu.Lock()
+	defer s.trainersMu.Unlock()
+	k := trainerKey{t.GetClient(), t.GetJob()}
+	if _, ok := s.trainers[k]; !ok {
+		perClient := 0
+		for ok, e := range s.trainers {
+			if now.Sub(e.seen) > trainerStatusTTL {
+				delete(s.trainers, ok)
+				s.metrics.trainerForget(ok.client, ok.job)
+				continue
+			}
+			if ok.client == k.client {
+				perClient++
+			}
+		}
+		if perClient >= maxTrainersPerClient || len(s.trainers) >= maxTrainers {
+			return status.Errorf(codes.ResourceExhausted, "client %q reports %d trainer jobs (at most %d per client, %d in all); reuse job names",
+				k.client, perClient, maxTrainersPerClient, maxTrainers)
+		}
+	}
+	s.trainers[k] = trainerEntry{status: t, seen: now}
+	s.metrics.trainerReport(t)
+	return nil
 }
 
 func (h *sigService) ListTrainerStatus(ctx context.Context, _ *sigv1.ListTrainerStatusRequest) (*sigv1.ListTrainerStatusResponse, error) {
@@ -152,17 +273,23 @@ func (h *sigService) ListTrainerStatus(ctx context.Context, _ *sigv1.ListTrainer
 	return &sigv1.ListTrainerStatusResponse{Trainers: h.s.TrainerStatuses(p)}, nil
 }
 
-// TrainerStatuses returns the latest report of every trainer p may see.
+// TrainerStatuses returns the latest report of every trainer p may see,
+// by client then job.
 func (s *Server) TrainerStatuses(p *auth.Principal) []*sigv1.TrainerStatus {
 	s.trainersMu.Lock()
 	defer s.trainersMu.Unlock()
 	var out []*sigv1.TrainerStatus
-	for _, t := range s.trainers {
-		if p.IsOperator() || t.Client == p.Client {
-			out = append(out, t)
+	for _, e := range s.trainers {
+		if p.IsOperator() || e.status.Client == p.Client {
+			out = append(out, e.status)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Client != out[j].Client {
+			return out[i].Client < out[j].Client
+		}
+		return out[i].Job < out[j].Job
+	})
 	return out
 }
 

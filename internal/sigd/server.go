@@ -76,7 +76,7 @@ type Server struct {
 	httpLis    net.Listener
 	extraHTTP  map[string]http.Handler
 	trainersMu sync.Mutex
-	trainers   map[string]*sigv1.TrainerStatus
+	trainers   map[trainerKey]trainerEntry
 	// stopping is closed when Serve starts shutting down: watch streams and
 	// long-polling LeaseTask calls end then, so a graceful stop does not
 	// wait for them.
@@ -109,7 +109,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		opts.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
-		trainers: map[string]*sigv1.TrainerStatus{}, stopping: make(chan struct{})}
+		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -508,8 +508,10 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 func (s *Server) buildGRPC() error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(s.tokens.UnaryInterceptor()),
-		grpc.ChainStreamInterceptor(s.tokens.StreamInterceptor()),
+		// Authentication first: the watch limit counts per principal.
+		grpc.ChainStreamInterceptor(s.tokens.StreamInterceptor(), (&watchLimiter{}).interceptor()),
 	}
 	if s.cfg.TLSCert != "" {
 		creds, err := credentials.NewServerTLSFromFile(s.cfg.TLSCert, s.cfg.TLSKey)
@@ -546,7 +548,13 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	for p, h := range s.extraHTTP {
 		mux.Handle(p, h)
 	}
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Timeouts so that slow or idle clients do not hold connections: the
+	// whole request (UI forms are small) within a minute, keep-alive
+	// connections closed after two idle minutes. No WriteTimeout: it would
+	// cut off any handler mounted through Options.HTTP that streams or
+	// responds slowly.
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
