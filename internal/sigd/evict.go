@@ -30,16 +30,20 @@ func (s *Server) newEvictor() *eviction.Evictor {
 		Policy: eviction.Policy{TTL: s.cfg.EvictTTL, BudgetBytes: s.cfg.EvictBudgetBytes}, Interval: s.cfg.EvictInterval, Log: s.log}
 }
 
-// ComponentSummary converts a component's info for the API.
-func ComponentSummary(info matching.ComponentInfo) *sigv1.ComponentSummary {
+// ComponentSummary converts a component's info for the API, as p may see
+// it: a client learns which of its own pipelines use a component, not which
+// other clients' pipelines do (operators see them all).
+func ComponentSummary(p *auth.Principal, info matching.ComponentInfo) *sigv1.ComponentSummary {
 	cs := &sigv1.ComponentSummary{
 		Key: info.Record.Key, CanonicalDsl: info.Record.DSL, Type: info.Record.Type, Columns: info.Record.Columns,
 		Ops: info.Record.Ops, Nodes: uint32(info.Record.Nodes), LastRequested: timestamp(info.LastRequested),
 		BlocksReady: uint32(info.Ready), BlocksPending: uint32(info.Pending), BlocksFailed: uint32(info.Failed),
 		Bytes: info.Bytes, RawSource: info.Record.Source,
 	}
-	for _, p := range info.Pipelines {
-		cs.Pipelines = append(cs.Pipelines, p[0]+"/"+p[1])
+	for _, u := range info.Pipelines {
+		if p.IsOperator() || u[0] == p.Client {
+			cs.Pipelines = append(cs.Pipelines, u[0]+"/"+u[1])
+		}
 	}
 	return cs
 }
@@ -78,7 +82,7 @@ func (h *sigService) SearchComponents(ctx context.Context, req *sigv1.SearchComp
 	}
 	out := &sigv1.SearchComponentsResponse{NextPageToken: next}
 	for _, info := range res {
-		out.Components = append(out.Components, ComponentSummary(info))
+		out.Components = append(out.Components, ComponentSummary(p, info))
 	}
 	return out, nil
 }
@@ -97,9 +101,11 @@ func (h *sigService) GetComponent(ctx context.Context, req *sigv1.GetComponentRe
 		return nil, grpcError(err)
 	}
 	if !visible(p, info) {
-		return nil, status.Errorf(codes.PermissionDenied, "%s may not see component %s", p.Name, k.Short())
+		// NotFound, as for a key nobody uses: whether another client
+		// caches a graph is not for p to learn.
+		return nil, status.Errorf(codes.NotFound, "component %s: none of %s's pipelines uses it", k.Short(), p.Name)
 	}
-	out := &sigv1.GetComponentResponse{Component: ComponentSummary(info)}
+	out := &sigv1.GetComponentResponse{Component: ComponentSummary(p, info)}
 	memos, err := h.s.cache.Memos(k)
 	if err != nil {
 		return nil, grpcError(err)

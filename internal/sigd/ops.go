@@ -88,8 +88,8 @@ func (h *sigService) ListQuarantine(ctx context.Context, _ *sigv1.ListQuarantine
 		if !p.IsOperator() && !contains(clients, p.Client) {
 			continue
 		}
-		client := ""
-		if len(clients) > 0 {
+		client := p.Client // a client sees its own name, not another's
+		if p.IsOperator() && len(clients) > 0 {
 			client = clients[0]
 		}
 		out.Tasks = append(out.Tasks, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component, BlockId: t.ID.Block,
