@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -82,9 +84,14 @@ type Controller struct {
 	// The model is the emulated slice's state; device operations (restore,
 	// compile, step, checkpoint) take deviceMu, so an operation still
 	// running for an aborted attempt finishes before the next one starts.
-	deviceMu sync.Mutex
-	model    *model.Model
-	prof     *fdp.Profiler // profiles sampled batches; under deviceMu
+	// deviceGen counts restores: a step decided before one must not run
+	// after it, on the restored model (its attempt was aborted, and the
+	// retry trains its batch again); it waits for deviceMu like the
+	// restore, so the mutex alone does not order them.
+	deviceMu  sync.Mutex
+	deviceGen atomic.Uint64
+	model     *model.Model
+	prof      *fdp.Profiler // profiles sampled batches; under deviceMu
 
 	rec *goodput.Recorder
 	jr  *goodput.JobRecorder
@@ -94,9 +101,13 @@ type Controller struct {
 	snap   snapshot
 }
 
+// hostSeq names a batch: host, attempt and the host's sequence number in
+// the attempt (which starts at 0 in every attempt, so a late batch of an
+// earlier attempt must not take the place of the running one's).
 type hostSeq struct {
-	host string
-	seq  uint64
+	host    string
+	attempt uint64
+	seq     uint64
 }
 
 type pendingBatch struct {
@@ -283,7 +294,12 @@ func (c *Controller) handle(m msg) {
 		return
 	}
 	now := c.now()
-	m.ev.At = now
+	if m.ev.At.IsZero() {
+		// A message that says when it happened keeps that time: a
+		// checkpoint durable before a preemption deadline committed the
+		// epoch even if the loop gets to it after the deadline.
+		m.ev.At = now
+	}
 	journal := false // write the goodput journal
 	switch m.ev.Kind {
 	case control.EvHostJoined:
@@ -330,7 +346,7 @@ func (c *Controller) handle(m msg) {
 			c.plans = append(c.plans, *m.plan)
 		}
 	case control.EvBatch:
-		c.payloads[hostSeq{m.ev.Host, m.ev.Seq}] = m.batch
+		c.payloads[hostSeq{m.ev.Host, m.ev.Attempt, m.ev.Seq}] = m.batch
 	case control.EvStepDone:
 		c.stepDone(now, m.step, &m.ev)
 	case control.EvCheckpointDone:
@@ -515,15 +531,26 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 // runStep hands the batches of a step to the device.
 func (c *Controller) runStep(ctx context.Context, a control.Action) {
 	var parts []*pendingBatch
+	var missing []string
 	for i, h := range a.Hosts {
-		k := hostSeq{h, a.Seqs[i]}
+		k := hostSeq{h, a.Attempt, a.Seqs[i]}
 		if p := c.payloads[k]; p != nil {
 			parts = append(parts, p)
+		} else {
+			missing = append(missing, fmt.Sprintf("%s#%d", h, a.Seqs[i]))
 		}
 		delete(c.payloads, k)
 		if s := c.sessions[h]; s != nil {
 			s.send(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Ack{Ack: &trainerv1.Ack{Attempt: a.Attempt, Seq: a.Seqs[i]}}})
 		}
+	}
+	if len(missing) > 0 {
+		// The machine counts the batch's rows as trained: a step without
+		// it would leave them out of the model, so the attempt fails.
+		err := fmt.Sprintf("batch %s missing", strings.Join(missing, ", "))
+		c.log.Error("step", "attempt", a.Attempt, "err", err)
+		go c.post(msg{ev: control.Event{Kind: control.EvStepDone}, step: &stepResult{attempt: a.Attempt, failed: err}})
+		return
 	}
 	global := model.NewExamples(c.feats)
 	var segs []buffer.Segment
@@ -539,19 +566,22 @@ func (c *Controller) runStep(ctx context.Context, a control.Action) {
 	c.syncActivity(c.now()) // end the input stall before the step starts
 	start := c.now()
 	profile := c.fstats != nil && fdp.Sampled(c.cfg.Seed, c.steps, c.cfg.ProfileRate)
-	go c.step(ctx, a.Attempt, global, segs, start, poison, profile)
+	go c.step(ctx, a.Attempt, c.deviceGen.Load(), global, segs, start, poison, profile)
 }
 
 // stepDone records a finished step: its event ids go into the attempt's
 // ledger and its device time into goodput, if it belongs to the running
 // attempt (a step of an aborted attempt is neither trained nor counted).
 func (c *Controller) stepDone(now time.Time, r *stepResult, ev *control.Event) {
-	ev.Attempt, ev.NonFinite = r.attempt, r.nonFinite
+	ev.Attempt, ev.NonFinite, ev.Err = r.attempt, r.nonFinite, r.failed
 	if r.attempt != c.m.Attempt() || !c.m.Stepping() || c.attempt == nil {
 		return
 	}
 	if r.nonFinite {
 		c.log.Error("loss is not finite", "step", c.steps, "err", r.err)
+		return
+	}
+	if r.failed != "" {
 		return
 	}
 	i := 0

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -17,6 +19,7 @@ import (
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/trainer/partition"
 	"github.com/sigdata/sig/trainer/steptime"
+	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/ready"
 )
 
@@ -119,6 +122,7 @@ func (c *Controller) refreshBlocks(ctx context.Context) {
 func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest) {
 	c.deviceMu.Lock()
 	defer c.deviceMu.Unlock()
+	c.deviceGen.Add(1) // steps decided before now belong to aborted attempts
 	ev := control.Event{Kind: control.EvModelRestored}
 	ledger := &checkpoint.Ledger{}
 	err := func() error {
@@ -141,7 +145,12 @@ func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest) {
 	}()
 	if err != nil {
 		ev.Err = err.Error()
-		c.log.Warn("restore checkpoint", "err", err)
+		// A checkpoint whose objects do not match its manifest, are gone,
+		// or are not this model's does not heal by retrying: a person
+		// must act (paper VI.A).
+		ev.Permanent = errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, objstore.ErrCorrupt) ||
+			errors.Is(err, objstore.ErrNotFound) || errors.Is(err, model.ErrIncompatible)
+		c.log.Warn("restore checkpoint", "err", err, "permanent", ev.Permanent)
 	}
 	c.post(msg{ev: ev, ledger: ledger})
 }
@@ -193,17 +202,26 @@ type stepResult struct {
 	profiled   bool
 	scBytes    []float64 // per SparseCore
 	err        error
+	// failed: the step did not run (control.EvStepDone's Err).
+	failed string
 }
 
 // step runs one training step on the emulated slice: the real computation
 // on the CPU, then the rest of the modelled device time (steptime).
-func (c *Controller) step(ctx context.Context, attempt uint64, b *model.Examples, segs []buffer.Segment, start time.Time, poison, profile bool) {
+// gen is deviceGen when the step was decided.
+func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Examples, segs []buffer.Segment, start time.Time, poison, profile bool) {
 	c.deviceMu.Lock()
 	defer c.deviceMu.Unlock()
+	r := &stepResult{attempt: attempt, start: start, ids: b.EventIDs, segs: segs, examples: b.Len()}
+	if c.deviceGen.Load() != gen {
+		// The model was restored since: the step's attempt was aborted.
+		r.failed = "the model was restored before the step ran"
+		c.post(msg{ev: control.Event{Kind: control.EvStepDone}, step: r})
+		return
+	}
 	if poison {
 		c.model.Poison()
 	}
-	r := &stepResult{attempt: attempt, start: start, ids: b.EventIDs, segs: segs, examples: b.Len()}
 	res, err := c.model.Step(b)
 	if err != nil {
 		r.err = err
@@ -242,8 +260,9 @@ func (c *Controller) compiledChips() int {
 }
 
 // writeCheckpoint checks the attempt's ledger (every new unit trained
-// exactly once) and writes model, ledger and progress; the manifest goes
-// last (package checkpoint).
+// exactly once: as many event ids as the unit's rows, none twice) and
+// writes model, ledger and progress; the manifest goes last (package
+// checkpoint).
 func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a control.Action) {
 	merged := c.committed.Clone()
 	var bad error
@@ -254,6 +273,19 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 			if merged.Has(u.Unit) {
 				bad = fmt.Errorf("unit %s trained again after it was committed", u.Unit)
 				break
+			}
+			if _, ok := a.Rows[u.Unit]; !ok {
+				bad = fmt.Errorf("unit %s trained but not handed out", u.Unit)
+				break
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(a.Rows)) {
+			var n int64
+			if c.attempt.Has(id) {
+				n = c.attempt.Unit(id).Rows()
+			}
+			if n != a.Rows[id] && bad == nil {
+				bad = fmt.Errorf("unit %s: %d event ids in the ledger, %d rows read", id, n, a.Rows[id])
 			}
 		}
 		merged.Merge(c.attempt)
@@ -295,6 +327,9 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 			ev.Err = err.Error()
 			c.log.Warn("checkpoint", "err", err)
 		} else {
+			// When the manifest became durable (or just after): what a
+			// preemption deadline is measured against.
+			ev.At = c.now()
 			c.log.Info("checkpoint committed", "epochs", p.Epochs, "units", len(p.Units), "event_ids", man.EventIDs)
 			c.publishStatistics(ctx)
 		}

@@ -67,7 +67,9 @@
 // TimeScale (DefaultTimeScale: the emulated model is tiny, so its modelled
 // steps are stretched into tens of milliseconds). Device operations
 // (restore, compile, step, checkpoint write) hold a mutex, so one still
-// running for an aborted attempt finishes before the next begins.
+// running for an aborted attempt finishes before the next begins; a step of
+// an aborted attempt that gets the device only after the restore does not
+// run.
 //
 // # Exactly once (paper III.C)
 //
@@ -75,7 +77,8 @@
 // step of the running attempt the controller appends the batch's event ids
 // to the attempt's ledger, unit by unit; at the epoch end (every host
 // drained, every step done, every unit trained exactly as many rows as were
-// read — the machine checks) it merges the ledger with the committed one,
+// read — the machine checks) it checks that the ledger holds as many event
+// ids of each unit as the unit's rows, merges it with the committed one,
 // checks that no event id occurs twice, and writes model, ledger and
 // progress as a checkpoint whose manifest goes last (trainer/checkpoint). A
 // failure before the manifest is durable discards the attempt's ledger and

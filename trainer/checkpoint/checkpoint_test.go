@@ -154,15 +154,21 @@ func TestGoodputHistory(t *testing.T) {
 	if err := cs.PutJournal(ctx, []byte(`{"seq":1}`)); err != nil {
 		t.Fatal(err)
 	}
+	var second *Manifest
 	for epoch := 2; epoch <= 4; epoch++ {
 		latest := save(epoch, []byte(fmt.Sprintf(`{"epoch":%d}`, epoch)))
 		if gp, err := cs.LoadGoodput(ctx, latest); err != nil || string(gp) != fmt.Sprintf(`{"epoch":%d}`, epoch) {
 			t.Fatalf("goodput of %d: %q %v", epoch, gp, err)
 		}
+		if epoch == 2 {
+			second = latest
+		}
 	}
-	// Pruning takes the goodput objects with their checkpoints, not the journal.
-	if _, _, err := st.Get(ctx, cs.key(2, GoodputObject)); !errors.Is(err, objstore.ErrNotFound) {
-		t.Fatalf("goodput of a pruned checkpoint: %v", err)
+	// Pruning takes the objects with their checkpoints, not the journal.
+	for _, key := range []string{second.Goodput.Key, second.Model.Key, second.Ledger.Key} {
+		if _, _, err := st.Get(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("%s of a pruned checkpoint: %v", key, err)
+		}
 	}
 	if j, err := cs.Journal(ctx); err != nil || string(j) != `{"seq":1}` {
 		t.Fatalf("journal: %q %v", j, err)
@@ -176,5 +182,43 @@ func TestGoodputHistory(t *testing.T) {
 	}
 	if _, err := cs.LoadGoodput(ctx, latest); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("tampered goodput: %v", err)
+	}
+}
+
+// TestRetryKeepsCommittedObjects: a Save of an epoch whose earlier Save
+// committed (the manifest landed, but the call failed, so the controller
+// retrains the epoch) writes new objects: the committed manifest's stay as
+// they were, so a crash before the new manifest leaves a checkpoint that
+// loads.
+func TestRetryKeepsCommittedObjects(t *testing.T) {
+	_, cs := newStore(t, "p3")
+	ctx := context.Background()
+	var led Ledger
+	led.Unit("b1").Add([]int64{1, 2})
+	save := func(model byte) Manifest {
+		t.Helper()
+		m, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: 1, Units: []string{"b1"}},
+			Fingerprint: "f", Model: []byte{model, model}, Ledger: &led, Goodput: []byte{model}, Created: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first := save(1)
+	save(2) // the retry, up to and including its manifest
+	// Had the retry crashed before its manifest, the first would be the
+	// latest: its objects must be intact.
+	if mb, _, err := cs.Load(ctx, &first); err != nil || mb[0] != 1 {
+		t.Fatalf("committed checkpoint after a retry of its epoch: %v %v", mb, err)
+	}
+	if gp, err := cs.LoadGoodput(ctx, &first); err != nil || gp[0] != 1 {
+		t.Fatalf("committed goodput after a retry of its epoch: %v %v", gp, err)
+	}
+	latest, err := cs.Latest(ctx)
+	if err != nil || latest.Model.Key == first.Model.Key {
+		t.Fatalf("latest %+v %v", latest, err)
+	}
+	if mb, _, err := cs.Load(ctx, latest); err != nil || mb[0] != 2 {
+		t.Fatalf("the retry's checkpoint: %v %v", mb, err)
 	}
 }

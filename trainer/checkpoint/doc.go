@@ -3,15 +3,21 @@
 // disk-based file system"; III.C: the controller writes a checkpoint at the
 // end of every epoch, and a failed epoch is retrained from the last one).
 //
-// A checkpoint of pipeline P is three objects under
+// A checkpoint of pipeline P is these objects under
 // block.CheckpointKey(P, ...):
 //
-//	checkpoints/P/0000000042/model.bin      the model's parameters (model.Model.MarshalBinary)
-//	checkpoints/P/0000000042/ledger.bin     the ledger: every event id trained into the model
-//	checkpoints/P/0000000042/goodput.json   the job's goodput history (optional)
-//	checkpoints/P/0000000042/MANIFEST.json  written last
+//	checkpoints/P/0000000042/S/model.bin      the model's parameters (model.Model.MarshalBinary)
+//	checkpoints/P/0000000042/S/ledger.bin     the ledger: every event id trained into the model
+//	checkpoints/P/0000000042/S/goodput.json   the job's goodput history (optional)
+//	checkpoints/P/0000000042/MANIFEST.json    written last
 //
-// The sequence number is the number of committed epochs. The manifest names
+// The sequence number is the number of committed epochs; S names the Save
+// that wrote the objects (random). A Save can commit although it reports a
+// failure (the manifest landed, the answer was lost): the controller then
+// retrains the epoch and saves the same sequence number again, and because
+// that Save's objects have names of their own it never overwrites those the
+// committed manifest names — a crash before its manifest replaces the old
+// one leaves a checkpoint that loads. The manifest names
 // the other objects with their sizes and CRC-32C and carries the progress
 // (epochs, committed units, phase, steps). The goodput history
 // (trainer/goodput.History as JSON, opaque here) lets a restarted controller
@@ -24,8 +30,8 @@
 // after the objects it names, so a checkpoint cut short by a crash is never
 // read: Latest returns the manifest with the highest sequence number that
 // reads back and parses, and Load checks each object it names against the
-// size and checksum the manifest records. The data objects of an unfinished sequence number are overwritten
-// by the next attempt of the same epoch.
+// size and checksum the manifest records. Objects of Saves that did not
+// commit are left behind until their sequence number is pruned.
 //
 // The ledger makes exactly-once training checkable: for every committed
 // work unit it lists the event ids trained, in training order, as runs of

@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +20,8 @@ import (
 // Format is the manifest format version.
 const Format = 1
 
-// Object names inside a checkpoint's directory.
+// Object names inside a checkpoint's directory: the manifest, and the
+// others inside the directory of the Save that wrote them.
 const (
 	ModelObject    = "model.bin"
 	LedgerObject   = "ledger.bin"
@@ -105,10 +108,23 @@ type Checkpoint struct {
 	Created time.Time
 }
 
+// newSaveID names the objects of one Save.
+func newSaveID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // Save writes the checkpoint's objects, then its manifest. The checkpoint is
-// committed when Save returns nil, and only then.
+// committed when Save returns nil, and only then — but it may be committed
+// although Save failed (the manifest landed, the answer did not), and the
+// caller then retrains the epoch and saves the same sequence number again.
+// So the objects are named for this Save alone: a retry never overwrites
+// what a committed manifest names, and until its own manifest replaces that
+// one, the committed checkpoint still loads.
 func (s *Store) Save(ctx context.Context, c Checkpoint) (Manifest, error) {
 	seq := c.Progress.Epochs
+	save := newSaveID()
 	led, err := c.Ledger.MarshalBinary()
 	if err != nil {
 		return Manifest{}, err
@@ -117,7 +133,11 @@ func (s *Store) Save(ctx context.Context, c Checkpoint) (Manifest, error) {
 		Units: c.Progress.Units, Phase: c.Progress.Phase.String(), Steps: c.Progress.Steps,
 		Fingerprint: c.Fingerprint, EventIDs: c.Ledger.Rows(), Created: c.Created.UTC()}
 	put := func(name string, data []byte) (ObjectRef, error) {
-		info, err := s.st.Put(ctx, s.key(seq, name), data, nil)
+		key := s.key(seq, save+"/"+name)
+		if name == ManifestObject {
+			key = s.key(seq, name)
+		}
+		info, err := s.st.Put(ctx, key, data, nil)
 		if err != nil {
 			return ObjectRef{}, err
 		}
@@ -159,14 +179,24 @@ func (s *Store) prune(ctx context.Context, newest int) {
 	}
 	var keys []string
 	for _, q := range seqs {
-		if q <= newest-s.Keep {
-			for _, n := range []string{ManifestObject, ModelObject, LedgerObject, GoodputObject} {
-				keys = append(keys, s.key(q, n))
+		if q > newest-s.Keep {
+			continue
+		}
+		// The manifest goes first: a half-deleted checkpoint is never read.
+		// Then every object of the directory: the checkpoint's, and those
+		// of Saves that did not commit.
+		man := s.key(q, ManifestObject)
+		keys = append(keys, man)
+		for info, err := range s.st.List(ctx, s.key(q, "")) {
+			if err != nil {
+				return
+			}
+			if info.Key != man {
+				keys = append(keys, info.Key)
 			}
 		}
 	}
 	if len(keys) > 0 {
-		// The manifest goes first: a half-deleted checkpoint is never read.
 		_, _ = s.st.DeleteMany(ctx, keys)
 	}
 }

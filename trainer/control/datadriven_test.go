@@ -14,12 +14,13 @@ import (
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt")
 
-// The scripts in testdata/ drive a Machine. A script starts with one
+// The scripts in testdata/ drive a Machine. A script starts with a
 // "config key=value ..." line; then every "> event args" line is fed to the
 // machine and followed by the expected output: one line per action, then the
 // machine's state (Describe). A blank line ends a case; '#' lines are
-// comments. "@5s" among the args sets the event time (offset from the
-// script's start); times only move forward. Run with -rewrite to regenerate
+// comments. Another config line starts a new machine, its clock back at the
+// start. "@5s" among the args sets the event time (offset from the
+// machine's start); times only move forward. Run with -rewrite to regenerate
 // the expected output after a deliberate change, then review the diff.
 //
 // Event syntax (see parseEvent):
@@ -85,7 +86,7 @@ func runScript(t *testing.T, path string) {
 			if err != nil {
 				t.Fatalf("%s:%d: %v", path, lineNo, err)
 			}
-			m = New(cfg)
+			m, now = New(cfg), epoch0
 			out.WriteString(line + "\n\n")
 		case strings.HasPrefix(line, "> "):
 			flush()

@@ -35,8 +35,8 @@
 //
 // A permanent error — setup failed permanently (invalid configuration, a
 // graph the SIG frontend rejects: "compilation errors"), the slice could not
-// be compiled (the partitioner is out of memory), or a step's loss was not
-// finite — fails the attempt, releases the chips and places a permanent
+// be compiled (the partitioner is out of memory), the last checkpoint cannot
+// be restored (corrupt), or a step's loss was not finite — fails the attempt, releases the chips and places a permanent
 // hold; only HoldReleased (a person, through `sigctl hold release`) lifts it,
 // after which the controller redoes setup and retrains from the last
 // checkpoint. A transient stall — the next block's memoized data is still
@@ -54,7 +54,12 @@
 // units handed out are checkpointed. If the checkpoint is durable before
 // the deadline the preempted epoch committed; otherwise its work is lost
 // (goodput: preemption). A preempted job exits; a preempted host is told to
-// exit, and the next epoch waits until it rejoins. Stats counts preempted
+// exit, and the next epoch waits until it rejoins. The job's notice and the
+// hosts' are kept apart: the job's takes effect even while a host's is
+// pending, and a host's never moves the job's deadline (the host exits at
+// its own; its loss before the checkpoint fails the attempt). An attempt
+// that fails ends the notice: preempted hosts are told to exit at once, and
+// a preempted job exits rather than retrain or hold. Stats counts preempted
 // epochs and how many committed (the paper reports 61%).
 //
 // # Phases (paper III.A)

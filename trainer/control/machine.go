@@ -92,9 +92,18 @@ type attemptState struct {
 	steps        uint64
 }
 
+// preemption is the pending preemption notice (paper VI.B). The job's
+// notice and hosts' notices are kept apart: the job's deadline ends the job
+// (deadlinePassed), while a preempted host exits on its own at its deadline
+// (its loss fails the attempt), so a host's notice never moves the job's
+// deadline, and a job's notice is never absorbed by a host's.
 type preemption struct {
+	// job: a job-wide notice came; deadline is its (earliest) deadline.
+	job      bool
 	deadline time.Time
-	scope    string
+	// hosts were preempted by notices of their own, in notice order; they
+	// are told to exit when the notice ends.
+	hosts []string
 	// inEpoch: the notice cut an epoch short (counted in Stats).
 	inEpoch bool
 }
@@ -242,6 +251,12 @@ func (m *Machine) Handle(ev Event) []Action {
 	case EvModelRestored:
 		if m.status == StRestoring {
 			if ev.Err != "" {
+				if ev.Permanent {
+					// The last checkpoint cannot be restored (corrupt, or
+					// not this model's): retrying would loop forever.
+					m.placeHold(Permanent, "restore: "+ev.Err)
+					return m.out
+				}
 				m.retry(ActRestoreModel)
 				return m.out
 			}
@@ -533,7 +548,7 @@ func (m *Machine) onHostLost(ev Event) {
 	}
 	delete(m.hosts, ev.Host)
 	if m.status == StTraining && m.participant(ev.Host) {
-		if h.leaving || (m.pre != nil && m.pre.scope == ev.Host) {
+		if h.leaving {
 			m.failAttemptAs(fmt.Sprintf("host %s left before the checkpoint", ev.Host), false, goodput.Preemption)
 			return
 		}
@@ -669,6 +684,11 @@ func (m *Machine) onStepDone(ev Event) {
 		m.failAttempt(fmt.Sprintf("loss is not finite at step %d", m.committed.Steps+m.at.steps+1), true)
 		return
 	}
+	if ev.Err != "" {
+		// The step did not run as scheduled: its rows are not in the model.
+		m.failAttempt(fmt.Sprintf("step %d: %s", m.committed.Steps+m.at.steps+1, ev.Err), false)
+		return
+	}
 	m.at.steps++
 	m.stats.Steps++
 	for _, rs := range m.stepRows {
@@ -690,12 +710,14 @@ func (m *Machine) onStepDone(ev Event) {
 func (m *Machine) endEpoch() {
 	at := m.at
 	var done []string
+	rows := map[string]int64{}
 	for _, u := range at.units[:at.next] {
 		if !u.read || u.trained != u.rows {
 			m.failAttempt(fmt.Sprintf("unit %s: %d of %d rows trained at the epoch end (read %v)", u.id, u.trained, u.rows, u.read), false)
 			return
 		}
 		done = append(done, u.id)
+		rows[u.id] = u.rows
 	}
 	if len(done) == 0 {
 		// Only a preemption ends an epoch before any unit is handed out:
@@ -711,7 +733,7 @@ func (m *Machine) endEpoch() {
 	p.Steps += at.steps
 	m.pending = p
 	m.status = StCheckpointing
-	m.emit(Action{Kind: ActWriteCheckpoint, Attempt: at.id, Progress: p.Clone()})
+	m.emit(Action{Kind: ActWriteCheckpoint, Attempt: at.id, Progress: p.Clone(), Rows: rows})
 }
 
 func (m *Machine) onCheckpointDone(ev Event) {
@@ -757,17 +779,25 @@ func (m *Machine) failAttemptAs(reason string, permanent bool, kind goodput.Even
 	for _, h := range m.hosts {
 		h.final, h.queue = false, nil
 	}
+	if p := m.pre; p != nil && !p.job {
+		// Hosts' notices end with the attempt: nothing of theirs will be
+		// checkpointed, so their hosts are told to exit now (the next epoch
+		// waits until they rejoin). Kept, the notice would outlive a hold
+		// and drain the next attempt at once.
+		m.pre = nil
+		m.exitHosts(p)
+	}
 	switch {
+	case m.pre != nil:
+		// The job is preempted and has nothing left to save: it exits now,
+		// as it would if the notice came during the hold a permanent error
+		// places (a restarted job meets the error again and is held then).
+		m.finishPreemption(false)
 	case permanent:
 		m.placeHold(Permanent, reason)
 	case m.failures >= m.cfg.MaxAttempts:
 		m.placeHold(Permanent, fmt.Sprintf("epoch failed %d times in a row; last: %s", m.failures, reason))
-	case m.pre != nil && m.pre.scope == ScopeJob:
-		m.finishPreemption(false)
 	default:
-		if m.pre != nil {
-			m.pre = nil // a host-scoped notice whose host left early
-		}
 		m.refresh()
 	}
 }
@@ -800,27 +830,35 @@ func (m *Machine) onHoldReleased(ev Event) {
 }
 
 func (m *Machine) onPreempt(ev Event) {
-	scope := ev.Scope
-	if scope == "" {
-		scope = ScopeJob
-	}
-	if m.pre != nil {
-		if ev.Deadline.Before(m.pre.deadline) {
-			m.pre.deadline = ev.Deadline
-		}
+	job := ev.Scope == "" || ev.Scope == ScopeJob
+	p := m.pre
+	switch {
+	case p == nil:
+		p = &preemption{inEpoch: m.status == StTraining || m.status == StCheckpointing}
+	case job && p.job && !ev.Deadline.Before(p.deadline):
+		return // the job's earlier deadline holds
+	case !job && slices.Contains(p.hosts, ev.Scope):
 		return
 	}
-	inEpoch := m.status == StTraining || m.status == StCheckpointing
-	m.pre = &preemption{deadline: ev.Deadline, scope: scope, inEpoch: inEpoch}
 	a := Action{Kind: ActBroadcastPreempt, Deadline: ev.Deadline}
-	if scope != ScopeJob {
-		a.Reason = scope
-		if h := m.hosts[scope]; h != nil {
+	if job {
+		// Also when a host's notice is pending, or the job's moves earlier:
+		// the broadcast tells the hosts the job goes, and the caller bounds
+		// the checkpoint write by the job's deadline.
+		p.job, p.deadline = true, ev.Deadline
+	} else {
+		a.Reason = ev.Scope
+		p.hosts = append(p.hosts, ev.Scope)
+		if h := m.hosts[ev.Scope]; h != nil {
 			h.leaving = true
 		}
 	}
 	m.emit(a)
-	if !inEpoch {
+	if m.pre != nil {
+		return // the epoch is already draining
+	}
+	m.pre = p
+	if !p.inEpoch {
 		m.finishPreemption(true)
 		return
 	}
@@ -848,15 +886,26 @@ func (m *Machine) finishPreemption(committed bool) {
 	if p.inEpoch && committed {
 		m.stats.PreemptedCommitted++
 	}
-	if p.scope == ScopeJob {
+	if p.job {
 		m.releaseChips()
 		m.status = StExited
 		m.emit(Action{Kind: ActExit, Reason: "preempted", Committed: committed})
 		return
 	}
-	m.emit(Action{Kind: ActExitHost, Host: p.scope, Reason: "preempted"})
+	m.exitHosts(p)
 	if m.status == StTraining || m.status == StCheckpointing {
 		m.refresh()
+	}
+}
+
+// exitHosts tells the hosts preempted by p's notices to exit: those still
+// connected in the incarnation the notice was for (a host that rejoined
+// since is not leaving).
+func (m *Machine) exitHosts(p *preemption) {
+	for _, id := range p.hosts {
+		if h := m.hosts[id]; h != nil && h.leaving {
+			m.emit(Action{Kind: ActExitHost, Host: id, Reason: "preempted"})
+		}
 	}
 }
 
@@ -865,7 +914,7 @@ func (m *Machine) finishPreemption(committed bool) {
 // attempt). It reports whether the machine exited.
 func (m *Machine) deadlinePassed() bool {
 	p := m.pre
-	if p == nil || p.scope != ScopeJob || m.now.Before(p.deadline) {
+	if p == nil || !p.job || m.now.Before(p.deadline) {
 		return false
 	}
 	if m.at != nil {
@@ -903,7 +952,11 @@ func (m *Machine) Describe() string {
 		fmt.Fprintf(&b, " hold=#%d:%s", m.hold.ID, m.hold.Kind)
 	}
 	if m.pre != nil {
-		fmt.Fprintf(&b, " preempting=%s", m.pre.scope)
+		scope := strings.Join(m.pre.hosts, ",")
+		if m.pre.job {
+			scope = ScopeJob
+		}
+		fmt.Fprintf(&b, " preempting=%s", scope)
 	}
 	return b.String()
 }

@@ -113,7 +113,8 @@ const (
 	// EvChipsGranted: the fleet granted the chips requested.
 	EvChipsGranted
 	// EvModelRestored: the model was restored from the last checkpoint onto
-	// the slice (Err on failure, retried).
+	// the slice (Err on failure, retried; with Permanent, when the
+	// checkpoint cannot be restored, a permanent hold).
 	EvModelRestored
 	// EvCompiled: the slice is compiled (partition plan, program); Err
 	// with Permanent for out of memory.
@@ -130,9 +131,12 @@ const (
 	// EvBatch: Host's batch Seq of Examples examples, carrying Rows[unit]
 	// rows of each unit; Final when it is the host's last of the attempt.
 	EvBatch
-	// EvStepDone: the step finished; NonFinite when its loss was NaN.
+	// EvStepDone: the step finished; NonFinite when its loss was NaN; Err
+	// when it could not run (the attempt fails and is retrained).
 	EvStepDone
-	// EvCheckpointDone: the checkpoint is durable (or Err).
+	// EvCheckpointDone: the checkpoint is durable (or Err). At is when it
+	// became durable, not when the caller got to handling it: a checkpoint
+	// durable before a job-wide preemption deadline committed the epoch.
 	EvCheckpointDone
 	// EvPreempt: a preemption notice with Deadline for Scope.
 	EvPreempt
@@ -219,7 +223,8 @@ const (
 	// ActRunStep: run one step on the batches of Hosts (Seqs), in order.
 	ActRunStep
 	// ActWriteCheckpoint: write the model, the ledger of Attempt and
-	// Progress; answer EvCheckpointDone.
+	// Progress; answer EvCheckpointDone. Rows are the rows of each unit
+	// the attempt trained: the attempt's ledger must hold exactly these.
 	ActWriteCheckpoint
 	// ActPlaceHold and ActLiftHold: a training hold begins or ends.
 	ActPlaceHold
@@ -270,6 +275,7 @@ type Action struct {
 	Chips     int
 	Phase     Phase
 	Progress  Progress
+	Rows      map[string]int64
 	Hold      Hold
 	Deadline  time.Time
 	Held      int

@@ -1,0 +1,221 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/testenv"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer/buffer"
+	"github.com/sigdata/sig/trainer/checkpoint"
+	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/model"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/objstore"
+)
+
+// newHandController returns a controller whose checkpoints go to a fresh
+// MinIO, with a small model and no sigd: the test drives it by hand (no Run
+// loop), feeding its machine and executing the actions it cares about.
+func newHandController(t *testing.T, clk clock.Clock) *Controller {
+	t.Helper()
+	mi := testenv.NewMinIO(t)
+	st, err := objstore.New(objstore.Config{Endpoint: mi.Endpoint, AccessKey: mi.AccessKey, SecretKey: mi.SecretKey, Bucket: "sig", RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EnsureBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewController(ControllerConfig{Client: "c", Pipeline: "p", SIG: sigv1.NewSIGClient(nil), Store: st,
+		Clock: clk, StatusInterval: -1, GoodputJournalInterval: -1, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := model.NewFeatures([]model.Input{{Name: "ad", Type: transform.Int64}, {Name: "price", Type: transform.Float64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.model, err = model.New(c.modelConfig(f)); err != nil {
+		t.Fatal(err)
+	}
+	c.feats, c.featsOK = f, true
+	return c
+}
+
+// testBatch is a batch of two examples of unit b1 (event ids 1 and 2).
+func testBatch(f model.Features) *pendingBatch {
+	ex := model.NewExamples(f)
+	ex.EventIDs, ex.Labels = []int64{1, 2}, []float32{1, 0}
+	ex.Sparse[0] = model.SparseColumn{Offsets: []int32{0, 1, 2}, IDs: []uint64{3, 4}}
+	ex.Dense[0] = []float32{0.5, -0.5}
+	return &pendingBatch{ex: ex, segs: []buffer.Segment{{Unit: "b1", Rows: 2}}}
+}
+
+// feed hands events to c's machine (at the clock's time) and executes the
+// actions that only touch the controller's state; it returns all of them.
+func feed(c *Controller, evs ...control.Event) []control.Action {
+	var out []control.Action
+	for _, ev := range evs {
+		ev.At = c.now()
+		for _, a := range c.m.Handle(ev) {
+			switch a.Kind {
+			case control.ActStartAttempt, control.ActAbort, control.ActBroadcastPreempt, control.ActExit:
+				c.execute(c.ctx, ev.At, a)
+			}
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// toStep brings c's machine to the run-step of attempt 1: one host h0, one
+// unit b1 of two rows, and the action's batch stored as the controller
+// stores a host's; before the batch comes, notice (if set) is fed.
+func toStep(t *testing.T, c *Controller, notice *control.Event) control.Action {
+	t.Helper()
+	feed(c, control.Event{Kind: control.EvStart}, control.Event{Kind: control.EvSetupDone}, control.Event{Kind: control.EvRestored},
+		control.Event{Kind: control.EvBlocks, Blocks: []control.Block{{ID: "b1", Ready: true}}},
+		control.Event{Kind: control.EvChipsGranted}, control.Event{Kind: control.EvModelRestored}, control.Event{Kind: control.EvCompiled},
+		control.Event{Kind: control.EvHostJoined, Host: "h0", Incarnation: "1"},
+		control.Event{Kind: control.EvUnitsRequested, Host: "h0", Attempt: 1, Max: 1},
+		control.Event{Kind: control.EvUnitRead, Host: "h0", Attempt: 1, Unit: "b1", Rows: 2})
+	if notice != nil {
+		feed(c, *notice)
+	}
+	c.payloads[hostSeq{host: "h0", attempt: 1, seq: 0}] = testBatch(c.feats)
+	acts := feed(c, control.Event{Kind: control.EvBatch, Host: "h0", Attempt: 1, Seq: 0, Examples: 2, UnitRows: map[string]int64{"b1": 2}, Final: true})
+	for _, a := range acts {
+		if a.Kind == control.ActRunStep {
+			return a
+		}
+	}
+	t.Fatalf("no step: %v; %s", acts, c.m.Describe())
+	return control.Action{}
+}
+
+// toCheckpoint goes on from toStep as if the step trained ids into the
+// attempt's ledger, and returns the write-checkpoint action.
+func toCheckpoint(t *testing.T, c *Controller, notice *control.Event, ids []int64) control.Action {
+	t.Helper()
+	toStep(t, c, notice)
+	c.attempt.Unit("b1").Add(ids)
+	for _, a := range feed(c, control.Event{Kind: control.EvStepDone, Attempt: 1}) {
+		if a.Kind == control.ActWriteCheckpoint {
+			return a
+		}
+	}
+	t.Fatalf("no checkpoint: %s", c.m.Describe())
+	return control.Action{}
+}
+
+func receive(t *testing.T, c *Controller, kind control.EventKind) msg {
+	t.Helper()
+	select {
+	case m := <-c.inbox:
+		if m.ev.Kind != kind {
+			t.Fatalf("got %s, want %s", m.ev.Kind, kind)
+		}
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s", kind)
+	}
+	return msg{}
+}
+
+// TestCheckpointDurableBeforeDeadline: a checkpoint whose manifest became
+// durable before a job-wide preemption deadline commits the preempted epoch
+// even when the controller gets to the news after the deadline has passed.
+func TestCheckpointDurableBeforeDeadline(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	c := newHandController(t, clk)
+	notice := control.Event{Kind: control.EvPreempt, Deadline: clk.Now().Add(10 * time.Second)}
+	a := toCheckpoint(t, c, &notice, []int64{1, 2})
+	c.writeCheckpoint(c.ctx, c.now(), a)
+	m := receive(t, c, control.EvCheckpointDone)
+	if m.ev.Err != "" {
+		t.Fatal(m.ev.Err)
+	}
+	// The run loop was busy: the deadline passes before it handles the news.
+	clk.Advance(20 * time.Second)
+	c.handle(m)
+	if c.exit == nil || c.exit.reason != "preempted" || !c.exit.committed {
+		t.Fatalf("exit %+v, want preempted and committed (%s)", c.exit, c.m.Describe())
+	}
+	if p := c.m.Committed(); p.Epochs != 1 {
+		t.Fatalf("committed %+v", p)
+	}
+}
+
+// TestStaleStepAfterRestore: a step of an aborted attempt that gets the
+// device only after the model was restored from the checkpoint must not
+// train its batch into the restored model (the retry trains it again).
+func TestStaleStepAfterRestore(t *testing.T) {
+	c := newHandController(t, clock.Real{})
+	ctx := context.Background()
+	state, err := c.model.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := c.cks.Save(ctx, checkpoint.Checkpoint{Job: "p", Progress: control.Progress{Epochs: 1, Units: []string{"b0"}},
+		Fingerprint: c.model.Fingerprint(), Model: state, Ledger: &checkpoint.Ledger{}, Created: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The step of attempt 1 is decided; before it gets the device the
+	// attempt fails and the restore takes the device first.
+	c.deviceMu.Lock()
+	go c.restoreModel(ctx, &man)
+	time.Sleep(100 * time.Millisecond) // the restore waits for the device first
+	a := toStep(t, c, nil)
+	c.runStep(ctx, a)
+	time.Sleep(100 * time.Millisecond)
+	c.deviceMu.Unlock()
+	if m := receive(t, c, control.EvModelRestored); m.ev.Err != "" {
+		t.Fatal(m.ev.Err)
+	}
+	receive(t, c, control.EvStepDone)
+	c.deviceMu.Lock()
+	got, err := c.model.MarshalBinary()
+	c.deviceMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, state) {
+		t.Fatal("the aborted attempt's step trained into the restored model")
+	}
+}
+
+// TestRunStepMissingBatch: a step whose batch is not there fails the
+// attempt instead of running on what is.
+func TestRunStepMissingBatch(t *testing.T) {
+	c := newHandController(t, clock.Real{})
+	a := toStep(t, c, nil)
+	clear(c.payloads)
+	c.runStep(c.ctx, a)
+	m := receive(t, c, control.EvStepDone)
+	c.stepDone(c.now(), m.step, &m.ev)
+	feed(c, m.ev)
+	if c.m.Attempt() != 0 || len(c.stats.failures) != 1 || !strings.Contains(c.stats.failures[0], "batch") {
+		t.Fatalf("attempt %d, failures %q: %s", c.m.Attempt(), c.stats.failures, c.m.Describe())
+	}
+}
+
+// TestCheckpointLedgerRows: the attempt's ledger must hold exactly the rows
+// each unit was read with, or nothing is committed.
+func TestCheckpointLedgerRows(t *testing.T) {
+	c := newHandController(t, clock.Real{})
+	a := toCheckpoint(t, c, nil, []int64{1}) // b1 has two rows
+	c.writeCheckpoint(c.ctx, c.now(), a)
+	m := receive(t, c, control.EvCheckpointDone)
+	if !strings.Contains(m.ev.Err, "ledger") {
+		t.Fatalf("checkpoint of a short ledger: err %q", m.ev.Err)
+	}
+	if man, err := c.cks.Latest(c.ctx); err != nil || man != nil {
+		t.Fatalf("committed %+v %v", man, err)
+	}
+}
