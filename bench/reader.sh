@@ -15,11 +15,10 @@
 #   BenchmarkServe       the reader's own work without gRPC (responses
 #                        discarded), SIG and LIG.
 #   BenchmarkFetch       the object store requests of the same SIG units and
-#                        nothing else (footers, then ranged GETs of the same
-#                        bytes with objstore's signed GETs; no checksums, no
-#                        decoding or encoding): what receiving the bytes from
-#                        MinIO over HTTP costs, which the bare server does not
-#                        pay.
+#                        nothing else (the raw block's footer and spans, one
+#                        GET per memo object; no checksums, no decoding or
+#                        encoding): what receiving the bytes from MinIO over
+#                        HTTP costs, which the bare server does not pay.
 #
 # Servers run in the benchmark process, the consumer (reader.Client) in a
 # child process, MinIO in its own; CPU is getrusage of the benchmark process.
@@ -85,7 +84,7 @@ median() {
 	reader=$(median BenchmarkThroughput/sig-vs-bare reader-ex/cpu-s)
 	lig=$(median BenchmarkInputCost/ctr_small lig-cpu-ns/ex)
 	awk -v f="$fetch" -v s="$serve" -v b="$bare" -v r="$reader" -v l="$lig" 'BEGIN {
-		printf "%-66s %7.1f\n", "object store requests alone (BenchmarkFetch: footers, ranged GETs)", f
+		printf "%-66s %7.1f\n", "object store requests alone (BenchmarkFetch: the reader requests)", f
 		printf "%-66s %7.1f\n", "checksums, decoding, encoding, the rest (BenchmarkServe/sig - fetch)", s - f
 		printf "%-66s %7.1f\n", "reader own work (BenchmarkServe/sig)", s
 		printf "%-66s %7.1f\n", "gRPC send of the same bytes (bare server, 1e9 / bare-ex/cpu-s)", 1e9 / b
@@ -93,8 +92,8 @@ median() {
 		printf "%-66s %7.2f\n", "ratio/core if the reader did nothing but fetch and send", (1e9 / b) / (f + 1e9 / b)
 		printf "%-66s %7.2f\n", "LIG/SIG if the SIG reader did nothing but fetch and send", l / (f + 1e9 / b)
 	}'
-	echo "Receiving the bytes from MinIO over HTTP (kernel copies of the bodies, one signed"
-	echo "request per footer and per span of segments) is a cost the bare server does not pay;"
+	echo "Receiving the bytes from MinIO over HTTP (kernel copies of the bodies, a signed request"
+	echo "per raw footer, per span of raw segments and per memo object) is a cost the bare server does not pay;"
 	echo "with the gRPC send it bounds ratio/core and LIG/SIG. The last two lines are those"
 	echo "bounds, from this run: a reader that checked, decoded and encoded nothing would reach them."
 	echo

@@ -52,10 +52,14 @@
 //
 // The raw block's footer is read first: it must be the unit's block, of the
 // unit's schema (fingerprint). Then, concurrently, the raw columns needed
-// (event_id, the labels and, for LOCAL inputs, the columns they read) and
-// each MEMO input's value column are fetched with ranged reads of just their
-// segments, adjacent segments in one request, each checked against its
-// CRC-32C, and decoded without copying (block.FetchSegmentsInto and
+// (event_id, the labels and, for LOCAL inputs, the columns they read) are
+// fetched with ranged reads of just their segments, adjacent segments in
+// one request, and each MEMO input's value segment with its object's footer
+// in one request: a memo object's event_id segment is the raw block's, so
+// its value segment starts where a segment after the raw block's event_id
+// would, and runs to the footer (block.FetchTail; an object laid out
+// otherwise is read footer first). Every segment is checked against its
+// CRC-32C and decoded without copying (block.FetchSegmentsInto,
 // block.DecodeSegment; Arrow's own IPC reader copies every buffer twice).
 // A memo object must name the unit's component and block, have the input's
 // type, and be row-aligned with the raw block: its event_id column is the
@@ -111,11 +115,11 @@
 // DefaultGCPercent. Segments are fetched into recycled buffers that are
 // not zeroed (unitBuffers: a unit's buffers go back to the pool only after
 // its last batch is sent), each segment's CRC-32C is computed as its bytes
-// arrive (block.FetchSegmentsInto), and footers are read with small pooled
-// probes. What remains is mostly receiving the bytes over HTTP:
-// bench/reader.sh measures the same units' object store requests alone
-// (BenchmarkFetch), a cost the bare gRPC server it compares with does not
-// pay.
+// arrive (block.FetchSegmentsInto, block.FetchTail), and the raw footer is
+// read with a small pooled probe. What remains is mostly receiving the
+// bytes over HTTP: bench/reader.sh measures the same units' object store
+// requests alone (BenchmarkFetch), a cost the bare gRPC server it compares
+// with does not pay.
 //
 // Readers authenticate callers with internal/auth tokens (roles trainer, for
 // units of its own client, and operator) and bound request sizes and

@@ -48,13 +48,13 @@ func BenchmarkServe(b *testing.B) {
 
 // BenchmarkFetch is the floor under a SIG reader's own work: the object
 // store requests a reader makes for a ctr_small unit (BenchmarkServe/sig) and
-// nothing else. Per unit, the footers of the raw block and of every memo
-// object (block.ReadFooter), then ranged GETs (objstore.GetRangeInto, the
-// minio-go client) of the same bytes FetchSegments fetches: the raw block's
-// event_id and labels, and each memo object's value column, adjacent
-// segments in one request. The GETs read into buffers of the reader's
-// segment pool, taken per unit and given back when the unit's reads are
-// done, as Server.serve does. No checksums, no decoding, no encoding.
+// nothing else. Per unit, the raw block's footer (block.ReadFooter), then
+// the ranged GETs of its event_id and labels (adjacent segments in one
+// request) and one GET per memo object of its value segment and footer
+// (objstore.GetFromInto, the request of block.FetchTail). The GETs read
+// into buffers of the reader's segment pool, taken per unit and given back
+// when the unit's reads are done, as Server.serve does. No checksums, no
+// decoding, no encoding.
 func BenchmarkFetch(b *testing.B) {
 	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
 	benchGC(b)
@@ -64,39 +64,49 @@ func BenchmarkFetch(b *testing.B) {
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		// The reader's requests: the raw block's footer, then at once its
+		// spans and one request per memo object from where its value
+		// segment starts (block.FetchTail's).
 		u := f.unit(i%len(f.blocks), 4096, nil)
-		objects := map[string][]string{u.RawObject: append([]string{transform.ColEventID}, DefaultLabels...)}
-		for _, in := range u.Inputs {
-			objects[in.MemoObject] = []string{MemoColumn}
+		rawMeta, err := block.ReadFooter(ctx, f.store, u.RawObject)
+		if err != nil {
+			b.Fatal(err)
+		}
+		id, _ := rawMeta.Column(transform.ColEventID)
+		spans, err := block.Spans(rawMeta, append([]string{transform.ColEventID}, DefaultLabels...))
+		if err != nil {
+			b.Fatal(err)
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		bufs := &unitBuffers{}
-		for key, cols := range objects {
+		add := func(n int) {
+			mu.Lock()
+			bytes += int64(n)
+			mu.Unlock()
+		}
+		for _, sp := range spans {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				meta, err := block.ReadFooter(ctx, f.store, key)
+				data := bufs.alloc(int(sp.End - sp.Off))
+				if err := f.store.GetRangeInto(ctx, u.RawObject, sp.Off, data); err != nil {
+					b.Error(err)
+					return
+				}
+				add(len(data))
+			}()
+		}
+		for _, in := range u.Inputs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				data, _, err := f.store.GetFromInto(ctx, in.MemoObject, block.After(id), block.MaxTail, bufs.alloc, nil)
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				spans, err := block.Spans(meta, cols)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				for _, sp := range spans {
-					data := bufs.alloc(int(sp.End - sp.Off))
-					err := f.store.GetRangeInto(ctx, key, sp.Off, data)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					mu.Lock()
-					bytes += int64(len(data))
-					mu.Unlock()
-				}
+				add(len(data))
 			}()
 		}
 		wg.Wait()

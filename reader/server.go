@@ -302,8 +302,8 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	memos := make([]memoRead, len(p.inputs))
-	// The raw block's footer decides which memo segments to fetch (see
-	// memoColumn), so memo reads wait for it after reading their own.
+	// The raw block's footer decides how memo objects are read (readMemo),
+	// so memo reads wait for it.
 	var rawMeta block.Meta
 	rawReady := make(chan struct{})
 	var wg sync.WaitGroup
@@ -320,23 +320,14 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 					cancel() // the unit fails; stop the other reads
 				}
 			}()
-			if m.meta, m.err = block.ReadFooter(ctx, s.cfg.Store, in.memo); m.err != nil {
-				return
-			}
-			if m.err = checkMemoMeta(p, in, m.meta); m.err != nil {
-				return
-			}
 			select {
 			case <-rawReady:
 			case <-ctx.Done():
-				m.err = ctx.Err()
+			}
+			if m.err = ctx.Err(); m.err != nil {
 				return
 			}
-			names := []string{transform.ColEventID, MemoColumn}
-			if !s.cfg.ExactAlignment && sameSegment(m.meta, rawMeta, transform.ColEventID) {
-				names = names[1:]
-			}
-			m.segs, m.err = block.FetchSegmentsInto(ctx, s.cfg.Store, m.meta, names, alloc)
+			m.err = s.readMemo(ctx, p, in, m, rawMeta, alloc)
 		}()
 	}
 	rawMeta, rawErr := s.readRawFooter(ctx, p)
@@ -451,6 +442,57 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 		s.memoInputs.Add(1)
 	}
 	return cols, n, nil
+}
+
+// readMemo reads input in's memo object into m: its footer and its value
+// segment, and its event_id segment unless the footers show it is the raw
+// block's (sameSegment).
+//
+// A memo object is laid out as block.Encode lays out a record of event_id
+// and the value: the event_id segment first, the same bytes as the raw
+// block's, then the value segment, then the footer. So the value segment
+// starts where a segment after the raw block's event_id would (block.After),
+// and one request from
+// there to the object's end (block.FetchTail) reads the value and the
+// footer; the usual footer-then-segments is two. An object laid out
+// otherwise (ErrNotTail, or shorter than that offset) is read the usual
+// way, as is every object with Config.ExactAlignment.
+func (s *Server) readMemo(ctx context.Context, p *plan, in inputPlan, m *memoRead, rawMeta block.Meta, alloc block.Alloc) error {
+	if id, ok := rawMeta.Column(transform.ColEventID); ok && !s.cfg.ExactAlignment {
+		meta, seg, err := block.FetchTail(ctx, s.cfg.Store, in.memo, block.After(id), MemoColumn, alloc)
+		switch {
+		case err == nil:
+			if err := checkMemoMeta(p, in, meta); err != nil {
+				return err
+			}
+			m.meta = meta
+			if sameSegment(meta, rawMeta, transform.ColEventID) {
+				m.segs = [][]byte{seg}
+				return nil
+			}
+			ids, err := block.FetchSegmentsInto(ctx, s.cfg.Store, meta, []string{transform.ColEventID}, alloc)
+			if err != nil {
+				return err
+			}
+			m.segs = [][]byte{ids[0], seg}
+			return nil
+		case !errors.Is(err, block.ErrNotTail) && !errors.Is(err, objstore.ErrRange):
+			return err
+		}
+	}
+	var err error
+	if m.meta, err = block.ReadFooter(ctx, s.cfg.Store, in.memo); err != nil {
+		return err
+	}
+	if err := checkMemoMeta(p, in, m.meta); err != nil {
+		return err
+	}
+	names := []string{transform.ColEventID, MemoColumn}
+	if !s.cfg.ExactAlignment && sameSegment(m.meta, rawMeta, transform.ColEventID) {
+		names = names[1:]
+	}
+	m.segs, err = block.FetchSegmentsInto(ctx, s.cfg.Store, m.meta, names, alloc)
+	return err
 }
 
 // memoRead is a memo object's footer and its event_id and value segments.

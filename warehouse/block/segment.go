@@ -174,6 +174,98 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 	return segs, nil
 }
 
+// ErrNotTail: FetchTail's object does not have the named column's segment
+// where the caller expected it; read its footer and fetch the segment
+// (ReadFooter, FetchSegmentsInto) instead.
+var ErrNotTail = errors.New("segment not at the expected offset")
+
+// After is where Encode starts the segment that follows c: segments start
+// 8-byte aligned.
+func After(c Column) int64 { return (c.Offset + c.Length + 7) &^ 7 }
+
+// MaxTail bounds the bytes FetchTail reads.
+const MaxTail = 1 << 30
+
+// FetchTail reads the block object at key from offset from to its end in
+// one request, when the caller knows that the named column's segment
+// starts there and only the footer follows it, as the value column of a
+// memo object does (its event_id segment, which it shares with its raw
+// block, comes first). It returns the footer's Meta and the segment,
+// checked against its CRC-32C. Otherwise it is two requests: the footer,
+// then the segment. The segment is a slice of a buffer from alloc, as
+// for FetchSegmentsInto. If the footer puts the segment elsewhere, or
+// something besides the footer after it, the error is ErrNotTail.
+//
+// The segment's CRC is computed as its bytes arrive, while they are in
+// the CPU's caches; where the segment ends is known only from the footer,
+// at the end, so the running CRC is kept at every chunk boundary and the
+// segment's is the last one before its end extended to it.
+func FetchTail(ctx context.Context, store *objstore.Store, key string, from int64, name string, alloc Alloc) (Meta, []byte, error) {
+	if alloc == nil {
+		alloc = func(n int) []byte { return make([]byte, n) }
+	}
+	type mark struct {
+		hi  int
+		crc uint32
+	}
+	var (
+		marks []mark
+		crc   uint32
+		buf   []byte
+	)
+	alloc1 := func(n int) []byte {
+		buf = alloc(n)
+		return buf
+	}
+	tail, info, err := store.GetFromInto(ctx, key, from, MaxTail, alloc1, func(lo, hi int) {
+		if lo == 0 {
+			marks, crc = marks[:0], 0
+		}
+		crc = crc32.Update(crc, castagnoli, buf[lo:hi])
+		marks = append(marks, mark{hi, crc})
+	})
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	if len(tail) < TrailerSize {
+		return Meta{}, nil, corrupt(key, "%d bytes from offset %d: shorter than the trailer", len(tail), from)
+	}
+	flen, fcrc, err := parseTrailer(key, tail[len(tail)-TrailerSize:])
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	foff := info.Size - TrailerSize - flen
+	if foff < from {
+		return Meta{}, nil, fmt.Errorf("block %s: footer at %d, before offset %d: %w", key, foff, from, ErrNotTail)
+	}
+	m, err := parseFooter(key, tail[foff-from:foff-from+flen], fcrc, info.Size, foff)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	m.Checksum = info.Checksum
+	c, ok := m.Column(name)
+	if !ok {
+		return Meta{}, nil, fmt.Errorf("block %s: no column %s: %w", key, name, ErrNoColumn)
+	}
+	if c.Offset != from || c.Offset+c.Length != foff {
+		return Meta{}, nil, fmt.Errorf("block %s: column %s at [%d,+%d), footer at %d, expected from %d: %w",
+			key, name, c.Offset, c.Length, foff, from, ErrNotTail)
+	}
+	n := int(c.Length)
+	segCRC, at := uint32(0), 0
+	for _, mk := range marks {
+		if mk.hi > n {
+			break
+		}
+		segCRC, at = mk.crc, mk.hi
+	}
+	segCRC = crc32.Update(segCRC, castagnoli, tail[at:n])
+	if segCRC != c.CRC32C {
+		return Meta{}, nil, fmt.Errorf("block %s: column %s: checksum mismatch: %w", key, name, ErrCorrupt)
+	}
+	return m, tail[:n:n], nil
+}
+
 // DecodeSegment decodes one column segment holding rows rows of type t. It
 // never panics: a segment that does not decode is ErrCorrupt.
 func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Array, err error) {

@@ -33,6 +33,8 @@ var (
 	// ErrCorrupt: the bytes read do not match the checksum stored with the
 	// object, or the object carries no valid checksum.
 	ErrCorrupt = errors.New("object corrupt")
+	// ErrRange: a ranged read starts at or past the object's end (HTTP 416).
+	ErrRange = errors.New("range not satisfiable")
 )
 
 // MetaChecksum is the user-metadata key under which Put stores the CRC-32C of
@@ -395,6 +397,56 @@ func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst
 	})
 }
 
+// GetFromInto reads the object from offset off to its end, a length it
+// learns from the response, into a buffer from alloc (called once, with
+// that length; at most max bytes are accepted). filled is as for
+// GetRangeIntoFunc. It returns the buffer and the object's Info (Size is
+// the whole object's). It is one request where a reader that knows where
+// what it wants starts, but not where the object ends, would otherwise
+// read a footer first. A retried attempt must see the same length, else
+// the object changed under the read and it is an error. Like
+// GetRangeInto, nothing writes to the buffer after it returns.
+func (s *Store) GetFromInto(ctx context.Context, key string, off, max int64, alloc func(n int) []byte, filled func(lo, hi int)) ([]byte, Info, error) {
+	if off < 0 || max <= 0 {
+		return nil, Info{}, fmt.Errorf("objstore: get %s: invalid range from %d (at most %d bytes)", key, off, max)
+	}
+	var (
+		buf  []byte
+		info Info
+	)
+	rng := "bytes=" + strconv.FormatInt(off, 10) + "-"
+	err := s.read(ctx, key, fmt.Sprintf("get %s [%d:]", key, off), rng, func(obj io.Reader, size int64, h http.Header) error {
+		cr := h.Get("Content-Range")
+		first, last, total, ok := contentRange(cr)
+		if !ok || first != off || total < 0 || last != total-1 || size != last-first+1 {
+			return permanent(fmt.Errorf("bytes from %d asked, server sends %d bytes with Content-Range %q", off, size, cr))
+		}
+		if size > max {
+			return permanent(fmt.Errorf("bytes from %d: %d of them, at most %d are read", off, size, max))
+		}
+		if buf == nil {
+			buf = alloc(int(size))
+		}
+		if int64(len(buf)) != size {
+			return permanent(fmt.Errorf("bytes from %d: %d of them, %d on an earlier attempt: the object changed", off, size, len(buf)))
+		}
+		if filled == nil {
+			filled = func(int, int) {}
+		}
+		if err := readChunks(obj, buf, filled); err != nil {
+			return err
+		}
+		info = infoFromHeader(key, size, h)
+		info.Size = total
+		s.bytesRead.Add(size)
+		return nil
+	})
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return buf, info, nil
+}
+
 // GetSuffixInto reads the last len(dst) bytes of the object (all of it if
 // it is shorter) into dst[:n] and returns n and the object's Info. Like
 // GetRangeInto, it only writes dst, and not after it returns.
@@ -648,6 +700,9 @@ func classify(ctx context.Context, err error) error {
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+		return fmt.Errorf("%w: %w", ErrRange, err)
 	}
 	if resp.StatusCode != 0 {
 		return err // another 4xx: our request is wrong; retrying will not help
