@@ -316,6 +316,17 @@ func TestReadsSigned(t *testing.T) {
 			t.Fatalf("suffix of %q: %+v, %v", key, sinfo, err)
 		}
 	}
+	mk := func(n int) []byte { return make([]byte, n) }
+	from, info, err := s.GetFromInto(ctx, "raw/plain.arrow", 100, 1<<20, mk, nil)
+	if err != nil || !bytes.Equal(from, data[100:]) || info.Size != int64(len(data)) {
+		t.Fatalf("from byte 100: %d bytes, %+v, %v", len(from), info, err)
+	}
+	if _, _, err := s.GetFromInto(ctx, "raw/plain.arrow", 100, 99, mk, nil); err == nil {
+		t.Fatal("more than max read")
+	}
+	if _, _, err := s.GetFromInto(ctx, "raw/plain.arrow", int64(len(data)), 1<<20, mk, nil); !errors.Is(err, objstore.ErrRange) {
+		t.Fatalf("from the end: %v, want ErrRange", err)
+	}
 	if _, err := s.GetRange(ctx, "raw/missing.arrow", 0, 10); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("range of a missing key: %v, want ErrNotFound", err)
 	}
