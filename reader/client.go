@@ -11,6 +11,7 @@ import (
 	"io"
 	"iter"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -290,7 +291,10 @@ func decodeBatch(b []byte) (rec arrow.Record, err error) {
 	if err := checkFraming(b); err != nil {
 		return nil, err
 	}
-	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(memory.DefaultAllocator))
+	// The record batch's own buffer lengths size allocations too: a
+	// budget of what b can hold makes a lie about them a panic (recovered
+	// above) rather than an out-of-memory crash.
+	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(&budgetAllocator{left: 2*len(b) + 1<<16}))
 	if err != nil {
 		return nil, err
 	}
@@ -309,6 +313,37 @@ func decodeBatch(b []byte) (rec arrow.Record, err error) {
 	}
 	return rec, nil
 }
+
+// budgetAllocator allocates from Go's heap until left bytes are spent,
+// then panics. Arrow's reader copies each buffer of a batch out of the
+// stream, so a batch needs about len(stream) bytes.
+type budgetAllocator struct {
+	mu   sync.Mutex
+	left int
+}
+
+func (a *budgetAllocator) spend(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n < 0 || n > a.left {
+		panic(fmt.Sprintf("arrow ipc: buffers of %d bytes in a response that cannot hold them", n))
+	}
+	a.left -= n
+}
+
+func (a *budgetAllocator) Allocate(size int) []byte {
+	a.spend(size)
+	return memory.DefaultAllocator.Allocate(size)
+}
+
+func (a *budgetAllocator) Reallocate(size int, b []byte) []byte {
+	if size > len(b) {
+		a.spend(size - len(b))
+	}
+	return memory.DefaultAllocator.Reallocate(size, b)
+}
+
+func (a *budgetAllocator) Free(b []byte) { memory.DefaultAllocator.Free(b) }
 
 // checkFraming walks an IPC stream's messages (continuation marker,
 // metadata length, metadata, body) and checks that every metadata and body

@@ -372,6 +372,8 @@ func TestDecodeBatchCorruptLengths(t *testing.T) {
 		{"huge metadata", func(b []byte) { binary.LittleEndian.PutUint32(b[schemaLen+4:], 1<<31-8) }},
 		{"negative metadata", func(b []byte) { binary.LittleEndian.PutUint32(b[4:], 0x80000000) }},
 		{"no continuation", func(b []byte) { binary.LittleEndian.PutUint32(b[schemaLen:], 7) }},
+		// Within the framing, a buffer's length in the batch's metadata.
+		{"huge buffer", func(b []byte) { setLastBufferLength(t, b[schemaLen+8:schemaLen+8+len(batchMeta)], 1<<40) }},
 	} {
 		b := append([]byte(nil), data...)
 		c.patch(b)
@@ -397,6 +399,24 @@ func bodyLengthField(t *testing.T, meta []byte) int64 {
 		return 0
 	}
 	return tab.GetInt64(o + tab.Pos)
+}
+
+// setLastBufferLength sets the length of the last buffer of a record batch
+// message (Message.header, field 2, is the RecordBatch; its field 2 the
+// vector of Buffer structs of offset and length).
+func setLastBufferLength(t *testing.T, meta []byte, v int64) {
+	msg := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	o := flatbuffers.UOffsetT(msg.Offset(4 + 2*2))
+	if o == 0 {
+		t.Fatal("message without a header")
+	}
+	rb := flatbuffers.Table{Bytes: meta, Pos: msg.Indirect(o + msg.Pos)}
+	ob := flatbuffers.UOffsetT(rb.Offset(4 + 2*2))
+	if ob == 0 || rb.VectorLen(ob) == 0 {
+		t.Fatal("record batch without buffers")
+	}
+	last := rb.Vector(ob) + flatbuffers.UOffsetT(16*(rb.VectorLen(ob)-1))
+	binary.LittleEndian.PutUint64(meta[last+8:], uint64(v))
 }
 
 func setBodyLength(t *testing.T, meta []byte, v int64) {

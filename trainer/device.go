@@ -328,8 +328,10 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 			c.log.Warn("checkpoint", "err", err)
 		} else {
 			// When the manifest became durable (or just after): what a
-			// preemption deadline is measured against.
+			// preemption deadline is measured against. Pruning older
+			// checkpoints comes after.
 			ev.At = c.now()
+			c.cks.Prune(ctx, p.Epochs)
 			c.log.Info("checkpoint committed", "epochs", p.Epochs, "units", len(p.Units), "event_ids", man.EventIDs)
 			c.publishStatistics(ctx)
 		}

@@ -2,6 +2,7 @@ package sigd
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"google.golang.org/grpc/codes"
@@ -101,9 +102,9 @@ func (h *sigService) GetComponent(ctx context.Context, req *sigv1.GetComponentRe
 		return nil, grpcError(err)
 	}
 	if !visible(p, info) {
-		// NotFound, as for a key nobody uses: whether another client
-		// caches a graph is not for p to learn.
-		return nil, status.Errorf(codes.NotFound, "component %s: none of %s's pipelines uses it", k.Short(), p.Name)
+		// NotFound, word for word as for a key nobody uses: whether
+		// another client caches a graph is not for p to learn.
+		return nil, grpcError(fmt.Errorf("%w: component %s", matching.ErrNotFound, k))
 	}
 	out := &sigv1.GetComponentResponse{Component: ComponentSummary(p, info)}
 	memos, err := h.s.cache.Memos(k)

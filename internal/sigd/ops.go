@@ -279,7 +279,13 @@ func (s *Server) TrainerStatuses(p *auth.Principal) []*sigv1.TrainerStatus {
 	s.trainersMu.Lock()
 	defer s.trainersMu.Unlock()
 	var out []*sigv1.TrainerStatus
-	for _, e := range s.trainers {
+	now := time.Now()
+	for k, e := range s.trainers {
+		if now.Sub(e.seen) > trainerStatusTTL {
+			delete(s.trainers, k)
+			s.metrics.trainerForget(k.client, k.job)
+			continue
+		}
 		if p.IsOperator() || e.status.Client == p.Client {
 			out = append(out, e.status)
 		}

@@ -59,4 +59,10 @@ func TestComponentPipelinesPrivate(t *testing.T) {
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("a client that does not use the component: %v, want NotFound", err)
 	}
+	// Word for word what a key nobody uses gets, but for the key.
+	unused := strings.Repeat("0", len(key))
+	_, err2 := srv.SIG(t, "ranking").GetComponent(ctx, &sigv1.GetComponentRequest{Key: unused})
+	if status.Code(err2) != codes.NotFound || strings.ReplaceAll(status.Convert(err).Message(), key, "K") != strings.ReplaceAll(status.Convert(err2).Message(), unused, "K") {
+		t.Fatalf("another client's component: %q; an unused key: %q", status.Convert(err).Message(), status.Convert(err2).Message())
+	}
 }

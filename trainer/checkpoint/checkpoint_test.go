@@ -81,6 +81,7 @@ func TestSaveLatestLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cs.Prune(ctx, epoch)
 	}
 	// A later checkpoint cut short before its manifest is not read.
 	if _, err := st.Put(ctx, cs.key(4, ModelObject), []byte("partial"), nil); err != nil {
@@ -138,6 +139,7 @@ func TestGoodputHistory(t *testing.T) {
 			Fingerprint: "f", Model: []byte{1}, Ledger: &led, Goodput: gp, Created: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
+		cs.Prune(ctx, epoch)
 		latest, err := cs.Latest(ctx)
 		if err != nil || latest == nil || latest.Seq != epoch {
 			t.Fatalf("latest: %+v %v", latest, err)

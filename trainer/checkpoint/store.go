@@ -77,7 +77,7 @@ type Store struct {
 	st       *objstore.Store
 	pipeline string
 	// Keep is how many committed checkpoints to keep; older ones are
-	// deleted after a commit. Default 2.
+	// deleted by Prune, which the controller calls after a commit. Default 2.
 	Keep int
 }
 
@@ -163,13 +163,14 @@ func (s *Store) Save(ctx context.Context, c Checkpoint) (Manifest, error) {
 	if _, err := put(ManifestObject, body); err != nil {
 		return Manifest{}, fmt.Errorf("checkpoint %d: manifest: %w", seq, err)
 	}
-	s.prune(ctx, seq)
 	return m, nil
 }
 
-// prune deletes checkpoints older than the Keep newest (best effort: a
-// leftover is harmless, Latest ignores it).
-func (s *Store) prune(ctx context.Context, newest int) {
+// Prune deletes the checkpoints older than the Keep newest up to newest (best
+// effort: a leftover is harmless, Latest ignores it). It is separate from
+// Save so that the time a checkpoint committed, which a preemption
+// deadline is measured against, does not include it.
+func (s *Store) Prune(ctx context.Context, newest int) {
 	if s.Keep <= 0 {
 		return
 	}

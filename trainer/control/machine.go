@@ -838,7 +838,11 @@ func (m *Machine) onPreempt(ev Event) {
 	case job && p.job && !ev.Deadline.Before(p.deadline):
 		return // the job's earlier deadline holds
 	case !job && slices.Contains(p.hosts, ev.Scope):
-		return
+		if h := m.hosts[ev.Scope]; h == nil || h.leaving {
+			return // told already
+		}
+		// The host left on its first notice and has rejoined since: this
+		// notice is its new incarnation's.
 	}
 	a := Action{Kind: ActBroadcastPreempt, Deadline: ev.Deadline}
 	if job {
@@ -848,7 +852,9 @@ func (m *Machine) onPreempt(ev Event) {
 		p.job, p.deadline = true, ev.Deadline
 	} else {
 		a.Reason = ev.Scope
-		p.hosts = append(p.hosts, ev.Scope)
+		if !slices.Contains(p.hosts, ev.Scope) {
+			p.hosts = append(p.hosts, ev.Scope)
+		}
 		if h := m.hosts[ev.Scope]; h != nil {
 			h.leaving = true
 		}

@@ -114,6 +114,11 @@ func TestRangeNotHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	// A 200 is the range when the range is the whole object.
+	mode.Store(0)
+	if got, err := s.GetRange(ctx, "k", 0, int64(len(obj))); err != nil || string(got) != string(obj) {
+		t.Fatalf("the whole object as a range, answered 200: %q %v", got, err)
+	}
 	for m, call := range []func() error{
 		func() error { _, err := s.GetRange(ctx, "k", 7, 13); return err },
 		func() error { _, err := s.GetRange(ctx, "k", 7, 10); return err },

@@ -380,7 +380,8 @@ func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst
 		}
 		// The bytes must be the ones asked for: a server (or proxy) that
 		// ignores Range answers 200 with the object from its start.
-		if first, last, _, ok := contentRange(cr); !ok || first != off || last != off+length-1 || size != length {
+		whole := cr == "" && off == 0 && size == length // a 200: the object is the range
+		if first, last, _, ok := contentRange(cr); !whole && (!ok || first != off || last != off+length-1 || size != length) {
 			return permanent(fmt.Errorf("range [%d,+%d) asked, server sends %d bytes with Content-Range %q", off, length, size, cr))
 		}
 		var err error
