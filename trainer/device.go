@@ -328,14 +328,17 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 			c.log.Warn("checkpoint", "err", err)
 		} else {
 			// When the manifest became durable (or just after): what a
-			// preemption deadline is measured against. Pruning older
-			// checkpoints comes after.
+			// preemption deadline is measured against.
 			ev.At = c.now()
-			c.cks.Prune(ctx, p.Epochs)
 			c.log.Info("checkpoint committed", "epochs", p.Epochs, "units", len(p.Units), "event_ids", man.EventIDs)
 			c.publishStatistics(ctx)
 		}
 		c.post(msg{ev: ev, manifest: &man, ledger: merged})
+		if err == nil {
+			// Older checkpoints go once the controller has been told: the
+			// commit does not wait for their deletion.
+			c.cks.Prune(ctx, p.Epochs)
+		}
 	}()
 }
 

@@ -139,7 +139,7 @@ func (h *sigService) ReportTrainerStatus(ctx context.Context, req *sigv1.Trainer
 	if !p.IsOperator() {
 		req.Client = p.Client
 	}
-	if err := validateTrainerStatus(req); err != nil {
+	if err := cleanTrainerStatus(req); err != nil {
 		return nil, grpcError(err)
 	}
 	if err := h.s.reportTrainer(req, time.Now()); err != nil {
@@ -160,12 +160,12 @@ const (
 	maxChipKinds     = 32
 )
 
-// validateTrainerStatus checks a report's fields: names as names, text
-// short and printable, numbers finite and non-negative. The hold reason is
-// an error message of the trainer's: it is clipped and its control
-// characters blanked rather than refused, so that a held job still shows.
+// cleanTrainerStatus checks a report's fields (names as names, text
+// printable, numbers finite and non-negative) and cleans its hold reason:
+// an error message of the trainer's, clipped and its control characters
+// blanked rather than refused, so that a held job still shows.
 // A NaN loss is kept: it is what a NaN-loss hold looks like.
-func validateTrainerStatus(t *sigv1.TrainerStatus) error {
+func cleanTrainerStatus(t *sigv1.TrainerStatus) error {
 	if err := matching.ValidateName("job", t.GetJob()); err != nil {
 		return err
 	}
@@ -244,13 +244,9 @@ func (s *Server) reportTrainer(t *sigv1.TrainerStatus, now time.Time) error {
 	defer s.trainersMu.Unlock()
 	k := trainerKey{t.GetClient(), t.GetJob()}
 	if _, ok := s.trainers[k]; !ok {
+		s.forgetSilentTrainers(now)
 		perClient := 0
-		for ok, e := range s.trainers {
-			if now.Sub(e.seen) > trainerStatusTTL {
-				delete(s.trainers, ok)
-				s.metrics.trainerForget(ok.client, ok.job)
-				continue
-			}
+		for ok := range s.trainers {
 			if ok.client == k.client {
 				perClient++
 			}
@@ -263,6 +259,17 @@ func (s *Server) reportTrainer(t *sigv1.TrainerStatus, now time.Time) error {
 	s.trainers[k] = trainerEntry{status: t, seen: now}
 	s.metrics.trainerReport(t)
 	return nil
+}
+
+// forgetSilentTrainers drops the jobs silent for trainerStatusTTL and
+// their metric series. s.trainersMu is held.
+func (s *Server) forgetSilentTrainers(now time.Time) {
+	for k, e := range s.trainers {
+		if now.Sub(e.seen) > trainerStatusTTL {
+			delete(s.trainers, k)
+			s.metrics.trainerForget(k.client, k.job)
+		}
+	}
 }
 
 func (h *sigService) ListTrainerStatus(ctx context.Context, _ *sigv1.ListTrainerStatusRequest) (*sigv1.ListTrainerStatusResponse, error) {
@@ -278,14 +285,9 @@ func (h *sigService) ListTrainerStatus(ctx context.Context, _ *sigv1.ListTrainer
 func (s *Server) TrainerStatuses(p *auth.Principal) []*sigv1.TrainerStatus {
 	s.trainersMu.Lock()
 	defer s.trainersMu.Unlock()
+	s.forgetSilentTrainers(time.Now())
 	var out []*sigv1.TrainerStatus
-	now := time.Now()
-	for k, e := range s.trainers {
-		if now.Sub(e.seen) > trainerStatusTTL {
-			delete(s.trainers, k)
-			s.metrics.trainerForget(k.client, k.job)
-			continue
-		}
+	for _, e := range s.trainers {
 		if p.IsOperator() || e.status.Client == p.Client {
 			out = append(out, e.status)
 		}

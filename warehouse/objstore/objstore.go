@@ -375,13 +375,14 @@ func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst
 	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+length-1, 10)
 	return s.read(ctx, key, fmt.Sprintf("get %s [%d,+%d)", key, off, length), rng, func(obj io.Reader, size int64, h http.Header) error {
 		cr := h.Get("Content-Range")
-		if total, ok := contentRangeTotal(cr); ok && off+length > total {
+		first, last, total, ok := contentRange(cr)
+		if ok && total >= 0 && off+length > total {
 			return permanent(fmt.Errorf("range [%d,+%d) beyond size %d", off, length, total))
 		}
 		// The bytes must be the ones asked for: a server (or proxy) that
 		// ignores Range answers 200 with the object from its start.
 		whole := cr == "" && off == 0 && size == length // a 200: the object is the range
-		if first, last, _, ok := contentRange(cr); !whole && (!ok || first != off || last != off+length-1 || size != length) {
+		if !whole && (!ok || first != off || last != off+length-1 || size != length) {
 			return permanent(fmt.Errorf("range [%d,+%d) asked, server sends %d bytes with Content-Range %q", off, length, size, cr))
 		}
 		var err error
@@ -468,16 +469,16 @@ func (s *Store) GetSuffixInto(ctx context.Context, key string, dst []byte) (int,
 		}
 		// A 206 must end at the object's end; a 200 (no Content-Range) is
 		// the whole object, shorter than the suffix asked.
-		if cr := h.Get("Content-Range"); cr != "" {
-			if first, last, total, ok := contentRange(cr); !ok || total < 0 || last != total-1 || last-first+1 != size {
-				return permanent(fmt.Errorf("suffix of %d bytes asked, server sends %d bytes with Content-Range %q", len(dst), size, cr))
-			}
+		cr := h.Get("Content-Range")
+		first, last, total, ok := contentRange(cr)
+		if cr != "" && (!ok || total < 0 || last != total-1 || last-first+1 != size) {
+			return permanent(fmt.Errorf("suffix of %d bytes asked, server sends %d bytes with Content-Range %q", len(dst), size, cr))
 		}
 		if _, err := io.ReadFull(obj, dst[:size]); err != nil {
 			return err
 		}
 		info = infoFromHeader(key, size, h)
-		if total, ok := contentRangeTotal(h.Get("Content-Range")); ok {
+		if ok {
 			info.Size = total
 		}
 		n = int(size)
@@ -503,12 +504,6 @@ func (s *Store) GetSuffix(ctx context.Context, key string, n int64) ([]byte, Inf
 		return nil, Info{}, err
 	}
 	return buf[:k], info, nil
-}
-
-// contentRangeTotal parses "bytes a-b/total".
-func contentRangeTotal(h string) (int64, bool) {
-	_, _, total, ok := contentRange(h)
-	return total, ok && total >= 0
 }
 
 // contentRange parses a Content-Range of a byte range, "bytes first-last/total"
