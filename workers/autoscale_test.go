@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sigdata/sig/internal/clock"
@@ -19,63 +18,48 @@ import (
 // TestDecideData runs testdata/autoscale: a config, then observations with
 // the decision after each.
 func TestDecideData(t *testing.T) {
-	for _, path := range ddFiles(t, "autoscale") {
-		t.Run(strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], ".txt"), func(t *testing.T) {
-			var cfg ScaleConfig
-			var st ScaleState
-			runDD(t, path, func(t *testing.T, cmd string) string {
-				f := strings.Fields(cmd)
-				kv := map[string]string{}
-				for _, a := range f[1:] {
-					k, v, _ := strings.Cut(a, "=")
-					kv[k] = v
+	datadriven.Walk(t, "testdata/autoscale", func(t *testing.T, path string) {
+		var cfg ScaleConfig
+		var st ScaleState
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			dur := func(k string) time.Duration {
+				var d time.Duration
+				td.ScanArgs(t, k, &d)
+				return d
+			}
+			num := func(k string) float64 {
+				var x float64
+				td.MaybeScanArgs(t, k, &x)
+				return x
+			}
+			switch td.Cmd {
+			case "config":
+				cfg = ScaleConfig{Min: int(num("min")), Max: int(num("max")), TargetDrain: dur("drain"), CoolDown: dur("cooldown"), DefaultTaskSeconds: num("default-cost"), TasksPerWorker: int(num("tasks-per-worker"))}
+				st = ScaleState{}
+				if err := cfg.Validate(); err != nil {
+					return err.Error()
 				}
-				dur := func(k string) time.Duration {
-					d, err := time.ParseDuration(kv[k])
-					if err != nil {
-						t.Fatalf("%s: %v", cmd, err)
-					}
-					return d
+				return "ok"
+			case "observe":
+				o := Observation{Now: t0.Add(dur("t")), Backlog: int(num("backlog")), TaskSeconds: num("cost")}
+				before := st
+				var n int
+				n, st = cfg.Decide(st, o)
+				if again, _ := cfg.Decide(before, o); again != n {
+					t.Errorf("Decide is not deterministic: %d then %d", n, again)
 				}
-				num := func(k string) float64 {
-					if kv[k] == "" {
-						return 0
-					}
-					x, err := strconv.ParseFloat(kv[k], 64)
-					if err != nil {
-						t.Fatalf("%s: %v", cmd, err)
-					}
-					return x
+				if n != st.Desired {
+					t.Errorf("returned %d but state says %d", n, st.Desired)
 				}
-				switch f[0] {
-				case "config":
-					cfg = ScaleConfig{Min: int(num("min")), Max: int(num("max")), TargetDrain: dur("drain"), CoolDown: dur("cooldown"), DefaultTaskSeconds: num("default-cost"), TasksPerWorker: int(num("tasks-per-worker"))}
-					st = ScaleState{}
-					if err := cfg.Validate(); err != nil {
-						return err.Error()
-					}
-					return "ok"
-				case "observe":
-					o := Observation{Now: t0.Add(dur("t")), Backlog: int(num("backlog")), TaskSeconds: num("cost")}
-					before := st
-					var n int
-					n, st = cfg.Decide(st, o)
-					if again, _ := cfg.Decide(before, o); again != n {
-						t.Errorf("Decide is not deterministic: %d then %d", n, again)
-					}
-					if n != st.Desired {
-						t.Errorf("returned %d but state says %d", n, st.Desired)
-					}
-					if st.LowSince.IsZero() {
-						return fmt.Sprintf("desired=%d", n)
-					}
-					return fmt.Sprintf("desired=%d (cooling since %gs, peak %d)", n, st.LowSince.Sub(t0).Seconds(), st.LowPeak)
+				if st.LowSince.IsZero() {
+					return fmt.Sprintf("desired=%d", n)
 				}
-				t.Fatalf("unknown command %q", cmd)
-				return ""
-			})
+				return fmt.Sprintf("desired=%d (cooling since %gs, peak %d)", n, st.LowSince.Sub(t0).Seconds(), st.LowPeak)
+			}
+			td.Fatalf(t, "unknown command %q", td.Cmd)
+			return ""
 		})
-	}
+	})
 }
 
 func TestScaleConfigValidate(t *testing.T) {

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
 
 	"github.com/sigdata/sig/internal/clock"
 )
@@ -35,11 +36,12 @@ import (
 //	                                 worker, default 1 here; plain: the same
 //	                                 stages behind a plain Runner)
 //	enqueue a b ...                  tasks named a, b, ... (priority 1)
-//	ok|fail|panic TASK STAGE [MSG]   wait until TASK is in STAGE (read,
+//	ok|fail|panic TASK stage=STAGE [msg=MSG|msg=(MORE WORDS)]
+//	                                 wait until TASK is in STAGE (read,
 //	                                 transform, write), then let it return
 //	cancel TASK                      evict TASK (its lease is lost at its
 //	                                 next heartbeat)
-//	resize N                         Pool.Resize
+//	resize workers=N                 Pool.Resize
 //	close [hard]                     Pool.Close in the background (hard:
 //	                                 with a context already cancelled)
 //	state [tick=D]                   every task: where it is (advancing the
@@ -52,41 +54,39 @@ import (
 //	                                 task has heartbeated N more times, then
 //	                                 run an expiry pass
 func TestPipelineData(t *testing.T) {
-	for _, path := range ddFiles(t, "pipeline") {
-		t.Run(strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], ".txt"), func(t *testing.T) {
-			var h *pipeHarness
-			defer func() {
+	datadriven.Walk(t, "testdata/pipeline", func(t *testing.T, path string) {
+		var h *pipeHarness
+		defer func() {
+			if h != nil {
+				h.stop()
+			}
+		}()
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			if td.Cmd == "start" {
 				if h != nil {
 					h.stop()
 				}
-			}()
-			runDDExpect(t, path, func(t *testing.T, cmd, expected string) string {
-				f := strings.Fields(cmd)
-				kv := map[string]string{}
-				for _, a := range f[1:] {
-					if k, v, ok := strings.Cut(a, "="); ok {
-						kv[k] = v
-					}
-				}
-				if f[0] == "start" {
-					if h != nil {
-						h.stop()
-					}
-					n, _ := strconv.Atoi(kv["workers"])
-					writers := 1
-					if v, ok := kv["writers"]; ok {
-						writers, _ = strconv.Atoi(v)
-					}
-					h = newPipeHarness(t, n, writers, kv["runner"] == "plain")
-					return ""
-				}
-				if h == nil {
-					t.Fatalf("%s: no start", cmd)
-				}
-				return h.do(f, kv, expected)
-			})
+				var n int
+				td.ScanArgs(t, "workers", &n)
+				writers := 1
+				td.MaybeScanArgs(t, "writers", &writers)
+				var runner string
+				td.MaybeScanArgs(t, "runner", &runner)
+				h = newPipeHarness(t, n, writers, runner == "plain")
+				return ""
+			}
+			if h == nil {
+				td.Fatalf(t, "%s: no start", td.Cmd)
+			}
+			// The observations wait for the expected output; under -rewrite
+			// there is none, and they wait for the answer to settle instead.
+			expected := ""
+			if !td.Rewrite {
+				expected = strings.TrimRight(td.Expected, "\n")
+			}
+			return strings.TrimRight(h.do(td, expected), "\n")
 		})
-	}
+	})
 }
 
 type pipeStage int
@@ -206,13 +206,14 @@ func (h *pipeHarness) breach(format string, args ...any) {
 	h.bad = append(h.bad, fmt.Sprintf(format, args...))
 }
 
-func (h *pipeHarness) do(f []string, kv map[string]string, expected string) string {
+func (h *pipeHarness) do(td *datadriven.TestData, expected string) string {
 	t := h.t
-	switch f[0] {
+	tasks := operands(td)
+	switch td.Cmd {
 	case "enqueue":
 		var reqs []Request
 		h.mu.Lock()
-		for _, name := range f[1:] {
+		for _, name := range tasks {
 			h.tasks[name] = true
 			reqs = append(reqs, req(name, "0", "c", "p", 1))
 		}
@@ -222,21 +223,23 @@ func (h *pipeHarness) do(f []string, kv map[string]string, expected string) stri
 		}
 		return ""
 	case "ok", "fail", "panic":
-		if len(f) < 3 {
-			t.Fatalf("%v: want TASK STAGE", f)
+		if len(tasks) != 1 {
+			td.Fatalf(t, "want one TASK")
 		}
+		var stage string
+		td.ScanArgs(t, "stage", &stage)
 		s := -1
 		for i, n := range stageNames {
-			if n == f[2] {
+			if n == stage {
 				s = i
 			}
 		}
 		if s < 0 {
-			t.Fatalf("%v: unknown stage", f)
+			td.Fatalf(t, "unknown stage %q", stage)
 		}
-		msg := strings.Join(f[3:], " ")
+		msg := argText(td, "msg")
 		v := verdict{}
-		switch f[0] {
+		switch td.Cmd {
 		case "fail":
 			v.err = errors.New(msg)
 		case "panic":
@@ -247,25 +250,26 @@ func (h *pipeHarness) do(f []string, kv map[string]string, expected string) stri
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			var ok bool
-			g, ok = h.gates[f[1]]
+			g, ok = h.gates[tasks[0]]
 			return ok && g.stage == pipeStage(s)
 		}, 0) {
-			return fmt.Sprintf("%s never entered %s:\n%s", f[1], f[2], h.state())
+			return fmt.Sprintf("%s never entered %s:\n%s", tasks[0], stage, h.state())
 		}
 		g.ch <- v
 		return ""
 	case "cancel":
-		if ok, err := h.q.Cancel(TaskID{f[1], "0"}); !ok || err != nil {
-			t.Fatalf("cancel %s: %v %v", f[1], ok, err)
+		if ok, err := h.q.Cancel(TaskID{tasks[0], "0"}); !ok || err != nil {
+			t.Fatalf("cancel %s: %v %v", tasks[0], ok, err)
 		}
 		return ""
 	case "resize":
-		n, _ := strconv.Atoi(f[1])
+		var n int
+		td.ScanArgs(t, "workers", &n)
 		h.pool.Resize(n)
 		return ""
 	case "close":
 		ctx, cancel := context.WithCancel(context.Background())
-		if len(f) > 1 && f[1] == "hard" {
+		if td.HasArg("hard") {
 			cancel()
 		}
 		h.closeDone = make(chan error, 1)
@@ -282,12 +286,7 @@ func (h *pipeHarness) do(f []string, kv map[string]string, expected string) stri
 		return ""
 	case "state":
 		var tick time.Duration
-		if kv["tick"] != "" {
-			var err error
-			if tick, err = time.ParseDuration(kv["tick"]); err != nil {
-				t.Fatal(err)
-			}
-		}
+		td.MaybeScanArgs(t, "tick", &tick)
 		return h.observe(expected, h.state, tick)
 	case "stats":
 		return h.observe(expected, h.stats, 0)
@@ -306,10 +305,11 @@ func (h *pipeHarness) do(f []string, kv map[string]string, expected string) stri
 			return fmt.Sprintf("closed: %v; leases held then: %d", h.closeErr, h.closeHeld)
 		}, 0)
 	case "heartbeats":
-		rounds, _ := strconv.Atoi(kv["rounds"])
+		var rounds int
+		td.ScanArgs(t, "rounds", &rounds)
 		return h.heartbeats(rounds)
 	}
-	t.Fatalf("unknown command %v", f)
+	td.Fatalf(t, "unknown command %q", td.Cmd)
 	return ""
 }
 

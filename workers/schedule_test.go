@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
+
 	"github.com/sigdata/sig/internal/clock"
 )
 
@@ -57,8 +59,37 @@ func atoi32(t *testing.T, s string) int32 {
 	return int32(n)
 }
 
-func (h *queueHarness) run(t *testing.T, cmd string) string {
-	f := strings.Fields(cmd)
+// operands returns the command's bare words, the tasks it names, in order.
+func operands(td *datadriven.TestData) []string {
+	var words []string
+	for _, a := range td.CmdArgs {
+		if len(a.Vals) == 0 {
+			words = append(words, a.Key)
+		}
+	}
+	return words
+}
+
+// argText returns the text of key=word or key=(some words), "" if the
+// argument is absent. datadriven splits a parenthesized value at commas;
+// they are put back.
+func argText(td *datadriven.TestData, key string) string {
+	a, ok := td.Arg(key)
+	if !ok {
+		return ""
+	}
+	return strings.Join(a.Vals, ", ")
+}
+
+// arg returns the value of key=value; the case fails if it is absent.
+func arg(t *testing.T, td *datadriven.TestData, key string) string {
+	var v string
+	td.ScanArgs(t, key, &v)
+	return v
+}
+
+func (h *queueHarness) run(t *testing.T, td *datadriven.TestData) string {
+	f := operands(td)
 	q := h.q
 	errOut := func(err error) string {
 		// Lease ids contain a random nonce: name sentinel errors instead.
@@ -69,22 +100,20 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 		}
 		return "error: " + err.Error()
 	}
-	switch f[0] {
-	case "enqueue": // enqueue CLIENT PIPELINE PRIORITY TASK...
+	switch td.Cmd {
+	case "enqueue": // enqueue TASK... client=C pipeline=P priority=N
 		var reqs []Request
-		for _, s := range f[4:] {
-			reqs = append(reqs, Request{Task: parseTask(s), Client: f[1], Pipeline: f[2], Priority: atoi32(t, f[3])})
+		for _, s := range f {
+			reqs = append(reqs, Request{Task: parseTask(s), Client: arg(t, td, "client"), Pipeline: arg(t, td, "pipeline"), Priority: atoi32(t, arg(t, td, "priority"))})
 		}
 		n, err := q.Enqueue(reqs...)
 		if err != nil {
 			return errOut(err)
 		}
 		return fmt.Sprintf("created %d", n)
-	case "lease": // lease [N]: lease up to N tasks, printing client@priority task
+	case "lease": // lease [n=N]: lease up to N tasks, printing client@priority task
 		n := 1
-		if len(f) > 1 {
-			n = int(atoi32(t, f[1]))
-		}
+		td.MaybeScanArgs(t, "n", &n)
 		var out []string
 		for i := 0; i < n; i++ {
 			l, ok, err := q.TryLease("w")
@@ -99,14 +128,14 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 			out = append(out, fmt.Sprintf("%s@%d %s", l.Client, l.Priority, l.Task.ID.Component+blockSuffix(l.Task.ID)))
 		}
 		return strings.Join(out, "\n")
-	case "set-priority": // set-priority CLIENT PIPELINE PRIORITY
-		n, err := q.SetPriority(f[1], f[2], atoi32(t, f[3]))
+	case "set-priority": // set-priority client=C pipeline=P priority=N
+		n, err := q.SetPriority(arg(t, td, "client"), arg(t, td, "pipeline"), atoi32(t, arg(t, td, "priority")))
 		if err != nil {
 			return errOut(err)
 		}
 		return fmt.Sprintf("moved %d", n)
 	case "complete": // complete TASK
-		if err := q.Complete(context.Background(), h.leases[parseTask(f[1])], Result{}); err != nil {
+		if err := q.Complete(context.Background(), h.leases[parseTask(f[0])], Result{}); err != nil {
 			return errOut(err)
 		}
 		return "ok"
@@ -124,9 +153,9 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 			delete(h.leases, id)
 		}
 		return fmt.Sprintf("completed %d", n)
-	case "fail": // fail TASK CAUSE...
-		id := parseTask(f[1])
-		quarantined, err := q.Fail(context.Background(), h.leases[id], strings.Join(f[2:], " "))
+	case "fail": // fail TASK err=CAUSE|err=(LONGER CAUSE)
+		id := parseTask(f[0])
+		quarantined, err := q.Fail(context.Background(), h.leases[id], argText(td, "err"))
 		if err != nil {
 			return errOut(err)
 		}
@@ -136,21 +165,19 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 		}
 		return fmt.Sprintf("requeued attempts=%d", tk.Attempts)
 	case "return": // return TASK: give a lease back unrun
-		if err := q.Return(h.leases[parseTask(f[1])]); err != nil {
+		if err := q.Return(h.leases[parseTask(f[0])]); err != nil {
 			return errOut(err)
 		}
 		return "ok"
 	case "heartbeat": // heartbeat TASK
-		d, err := q.Heartbeat(context.Background(), h.leases[parseTask(f[1])])
+		d, err := q.Heartbeat(context.Background(), h.leases[parseTask(f[0])])
 		if err != nil {
 			return errOut(err)
 		}
 		return "deadline +" + d.Sub(t0).String()
-	case "advance": // advance DURATION
-		d, err := time.ParseDuration(f[1])
-		if err != nil {
-			t.Fatal(err)
-		}
+	case "advance": // advance by=DURATION
+		var d time.Duration
+		td.ScanArgs(t, "by", &d)
 		h.clk.Advance(d)
 		return "now +" + h.clk.Now().Sub(t0).String()
 	case "expire":
@@ -160,19 +187,19 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 		}
 		return fmt.Sprintf("expired %d", n)
 	case "cancel": // cancel TASK
-		ok, err := q.Cancel(parseTask(f[1]))
+		ok, err := q.Cancel(parseTask(f[0]))
 		if err != nil {
 			return errOut(err)
 		}
 		return fmt.Sprintf("cancelled %v", ok)
-	case "remove-pipeline": // remove-pipeline CLIENT PIPELINE
-		n, err := q.RemovePipeline(f[1], f[2])
+	case "remove-pipeline": // remove-pipeline client=C pipeline=P
+		n, err := q.RemovePipeline(arg(t, td, "client"), arg(t, td, "pipeline"))
 		if err != nil {
 			return errOut(err)
 		}
 		return fmt.Sprintf("cancelled %d", n)
 	case "release": // release TASK
-		ok, err := q.Release(parseTask(f[1]))
+		ok, err := q.Release(parseTask(f[0]))
 		if err != nil {
 			return errOut(err)
 		}
@@ -187,7 +214,7 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 		}
 		return strings.Join(out, "\n")
 	case "task": // task TASK: state, priority and requesters
-		tk, ok := q.Get(parseTask(f[1]))
+		tk, ok := q.Get(parseTask(f[0]))
 		if !ok {
 			return "absent"
 		}
@@ -215,10 +242,13 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 			return "reopened state differs:\n--- before\n" + before + "--- after\n" + after
 		}
 		return "identical"
-	case "schedule": // schedule HEADS [LAST]: the pure decision
-		return runSchedule(t, f[1:])
+	case "schedule": // schedule [heads=(...)] [last=(...)]: the pure decision
+		var heads, last []string
+		td.MaybeScanArgs(t, "heads", &heads)
+		td.MaybeScanArgs(t, "last", &last)
+		return runSchedule(t, heads, last)
 	}
-	t.Fatalf("unknown command %q", cmd)
+	td.Fatalf(t, "unknown command %q", td.Cmd)
 	return ""
 }
 
@@ -229,22 +259,18 @@ func blockSuffix(id TaskID) string {
 	return "/" + id.Block
 }
 
-// runSchedule: heads as client:priority,... and last as priority:client,...
-// ("-" for none). Prints the client served and the new fairness state.
-func runSchedule(t *testing.T, args []string) string {
+// runSchedule: heads as client:priority and last as priority:client (none
+// for none). Prints the client served and the new fairness state.
+func runSchedule(t *testing.T, headArgs, lastArgs []string) string {
 	var heads []Head
-	if args[0] != "-" {
-		for _, s := range strings.Split(args[0], ",") {
-			c, p, _ := strings.Cut(s, ":")
-			heads = append(heads, Head{Client: c, Priority: atoi32(t, p)})
-		}
+	for _, s := range headArgs {
+		c, p, _ := strings.Cut(s, ":")
+		heads = append(heads, Head{Client: c, Priority: atoi32(t, p)})
 	}
 	f := Fairness{Last: map[int32]string{}}
-	if len(args) > 1 && args[1] != "-" {
-		for _, s := range strings.Split(args[1], ",") {
-			p, c, _ := strings.Cut(s, ":")
-			f.Last[atoi32(t, p)] = c
-		}
+	for _, s := range lastArgs {
+		p, c, _ := strings.Cut(s, ":")
+		f.Last[atoi32(t, p)] = c
 	}
 	before := fmt.Sprint(f.Last)
 	client, next, ok := Schedule(heads, f)
@@ -270,12 +296,12 @@ func runSchedule(t *testing.T, args []string) string {
 // set-priority and failure commands with the expected lease order. Each
 // file gets a fresh queue on disk.
 func TestScheduleData(t *testing.T) {
-	for _, path := range ddFiles(t, "schedule") {
-		t.Run(strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], ".txt"), func(t *testing.T) {
-			h := newQueueHarness(t)
-			runDD(t, path, h.run)
+	datadriven.Walk(t, "testdata/schedule", func(t *testing.T, path string) {
+		h := newQueueHarness(t)
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			return strings.TrimRight(h.run(t, td), "\n")
 		})
-	}
+	})
 }
 
 // TestScheduleOrderIndependent: the decision depends on the set of heads,
