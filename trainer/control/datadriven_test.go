@@ -1,117 +1,69 @@
 package control
 
 import (
-	"bufio"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt")
-
-// The scripts in testdata/ drive a Machine. A script starts with a
-// "config key=value ..." line; then every "> event args" line is fed to the
-// machine and followed by the expected output: one line per action, then the
-// machine's state (Describe). A blank line ends a case; '#' lines are
-// comments. Another config line starts a new machine, its clock back at the
-// start. "@5s" among the args sets the event time (offset from the
-// machine's start); times only move forward. Run with -rewrite to regenerate
-// the expected output after a deliberate change, then review the diff.
+// The scripts in testdata/ drive a Machine through
+// github.com/cockroachdb/datadriven. A script starts with a
+// "config key=value ..." case (no output); then every event case is fed to
+// the machine and followed by the expected output: one line per action,
+// then the machine's state (Describe). '#' lines are comments. Another
+// config case starts a new machine, its clock back at the start. "at=5s"
+// among the args sets the event time (offset from the machine's start);
+// times only move forward. Run go test -rewrite to regenerate the expected
+// output after a deliberate change, then review the diff.
 //
 // Event syntax (see parseEvent):
 //
-//	start | setup-done [err=...] [permanent] | restored [units=a,b] [epochs=N] [phase=P] [err=...]
+//	start | setup-done [err=...] [permanent] | restored [units=(a, b)] [epochs=N] [phase=P] [err=...]
 //	blocks b1 b2:pending ... [err=...] | chips-granted | model-restored [err=...] | compiled [err=...] [permanent]
 //	host-joined H [inc=I] | host-lost H [inc=I]
 //	request H a=N [max=N] | unit-read H a=N U rows=R | unit-failed H a=N U [pending] [err=...]
 //	batch H a=N seq=S n=E [U=R ...] [final] | step-done a=N [nan] | checkpoint-done a=N [err=...]
 //	preempt deadline=+D [scope=H] | release [id=N] | tick
 func TestDataDriven(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
-	}
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var m *Machine
+		now := epoch0
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			if td.Cmd == "config" {
+				cfg, err := parseConfig(td.CmdArgs)
+				if err != nil {
+					td.Fatalf(t, "%v", err)
+				}
+				m, now = New(cfg), epoch0
+				return ""
+			}
+			if m == nil {
+				td.Fatalf(t, "event before config")
+			}
+			ev, err := parseEvent(td, &now)
+			if err != nil {
+				td.Fatalf(t, "%v", err)
+			}
+			var got []string
+			for _, a := range m.Handle(ev) {
+				got = append(got, a.String())
+			}
+			got = append(got, m.Describe())
+			return strings.Join(got, "\n")
+		})
+	})
 }
 
 var epoch0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	var m *Machine
-	now := epoch0
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	var expect []string
-	var cmd string
-	lineNo, cmdLine := 0, 0
-	flush := func() {
-		if cmd == "" {
-			return
-		}
-		ev, err := parseEvent(cmd, &now)
-		if err != nil {
-			t.Fatalf("%s:%d: %v", path, cmdLine, err)
-		}
-		var got []string
-		for _, a := range m.Handle(ev) {
-			got = append(got, a.String())
-		}
-		got = append(got, m.Describe())
-		fmt.Fprintf(&out, "> %s\n%s\n\n", cmd, strings.Join(got, "\n"))
-		if !*rewrite && strings.Join(got, "\n") != strings.Join(expect, "\n") {
-			t.Errorf("%s:%d: > %s\ngot:\n  %s\nwant:\n  %s", path, cmdLine, cmd, strings.Join(got, "\n  "), strings.Join(expect, "\n  "))
-		}
-		cmd, expect = "", nil
-	}
-	for sc.Scan() {
-		lineNo++
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "#"):
-			flush()
-			out.WriteString(line + "\n")
-		case strings.HasPrefix(line, "config"):
-			cfg, err := parseConfig(strings.Fields(line)[1:])
-			if err != nil {
-				t.Fatalf("%s:%d: %v", path, lineNo, err)
-			}
-			m, now = New(cfg), epoch0
-			out.WriteString(line + "\n\n")
-		case strings.HasPrefix(line, "> "):
-			flush()
-			if m == nil {
-				t.Fatalf("%s:%d: event before config", path, lineNo)
-			}
-			cmd, cmdLine = strings.TrimPrefix(line, "> "), lineNo
-		case strings.TrimSpace(line) == "":
-			flush()
-		default:
-			expect = append(expect, line)
-		}
-	}
-	flush()
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func parseConfig(args []string) (Config, error) {
+func parseConfig(args []datadriven.CmdArg) (Config, error) {
 	var c Config
 	for _, a := range args {
-		k, v, _ := strings.Cut(a, "=")
+		k, v := a.Key, strings.Join(a.Vals, ",")
 		n, err := strconv.Atoi(v)
 		if err != nil && k != "follow" {
 			return c, fmt.Errorf("config %s: %v", a, err)
@@ -138,35 +90,35 @@ func parseConfig(args []string) (Config, error) {
 	return c, nil
 }
 
-func parseEvent(line string, now *time.Time) (Event, error) {
-	f := strings.Fields(line)
+func parseEvent(td *datadriven.TestData, now *time.Time) (Event, error) {
 	kinds := map[string]EventKind{}
 	for k, n := range eventNames {
 		kinds[n] = k
 	}
-	kind, ok := kinds[f[0]]
+	kind, ok := kinds[td.Cmd]
 	if !ok {
-		return Event{}, fmt.Errorf("unknown event %q", f[0])
+		return Event{}, fmt.Errorf("unknown event %q", td.Cmd)
 	}
 	ev := Event{Kind: kind}
-	for _, a := range f[1:] {
-		if strings.HasPrefix(a, "@") {
-			d, err := time.ParseDuration(a[1:])
-			if err != nil {
-				return ev, err
-			}
-			if t := epoch0.Add(d); t.After(*now) {
-				*now = t
-			}
+	if a, ok := td.Arg("at"); ok {
+		if len(a.Vals) != 1 {
+			return ev, fmt.Errorf("argument %q takes one value", a)
+		}
+		d, err := time.ParseDuration(a.Vals[0])
+		if err != nil {
+			return ev, err
+		}
+		if t := epoch0.Add(d); t.After(*now) {
+			*now = t
 		}
 	}
 	var pos []string
-	for _, a := range f[1:] {
-		if strings.HasPrefix(a, "@") {
+	for _, arg := range td.CmdArgs {
+		a, k := arg.String(), arg.Key
+		if k == "at" {
 			continue
 		}
-		k, v, kv := strings.Cut(a, "=")
-		if !kv {
+		if len(arg.Vals) == 0 {
 			switch a {
 			case "permanent":
 				ev.Permanent = true
@@ -181,6 +133,10 @@ func parseEvent(line string, now *time.Time) (Event, error) {
 			}
 			continue
 		}
+		if len(arg.Vals) != 1 && k != "units" {
+			return ev, fmt.Errorf("argument %q takes one value", a)
+		}
+		v := arg.Vals[0]
 		num := func() int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }
 		switch k {
 		case "err":
@@ -198,7 +154,7 @@ func parseEvent(line string, now *time.Time) (Event, error) {
 		case "n":
 			ev.Examples = int(num())
 		case "units":
-			ev.Progress.Units = strings.Split(v, ",")
+			ev.Progress.Units = append([]string(nil), arg.Vals...)
 		case "epochs":
 			ev.Progress.Epochs = int(num())
 		case "phase":
@@ -236,7 +192,7 @@ func parseEvent(line string, now *time.Time) (Event, error) {
 		}
 	case EvHostJoined, EvHostLost, EvUnitsRequested, EvUnitRead, EvUnitFailed, EvBatch:
 		if len(pos) == 0 {
-			return ev, fmt.Errorf("%s: host missing", f[0])
+			return ev, fmt.Errorf("%s: host missing", td.Cmd)
 		}
 		ev.Host = pos[0]
 		if len(pos) > 1 {
