@@ -2,6 +2,7 @@ package transform
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/cockroachdb/datadriven"
 
 	"github.com/sigdata/sig/internal/rowref"
 )
@@ -30,11 +32,15 @@ func FuzzParse(f *testing.F) {
 	}
 	paths, _ := filepath.Glob("testdata/errors/*.txt")
 	for _, p := range paths {
-		if cf, err := readCaseFile(p); err == nil {
-			if in, ok := cf.get("input"); ok {
-				f.Add([]byte(in))
-			}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
 		}
+		// Read from a string: the seeds never rewrite the case files.
+		datadriven.RunTestFromStringAny(f, string(b), func(_ testing.TB, td *datadriven.TestData) string {
+			f.Add(dslInput(td))
+			return td.Expected
+		})
 	}
 	schema := AdsSchema()
 	f.Fuzz(func(t *testing.T, src []byte) {
@@ -410,6 +416,8 @@ func randString(r *rand.Rand) string {
 	}
 	return b.String()
 }
+
+var update = flag.Bool("update", false, "rewrite the seed corpus testdata/fuzz/FuzzParse from the round-trip examples")
 
 // TestWriteFuzzSeeds keeps testdata/fuzz/FuzzParse in step with the
 // examples when run with -update.
