@@ -4,18 +4,24 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-// Data-driven plan cases: each testdata/plans/*.txt file holds a JSON
-// configuration (lines starting with # are comments), a line "----", and
-// expectations, one a line:
+// Data-driven plan cases: each testdata/plans/*.txt file is a
+// github.com/cockroachdb/datadriven script whose case
 //
-//	solver heuristic|exact|both        which solvers to run (default both)
+//	solve [solver=heuristic|exact|both]   which solvers to run (default both)
+//	<JSON configuration>
+//	----
+//	<expectations>
+//
+// runs the solvers on the configuration and checks the expectations, one a
+// line, against every solver's result:
+//
 //	error <text>                       Solve or ParseConfig fails mentioning text
 //	error-is oom|invalid               ... wrapping ErrOutOfMemory / ErrInvalidProblem
 //	<metric> <op> <number>             metric: load_imbalance, gap, cost_ns,
@@ -25,62 +31,76 @@ import (
 //	not-strategy <table> <s>           ... is not this
 //	layout <table> c=<n> k=<n> <dist>  exact layout
 //	optimal true                       the exact solver proved optimality
+//
+// The expectations are predicates, not printed results: the case's output
+// is the expectation lines, each one that does not hold followed by
+// "  <- solver: what it got", then any error no expectation expected. So
+// go test -rewrite writes back the same lines, and refuses (fails) when one
+// does not hold.
 func TestDataDrivenPlans(t *testing.T) {
-	files, err := filepath.Glob("testdata/plans/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
+	datadriven.Walk(t, "testdata/plans", func(t *testing.T, path string) {
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			if td.Cmd != "solve" {
+				td.Fatalf(t, "unknown command %q", td.Cmd)
 			}
-			config, expect, ok := strings.Cut(string(data), "\n----\n")
-			if !ok {
-				t.Fatalf("%s: no ---- separator", f)
-			}
-			var cfgLines []string
-			for _, l := range strings.Split(config, "\n") {
-				if !strings.HasPrefix(strings.TrimSpace(l), "#") {
-					cfgLines = append(cfgLines, l)
+			solvers := []Solver{Heuristic, Exact}
+			if a, ok := td.Arg("solver"); ok {
+				switch v := a.SingleVal(t); v {
+				case "heuristic":
+					solvers = []Solver{Heuristic}
+				case "exact":
+					solvers = []Solver{Exact}
+				case "both":
+				default:
+					td.Fatalf(t, "unknown solver %q", v)
 				}
 			}
+			var written []string
+			if td.Expected != "" {
+				written = strings.Split(strings.TrimSuffix(td.Expected, "\n"), "\n")
+			}
 			var lines [][]string
-			solvers := []Solver{Heuristic, Exact}
-			for _, l := range strings.Split(expect, "\n") {
+			var lineOf []int // index into written of each of lines
+			for i, l := range written {
 				fs := strings.Fields(l)
 				if len(fs) == 0 || strings.HasPrefix(fs[0], "#") {
 					continue
 				}
-				if fs[0] == "solver" && len(fs) == 2 {
-					switch fs[1] {
-					case "heuristic":
-						solvers = []Solver{Heuristic}
-					case "exact":
-						solvers = []Solver{Exact}
-					}
-					continue
-				}
 				lines = append(lines, fs)
+				lineOf = append(lineOf, i)
 			}
+			failed := make([][]string, len(written))
+			var unexpected []string
 			for _, s := range solvers {
-				p, err := ParseConfig([]byte(strings.Join(cfgLines, "\n")))
+				p, err := ParseConfig([]byte(td.Input))
 				var plan *Plan
 				if err == nil {
 					plan, err = Solve(p, Options{Solver: s})
 				}
-				for _, fs := range lines {
+				for j, fs := range lines {
 					if msg := checkExpectation(fs, plan, err); msg != "" {
-						t.Errorf("%s (%s): %q: %s", filepath.Base(f), s, strings.Join(fs, " "), msg)
+						failed[lineOf[j]] = append(failed[lineOf[j]], fmt.Sprintf("%s: %s", s, msg))
 					}
 				}
 				if err != nil && !hasErrorExpectation(lines) {
-					t.Errorf("%s (%s): unexpected error: %v", filepath.Base(f), s, err)
+					unexpected = append(unexpected, fmt.Sprintf("unexpected error (%s): %v", s, err))
 				}
 			}
+			out := append([]string(nil), written...)
+			bad := len(unexpected) > 0
+			for i, f := range failed {
+				if f != nil {
+					out[i] += "  <- " + strings.Join(f, "; ")
+					bad = true
+				}
+			}
+			out = append(out, unexpected...)
+			if bad && td.Rewrite {
+				td.Fatalf(t, "expectations do not hold, not rewriting them:\n%s", strings.Join(out, "\n"))
+			}
+			return strings.Join(out, "\n")
 		})
-	}
+	})
 }
 
 func hasErrorExpectation(lines [][]string) bool {
