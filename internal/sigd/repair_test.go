@@ -335,8 +335,9 @@ func startReaderProcess(t *testing.T, w *sigdtest.Warehouse, srv *sigdtest.Serve
 // block of a component only another client's pipelines use is NotFound,
 // even when the object is corrupt, and changes nothing; nor may a client
 // evict or recompute a block. The owner's trainer can report its own
-// corrupt block, and an operator can recompute or evict one block, each
-// audited, after which the block is recomputed and reads as before.
+// corrupt block (reported by several at once, it is repaired once), and an
+// operator can recompute or evict one block, each audited, after which the
+// block is recomputed and reads as before.
 func TestReportCorruptMemoChecks(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 500, Seed: 6})
 	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{})
@@ -429,13 +430,37 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 	}
 	unchanged("bad requests", q, b1, healthy)
 
-	// The owner's trainer reports it: repaired and audited.
-	resp, err := report(srv.SIG(t, "trainer"), q, b1)
-	if err != nil || !resp.Corrupt || resp.AuditId == "" || resp.State != sigv1.BlockState_BLOCK_STATE_PENDING {
-		t.Fatalf("ctr's trainer reports its corrupt block: %v, %v", resp, err)
+	// The owner's trainer reports it, with readers reporting it at the same
+	// time: repaired once and audited once.
+	var (
+		mu      sync.Mutex
+		repairs []*sigv1.ReportCorruptMemoResponse
+		wg      sync.WaitGroup
+	)
+	for i := range 8 {
+		who := []string{"trainer", "reader"}[i%2]
+		c := srv.SIG(t, who)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := report(c, q, b1)
+			if err != nil || resp.State != sigv1.BlockState_BLOCK_STATE_PENDING && resp.State != sigv1.BlockState_BLOCK_STATE_READY {
+				t.Errorf("%s reports the corrupt block: %v, %v", who, resp, err)
+				return
+			}
+			if resp.AuditId != "" {
+				mu.Lock()
+				repairs = append(repairs, resp)
+				mu.Unlock()
+			}
+		}()
 	}
-	if e := auditLog(t, ctx, srv)[0]; e.Id != resp.AuditId || e.Who != "trainer" || !strings.Contains(e.Why, "DataLoss seen") {
-		t.Errorf("audit entry %+v, want the trainer's report", e)
+	wg.Wait()
+	if len(repairs) != 1 || !repairs[0].Corrupt {
+		t.Fatalf("concurrent reports of one corrupt block repaired it %d times: %v", len(repairs), repairs)
+	}
+	if log := auditLog(t, ctx, srv); len(log) != 1 || log[0].Id != repairs[0].AuditId || !strings.Contains(log[0].Why, "DataLoss seen") {
+		t.Errorf("audit log %v, want the one repair", log)
 	}
 
 	// An operator recomputes one healthy block, and evicts another.
@@ -456,7 +481,8 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 	}
 	log := auditLog(t, ctx, srv)
 	if len(log) != 3 || log[0].Id != ev.AuditId || log[1].Id != rec.AuditId || log[0].Who != "operator" ||
-		log[0].Why != "suspect tokenizer" || !strings.Contains(log[1].What, "recompute") || log[1].Components[0] != price.String() {
+		log[0].Why != "suspect tokenizer" || !strings.Contains(log[1].What, "recompute") || log[1].Components[0] != price.String() ||
+		!strings.Contains(log[2].What, "corrupt") {
 		t.Errorf("audit log %v, want the eviction, the recomputation and the report, newest first", log)
 	}
 	// The next read re-creates the evicted block; everything is recomputed
