@@ -336,8 +336,9 @@ func startReaderProcess(t *testing.T, w *sigdtest.Warehouse, srv *sigdtest.Serve
 // even when the object is corrupt, and changes nothing; nor may a client
 // evict or recompute a block. The owner's trainer can report its own
 // corrupt block (reported by several at once, it is repaired once), and an
-// operator can recompute or evict one block, each audited, after which the
-// block is recomputed and reads as before.
+// operator can recompute or evict one block, each audited; a lost object
+// is repaired like a corrupt one; afterwards every block is recomputed and
+// reads as before.
 func TestReportCorruptMemoChecks(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 500, Seed: 6})
 	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{})
@@ -484,6 +485,15 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 		log[0].Why != "suspect tokenizer" || !strings.Contains(log[1].What, "recompute") || log[1].Components[0] != price.String() ||
 		!strings.Contains(log[2].What, "corrupt") {
 		t.Errorf("audit log %v, want the eviction, the recomputation and the report, newest first", log)
+	}
+	// An object lost from the bucket while its block is ready is repaired
+	// too when a reader reports it.
+	lost := memoOf(t, srv, price, b1)
+	if err := srv.Store().Delete(ctx, lost.Object); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := report(srv.SIG(t, "reader"), price, b1); err != nil || !resp.Corrupt || !strings.Contains(resp.Finding, "missing") || resp.AuditId == "" {
+		t.Errorf("reader reports a lost object: %v, %v", resp, err)
 	}
 	// The next read re-creates the evicted block; everything is recomputed
 	// and reads as before.
