@@ -12,8 +12,21 @@
 //     expression or a node key, a dry run lists every component containing
 //     it, the pipelines using them, their blocks and bytes; a confirmed
 //     eviction removes all of it and records an audit entry.
-//   - the operator web UI (ui.go) that drives both, with search, component
-//     pages and the overview.
+//   - single blocks (block.go): an operator evicts one (component, block),
+//     or recomputes it now; and a reader that found a memo object corrupt
+//     reports it (ReportCorrupt). A report is only a hint, so that a
+//     mistaken or hostile caller cannot destroy good data: the object is
+//     read whole and checked as readers check it (checksums, footer,
+//     component, type, rows, alignment with the raw block), at most
+//     maxVerifications at once; a healthy object changes nothing. A bad
+//     one is deleted, then its entry turns pending with a new generation
+//     (only the incarnation that was checked: matching.Frontend.Invalidate),
+//     any task of the old one is cancelled, and the block is scheduled at
+//     the highest priority of the pipelines using it; watchers see it
+//     pending, then ready. Every change is audited: who, what they saw,
+//     what sigd found.
+//   - the operator web UI (ui.go) that drives them, with search, component
+//     pages (with each block's evict and recompute forms) and the overview.
 //
 // Evicting never breaks a reader: a read solution whose data was evicted
 // turns pending, and the next read re-creates and schedules it (matching
@@ -30,6 +43,13 @@
 // recomputing the block overwrites it with the same bytes; Sweep deletes
 // it a while later in case the component is never requested again
 // (TestEvictionRacesWorkers, TestOrphanObjectSwept).
+//
+// Recomputing one block keeps its entry, so no read re-creates it; the
+// order is object, then entry: once the entry is pending a worker may
+// write the new object, which nothing deletes afterwards. Block operations
+// hold blockMu and the component's eviction mark, so two reports of one
+// block repair it once, and a component eviction alongside leaves the
+// entry gone (Invalidate refuses, nothing more is done).
 //
 // The package decides and orders removals; the matching cache and the
 // warehouse own the state removed.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -41,13 +42,20 @@ type Evictor struct {
 	// overwrites it with the same bytes, but if the component is never
 	// requested again it would stay. Default: Interval.
 	SweepAfter time.Duration
-	Log        *slog.Logger
+	// RawBlock returns a raw block's metadata (the catalog's): ReportCorrupt
+	// checks that a memo object is row-aligned with it. Nil skips that check.
+	RawBlock func(source, id string) (block.Meta, error)
+	Log      *slog.Logger
 
 	evicted atomic.Int64 // blocks evicted since start
 	swept   atomic.Int64 // objects deleted by sweeps since start
 
 	mu      sync.Mutex
 	toSweep map[matching.Key]time.Time // evicted components, when
+
+	blockMu     sync.Mutex    // serializes single-block operations (block.go)
+	verifyOnce  sync.Once     // makes verifySlots
+	verifySlots chan struct{} // reported objects being verified
 }
 
 // Target names what to evict: a faulty subgraph as a DSL expression, or a

@@ -124,6 +124,7 @@ func (u *UI) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/evict/dry-run", u.operator(u.dryRun))
 	mux.HandleFunc("POST /ui/evict/confirm", u.operator(u.confirm))
 	mux.HandleFunc("POST /ui/quarantine/release", u.operator(u.release))
+	mux.HandleFunc("POST /ui/block", u.operator(u.block))
 	mux.HandleFunc("GET /ui/audit", u.operator(u.audit))
 	return securityHeaders(mux)
 }

@@ -186,8 +186,9 @@ func TestUISecurity(t *testing.T) {
 		otherCSRF := other.operator(e)
 		for name, tok := range map[string]string{"no": "", "a wrong": strings.Repeat("0", 64), "another session's": otherCSRF,
 			"a truncated": csrf[:32]} {
-			for _, path := range []string{"/ui/evict/confirm", "/ui/evict/dry-run", "/ui/logout", "/ui/quarantine/release"} {
-				f := url.Values{"subgraph": evictForm["subgraph"], "reason": evictForm["reason"], "component": {"x"}, "block": {"y"}}
+			for _, path := range []string{"/ui/evict/confirm", "/ui/evict/dry-run", "/ui/logout", "/ui/quarantine/release", "/ui/block"} {
+				f := url.Values{"subgraph": evictForm["subgraph"], "reason": evictForm["reason"], "component": {affected[0].String()},
+					"block": {e.blocks[0].ID}, "action": {"evict"}}
 				if tok != "" {
 					f.Set("csrf", tok)
 				}

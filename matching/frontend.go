@@ -555,15 +555,80 @@ func (f *Frontend) MarkPending(k Key, block string) error {
 	return nil
 }
 
+// Invalidate turns the ready memo entry of (k, block) of generation gen
+// pending again, with a new generation, and tells watchers: its object was
+// found corrupt or lost, or an operator asked for it to be recomputed. It
+// refuses with ErrStale when the entry is no longer that ready incarnation
+// (evicted, recomputed or invalidated meanwhile), so that a decision taken
+// on one incarnation never touches the next. The caller removes the old
+// object before (so that no worker's new object can be removed after it)
+// and schedules the entry after (Schedule).
+func (f *Frontend) Invalidate(k Key, block string, gen uint64, reason string) (MemoEntry, error) {
+	var stale bool
+	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
+		if !ok || e.State != MemoReady || e.Gen != gen {
+			stale = true
+			return false
+		}
+		e.State, e.Rows, e.Bytes, e.Error, e.Updated, e.Gen = MemoPending, 0, 0, reason, f.cfg.Clock.Now(), rand.Uint64()|1
+		return true
+	})
+	if err != nil {
+		return e, err
+	}
+	if stale {
+		return e, ErrStale
+	}
+	f.watch.notify(k, e)
+	return e, nil
+}
+
+// Schedule enqueues the task of (k, block) for every pipeline using k, at
+// that pipeline's priority (the queue runs it at the highest of them). It
+// returns how many pipelines asked.
+func (f *Frontend) Schedule(k Key, block string) (int, error) {
+	return f.schedule(MemoEntry{Component: k, Block: block}, map[Key][][2]string{}, map[[2]string]int32{})
+}
+
+// schedule is Schedule with the users of components and the priorities of
+// pipelines cached across calls.
+func (f *Frontend) schedule(e MemoEntry, users map[Key][][2]string, prio map[[2]string]int32) (int, error) {
+	cache := f.cfg.Cache
+	us, ok := users[e.Component]
+	if !ok {
+		var err error
+		if us, err = cache.Users(e.Component); err != nil {
+			return 0, err
+		}
+		users[e.Component] = us
+	}
+	n := 0
+	for _, u := range us {
+		pr, ok := prio[u]
+		if !ok {
+			p, err := cache.Pipeline(u[0], u[1])
+			if err != nil {
+				continue
+			}
+			pr = p.Priority
+			prio[u] = pr
+		}
+		if err := f.cfg.Scheduler.Enqueue(e.Component, e.Block, u[0], u[1], pr); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 // Reconcile schedules every pending memo entry again. sigd runs it at start
 // so that a crash between writing an entry and enqueueing its task loses
 // nothing (Enqueue is idempotent). Priorities come from the pipelines using
 // each component.
 func (f *Frontend) Reconcile() (int, error) {
-	cache := f.cfg.Cache
 	n := 0
 	var pending []MemoEntry
-	err := scanMemos(cache, func(e MemoEntry) {
+	err := scanMemos(f.cfg.Cache, func(e MemoEntry) {
 		if e.State == MemoPending {
 			pending = append(pending, e)
 		}
@@ -574,26 +639,8 @@ func (f *Frontend) Reconcile() (int, error) {
 	users := map[Key][][2]string{}
 	prio := map[[2]string]int32{}
 	for _, e := range pending {
-		us, ok := users[e.Component]
-		if !ok {
-			if us, err = cache.Users(e.Component); err != nil {
-				return n, err
-			}
-			users[e.Component] = us
-		}
-		for _, u := range us {
-			pr, ok := prio[u]
-			if !ok {
-				p, err := cache.Pipeline(u[0], u[1])
-				if err != nil {
-					continue
-				}
-				pr = p.Priority
-				prio[u] = pr
-			}
-			if err := f.cfg.Scheduler.Enqueue(e.Component, e.Block, u[0], u[1], pr); err != nil {
-				return n, err
-			}
+		if _, err := f.schedule(e, users, prio); err != nil {
+			return n, err
 		}
 		n++
 	}

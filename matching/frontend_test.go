@@ -278,6 +278,78 @@ func TestWatchSeesReady(t *testing.T) {
 	}
 }
 
+// TestInvalidateOneIncarnation: a ready block found corrupt turns pending
+// with a new generation and watchers are told; only the incarnation that
+// was checked can be invalidated, and only the new one marked ready.
+// Schedule asks for the task at each using pipeline's priority.
+func TestInvalidateOneIncarnation(t *testing.T) {
+	f, sched, _ := newTestFrontend(t, 2)
+	graph := mustParse(t, `input x = lower(col("query"))`)
+	for _, p := range []struct {
+		name string
+		prio int32
+	}{{"p", 3}, {"q", 9}} {
+		if _, err := f.Submit(SubmitRequest{Client: "c", Pipeline: p.name, Priority: p.prio, Graph: graph, To: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sol, err := f.ReadSolution("c", "p", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := sol.Inputs[0].Component
+	gen, _, _ := f.Begin(k, "b000")
+	if _, err := f.Invalidate(k, "b000", gen, "corrupt"); !errors.Is(err, ErrStale) {
+		t.Fatalf("invalidating a pending block: %v, want ErrStale", err)
+	}
+	if err := f.MarkReady(k, "b000", gen, 100, 10); err != nil {
+		t.Fatal(err)
+	}
+	ch, cancel := f.Watch([]Key{k})
+	defer cancel()
+	if _, err := f.Invalidate(k, "b000", gen+2, "corrupt"); !errors.Is(err, ErrStale) {
+		t.Fatalf("invalidating another generation: %v, want ErrStale", err)
+	}
+	e, err := f.Invalidate(k, "b000", gen, "corrupt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.State != MemoPending || e.Gen == gen || e.Gen == 0 || e.Error != "corrupt" || e.Rows != 0 {
+		t.Fatalf("after invalidate: %+v (old generation %d)", e, gen)
+	}
+	select {
+	case n := <-ch:
+		if n.State != MemoPending || n.Block != "b000" {
+			t.Fatalf("notified %+v", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification")
+	}
+	if _, err := f.Invalidate(k, "b000", gen, "again"); !errors.Is(err, ErrStale) {
+		t.Fatalf("invalidating twice: %v, want ErrStale", err)
+	}
+	if err := f.MarkReady(k, "b000", gen, 100, 10); !errors.Is(err, ErrStale) {
+		t.Fatalf("a worker of the old generation marks ready: %v, want ErrStale", err)
+	}
+	sched.calls, sched.tasks = nil, nil
+	if n, err := f.Schedule(k, "b000"); err != nil || n != 2 {
+		t.Fatalf("schedule: %d pipelines, %v", n, err)
+	}
+	prios := map[string]int32{}
+	for _, c := range sched.calls {
+		if c.comp != k || c.block != "b000" {
+			t.Errorf("scheduled %+v", c)
+		}
+		prios[c.pipeline] = c.prio
+	}
+	if prios["p"] != 3 || prios["q"] != 9 {
+		t.Errorf("scheduled at priorities %v, want p:3 q:9", prios)
+	}
+	if err := f.MarkReady(k, "b000", e.Gen, 100, 10); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMemoKeysMatchWarehouseLayout: matching names memo objects without
 // importing warehouse/block; the names must be block's.
 func TestMemoKeysMatchWarehouseLayout(t *testing.T) {

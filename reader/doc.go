@@ -90,6 +90,14 @@
 //	Unavailable         STORE_UNAVAILABLE  the object store failed after its own retries
 //	FailedPrecondition  COMPUTE_FAILED     a LOCAL input's ops failed on this block's data
 //
+// A corrupt memo object, or one missing although the unit says READY, is
+// reported to sigd when Config.Reporter is set (cmd/reader --sigd, with a
+// token of role reader): in the background, once a minute per block at
+// most. sigd checks the object itself and recomputes that block if it is
+// bad; the read solution turns pending, then ready, and the same unit then
+// reads the same bytes as before the corruption (TestCorruptMemoRepaired in
+// internal/sigd).
+//
 // A pending memo is the transient stall of the brief's training holds: the
 // host releases its chips and waits for the completion event, or reads the
 // input LOCAL. A quarantined one is a permanent error until an operator

@@ -63,6 +63,10 @@ type Config struct {
 	MaxRequestBytes int
 	// Logger receives one line per failed unit. Default: discard.
 	Logger *slog.Logger
+	// Reporter, if set, is told of every memo object found corrupt, or
+	// missing though the unit said it was ready (report.go), so that sigd
+	// recomputes the block. cmd/reader sets it with --sigd.
+	Reporter Reporter
 }
 
 // EnsureDefaults fills zero fields.
@@ -86,8 +90,9 @@ func (c *Config) EnsureDefaults() {
 // units between calls: everything it needs is in the ReadRequest.
 type Server struct {
 	readerv1.UnimplementedReaderServer
-	cfg   Config
-	slots chan struct{}
+	cfg     Config
+	slots   chan struct{}
+	reports *reports // nil without Config.Reporter
 
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
@@ -99,7 +104,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("reader: Config.Store is required")
 	}
-	return &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits)}, nil
+	return &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg)}, nil
 }
 
 // ServerStats counts a Server's work since NewServer.
@@ -366,6 +371,7 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 			continue
 		}
 		in := p.inputs[i]
+		s.noteMemoError(p, in, m.err)
 		switch {
 		case errors.Is(m.err, ErrCorrupt):
 			consider(m.err)
@@ -433,6 +439,7 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 		}
 		c, err := memoColumn(p, in, &memos[i], raw.eventIDSeg, eventIDs)
 		if err != nil {
+			s.noteMemoError(p, in, err)
 			for _, c := range local[nextLocal:] {
 				c.Release()
 			}

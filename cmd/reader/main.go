@@ -11,6 +11,13 @@
 // Every flag can also be set with its SIG_* environment variable
 // (--s3-endpoint: SIG_S3_ENDPOINT). The reader prints "listening on ADDR"
 // once it serves, and stops gracefully on SIGINT or SIGTERM.
+//
+// With --sigd ADDR --sigd-token T (a token of role reader in sigd's token
+// file; `sigd dev` writes one named "reader"), the reader reports every memo
+// object it finds corrupt, or missing though the unit said it was ready, to
+// sigd, which verifies it and recomputes that block (reader.Reporter).
+// Without them a corrupt memo object keeps failing units with DataLoss
+// until an operator evicts or recomputes its block.
 package main
 
 import (
@@ -33,6 +40,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -61,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s3Retry := fs.Duration("s3-retry-for", 30*time.Second, "how long one object read retries a failing S3 before the unit fails as unavailable")
 	applyRuntime := cli.RuntimeFlags(fs, reader.DefaultGCPercent)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	sigdAddr := fs.String("sigd", "", "sigd gRPC address to report corrupt memo objects to (empty: report none)")
+	sigdToken := fs.String("sigd-token", "", "token of role reader for --sigd")
+	sigdTLS := fs.Bool("sigd-tls", false, "connect to --sigd with TLS")
 	cli.UsageWithEnv(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,13 +98,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--tokens: %w", err)
 	}
+	var reporter reader.Reporter
+	if *sigdAddr != "" {
+		if *sigdToken == "" {
+			return errors.New("--sigd needs --sigd-token (role reader)")
+		}
+		conn, err := cli.Dial(*sigdAddr, *sigdToken, *sigdTLS)
+		if err != nil {
+			return fmt.Errorf("--sigd: %w", err)
+		}
+		defer conn.Close()
+		reporter = reader.SIGReporter(sigv1.NewSIGClient(conn))
+	}
 	sc.RetryFor, sc.Logger = *s3Retry, logger
 	store, err := objstore.New(*sc)
 	if err != nil {
 		return err
 	}
 	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
-		MaxRequestBytes: *maxRequest, Logger: logger})
+		MaxRequestBytes: *maxRequest, Logger: logger, Reporter: reporter})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,10 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"tokens": [{"token": "short", "role": "trainer", "client": "c"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	good := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(good, []byte(`{"tokens": [{"token": "0123456789abcdef", "role": "trainer", "client": "c"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -29,6 +33,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{[]string{"--log-level", "loud", "--s3-endpoint", "x", "--tokens", bad}, nil, "--log-level"},
 		{[]string{"extra"}, nil, "unexpected arguments"},
 		{nil, map[string]string{"SIG_MAX_UNITS": "many"}, "SIG_MAX_UNITS"},
+		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--sigd", "127.0.0.1:1"}, nil, "--sigd needs --sigd-token"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)

@@ -15,12 +15,14 @@ import (
 // sigctl component KEY
 // sigctl evict     (--subgraph DSL | --node-key KEY) (--dry-run | --reason TEXT)
 // sigctl audit     [--limit N]
+// sigctl evict-block KEY BLOCK --reason TEXT [--recompute]
 //
 // Subgraph eviction (Ads paper IV.A, "Eviction"): find the components that
 // contain a faulty subgraph, see what evicting them would remove (dry run),
 // evict with a reason that goes into the audit log. Evicting and the audit
 // log need the operator role; clients search their own pipelines'
-// components.
+// components. One memoized block (a corrupt object, a suspect run) is
+// evicted or recomputed alone with evict-block.
 func init() {
 	register(&command{name: "search", run: runSearch,
 		usage: "[--subgraph DSL] [--column C] [--op O] [--client C] [--pipeline P] [--prefix HEX] [--all] [--json]: find components"})
@@ -29,6 +31,8 @@ func init() {
 	register(&command{name: "evict", run: runEvict,
 		usage: "(--subgraph DSL | --node-key KEY) (--dry-run | --reason TEXT) [--json]: evict a faulty subgraph's memoized data (operator)"})
 	register(&command{name: "audit", run: runAudit, usage: "[--limit N] [--json]: the eviction audit log, newest first (operator)"})
+	register(&command{name: "evict-block", run: runEvictBlock,
+		usage: "KEY BLOCK --reason TEXT [--recompute] [--json]: evict one memoized block, or recompute it now (operator)"})
 }
 
 func shortKey(key string) string { return key[:min(12, len(key))] }
@@ -207,6 +211,53 @@ func runEvict(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if !resp.DryRun && len(resp.Pipelines) > 0 {
 		fmt.Fprintln(stdout, "their read solutions are pending; the data is recomputed when the pipelines read again")
+	}
+	return nil
+}
+
+func runEvictBlock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("evict-block", stderr)
+	c := connFlags(fs)
+	reason := fs.String("reason", "", "why (required; recorded in the audit log)")
+	recompute := fs.Bool("recompute", false, "make the block pending and recompute it now, rather than when a pipeline next reads it")
+	asJSON := fs.Bool("json", false, "print the response as JSON")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 2:
+		return fmt.Errorf("%w: evict-block KEY BLOCK (the component key and the block id, as sigctl component lists them)", errUsage)
+	case strings.TrimSpace(*reason) == "":
+		return fmt.Errorf("%w: evict-block needs --reason (it goes into the audit log)", errUsage)
+	}
+	cc, sc, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := sc.EvictBlock(ctx, &sigv1.EvictBlockRequest{ComponentKey: pos[0], BlockId: pos[1], Reason: *reason, Recompute: *recompute})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, resp)
+	}
+	switch {
+	case !*recompute:
+		fmt.Fprintf(stdout, "evicted block %s of component %s (%d bytes, %d objects deleted); audit entry %s\n",
+			resp.BlockId, resp.ComponentKey, resp.Bytes, resp.ObjectsDeleted, resp.AuditId)
+		fmt.Fprintln(stdout, "it is recomputed when a pipeline next reads its solution")
+	case resp.AuditId == "":
+		fmt.Fprintf(stdout, "block %s of component %s is already pending; scheduled again\n", resp.BlockId, resp.ComponentKey)
+	default:
+		fmt.Fprintf(stdout, "recomputing block %s of component %s (%d bytes, %d objects deleted); audit entry %s\n",
+			resp.BlockId, resp.ComponentKey, resp.Bytes, resp.ObjectsDeleted, resp.AuditId)
+	}
+	for _, p := range resp.Pipelines {
+		fmt.Fprintf(stdout, "pipeline  %s\n", p)
 	}
 	return nil
 }

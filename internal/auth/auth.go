@@ -10,6 +10,8 @@
 //   - worker: may only speak the worker lease protocol.
 //   - trainer: a training job; reads solutions of its client, reports
 //     status and feature statistics.
+//   - reader: an input reader process (cmd/reader --sigd); may only report
+//     memo objects it found corrupt, which sigd verifies before acting.
 package auth
 
 import (
@@ -35,6 +37,7 @@ const (
 	RoleOperator Role = "operator"
 	RoleWorker   Role = "worker"
 	RoleTrainer  Role = "trainer"
+	RoleReader   Role = "reader"
 )
 
 // Principal is an authenticated caller.
@@ -106,7 +109,7 @@ func New(entries []Entry) (*Tokens, error) {
 			if e.Client == "" {
 				return nil, fmt.Errorf("token %d (%s): role %s needs a client", i, e.Name, e.Role)
 			}
-		case RoleOperator, RoleWorker:
+		case RoleOperator, RoleWorker, RoleReader:
 		default:
 			return nil, fmt.Errorf("token %d (%s): unknown role %q", i, e.Name, e.Role)
 		}

@@ -52,8 +52,9 @@ func checkUnchanged(t *testing.T, before, after serverState) {
 // TestAuth: a client can neither read, watch, submit to nor re-prioritize
 // another client's pipeline (PermissionDenied); calls without a valid
 // token are Unauthenticated; roles are enforced (workers cannot submit or
-// read, clients cannot lease, complete, release quarantine or evict,
-// trainers cannot re-prioritize). None of the refused calls changes any
+// read, clients cannot lease, complete, release quarantine or evict (a
+// component or a block), trainers cannot re-prioritize, readers can only
+// report corrupt memo objects). None of the refused calls changes any
 // state; the owner and an operator then succeed.
 func TestAuth(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 50})
@@ -166,6 +167,35 @@ func TestAuth(t *testing.T) {
 			_, err := srv.SIG(t, "ctr").Evict(ctx, &sigv1.EvictRequest{Reason: "test"})
 			return err
 		}, codes.PermissionDenied},
+		{"client evicts a block", func() error {
+			_, err := srv.SIG(t, "ctr").EvictBlock(ctx, &sigv1.EvictBlockRequest{ComponentKey: strings.Repeat("a", 64), BlockId: w.Blocks[0].ID, Reason: "test"})
+			return err
+		}, codes.PermissionDenied},
+		{"trainer recomputes a block", func() error {
+			_, err := srv.SIG(t, "trainer").EvictBlock(ctx, &sigv1.EvictBlockRequest{ComponentKey: strings.Repeat("a", 64), BlockId: w.Blocks[0].ID, Reason: "test", Recompute: true})
+			return err
+		}, codes.PermissionDenied},
+		// A reader's token only reports corrupt memo objects.
+		{"reader submits", func() error {
+			_, err := srv.SIG(t, "reader").SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 900, other, w.All()))
+			return err
+		}, codes.PermissionDenied},
+		{"reader reads a solution", func() error {
+			_, err := srv.SIG(t, "reader").GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p"})
+			return err
+		}, codes.PermissionDenied},
+		{"reader leases a task", func() error {
+			_, err := srv.Workers(t, "reader").LeaseTask(ctx, &sigv1.LeaseTaskRequest{WorkerId: "w"})
+			return err
+		}, codes.PermissionDenied},
+		{"reader evicts a block", func() error {
+			_, err := srv.SIG(t, "reader").EvictBlock(ctx, &sigv1.EvictBlockRequest{ComponentKey: strings.Repeat("a", 64), BlockId: w.Blocks[0].ID, Reason: "test"})
+			return err
+		}, codes.PermissionDenied},
+		{"no token: report a corrupt memo", func() error {
+			_, err := srv.SIG(t, "").ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: strings.Repeat("a", 64), BlockId: w.Blocks[0].ID})
+			return err
+		}, codes.Unauthenticated},
 	}
 	for _, c := range cases {
 		err := c.call()

@@ -17,6 +17,16 @@
 // completeHook). The task leaves the queue after that, so a crash in
 // between re-runs it, rewriting the same bytes.
 //
+// # Corrupt memo objects
+//
+// A reader that finds a memo object corrupt reports it
+// (ReportCorruptMemo): readers with a token of role reader (cmd/reader
+// --sigd), workers and operators for any component, clients and trainers
+// for their own pipelines' components. The report is a hint: the evictor
+// reads the object and checks it as readers do, and only a block it finds
+// bad is recomputed (eviction.Evictor.ReportCorrupt). Operators evict or
+// recompute one block with EvictBlock.
+//
 // # Tests
 //
 // Package sigdtest is the harness: raw blocks in a real MinIO, kfake, a
@@ -24,6 +34,7 @@
 // LIG through the real `sigctl run`. The tests here show that shared
 // components are computed once per block and equal LIG byte for byte,
 // priority and fairness over gRPC, SIGKILL of sigd and of a remote worker
-// mid-work, authentication and roles, bad requests, shutdown, and grpcurl
-// as a third-party client. bench/sigd.sh runs the benchmarks.
+// mid-work, authentication and roles, bad requests, shutdown, the repair
+// of a corrupt memo object reported by a real cmd/reader, and grpcurl as a
+// third-party client. bench/sigd.sh runs the benchmarks.
 package sigd

@@ -2,6 +2,7 @@ package sigd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -28,7 +29,8 @@ func (s *Server) Evictor() *eviction.Evictor { return s.evictor }
 
 func (s *Server) newEvictor() *eviction.Evictor {
 	return &eviction.Evictor{Frontend: s.frontend, Queue: queueCanceler{s.queue}, Store: s.store, Clock: s.clock,
-		Policy: eviction.Policy{TTL: s.cfg.EvictTTL, BudgetBytes: s.cfg.EvictBudgetBytes}, Interval: s.cfg.EvictInterval, Log: s.log}
+		Policy: eviction.Policy{TTL: s.cfg.EvictTTL, BudgetBytes: s.cfg.EvictBudgetBytes}, Interval: s.cfg.EvictInterval, Log: s.log,
+		RawBlock: s.catalog.Get}
 }
 
 // ComponentSummary converts a component's info for the API, as p may see
@@ -157,6 +159,77 @@ func (h *sigService) Evict(ctx context.Context, req *sigv1.EvictRequest) (*sigv1
 		out.Components = append(out.Components, k.String())
 	}
 	return out, nil
+}
+
+// EvictBlock is operator-only: one block evicted, or recomputed now.
+func (h *sigService) EvictBlock(ctx context.Context, req *sigv1.EvictBlockRequest) (*sigv1.EvictBlockResponse, error) {
+	p, err := auth.Require(ctx, auth.RoleOperator)
+	if err != nil {
+		return nil, err
+	}
+	k, err := matching.ParseKey(req.GetComponentKey())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "component_key: %v", err)
+	}
+	var im eviction.BlockImpact
+	if req.GetRecompute() {
+		im, err = h.s.evictor.RecomputeBlock(ctx, k, req.GetBlockId(), p.Name, req.GetReason())
+	} else {
+		im, err = h.s.evictor.EvictBlock(ctx, k, req.GetBlockId(), p.Name, req.GetReason())
+	}
+	if err != nil {
+		return nil, blockError(err)
+	}
+	return &sigv1.EvictBlockResponse{ComponentKey: k.String(), BlockId: req.GetBlockId(), State: stateToProto(im.State),
+		Pipelines: im.Pipelines, Bytes: im.Bytes, ObjectsDeleted: uint32(im.Objects), AuditId: im.AuditID}, nil
+}
+
+// maxReportDetail bounds what a report's detail adds to the audit log.
+const maxReportDetail = 1024
+
+// ReportCorruptMemo takes a report of a corrupt memo object as a hint:
+// the evictor verifies the object and repairs only a block it finds
+// corrupt. Readers (role reader), workers and operators report on any
+// component; clients and trainers only on components their pipelines use,
+// others answer NotFound as GetComponent does, so that a client can
+// neither make sigd read other clients' data nor learn what it caches.
+func (h *sigService) ReportCorruptMemo(ctx context.Context, req *sigv1.ReportCorruptMemoRequest) (*sigv1.ReportCorruptMemoResponse, error) {
+	p, err := auth.Require(ctx, auth.RoleReader, auth.RoleWorker, auth.RoleOperator, auth.RoleClient, auth.RoleTrainer)
+	if err != nil {
+		return nil, err
+	}
+	k, err := matching.ParseKey(req.GetComponentKey())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "component_key: %v", err)
+	}
+	if p.Role == auth.RoleClient || p.Role == auth.RoleTrainer {
+		info, err := h.s.frontend.Info(k)
+		if err != nil {
+			return nil, grpcError(err)
+		}
+		if !visible(p, info) {
+			return nil, grpcError(fmt.Errorf("%w: component %s", matching.ErrNotFound, k))
+		}
+	}
+	f, err := h.s.evictor.ReportCorrupt(ctx, k, req.GetBlockId(), p.Name, clipText(req.GetDetail(), maxReportDetail))
+	if err != nil {
+		return nil, blockError(err)
+	}
+	return &sigv1.ReportCorruptMemoResponse{Corrupt: f.Corrupt, Finding: f.What, State: stateToProto(f.Entry.State),
+		AuditId: f.Repair.AuditID}, nil
+}
+
+// blockError maps the errors of single-block operations.
+func blockError(err error) error {
+	switch {
+	case errors.Is(err, eviction.ErrQuarantined):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, eviction.ErrVerify):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, matching.ErrStale):
+		return status.Errorf(codes.Aborted, "the block changed while it was being evicted or recomputed; look again: %v", err)
+	}
+	return grpcError(err)
 }
 
 func (h *sigService) ListAudit(ctx context.Context, req *sigv1.ListAuditRequest) (*sigv1.ListAuditResponse, error) {

@@ -349,8 +349,9 @@ func (s *Server) schema(source string) (*transform.Schema, error) {
 }
 
 // DevTokens are the tokens development mode writes when no token file is
-// given: an operator, a worker, and for each of four clients a client token
-// and a trainer token ("trainer-<client>").
+// given: an operator, a worker, a reader (for `reader --sigd`), and for
+// each of four clients a client token and a trainer token
+// ("trainer-<client>").
 func DevTokens() []auth.Entry {
 	mk := func(name string, role auth.Role, client string) auth.Entry {
 		return auth.Entry{Token: name + "-" + randomHex(12), Principal: auth.Principal{Name: name, Role: role, Client: client}}
@@ -358,6 +359,7 @@ func DevTokens() []auth.Entry {
 	return []auth.Entry{
 		mk("operator", auth.RoleOperator, ""),
 		mk("worker", auth.RoleWorker, ""),
+		mk("reader", auth.RoleReader, ""),
 		mk("ctr", auth.RoleClient, "ctr"),
 		mk("cvr", auth.RoleClient, "cvr"),
 		mk("ranking", auth.RoleClient, "ranking"),

@@ -6,7 +6,7 @@
 //     (warehouse/gen), written to MinIO exactly as ingestion writes them
 //     (block.Write) and catalogued in a sigd data directory;
 //   - a token file with four clients (ctr, cvr, ranking, explore), an
-//     operator, a worker and a trainer of client ctr;
+//     operator, a worker, a reader and a trainer of client ctr;
 //   - a sigd.Server in the test process (Start), or the sigd binary as a
 //     subprocess (BuildCommand, StartProcess), serving on 127.0.0.1 ports;
 //   - local input generation with the real `sigctl run` (LIG), and the
@@ -209,6 +209,7 @@ var Principals = []auth.Principal{
 	{Name: "explore", Role: auth.RoleClient, Client: "explore"},
 	{Name: "operator", Role: auth.RoleOperator},
 	{Name: "worker", Role: auth.RoleWorker},
+	{Name: "reader", Role: auth.RoleReader},
 	{Name: "trainer", Role: auth.RoleTrainer, Client: "ctr"},
 }
 

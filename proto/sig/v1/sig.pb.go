@@ -2058,6 +2058,317 @@ func (x *EvictResponse) GetAuditId() string {
 	return ""
 }
 
+// EvictBlockRequest names one memoized block: the output of one component
+// over one raw block.
+type EvictBlockRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ComponentKey string                 `protobuf:"bytes,1,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
+	BlockId      string                 `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	// Required; recorded in the audit log.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// False: the block's memo entry and object are removed, and the block is
+	// recomputed when a pipeline next reads its solution (as after Evict).
+	// True: the block turns pending at once (its object deleted) and is
+	// recomputed now, at the highest priority of the pipelines using its
+	// component; a pending block is only scheduled again, a quarantined one
+	// is refused (release it with ReleaseQuarantine).
+	Recompute     bool `protobuf:"varint,4,opt,name=recompute,proto3" json:"recompute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictBlockRequest) Reset() {
+	*x = EvictBlockRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictBlockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictBlockRequest) ProtoMessage() {}
+
+func (x *EvictBlockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictBlockRequest.ProtoReflect.Descriptor instead.
+func (*EvictBlockRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *EvictBlockRequest) GetComponentKey() string {
+	if x != nil {
+		return x.ComponentKey
+	}
+	return ""
+}
+
+func (x *EvictBlockRequest) GetBlockId() string {
+	if x != nil {
+		return x.BlockId
+	}
+	return ""
+}
+
+func (x *EvictBlockRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *EvictBlockRequest) GetRecompute() bool {
+	if x != nil {
+		return x.Recompute
+	}
+	return false
+}
+
+type EvictBlockResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ComponentKey string                 `protobuf:"bytes,1,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
+	BlockId      string                 `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	// PENDING while it is recomputed; UNSPECIFIED when evicted (no entry).
+	State     BlockState `protobuf:"varint,3,opt,name=state,proto3,enum=sig.v1.BlockState" json:"state,omitempty"`
+	Pipelines []string   `protobuf:"bytes,4,rep,name=pipelines,proto3" json:"pipelines,omitempty"`
+	// Size of the memo object removed.
+	Bytes          int64  `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	ObjectsDeleted uint32 `protobuf:"varint,6,opt,name=objects_deleted,json=objectsDeleted,proto3" json:"objects_deleted,omitempty"`
+	// Empty when nothing changed (a pending block scheduled again).
+	AuditId       string `protobuf:"bytes,7,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictBlockResponse) Reset() {
+	*x = EvictBlockResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictBlockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictBlockResponse) ProtoMessage() {}
+
+func (x *EvictBlockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictBlockResponse.ProtoReflect.Descriptor instead.
+func (*EvictBlockResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *EvictBlockResponse) GetComponentKey() string {
+	if x != nil {
+		return x.ComponentKey
+	}
+	return ""
+}
+
+func (x *EvictBlockResponse) GetBlockId() string {
+	if x != nil {
+		return x.BlockId
+	}
+	return ""
+}
+
+func (x *EvictBlockResponse) GetState() BlockState {
+	if x != nil {
+		return x.State
+	}
+	return BlockState_BLOCK_STATE_UNSPECIFIED
+}
+
+func (x *EvictBlockResponse) GetPipelines() []string {
+	if x != nil {
+		return x.Pipelines
+	}
+	return nil
+}
+
+func (x *EvictBlockResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *EvictBlockResponse) GetObjectsDeleted() uint32 {
+	if x != nil {
+		return x.ObjectsDeleted
+	}
+	return 0
+}
+
+func (x *EvictBlockResponse) GetAuditId() string {
+	if x != nil {
+		return x.AuditId
+	}
+	return ""
+}
+
+// ReportCorruptMemoRequest says that the memo object of a READY block did
+// not read back: its checksums, footer or alignment failed (a reader
+// answered DATA_LOSS), or it is missing. sigd reads the object and checks it
+// itself; only a defect it finds changes anything.
+type ReportCorruptMemoRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ComponentKey string                 `protobuf:"bytes,1,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
+	BlockId      string                 `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	// What the reporter saw (its error); recorded in the audit entry, at most
+	// 1024 bytes kept.
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportCorruptMemoRequest) Reset() {
+	*x = ReportCorruptMemoRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportCorruptMemoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportCorruptMemoRequest) ProtoMessage() {}
+
+func (x *ReportCorruptMemoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportCorruptMemoRequest.ProtoReflect.Descriptor instead.
+func (*ReportCorruptMemoRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReportCorruptMemoRequest) GetComponentKey() string {
+	if x != nil {
+		return x.ComponentKey
+	}
+	return ""
+}
+
+func (x *ReportCorruptMemoRequest) GetBlockId() string {
+	if x != nil {
+		return x.BlockId
+	}
+	return ""
+}
+
+func (x *ReportCorruptMemoRequest) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type ReportCorruptMemoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sigd found the object corrupt or missing; the block is recomputed
+	// (audit_id names the audit entry) unless it changed meanwhile.
+	Corrupt bool `protobuf:"varint,1,opt,name=corrupt,proto3" json:"corrupt,omitempty"`
+	// What sigd's check found, or why it did not check (the block is not
+	// READY).
+	Finding string `protobuf:"bytes,2,opt,name=finding,proto3" json:"finding,omitempty"`
+	// The block's state after the report.
+	State         BlockState `protobuf:"varint,3,opt,name=state,proto3,enum=sig.v1.BlockState" json:"state,omitempty"`
+	AuditId       string     `protobuf:"bytes,4,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportCorruptMemoResponse) Reset() {
+	*x = ReportCorruptMemoResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportCorruptMemoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportCorruptMemoResponse) ProtoMessage() {}
+
+func (x *ReportCorruptMemoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportCorruptMemoResponse.ProtoReflect.Descriptor instead.
+func (*ReportCorruptMemoResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReportCorruptMemoResponse) GetCorrupt() bool {
+	if x != nil {
+		return x.Corrupt
+	}
+	return false
+}
+
+func (x *ReportCorruptMemoResponse) GetFinding() string {
+	if x != nil {
+		return x.Finding
+	}
+	return ""
+}
+
+func (x *ReportCorruptMemoResponse) GetState() BlockState {
+	if x != nil {
+		return x.State
+	}
+	return BlockState_BLOCK_STATE_UNSPECIFIED
+}
+
+func (x *ReportCorruptMemoResponse) GetAuditId() string {
+	if x != nil {
+		return x.AuditId
+	}
+	return ""
+}
+
 type ListAuditRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Limit         uint32                 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
@@ -2067,7 +2378,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[26]
+	mi := &file_sig_v1_sig_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2390,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[26]
+	mi := &file_sig_v1_sig_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2403,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{26}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -2118,7 +2429,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_sig_v1_sig_proto_msgTypes[27]
+	mi := &file_sig_v1_sig_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2441,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[27]
+	mi := &file_sig_v1_sig_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2454,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{27}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AuditEntry) GetId() string {
@@ -2211,7 +2522,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[28]
+	mi := &file_sig_v1_sig_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2534,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[28]
+	mi := &file_sig_v1_sig_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2547,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{28}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -2254,7 +2565,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[29]
+	mi := &file_sig_v1_sig_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2577,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[29]
+	mi := &file_sig_v1_sig_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2590,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{29}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{33}
 }
 
 type QueueDepth struct {
@@ -2294,7 +2605,7 @@ type QueueDepth struct {
 
 func (x *QueueDepth) Reset() {
 	*x = QueueDepth{}
-	mi := &file_sig_v1_sig_proto_msgTypes[30]
+	mi := &file_sig_v1_sig_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2617,7 @@ func (x *QueueDepth) String() string {
 func (*QueueDepth) ProtoMessage() {}
 
 func (x *QueueDepth) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[30]
+	mi := &file_sig_v1_sig_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2630,7 @@ func (x *QueueDepth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueDepth.ProtoReflect.Descriptor instead.
 func (*QueueDepth) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{30}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *QueueDepth) GetClient() string {
@@ -2378,7 +2689,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[31]
+	mi := &file_sig_v1_sig_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2701,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[31]
+	mi := &file_sig_v1_sig_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2714,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{31}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatsResponse) GetSubmits() uint64 {
@@ -2533,7 +2844,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[32]
+	mi := &file_sig_v1_sig_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2856,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[32]
+	mi := &file_sig_v1_sig_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2869,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{32}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{36}
 }
 
 type ListQueuesResponse struct {
@@ -2570,7 +2881,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[33]
+	mi := &file_sig_v1_sig_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2893,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[33]
+	mi := &file_sig_v1_sig_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2906,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{33}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueDepth {
@@ -2619,7 +2930,7 @@ type QuarantinedTask struct {
 
 func (x *QuarantinedTask) Reset() {
 	*x = QuarantinedTask{}
-	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2942,7 @@ func (x *QuarantinedTask) String() string {
 func (*QuarantinedTask) ProtoMessage() {}
 
 func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2955,7 @@ func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedTask.ProtoReflect.Descriptor instead.
 func (*QuarantinedTask) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{34}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *QuarantinedTask) GetComponentKey() string {
@@ -2697,7 +3008,7 @@ type ListQuarantineRequest struct {
 
 func (x *ListQuarantineRequest) Reset() {
 	*x = ListQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +3020,7 @@ func (x *ListQuarantineRequest) String() string {
 func (*ListQuarantineRequest) ProtoMessage() {}
 
 func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +3033,7 @@ func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ListQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{35}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
 }
 
 type ListQuarantineResponse struct {
@@ -2734,7 +3045,7 @@ type ListQuarantineResponse struct {
 
 func (x *ListQuarantineResponse) Reset() {
 	*x = ListQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3057,7 @@ func (x *ListQuarantineResponse) String() string {
 func (*ListQuarantineResponse) ProtoMessage() {}
 
 func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3070,7 @@ func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ListQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{36}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListQuarantineResponse) GetTasks() []*QuarantinedTask {
@@ -2779,7 +3090,7 @@ type ReleaseQuarantineRequest struct {
 
 func (x *ReleaseQuarantineRequest) Reset() {
 	*x = ReleaseQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[37]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3102,7 @@ func (x *ReleaseQuarantineRequest) String() string {
 func (*ReleaseQuarantineRequest) ProtoMessage() {}
 
 func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[37]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3115,7 @@ func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{37}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReleaseQuarantineRequest) GetComponentKey() string {
@@ -2830,7 +3141,7 @@ type ReleaseQuarantineResponse struct {
 
 func (x *ReleaseQuarantineResponse) Reset() {
 	*x = ReleaseQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +3153,7 @@ func (x *ReleaseQuarantineResponse) String() string {
 func (*ReleaseQuarantineResponse) ProtoMessage() {}
 
 func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +3166,7 @@ func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReleaseQuarantineResponse) GetReleased() bool {
@@ -2888,7 +3199,7 @@ type TrainerStatus struct {
 
 func (x *TrainerStatus) Reset() {
 	*x = TrainerStatus{}
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3211,7 @@ func (x *TrainerStatus) String() string {
 func (*TrainerStatus) ProtoMessage() {}
 
 func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3224,7 @@ func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainerStatus.ProtoReflect.Descriptor instead.
 func (*TrainerStatus) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TrainerStatus) GetJob() string {
@@ -3022,7 +3333,7 @@ type ReportTrainerStatusResponse struct {
 
 func (x *ReportTrainerStatusResponse) Reset() {
 	*x = ReportTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3345,7 @@ func (x *ReportTrainerStatusResponse) String() string {
 func (*ReportTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3358,7 @@ func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
 }
 
 type ListTrainerStatusRequest struct {
@@ -3058,7 +3369,7 @@ type ListTrainerStatusRequest struct {
 
 func (x *ListTrainerStatusRequest) Reset() {
 	*x = ListTrainerStatusRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3381,7 @@ func (x *ListTrainerStatusRequest) String() string {
 func (*ListTrainerStatusRequest) ProtoMessage() {}
 
 func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3394,7 @@ func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
 }
 
 type ListTrainerStatusResponse struct {
@@ -3095,7 +3406,7 @@ type ListTrainerStatusResponse struct {
 
 func (x *ListTrainerStatusResponse) Reset() {
 	*x = ListTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3418,7 @@ func (x *ListTrainerStatusResponse) String() string {
 func (*ListTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3431,7 @@ func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
@@ -3156,7 +3467,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3479,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3492,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Task) GetComponentKey() string {
@@ -3279,7 +3590,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3291,7 +3602,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3304,7 +3615,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -3333,7 +3644,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3656,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3669,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -3391,7 +3702,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3714,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3727,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -3435,7 +3746,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3758,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3771,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -3481,7 +3792,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3804,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3817,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -3538,7 +3849,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3861,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3874,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
 }
 
 type FailTaskRequest struct {
@@ -3576,7 +3887,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3588,7 +3899,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3601,7 +3912,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -3627,7 +3938,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3639,7 +3950,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3652,7 +3963,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -3687,7 +3998,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +4010,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +4023,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -3802,7 +4113,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +4125,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +4138,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -3853,7 +4164,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3865,7 +4176,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3878,7 +4189,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -3896,7 +4207,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4219,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4232,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -3933,7 +4244,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3945,7 +4256,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3958,7 +4269,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -3977,7 +4288,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3989,7 +4300,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4002,7 +4313,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -4178,7 +4489,29 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x06blocks\x18\x04 \x01(\rR\x06blocks\x12\x14\n" +
 	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12'\n" +
 	"\x0fobjects_deleted\x18\x06 \x01(\rR\x0eobjectsDeleted\x12\x19\n" +
-	"\baudit_id\x18\a \x01(\tR\aauditId\"(\n" +
+	"\baudit_id\x18\a \x01(\tR\aauditId\"\x89\x01\n" +
+	"\x11EvictBlockRequest\x12#\n" +
+	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
+	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1c\n" +
+	"\trecompute\x18\x04 \x01(\bR\trecompute\"\xf6\x01\n" +
+	"\x12EvictBlockResponse\x12#\n" +
+	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
+	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12(\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x12.sig.v1.BlockStateR\x05state\x12\x1c\n" +
+	"\tpipelines\x18\x04 \x03(\tR\tpipelines\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12'\n" +
+	"\x0fobjects_deleted\x18\x06 \x01(\rR\x0eobjectsDeleted\x12\x19\n" +
+	"\baudit_id\x18\a \x01(\tR\aauditId\"r\n" +
+	"\x18ReportCorruptMemoRequest\x12#\n" +
+	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
+	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x94\x01\n" +
+	"\x19ReportCorruptMemoResponse\x12\x18\n" +
+	"\acorrupt\x18\x01 \x01(\bR\acorrupt\x12\x18\n" +
+	"\afinding\x18\x02 \x01(\tR\afinding\x12(\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x12.sig.v1.BlockStateR\x05state\x12\x19\n" +
+	"\baudit_id\x18\x04 \x01(\tR\aauditId\"(\n" +
 	"\x10ListAuditRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"\xd2\x01\n" +
 	"\n" +
@@ -4334,7 +4667,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x17BLOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BLOCK_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11BLOCK_STATE_READY\x10\x02\x12\x16\n" +
-	"\x12BLOCK_STATE_FAILED\x10\x032\xa0\b\n" +
+	"\x12BLOCK_STATE_FAILED\x10\x032\xbf\t\n" +
 	"\x03SIG\x12F\n" +
 	"\vSubmitGraph\x12\x1a.sig.v1.SubmitGraphRequest\x1a\x1b.sig.v1.SubmitGraphResponse\x12G\n" +
 	"\x0fGetReadSolution\x12\x1e.sig.v1.GetReadSolutionRequest\x1a\x14.sig.v1.ReadSolution\x12S\n" +
@@ -4342,7 +4675,10 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\vSetPriority\x12\x1a.sig.v1.SetPriorityRequest\x1a\x1b.sig.v1.SetPriorityResponse\x12U\n" +
 	"\x10SearchComponents\x12\x1f.sig.v1.SearchComponentsRequest\x1a .sig.v1.SearchComponentsResponse\x12I\n" +
 	"\fGetComponent\x12\x1b.sig.v1.GetComponentRequest\x1a\x1c.sig.v1.GetComponentResponse\x124\n" +
-	"\x05Evict\x12\x14.sig.v1.EvictRequest\x1a\x15.sig.v1.EvictResponse\x12@\n" +
+	"\x05Evict\x12\x14.sig.v1.EvictRequest\x1a\x15.sig.v1.EvictResponse\x12C\n" +
+	"\n" +
+	"EvictBlock\x12\x19.sig.v1.EvictBlockRequest\x1a\x1a.sig.v1.EvictBlockResponse\x12X\n" +
+	"\x11ReportCorruptMemo\x12 .sig.v1.ReportCorruptMemoRequest\x1a!.sig.v1.ReportCorruptMemoResponse\x12@\n" +
 	"\tListAudit\x12\x18.sig.v1.ListAuditRequest\x1a\x19.sig.v1.ListAuditResponse\x124\n" +
 	"\x05Stats\x12\x14.sig.v1.StatsRequest\x1a\x15.sig.v1.StatsResponse\x12C\n" +
 	"\n" +
@@ -4373,7 +4709,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -4402,41 +4738,45 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*GetComponentResponse)(nil),         // 24: sig.v1.GetComponentResponse
 	(*EvictRequest)(nil),                 // 25: sig.v1.EvictRequest
 	(*EvictResponse)(nil),                // 26: sig.v1.EvictResponse
-	(*ListAuditRequest)(nil),             // 27: sig.v1.ListAuditRequest
-	(*AuditEntry)(nil),                   // 28: sig.v1.AuditEntry
-	(*ListAuditResponse)(nil),            // 29: sig.v1.ListAuditResponse
-	(*StatsRequest)(nil),                 // 30: sig.v1.StatsRequest
-	(*QueueDepth)(nil),                   // 31: sig.v1.QueueDepth
-	(*StatsResponse)(nil),                // 32: sig.v1.StatsResponse
-	(*ListQueuesRequest)(nil),            // 33: sig.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),           // 34: sig.v1.ListQueuesResponse
-	(*QuarantinedTask)(nil),              // 35: sig.v1.QuarantinedTask
-	(*ListQuarantineRequest)(nil),        // 36: sig.v1.ListQuarantineRequest
-	(*ListQuarantineResponse)(nil),       // 37: sig.v1.ListQuarantineResponse
-	(*ReleaseQuarantineRequest)(nil),     // 38: sig.v1.ReleaseQuarantineRequest
-	(*ReleaseQuarantineResponse)(nil),    // 39: sig.v1.ReleaseQuarantineResponse
-	(*TrainerStatus)(nil),                // 40: sig.v1.TrainerStatus
-	(*ReportTrainerStatusResponse)(nil),  // 41: sig.v1.ReportTrainerStatusResponse
-	(*ListTrainerStatusRequest)(nil),     // 42: sig.v1.ListTrainerStatusRequest
-	(*ListTrainerStatusResponse)(nil),    // 43: sig.v1.ListTrainerStatusResponse
-	(*Task)(nil),                         // 44: sig.v1.Task
-	(*LeaseTaskRequest)(nil),             // 45: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 46: sig.v1.LeaseTaskResponse
-	(*HeartbeatRequest)(nil),             // 47: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 48: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 49: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 50: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 51: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 52: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 53: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 54: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 55: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 56: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 57: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 58: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 59: sig.v1.TrainerStatus.ChipSecondsEntry
-	(*timestamppb.Timestamp)(nil),        // 60: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 61: google.protobuf.Duration
+	(*EvictBlockRequest)(nil),            // 27: sig.v1.EvictBlockRequest
+	(*EvictBlockResponse)(nil),           // 28: sig.v1.EvictBlockResponse
+	(*ReportCorruptMemoRequest)(nil),     // 29: sig.v1.ReportCorruptMemoRequest
+	(*ReportCorruptMemoResponse)(nil),    // 30: sig.v1.ReportCorruptMemoResponse
+	(*ListAuditRequest)(nil),             // 31: sig.v1.ListAuditRequest
+	(*AuditEntry)(nil),                   // 32: sig.v1.AuditEntry
+	(*ListAuditResponse)(nil),            // 33: sig.v1.ListAuditResponse
+	(*StatsRequest)(nil),                 // 34: sig.v1.StatsRequest
+	(*QueueDepth)(nil),                   // 35: sig.v1.QueueDepth
+	(*StatsResponse)(nil),                // 36: sig.v1.StatsResponse
+	(*ListQueuesRequest)(nil),            // 37: sig.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),           // 38: sig.v1.ListQueuesResponse
+	(*QuarantinedTask)(nil),              // 39: sig.v1.QuarantinedTask
+	(*ListQuarantineRequest)(nil),        // 40: sig.v1.ListQuarantineRequest
+	(*ListQuarantineResponse)(nil),       // 41: sig.v1.ListQuarantineResponse
+	(*ReleaseQuarantineRequest)(nil),     // 42: sig.v1.ReleaseQuarantineRequest
+	(*ReleaseQuarantineResponse)(nil),    // 43: sig.v1.ReleaseQuarantineResponse
+	(*TrainerStatus)(nil),                // 44: sig.v1.TrainerStatus
+	(*ReportTrainerStatusResponse)(nil),  // 45: sig.v1.ReportTrainerStatusResponse
+	(*ListTrainerStatusRequest)(nil),     // 46: sig.v1.ListTrainerStatusRequest
+	(*ListTrainerStatusResponse)(nil),    // 47: sig.v1.ListTrainerStatusResponse
+	(*Task)(nil),                         // 48: sig.v1.Task
+	(*LeaseTaskRequest)(nil),             // 49: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 50: sig.v1.LeaseTaskResponse
+	(*HeartbeatRequest)(nil),             // 51: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 52: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 53: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 54: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 55: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 56: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 57: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 58: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 59: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 60: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 61: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 62: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 63: sig.v1.TrainerStatus.ChipSecondsEntry
+	(*timestamppb.Timestamp)(nil),        // 64: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 65: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -4459,72 +4799,78 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 17: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	11, // 18: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
 	16, // 19: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	60, // 20: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	64, // 20: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
 	21, // 21: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
 	21, // 22: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	9,  // 23: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
-	60, // 24: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
-	28, // 25: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
-	31, // 26: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
-	31, // 27: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
-	60, // 28: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	35, // 29: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	60, // 30: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	59, // 31: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	40, // 32: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	61, // 33: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	44, // 34: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	60, // 35: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	60, // 36: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	54, // 37: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	60, // 38: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	53, // 39: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	53, // 40: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	12, // 41: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	14, // 42: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	15, // 43: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	18, // 44: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	20, // 45: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	23, // 46: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	25, // 47: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	27, // 48: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	30, // 49: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	33, // 50: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	36, // 51: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	38, // 52: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	40, // 53: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	42, // 54: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	45, // 55: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	47, // 56: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	49, // 57: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	51, // 58: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	55, // 59: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	57, // 60: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	13, // 61: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	11, // 62: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	17, // 63: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	19, // 64: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	22, // 65: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	24, // 66: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	26, // 67: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	29, // 68: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	32, // 69: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	34, // 70: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	37, // 71: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	39, // 72: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	41, // 73: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	43, // 74: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	46, // 75: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	48, // 76: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	50, // 77: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	52, // 78: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	56, // 79: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	58, // 80: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	61, // [61:81] is the sub-list for method output_type
-	41, // [41:61] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	0,  // 24: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
+	0,  // 25: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
+	64, // 26: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	32, // 27: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
+	35, // 28: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
+	35, // 29: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
+	64, // 30: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	39, // 31: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	64, // 32: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	63, // 33: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	44, // 34: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	65, // 35: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	48, // 36: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	64, // 37: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	64, // 38: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	58, // 39: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	64, // 40: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	57, // 41: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	57, // 42: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	12, // 43: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	14, // 44: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	15, // 45: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	18, // 46: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	20, // 47: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	23, // 48: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	25, // 49: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	27, // 50: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	29, // 51: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	31, // 52: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	34, // 53: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	37, // 54: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	40, // 55: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	42, // 56: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	44, // 57: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	46, // 58: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	49, // 59: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	51, // 60: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	53, // 61: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	55, // 62: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	59, // 63: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	61, // 64: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	13, // 65: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	11, // 66: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	17, // 67: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	19, // 68: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	22, // 69: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	24, // 70: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	26, // 71: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	28, // 72: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	30, // 73: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	33, // 74: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	36, // 75: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	38, // 76: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	41, // 77: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	43, // 78: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	45, // 79: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	47, // 80: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	50, // 81: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	52, // 82: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	54, // 83: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	56, // 84: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	60, // 85: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	62, // 86: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	65, // [65:87] is the sub-list for method output_type
+	43, // [43:65] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -4552,7 +4898,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   59,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -35,6 +35,8 @@ const (
 	SIG_SearchComponents_FullMethodName    = "/sig.v1.SIG/SearchComponents"
 	SIG_GetComponent_FullMethodName        = "/sig.v1.SIG/GetComponent"
 	SIG_Evict_FullMethodName               = "/sig.v1.SIG/Evict"
+	SIG_EvictBlock_FullMethodName          = "/sig.v1.SIG/EvictBlock"
+	SIG_ReportCorruptMemo_FullMethodName   = "/sig.v1.SIG/ReportCorruptMemo"
 	SIG_ListAudit_FullMethodName           = "/sig.v1.SIG/ListAudit"
 	SIG_Stats_FullMethodName               = "/sig.v1.SIG/Stats"
 	SIG_ListQueues_FullMethodName          = "/sig.v1.SIG/ListQueues"
@@ -60,6 +62,14 @@ type SIGClient interface {
 	GetComponent(ctx context.Context, in *GetComponentRequest, opts ...grpc.CallOption) (*GetComponentResponse, error)
 	// Operator only.
 	Evict(ctx context.Context, in *EvictRequest, opts ...grpc.CallOption) (*EvictResponse, error)
+	// Evicts or recomputes one memoized block. Operator only; audited.
+	EvictBlock(ctx context.Context, in *EvictBlockRequest, opts ...grpc.CallOption) (*EvictBlockResponse, error)
+	// A reader (role reader), worker or operator reports a corrupt or missing
+	// memo object of any component; a client or trainer only of components
+	// its own pipelines use (others are NotFound). sigd verifies the object
+	// and, if it is corrupt, recomputes that one block at the pipelines'
+	// priority; watchers see it pending, then ready. Audited.
+	ReportCorruptMemo(ctx context.Context, in *ReportCorruptMemoRequest, opts ...grpc.CallOption) (*ReportCorruptMemoResponse, error)
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
@@ -157,6 +167,26 @@ func (c *sIGClient) Evict(ctx context.Context, in *EvictRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *sIGClient) EvictBlock(ctx context.Context, in *EvictBlockRequest, opts ...grpc.CallOption) (*EvictBlockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EvictBlockResponse)
+	err := c.cc.Invoke(ctx, SIG_EvictBlock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sIGClient) ReportCorruptMemo(ctx context.Context, in *ReportCorruptMemoRequest, opts ...grpc.CallOption) (*ReportCorruptMemoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportCorruptMemoResponse)
+	err := c.cc.Invoke(ctx, SIG_ReportCorruptMemo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sIGClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListAuditResponse)
@@ -243,6 +273,14 @@ type SIGServer interface {
 	GetComponent(context.Context, *GetComponentRequest) (*GetComponentResponse, error)
 	// Operator only.
 	Evict(context.Context, *EvictRequest) (*EvictResponse, error)
+	// Evicts or recomputes one memoized block. Operator only; audited.
+	EvictBlock(context.Context, *EvictBlockRequest) (*EvictBlockResponse, error)
+	// A reader (role reader), worker or operator reports a corrupt or missing
+	// memo object of any component; a client or trainer only of components
+	// its own pipelines use (others are NotFound). sigd verifies the object
+	// and, if it is corrupt, recomputes that one block at the pipelines'
+	// priority; watchers see it pending, then ready. Audited.
+	ReportCorruptMemo(context.Context, *ReportCorruptMemoRequest) (*ReportCorruptMemoResponse, error)
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
@@ -281,6 +319,12 @@ func (UnimplementedSIGServer) GetComponent(context.Context, *GetComponentRequest
 }
 func (UnimplementedSIGServer) Evict(context.Context, *EvictRequest) (*EvictResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Evict not implemented")
+}
+func (UnimplementedSIGServer) EvictBlock(context.Context, *EvictBlockRequest) (*EvictBlockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EvictBlock not implemented")
+}
+func (UnimplementedSIGServer) ReportCorruptMemo(context.Context, *ReportCorruptMemoRequest) (*ReportCorruptMemoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportCorruptMemo not implemented")
 }
 func (UnimplementedSIGServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
@@ -443,6 +487,42 @@ func _SIG_Evict_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SIG_EvictBlock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EvictBlockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SIGServer).EvictBlock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SIG_EvictBlock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SIGServer).EvictBlock(ctx, req.(*EvictBlockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SIG_ReportCorruptMemo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportCorruptMemoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SIGServer).ReportCorruptMemo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SIG_ReportCorruptMemo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SIGServer).ReportCorruptMemo(ctx, req.(*ReportCorruptMemoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SIG_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListAuditRequest)
 	if err := dec(in); err != nil {
@@ -599,6 +679,14 @@ var SIG_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Evict",
 			Handler:    _SIG_Evict_Handler,
+		},
+		{
+			MethodName: "EvictBlock",
+			Handler:    _SIG_EvictBlock_Handler,
+		},
+		{
+			MethodName: "ReportCorruptMemo",
+			Handler:    _SIG_ReportCorruptMemo_Handler,
 		},
 		{
 			MethodName: "ListAudit",
