@@ -2,10 +2,12 @@ package eviction_test
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/sigdata/sig/internal/testenv"
 	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 
 // chromiumPath is Debian's chromium (make deps installs it).
@@ -224,5 +227,166 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 	}
 	for _, k := range affected {
 		e.checkMemoized(k)
+	}
+}
+
+// chartInfo is what the browser shows of one chart.
+type chartInfo struct {
+	Card         string   `json:"card"`
+	Unit         string   `json:"unit"`
+	YTicks       []string `json:"yTicks"`
+	XTicks       []string `json:"xTicks"`
+	Axes         int      `json:"axes"`
+	Lines        int      `json:"lines"`
+	Titles       []string `json:"titles"`
+	Caption      string   `json:"caption"`
+	Width        float64  `json:"width"`
+	Height       float64  `json:"height"`
+	OverPlot     []string `json:"overPlot"`
+	FontPx       float64  `json:"fontPx"`
+	InlineStyles int      `json:"inlineStyles"`
+}
+
+// chartsJS describes every chart of the page: its unit and tick labels,
+// axes, lines, hover titles, caption, rendered size, the labels whose box
+// reaches into the plot area (where the lines are), and the rendered size
+// of its tick labels.
+const chartsJS = `[...document.querySelectorAll('figure.chart')].map(f => {
+  const s = f.querySelector('svg'), r = s.getBoundingClientRect();
+  const ax = s.querySelectorAll('line.axis');
+  const x0 = +ax[0].getAttribute('x1'), top = +ax[0].getAttribute('y1'), bottom = +ax[0].getAttribute('y2'), x1 = +ax[1].getAttribute('x2');
+  const texts = [...s.querySelectorAll('text')];
+  const tick = s.querySelector('text.tick');
+  return {
+    card: f.closest('.card').id || f.closest('.card').className,
+    unit: s.querySelector('text.unit').textContent,
+    yTicks: [...s.querySelectorAll('text.tick.y')].map(x => x.textContent),
+    xTicks: [...s.querySelectorAll('text.tick.x')].map(x => x.textContent),
+    axes: ax.length,
+    lines: s.querySelectorAll('.line').length,
+    titles: [...s.querySelectorAll('rect.hover > title')].map(x => x.textContent),
+    caption: f.querySelector('figcaption').textContent,
+    width: r.width, height: r.height,
+    overPlot: texts.filter(t => { const b = t.getBBox(); return b.x < x1 && b.x + b.width > x0 && b.y < bottom && b.y + b.height > top; }).map(t => t.textContent),
+    fontPx: tick ? tick.getBoundingClientRect().height : 0,
+    inlineStyles: f.querySelectorAll('[style]').length,
+  };
+})`
+
+var (
+	clockRE   = regexp.MustCompile(`^\d\d:\d\d(:\d\d)?$`)
+	hoverRE   = regexp.MustCompile(`^\d\d:\d\d:\d\d UTC(\n[^\n]+: ([0-9.]+%?|–))+$`)
+	captionRE = regexp.MustCompile(`now [0-9.]+%?, max ([0-9.]+)%? at \d\d:\d\d:\d\d`)
+)
+
+// TestBrowserOverviewCharts: in a real browser, every chart of the overview
+// has axes with their units, tick values and wall-clock times, a hover
+// title with each sample's time and values, and its series' current and
+// largest values beside it; no label reaches into the plot area where the
+// lines are, and the drawing keeps its aspect ratio. The queue chart shows
+// the tasks the submissions queued; a job's MPG of 4.6% is drawn on an
+// axis scaled to it; the trainers table says each figure is the job's.
+func TestBrowserOverviewCharts(t *testing.T) {
+	e := newEnv(t, envConfig{Blocks: 2, Rows: 100, UISampleEvery: 100 * time.Millisecond})
+	report := func(mpg float64) {
+		t.Helper()
+		if _, err := e.sig("trainer").ReportTrainerStatus(e.ctx, &sigv1.TrainerStatus{Job: "train", Pipeline: "ctr-small",
+			Phase: "initial", Chips: 4, SchedulingGoodput: 1, RuntimeGoodput: 0.98, ProgramGoodput: mpg / 0.98, Mpg: mpg, Steps: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(0.044)
+	e.pipelines()
+	report(0.046)
+	time.Sleep(500 * time.Millisecond) // samples after the report
+
+	bctx := newChromium(t)
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	base := "http://" + e.srv.HTTPAddr()
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), e.tokens[operator]), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("queue-chart"))); err != nil {
+		t.Fatalf("log in: %v", err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(artifacts(t), "09-overview-charts.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	charts, err := chromedp.Run(ctx, chromedp.Evaluate[[]chartInfo](chartsJS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCard := map[string]chartInfo{}
+	for _, c := range charts {
+		byCard[c.Card] = c
+		t.Run(c.Card, func(t *testing.T) {
+			if c.Unit == "" || c.Axes < 2 || c.Lines == 0 || len(c.YTicks) < 2 || len(c.XTicks) < 1 {
+				t.Errorf("unit %q, %d axes, %d lines, y ticks %q, time ticks %q", c.Unit, c.Axes, c.Lines, c.YTicks, c.XTicks)
+			}
+			for _, x := range c.XTicks {
+				if !clockRE.MatchString(x) {
+					t.Errorf("time tick %q is not a wall-clock time", x)
+				}
+			}
+			if len(c.Titles) < 3 {
+				t.Errorf("%d hover titles", len(c.Titles))
+			}
+			for _, h := range c.Titles {
+				if !hoverRE.MatchString(h) {
+					t.Errorf("hover title %q has no time and values", h)
+					break
+				}
+			}
+			if n := len(c.Titles); n > 0 && strings.Contains(c.Titles[n-1], "–") {
+				t.Errorf("the last sample's hover title %q has no value", c.Titles[n-1])
+			}
+			if !captionRE.MatchString(c.Caption) {
+				t.Errorf("caption %q has no current and largest value", c.Caption)
+			}
+			if len(c.OverPlot) > 0 {
+				t.Errorf("labels %q are drawn over the plot area", c.OverPlot)
+			}
+			if r := c.Width / c.Height; math.Abs(r-560.0/180) > 0.02 {
+				t.Errorf("drawn %gx%g: the aspect ratio is not kept", c.Width, c.Height)
+			}
+			if c.FontPx < 8 {
+				t.Errorf("tick labels are %gpx high", c.FontPx)
+			}
+			if c.InlineStyles != 0 {
+				t.Errorf("%d inline styles, which the CSP blocks", c.InlineStyles)
+			}
+		})
+	}
+	if len(charts) != 3 {
+		t.Fatalf("%d charts on the overview, want hit rate, queue and one job's MPG", len(charts))
+	}
+	q := byCard["queue-chart"]
+	if m := captionRE.FindStringSubmatch(q.Caption); m == nil || m[1] == "0" {
+		t.Errorf("the queue chart's caption %q shows no queued task, after three pipelines queued theirs", q.Caption)
+	}
+	mpg := byCard["card mpg-chart"]
+	top := mpg.YTicks[len(mpg.YTicks)-1]
+	if v, err := strconv.ParseFloat(strings.TrimSuffix(top, "%"), 64); err != nil || v < 4.6 || v > 10 {
+		t.Errorf("an MPG of 4.6%% is drawn on an axis up to %s", top)
+	}
+	head, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#trainers tr")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("goodput-scope")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"SG (job)", "RG (job)", "PG (job)", "MPG (job)"} {
+		if !strings.Contains(strings.ReplaceAll(head, "\t", " "), strings.ToUpper(h)) && !strings.Contains(head, h) {
+			t.Errorf("trainers table header %q has no %q", head, h)
+		}
+	}
+	if !strings.Contains(scope, "SG (fleet)") || !strings.Contains(scope, "job's own") {
+		t.Errorf("the trainers table does not say which scope its figures are: %q", scope)
 	}
 }

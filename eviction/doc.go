@@ -26,7 +26,11 @@
 //     pending, then ready. Every change is audited: who, what they saw,
 //     what sigd found.
 //   - the operator web UI (ui.go) that drives them, with search, component
-//     pages (with each block's evict and recompute forms) and the overview.
+//     pages (with each block's evict and recompute forms) and the overview,
+//     whose charts (chart.go) are drawn on the server as inline SVG by a
+//     pure function of the sampled series: axes with units, ticks chosen
+//     from the data, UTC times, hover titles with each sample's values,
+//     current and largest values beside each chart.
 //
 // Evicting never breaks a reader: a read solution whose data was evicted
 // turns pending, and the next read re-creates and schedules it (matching

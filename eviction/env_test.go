@@ -82,6 +82,8 @@ type envConfig struct {
 	// rounds by hand.
 	EvictInterval time.Duration
 	WrapRunner    func(workers.Runner) workers.Runner
+	// UISampleEvery is the web UI charts' period (default sigd's, 5s).
+	UISampleEvery time.Duration
 }
 
 type env struct {
@@ -131,7 +133,7 @@ func newEnv(tb testing.TB, cfg envConfig) *env {
 		KafkaBrokers: k.Brokers, TokensFile: tokPath, Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
 		WorkersMin: cfg.Workers, WorkersMax: cfg.Workers, Lease: 10 * time.Second,
 		EvictTTL: cfg.EvictTTL, EvictInterval: cfg.EvictInterval,
-	}, sigd.Options{Clock: cfg.Clock, WrapRunner: cfg.WrapRunner,
+	}, sigd.Options{Clock: cfg.Clock, WrapRunner: cfg.WrapRunner, UISampleEvery: cfg.UISampleEvery,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		cancel()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -54,6 +55,10 @@ type UIConfig struct {
 	Quarantine func() []*sigv1.QuarantinedTask
 	Release    func(component, block string) (bool, error)
 	Trainers   func() []*sigv1.TrainerStatus
+	// QueuedPeak returns the most distinct tasks queued at once since its
+	// previous call (workers.Queue.QueuedPeak); the queue chart samples it.
+	// Nil samples the queues' depth at each sample instead.
+	QueuedPeak func() int
 	Clock      clock.Clock
 	// SecureCookies sets the Secure flag (serve the UI over HTTPS).
 	SecureCookies bool
@@ -280,15 +285,16 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request, s *session) {
 
 type trainerRow struct {
 	Status *sigv1.TrainerStatus
-	Chart  template.HTML
+	Chart  template.HTML // the job's MPG over time
 }
 
 type overviewData struct {
-	Stats      *sigv1.StatsResponse
-	Quarantine []*sigv1.QuarantinedTask
-	Trainers   []trainerRow
-	HitChart   template.HTML
-	QueueChart template.HTML
+	Stats       *sigv1.StatsResponse
+	Quarantine  []*sigv1.QuarantinedTask
+	Trainers    []trainerRow
+	HitChart    template.HTML
+	QueueChart  template.HTML
+	SampleEvery time.Duration
 }
 
 func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *session) {
@@ -299,53 +305,57 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		p.Error = err.Error()
 		st = &sigv1.StatsResponse{}
 	}
-	d := overviewData{Stats: st, Quarantine: u.cfg.Quarantine()}
-	u.mu.Lock()
-	samples := append([]sample(nil), u.samples...)
-	u.mu.Unlock()
-	d.HitChart = chart(samples, func(s sample) float64 { return s.hitRate }, nil, 1)
-	d.QueueChart = chart(samples, func(s sample) float64 { return s.queued }, func(s sample) float64 { return s.workers }, 0)
+	d := overviewData{Stats: st, Quarantine: u.cfg.Quarantine(), SampleEvery: u.cfg.SampleEvery}
+	d.HitChart, d.QueueChart = u.charts()
 	for _, t := range u.cfg.Trainers() {
-		job := t.Client + "/" + t.Job
-		d.Trainers = append(d.Trainers, trainerRow{Status: t, Chart: chart(samples, func(s sample) float64 { return s.mpg[job] }, nil, 1)})
+		d.Trainers = append(d.Trainers, trainerRow{Status: t, Chart: u.mpgChart(t.Client + "/" + t.Job)})
 	}
 	p.Data = d
 	u.render(w, http.StatusOK, "overview", p)
 }
 
-// chart draws a small SVG line chart of one or two series; yMax 0 scales
-// to the data. Only numbers go into the markup.
-func chart(samples []sample, f, g func(sample) float64, yMax float64) template.HTML {
-	const wd, ht = 300.0, 80.0
-	if len(samples) < 2 {
-		return template.HTML(`<svg class="chart" viewBox="0 0 300 80"><text x="8" y="44" font-size="11" fill="#5b6475">collecting samples…</text></svg>`)
+// series returns the sampled series: their times and a function giving
+// one series' values.
+func (u *UI) series() ([]time.Time, func(func(sample) float64) []float64) {
+	u.mu.Lock()
+	samples := append([]sample(nil), u.samples...)
+	u.mu.Unlock()
+	times := make([]time.Time, len(samples))
+	for i, s := range samples {
+		times[i] = s.at
 	}
-	top := yMax
-	if top == 0 {
-		for _, s := range samples {
-			top = max(top, f(s))
-			if g != nil {
-				top = max(top, g(s))
-			}
-		}
-		if top == 0 {
-			top = 1
-		}
-	}
-	line := func(fn func(sample) float64) string {
-		var b strings.Builder
+	return times, func(f func(sample) float64) []float64 {
+		out := make([]float64, len(samples))
 		for i, s := range samples {
-			x := wd * float64(i) / float64(len(samples)-1)
-			y := ht - 4 - (ht-8)*min(fn(s), top)/top
-			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+			out[i] = f(s)
 		}
-		return b.String()
+		return out
 	}
-	out := fmt.Sprintf(`<svg class="chart" viewBox="0 0 %.0f %.0f" preserveAspectRatio="none"><polyline points="%s"/>`, wd, ht, line(f))
-	if g != nil {
-		out += fmt.Sprintf(`<polyline class="second" points="%s"/>`, line(g))
-	}
-	return template.HTML(out + fmt.Sprintf(`<text x="4" y="12" font-size="10" fill="#5b6475">max %.3g</text></svg>`, top))
+}
+
+// charts draws the block hit rate and the queue over time.
+func (u *UI) charts() (hit, queue template.HTML) {
+	times, values := u.series()
+	hit = renderChart(chartSpec{Title: "block hit rate over time", Unit: "hit rate", Percent: true, YMax: 1, Times: times,
+		Series: []chartSeries{{Name: "block hit rate since start", Class: "s0", Values: values(func(s sample) float64 { return s.hitRate })}}})
+	queue = renderChart(chartSpec{Title: "queued tasks and workers over time", Unit: "tasks, workers", Integer: true, Times: times,
+		Series: []chartSeries{
+			{Name: "queued tasks (most at once per " + u.cfg.SampleEvery.String() + ")", Class: "s0", Values: values(func(s sample) float64 { return s.queued })},
+			{Name: "workers", Class: "s1", Values: values(func(s sample) float64 { return s.workers })},
+		}})
+	return hit, queue
+}
+
+// mpgChart draws a trainer job's MPG over time, on an axis scaled to it.
+func (u *UI) mpgChart(job string) template.HTML {
+	times, values := u.series()
+	return renderChart(chartSpec{Title: "MPG of job " + job + " over time", Unit: "MPG (job)", Percent: true, Times: times,
+		Series: []chartSeries{{Name: job + " MPG", Class: "s0", Values: values(func(s sample) float64 {
+			if v, ok := s.mpg[job]; ok {
+				return v
+			}
+			return math.NaN() // not reporting then
+		})}}})
 }
 
 // Run samples the overview's series until ctx ends.
@@ -366,8 +376,14 @@ func (u *UI) sample() {
 		return
 	}
 	s := sample{at: u.cfg.Clock.Now(), hitRate: st.BlockHitRate, workers: float64(st.WorkersActual), mpg: map[string]float64{}}
-	for _, q := range st.Queues {
-		s.queued += float64(q.Queued)
+	if u.cfg.QueuedPeak != nil {
+		// The most tasks queued at once since the last sample: a burst
+		// that is queued and drained between two samples still shows.
+		s.queued = float64(u.cfg.QueuedPeak())
+	} else {
+		for _, q := range st.Queues {
+			s.queued += float64(q.Queued)
+		}
 	}
 	for _, t := range u.cfg.Trainers() {
 		s.mpg[t.Client+"/"+t.Job] = t.Mpg

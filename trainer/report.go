@@ -221,6 +221,18 @@ func (c *Controller) jobGoodput(r goodput.Report) (goodput.JobReport, bool) {
 	return goodput.JobReport{}, false
 }
 
+// JobGoodput is the job's own goodput over all its phases: its SG divides
+// by the chip-time it asked for (the figures sigd's overview shows), where
+// the fleet's (Goodput.Fleet) divides by the fleet's capacity.
+func (r Report) JobGoodput() goodput.Summary {
+	for _, j := range r.Goodput.Jobs {
+		if j.Job == r.Job {
+			return j.Total
+		}
+	}
+	return goodput.Summary{}
+}
+
 // WriteJSON writes the report as indented JSON.
 func (r Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)

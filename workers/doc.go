@@ -175,5 +175,7 @@
 // exports sig_workers_desired (for an orchestrator scaling remote workers)
 // and sig_workers_actual. RegisterQueueMetrics exports queue depths per
 // client and priority, quarantine size, and completion, failure and expiry
-// counts.
+// counts. QueuedPeak gives one sampler (the web UI's queue chart) the most
+// tasks queued at once since its last read: a burst that is queued and
+// drained between two samples still shows.
 package workers

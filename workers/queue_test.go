@@ -391,6 +391,49 @@ func TestTaskCost(t *testing.T) {
 	}
 }
 
+// TestQueuedPeak: the most distinct tasks queued at once since the last
+// read, whatever was drained since; a task two clients requested counts
+// once; the next interval starts at what is queued then; a reopened queue
+// starts at what it loaded.
+func TestQueuedPeak(t *testing.T) {
+	dir := t.TempDir()
+	q := openTest(t, dir, clock.NewFake(t0))
+	if p := q.QueuedPeak(); p != 0 {
+		t.Fatalf("empty queue: peak %d", p)
+	}
+	var reqs []Request
+	for i := 0; i < 5; i++ {
+		reqs = append(reqs, req("a", fmt.Sprint(i), "c1", "p", 1), req("a", fmt.Sprint(i), "c2", "p", 1))
+	}
+	if _, err := q.Enqueue(reqs...); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		l, ok, err := q.TryLease("w")
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if err := q.Complete(context.Background(), l.ID, Result{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := q.QueuedPeak(); p != 5 {
+		t.Errorf("after a burst of 5 drained to 1: peak %d, want 5", p)
+	}
+	if p := q.QueuedPeak(); p != 1 {
+		t.Errorf("next interval: peak %d, want the 1 still queued", p)
+	}
+	if _, err := q.Enqueue(req("b", "1", "c1", "p", 1), req("b", "2", "c1", "p", 1)); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	q = openTest(t, dir, clock.NewFake(t0))
+	defer q.Close()
+	if p := q.QueuedPeak(); p != 3 {
+		t.Errorf("reopened with 3 queued: peak %d", p)
+	}
+}
+
 // TestEvents: quarantine and release are reported in order, after they are
 // durable.
 func TestEvents(t *testing.T) {

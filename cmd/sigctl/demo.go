@@ -326,8 +326,7 @@ func demoTrain(ctx context.Context, env *demoEnv, pipes []demoPipe, from, to int
 			results <- result{p, rep, err}
 		}()
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB	EXIT	EPOCHS	EVENTS	STEPS	LOSS FIRST→LAST	INPUT STALL	SG	RG	PG	MPG	REPORT")
+	var done []trainedJob
 	var firstErr error
 	for range pipes {
 		r := <-results
@@ -341,18 +340,40 @@ func demoTrain(ctx context.Context, env *demoEnv, pipes []demoPipe, from, to int
 			}
 			continue
 		}
+		done = append(done, trainedJob{r.rep, path})
+	}
+	sort.Slice(done, func(i, j int) bool { return done[i].rep.Job < done[j].rep.Job })
+	printTraining(w, done)
+	return firstErr
+}
+
+// trainedJob is a training run's report and where it was written.
+type trainedJob struct {
+	rep  trainer.Report
+	path string
+}
+
+// printTraining prints a line per run: loss, input stall and goodput, each
+// goodput figure named by its scope (the job's, as the web UI shows it, or
+// its emulated fleet's).
+func printTraining(w io.Writer, jobs []trainedJob) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB	EXIT	EPOCHS	EVENTS	STEPS	LOSS FIRST→LAST	INPUT STALL	SG (JOB)	RG	PG	MPG (JOB)	SG (FLEET)	MPG (FLEET)	REPORT")
+	for _, j := range jobs {
+		r := j.rep
 		// The report's phases already average the first and last steps'
 		// losses (every step, where the loss curve is thinned out).
 		first, last := 0.0, 0.0
-		if ph := r.rep.Phases; len(ph) > 0 {
+		if ph := r.Phases; len(ph) > 0 {
 			first, last = ph[0].FirstLoss, ph[len(ph)-1].LastLoss
 		}
-		g := r.rep.Goodput.Fleet
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.4f→%.4f\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%s\n", r.rep.Job, r.rep.Exit, r.rep.Epochs,
-			r.rep.EventIDs, r.rep.Steps, first, last, 100*r.rep.InputStallFraction, g.SG, g.RG, g.PG, g.MPG, path)
+		g, f := r.JobGoodput(), r.Goodput.Fleet
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.4f→%.4f\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\n", r.Job, r.Exit, r.Epochs,
+			r.EventIDs, r.Steps, first, last, 100*r.InputStallFraction, g.SG, g.RG, g.PG, g.MPG, f.SG, f.MPG, j.path)
 	}
 	tw.Flush()
-	return firstErr
+	fmt.Fprintln(w, "SG (job) is the chip-time a job held all the chips it asked for over the chip-time it asked for, as the web UI's Trainers")
+	fmt.Fprintln(w, "table shows it; SG (fleet) divides by the capacity of the job's emulated fleet, chips it gave back once caught up included.")
 }
 
 // writeReport writes a training report as text to path.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -253,7 +254,7 @@ func (h *sigService) ListAudit(ctx context.Context, req *sigv1.ListAuditRequest)
 }
 
 // newUI builds the operator web UI over the server.
-func (s *Server) newUI() *eviction.UI {
+func (s *Server) newUI(sampleEvery time.Duration) *eviction.UI {
 	op := &auth.Principal{Role: auth.RoleOperator}
 	return eviction.NewUI(eviction.UIConfig{
 		Frontend: s.frontend, Evictor: s.evictor, Tokens: s.tokens, Clock: s.clock, Log: s.log,
@@ -276,6 +277,8 @@ func (s *Server) newUI() *eviction.UI {
 		Release: func(component, block string) (bool, error) {
 			return s.queue.Release(workers.TaskID{Component: component, Block: block})
 		},
-		Trainers: func() []*sigv1.TrainerStatus { return s.TrainerStatuses(op) },
+		Trainers:    func() []*sigv1.TrainerStatus { return s.TrainerStatuses(op) },
+		QueuedPeak:  s.queue.QueuedPeak,
+		SampleEvery: sampleEvery,
 	})
 }

@@ -93,6 +93,9 @@ type Options struct {
 	// WrapRunner, if set, wraps the in-process workers' Runner (tests count
 	// or slow down memoization runs with it).
 	WrapRunner func(workers.Runner) workers.Runner
+	// UISampleEvery is the period of the web UI's charts (default 5s;
+	// tests shorten it).
+	UISampleEvery time.Duration
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -198,7 +201,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("rescheduled pending memo entries", "entries", n)
 	}
-	s.ui = s.newUI()
+	s.ui = s.newUI(opts.UISampleEvery)
 	if err := s.buildGRPC(); err != nil {
 		return nil, err
 	}
