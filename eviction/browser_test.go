@@ -285,13 +285,15 @@ var (
 // largest values beside it; no label reaches into the plot area where the
 // lines are, and the drawing keeps its aspect ratio. The queue chart shows
 // the tasks the submissions queued; a job's MPG of 4.6% is drawn on an
-// axis scaled to it; the trainers table says each figure is the job's.
+// axis scaled to it; the trainers table says each figure is the job's, and
+// why the job's PG is what it is.
 func TestBrowserOverviewCharts(t *testing.T) {
 	e := newEnv(t, envConfig{Blocks: 2, Rows: 100, UISampleEvery: 100 * time.Millisecond})
 	report := func(mpg float64) {
 		t.Helper()
 		if _, err := e.sig("trainer").ReportTrainerStatus(e.ctx, &sigv1.TrainerStatus{Job: "train", Pipeline: "ctr-small",
-			Phase: "initial", Chips: 4, SchedulingGoodput: 1, RuntimeGoodput: 0.98, ProgramGoodput: mpg / 0.98, Mpg: mpg, Steps: 10}); err != nil {
+			Phase: "initial", Chips: 4, SchedulingGoodput: 1, RuntimeGoodput: 0.98, ProgramGoodput: mpg / 0.98, Mpg: mpg, Steps: 10,
+			TensorcoreNsPerStep: 2.8, SparsecoreNsPerStep: 57, DeviceNsPerStep: 59.8}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -388,5 +390,13 @@ func TestBrowserOverviewCharts(t *testing.T) {
 	}
 	if !strings.Contains(scope, "SG (fleet)") || !strings.Contains(scope, "job's own") {
 		t.Errorf("the trainers table does not say which scope its figures are: %q", scope)
+	}
+	// Why the job's PG is 4.7 %: its steps' ideal is 2.8 ns of 59.8 ns.
+	why, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("p.pg-why")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(why, "ctr/train: PG 0.047 = 2.8 ns ideal") || !strings.Contains(why, "SparseCore's embedding lookups take 57 ns") {
+		t.Errorf("the overview does not say why PG is 4.7%%: %q", why)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sigdata/sig/internal/units"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer/steptime"
 )
 
 // The operator web UI: server-rendered HTML (html/template escapes every
@@ -286,6 +287,8 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request, s *session) {
 type trainerRow struct {
 	Status *sigv1.TrainerStatus
 	Chart  template.HTML // the job's MPG over time
+	// PGWhy says why the job's PG is what it is, from its step times.
+	PGWhy string
 }
 
 type overviewData struct {
@@ -308,7 +311,8 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	d := overviewData{Stats: st, Quarantine: u.cfg.Quarantine(), SampleEvery: u.cfg.SampleEvery}
 	d.HitChart, d.QueueChart = u.charts()
 	for _, t := range u.cfg.Trainers() {
-		d.Trainers = append(d.Trainers, trainerRow{Status: t, Chart: u.mpgChart(t.Client + "/" + t.Job)})
+		d.Trainers = append(d.Trainers, trainerRow{Status: t, Chart: u.mpgChart(t.Client + "/" + t.Job),
+			PGWhy: steptime.ExplainProgramGoodput(t.ProgramGoodput, t.TensorcoreNsPerStep, t.SparsecoreNsPerStep, t.DeviceNsPerStep)})
 	}
 	p.Data = d
 	u.render(w, http.StatusOK, "overview", p)

@@ -620,11 +620,16 @@ type snapshot struct {
 	stats    control.Stats
 	loss     float64
 	steps    uint64
+	// tc, sc, dev, chipSteps: the chip-weighted modelled step times
+	// (runStats).
+	tc, sc, dev time.Duration
+	chipSteps   int64
 }
 
 func (c *Controller) refreshSnapshot() {
 	s := snapshot{status: c.m.Status(), phase: c.m.Phase(), attempt: c.m.Attempt(), chips: c.m.Chips(),
-		progress: c.m.Committed(), stats: c.m.Stats(), loss: c.stats.lastLoss, steps: c.stats.steps}
+		progress: c.m.Committed(), stats: c.m.Stats(), loss: c.stats.lastLoss, steps: c.stats.steps,
+		tc: c.stats.tc, sc: c.stats.sc, dev: c.stats.dev, chipSteps: c.stats.chipSteps}
 	if h, ok := c.m.Hold(); ok {
 		s.hold = &h
 	}

@@ -198,6 +198,7 @@ type stepResult struct {
 	unique     int
 	values     int
 	time       steptime.Time
+	chips      int // the slice the step ran on
 	nonFinite  bool
 	profiled   bool
 	scBytes    []float64 // per SparseCore
@@ -238,7 +239,7 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 	}
 	dev := c.cfg.Device
 	dev.Chips = c.compiledChips()
-	r.time = dev.Step(res.Work)
+	r.time, r.chips = dev.Step(res.Work), dev.Chips
 	wall := dev.Scale(r.time.Device)
 	if rest := start.Add(wall).Sub(c.now()); rest > 0 {
 		select {

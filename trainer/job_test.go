@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,28 @@ func TestRunJob(t *testing.T) {
 	if rep.Goodput.Fleet.RG <= 0 || rep.Goodput.Fleet.PG <= 0 || rep.Goodput.Fleet.PG > 1 {
 		t.Errorf("goodput %+v", rep.Goodput.Fleet)
 	}
+	// PG is measured on the device-time basis: the steps' committed ideal
+	// over their wall time comes to the step-time model's TensorCore over
+	// device time (the wall time is the scaled device time), and the
+	// report says why it is what it is.
+	tc, sc, dev := rep.StepNS()
+	job := rep.JobGoodput()
+	if modelled := tc / dev; !(job.PG > 0.75*modelled && job.PG < modelled*1.03) {
+		t.Errorf("job PG %.4f, step-time model %.4f (%.3g ns TensorCore, %.3g ns SparseCore, %.3g ns device per step)", job.PG, modelled, tc, sc, dev)
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if why := rep.ProgramGoodputWhy(); why == "" || !strings.Contains(text.String(), "program goodput: "+why) {
+		t.Errorf("the report does not say why PG is %.3f:\n%s", job.PG, text.String())
+	}
+	// SG is the job's own: it held all it asked for (but for the moment
+	// between asking and getting). The fleet's counts the 3 of 4 chips it
+	// gave back once caught up.
+	if !(job.SG > 0.95 && rep.Goodput.Fleet.SG < job.SG-0.1) {
+		t.Errorf("SG: job %.3f, fleet %.3f", job.SG, rep.Goodput.Fleet.SG)
+	}
 	// The metrics carry the goodput and the run's gauges.
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -73,6 +96,10 @@ func TestRunJob(t *testing.T) {
 			found = true
 			if s.GetSteps() == 0 || s.GetRuntimeGoodput() <= 0 || s.GetPhase() != "caught-up" {
 				t.Errorf("status at sigd: %v", s)
+			}
+			// What the overview says why PG is what it is from.
+			if s.GetTensorcoreNsPerStep() <= 0 || s.GetSparsecoreNsPerStep() <= 0 || s.GetDeviceNsPerStep() < s.GetTensorcoreNsPerStep() {
+				t.Errorf("status at sigd has no step times: %v", s)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/fdp"
 	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/steptime"
 )
 
 // lossWindow is how many steps the first and last loss means average.
@@ -28,11 +29,19 @@ type phaseStats struct {
 	last           []float64 // ring of the last lossWindow losses
 	values, unique int64
 	scBytes        []float64 // per SparseCore, summed over the phase's steps
-	scTime, dev    time.Duration
+	tcTime, scTime time.Duration
+	dev            time.Duration
+	chipSteps      int64 // Σ chips over the steps
 }
 
 type runStats struct {
-	steps       uint64
+	steps uint64
+	// tc, sc and dev sum the modelled TensorCore, SparseCore and device
+	// time (unscaled) of every step times the chips it ran on, and
+	// chipSteps the chips: the figures behind PG, which weighs each step by
+	// its chip-time.
+	tc, sc, dev time.Duration
+	chipSteps   int64
 	examples    int64
 	lastLoss    float64
 	phases      []*phaseStats
@@ -43,6 +52,11 @@ type runStats struct {
 
 func (s *runStats) observe(p control.Phase, r *stepResult) {
 	s.steps++
+	chips := max(r.chips, 1)
+	s.tc += r.time.TensorCore * time.Duration(chips)
+	s.sc += r.time.SparseCore * time.Duration(chips)
+	s.dev += r.time.Device * time.Duration(chips)
+	s.chipSteps += int64(chips)
 	s.examples += int64(r.examples)
 	s.lastLoss = r.loss
 	var ps *phaseStats
@@ -56,6 +70,8 @@ func (s *runStats) observe(p control.Phase, r *stepResult) {
 	ps.examples += int64(r.examples)
 	ps.values += int64(r.values)
 	ps.unique += int64(r.unique)
+	ps.chipSteps += int64(max(r.chips, 1))
+	ps.tcTime += r.time.TensorCore
 	ps.scTime += r.time.SparseCore
 	ps.dev += r.time.Device
 	if len(ps.scBytes) != len(r.scBytes) {
@@ -111,10 +127,14 @@ type PhaseReport struct {
 	ValuesPerStep float64 `json:"values_per_step"`
 	UniquePerStep float64 `json:"unique_per_step"`
 	// LoadImbalance is paper Eq. 1 over the bytes each SparseCore moved in
-	// the phase's real lookups under the plan; SparseCoreNSPerStep and
-	// DeviceNSPerStep are the mean modelled SparseCore and device time of
-	// a step (unscaled, steptime).
-	LoadImbalance       float64 `json:"load_imbalance"`
+	// the phase's real lookups under the plan; TensorCoreNSPerStep (the
+	// ideal, PG's numerator), SparseCoreNSPerStep and DeviceNSPerStep are
+	// the mean modelled TensorCore, SparseCore and device time of a step
+	// (unscaled, steptime).
+	LoadImbalance float64 `json:"load_imbalance"`
+	// Chips is the mean number of chips a step ran on.
+	Chips               float64 `json:"chips"`
+	TensorCoreNSPerStep float64 `json:"tensorcore_ns_per_step"`
 	SparseCoreNSPerStep float64 `json:"sparsecore_ns_per_step"`
 	DeviceNSPerStep     float64 `json:"device_ns_per_step"`
 }
@@ -178,6 +198,8 @@ func (c *Controller) report(end time.Time) Report {
 		if ps.steps > 0 {
 			pr.ValuesPerStep = float64(ps.values) / float64(ps.steps)
 			pr.UniquePerStep = float64(ps.unique) / float64(ps.steps)
+			pr.Chips = float64(ps.chipSteps) / float64(ps.steps)
+			pr.TensorCoreNSPerStep = float64(ps.tcTime.Nanoseconds()) / float64(ps.steps)
 			pr.SparseCoreNSPerStep = float64(ps.scTime.Nanoseconds()) / float64(ps.steps)
 			pr.DeviceNSPerStep = float64(ps.dev.Nanoseconds()) / float64(ps.steps)
 		}
@@ -233,6 +255,32 @@ func (r Report) JobGoodput() goodput.Summary {
 	return goodput.Summary{}
 }
 
+// StepNS returns the mean modelled TensorCore, SparseCore and device time
+// of this run's steps in nanoseconds (unscaled, steptime), over all phases,
+// each step weighted by the chips it ran on as PG weighs it (a step on 4
+// chips is 4 times the chip-time of one on 1).
+func (r Report) StepNS() (tensorCore, sparseCore, device float64) {
+	var steps float64
+	for _, p := range r.Phases {
+		n := float64(p.Steps) * max(p.Chips, 1)
+		tensorCore += p.TensorCoreNSPerStep * n
+		sparseCore += p.SparseCoreNSPerStep * n
+		device += p.DeviceNSPerStep * n
+		steps += n
+	}
+	if steps == 0 {
+		return 0, 0, 0
+	}
+	return tensorCore / steps, sparseCore / steps, device / steps
+}
+
+// ProgramGoodputWhy says in one line why the job's PG is what it is
+// (steptime.ExplainProgramGoodput).
+func (r Report) ProgramGoodputWhy() string {
+	tc, sc, dev := r.StepNS()
+	return steptime.ExplainProgramGoodput(r.JobGoodput().PG, tc, sc, dev)
+}
+
 // WriteJSON writes the report as indented JSON.
 func (r Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -253,8 +301,8 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "preempted epochs %d, committed %d; holds: %d permanent, %d transient\n",
 		r.Stats.PreemptedEpochs, r.Stats.PreemptedCommitted, r.Stats.PermanentHolds, r.Stats.TransientHolds)
 	for _, p := range r.Phases {
-		fmt.Fprintf(&b, "phase %-9s %6d steps %9d examples  loss %.4f -> %.4f  values/step %.0f unique/step %.0f  load imbalance %.3f  SparseCore %.0f ns/step\n",
-			p.Phase, p.Steps, p.Examples, p.FirstLoss, p.LastLoss, p.ValuesPerStep, p.UniquePerStep, p.LoadImbalance, p.SparseCoreNSPerStep)
+		fmt.Fprintf(&b, "phase %-9s %6d steps %9d examples  loss %.4f -> %.4f  values/step %.0f unique/step %.0f  load imbalance %.3f  TensorCore %.3g ns/step  SparseCore %.0f ns/step  device %.0f ns/step\n",
+			p.Phase, p.Steps, p.Examples, p.FirstLoss, p.LastLoss, p.ValuesPerStep, p.UniquePerStep, p.LoadImbalance, p.TensorCoreNSPerStep, p.SparseCoreNSPerStep, p.DeviceNSPerStep)
 	}
 	for _, p := range r.Partition {
 		fmt.Fprintf(&b, "plan %-9s %d chips: %d of %d tables from measured statistics, modelled load imbalance %.3f, %.0f ns/step; %s\n",
@@ -268,6 +316,9 @@ func (r Report) WriteText(w io.Writer) error {
 			lift = fmt.Sprintf("lifted after %v by %s", h.Lifted.Sub(h.Placed).Round(time.Millisecond), h.LiftedBy)
 		}
 		fmt.Fprintf(&b, "hold #%d %s: %s (%s)\n", h.ID, h.Kind, h.Reason, lift)
+	}
+	if why := r.ProgramGoodputWhy(); why != "" {
+		fmt.Fprintf(&b, "program goodput: %s\n", why)
 	}
 	b.WriteString("\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
@@ -328,6 +379,14 @@ func (c *Controller) reportStatus(ctx context.Context) {
 		At: timestamppb.New(c.now()), Chips: st.Chips, SchedulingGoodput: st.SchedulingGoodput,
 		RuntimeGoodput: st.RuntimeGoodput, ProgramGoodput: st.ProgramGoodput, Mpg: st.Mpg,
 		ChipSeconds: st.ChipSeconds, Loss: st.LastLoss, Steps: st.Steps}
+	// The step-time figures behind PG, so the overview can say why it is
+	// what it is (steptime.ExplainProgramGoodput).
+	if sn := c.snapshot(); sn.chipSteps > 0 {
+		n := float64(sn.chipSteps)
+		ts.TensorcoreNsPerStep = float64(sn.tc.Nanoseconds()) / n
+		ts.SparsecoreNsPerStep = float64(sn.sc.Nanoseconds()) / n
+		ts.DeviceNsPerStep = float64(sn.dev.Nanoseconds()) / n
+	}
 	if st.Hold != nil {
 		ts.Hold = st.Hold.Kind + ": " + st.Hold.Reason
 	}

@@ -355,7 +355,7 @@ type trainedJob struct {
 
 // printTraining prints a line per run: loss, input stall and goodput, each
 // goodput figure named by its scope (the job's, as the web UI shows it, or
-// its emulated fleet's).
+// its emulated fleet's); then why each job's PG is what it is.
 func printTraining(w io.Writer, jobs []trainedJob) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB	EXIT	EPOCHS	EVENTS	STEPS	LOSS FIRST→LAST	INPUT STALL	SG (JOB)	RG	PG	MPG (JOB)	SG (FLEET)	MPG (FLEET)	REPORT")
@@ -374,6 +374,11 @@ func printTraining(w io.Writer, jobs []trainedJob) {
 	tw.Flush()
 	fmt.Fprintln(w, "SG (job) is the chip-time a job held all the chips it asked for over the chip-time it asked for, as the web UI's Trainers")
 	fmt.Fprintln(w, "table shows it; SG (fleet) divides by the capacity of the job's emulated fleet, chips it gave back once caught up included.")
+	for _, j := range jobs {
+		if why := j.rep.ProgramGoodputWhy(); why != "" {
+			fmt.Fprintf(w, "%s: %s.\n", j.rep.Job, why)
+		}
+	}
 }
 
 // writeReport writes a training report as text to path.

@@ -45,3 +45,21 @@ func TestPrintTrainingScopes(t *testing.T) {
 		t.Errorf("the summary does not say what the scopes are:\n%s", b.String())
 	}
 }
+
+// TestPrintTrainingPGWhy: the summary says in one line why a job's PG is
+// 0.05: its steps' mean ideal (TensorCore) time of 3 ns of 60.5 ns device
+// time, the SparseCore's lookups taking 57.5 ns of it.
+func TestPrintTrainingPGWhy(t *testing.T) {
+	rep := trainer.Report{Job: "ctr_small", Exit: "done", Phases: []trainer.PhaseReport{
+		{Phase: "initial", Steps: 3, TensorCoreNSPerStep: 2, SparseCoreNSPerStep: 50, DeviceNSPerStep: 52},
+		{Phase: "caught-up", Steps: 1, TensorCoreNSPerStep: 6, SparseCoreNSPerStep: 80, DeviceNSPerStep: 86},
+	}, Goodput: goodput.Report{Jobs: []goodput.JobReport{{Job: "ctr_small", Total: goodput.Summary{SG: 1, RG: 1, PG: 0.049, MPG: 0.049}}}}}
+	var b bytes.Buffer
+	printTraining(&b, []trainedJob{{rep, "r.txt"}})
+	want := "ctr_small: PG 0.049 = 3 ns ideal (the model FLOPs at TensorCore peak) / 60.5 ns device time per step: " +
+		"the SparseCore's embedding lookups take 57.5 ns of it, which the compute roofline (MPG paper §4) does not count as ideal, " +
+		"so this lookup-bound model's PG is low by design.\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("summary:\n%s\nwant it to end with\n%s", b.String(), want)
+	}
+}

@@ -185,7 +185,9 @@ func cleanTrainerStatus(t *sigv1.TrainerStatus) error {
 		field string
 		v     float64
 	}{{"scheduling_goodput", t.GetSchedulingGoodput()}, {"runtime_goodput", t.GetRuntimeGoodput()},
-		{"program_goodput", t.GetProgramGoodput()}, {"mpg", t.GetMpg()}} {
+		{"program_goodput", t.GetProgramGoodput()}, {"mpg", t.GetMpg()},
+		{"tensorcore_ns_per_step", t.GetTensorcoreNsPerStep()}, {"sparsecore_ns_per_step", t.GetSparsecoreNsPerStep()},
+		{"device_ns_per_step", t.GetDeviceNsPerStep()}} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			return fieldErr(f.field, "must be finite and non-negative, got %v", f.v)
 		}

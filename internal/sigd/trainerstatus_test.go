@@ -82,6 +82,9 @@ func TestTrainerStatusPerClient(t *testing.T) {
 		{"bad category", &sigv1.TrainerStatus{Job: "j", ChipSeconds: map[string]float64{"<b>": 1}}, "chip_seconds key"},
 		{"control character in phase", &sigv1.TrainerStatus{Job: "j", Phase: "a\x00b"}, "phase"},
 		{"negative chips", &sigv1.TrainerStatus{Job: "j", Chips: -4}, "chips"},
+		{"negative step time", &sigv1.TrainerStatus{Job: "j", SparsecoreNsPerStep: -1}, "sparsecore_ns_per_step"},
+		{"infinite step time", &sigv1.TrainerStatus{Job: "j", DeviceNsPerStep: math.Inf(1)}, "device_ns_per_step"},
+		{"NaN step time", &sigv1.TrainerStatus{Job: "j", TensorcoreNsPerStep: math.NaN()}, "tensorcore_ns_per_step"},
 	} {
 		err := report("cvr", c.ts)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.field) {

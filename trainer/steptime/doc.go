@@ -41,7 +41,14 @@
 //     pipelined step are one step stale; trainer/model applies them so.
 //   - Ideal time = model FLOPs at peak = TensorCore time. Program Goodput
 //     (ideal / device time) is therefore below 1 exactly when the SparseCore
-//     adds time the roofline does not account for.
+//     adds time the roofline does not account for. The emulated Ads models
+//     are lookup-bound, as recommendation models are: a step's dense FLOPs
+//     take the TensorCore a few nanoseconds, its deduplicated embedding rows
+//     take the SparseCores tens (each row slice read and written back,
+//     rounded up to AccessGranularity), so their PG is about 0.05, on the
+//     right basis: it is the compute roofline's verdict on such a model.
+//     ExplainProgramGoodput says so in one line from a job's mean step
+//     times; the trainer's report, the demo and the web UI print it.
 //
 // # Time scale
 //

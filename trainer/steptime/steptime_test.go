@@ -97,3 +97,25 @@ func TestScaleAndDefaults(t *testing.T) {
 		t.Fatal("bogus mode accepted")
 	}
 }
+
+// TestExplainProgramGoodput: the line says why PG is what it is, from the
+// step-time model's figures, and says so when the measured PG is below
+// what the model gives (the emulator, not the device, was slow).
+func TestExplainProgramGoodput(t *testing.T) {
+	for _, c := range []struct {
+		pg, tc, sc, dev float64
+		want            string
+	}{
+		{0.046, 2.83, 57, 59.8, "PG 0.046 = 2.83 ns ideal (the model FLOPs at TensorCore peak) / 59.8 ns device time per step: " +
+			"the SparseCore's embedding lookups take 57 ns of it, which the compute roofline (MPG paper §4) does not count as ideal, " +
+			"so this lookup-bound model's PG is low by design"},
+		{0.9, 90, 10, 100, "PG 0.900 = 90 ns ideal (the model FLOPs at TensorCore peak) / 100 ns device time per step"},
+		{0.02, 2.83, 57, 59.8, "PG 0.020 is below the 0.047 the step-time model gives (2.83 ns ideal / 59.8 ns device time per step): " +
+			"steps took longer than their modelled device time, so the emulator's CPU set the pace (raise the time scale)"},
+		{0, 0, 0, 0, ""},
+	} {
+		if got := ExplainProgramGoodput(c.pg, c.tc, c.sc, c.dev); got != c.want {
+			t.Errorf("ExplainProgramGoodput(%v, %v, %v, %v):\n got %q\nwant %q", c.pg, c.tc, c.sc, c.dev, got, c.want)
+		}
+	}
+}

@@ -3193,8 +3193,15 @@ type TrainerStatus struct {
 	Hold              string                 `protobuf:"bytes,12,opt,name=hold,proto3" json:"hold,omitempty"`
 	Loss              float64                `protobuf:"fixed64,13,opt,name=loss,proto3" json:"loss,omitempty"`
 	Steps             uint64                 `protobuf:"varint,14,opt,name=steps,proto3" json:"steps,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The mean modelled (unscaled) TensorCore, SparseCore and device time of
+	// the job's steps in nanoseconds, each step weighted by the chips it ran
+	// on: PG is ideal (the TensorCore's model FLOPs at peak) over device
+	// chip-time, and these say why it is what it is.
+	TensorcoreNsPerStep float64 `protobuf:"fixed64,15,opt,name=tensorcore_ns_per_step,json=tensorcoreNsPerStep,proto3" json:"tensorcore_ns_per_step,omitempty"`
+	SparsecoreNsPerStep float64 `protobuf:"fixed64,16,opt,name=sparsecore_ns_per_step,json=sparsecoreNsPerStep,proto3" json:"sparsecore_ns_per_step,omitempty"`
+	DeviceNsPerStep     float64 `protobuf:"fixed64,17,opt,name=device_ns_per_step,json=deviceNsPerStep,proto3" json:"device_ns_per_step,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *TrainerStatus) Reset() {
@@ -3321,6 +3328,27 @@ func (x *TrainerStatus) GetLoss() float64 {
 func (x *TrainerStatus) GetSteps() uint64 {
 	if x != nil {
 		return x.Steps
+	}
+	return 0
+}
+
+func (x *TrainerStatus) GetTensorcoreNsPerStep() float64 {
+	if x != nil {
+		return x.TensorcoreNsPerStep
+	}
+	return 0
+}
+
+func (x *TrainerStatus) GetSparsecoreNsPerStep() float64 {
+	if x != nil {
+		return x.SparsecoreNsPerStep
+	}
+	return 0
+}
+
+func (x *TrainerStatus) GetDeviceNsPerStep() float64 {
+	if x != nil {
+		return x.DeviceNsPerStep
 	}
 	return 0
 }
@@ -4575,7 +4603,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\"7\n" +
 	"\x19ReleaseQuarantineResponse\x12\x1a\n" +
-	"\breleased\x18\x01 \x01(\bR\breleased\"\x89\x04\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\"\xa0\x05\n" +
 	"\rTrainerStatus\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x1a\n" +
@@ -4591,7 +4619,10 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\fchip_seconds\x18\v \x03(\v2&.sig.v1.TrainerStatus.ChipSecondsEntryR\vchipSeconds\x12\x12\n" +
 	"\x04hold\x18\f \x01(\tR\x04hold\x12\x12\n" +
 	"\x04loss\x18\r \x01(\x01R\x04loss\x12\x14\n" +
-	"\x05steps\x18\x0e \x01(\x04R\x05steps\x1a>\n" +
+	"\x05steps\x18\x0e \x01(\x04R\x05steps\x123\n" +
+	"\x16tensorcore_ns_per_step\x18\x0f \x01(\x01R\x13tensorcoreNsPerStep\x123\n" +
+	"\x16sparsecore_ns_per_step\x18\x10 \x01(\x01R\x13sparsecoreNsPerStep\x12+\n" +
+	"\x12device_ns_per_step\x18\x11 \x01(\x01R\x0fdeviceNsPerStep\x1a>\n" +
 	"\x10ChipSecondsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x1d\n" +
