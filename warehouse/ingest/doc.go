@@ -12,7 +12,9 @@
 //
 // The record format is documented in warehouse/record: JSON objects keyed by
 // column name (content-type application/json, or no header), or the compact
-// row encoding (application/vnd.sig.row.v1) that the generator uses. A record
+// row encoding (application/vnd.sig.row.v1) that the generator uses. The
+// header's name is matched in any case and its value parsed as a media type
+// (record.ParseContentType: "application/json; charset=utf-8" is JSON). A record
 // that cannot be decoded, misses a column, has a wrong type, belongs to
 // another schema or is larger than MaxRecordBytes goes to the dead-letter
 // topic raw.<source>.dlq with its key, value (cut to MaxDeadLetterBytes) and

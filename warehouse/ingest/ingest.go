@@ -405,7 +405,7 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 	in.records.Add(1)
 	ct := ""
 	for _, h := range r.Headers {
-		if h.Key == record.HeaderContentType {
+		if record.IsContentTypeHeader(h.Key) {
 			ct = string(h.Value)
 			break
 		}

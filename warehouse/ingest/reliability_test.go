@@ -235,7 +235,9 @@ func TestMinIOOutageDuringIngestion(t *testing.T) {
 }
 
 // Malformed records go to raw.ads.dlq with the reason; ingestion goes on and
-// every valid event is ingested once.
+// every valid event is ingested once, whatever the case of its content-type
+// header's name and with media-type parameters (a charset other than UTF-8 is
+// malformed).
 func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
 	e := newEnv(t, 1)
 	ctx := context.Background()
@@ -260,11 +262,13 @@ func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
 		{"wrong type", "want int64", &kgo.Record{Value: []byte(strings.Replace(string(func() []byte { ev := g.Next(); return ev.Encode(js) }()), `"click":`, `"click":"yes","x":`, 1)), Headers: ctJSON}},
 		{"oversized", "oversized", &kgo.Record{Value: bytes.Repeat([]byte("x"), 100_000)}},
 		{"unknown content type", "content-type", &kgo.Record{Value: []byte("a,b"), Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/csv")}}}},
+		{"latin-1 charset", "charset", &kgo.Record{Value: func() []byte { ev := g.Next(); return ev.Encode(js) }(),
+			Headers: []kgo.RecordHeader{{Key: "Content-Type", Value: []byte("application/json; charset=iso-8859-1")}}}},
 	}
 	var want []string
 	id := int64(1000)
 	for i := 0; i < 3000; i++ {
-		if i%500 == 250 && len(bad) > 0 {
+		if i%400 == 200 && len(bad) > 0 {
 			b := bad[0]
 			bad = bad[1:]
 			b.rec.Topic = "raw.ads"
@@ -278,8 +282,15 @@ func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
 		ev.EventID = id
 		id++
 		enc, hdr := row, ctRow
-		if i%2 == 0 {
+		switch i % 6 {
+		case 0:
 			enc, hdr = js, ctJSON
+		case 1: // header names are case-insensitive
+			hdr = []kgo.RecordHeader{{Key: "Content-Type", Value: []byte(record.ContentTypeRow)}}
+		case 2: // a media type with parameters
+			enc, hdr = js, []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json; charset=utf-8")}}
+		case 4:
+			enc, hdr = js, []kgo.RecordHeader{{Key: "CONTENT-TYPE", Value: []byte("Application/JSON;charset=UTF-8")}}
 		}
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "raw.ads", Value: ev.Encode(enc), Headers: hdr}).FirstErr(); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,13 @@
 // decodes and validates it against the source's schema (transform.Schema).
 //
 // A record's value is one event. Its content-type header selects the
-// encoding; a record without the header is JSON.
+// encoding; a record without the header is JSON. The header's name is matched
+// without regard to case ("Content-Type" works), and its value is a media type
+// parsed as RFC 2045 says (ParseContentType): type and subtype in any case,
+// parameters after ';'. A charset parameter must be utf-8 (in any case), the
+// only encoding of record strings; "application/json; charset=utf-8" is JSON,
+// "application/json; charset=iso-8859-1" is malformed. Other parameters are
+// ignored.
 //
 // # JSON (content-type: application/json)
 //

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"mime"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -16,7 +18,9 @@ import (
 	"github.com/sigdata/sig/transform"
 )
 
-// Header names and content types.
+// Header names and content types. Header names are matched without regard
+// to case (IsContentTypeHeader); content types are media types, parsed as
+// RFC 2045 says (ParseContentType).
 const (
 	HeaderContentType = "content-type"
 	ContentTypeJSON   = "application/json"
@@ -219,6 +223,81 @@ type Decoder struct {
 	jd       *jsontext.Decoder
 	jr       bytes.Reader
 	scratch  []byte
+	// lastCT and lastEnc remember the last content type that needed
+	// parsing: a producer sends the same header on every record.
+	lastCT  string
+	lastEnc encoding
+	lastErr error
+}
+
+// encoding is a record value's encoding, selected by its content type.
+type encoding uint8
+
+const (
+	encJSON encoding = iota
+	encRow
+)
+
+// IsContentTypeHeader reports whether a Kafka record header named key is the
+// content type. Header names are case-insensitive, as in HTTP and MIME:
+// "Content-Type" is the content type too.
+func IsContentTypeHeader(key string) bool { return strings.EqualFold(key, HeaderContentType) }
+
+// ParseContentType checks a content-type header value and returns its media
+// type (lower case): ContentTypeJSON for an empty value, ContentTypeJSON or
+// ContentTypeRow otherwise. The value is parsed as a media type with
+// parameters (RFC 2045, mime.ParseMediaType): the type and subtype are
+// case-insensitive, and "application/json; charset=utf-8" is JSON. A charset
+// parameter must name UTF-8 (any case), the only encoding of record strings;
+// other parameters are ignored, as the media-type rules say unknown ones must
+// be. Errors wrap ErrMalformed and say what is wrong.
+func ParseContentType(v string) (string, error) {
+	enc, err := parseContentType(v)
+	if err != nil {
+		return "", err
+	}
+	if enc == encRow {
+		return ContentTypeRow, nil
+	}
+	return ContentTypeJSON, nil
+}
+
+func parseContentType(v string) (encoding, error) {
+	switch v {
+	case "", ContentTypeJSON:
+		return encJSON, nil
+	case ContentTypeRow:
+		return encRow, nil
+	}
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil {
+		return 0, malformed("content-type %q is not a media type: %v", v, err)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return 0, malformed("content-type %q: charset %q is not supported (record values are UTF-8)", v, cs)
+	}
+	switch mt {
+	case ContentTypeJSON:
+		return encJSON, nil
+	case ContentTypeRow:
+		return encRow, nil
+	}
+	return 0, malformed("unknown content-type %q (want %s or %s)", v, ContentTypeJSON, ContentTypeRow)
+}
+
+// encodingOf parses a content type, remembering the last one parsed.
+func (d *Decoder) encodingOf(v string) (encoding, error) {
+	if v == "" || v == ContentTypeJSON {
+		return encJSON, nil
+	}
+	if v == ContentTypeRow {
+		return encRow, nil
+	}
+	if v != d.lastCT {
+		d.lastEnc, d.lastErr = parseContentType(v)
+		d.lastCT = v
+	}
+	return d.lastEnc, d.lastErr
 }
 
 // NewDecoder returns a decoder for schema s accepting values of at most
@@ -249,19 +328,19 @@ func malformed(format string, args ...any) error {
 }
 
 // Decode decodes one record value. contentType is the record's content-type
-// header ("" means JSON).
+// header ("" means JSON; see ParseContentType).
 func (d *Decoder) Decode(contentType string, b []byte) error {
 	if len(b) > d.maxBytes {
 		return malformed("oversized: %d bytes, max %d", len(b), d.maxBytes)
 	}
-	var err error
-	switch contentType {
-	case ContentTypeRow:
+	enc, err := d.encodingOf(contentType)
+	if err != nil {
+		return err
+	}
+	if enc == encRow {
 		err = d.decodeRow(b)
-	case "", ContentTypeJSON:
+	} else {
 		err = d.decodeJSON(b)
-	default:
-		return malformed("unknown content-type %q", contentType)
 	}
 	if err != nil {
 		return err

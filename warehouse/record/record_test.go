@@ -124,3 +124,59 @@ func TestMalformed(t *testing.T) {
 		t.Fatalf("valid JSON rejected: %v", err)
 	}
 }
+
+// Content types are media types: parameters, any case of type and subtype,
+// and a charset only if it is UTF-8.
+func TestContentTypes(t *testing.T) {
+	js := `{"event_id":1,"event_time":2,"q":"x","p":1.5,"tags":["a"],"ids":[1]}`
+	row := string(encode(t, record.ContentTypeRow, func(e *record.Encoder) {
+		e.Int64(1)
+		e.Int64(2)
+		e.String("x")
+		e.Float64(1)
+		e.StringList(nil)
+		e.Int64List(nil)
+	}))
+	cases := []struct {
+		ct, value, want string // want: the media type, or part of the error
+	}{
+		{"", js, record.ContentTypeJSON},
+		{"application/json", js, record.ContentTypeJSON},
+		{"application/json; charset=utf-8", js, record.ContentTypeJSON},
+		{"application/json;charset=UTF-8", js, record.ContentTypeJSON},
+		{"Application/JSON; Charset=\"utf-8\"", js, record.ContentTypeJSON},
+		{"application/json; profile=ads", js, record.ContentTypeJSON},
+		{"application/vnd.sig.row.v1", row, record.ContentTypeRow},
+		{"APPLICATION/VND.SIG.ROW.V1 ; charset=utf-8", row, record.ContentTypeRow},
+		{"application/json; charset=iso-8859-1", js, `charset "iso-8859-1" is not supported`},
+		{"application/json; charset=utf-16", js, `charset "utf-16" is not supported`},
+		{"text/csv", js, "unknown content-type"},
+		{"application/json; charset", js, "not a media type"},
+		{";", js, "not a media type"},
+	}
+	d := record.NewDecoder(testSchema(), 0)
+	for _, c := range cases {
+		// Twice: the decoder remembers the last parsed content type.
+		for range 2 {
+			mt, perr := record.ParseContentType(c.ct)
+			err := d.Decode(c.ct, []byte(c.value))
+			if strings.Contains(c.want, "/") {
+				if perr != nil || err != nil || mt != c.want {
+					t.Errorf("%q: media type %q, %v; decode: %v; want %s", c.ct, mt, perr, err, c.want)
+				}
+				continue
+			}
+			if !errors.Is(err, record.ErrMalformed) || !strings.Contains(err.Error(), c.want) || perr == nil || perr.Error() != err.Error() {
+				t.Errorf("%q: decode %v, parse %v; want ErrMalformed containing %q", c.ct, err, perr, c.want)
+			}
+		}
+	}
+	for _, h := range []string{"content-type", "Content-Type", "CONTENT-TYPE"} {
+		if !record.IsContentTypeHeader(h) {
+			t.Errorf("%q is not taken for the content-type header", h)
+		}
+	}
+	if record.IsContentTypeHeader("content-types") {
+		t.Error("content-types taken for the content-type header")
+	}
+}
