@@ -157,6 +157,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sealAfter := fs.Duration("seal-after", 30*time.Second, "seal a block this long after its first row")
 	window := fs.Duration("window", time.Hour, "event-time window of blocks")
 	lateness := fs.Duration("lateness", time.Minute, "how long past its end a window stays open")
+	ahead := fs.Duration("max-event-time-ahead", time.Hour, "records with an event time further ahead of the clock go to the dead-letter topic")
 	group := fs.String("group", "", "consumer group (default sig-ingest-<source>)")
 	instance := fs.String("instance-id", "", "static group member id (restarts reclaim partitions at once)")
 	maxBytes := fs.Int("max-record-bytes", record.DefaultMaxBytes, "larger records go to the dead-letter topic")
@@ -186,7 +187,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cat.Close()
 	in, err := ingest.New(ingest.Config{Brokers: splitBrokers(*brokers), Schema: schema, Group: *group,
 		InstanceID: *instance, Store: store, Catalog: cat, RowsPerBlock: *rows, SealAfter: *sealAfter,
-		Window: *window, Lateness: *lateness, MaxRecordBytes: *maxBytes, Logger: logger})
+		Window: *window, Lateness: *lateness, MaxEventTimeAhead: *ahead, MaxRecordBytes: *maxBytes, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -100,6 +100,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.IntVar(&cfg.RowsPerBlock, "rows-per-block", 100_000, "ingestion seals a block at this many rows")
 	fs.DurationVar(&cfg.SealAfter, "seal-after", 5*time.Second, "ingestion seals a block this long after its first row")
 	fs.DurationVar(&cfg.Window, "window", time.Hour, "event-time window of raw blocks")
+	fs.DurationVar(&cfg.MaxEventTimeAhead, "max-event-time-ahead", time.Hour, "ingestion sends records whose event time is further ahead of the clock to the dead-letter topic")
 	fs.Var((*cli.List)(&cfg.SchemaFiles), "schema", "extra raw source schema files (JSON, comma-separated)")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC request accepted")
 	fs.DurationVar(&cfg.EvictTTL, "evict-ttl", 0, "evict memo blocks of components not requested for this long (0: never)")

@@ -93,6 +93,9 @@ type Config struct {
 	SealAfter    time.Duration
 	// --window: event-time window of raw blocks.
 	Window time.Duration
+	// --max-event-time-ahead: ingestion dead-letters records whose event
+	// time is further ahead of the clock (0: ingest.Config's default, 1h).
+	MaxEventTimeAhead time.Duration
 
 	// --schema: extra raw source schemas (JSON files); "ads" is built in.
 	SchemaFiles []string

@@ -587,7 +587,8 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 			return err
 		}
 		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
-			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window, Clock: s.clock,
+			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
+			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock,
 			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src)})
 		if err != nil {
 			return err

@@ -21,13 +21,25 @@
 // headers, plus headers sig-dlq-reason, sig-dlq-topic, sig-dlq-partition and
 // sig-dlq-offset. Ingestion never stops for a malformed record.
 //
+// So does a record whose event_time is outside MinEventTime..MaxEventTime
+// (1970-01-01T00:00:00Z to the end of year 9999: a window's start is written
+// with a four-digit year in block ids, which must sort as event time does),
+// or more than MaxEventTimeAhead (default 1h) ahead of the ingester's clock
+// (Config.Clock): no producer's clock is that far off, and keeping such a
+// record would make a block of a window that has not begun.
+//
 // # Windows and late events
 //
 // Blocks belong to an event-time window (Window, hourly by default; window
 // start = event_time rounded down). Each partition keeps a watermark, the
-// largest event time it has seen (restored from the catalog after a
-// restart). A window is closed once the watermark passes its end plus
-// Lateness; its open buffer is sealed then. A record for a closed window
+// largest event time it has seen but never later than the ingester's clock
+// (restored from the catalog after a restart, with the same bound). A window
+// is closed once the watermark passes its end plus Lateness; its open buffer
+// is sealed then. Bounding the watermark by the clock means that one record
+// stamped ahead of time cannot close windows that are still filling and
+// flag every block after it late: only time passing closes a window of a
+// live stream, while a replayed stream (event times in the past) closes its
+// windows as its event time moves on. A record for a closed window
 // starts a new buffer for that window, sealed as a separate block flagged
 // Late in its metadata and the catalog: a new version of that window's data,
 // never a rewrite of a sealed block.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
+	"github.com/sigdata/sig/warehouse/ingest"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/record"
 )
@@ -162,4 +164,38 @@ func verifyExactlyOnce(t testing.TB, store *objstore.Store, catalogDir string, f
 		t.Fatalf("%d blocks, %d rows: %d ids missing, %d duplicated, %d unexpected (%v)", len(blocks), rows, missing, dup, extra, examples)
 	}
 	return blocks
+}
+
+// deadLetters reads n records of raw.ads.dlq and returns their headers,
+// checking that each says where it came from.
+func (e *env) deadLetters(t testing.TB, n int) []map[string]string {
+	t.Helper()
+	dl, err := e.kafka.Client(kgo.ConsumeTopics("raw.ads.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []map[string]string
+	for len(out) < n && ctx.Err() == nil {
+		dl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			if h[ingest.HeaderDLQTopic] != "raw.ads" || h[ingest.HeaderDLQOffset] == "" {
+				t.Errorf("dead letter without provenance headers: %v", h)
+			}
+			out = append(out, h)
+		})
+	}
+	if len(out) != n {
+		var reasons []string
+		for _, h := range out {
+			reasons = append(reasons, h[ingest.HeaderDLQReason])
+		}
+		t.Fatalf("%d dead letters on the topic, want %d: %s", len(out), n, strings.Join(reasons, "; "))
+	}
+	return out
 }

@@ -37,6 +37,18 @@ const (
 	HeaderDLQTruncated = "sig-dlq-truncated"
 )
 
+// The event times ingestion accepts, in microseconds since the Unix epoch:
+// from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z. Block ids and the
+// catalog's window prefixes write a window's start with a four-digit year and
+// sort as strings (block.ID), which holds for years 0000-9999 only; before
+// the epoch nothing SIG ingests happened, and excluding negative times keeps
+// window arithmetic (windowOf, a window's end plus Lateness) far from int64's
+// limits. Records outside go to the dead-letter topic.
+const (
+	MinEventTime int64 = 0
+	MaxEventTime int64 = 253_402_300_799_999_999
+)
+
 // TopicFor is the raw event topic of a source.
 func TopicFor(source string) string { return "raw." + source }
 
@@ -74,6 +86,12 @@ type Config struct {
 	// Lateness is how far past a window's end the watermark must move
 	// before the window is closed. Default 1m.
 	Lateness time.Duration
+	// MaxEventTimeAhead bounds how far ahead of Clock a record's event time
+	// may be; a record further ahead goes to the dead-letter topic (a
+	// producer's clock that is off by more than that is broken, and one
+	// such record would otherwise close every window before its time).
+	// Default 1h.
+	MaxEventTimeAhead time.Duration
 	// MaxRecordBytes bounds a record value. Default record.DefaultMaxBytes.
 	MaxRecordBytes int
 	// MaxDeadLetterBytes bounds the value copied to the dead-letter topic.
@@ -81,7 +99,9 @@ type Config struct {
 	MaxDeadLetterBytes int
 	// PollRecords bounds the records handled per poll. Default 10000.
 	PollRecords int
-	// Clock times SealAfter. Default the wall clock.
+	// Clock times SealAfter and is the present that event times are
+	// checked against (MaxEventTimeAhead) and the watermark may not pass.
+	// Default the wall clock.
 	Clock clock.Clock
 	// Logger receives progress and problems. Default: discard.
 	Logger *slog.Logger
@@ -116,6 +136,9 @@ func (c *Config) EnsureDefaults() {
 		c.Lateness = 0
 	} else if c.Lateness == 0 {
 		c.Lateness = time.Minute
+	}
+	if c.MaxEventTimeAhead <= 0 {
+		c.MaxEventTimeAhead = time.Hour
 	}
 	if c.MaxRecordBytes <= 0 {
 		c.MaxRecordBytes = record.DefaultMaxBytes
@@ -163,6 +186,10 @@ type Ingester struct {
 	mu    sync.Mutex
 	parts map[int32]*partState
 	dec   *record.Decoder
+	// now is Clock's time at the start of the current poll (µs): the
+	// watermark never passes it, and event times may be at most
+	// MaxEventTimeAhead after it.
+	now int64
 
 	dlqPending bool
 	dlqErr     atomic.Pointer[error]
@@ -300,6 +327,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 func (in *Ingester) process(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.now = in.cfg.Clock.Now().UnixMicro()
 	var err error
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if err != nil || p.Topic != in.cfg.Topic || len(p.Records) == 0 {
@@ -351,6 +379,10 @@ func (in *Ingester) partition(p int32) (*partState, error) {
 		ps.maxCovered = max(ps.maxCovered, c.Last)
 		ps.watermark = max(ps.watermark, c.MaxEventTime)
 	}
+	// A block catalogued before event times were checked may hold one far
+	// in the future; the restored watermark obeys the same bound as a live
+	// one.
+	ps.watermark = min(ps.watermark, in.cfg.Clock.Now().UnixMicro())
 	in.parts[p] = ps
 	return ps, nil
 }
@@ -415,6 +447,16 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 		return nil
 	}
 	t := in.dec.EventTime()
+	if t < MinEventTime || t > MaxEventTime {
+		in.deadLetter(cl, r, fmt.Errorf("event_time %d is outside the valid range %s to %s",
+			t, formatMicros(MinEventTime), formatMicros(MaxEventTime)))
+		return nil
+	}
+	if t > in.now+in.cfg.MaxEventTimeAhead.Microseconds() {
+		in.deadLetter(cl, r, fmt.Errorf("event_time %s is more than %v ahead of the ingester's clock (%s)",
+			formatMicros(t), in.cfg.MaxEventTimeAhead, formatMicros(in.now)))
+		return nil
+	}
 	w := in.windowOf(t)
 	if ps.isCovered(w, r.Offset) {
 		in.skipped.Add(1)
@@ -442,8 +484,11 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 			return err
 		}
 	}
-	if t > ps.watermark {
-		ps.watermark = t
+	// The watermark is the largest event time seen, but never ahead of the
+	// clock: a record stamped ahead of it (a producer's clock skew, within
+	// MaxEventTimeAhead) does not close windows that have not ended.
+	if wm := min(t, in.now); wm > ps.watermark {
+		ps.watermark = wm
 		if ps.watermark >= ps.nextClose {
 			for _, o := range ps.sortedBuffers() {
 				if ps.watermark >= o.closeAt {
@@ -456,6 +501,11 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 		}
 	}
 	return nil
+}
+
+// formatMicros writes an event time for people (dead-letter reasons).
+func formatMicros(t int64) string {
+	return time.UnixMicro(t).UTC().Format("2006-01-02T15:04:05.999999Z07:00")
 }
 
 // updateNextClose recomputes the smallest closeAt of the open buffers, so

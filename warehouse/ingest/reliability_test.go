@@ -304,32 +304,10 @@ func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
 	}
 	verifyExactlyOnce(t, e.store, e.catalogDir, 1000, int(id-1000))
 
-	dl, err := e.kafka.Client(kgo.ConsumeTopics("raw.ads.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dl.Close()
-	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	var reasons []string
-	for len(reasons) < len(want) && pctx.Err() == nil {
-		dl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
-			h := map[string]string{}
-			for _, x := range r.Headers {
-				h[x.Key] = string(x.Value)
-			}
-			if h[ingest.HeaderDLQTopic] != "raw.ads" || h[ingest.HeaderDLQOffset] == "" {
-				t.Errorf("dead letter without provenance headers: %v", h)
-			}
-			reasons = append(reasons, h[ingest.HeaderDLQReason])
-		})
-	}
-	if len(reasons) != len(want) {
-		t.Fatalf("%d dead letters on the topic, want %d", len(reasons), len(want))
-	}
+	dls := e.deadLetters(t, len(want))
 	for i := range want {
-		if !strings.Contains(reasons[i], want[i]) {
-			t.Errorf("dead letter %d: reason %q, want it to mention %q", i, reasons[i], want[i])
+		if reason := dls[i][ingest.HeaderDLQReason]; !strings.Contains(reason, want[i]) {
+			t.Errorf("dead letter %d: reason %q, want it to mention %q", i, reason, want[i])
 		}
 	}
 }

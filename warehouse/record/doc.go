@@ -21,6 +21,10 @@
 //	 "advertiser_id": 42, "country": "us", "device": "mobile",
 //	 "bid_price": 0.35, "click": 1, "conversion": 0}
 //
+// event_time is in microseconds since the Unix epoch; ingestion takes events
+// from 1970 to the end of year 9999 and at most an hour (by default) ahead of
+// its clock, and dead-letters others (warehouse/ingest).
+//
 // int64 columns take JSON integers (no fraction or exponent, within int64);
 // float64 columns take any JSON number; string columns take strings (valid
 // UTF-8); list<string> and list<int64> take arrays of those. null is allowed
