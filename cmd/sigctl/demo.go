@@ -468,7 +468,8 @@ func (d *demoEnv) loadTokens(path string) error {
 }
 
 func produce(ctx context.Context, brokers []string, n int, start time.Time, eps float64) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(1<<20))
+	// sigd created raw.ads when it started.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
 		return err
 	}

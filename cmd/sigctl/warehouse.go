@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
@@ -121,12 +122,17 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return fmt.Errorf("%w: --format %q (want row or json)", errUsage, *format)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(splitBrokers(*brokers)...), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.AllowAutoTopicCreation())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(splitBrokers(*brokers)...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = topics.Ensure(tctx, cl, topics.Spec{Name: *topic, Partitions: -1})
+	cancel()
+	if err != nil {
+		return err
+	}
 	if err := g.Produce(ctx, cl, *topic, *events, ct); err != nil {
 		return err
 	}

@@ -27,6 +27,15 @@
 // bad is recomputed (eviction.Evictor.ReportCorrupt). Operators evict or
 // recompute one block with EvictBlock.
 //
+// # Kafka topics
+//
+// New creates every topic sigd reads or writes that the brokers lack
+// (internal/topics): raw.<source> and raw.<source>.dlq of each ingested
+// source and sig.memo.ready, before it serves, so producers and subscribers
+// that start once sigd is up find them, and nothing relies on the broker
+// creating topics on first use. If the brokers cannot be reached within
+// 30 s, or refuse to create a missing topic, New fails with the reason.
+//
 // # Tests
 //
 // Package sigdtest is the harness: raw blocks in a real MinIO, kfake, a

@@ -31,6 +31,7 @@ import (
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
@@ -59,6 +60,7 @@ type Server struct {
 	scaler    *workers.Autoscaler
 	kafka     *kgo.Client
 	publisher *ready.Publisher
+	ingesters []*ingest.Ingester
 	evictor   *eviction.Evictor
 	ui        *eviction.UI
 	tokens    *auth.Tokens
@@ -201,12 +203,56 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	} else if n > 0 {
 		s.log.Info("rescheduled pending memo entries", "entries", n)
 	}
+	for _, src := range s.cfg.Ingest {
+		sc, err := s.schema(src)
+		if err != nil {
+			return nil, err
+		}
+		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
+			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
+			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock,
+			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src)})
+		if err != nil {
+			return nil, err
+		}
+		s.ingesters = append(s.ingesters, in)
+	}
+	if err := s.ensureTopics(ctx); err != nil {
+		return nil, err
+	}
 	s.ui = s.newUI(opts.UISampleEvery)
 	if err := s.buildGRPC(); err != nil {
 		return nil, err
 	}
 	ok = true
 	return s, nil
+}
+
+// topicsTimeout bounds how long sigd tries to create its topics at start.
+const topicsTimeout = 30 * time.Second
+
+// ensureTopics creates every topic sigd reads or writes that the brokers do
+// not have (internal/topics): the raw and dead-letter topics of each
+// ingested source, and sig.memo.ready, which it publishes. It runs before
+// sigd serves, so a producer or subscriber that starts once sigd is up finds
+// them. Brokers that cannot be reached or refuse to create a missing topic
+// stop sigd here, with the reason, rather than leave it running without a
+// topic it needs.
+func (s *Server) ensureTopics(ctx context.Context) error {
+	specs := []topics.Spec{{Name: ready.Topic}}
+	for _, in := range s.ingesters {
+		specs = append(specs, in.Topics()...)
+	}
+	tctx, cancel := context.WithTimeout(ctx, topicsTimeout)
+	defer cancel()
+	created, err := topics.Ensure(tctx, s.kafka, specs...)
+	if err != nil {
+		return fmt.Errorf("kafka %v: %w", s.cfg.KafkaBrokers, err)
+	}
+	if len(created) > 0 {
+		s.log.Info("created kafka topics", "topics", created)
+	}
+	return nil
 }
 
 // DevEnv is the embedded MinIO and Kafka of development mode.
@@ -290,7 +336,8 @@ func (s *Server) openEnv(ctx context.Context) error {
 	if err := s.store.EnsureBucket(ctx); err != nil {
 		return err
 	}
-	s.kafka, err = kgo.NewClient(kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.AllowAutoTopicCreation())
+	// No auto-creation: the topics are created at start (ensureTopics).
+	s.kafka, err = kgo.NewClient(kgo.SeedBrokers(cfg.KafkaBrokers...))
 	if err != nil {
 		return err
 	}
@@ -580,20 +627,8 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("eviction", func() error { return s.evictor.Run(ctx) })
 	run("ui", func() error { return s.ui.Run(ctx) })
 	run("autoscaler", func() error { return s.scaler.Run(ctx) })
-	for _, src := range s.cfg.Ingest {
-		src := src
-		sc, err := s.schema(src)
-		if err != nil {
-			return err
-		}
-		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
-			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
-			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock,
-			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src)})
-		if err != nil {
-			return err
-		}
-		run("ingest "+src, func() error { return in.Run(ctx) })
+	for i, in := range s.ingesters {
+		run("ingest "+s.cfg.Ingest[i], func() error { return in.Run(ctx) })
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus("sig.v1.SIG", healthpb.HealthCheckResponse_SERVING)

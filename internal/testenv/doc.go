@@ -9,7 +9,9 @@
 // changing any client's endpoint. kfake runs inside the calling process;
 // with a data directory it persists its log and committed offsets, so a
 // consumer that is killed and restarted resumes from the offsets it
-// committed.
+// committed. It does not create topics on first use (kfake would forget such
+// a topic when killed): they are created explicitly, as SIG's processes do
+// (internal/topics).
 //
 // Tests never skip when MinIO is missing: they fail with "run make deps".
 // The testing.TB helpers (NewMinIO, NewKafka) register cleanups; the plain

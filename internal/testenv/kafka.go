@@ -20,8 +20,8 @@ type KafkaConfig struct {
 	DataDir string
 	// Topics are created at start with Partitions partitions each.
 	Topics []string
-	// Partitions is the partition count of Topics and of auto-created
-	// topics. Default 1.
+	// Partitions is the partition count of Topics and the broker's default
+	// for topics created without a count. Default 1.
 	Partitions int32
 	// Port, if set, is the broker's port (sigd's development mode keeps one
 	// address across restarts). Default: a free port.
@@ -61,7 +61,12 @@ func (k *Kafka) start(port int) error {
 	opts := []kfake.Opt{
 		kfake.Ports(port),
 		kfake.DefaultNumPartitions(int(k.cfg.Partitions)),
-		kfake.AllowAutoTopicCreation(),
+		// No kfake.AllowAutoTopicCreation: kfake persists a topic it
+		// auto-created only with the next explicit change of topics, so a
+		// killed process forgets it and every record in it. Topics come
+		// from KafkaConfig.Topics, CreateTopic, or the SIG process that
+		// uses them (internal/topics), as against a production cluster
+		// that does not auto-create.
 		// Static members (kgo.InstanceID) rejoin at once after a crash;
 		// dynamic ones wait for this timeout before their partitions move.
 		kfake.GroupMinSessionTimeout(time.Second),

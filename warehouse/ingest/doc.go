@@ -6,7 +6,9 @@
 // stream's event time has moved past the window, or SealAfter after the
 // buffer's first row, writes the block object, records it in the catalog
 // (warehouse/catalog), and only then commits the Kafka offsets. It runs
-// inside sigd and alone as `sigctl ingest`.
+// inside sigd and alone as `sigctl ingest`. Run first creates the source and
+// dead-letter topics if they are missing (Topics, internal/topics) and fails
+// if it cannot.
 //
 // # Records
 //

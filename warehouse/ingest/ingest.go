@@ -15,12 +15,12 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
@@ -292,7 +292,15 @@ func (in *Ingester) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: kafka client: %w", err)
 	}
 	defer cl.Close()
-	in.ensureDeadLetterTopic(ctx, cl, log)
+	tctx, cancel := context.WithTimeout(ctx, topicsTimeout)
+	created, err := topics.Ensure(tctx, cl, in.Topics()...)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	if len(created) > 0 {
+		log.Info("ingest: created topics", "topics", created)
+	}
 	log.Info("ingest: started", "group", in.cfg.Group)
 
 	tick := min(in.cfg.SealAfter/4, time.Second)
@@ -541,18 +549,14 @@ func (in *Ingester) deadLetter(cl *kgo.Client, r *kgo.Record, reason error) {
 		})
 }
 
-// ensureDeadLetterTopic creates the dead-letter topic if it is missing. A
-// failure is only logged: the broker may create topics on first produce.
-func (in *Ingester) ensureDeadLetterTopic(ctx context.Context, cl *kgo.Client, log *slog.Logger) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(cctx, 1, -1, nil, in.cfg.DeadLetterTopic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		log.Warn("ingest: could not create dead-letter topic", "topic", in.cfg.DeadLetterTopic, "err", err)
-	}
+// topicsTimeout bounds how long Run tries to create its topics.
+const topicsTimeout = 30 * time.Second
+
+// Topics are the topics the ingester reads and writes, which Run creates if
+// they are missing (internal/topics): the source topic with the broker's
+// default partition count, the dead-letter topic with one partition.
+func (in *Ingester) Topics() []topics.Spec {
+	return []topics.Spec{{Name: in.cfg.Topic, Partitions: -1}, {Name: in.cfg.DeadLetterTopic, Partitions: 1}}
 }
 
 // seal writes buffer b as a block, catalogues it and forgets it. Object-store

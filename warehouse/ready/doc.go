@@ -12,6 +12,9 @@
 //	 "source": "ads", "bucket": "sig", "key": "memo/9f2c.../20260101T000000Z-p00000-....arrow",
 //	 "rows": 100000, "bytes": 812345, "time": "2026-01-01T01:02:03.456Z"}
 //
+// sigd creates the topic when it starts (internal/topics), so a subscriber
+// that starts before the first memo is written finds it.
+//
 // The Kafka record key is the component key, so one component's events stay
 // in order on one partition. Delivery is at least once: subscribers must
 // treat a repeated event as a no-op (the state it announces does not change).
