@@ -43,7 +43,8 @@
 // LIG through the real `sigctl run`. The tests here show that shared
 // components are computed once per block and equal LIG byte for byte,
 // priority and fairness over gRPC, SIGKILL of sigd and of a remote worker
-// mid-work, authentication and roles, bad requests, shutdown, the repair
-// of a corrupt memo object reported by a real cmd/reader, and grpcurl as a
-// third-party client. bench/sigd.sh runs the benchmarks.
+// mid-work, SIGKILL of `sigd dev` with acknowledged events not yet sealed,
+// authentication and roles, bad requests, shutdown, the repair of a corrupt
+// memo object reported by a real cmd/reader, and grpcurl as a third-party
+// client. bench/sigd.sh runs the benchmarks.
 package sigd

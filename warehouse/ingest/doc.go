@@ -78,6 +78,38 @@
 //     catalog.Rebuild resolves overlaps in favour of the later generation, so
 //     a catalog rebuilt from the bucket alone also counts every record once.
 //
+// # Committed offsets the log does not have
+//
+// When partitions are assigned, the ingester compares each committed offset
+// with the log's start and end before it consumes:
+//
+//   - Past the end: the broker no longer has the log the offset was committed
+//     in. kfake forgot a topic it had auto-created when it was killed, and a
+//     producer created the topic again, empty (SIG now creates its topics at
+//     start: internal/topics); a real broker does this after an unclean
+//     leader election lost acknowledged records.
+//   - Before the start: retention (or DeleteRecords) removed records before
+//     they were ingested; they are lost.
+//
+// Either is logged at Error level with the topic, partition, committed offset
+// and the log's start and end, counted (Stats.OffsetResets and OffsetsBehind;
+// sigd exports them), and consumption resumes at the log's start. The start,
+// not the end, because every record the log holds is then consumed: in a
+// recreated topic all of them are new, and resuming at the end would drop
+// those produced before the ingester joined; in a log the broker truncated,
+// the records before its end are the ones already stored, and the catalog's
+// coverage skips them (point 2 above). Retention deletes from a log's start
+// and never moves its end back, so with a real broker it makes a committed
+// offset fall behind the start, never past the end; resuming at the start
+// then loses only what the broker deleted.
+//
+// What SIG cannot tell apart: a recreated topic reuses offsets the catalog
+// already covers. A record of the new log whose offset and window a
+// catalogued block covers is skipped as stored, and a block spanning covered
+// offsets is refused (ErrOverlap: ingestion stops, naming both blocks) rather
+// than counted twice. Recreating a topic under a live catalog is not
+// supported; the Error log says when it has happened.
+//
 // Readers only ever see catalogued blocks. One ingestion process per source
 // and catalog: the consumer group provides offsets and restarts, not
 // parallelism across catalogs.

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -172,6 +173,12 @@ type Stats struct {
 	Skipped int64
 	// Commits of offsets.
 	Commits int64
+	// OffsetResets counts partitions whose committed offset was past the
+	// log's end when they were assigned (see the package comment);
+	// OffsetsBehind those whose committed offset was before the log's
+	// start (records deleted before they were ingested). Both resume at
+	// the log start.
+	OffsetResets, OffsetsBehind int64
 }
 
 // Ingester consumes one source's topic into blocks.
@@ -195,6 +202,7 @@ type Ingester struct {
 	dlqErr     atomic.Pointer[error]
 
 	records, rows, blocks, lateBlocks, deadLetters, skipped, commits atomic.Int64
+	offsetResets, offsetsBehind                                      atomic.Int64
 }
 
 // partState is the ingestion state of one assigned partition.
@@ -256,7 +264,8 @@ func New(cfg Config) (*Ingester, error) {
 func (in *Ingester) Stats() Stats {
 	return Stats{Records: in.records.Load(), Rows: in.rows.Load(), Blocks: in.blocks.Load(),
 		LateBlocks: in.lateBlocks.Load(), DeadLetters: in.deadLetters.Load(),
-		Skipped: in.skipped.Load(), Commits: in.commits.Load()}
+		Skipped: in.skipped.Load(), Commits: in.commits.Load(),
+		OffsetResets: in.offsetResets.Load(), OffsetsBehind: in.offsetsBehind.Load()}
 }
 
 // Run consumes until ctx ends (returning nil) or a non-recoverable error
@@ -272,6 +281,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 	if err := in.cfg.Store.EnsureBucket(ctx); err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
+	var cl *kgo.Client
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(in.cfg.Brokers...),
 		kgo.ConsumerGroup(in.cfg.Group),
@@ -281,13 +291,17 @@ func (in *Ingester) Run(ctx context.Context) error {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(in.dropPartitions),
 		kgo.OnPartitionsLost(in.dropPartitions),
+		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			in.checkCommitted(ctx, cl, log, offs[in.cfg.Topic])
+			return offs, nil
+		}),
 		kgo.FetchMaxBytes(64 << 20),
 		kgo.FetchMaxPartitionBytes(16 << 20),
 	}
 	if in.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(in.cfg.InstanceID))
 	}
-	cl, err := kgo.NewClient(append(opts, in.cfg.KafkaOpts...)...)
+	cl, err = kgo.NewClient(append(opts, in.cfg.KafkaOpts...)...)
 	if err != nil {
 		return fmt.Errorf("ingest: kafka client: %w", err)
 	}
@@ -368,6 +382,62 @@ func (in *Ingester) process(ctx context.Context, cl *kgo.Client, fetches kgo.Fet
 		}
 	}
 	return nil
+}
+
+// checkCommitted compares the committed offsets of newly assigned partitions
+// (offs, changed in place) with their logs before consumption starts. A
+// committed offset past the log's end means the broker no longer has the log
+// the offsets were committed in; one before the log's start means records
+// were deleted (retention) before they were ingested. Either is logged at
+// Error level and counted, and consumption resumes at the log start (the
+// package comment says why). If the offsets cannot be listed, nothing is
+// changed: the client's own reset (to the log start) still applies.
+func (in *Ingester) checkCommitted(ctx context.Context, cl *kgo.Client, log *slog.Logger, offs map[int32]kgo.Offset) {
+	committed := map[int32]int64{}
+	for p, o := range offs {
+		if at := o.EpochOffset().Offset; at >= 0 {
+			committed[p] = at
+		}
+	}
+	if len(committed) == 0 {
+		return
+	}
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, in.cfg.Topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	ends, err2 := adm.ListEndOffsets(ctx, in.cfg.Topic)
+	if err == nil {
+		err = err2
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		log.Warn("ingest: cannot list offsets to check the committed ones", "err", err)
+		return
+	}
+	for p, c := range committed {
+		start, ok1 := starts.Lookup(in.cfg.Topic, p)
+		end, ok2 := ends.Lookup(in.cfg.Topic, p)
+		if !ok1 || !ok2 {
+			continue
+		}
+		switch {
+		case c > end.Offset:
+			in.offsetResets.Add(1)
+			log.Error("ingest: committed offset is past the end of the log: the topic was recreated or the broker lost records; resuming at the log start",
+				"partition", p, "committed", c, "log_start", start.Offset, "log_end", end.Offset)
+		case c < start.Offset:
+			in.offsetsBehind.Add(1)
+			log.Error("ingest: committed offset is before the start of the log: records were deleted before they were ingested; resuming at the log start",
+				"partition", p, "committed", c, "log_start", start.Offset, "log_end", end.Offset, "lost", start.Offset-c)
+		default:
+			continue
+		}
+		offs[p] = kgo.NewOffset().At(start.Offset)
+	}
 }
 
 // partition returns the state of partition p, loading its catalogued
