@@ -5,13 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -243,5 +249,110 @@ func TestDevKillKeepsAckedEvents(t *testing.T) {
 	}
 	if missing > 0 || dup > 0 || len(seen) != 4500 {
 		t.Fatalf("%d blocks: %d of 4500 events missing, %d duplicated, %d distinct ids", len(blocks), missing, dup, len(seen))
+	}
+}
+
+// scrape GETs url (a /metrics endpoint) and returns its text and each
+// series' value, keyed by the series as exposed ("name{label="v",...}",
+// labels sorted by name).
+func scrape(t *testing.T, url string) (string, map[string]float64) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if line == "" || line[0] == '#' || i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return string(b), out
+}
+
+// Ingestion's counts are on sigd's /metrics: records consumed, events
+// ingested, blocks sealed, late blocks and their events, and dead letters by
+// reason code (every code, zeros included), and the series pass promlint.
+func TestIngestMetrics(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1})
+	srv := sigdtest.Start(t, w, sigd.Config{Ingest: []string{"ads"}, RowsPerBlock: 500, SealAfter: time.Second}, sigd.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := w.Kafka.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// 1,000 events over 4,000 s of event time close the first hour's window;
+	// 10 more in it are late. (March: the warehouse's catalogued blocks
+	// claim January's windows.)
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	g := gen.New(gen.Config{Seed: 21, Start: start, EventsPerSecond: 0.25, LateFraction: -1})
+	if err := g.Produce(ctx, cl, "raw.ads", 1000, record.ContentTypeRow); err != nil {
+		t.Fatal(err)
+	}
+	late := gen.New(gen.Config{Seed: 22, EventsPerSecond: 1, LateFraction: -1, FirstEventID: 5000,
+		Start: start.Add(30 * time.Minute)})
+	if err := late.Produce(ctx, cl, "raw.ads", 10, record.ContentTypeRow); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := record.NewEncoder(transform.AdsSchema(), record.ContentTypeJSON)
+	ev := g.Next()
+	ev.EventTime = math.MaxInt64
+	for _, r := range []*kgo.Record{
+		{Topic: "raw.ads", Value: []byte("not json")},
+		{Topic: "raw.ads", Value: []byte("a,b"), Headers: []kgo.RecordHeader{{Key: "Content-Type", Value: []byte("text/csv")}}},
+		{Topic: "raw.ads", Value: ev.Encode(js)},
+	} {
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "http://" + srv.HTTPAddr() + "/metrics"
+	var got map[string]float64
+	var text string
+	waitFor(t, time.Minute, "1,010 events ingested and 3 dead letters", func() bool {
+		text, got = scrape(t, url)
+		return got[`sig_ingest_rows_total{source="ads"}`] == 1010 && got[`sig_ingest_records_total{source="ads"}`] == 1013
+	})
+	want := map[string]float64{
+		`sig_ingest_late_rows_total{source="ads"}`:                              10,
+		`sig_ingest_late_blocks_total{source="ads"}`:                            1,
+		`sig_ingest_dead_letters_total{reason="syntax",source="ads"}`:           1,
+		`sig_ingest_dead_letters_total{reason="content_type",source="ads"}`:     1,
+		`sig_ingest_dead_letters_total{reason="event_time_range",source="ads"}`: 1,
+		`sig_ingest_dead_letters_total{reason="schema",source="ads"}`:           0,
+		`sig_ingest_dead_letters_total{reason="oversized",source="ads"}`:        0,
+		`sig_ingest_dead_letters_total{reason="event_time_ahead",source="ads"}`: 0,
+		`sig_ingest_skipped_records_total{source="ads"}`:                        0,
+		`sig_ingest_offset_resets_total{reason="past_end",source="ads"}`:        0,
+		`sig_ingest_offset_resets_total{reason="before_start",source="ads"}`:    0,
+	}
+	for series, v := range want {
+		if g, ok := got[series]; !ok || g != v {
+			t.Errorf("%s = %v (exported: %v), want %v", series, g, ok, v)
+		}
+	}
+	if n := got[`sig_ingest_blocks_total{source="ads"}`]; n < 4 {
+		t.Errorf("%v blocks sealed, want at least 4 (two windows of 500-row blocks and a late one)", n)
+	}
+	var ours []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "sig_ingest_") {
+			ours = append(ours, line)
+		}
+	}
+	problems, err := promlint.New(strings.NewReader(strings.Join(ours, "\n") + "\n")).Lint()
+	if err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %+v", err, problems)
 	}
 }

@@ -217,6 +217,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		}
 		s.ingesters = append(s.ingesters, in)
 	}
+	if err := ingest.RegisterMetrics(s.reg, s.ingesters...); err != nil {
+		return nil, err
+	}
 	if err := s.ensureTopics(ctx); err != nil {
 		return nil, err
 	}

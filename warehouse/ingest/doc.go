@@ -20,7 +20,10 @@
 // that cannot be decoded, misses a column, has a wrong type, belongs to
 // another schema or is larger than MaxRecordBytes goes to the dead-letter
 // topic raw.<source>.dlq with its key, value (cut to MaxDeadLetterBytes) and
-// headers, plus headers sig-dlq-reason, sig-dlq-topic, sig-dlq-partition and
+// headers, plus headers sig-dlq-reason (what is wrong, for people),
+// sig-dlq-reason-code (one of DeadLetterReasons: record's oversized,
+// content_type, syntax and schema, and event_time_range and
+// event_time_ahead below), sig-dlq-topic, sig-dlq-partition and
 // sig-dlq-offset. Ingestion never stops for a malformed record.
 //
 // So does a record whose event_time is outside MinEventTime..MaxEventTime
@@ -109,6 +112,16 @@
 // offsets is refused (ErrOverlap: ingestion stops, naming both blocks) rather
 // than counted twice. Recreating a topic under a live catalog is not
 // supported; the Error log says when it has happened.
+//
+// # Metrics
+//
+// RegisterMetrics exports Stats per source (sigd does, on /metrics):
+// sig_ingest_records_total (consumed), sig_ingest_rows_total (events in
+// catalogued blocks), sig_ingest_blocks_total, sig_ingest_late_blocks_total,
+// sig_ingest_late_rows_total, sig_ingest_dead_letters_total by reason code
+// (the fixed set, zeros included), sig_ingest_skipped_records_total,
+// sig_ingest_offset_commits_total and sig_ingest_offset_resets_total by
+// reason (past_end, before_start).
 //
 // Readers only ever see catalogued blocks. One ingestion process per source
 // and catalog: the consumer group provides offsets and restarts, not

@@ -85,6 +85,13 @@ func TestEventTimeBounds(t *testing.T) {
 		if r := h[ingest.HeaderDLQReason]; !strings.Contains(r, want[i]) || !strings.Contains(r, "event_time") {
 			t.Errorf("dead letter %d: reason %q, want it to mention %q", i, r, want[i])
 		}
+		code := ingest.ReasonEventTimeRange
+		if i >= 4 {
+			code = ingest.ReasonEventTimeAhead
+		}
+		if h[ingest.HeaderDLQReasonCode] != code {
+			t.Errorf("dead letter %d: reason code %q, want %q", i, h[ingest.HeaderDLQReasonCode], code)
+		}
 	}
 
 	// A restart restores the watermark from the catalog (which holds the

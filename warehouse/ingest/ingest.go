@@ -31,12 +31,39 @@ import (
 
 // Dead-letter headers.
 const (
-	HeaderDLQReason    = "sig-dlq-reason"
-	HeaderDLQTopic     = "sig-dlq-topic"
-	HeaderDLQPartition = "sig-dlq-partition"
-	HeaderDLQOffset    = "sig-dlq-offset"
-	HeaderDLQTruncated = "sig-dlq-truncated"
+	// HeaderDLQReason says what is wrong, for people; HeaderDLQReasonCode
+	// is one of DeadLetterReasons, for programs.
+	HeaderDLQReason     = "sig-dlq-reason"
+	HeaderDLQReasonCode = "sig-dlq-reason-code"
+	HeaderDLQTopic      = "sig-dlq-topic"
+	HeaderDLQPartition  = "sig-dlq-partition"
+	HeaderDLQOffset     = "sig-dlq-offset"
+	HeaderDLQTruncated  = "sig-dlq-truncated"
 )
+
+// Reasons for dead letters besides the record format's (record.Reason*).
+const (
+	// ReasonEventTimeRange: event_time outside MinEventTime..MaxEventTime.
+	ReasonEventTimeRange = "event_time_range"
+	// ReasonEventTimeAhead: event_time more than MaxEventTimeAhead ahead of
+	// the clock.
+	ReasonEventTimeAhead = "event_time_ahead"
+)
+
+// DeadLetterReasons is every reason code a dead letter can carry: a fixed
+// set, so that the metric of dead letters by reason stays small.
+var DeadLetterReasons = []string{record.ReasonOversized, record.ReasonContentType, record.ReasonSyntax,
+	record.ReasonSchema, ReasonEventTimeRange, ReasonEventTimeAhead}
+
+// reasonIndex maps a reason code to its place in DeadLetterReasons.
+func reasonIndex(code string) int {
+	for i, r := range DeadLetterReasons {
+		if r == code {
+			return i
+		}
+	}
+	return -1
+}
 
 // The event times ingestion accepts, in microseconds since the Unix epoch:
 // from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z. Block ids and the
@@ -164,10 +191,14 @@ type Stats struct {
 	Records int64
 	// Rows written into blocks.
 	Rows int64
-	// Blocks sealed and catalogued, and how many of them are late.
-	Blocks, LateBlocks int64
-	// DeadLetters sent to the dead-letter topic.
-	DeadLetters int64
+	// Blocks sealed and catalogued, and how many of them are late;
+	// LateRows are the rows of the late blocks (events that arrived after
+	// their window was closed).
+	Blocks, LateBlocks, LateRows int64
+	// DeadLetters sent to the dead-letter topic, and by reason (the index
+	// of the reason code in DeadLetterReasons).
+	DeadLetters         int64
+	DeadLettersByReason []int64
 	// Skipped records already in catalogued blocks (re-consumed after a
 	// restart).
 	Skipped int64
@@ -201,8 +232,9 @@ type Ingester struct {
 	dlqPending bool
 	dlqErr     atomic.Pointer[error]
 
-	records, rows, blocks, lateBlocks, deadLetters, skipped, commits atomic.Int64
-	offsetResets, offsetsBehind                                      atomic.Int64
+	records, rows, blocks, lateBlocks, lateRows, deadLetters, skipped, commits atomic.Int64
+	offsetResets, offsetsBehind                                                atomic.Int64
+	deadLettersByReason                                                        []atomic.Int64
 }
 
 // partState is the ingestion state of one assigned partition.
@@ -257,16 +289,26 @@ func New(cfg Config) (*Ingester, error) {
 		arrowSch:  cfg.Schema.Arrow(),
 		parts:     map[int32]*partState{},
 		dec:       record.NewDecoder(cfg.Schema, cfg.MaxRecordBytes),
+
+		deadLettersByReason: make([]atomic.Int64, len(DeadLetterReasons)),
 	}, nil
 }
 
 // Stats returns the counters.
 func (in *Ingester) Stats() Stats {
-	return Stats{Records: in.records.Load(), Rows: in.rows.Load(), Blocks: in.blocks.Load(),
-		LateBlocks: in.lateBlocks.Load(), DeadLetters: in.deadLetters.Load(),
+	st := Stats{Records: in.records.Load(), Rows: in.rows.Load(), Blocks: in.blocks.Load(),
+		LateBlocks: in.lateBlocks.Load(), LateRows: in.lateRows.Load(), DeadLetters: in.deadLetters.Load(),
 		Skipped: in.skipped.Load(), Commits: in.commits.Load(),
-		OffsetResets: in.offsetResets.Load(), OffsetsBehind: in.offsetsBehind.Load()}
+		OffsetResets: in.offsetResets.Load(), OffsetsBehind: in.offsetsBehind.Load(),
+		DeadLettersByReason: make([]int64, len(DeadLetterReasons))}
+	for i := range st.DeadLettersByReason {
+		st.DeadLettersByReason[i] = in.deadLettersByReason[i].Load()
+	}
+	return st
 }
+
+// Source is the source the ingester ingests.
+func (in *Ingester) Source() string { return in.cfg.Schema.Source }
 
 // Run consumes until ctx ends (returning nil) or a non-recoverable error
 // (returned). Open buffers are not sealed on exit: their records are not
@@ -521,17 +563,17 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 		}
 	}
 	if err := in.dec.Decode(ct, r.Value); err != nil {
-		in.deadLetter(cl, r, err)
+		in.deadLetter(cl, r, record.ReasonOf(err), err)
 		return nil
 	}
 	t := in.dec.EventTime()
 	if t < MinEventTime || t > MaxEventTime {
-		in.deadLetter(cl, r, fmt.Errorf("event_time %d is outside the valid range %s to %s",
+		in.deadLetter(cl, r, ReasonEventTimeRange, fmt.Errorf("event_time %d is outside the valid range %s to %s",
 			t, formatMicros(MinEventTime), formatMicros(MaxEventTime)))
 		return nil
 	}
 	if t > in.now+in.cfg.MaxEventTimeAhead.Microseconds() {
-		in.deadLetter(cl, r, fmt.Errorf("event_time %s is more than %v ahead of the ingester's clock (%s)",
+		in.deadLetter(cl, r, ReasonEventTimeAhead, fmt.Errorf("event_time %s is more than %v ahead of the ingester's clock (%s)",
 			formatMicros(t), in.cfg.MaxEventTimeAhead, formatMicros(in.now)))
 		return nil
 	}
@@ -595,9 +637,13 @@ func (ps *partState) updateNextClose() {
 	}
 }
 
-// deadLetter sends a malformed record to the dead-letter topic.
-func (in *Ingester) deadLetter(cl *kgo.Client, r *kgo.Record, reason error) {
+// deadLetter sends a malformed record to the dead-letter topic; code is one
+// of DeadLetterReasons.
+func (in *Ingester) deadLetter(cl *kgo.Client, r *kgo.Record, code string, reason error) {
 	in.deadLetters.Add(1)
+	if i := reasonIndex(code); i >= 0 {
+		in.deadLettersByReason[i].Add(1)
+	}
 	value := r.Value
 	hdrs := append([]kgo.RecordHeader(nil), r.Headers...)
 	if len(value) > in.cfg.MaxDeadLetterBytes {
@@ -606,6 +652,7 @@ func (in *Ingester) deadLetter(cl *kgo.Client, r *kgo.Record, reason error) {
 	}
 	hdrs = append(hdrs,
 		kgo.RecordHeader{Key: HeaderDLQReason, Value: []byte(reason.Error())},
+		kgo.RecordHeader{Key: HeaderDLQReasonCode, Value: []byte(code)},
 		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
 		kgo.RecordHeader{Key: HeaderDLQPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
 		kgo.RecordHeader{Key: HeaderDLQOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
@@ -669,6 +716,7 @@ func (in *Ingester) seal(ctx context.Context, ps *partState, b *buffer) error {
 	in.rows.Add(int64(b.rows))
 	if b.late {
 		in.lateBlocks.Add(1)
+		in.lateRows.Add(int64(b.rows))
 	}
 	in.cfg.Logger.Debug("ingest: sealed block", "block", id, "rows", b.rows, "late", b.late)
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,19 +254,19 @@ func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
 	ctRow := []kgo.RecordHeader{{Key: record.HeaderContentType, Value: []byte(record.ContentTypeRow)}}
 	ctJSON := []kgo.RecordHeader{{Key: record.HeaderContentType, Value: []byte(record.ContentTypeJSON)}}
 	bad := []struct {
-		name, reason string
-		rec          *kgo.Record
+		name, reason, code string
+		rec                *kgo.Record
 	}{
-		{"garbage", "not JSON", &kgo.Record{Value: []byte("\x00\x01garbage")}},
-		{"truncated row", "malformed record", &kgo.Record{Value: func() []byte { ev := g.Next(); b := ev.Encode(row); return b[:len(b)-3] }(), Headers: ctRow}},
-		{"missing field", "missing column", &kgo.Record{Value: []byte(`{"event_id":1,"event_time":2}`), Headers: ctJSON}},
-		{"wrong type", "want int64", &kgo.Record{Value: []byte(strings.Replace(string(func() []byte { ev := g.Next(); return ev.Encode(js) }()), `"click":`, `"click":"yes","x":`, 1)), Headers: ctJSON}},
-		{"oversized", "oversized", &kgo.Record{Value: bytes.Repeat([]byte("x"), 100_000)}},
-		{"unknown content type", "content-type", &kgo.Record{Value: []byte("a,b"), Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/csv")}}}},
-		{"latin-1 charset", "charset", &kgo.Record{Value: func() []byte { ev := g.Next(); return ev.Encode(js) }(),
+		{"garbage", "not JSON", record.ReasonSyntax, &kgo.Record{Value: []byte("\x00\x01garbage")}},
+		{"truncated row", "malformed record", record.ReasonSyntax, &kgo.Record{Value: func() []byte { ev := g.Next(); b := ev.Encode(row); return b[:len(b)-3] }(), Headers: ctRow}},
+		{"missing field", "missing column", record.ReasonSchema, &kgo.Record{Value: []byte(`{"event_id":1,"event_time":2}`), Headers: ctJSON}},
+		{"wrong type", "want int64", record.ReasonSchema, &kgo.Record{Value: []byte(strings.Replace(string(func() []byte { ev := g.Next(); return ev.Encode(js) }()), `"click":`, `"click":"yes","x":`, 1)), Headers: ctJSON}},
+		{"oversized", "oversized", record.ReasonOversized, &kgo.Record{Value: bytes.Repeat([]byte("x"), 100_000)}},
+		{"unknown content type", "content-type", record.ReasonContentType, &kgo.Record{Value: []byte("a,b"), Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/csv")}}}},
+		{"latin-1 charset", "charset", record.ReasonContentType, &kgo.Record{Value: func() []byte { ev := g.Next(); return ev.Encode(js) }(),
 			Headers: []kgo.RecordHeader{{Key: "Content-Type", Value: []byte("application/json; charset=iso-8859-1")}}}},
 	}
-	var want []string
+	var want, codes []string
 	id := int64(1000)
 	for i := 0; i < 3000; i++ {
 		if i%400 == 200 && len(bad) > 0 {
@@ -276,6 +277,7 @@ func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
 				t.Fatal(err)
 			}
 			want = append(want, b.reason)
+			codes = append(codes, b.code)
 			continue
 		}
 		ev := g.Next()
@@ -302,12 +304,19 @@ func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
 	if st.DeadLetters != int64(len(want)) {
 		t.Fatalf("stats %+v, want %d dead letters", st, len(want))
 	}
+	// By reason, in DeadLetterReasons' order.
+	if want := []int64{1, 2, 2, 2, 0, 0}; !slices.Equal(st.DeadLettersByReason, want) {
+		t.Errorf("dead letters by reason %v (%v), want %v", st.DeadLettersByReason, ingest.DeadLetterReasons, want)
+	}
 	verifyExactlyOnce(t, e.store, e.catalogDir, 1000, int(id-1000))
 
 	dls := e.deadLetters(t, len(want))
 	for i := range want {
 		if reason := dls[i][ingest.HeaderDLQReason]; !strings.Contains(reason, want[i]) {
 			t.Errorf("dead letter %d: reason %q, want it to mention %q", i, reason, want[i])
+		}
+		if code := dls[i][ingest.HeaderDLQReasonCode]; code != codes[i] {
+			t.Errorf("dead letter %d: reason code %q, want %q", i, code, codes[i])
 		}
 	}
 }

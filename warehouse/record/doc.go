@@ -57,6 +57,8 @@
 // 64 KiB, unless configured) is malformed ("oversized"), whatever its
 // encoding.
 //
-// Every decoding error wraps ErrMalformed and says what is wrong; ingestion
-// sends such records to the dead-letter topic with that reason.
+// Every decoding error wraps ErrMalformed, says what is wrong and carries a
+// reason code from a fixed set (Error.Reason, ReasonOf: oversized,
+// content_type, syntax, schema); ingestion sends such records to the
+// dead-letter topic with both, and counts them by code.
 package record

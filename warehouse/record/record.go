@@ -271,10 +271,10 @@ func parseContentType(v string) (encoding, error) {
 	}
 	mt, params, err := mime.ParseMediaType(v)
 	if err != nil {
-		return 0, malformed("content-type %q is not a media type: %v", v, err)
+		return 0, malformed(ReasonContentType, "content-type %q is not a media type: %v", v, err)
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return 0, malformed("content-type %q: charset %q is not supported (record values are UTF-8)", v, cs)
+		return 0, malformed(ReasonContentType, "content-type %q: charset %q is not supported (record values are UTF-8)", v, cs)
 	}
 	switch mt {
 	case ContentTypeJSON:
@@ -282,7 +282,7 @@ func parseContentType(v string) (encoding, error) {
 	case ContentTypeRow:
 		return encRow, nil
 	}
-	return 0, malformed("unknown content-type %q (want %s or %s)", v, ContentTypeJSON, ContentTypeRow)
+	return 0, malformed(ReasonContentType, "unknown content-type %q (want %s or %s)", v, ContentTypeJSON, ContentTypeRow)
 }
 
 // encodingOf parses a content type, remembering the last one parsed.
@@ -323,15 +323,54 @@ func NewDecoder(s *transform.Schema, maxBytes int) *Decoder {
 	return d
 }
 
-func malformed(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+// Reasons a record is malformed, a fixed set: metrics count dead letters by
+// them, and ingestion sends the reason with each (the error's text says what
+// exactly is wrong).
+const (
+	// ReasonOversized: larger than the decoder's maximum.
+	ReasonOversized = "oversized"
+	// ReasonContentType: a content type that is not a media type, names
+	// neither encoding, or a charset other than UTF-8.
+	ReasonContentType = "content_type"
+	// ReasonSyntax: not a JSON object or not a row value (bad bytes,
+	// truncated, trailing data).
+	ReasonSyntax = "syntax"
+	// ReasonSchema: well-formed but not the schema's: a missing, unknown or
+	// repeated column, a value of the wrong type, a null event_id or
+	// event_time, a row written for another schema.
+	ReasonSchema = "schema"
+)
+
+// Error is a decoding error: it wraps ErrMalformed and carries its reason.
+type Error struct {
+	// Reason is one of the Reason constants.
+	Reason string
+	msg    string
+}
+
+func (e *Error) Error() string { return ErrMalformed.Error() + ": " + e.msg }
+
+// Unwrap makes errors.Is(err, ErrMalformed) hold.
+func (e *Error) Unwrap() error { return ErrMalformed }
+
+// ReasonOf returns the reason of a decoding error ("" if err is not one).
+func ReasonOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}
+
+func malformed(reason, format string, args ...any) error {
+	return &Error{Reason: reason, msg: fmt.Sprintf(format, args...)}
 }
 
 // Decode decodes one record value. contentType is the record's content-type
 // header ("" means JSON; see ParseContentType).
 func (d *Decoder) Decode(contentType string, b []byte) error {
 	if len(b) > d.maxBytes {
-		return malformed("oversized: %d bytes, max %d", len(b), d.maxBytes)
+		return malformed(ReasonOversized, "oversized: %d bytes, max %d", len(b), d.maxBytes)
 	}
 	enc, err := d.encodingOf(contentType)
 	if err != nil {
@@ -347,7 +386,7 @@ func (d *Decoder) Decode(contentType string, b []byte) error {
 	}
 	for _, c := range []int{d.idCol, d.timeCol} {
 		if c >= 0 && d.vals[c].null {
-			return malformed("column %s is null", d.schema.Fields[c].Name)
+			return malformed(ReasonSchema, "column %s is null", d.schema.Fields[c].Name)
 		}
 	}
 	return nil
@@ -403,16 +442,16 @@ func (d *Decoder) AppendTo(b *array.RecordBuilder) {
 
 func (d *Decoder) decodeRow(b []byte) error {
 	if len(b) < len(rowMagic)+8 || string(b[:len(rowMagic)]) != rowMagic {
-		return malformed("not a %s value (bad magic)", ContentTypeRow)
+		return malformed(ReasonSyntax, "not a %s value (bad magic)", ContentTypeRow)
 	}
 	if !bytes.Equal(b[len(rowMagic):len(rowMagic)+8], d.fp[:]) {
-		return malformed("written for another schema (fingerprint %x, want %x)", b[len(rowMagic):len(rowMagic)+8], d.fp)
+		return malformed(ReasonSchema, "written for another schema (fingerprint %x, want %x)", b[len(rowMagic):len(rowMagic)+8], d.fp)
 	}
 	p := b[len(rowMagic)+8:]
 	for i, t := range d.types {
 		name := d.schema.Fields[i].Name
 		if len(p) == 0 {
-			return malformed("truncated before column %s", name)
+			return malformed(ReasonSyntax, "truncated before column %s", name)
 		}
 		tag := p[0]
 		p = p[1:]
@@ -423,51 +462,51 @@ func (d *Decoder) decodeRow(b []byte) error {
 			continue
 		}
 		if tag != 1 {
-			return malformed("column %s: bad tag %d", name, tag)
+			return malformed(ReasonSyntax, "column %s: bad tag %d", name, tag)
 		}
 		var n int
 		switch t {
 		case transform.Int64:
 			v.i, n = binary.Varint(p)
 			if n <= 0 {
-				return malformed("column %s: bad varint", name)
+				return malformed(ReasonSyntax, "column %s: bad varint", name)
 			}
 			p = p[n:]
 		case transform.Float64:
 			if len(p) < 8 {
-				return malformed("column %s: truncated float64", name)
+				return malformed(ReasonSyntax, "column %s: truncated float64", name)
 			}
 			v.f = math.Float64frombits(binary.LittleEndian.Uint64(p))
 			p = p[8:]
 		case transform.String:
 			v.s, p, n = rowString(p)
 			if n < 0 {
-				return malformed("column %s: bad string", name)
+				return malformed(ReasonSyntax, "column %s: bad string", name)
 			}
 		case transform.ListString:
 			cnt, n := binary.Uvarint(p)
 			if n <= 0 || cnt > uint64(len(p)) {
-				return malformed("column %s: bad list length", name)
+				return malformed(ReasonSyntax, "column %s: bad list length", name)
 			}
 			p = p[n:]
 			for range cnt {
 				var s []byte
 				s, p, n = rowString(p)
 				if n < 0 {
-					return malformed("column %s: bad list element", name)
+					return malformed(ReasonSyntax, "column %s: bad list element", name)
 				}
 				v.ls = append(v.ls, s)
 			}
 		case transform.ListInt64:
 			cnt, n := binary.Uvarint(p)
 			if n <= 0 || cnt > uint64(len(p)) {
-				return malformed("column %s: bad list length", name)
+				return malformed(ReasonSyntax, "column %s: bad list length", name)
 			}
 			p = p[n:]
 			for range cnt {
 				x, n := binary.Varint(p)
 				if n <= 0 {
-					return malformed("column %s: bad list element", name)
+					return malformed(ReasonSyntax, "column %s: bad list element", name)
 				}
 				v.li = append(v.li, x)
 				p = p[n:]
@@ -475,7 +514,7 @@ func (d *Decoder) decodeRow(b []byte) error {
 		}
 	}
 	if len(p) != 0 {
-		return malformed("%d trailing bytes", len(p))
+		return malformed(ReasonSyntax, "%d trailing bytes", len(p))
 	}
 	return nil
 }
@@ -500,15 +539,15 @@ func (d *Decoder) decodeJSON(b []byte) (err error) {
 	clear(d.seen)
 	tok, err := d.jd.ReadToken()
 	if err != nil {
-		return malformed("not JSON: %v", err)
+		return malformed(ReasonSyntax, "not JSON: %v", err)
 	}
 	if tok.Kind() != '{' {
-		return malformed("not a JSON object")
+		return malformed(ReasonSyntax, "not a JSON object")
 	}
 	for {
 		tok, err := d.jd.ReadToken()
 		if err != nil {
-			return malformed("not JSON: %v", err)
+			return malformed(ReasonSyntax, "not JSON: %v", err)
 		}
 		if tok.Kind() == '}' {
 			break
@@ -516,10 +555,10 @@ func (d *Decoder) decodeJSON(b []byte) (err error) {
 		name := tok.String()
 		i, ok := d.index[name]
 		if !ok {
-			return malformed("unknown column %q", name)
+			return malformed(ReasonSchema, "unknown column %q", name)
 		}
 		if d.seen[i] {
-			return malformed("column %s appears twice", name)
+			return malformed(ReasonSchema, "column %s appears twice", name)
 		}
 		d.seen[i] = true
 		if err := d.jsonValue(i); err != nil {
@@ -527,11 +566,11 @@ func (d *Decoder) decodeJSON(b []byte) (err error) {
 		}
 	}
 	if _, err := d.jd.ReadToken(); err == nil {
-		return malformed("trailing data after the object")
+		return malformed(ReasonSyntax, "trailing data after the object")
 	}
 	for i, ok := range d.seen {
 		if !ok {
-			return malformed("missing column %s", d.schema.Fields[i].Name)
+			return malformed(ReasonSchema, "missing column %s", d.schema.Fields[i].Name)
 		}
 	}
 	return nil
@@ -544,14 +583,14 @@ func (d *Decoder) jsonValue(i int) error {
 	*v = value{ls: v.ls[:0], li: v.li[:0]}
 	tok, err := d.jd.ReadToken()
 	if err != nil {
-		return malformed("column %s: %v", name, err)
+		return malformed(ReasonSyntax, "column %s: %v", name, err)
 	}
 	if tok.Kind() == 'n' {
 		v.null = true
 		return nil
 	}
 	wrong := func(k jsontext.Kind) error {
-		return malformed("column %s: want %s, got JSON %s", name, t, k)
+		return malformed(ReasonSchema, "column %s: want %s, got JSON %s", name, t, k)
 	}
 	switch t {
 	case transform.Int64:
@@ -560,7 +599,7 @@ func (d *Decoder) jsonValue(i int) error {
 		}
 		x, err := strconv.ParseInt(tok.String(), 10, 64)
 		if err != nil {
-			return malformed("column %s: %q is not an int64", name, tok.String())
+			return malformed(ReasonSchema, "column %s: %q is not an int64", name, tok.String())
 		}
 		v.i = x
 	case transform.Float64:
@@ -580,24 +619,24 @@ func (d *Decoder) jsonValue(i int) error {
 		for {
 			el, err := d.jd.ReadToken()
 			if err != nil {
-				return malformed("column %s: %v", name, err)
+				return malformed(ReasonSyntax, "column %s: %v", name, err)
 			}
 			if el.Kind() == ']' {
 				break
 			}
 			if t == transform.ListString {
 				if el.Kind() != '"' {
-					return malformed("column %s: list element is JSON %s, want string", name, el.Kind())
+					return malformed(ReasonSchema, "column %s: list element is JSON %s, want string", name, el.Kind())
 				}
 				v.ls = append(v.ls, d.keep(el.String()))
 				continue
 			}
 			if el.Kind() != '0' {
-				return malformed("column %s: list element is JSON %s, want int64", name, el.Kind())
+				return malformed(ReasonSchema, "column %s: list element is JSON %s, want int64", name, el.Kind())
 			}
 			x, err := strconv.ParseInt(el.String(), 10, 64)
 			if err != nil {
-				return malformed("column %s: list element %q is not an int64", name, el.String())
+				return malformed(ReasonSchema, "column %s: list element %q is not an int64", name, el.String())
 			}
 			v.li = append(v.li, x)
 		}

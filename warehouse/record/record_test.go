@@ -90,34 +90,38 @@ func TestMalformed(t *testing.T) {
 	for range transform.AdsSchema().Fields {
 		other.Int64(1)
 	}
+	const (
+		syntax = record.ReasonSyntax
+		schema = record.ReasonSchema
+	)
 	cases := []struct {
-		name, ct, value, reason string
+		name, ct, value, reason, code string
 	}{
-		{"not json", "", `{"event_id":`, "unexpected EOF"},
-		{"array", "", `[1,2]`, "not a JSON object"},
-		{"missing", "", `{"event_id":1,"event_time":2}`, "missing column q"},
-		{"unknown", "", `{"event_id":1,"zzz":3,` + full + `}`, "unknown column"},
-		{"string for int", "", `{"event_id":"1",` + full + `}`, "want int64"},
-		{"fraction for int", "", `{"event_id":1.5,` + full + `}`, "not an int64"},
-		{"overflow", "", `{"event_id":99999999999999999999,` + full + `}`, "not an int64"},
-		{"null id", "", `{"event_id":null,` + full + `}`, "event_id is null"},
-		{"list of ints for strings", "", `{"event_id":1,"event_time":2,"q":"x","p":1,"tags":[1],"ids":[1]}`, "want string"},
-		{"object for string", "", `{"event_id":1,"event_time":2,"q":{},"p":1,"tags":[],"ids":[]}`, "want string"},
-		{"trailing", "", `{"event_id":1,` + full + `} {}`, "trailing"},
-		{"bad utf8", "", "{\"event_id\":1,\"event_time\":2,\"q\":\"\xff\",\"p\":1,\"tags\":[],\"ids\":[]}", "invalid UTF-8"},
-		{"oversized", "", `{"event_id":1,"q":"` + strings.Repeat("x", 70000) + `"}`, "oversized"},
-		{"bad content type", "text/csv", `1,2`, "content-type"},
-		{"row truncated", record.ContentTypeRow, string(row[:len(row)-2]), "truncated"},
-		{"row trailing", record.ContentTypeRow, string(row) + "x", "trailing"},
-		{"row magic", record.ContentTypeRow, "XX" + string(row[2:]), "magic"},
-		{"row other schema", record.ContentTypeRow, string(other.Bytes()), "another schema"},
-		{"row as json", "", string(row), "not JSON"},
+		{"not json", "", `{"event_id":`, "unexpected EOF", syntax},
+		{"array", "", `[1,2]`, "not a JSON object", syntax},
+		{"missing", "", `{"event_id":1,"event_time":2}`, "missing column q", schema},
+		{"unknown", "", `{"event_id":1,"zzz":3,` + full + `}`, "unknown column", schema},
+		{"string for int", "", `{"event_id":"1",` + full + `}`, "want int64", schema},
+		{"fraction for int", "", `{"event_id":1.5,` + full + `}`, "not an int64", schema},
+		{"overflow", "", `{"event_id":99999999999999999999,` + full + `}`, "not an int64", schema},
+		{"null id", "", `{"event_id":null,` + full + `}`, "event_id is null", schema},
+		{"list of ints for strings", "", `{"event_id":1,"event_time":2,"q":"x","p":1,"tags":[1],"ids":[1]}`, "want string", schema},
+		{"object for string", "", `{"event_id":1,"event_time":2,"q":{},"p":1,"tags":[],"ids":[]}`, "want string", schema},
+		{"trailing", "", `{"event_id":1,` + full + `} {}`, "trailing", syntax},
+		{"bad utf8", "", "{\"event_id\":1,\"event_time\":2,\"q\":\"\xff\",\"p\":1,\"tags\":[],\"ids\":[]}", "invalid UTF-8", syntax},
+		{"oversized", "", `{"event_id":1,"q":"` + strings.Repeat("x", 70000) + `"}`, "oversized", record.ReasonOversized},
+		{"bad content type", "text/csv", `1,2`, "content-type", record.ReasonContentType},
+		{"row truncated", record.ContentTypeRow, string(row[:len(row)-2]), "truncated", syntax},
+		{"row trailing", record.ContentTypeRow, string(row) + "x", "trailing", syntax},
+		{"row magic", record.ContentTypeRow, "XX" + string(row[2:]), "magic", syntax},
+		{"row other schema", record.ContentTypeRow, string(other.Bytes()), "another schema", schema},
+		{"row as json", "", string(row), "not JSON", syntax},
 	}
 	d := record.NewDecoder(testSchema(), 0)
 	for _, c := range cases {
 		err := d.Decode(c.ct, []byte(c.value))
-		if !errors.Is(err, record.ErrMalformed) || !strings.Contains(err.Error(), c.reason) {
-			t.Errorf("%s: %v, want ErrMalformed containing %q", c.name, err, c.reason)
+		if !errors.Is(err, record.ErrMalformed) || !strings.Contains(err.Error(), c.reason) || record.ReasonOf(err) != c.code {
+			t.Errorf("%s: %v (reason %q), want ErrMalformed containing %q, reason %q", c.name, err, record.ReasonOf(err), c.reason, c.code)
 		}
 	}
 	if err := d.Decode("", []byte(`{"event_id":1,`+full+`}`)); err != nil {
@@ -166,7 +170,8 @@ func TestContentTypes(t *testing.T) {
 				}
 				continue
 			}
-			if !errors.Is(err, record.ErrMalformed) || !strings.Contains(err.Error(), c.want) || perr == nil || perr.Error() != err.Error() {
+			if !errors.Is(err, record.ErrMalformed) || !strings.Contains(err.Error(), c.want) || perr == nil || perr.Error() != err.Error() ||
+				record.ReasonOf(err) != record.ReasonContentType {
 				t.Errorf("%q: decode %v, parse %v; want ErrMalformed containing %q", c.ct, err, perr, c.want)
 			}
 		}
