@@ -1,81 +1,56 @@
 package eviction
 
 import (
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
 )
 
+// TestPolicyData runs the cases of testdata/policy.txt, a
+// github.com/cockroachdb/datadriven script: Policy.Decide over the
+// candidates given as input, its decisions as output. go test -rewrite
+// rewrites the decisions from what the code says (then read the diff).
 func TestPolicyData(t *testing.T) {
-	data, err := os.ReadFile("testdata/policy.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := func(s string) time.Time {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("bad time %q", s)
+	cases := 0
+	datadriven.RunTest(t, "testdata/policy.txt", func(t *testing.T, td *datadriven.TestData) string {
+		if td.Cmd != "decide" {
+			td.Fatalf(t, "unknown command %q", td.Cmd)
 		}
-		return time.Unix(n, 0)
-	}
-	kv := func(fields []string) map[string]string {
-		m := map[string]string{}
-		for _, f := range fields {
-			k, v, _ := strings.Cut(f, "=")
-			m[k] = v
+		cases++
+		var ttl int
+		var budget, now int64
+		td.ScanArgs(t, "ttl", &ttl)
+		td.ScanArgs(t, "budget", &budget)
+		td.ScanArgs(t, "now", &now)
+		p := Policy{TTL: time.Duration(ttl) * time.Second, BudgetBytes: budget}
+		var cands []Candidate
+		for _, l := range strings.Split(td.Input, "\n") {
+			// A candidate is a datadriven line: its name, then key=value.
+			name, args, err := datadriven.ParseLine(l)
+			if err != nil || name == "" {
+				td.Fatalf(t, "bad candidate %q: %v", l, err)
+			}
+			cand := datadriven.TestData{Pos: td.Pos, CmdArgs: args}
+			c := Candidate{Component: name}
+			var last int64
+			cand.ScanArgs(t, "last", &last)
+			cand.ScanArgs(t, "bytes", &c.Bytes)
+			cand.ScanArgs(t, "blocks", &c.Blocks)
+			c.LastRequested = time.Unix(last, 0)
+			cands = append(cands, c)
 		}
-		return m
-	}
-	cases := strings.Split(string(data), "=== ")[1:]
-	if len(cases) < 8 {
-		t.Fatalf("only %d cases", len(cases))
-	}
-	for _, c := range cases {
-		lines := strings.Split(strings.TrimSpace(c), "\n")
-		name := lines[0]
-		t.Run(name, func(t *testing.T) {
-			var p Policy
-			var now time.Time
-			var cands []Candidate
-			var want []string
-			inExpect := false
-			for _, l := range lines[1:] {
-				f := strings.Fields(l)
-				switch {
-				case len(f) == 0:
-				case f[0] == "policy":
-					m := kv(f[1:])
-					ttl, _ := strconv.Atoi(m["ttl"])
-					b, _ := strconv.ParseInt(m["budget"], 10, 64)
-					p = Policy{TTL: time.Duration(ttl) * time.Second, BudgetBytes: b}
-					now = sec(m["now"])
-				case f[0] == "expect":
-					inExpect = true
-					if len(f) > 1 && f[1] == "none" {
-						want = []string{}
-					}
-				case inExpect:
-					want = append(want, l)
-				default:
-					m := kv(f[1:])
-					bytes, _ := strconv.ParseInt(m["bytes"], 10, 64)
-					blocks, _ := strconv.Atoi(m["blocks"])
-					cands = append(cands, Candidate{Component: f[0], LastRequested: sec(m["last"]), Bytes: bytes, Blocks: blocks})
-				}
-			}
-			if !inExpect {
-				t.Fatal("the case has no expect line")
-			}
-			var got []string
-			for _, d := range p.Decide(now, cands) {
-				got = append(got, d.Component+" "+d.Reason)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) && !(len(got) == 0 && len(want) == 0) {
-				t.Fatalf("got %v, want %v", got, want)
-			}
-		})
+		var got []string
+		for _, d := range p.Decide(time.Unix(now, 0), cands) {
+			got = append(got, d.Component+" "+d.Reason)
+		}
+		if len(got) == 0 {
+			return "none"
+		}
+		return strings.Join(got, "\n")
+	})
+	if !t.Failed() && cases < 8 {
+		t.Fatalf("only %d cases", cases)
 	}
 }

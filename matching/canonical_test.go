@@ -1,7 +1,6 @@
 package matching
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand"
 	"os"
@@ -11,16 +10,44 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/datadriven"
+
 	"github.com/sigdata/sig/transform"
 )
 
+// The files of testdata/canon are github.com/cockroachdb/datadriven scripts,
+// a case a pair of graphs:
+//
+//	# what the case is about
+//	compare x
+//	let q = unigrams(lower(col("query")))
+//	input x = intersect(q, q)
+//	---
+//	input x = dedupe(unigrams(lower(col("query"))))
+//	----
+//	equal
+//
+// The output says whether input x gets the same component key in both
+// graphs ("equal") or not ("differ"). go test -rewrite rewrites the outputs
+// from what the code says (then read the diff).
+
 type canonCase struct {
-	file, name string
-	equal      bool
-	a, b       string
+	name string // file:line of the case
+	a, b string
 }
 
-func readCanonCases(t *testing.T) []canonCase {
+// canonGraphs splits a compare case's input into its two graphs.
+func canonGraphs(t testing.TB, td *datadriven.TestData) (a, b string) {
+	a, b, ok := strings.Cut(td.Input, "\n---\n")
+	if !ok || strings.Contains(b, "\n---\n") {
+		td.Fatalf(t, "want two graphs separated by a line ---")
+	}
+	return a + "\n", b + "\n"
+}
+
+// readCanonCases reads the graphs of every case, for the tests that check
+// properties of them rather than the cases' outputs.
+func readCanonCases(t testing.TB) []canonCase {
 	files, err := filepath.Glob("testdata/canon/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test files: %v", err)
@@ -31,39 +58,12 @@ func readCanonCases(t *testing.T) []canonCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cur *canonCase
-		var side *strings.Builder
-		var a, b strings.Builder
-		flush := func() {
-			if cur != nil {
-				cur.a, cur.b = a.String(), b.String()
-				cases = append(cases, *cur)
-			}
-			a.Reset()
-			b.Reset()
-		}
-		sc := bufio.NewScanner(strings.NewReader(string(data)))
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "=== "):
-				flush()
-				kind, name, _ := strings.Cut(strings.TrimPrefix(line, "=== "), ": ")
-				if kind != "equal" && kind != "differ" {
-					t.Fatalf("%s: bad case header %q", f, line)
-				}
-				cur = &canonCase{file: f, name: name, equal: kind == "equal"}
-				side = &a
-			case line == "---":
-				side = &b
-			case cur == nil:
-				// preamble comments
-			default:
-				side.WriteString(line)
-				side.WriteByte('\n')
-			}
-		}
-		flush()
+		// Read from a string: reading never rewrites the case files.
+		datadriven.RunTestFromStringAny(t, string(data), func(t testing.TB, td *datadriven.TestData) string {
+			a, b := canonGraphs(t, td)
+			cases = append(cases, canonCase{name: f + strings.TrimPrefix(td.Pos, "<string>"), a: a, b: b})
+			return td.Expected
+		})
 	}
 	return cases
 }
@@ -81,38 +81,36 @@ func canon(t testing.TB, src string) *Canonical {
 	return c
 }
 
-func keyOfX(t *testing.T, c *Canonical) Key {
-	t.Helper()
-	comp, ok := c.Component("x")
-	if !ok {
-		t.Fatal("graph has no input x")
-	}
-	return comp.Key
-}
-
 func TestCanonicalCases(t *testing.T) {
-	cases := readCanonCases(t)
 	var nEqual, nDiffer int
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ca, cb := canon(t, tc.a), canon(t, tc.b)
-			ka, kb := keyOfX(t, ca), keyOfX(t, cb)
-			xa, _ := ca.Component("x")
-			xb, _ := cb.Component("x")
-			if tc.equal && ka != kb {
-				t.Errorf("keys differ, want equal\n%s\n  %s\nvs\n%s\n  %s", ca.DSL(xa, "x"), ka, cb.DSL(xb, "x"), kb)
+	datadriven.Walk(t, "testdata/canon", func(t *testing.T, path string) {
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			if td.Cmd != "compare" || len(td.CmdArgs) != 1 || len(td.CmdArgs[0].Vals) != 0 {
+				td.Fatalf(t, "want compare <input>")
 			}
-			if !tc.equal && ka == kb {
-				t.Errorf("keys equal, want different: both %s\n%s", ka, ca.DSL(xa, "x"))
+			input := td.CmdArgs[0].Key
+			a, b := canonGraphs(t, td)
+			ca, cb := canon(t, a), canon(t, b)
+			xa, ok := ca.Component(input)
+			xb, ok2 := cb.Component(input)
+			if !ok || !ok2 {
+				td.Fatalf(t, "a graph has no input %s", input)
 			}
+			got := "differ"
+			if xa.Key == xb.Key {
+				got = "equal"
+				nEqual++
+			} else {
+				nDiffer++
+			}
+			if !td.Rewrite && got != strings.TrimSpace(td.Expected) {
+				// What the outputs cannot show: the two components.
+				t.Logf("%s:\n%s\n  %s\nvs\n%s\n  %s", td.Pos, ca.DSL(xa, input), xa.Key, cb.DSL(xb, input), xb.Key)
+			}
+			return got
 		})
-		if tc.equal {
-			nEqual++
-		} else {
-			nDiffer++
-		}
-	}
-	if nEqual < 20 || nDiffer < 15 {
+	})
+	if !t.Failed() && (nEqual < 20 || nDiffer < 15) {
 		t.Fatalf("too few cases read: %d equal, %d differ", nEqual, nDiffer)
 	}
 }
@@ -205,29 +203,19 @@ func TestSchemaFingerprintInKey(t *testing.T) {
 // them. A change here invalidates every memoized block in every deployment,
 // so it must only ever happen together with a deliberate format change.
 func TestKeysGolden(t *testing.T) {
-	data, err := os.ReadFile("testdata/keys.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, line := range strings.Split(string(data), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	datadriven.RunTest(t, "testdata/keys.txt", func(t *testing.T, td *datadriven.TestData) string {
+		if td.Cmd != "key" {
+			td.Fatalf(t, "unknown command %q", td.Cmd)
 		}
-		want, expr, ok := strings.Cut(line, " ")
-		if !ok {
-			t.Fatalf("bad line %q", line)
-		}
-		got, _, err := KeyOf(expr, transform.AdsSchema(), transform.Default())
+		got, _, err := KeyOf(td.Input, transform.AdsSchema(), transform.Default())
 		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		if got.String() != want {
-			t.Errorf("key of %s\n got %s\nwant %s", expr, got, want)
+			td.Fatalf(t, "%s: %v", td.Input, err)
 		}
 		n++
-	}
-	if n < 5 {
+		return got.String()
+	})
+	if !t.Failed() && n < 5 {
 		t.Fatalf("only %d golden keys", n)
 	}
 }
@@ -318,7 +306,7 @@ func TestRenameAndReorderProperty(t *testing.T) {
 }
 
 func FuzzCanonicalize(f *testing.F) {
-	for _, tc := range readCanonCases(&testing.T{}) {
+	for _, tc := range readCanonCases(f) {
 		f.Add([]byte(tc.a), int64(1))
 		f.Add([]byte(tc.b), int64(2))
 	}

@@ -2,83 +2,87 @@ package goodput
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-var update = flag.Bool("update", false, "rewrite the expected reports below ---- in testdata/*.txt")
-
-// separator splits a testdata file into the timeline and the expected text
-// report (or "error: ..." for a timeline Compute must reject).
-const separator = "\n----\n"
-
-// TestData runs every testdata/*.txt case. Each file holds a timeline in the
-// text form (see ParseTimeline), then a line "----", then the text report.
-// -update rewrites the report part only. The report is a regression check;
-// correctness comes from "# expect" lines, derived by hand in the file's
-// comments and never rewritten:
+// TestData runs every testdata/*.txt case. Each file is a
+// github.com/cockroachdb/datadriven script of one case: "compute", a
+// timeline in the text form (see ParseTimeline), then ---- and the text
+// report (or "error: ..." for a timeline Compute must reject). go test
+// -rewrite rewrites the reports only. The report is a regression check;
+// correctness comes from "# expect" lines in the timeline (comments to
+// ParseTimeline), derived by hand in the file's comments and never rewritten
+// (-rewrite leaves a case's input as it is):
 //
 //	# expect <job|*> <phase|*> key=value ...
 //
 // keys: sg rg pg mpg capacity demand held all_allocated ideal and every
 // category name (chip-seconds).
 func TestData(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no testdata/*.txt")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			input, want, found := strings.Cut(string(data), separator)
-			if !found && !*update {
-				t.Fatalf("no %q line; run with -update", strings.TrimSpace(separator))
+	files := 0
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		files++
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			if td.Cmd != "compute" {
+				td.Fatalf(t, "unknown command %q", td.Cmd)
 			}
 			var got bytes.Buffer
-			rep, err := parseAndCompute(input)
+			rep, err := parseAndCompute(td.Input)
 			if err != nil {
 				fmt.Fprintf(&got, "error: %v\n", err)
 			} else if err := WriteText(&got, rep); err != nil {
 				t.Fatal(err)
 			}
-			if *update {
-				out := strings.TrimRight(input, "\n") + separator + got.String()
-				if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			} else if got.String() != want {
-				t.Errorf("report differs from %s (run with -update if the change is intended)\n--- got\n%s--- want\n%s", file, got.String(), want)
-			}
 			expectations := 0
-			for n, line := range strings.Split(input, "\n") {
+			for n, line := range strings.Split(td.Input, "\n") {
 				rest, ok := strings.CutPrefix(line, "# expect ")
 				if !ok {
 					continue
 				}
 				expectations++
+				where := fmt.Sprintf("%s, timeline line %d", td.Pos, n+1)
 				if err != nil {
-					t.Errorf("line %d: expectation on a timeline Compute rejected", n+1)
+					t.Errorf("%s: expectation on a timeline Compute rejected", where)
 					continue
 				}
-				checkExpectation(t, n+1, rep, rest)
+				checkExpectation(t, where, rep, rest)
 			}
 			if err == nil && expectations == 0 {
-				t.Errorf("%s has no hand-derived # expect lines", file)
+				t.Errorf("%s has no hand-derived # expect lines", path)
 			}
+			return got.String()
 		})
+	})
+	if files == 0 {
+		t.Fatal("no testdata/*.txt")
 	}
+}
+
+// testdataTimeline is the timeline of a testdata case, its compute case's
+// input.
+func testdataTimeline(t testing.TB, name string) string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var timeline string
+	// Read from a string: reading never rewrites the case file.
+	datadriven.RunTestFromStringAny(t, string(data), func(t testing.TB, td *datadriven.TestData) string {
+		if td.Cmd != "compute" {
+			td.Fatalf(t, "unknown command %q", td.Cmd)
+		}
+		timeline = td.Input
+		return td.Expected
+	})
+	return timeline
 }
 
 func parseAndCompute(input string) (Report, error) {
@@ -117,23 +121,23 @@ func scope(rep Report, job, phase string) (Summary, bool) {
 	return Summary{}, false
 }
 
-func checkExpectation(t *testing.T, line int, rep Report, spec string) {
+func checkExpectation(t *testing.T, where string, rep Report, spec string) {
 	t.Helper()
 	f := strings.Fields(spec)
 	if len(f) < 3 {
-		t.Errorf("line %d: want # expect <job> <phase> key=value ...", line)
+		t.Errorf("%s: want # expect <job> <phase> key=value ...", where)
 		return
 	}
 	s, ok := scope(rep, f[0], f[1])
 	if !ok {
-		t.Errorf("line %d: no scope job=%s phase=%s in the report", line, f[0], f[1])
+		t.Errorf("%s: no scope job=%s phase=%s in the report", where, f[0], f[1])
 		return
 	}
 	for _, kv := range f[2:] {
 		k, v, _ := strings.Cut(kv, "=")
 		want, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			t.Errorf("line %d: %s: %v", line, kv, err)
+			t.Errorf("%s: %s: %v", where, kv, err)
 			continue
 		}
 		var got float64
@@ -159,14 +163,14 @@ func checkExpectation(t *testing.T, line int, rep Report, spec string) {
 		default:
 			c, ok := ParseCategory(k)
 			if !ok {
-				t.Errorf("line %d: unknown key %q", line, k)
+				t.Errorf("%s: unknown key %q", where, k)
 				continue
 			}
 			got = s.ChipSeconds[c]
 		}
 		// Hand-derived values are written to 4 decimals.
 		if math.Abs(got-want) > 5e-5 {
-			t.Errorf("line %d: job=%s phase=%s %s = %.6f, hand-derived %v", line, f[0], f[1], k, got, want)
+			t.Errorf("%s: job=%s phase=%s %s = %.6f, hand-derived %v", where, f[0], f[1], k, got, want)
 		}
 	}
 }

@@ -2,9 +2,7 @@ package goodput
 
 import (
 	"errors"
-	"os"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,12 +21,7 @@ func must(t *testing.T, err error) {
 // testdataReport computes the hand-checked report of a testdata case.
 func testdataReport(t *testing.T, name string) Report {
 	t.Helper()
-	data, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	input, _, _ := strings.Cut(string(data), separator)
-	rep, err := parseAndCompute(input)
+	rep, err := parseAndCompute(testdataTimeline(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,10 +84,7 @@ func TestJSONFieldNames(t *testing.T) {
 // reads it back unchanged (up to record order, which Compute ignores).
 func TestFormatRoundTrip(t *testing.T) {
 	for _, name := range []string{"lost_work.txt", "two_phases.txt", "fleet_queued.txt", "split.txt"} {
-		data, err := os.ReadFile("testdata/" + name)
-		must(t, err)
-		input, _, _ := strings.Cut(string(data), separator)
-		tl, err := ParseTimeline(strings.NewReader(input))
+		tl, err := ParseTimeline(strings.NewReader(testdataTimeline(t, name)))
 		must(t, err)
 		var buf bytes.Buffer
 		must(t, FormatTimeline(&buf, tl))
