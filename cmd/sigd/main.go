@@ -156,8 +156,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 		select {
 		case <-ready:
 			c := srv.Config()
-			fmt.Fprintf(stderr, "sigd: listening grpc=%s http=%s s3=%s kafka=%v tokens=%s\n",
-				srv.Addr(), srv.HTTPAddr(), c.S3Endpoint, c.KafkaBrokers, c.TokensFile)
+			// The embedded store's keys are in dev.json, nowhere else: say
+			// where, for S3 tools (README, "Looking at the data").
+			creds := ""
+			if d := srv.Dev(); d != nil && d.MinIO != nil {
+				creds = " s3-credentials=" + d.StateFile
+			}
+			fmt.Fprintf(stderr, "sigd: listening grpc=%s http=%s s3=%s%s kafka=%v tokens=%s\n",
+				srv.Addr(), srv.HTTPAddr(), c.S3Endpoint, creds, c.KafkaBrokers, c.TokensFile)
 		case <-ctx.Done():
 		}
 	}()

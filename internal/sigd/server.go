@@ -210,6 +210,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 type DevEnv struct {
 	MinIO *testenv.MinIO
 	Kafka *testenv.Kafka
+	// StateFile is DataDir/dev.json: the embedded store's endpoint and
+	// keys, and the brokers, for tools outside sigd (S3 clients, kcat).
+	StateFile string
 }
 
 // devState persists development mode's credentials and ports so a
@@ -250,7 +253,7 @@ func (s *Server) openEnv(ctx context.Context) error {
 		s.dev = &DevEnv{MinIO: m}
 		st.S3Endpoint = m.Endpoint
 		cfg.S3Endpoint, cfg.S3AccessKey, cfg.S3SecretKey, cfg.S3Secure = m.Endpoint, m.AccessKey, m.SecretKey, false
-		s.log.Info("development mode: started MinIO", "endpoint", m.Endpoint, "dir", m.DataDir)
+		s.log.Info("development mode: started MinIO", "endpoint", m.Endpoint, "dir", m.DataDir, "credentials", statePath)
 	}
 	if len(cfg.KafkaBrokers) == 0 {
 		var kport int
@@ -273,6 +276,7 @@ func (s *Server) openEnv(ctx context.Context) error {
 		s.log.Info("development mode: started Kafka (kfake)", "brokers", k.Brokers)
 	}
 	if s.dev != nil {
+		s.dev.StateFile = statePath
 		b, _ := json.MarshalIndent(st, "", "  ")
 		if err := os.WriteFile(statePath, b, 0o600); err != nil {
 			return err
