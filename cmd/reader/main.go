@@ -28,11 +28,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -106,8 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts = append(opts, grpc.Creds(creds))
 	}
 	gs := srv.GRPCServer(opts...)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
+	hs := grpcsvc.Register(gs)
 
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {

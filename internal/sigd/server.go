@@ -22,13 +22,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/internal/testenv"
 	"github.com/sigdata/sig/matching"
@@ -70,7 +68,7 @@ type Server struct {
 	metrics    *metrics
 
 	grpc       *grpc.Server
-	health     *health.Server
+	health     *grpcsvc.Health
 	lis        net.Listener
 	httpSrv    *http.Server
 	httpLis    net.Listener
@@ -528,9 +526,8 @@ func (s *Server) buildGRPC() error {
 	sigv1.RegisterSIGServer(s.grpc, &sigService{s: s})
 	sigv1.RegisterWorkersServer(s.grpc, &workersAuth{stopping: s.stopping, inner: workers.NewWorkersServer(s.queue, s.describe, workers.WithCompleteHook(s.completeHook))})
 	sigv1.RegisterFeatureStatsServer(s.grpc, &statsService{s: s})
-	s.health = health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
+	// Health for every service above, and reflection (grpcurl).
+	s.health = grpcsvc.Register(s.grpc)
 	return nil
 }
 
@@ -593,8 +590,6 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 		}
 		run("ingest "+src, func() error { return in.Run(ctx) })
 	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus("sig.v1.SIG", healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("sigd serving", "grpc", s.lis.Addr().String(), "http", s.httpLis.Addr().String())
 	if readyCh != nil {
 		close(readyCh)
