@@ -42,13 +42,15 @@ func startDev(t *testing.T, dataDir string, extra ...string) (map[string]string,
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
-	done := make(chan error, 1)
+	done := make(chan struct{})
+	var runErr error
 	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, extra...)
-	go func() { done <- serve(ctx, args, stderr, true) }()
+	go func() { runErr = serve(ctx, args, stderr, true); close(done) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sigd dev: %v", err)
+		<-done
+		if runErr != nil && !t.Failed() {
+			t.Errorf("sigd dev: %v", runErr)
 		}
 	})
 	line := regexp.MustCompile(`(?m)^sigd: listening (.*)$`)
@@ -63,8 +65,8 @@ func startDev(t *testing.T, dataDir string, extra ...string) (map[string]string,
 			return out, stderr
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("sigd dev exited before serving: %v\n%s", err, stderr.String())
+		case <-done:
+			t.Fatalf("sigd dev exited before serving: %v\n%s", runErr, stderr.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
