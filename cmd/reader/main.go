@@ -10,7 +10,10 @@
 //
 // Every flag can also be set with its SIG_* environment variable
 // (--s3-endpoint: SIG_S3_ENDPOINT). The reader prints "listening on ADDR"
-// once it serves, and stops gracefully on SIGINT or SIGTERM.
+// once it serves (then, with --metrics, "metrics on http://ADDR/metrics"),
+// and stops gracefully on SIGINT or SIGTERM. Besides the Reader service it
+// serves health and reflection (internal/grpcsvc), and with --metrics the
+// reader's Prometheus metrics (package reader, metrics.go) over HTTP.
 package main
 
 import (
@@ -21,11 +24,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -60,6 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s3Retry := fs.Duration("s3-retry-for", 30*time.Second, "how long one object read retries a failing S3 before the unit fails as unavailable")
 	applyRuntime := cli.RuntimeFlags(fs, reader.DefaultGCPercent)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics over HTTP on this address (empty: none)")
 	cli.UsageWithEnv(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,8 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
-		MaxRequestBytes: *maxRequest, Logger: logger})
+		MaxRequestBytes: *maxRequest, Logger: logger, Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -111,7 +121,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var httpSrv *http.Server
+	var httpLis net.Listener
+	if *metricsAddr != "" {
+		if httpLis, err = net.Listen("tcp", *metricsAddr); err != nil {
+			lis.Close()
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		go func() { _ = httpSrv.Serve(httpLis) }()
+		defer httpSrv.Close()
+	}
 	fmt.Fprintf(stdout, "listening on %s\n", lis.Addr())
+	if httpLis != nil {
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", httpLis.Addr())
+	}
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	select {

@@ -3,14 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	"github.com/sigdata/sig/internal/testenv"
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // syncBuffer is a bytes.Buffer safe for the reader's writes and the test's
@@ -42,12 +51,14 @@ func startReader(t *testing.T, m *testenv.MinIO, ready *regexp.Regexp, extra ...
 		"--s3-secret-key", m.SecretKey, "--s3-bucket", "sig", "--tokens", tokens, "--log-level", "warn"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, args, stdout, stderr) }()
+	done := make(chan struct{})
+	var runErr error
+	go func() { runErr = run(ctx, args, stdout, stderr); close(done) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("reader: %v\n%s", err, stderr.String())
+		<-done
+		if runErr != nil && !t.Failed() {
+			t.Errorf("reader: %v\n%s", runErr, stderr.String())
 		}
 	})
 	deadline := time.After(30 * time.Second)
@@ -56,8 +67,8 @@ func startReader(t *testing.T, m *testenv.MinIO, ready *regexp.Regexp, extra ...
 			return m
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("reader exited: %v\n%s", err, stderr.String())
+		case <-done:
+			t.Fatalf("reader exited: %v\n%s", runErr, stderr.String())
 		case <-deadline:
 			t.Fatalf("reader output %q does not match %s", stdout.String(), ready)
 		case <-time.After(20 * time.Millisecond):
@@ -75,5 +86,72 @@ func TestReaderHealthAndReflection(t *testing.T) {
 	services := sigdtest.CheckHealth(t, addr)
 	if !slices.Contains(services, "sig.reader.v1.Reader") {
 		t.Fatalf("grpcurl lists %v, not sig.reader.v1.Reader", services)
+	}
+}
+
+var metricsLine = regexp.MustCompile(`listening on (\S+)\nmetrics on (http://\S+/metrics)\n`)
+
+// TestReaderMetrics: with --metrics, the reader serves its Prometheus
+// metrics over HTTP: a unit served (rows, bytes, fetch latency) and a
+// failed read counted by its gRPC code. It served none before.
+func TestReaderMetrics(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 500})
+	tokens, toks := sigdtest.WriteTokens(t, t.TempDir())
+	m := startReader(t, w.MinIO, metricsLine, "--metrics", "127.0.0.1:0", "--tokens", tokens)
+	addr, metricsURL := m[1], m[2]
+	rc := readerv1.NewReaderClient(sigdtest.Dial(t, addr, toks["trainer"]))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	read := func(id string) (rows int64, err error) {
+		stream, err := rc.Read(ctx, &readerv1.ReadRequest{Unit: &readerv1.WorkUnit{UnitId: "u", Client: "ctr",
+			Pipeline: "p", RawSource: "ads", BlockId: id, RawObject: block.RawKey("ads", id)}})
+		if err != nil {
+			return 0, err
+		}
+		for {
+			r, err := stream.Recv()
+			if err == io.EOF {
+				return rows, nil
+			}
+			if err != nil {
+				return rows, err
+			}
+			rows = r.GetSummary().GetRows()
+		}
+	}
+	id := w.Blocks[0].ID
+	if rows, err := read(id); err != nil || rows != 500 {
+		t.Fatalf("read: %d rows, %v", rows, err)
+	}
+	// The next block of the partition, not written.
+	if _, err := read(strings.TrimSuffix(id, "499") + "999"); status.Code(err) != codes.NotFound {
+		t.Fatalf("read of a missing block: %v, want NotFound", err)
+	}
+
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", metricsURL, resp.Status, err)
+	}
+	for _, want := range []string{
+		reader.MetricUnits + " 1\n",
+		reader.MetricRows + " 500\n",
+		reader.MetricErrors + `{code="NotFound"} 1` + "\n",
+		reader.MetricFetch + "_count 1\n",
+		"go_goroutines ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if !regexp.MustCompile(`(?m)^` + reader.MetricBytes + ` [1-9]`).Match(body) {
+		t.Errorf("/metrics: no bytes sent")
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
 	}
 }
