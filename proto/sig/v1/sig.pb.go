@@ -2605,6 +2605,272 @@ func (x *ListQueuesResponse) GetQueues() []*QueueDepth {
 	return nil
 }
 
+// ListBlocksRequest pages through the raw block catalog (what sigctl
+// warehouse list prints), read through sigd while it holds the catalog.
+type ListBlocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this raw source; empty: every source, in name order.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// At most this many blocks per response: default 1000, at most 10000.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The previous response's next_page_token; empty: the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBlocksRequest) Reset() {
+	*x = ListBlocksRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBlocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBlocksRequest) ProtoMessage() {}
+
+func (x *ListBlocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBlocksRequest.ProtoReflect.Descriptor instead.
+func (*ListBlocksRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListBlocksRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ListBlocksRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBlocksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// RawBlock is one catalogued raw block.
+type RawBlock struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Source    string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	BlockId   string                 `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	RawObject string                 `protobuf:"bytes,3,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	Rows      int64                  `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Size of the object.
+	Bytes int64 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Event times of the rows: [earliest, latest + 1).
+	Events *EventRange `protobuf:"bytes,6,opt,name=events,proto3" json:"events,omitempty"`
+	// The event-time window the block belongs to.
+	Window *EventRange `protobuf:"bytes,7,opt,name=window,proto3" json:"window,omitempty"`
+	// The Kafka records the block was cut from (offsets inclusive).
+	KafkaTopic       string `protobuf:"bytes,8,opt,name=kafka_topic,json=kafkaTopic,proto3" json:"kafka_topic,omitempty"`
+	KafkaPartition   int32  `protobuf:"varint,9,opt,name=kafka_partition,json=kafkaPartition,proto3" json:"kafka_partition,omitempty"`
+	KafkaFirstOffset int64  `protobuf:"varint,10,opt,name=kafka_first_offset,json=kafkaFirstOffset,proto3" json:"kafka_first_offset,omitempty"`
+	KafkaLastOffset  int64  `protobuf:"varint,11,opt,name=kafka_last_offset,json=kafkaLastOffset,proto3" json:"kafka_last_offset,omitempty"`
+	// A block of a window already sealed when its records arrived.
+	Late bool `protobuf:"varint,12,opt,name=late,proto3" json:"late,omitempty"`
+	// The ingestion incarnation that wrote it.
+	Generation    int64 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RawBlock) Reset() {
+	*x = RawBlock{}
+	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RawBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RawBlock) ProtoMessage() {}
+
+func (x *RawBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RawBlock.ProtoReflect.Descriptor instead.
+func (*RawBlock) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RawBlock) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *RawBlock) GetBlockId() string {
+	if x != nil {
+		return x.BlockId
+	}
+	return ""
+}
+
+func (x *RawBlock) GetRawObject() string {
+	if x != nil {
+		return x.RawObject
+	}
+	return ""
+}
+
+func (x *RawBlock) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *RawBlock) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RawBlock) GetEvents() *EventRange {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *RawBlock) GetWindow() *EventRange {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *RawBlock) GetKafkaTopic() string {
+	if x != nil {
+		return x.KafkaTopic
+	}
+	return ""
+}
+
+func (x *RawBlock) GetKafkaPartition() int32 {
+	if x != nil {
+		return x.KafkaPartition
+	}
+	return 0
+}
+
+func (x *RawBlock) GetKafkaFirstOffset() int64 {
+	if x != nil {
+		return x.KafkaFirstOffset
+	}
+	return 0
+}
+
+func (x *RawBlock) GetKafkaLastOffset() int64 {
+	if x != nil {
+		return x.KafkaLastOffset
+	}
+	return 0
+}
+
+func (x *RawBlock) GetLate() bool {
+	if x != nil {
+		return x.Late
+	}
+	return false
+}
+
+func (x *RawBlock) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+type ListBlocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In source order, then event order (by block id).
+	Blocks []*RawBlock `protobuf:"bytes,1,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBlocksResponse) Reset() {
+	*x = ListBlocksResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBlocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBlocksResponse) ProtoMessage() {}
+
+func (x *ListBlocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBlocksResponse.ProtoReflect.Descriptor instead.
+func (*ListBlocksResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListBlocksResponse) GetBlocks() []*RawBlock {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+func (x *ListBlocksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type QuarantinedTask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ComponentKey  string                 `protobuf:"bytes,1,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
@@ -2619,7 +2885,7 @@ type QuarantinedTask struct {
 
 func (x *QuarantinedTask) Reset() {
 	*x = QuarantinedTask{}
-	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	mi := &file_sig_v1_sig_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2897,7 @@ func (x *QuarantinedTask) String() string {
 func (*QuarantinedTask) ProtoMessage() {}
 
 func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	mi := &file_sig_v1_sig_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2910,7 @@ func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedTask.ProtoReflect.Descriptor instead.
 func (*QuarantinedTask) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{34}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *QuarantinedTask) GetComponentKey() string {
@@ -2697,7 +2963,7 @@ type ListQuarantineRequest struct {
 
 func (x *ListQuarantineRequest) Reset() {
 	*x = ListQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2975,7 @@ func (x *ListQuarantineRequest) String() string {
 func (*ListQuarantineRequest) ProtoMessage() {}
 
 func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2988,7 @@ func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ListQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{35}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
 }
 
 type ListQuarantineResponse struct {
@@ -2734,7 +3000,7 @@ type ListQuarantineResponse struct {
 
 func (x *ListQuarantineResponse) Reset() {
 	*x = ListQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3012,7 @@ func (x *ListQuarantineResponse) String() string {
 func (*ListQuarantineResponse) ProtoMessage() {}
 
 func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3025,7 @@ func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ListQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{36}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListQuarantineResponse) GetTasks() []*QuarantinedTask {
@@ -2779,7 +3045,7 @@ type ReleaseQuarantineRequest struct {
 
 func (x *ReleaseQuarantineRequest) Reset() {
 	*x = ReleaseQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[37]
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3057,7 @@ func (x *ReleaseQuarantineRequest) String() string {
 func (*ReleaseQuarantineRequest) ProtoMessage() {}
 
 func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[37]
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3070,7 @@ func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{37}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReleaseQuarantineRequest) GetComponentKey() string {
@@ -2830,7 +3096,7 @@ type ReleaseQuarantineResponse struct {
 
 func (x *ReleaseQuarantineResponse) Reset() {
 	*x = ReleaseQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +3108,7 @@ func (x *ReleaseQuarantineResponse) String() string {
 func (*ReleaseQuarantineResponse) ProtoMessage() {}
 
 func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +3121,7 @@ func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReleaseQuarantineResponse) GetReleased() bool {
@@ -2888,7 +3154,7 @@ type TrainerStatus struct {
 
 func (x *TrainerStatus) Reset() {
 	*x = TrainerStatus{}
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3166,7 @@ func (x *TrainerStatus) String() string {
 func (*TrainerStatus) ProtoMessage() {}
 
 func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3179,7 @@ func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainerStatus.ProtoReflect.Descriptor instead.
 func (*TrainerStatus) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TrainerStatus) GetJob() string {
@@ -3022,7 +3288,7 @@ type ReportTrainerStatusResponse struct {
 
 func (x *ReportTrainerStatusResponse) Reset() {
 	*x = ReportTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3300,7 @@ func (x *ReportTrainerStatusResponse) String() string {
 func (*ReportTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3313,7 @@ func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
 }
 
 type ListTrainerStatusRequest struct {
@@ -3058,7 +3324,7 @@ type ListTrainerStatusRequest struct {
 
 func (x *ListTrainerStatusRequest) Reset() {
 	*x = ListTrainerStatusRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3336,7 @@ func (x *ListTrainerStatusRequest) String() string {
 func (*ListTrainerStatusRequest) ProtoMessage() {}
 
 func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3349,7 @@ func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
 }
 
 type ListTrainerStatusResponse struct {
@@ -3095,7 +3361,7 @@ type ListTrainerStatusResponse struct {
 
 func (x *ListTrainerStatusResponse) Reset() {
 	*x = ListTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3373,7 @@ func (x *ListTrainerStatusResponse) String() string {
 func (*ListTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3386,7 @@ func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
@@ -3156,7 +3422,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3434,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3447,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Task) GetComponentKey() string {
@@ -3279,7 +3545,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3291,7 +3557,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3304,7 +3570,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -3333,7 +3599,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3611,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3624,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -3391,7 +3657,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3669,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3682,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -3435,7 +3701,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3713,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3726,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -3481,7 +3747,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3759,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3772,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -3538,7 +3804,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3816,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3829,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
 }
 
 type FailTaskRequest struct {
@@ -3576,7 +3842,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3588,7 +3854,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3601,7 +3867,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -3627,7 +3893,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3639,7 +3905,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3652,7 +3918,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -3687,7 +3953,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3965,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3978,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -3802,7 +4068,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +4080,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +4093,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -3853,7 +4119,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3865,7 +4131,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3878,7 +4144,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -3896,7 +4162,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4174,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4187,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -3933,7 +4199,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3945,7 +4211,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3958,7 +4224,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -3977,7 +4243,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3989,7 +4255,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4002,7 +4268,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -4227,7 +4493,34 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\tpipelines\x18\x11 \x01(\rR\tpipelines\"\x13\n" +
 	"\x11ListQueuesRequest\"@\n" +
 	"\x12ListQueuesResponse\x12*\n" +
-	"\x06queues\x18\x01 \x03(\v2\x12.sig.v1.QueueDepthR\x06queues\"\xcd\x01\n" +
+	"\x06queues\x18\x01 \x03(\v2\x12.sig.v1.QueueDepthR\x06queues\"g\n" +
+	"\x11ListBlocksRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb6\x03\n" +
+	"\bRawBlock\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x19\n" +
+	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x1d\n" +
+	"\n" +
+	"raw_object\x18\x03 \x01(\tR\trawObject\x12\x12\n" +
+	"\x04rows\x18\x04 \x01(\x03R\x04rows\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12*\n" +
+	"\x06events\x18\x06 \x01(\v2\x12.sig.v1.EventRangeR\x06events\x12*\n" +
+	"\x06window\x18\a \x01(\v2\x12.sig.v1.EventRangeR\x06window\x12\x1f\n" +
+	"\vkafka_topic\x18\b \x01(\tR\n" +
+	"kafkaTopic\x12'\n" +
+	"\x0fkafka_partition\x18\t \x01(\x05R\x0ekafkaPartition\x12,\n" +
+	"\x12kafka_first_offset\x18\n" +
+	" \x01(\x03R\x10kafkaFirstOffset\x12*\n" +
+	"\x11kafka_last_offset\x18\v \x01(\x03R\x0fkafkaLastOffset\x12\x12\n" +
+	"\x04late\x18\f \x01(\bR\x04late\x12\x1e\n" +
+	"\n" +
+	"generation\x18\r \x01(\x03R\n" +
+	"generation\"f\n" +
+	"\x12ListBlocksResponse\x12(\n" +
+	"\x06blocks\x18\x01 \x03(\v2\x10.sig.v1.RawBlockR\x06blocks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcd\x01\n" +
 	"\x0fQuarantinedTask\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x14\n" +
@@ -4334,7 +4627,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x17BLOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BLOCK_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11BLOCK_STATE_READY\x10\x02\x12\x16\n" +
-	"\x12BLOCK_STATE_FAILED\x10\x032\xa0\b\n" +
+	"\x12BLOCK_STATE_FAILED\x10\x032\xe5\b\n" +
 	"\x03SIG\x12F\n" +
 	"\vSubmitGraph\x12\x1a.sig.v1.SubmitGraphRequest\x1a\x1b.sig.v1.SubmitGraphResponse\x12G\n" +
 	"\x0fGetReadSolution\x12\x1e.sig.v1.GetReadSolutionRequest\x1a\x14.sig.v1.ReadSolution\x12S\n" +
@@ -4346,7 +4639,9 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\tListAudit\x12\x18.sig.v1.ListAuditRequest\x1a\x19.sig.v1.ListAuditResponse\x124\n" +
 	"\x05Stats\x12\x14.sig.v1.StatsRequest\x1a\x15.sig.v1.StatsResponse\x12C\n" +
 	"\n" +
-	"ListQueues\x12\x19.sig.v1.ListQueuesRequest\x1a\x1a.sig.v1.ListQueuesResponse\x12O\n" +
+	"ListQueues\x12\x19.sig.v1.ListQueuesRequest\x1a\x1a.sig.v1.ListQueuesResponse\x12C\n" +
+	"\n" +
+	"ListBlocks\x12\x19.sig.v1.ListBlocksRequest\x1a\x1a.sig.v1.ListBlocksResponse\x12O\n" +
 	"\x0eListQuarantine\x12\x1d.sig.v1.ListQuarantineRequest\x1a\x1e.sig.v1.ListQuarantineResponse\x12X\n" +
 	"\x11ReleaseQuarantine\x12 .sig.v1.ReleaseQuarantineRequest\x1a!.sig.v1.ReleaseQuarantineResponse\x12Q\n" +
 	"\x13ReportTrainerStatus\x12\x15.sig.v1.TrainerStatus\x1a#.sig.v1.ReportTrainerStatusResponse\x12X\n" +
@@ -4373,7 +4668,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -4410,33 +4705,36 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*StatsResponse)(nil),                // 32: sig.v1.StatsResponse
 	(*ListQueuesRequest)(nil),            // 33: sig.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),           // 34: sig.v1.ListQueuesResponse
-	(*QuarantinedTask)(nil),              // 35: sig.v1.QuarantinedTask
-	(*ListQuarantineRequest)(nil),        // 36: sig.v1.ListQuarantineRequest
-	(*ListQuarantineResponse)(nil),       // 37: sig.v1.ListQuarantineResponse
-	(*ReleaseQuarantineRequest)(nil),     // 38: sig.v1.ReleaseQuarantineRequest
-	(*ReleaseQuarantineResponse)(nil),    // 39: sig.v1.ReleaseQuarantineResponse
-	(*TrainerStatus)(nil),                // 40: sig.v1.TrainerStatus
-	(*ReportTrainerStatusResponse)(nil),  // 41: sig.v1.ReportTrainerStatusResponse
-	(*ListTrainerStatusRequest)(nil),     // 42: sig.v1.ListTrainerStatusRequest
-	(*ListTrainerStatusResponse)(nil),    // 43: sig.v1.ListTrainerStatusResponse
-	(*Task)(nil),                         // 44: sig.v1.Task
-	(*LeaseTaskRequest)(nil),             // 45: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 46: sig.v1.LeaseTaskResponse
-	(*HeartbeatRequest)(nil),             // 47: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 48: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 49: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 50: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 51: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 52: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 53: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 54: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 55: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 56: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 57: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 58: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 59: sig.v1.TrainerStatus.ChipSecondsEntry
-	(*timestamppb.Timestamp)(nil),        // 60: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 61: google.protobuf.Duration
+	(*ListBlocksRequest)(nil),            // 35: sig.v1.ListBlocksRequest
+	(*RawBlock)(nil),                     // 36: sig.v1.RawBlock
+	(*ListBlocksResponse)(nil),           // 37: sig.v1.ListBlocksResponse
+	(*QuarantinedTask)(nil),              // 38: sig.v1.QuarantinedTask
+	(*ListQuarantineRequest)(nil),        // 39: sig.v1.ListQuarantineRequest
+	(*ListQuarantineResponse)(nil),       // 40: sig.v1.ListQuarantineResponse
+	(*ReleaseQuarantineRequest)(nil),     // 41: sig.v1.ReleaseQuarantineRequest
+	(*ReleaseQuarantineResponse)(nil),    // 42: sig.v1.ReleaseQuarantineResponse
+	(*TrainerStatus)(nil),                // 43: sig.v1.TrainerStatus
+	(*ReportTrainerStatusResponse)(nil),  // 44: sig.v1.ReportTrainerStatusResponse
+	(*ListTrainerStatusRequest)(nil),     // 45: sig.v1.ListTrainerStatusRequest
+	(*ListTrainerStatusResponse)(nil),    // 46: sig.v1.ListTrainerStatusResponse
+	(*Task)(nil),                         // 47: sig.v1.Task
+	(*LeaseTaskRequest)(nil),             // 48: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 49: sig.v1.LeaseTaskResponse
+	(*HeartbeatRequest)(nil),             // 50: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 51: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 52: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 53: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 54: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 55: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 56: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 57: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 58: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 59: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 60: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 61: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 62: sig.v1.TrainerStatus.ChipSecondsEntry
+	(*timestamppb.Timestamp)(nil),        // 63: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 64: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -4459,72 +4757,77 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 17: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	11, // 18: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
 	16, // 19: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	60, // 20: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	63, // 20: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
 	21, // 21: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
 	21, // 22: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	9,  // 23: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
-	60, // 24: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	63, // 24: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
 	28, // 25: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
 	31, // 26: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
 	31, // 27: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
-	60, // 28: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	35, // 29: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	60, // 30: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	59, // 31: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	40, // 32: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	61, // 33: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	44, // 34: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	60, // 35: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	60, // 36: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	54, // 37: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	60, // 38: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	53, // 39: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	53, // 40: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	12, // 41: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	14, // 42: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	15, // 43: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	18, // 44: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	20, // 45: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	23, // 46: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	25, // 47: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	27, // 48: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	30, // 49: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	33, // 50: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	36, // 51: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	38, // 52: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	40, // 53: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	42, // 54: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	45, // 55: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	47, // 56: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	49, // 57: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	51, // 58: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	55, // 59: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	57, // 60: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	13, // 61: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	11, // 62: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	17, // 63: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	19, // 64: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	22, // 65: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	24, // 66: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	26, // 67: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	29, // 68: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	32, // 69: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	34, // 70: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	37, // 71: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	39, // 72: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	41, // 73: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	43, // 74: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	46, // 75: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	48, // 76: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	50, // 77: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	52, // 78: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	56, // 79: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	58, // 80: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	61, // [61:81] is the sub-list for method output_type
-	41, // [41:61] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	8,  // 28: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
+	8,  // 29: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
+	36, // 30: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
+	63, // 31: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	38, // 32: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	63, // 33: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	62, // 34: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	43, // 35: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	64, // 36: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	47, // 37: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	63, // 38: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	63, // 39: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	57, // 40: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	63, // 41: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	56, // 42: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	56, // 43: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	12, // 44: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	14, // 45: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	15, // 46: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	18, // 47: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	20, // 48: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	23, // 49: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	25, // 50: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	27, // 51: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	30, // 52: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	33, // 53: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	35, // 54: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	39, // 55: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	41, // 56: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	43, // 57: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	45, // 58: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	48, // 59: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	50, // 60: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	52, // 61: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	54, // 62: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	58, // 63: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	60, // 64: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	13, // 65: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	11, // 66: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	17, // 67: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	19, // 68: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	22, // 69: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	24, // 70: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	26, // 71: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	29, // 72: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	32, // 73: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	34, // 74: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	37, // 75: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	40, // 76: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	42, // 77: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	44, // 78: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	46, // 79: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	49, // 80: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	51, // 81: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	53, // 82: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	55, // 83: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	59, // 84: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	61, // 85: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	65, // [65:86] is the sub-list for method output_type
+	44, // [44:65] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -4552,7 +4855,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   59,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
