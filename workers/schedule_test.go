@@ -215,6 +215,22 @@ func (h *queueHarness) run(t *testing.T, cmd string) string {
 			return "reopened state differs:\n--- before\n" + before + "--- after\n" + after
 		}
 		return "identical"
+	case "quota": // quota N: reopen with MaxQueuedPerClient N
+		if err := q.Close(); err != nil {
+			return errOut(err)
+		}
+		h.opts.MaxQueuedPerClient = int(atoi32(t, f[1]))
+		h.open()
+		return "ok"
+	case "admit": // admit CLIENT TASK...: may CLIENT ask for the tasks?
+		var ids []TaskID
+		for _, s := range f[2:] {
+			ids = append(ids, parseTask(s))
+		}
+		if err := q.Admit(f[1], ids); err != nil {
+			return "error: " + err.Error()
+		}
+		return fmt.Sprintf("ok; room %d", q.Room(f[1]))
 	case "schedule": // schedule HEADS [LAST]: the pure decision
 		return runSchedule(t, f[1:])
 	}

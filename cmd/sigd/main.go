@@ -88,6 +88,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.DurationVar(&cfg.ScaleDownCooldown, "scale-down-cooldown", 30*time.Second, "how long a smaller pool must be enough before shrinking")
 	fs.DurationVar(&cfg.Lease, "lease", 30*time.Second, "task lease duration")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 3, "failures before a task is quarantined")
+	fs.IntVar(&cfg.MaxQueuedPerClient, "max-queued-per-client", sigd.DefaultMaxQueuedPerClient, "a submission that would take a client past this many queued tasks is refused (ResourceExhausted); negative: no bound")
 	ingestDefault := ""
 	if dev {
 		ingestDefault = "ads"

@@ -139,7 +139,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	}
 	s.queue, err = workers.Open(filepath.Join(cfg.DataDir, "queue"), workers.Options{
 		Clock: s.clock, LeaseTTL: cfg.Lease, MaxAttempts: cfg.MaxAttempts, Durability: dur,
-		OnEvent: s.onQueueEvent,
+		MaxQueuedPerClient: max(0, cfg.MaxQueuedPerClient), OnEvent: s.onQueueEvent,
 	})
 	if err != nil {
 		return nil, err
@@ -399,6 +399,17 @@ func (a queueScheduler) Enqueue(k matching.Key, block, client, pipeline string, 
 	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k.String(), Block: block},
 		Client: client, Pipeline: pipeline, Priority: prio})
 	return err
+}
+
+// Room and Admit bound what a submission may queue (--max-queued-per-client).
+func (a queueScheduler) Room(client string) int { return a.q.Room(client) }
+
+func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
+	ids := make([]workers.TaskID, len(tasks))
+	for i, t := range tasks {
+		ids[i] = workers.TaskID{Component: t.Component.String(), Block: t.Block}
+	}
+	return a.q.Admit(client, ids)
 }
 
 // onQueueEvent mirrors quarantines into the matching cache, so read
