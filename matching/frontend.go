@@ -35,6 +35,25 @@ type Scheduler interface {
 	Enqueue(component Key, block, client, pipeline string, priority int32) error
 }
 
+// Admitter is a Scheduler that bounds the work a client may have queued
+// (workers.Queue's MaxQueuedPerClient). Submit asks it before registering
+// anything, so a refused submission changes nothing. Reads of a solution,
+// which re-create evicted entries, do not ask: that work was admitted when
+// the pipeline was submitted.
+type Admitter interface {
+	// Room is how many more tasks client may queue.
+	Room(client string) int
+	// Admit returns nil if client may ask for tasks (those it has queued
+	// already count once), else the error Submit returns.
+	Admit(client string, tasks []Task) error
+}
+
+// Task names one memoization task: a component over a raw block.
+type Task struct {
+	Component Key
+	Block     string
+}
+
 // InputError is a request the frontend refuses; Field names what is wrong
 // (the gRPC layer answers InvalidArgument with it).
 type InputError struct {
@@ -311,6 +330,9 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 			return nil, err
 		}
 	}
+	if err := f.admit(req.Client, req.Source, keys, req.From, req.To); err != nil {
+		return nil, err
+	}
 	// An identical re-submit writes nothing.
 	if !b.Empty() {
 		if err := b.Commit(cache.wopts()); err != nil {
@@ -329,6 +351,45 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	f.stats.blockHits.Add(uint64(hits))
 	f.stats.tasksEnqueued.Add(uint64(enq))
 	return res, nil
+}
+
+// admit asks an Admitter scheduler whether client may queue the tasks a
+// submission of components keys over [from, to) needs: its (component,
+// block) pairs that are neither memoized nor failed. The list is built only
+// when the client's room is less than every pair.
+func (f *Frontend) admit(client, source string, keys []Key, from, to int64) error {
+	a, ok := f.cfg.Scheduler.(Admitter)
+	if !ok {
+		return nil
+	}
+	blocks, err := f.cfg.Blocks.Range(source, from, to)
+	if err != nil {
+		return err
+	}
+	if len(keys)*len(blocks) <= a.Room(client) {
+		return nil
+	}
+	scan, err := f.cfg.Cache.newMemoScanner()
+	if err != nil {
+		return err
+	}
+	defer scan.close()
+	var tasks []Task
+	for _, k := range keys {
+		memos, err := scan.memos(k)
+		if err != nil {
+			return err
+		}
+		for _, blk := range blocks {
+			// What resolve will enqueue: missing entries (created pending)
+			// and pending ones with a generation.
+			if e, ok := memos[blk.ID]; ok && (e.State != MemoPending || e.Gen == 0) {
+				continue
+			}
+			tasks = append(tasks, Task{Component: k, Block: blk.ID})
+		}
+	}
+	return a.Admit(client, tasks)
 }
 
 // ReadSolution answers the current read solution of a registered pipeline

@@ -132,4 +132,12 @@
 // Readers authenticate callers with internal/auth tokens (roles trainer, for
 // units of its own client, and operator) and bound request sizes and
 // concurrent units (Config).
+//
+// # Operations
+//
+// With Config.Registerer a Server exports its metrics (metrics.go): units
+// served, rows and bytes sent, input columns by mode, failed calls by the
+// gRPC code the caller got, and the time to fetch a unit's block. cmd/reader
+// serves them on --metrics, and health and reflection beside the Reader
+// service (internal/grpcsvc).
 package reader

@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
@@ -67,6 +68,9 @@ type Config struct {
 	// missing though the unit said it was ready (report.go), so that sigd
 	// recomputes the block. cmd/reader sets it with --sigd.
 	Reporter Reporter
+	// Registerer, if set, gets the server's metrics (metrics.go; cmd/reader
+	// serves them on --metrics).
+	Registerer prometheus.Registerer
 }
 
 // EnsureDefaults fills zero fields.
@@ -93,6 +97,7 @@ type Server struct {
 	cfg     Config
 	slots   chan struct{}
 	reports *reports // nil without Config.Reporter
+	metrics *serverMetrics
 
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
@@ -104,7 +109,14 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("reader: Config.Store is required")
 	}
-	return &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg)}, nil
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg)}
+	s.metrics = newServerMetrics(s)
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(s.metrics); err != nil {
+			return nil, fmt.Errorf("reader: metrics: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // ServerStats counts a Server's work since NewServer.
@@ -157,7 +169,12 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 }
 
 // Read implements readerv1.ReaderServer.
-func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServer) error {
+func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServer) (err error) {
+	defer func() {
+		if err != nil {
+			s.metrics.failed(status.Code(err))
+		}
+	}()
 	ctx := stream.Context()
 	if s.cfg.Tokens != nil {
 		if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator); err != nil {
@@ -173,7 +190,7 @@ func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServ
 		defer m.free() // if gRPC did not take it
 		return stream.SendMsg(m)
 	}
-	err := s.run(ctx, req, sendBatch, stream.Send)
+	err = s.run(ctx, req, sendBatch, stream.Send)
 	if err == nil {
 		return nil
 	}
@@ -254,10 +271,12 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, sendBatch
 	// first, this runs last; see unitBuffers).
 	bufs := &unitBuffers{}
 	defer bufs.release()
+	start := time.Now()
 	cols, n, err := s.load(ctx, p, bufs.alloc)
 	if err != nil {
 		return err
 	}
+	s.metrics.fetched(time.Since(start))
 	defer func() {
 		for _, c := range cols {
 			c.Release()

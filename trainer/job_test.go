@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"strings"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/goodput"
 )
@@ -22,6 +24,13 @@ func TestRunJob(t *testing.T) {
 	e := newEnv(t, 6, 1500, sigd.Options{})
 	cfg := e.jobConfig(t, "ctr_small")
 	cfg.StatusInterval = 200 * time.Millisecond
+	// The controller reports its health and lists its services, like every
+	// SIG process (it served neither before).
+	cfg.OnController = func(_ *Controller, addr string) {
+		if services := sigdtest.CheckHealth(t, addr); !slices.Contains(services, "sig.trainer.v1.Controller") {
+			t.Errorf("grpcurl lists %v, not the controller", services)
+		}
+	}
 	reg := prometheus.NewRegistry()
 	cfg.Registry = reg
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/trainer/buffer"
 )
@@ -105,6 +106,10 @@ func RunJob(ctx context.Context, cfg JobConfig) (Report, error) {
 		return Report{}, err
 	}
 	gs := c.GRPCServer()
+	// The controller listens on cfg.Listen, reachable by outside hosts:
+	// health and reflection as in every process (the in-process readers
+	// above serve this process's hosts only).
+	grpcsvc.Register(gs)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -34,6 +34,16 @@
 // data-driven tests in testdata/schedule show the orderings: priority,
 // fairness, re-prioritization, shared tasks, failures.
 //
+// A client's queue is bounded (Options.MaxQueuedPerClient). Fairness does
+// not need the bound: one client's thousands of tasks wait in its own queue
+// while others are served in turn. Memory and disk do: every queued task
+// is kept in both. Admit, which sigd's matching frontend calls before it
+// registers a submission, refuses work that would take a client past the
+// bound (QuotaError), counting only tasks not already in that client's
+// queue; Enqueue never refuses, so work admitted before (re-reads after an
+// eviction, reconciliation at start, retries) always finds its place
+// (testdata/schedule/quota.txt).
+//
 // Priorities change as models are created, refined and retired (paper:
 // "these priorities are not static"). SetPriority rewrites a pipeline's
 // priority on every task it asked for, through a pipeline-to-tasks index,

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +37,12 @@ type Options struct {
 	// CostSmoothing is the weight of the newest task duration in the moving
 	// average of task cost that feeds the autoscaler. Default 0.2.
 	CostSmoothing float64
+	// MaxQueuedPerClient bounds the tasks one client may have waiting in
+	// its queue, checked by Admit before new work is accepted; 0 means no
+	// bound. Enqueue itself never refuses: work admitted before (a read
+	// solution re-read after an eviction, reconciliation at start, a task
+	// released from quarantine or retried) is queued whatever the count.
+	MaxQueuedPerClient int
 	// OnEvent, if set, is told of quarantines and releases after they are
 	// durable, in the order they happened, outside the queue's lock. It may
 	// read the queue but must not change it (that would wait on itself).
@@ -763,6 +771,56 @@ func (q *Queue) Enqueue(reqs ...Request) (created int, err error) {
 		}
 	}
 	return created, x.finish()
+}
+
+// Room is how many more tasks client may have queued under
+// MaxQueuedPerClient (math.MaxInt without a bound). A caller that would
+// add fewer needs no Admit.
+func (q *Queue) Room(client string) int {
+	if q.opts.MaxQueuedPerClient <= 0 {
+		return math.MaxInt
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return max(0, q.opts.MaxQueuedPerClient-q.queuedFor(client))
+}
+
+// Admit says whether client may ask for the tasks ids: nil, or a
+// *QuotaError if those not already in its queue would take it past
+// MaxQueuedPerClient. It changes nothing: the caller enqueues after it, so
+// concurrent admissions of one client may pass the quota by one of them.
+func (q *Queue) Admit(client string, ids []TaskID) error {
+	if q.opts.MaxQueuedPerClient <= 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	adding := 0
+	seen := make(map[TaskID]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		// A task enters the client's queue unless it is there already,
+		// or leased or quarantined (the client becomes a requester only).
+		t := q.tasks[id]
+		if t == nil || (t.rec.state == StateQueued && !slices.ContainsFunc(t.items, func(it *qitem) bool { return it.client == client })) {
+			adding++
+		}
+	}
+	if queued := q.queuedFor(client); queued+adding > q.opts.MaxQueuedPerClient {
+		return &QuotaError{Client: client, Queued: queued, Adding: adding, Max: q.opts.MaxQueuedPerClient}
+	}
+	return nil
+}
+
+// queuedFor is the length of client's queue. q.mu is held.
+func (q *Queue) queuedFor(client string) int {
+	if cq := q.queues[client]; cq != nil {
+		return cq.Len()
+	}
+	return 0
 }
 
 // SetPriority changes a pipeline's priority on every task it requested and

@@ -242,6 +242,23 @@ func (h *queueHarness) run(t *testing.T, td *datadriven.TestData) string {
 			return "reopened state differs:\n--- before\n" + before + "--- after\n" + after
 		}
 		return "identical"
+	case "quota": // quota n=N: reopen with MaxQueuedPerClient N
+		if err := q.Close(); err != nil {
+			return errOut(err)
+		}
+		h.opts.MaxQueuedPerClient = int(atoi32(t, arg(t, td, "n")))
+		h.open()
+		return "ok"
+	case "admit": // admit TASK... client=C: may C ask for the tasks?
+		var ids []TaskID
+		for _, s := range f {
+			ids = append(ids, parseTask(s))
+		}
+		client := arg(t, td, "client")
+		if err := q.Admit(client, ids); err != nil {
+			return "error: " + err.Error()
+		}
+		return fmt.Sprintf("ok; room %d", q.Room(client))
 	case "schedule": // schedule [heads=(...)] [last=(...)]: the pure decision
 		var heads, last []string
 		td.MaybeScanArgs(t, "heads", &heads)

@@ -30,7 +30,25 @@ var (
 	ErrCorrupt = errors.New("workers: store corrupt")
 	// ErrPanic wraps a panic recovered from a Runner.
 	ErrPanic = errors.New("workers: runner panicked")
+	// ErrQuota: admitting the work would take a client past
+	// Options.MaxQueuedPerClient (see Queue.Admit and QuotaError).
+	ErrQuota = errors.New("workers: queued task quota exceeded")
 )
+
+// QuotaError is Queue.Admit's refusal: errors.Is(err, ErrQuota).
+type QuotaError struct {
+	Client string
+	// Queued is what the client has queued; Adding what the refused work
+	// would add to its queue; Max the quota.
+	Queued, Adding, Max int
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("client %q has %d tasks queued and this would queue %d more, past its quota of %d queued tasks per client",
+		e.Client, e.Queued, e.Adding, e.Max)
+}
+
+func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
 
 // Limits on what callers may store. Names become parts of Pebble keys, so
 // they are bounded and may not contain the NUL byte that separates them.

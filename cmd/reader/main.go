@@ -10,7 +10,10 @@
 //
 // Every flag can also be set with its SIG_* environment variable
 // (--s3-endpoint: SIG_S3_ENDPOINT). The reader prints "listening on ADDR"
-// once it serves, and stops gracefully on SIGINT or SIGTERM.
+// once it serves (then, with --metrics, "metrics on http://ADDR/metrics"),
+// and stops gracefully on SIGINT or SIGTERM. Besides the Reader service it
+// serves health and reflection (internal/grpcsvc), and with --metrics the
+// reader's Prometheus metrics (package reader, metrics.go) over HTTP.
 //
 // With --sigd ADDR --sigd-token T (a token of role reader in sigd's token
 // file; `sigd dev` writes one named "reader"), the reader reports every memo
@@ -28,18 +31,21 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/grpcsvc"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -72,6 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sigdAddr := fs.String("sigd", "", "sigd gRPC address to report corrupt memo objects to (empty: report none)")
 	sigdToken := fs.String("sigd-token", "", "token of role reader for --sigd")
 	sigdTLS := fs.Bool("sigd-tls", false, "connect to --sigd with TLS")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics over HTTP on this address (empty: none)")
 	cli.UsageWithEnv(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -115,8 +122,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
-		MaxRequestBytes: *maxRequest, Logger: logger, Reporter: reporter})
+		MaxRequestBytes: *maxRequest, Logger: logger, Reporter: reporter, Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -129,14 +138,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts = append(opts, grpc.Creds(creds))
 	}
 	gs := srv.GRPCServer(opts...)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
+	hs := grpcsvc.Register(gs)
 
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
+	var httpSrv *http.Server
+	var httpLis net.Listener
+	if *metricsAddr != "" {
+		if httpLis, err = net.Listen("tcp", *metricsAddr); err != nil {
+			lis.Close()
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		go func() { _ = httpSrv.Serve(httpLis) }()
+		defer httpSrv.Close()
+	}
 	fmt.Fprintf(stdout, "listening on %s\n", lis.Addr())
+	if httpLis != nil {
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", httpLis.Addr())
+	}
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	select {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,8 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/internal/topics"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
@@ -29,7 +33,7 @@ func init() {
 	register(&command{name: "ingest", run: runIngest,
 		usage: "--kafka-brokers B --s3-endpoint E ... --catalog DIR: ingest raw.<source> into warehouse blocks"})
 	register(&command{name: "warehouse", run: runWarehouse,
-		usage: "rebuild-catalog|list [flags]: rebuild the block catalog from the bucket, or print it"})
+		usage: "rebuild-catalog --catalog DIR ... | list [--sigd ADDR --token T | --catalog DIR]: rebuild the block catalog from the bucket, or print it (a running sigd's through sigd)"})
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -207,6 +211,85 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return err
 }
 
+// listCatalog reads the blocks of a catalog directory (of source, or of
+// every source). A catalog only one process may have open: if a running sigd
+// (or sigctl ingest) has it, the error says so and points at --sigd.
+func listCatalog(dir, source string) ([]block.Meta, error) {
+	c, err := catalog.Open(dir)
+	var locked *pebbleutil.LockedError
+	if errors.As(err, &locked) {
+		holder := "another process"
+		if locked.PID > 0 {
+			holder = fmt.Sprintf("process %d", locked.PID)
+			if name := processName(locked.PID); name != "" {
+				holder = fmt.Sprintf("%s (pid %d)", name, locked.PID)
+			}
+		}
+		return nil, fmt.Errorf("catalog %s is in use by %s: a running sigd holds its catalog; list it through sigd: sigctl warehouse list --sigd ADDR --token T", dir, holder)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	sources := []string{source}
+	if source == "" {
+		if sources, err = c.Sources(); err != nil {
+			return nil, err
+		}
+	}
+	var out []block.Meta
+	for _, s := range sources {
+		blocks, err := c.Blocks(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, blocks...)
+	}
+	return out, nil
+}
+
+// processName is the command name of a process, or "" (Linux: /proc).
+func processName(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// listThroughSigd pages through the catalog of a running sigd (ListBlocks).
+func listThroughSigd(ctx context.Context, c *conn, source string) ([]block.Meta, error) {
+	cc, sc, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	var out []block.Meta
+	req := &sigv1.ListBlocksRequest{Source: source}
+	for {
+		cctx, cancel := context.WithTimeout(ctx, c.timeout)
+		resp, err := sc.ListBlocks(cctx, req)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("sigd %s: %w", c.addr, err)
+		}
+		for _, b := range resp.GetBlocks() {
+			m := block.Meta{Source: b.GetSource(), ID: b.GetBlockId(), Key: b.GetRawObject(), Rows: b.GetRows(),
+				Size: b.GetBytes(), MinEventTime: b.GetEvents().GetStartMicros(), MaxEventTime: b.GetEvents().GetEndMicros() - 1,
+				Late: b.GetLate(), Generation: b.GetGeneration()}
+			if b.GetKafkaTopic() != "" {
+				m.Kafka = &block.KafkaRange{Topic: b.GetKafkaTopic(), Partition: b.GetKafkaPartition(),
+					First: b.GetKafkaFirstOffset(), Last: b.GetKafkaLastOffset()}
+			}
+			out = append(out, m)
+		}
+		if resp.GetNextPageToken() == "" {
+			return out, nil
+		}
+		req.PageToken = resp.GetNextPageToken()
+	}
+}
+
 func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: warehouse rebuild-catalog|list", errUsage)
@@ -242,39 +325,31 @@ func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	case "list":
 		source := fs.String("source", "", "only this source")
+		c := connFlags(fs)
+		fs.Lookup("catalog").Usage = "read the block catalog directory (Pebble) of a stopped sigd or sigctl ingest; without it, ask sigd (--sigd)"
 		if _, err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
-		if *catDir == "" {
-			return fmt.Errorf("%w: --catalog is required", errUsage)
+		var blocks []block.Meta
+		var err error
+		if *catDir != "" {
+			blocks, err = listCatalog(*catDir, *source)
+		} else {
+			blocks, err = listThroughSigd(ctx, c, *source)
 		}
-		c, err := catalog.Open(*catDir)
 		if err != nil {
 			return err
 		}
-		defer c.Close()
-		sources := []string{*source}
-		if *source == "" {
-			if sources, err = c.Sources(); err != nil {
-				return err
-			}
-		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SOURCE\tBLOCK\tROWS\tBYTES\tEVENT TIME\tKAFKA\tLATE\tGEN")
-		for _, s := range sources {
-			blocks, err := c.Blocks(s)
-			if err != nil {
-				return err
+		for _, m := range blocks {
+			kafka := "-"
+			if m.Kafka != nil {
+				kafka = fmt.Sprintf("%s[%d] %d-%d", m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last)
 			}
-			for _, m := range blocks {
-				kafka := "-"
-				if m.Kafka != nil {
-					kafka = fmt.Sprintf("%s[%d] %d-%d", m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s..%s\t%s\t%v\t%d\n", m.Source, m.ID, m.Rows, m.Size,
-					time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
-					kafka, m.Late, m.Generation)
-			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s..%s\t%s\t%v\t%d\n", m.Source, m.ID, m.Rows, m.Size,
+				time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
+				kafka, m.Late, m.Generation)
 		}
 		return tw.Flush()
 	default:

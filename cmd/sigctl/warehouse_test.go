@@ -3,13 +3,23 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sigdtest.RemoveBuilds()
+	os.Exit(code)
+}
 
 func TestWarehouseListAndGen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cat")
@@ -59,6 +69,47 @@ func TestS3FlagsBucketAlias(t *testing.T) {
 		}
 		if f.cfg.Bucket != "wh" || f.cfg.Endpoint != "h:1" {
 			t.Errorf("%v: bucket %q, endpoint %q", args, f.cfg.Bucket, f.cfg.Endpoint)
+		}
+	}
+}
+
+// TestWarehouseListLiveSigd: a running sigd holds its catalog (one process
+// per Pebble store): listing its directory says the catalog is in use by
+// sigd, with its pid, and points at --sigd, through which the same blocks
+// are listed. Before, the listing failed with Pebble's "resource temporarily
+// unavailable" and there was no other way.
+func TestWarehouseListLiveSigd(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 30})
+	dir := t.TempDir()
+	w.Catalog(t, dir)
+	tokens, toks := sigdtest.WriteTokens(t, t.TempDir())
+	bin := sigdtest.BuildCommand(t, "cmd/sigd")
+	p := sigdtest.StartProcess(t, bin, append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0",
+		"--http", "127.0.0.1:0", "--tokens", tokens, "--kafka-brokers", strings.Join(w.Kafka.Brokers, ",")}, w.S3Args()...))
+
+	var out, errb bytes.Buffer
+	code := runMain([]string{"warehouse", "list", "--catalog", filepath.Join(dir, "catalog")}, &out, &errb)
+	want := fmt.Sprintf("in use by sigd (pid %d)", p.Cmd.Process.Pid)
+	if code != 1 || !strings.Contains(errb.String(), want) || !strings.Contains(errb.String(), "--sigd ADDR") {
+		t.Fatalf("list of a live sigd's catalog: exit %d, %q; want an error saying %q and pointing at --sigd", code, errb.String(), want)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := runMain([]string{"warehouse", "list", "--sigd", p.Addr, "--token", toks["cvr"]}, &out, &errb); code != 0 {
+		t.Fatalf("list through sigd: exit %d: %s", code, errb.String())
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			rows[f[1]] = strings.Join(f, " ")
+		}
+	}
+	for _, m := range w.Blocks {
+		want := fmt.Sprintf("ads %s 30 %d %s..%s raw.ads[0] %d-%d false 0", m.ID, m.Size,
+			time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
+			m.Kafka.First, m.Kafka.Last)
+		if rows[m.ID] != want {
+			t.Errorf("list through sigd shows block %s as %q, want %q", m.ID, rows[m.ID], want)
 		}
 	}
 }

@@ -88,6 +88,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.DurationVar(&cfg.ScaleDownCooldown, "scale-down-cooldown", 30*time.Second, "how long a smaller pool must be enough before shrinking")
 	fs.DurationVar(&cfg.Lease, "lease", 30*time.Second, "task lease duration")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 3, "failures before a task is quarantined")
+	fs.IntVar(&cfg.MaxQueuedPerClient, "max-queued-per-client", sigd.DefaultMaxQueuedPerClient, "a submission that would take a client past this many queued tasks is refused (ResourceExhausted); negative: no bound")
 	ingestDefault := ""
 	if dev {
 		ingestDefault = "ads"
@@ -157,8 +158,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 		select {
 		case <-ready:
 			c := srv.Config()
-			fmt.Fprintf(stderr, "sigd: listening grpc=%s http=%s s3=%s kafka=%v tokens=%s\n",
-				srv.Addr(), srv.HTTPAddr(), c.S3Endpoint, c.KafkaBrokers, c.TokensFile)
+			// The embedded store's keys are in dev.json, nowhere else: say
+			// where, for S3 tools (README, "Looking at the data").
+			creds := ""
+			if d := srv.Dev(); d != nil && d.MinIO != nil {
+				creds = " s3-credentials=" + d.StateFile
+			}
+			fmt.Fprintf(stderr, "sigd: listening grpc=%s http=%s s3=%s%s kafka=%v tokens=%s\n",
+				srv.Addr(), srv.HTTPAddr(), c.S3Endpoint, creds, c.KafkaBrokers, c.TokensFile)
 		case <-ctx.Done():
 		}
 	}()

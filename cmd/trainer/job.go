@@ -21,6 +21,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/trainer"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/steptime"
@@ -336,11 +337,13 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	gs := c.GRPCServer(opts...)
+	hs := grpcsvc.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	defer gs.Stop()
 	fmt.Fprintf(stderr, "listening on %s\n", lis.Addr())
 	preemptOnSIGTERM(ctx, c, f.preemptNotice, log)
 	rep, runErr := c.Run(ctx)
+	hs.Shutdown()
 	// Give hosts a moment to receive their exit before the server stops.
 	stopped := make(chan struct{})
 	go func() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/trainer/ps"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -86,11 +87,13 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	g := ps.NewGRPCServer(srv, toks)
+	hs := grpcsvc.Register(g)
 	fmt.Fprintf(stderr, "listening on %s\n", lis.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
 	select {
 	case <-ctx.Done():
+		hs.Shutdown()
 		g.GracefulStop()
 		return nil
 	case err := <-errc:

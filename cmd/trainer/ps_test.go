@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	psv1 "github.com/sigdata/sig/proto/ps/v1"
 	"github.com/sigdata/sig/trainer/ps"
 )
@@ -45,10 +46,10 @@ type psProcess struct {
 	addr string
 }
 
-func startPS(t *testing.T, addr string, shard, shards int, dir string) *psProcess {
+func startPS(t *testing.T, addr string, shard, shards int, dir string, extra ...string) *psProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPSHelperProcess$", "--",
-		"ps", "--listen", addr, "--shard", fmt.Sprint(shard), "--shards", fmt.Sprint(shards), "--data", dir)
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestPSHelperProcess$", "--",
+		"ps", "--listen", addr, "--shard", fmt.Sprint(shard), "--shards", fmt.Sprint(shards), "--data", dir}, extra...)...)
 	cmd.Env = append(os.Environ(), "PS_TEST_HELPER=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -79,6 +80,17 @@ func startPS(t *testing.T, addr string, shard, shards int, dir string) *psProces
 		t.Fatalf("trainer ps shard %d did not start", shard)
 	}
 	return p
+}
+
+// TestPSHealth: a parameter server with authentication reports its health
+// and lists its services without a token, like every SIG process (it
+// served neither before).
+func TestPSHealth(t *testing.T) {
+	tokens, _ := sigdtest.WriteTokens(t, t.TempDir())
+	p := startPS(t, "127.0.0.1:0", 0, 1, t.TempDir(), "--tokens", tokens)
+	if services := sigdtest.CheckHealth(t, p.addr); !slices.Contains(services, "sig.ps.v1.ParameterServer") {
+		t.Fatalf("grpcurl lists %v, not the parameter server", services)
+	}
 }
 
 func (p *psProcess) kill() {

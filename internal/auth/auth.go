@@ -149,11 +149,21 @@ func FromContext(ctx context.Context) *Principal {
 // Public methods need no token (health checks and reflection).
 var publicPrefixes = []string{"/grpc.health.v1.Health/", "/grpc.reflection."}
 
-func (t *Tokens) authenticate(ctx context.Context, method string) (context.Context, error) {
+// Public reports whether a full method name ("/pkg.Service/Method") is one
+// that needs no token. Interceptors that check roles after authentication
+// let these through too.
+func Public(method string) bool {
 	for _, p := range publicPrefixes {
 		if strings.HasPrefix(method, p) {
-			return ctx, nil
+			return true
 		}
+	}
+	return false
+}
+
+func (t *Tokens) authenticate(ctx context.Context, method string) (context.Context, error) {
+	if Public(method) {
+		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")

@@ -1,11 +1,14 @@
 // Package pebbleutil holds what every Pebble store of the project shares:
 // opening a database with a chosen durability and without Pebble writing to
-// stderr, and prefix scans.
+// stderr, an error that names the process holding a store another process
+// has open (LockedError), and prefix scans.
 package pebbleutil
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -70,10 +73,36 @@ func Open(dir string, d Durability, opts *pebble.Options) (*pebble.DB, error) {
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
+		// Pebble locks its directory (a POSIX lock on LOCK) and says only
+		// "resource temporarily unavailable" when another process holds it.
+		if pid, ok := lockHolder(filepath.Join(dir, "LOCK")); ok {
+			return nil, &LockedError{Dir: dir, PID: pid, Err: err}
+		}
 		return nil, fmt.Errorf("open pebble %s: %w", dir, err)
 	}
 	return db, nil
 }
+
+// ErrLocked is the error (errors.Is) of opening a store another process
+// has open: a Pebble store has one process at a time.
+var ErrLocked = errors.New("in use by another process")
+
+// LockedError is Open's error for a store another process has open.
+type LockedError struct {
+	Dir string
+	// PID is the process holding the store; 0 if not known.
+	PID int
+	Err error // Pebble's
+}
+
+func (e *LockedError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("pebble store %s is in use by process %d", e.Dir, e.PID)
+	}
+	return fmt.Sprintf("pebble store %s is in use by another process", e.Dir)
+}
+
+func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
 
 // walNoSyncFS hands out WAL files whose Sync only reaches the kernel.
 type walNoSyncFS struct{ vfs.FS }

@@ -20,6 +20,15 @@ const DefaultGCPercent = 400
 // columns still there.
 const DefaultWorkerCacheBytes = 256 << 20
 
+// DefaultMaxQueuedPerClient is --max-queued-per-client's default. Fairness
+// between clients does not need a bound (each has its own queue, served in
+// turn), but every queued task is kept in memory and on disk, so one
+// client's runaway submissions must not grow them without end. 100,000 is
+// a year of hourly blocks for 11 components, some tens of MB, more than
+// any backfill the fleet submits at once: a client past it submits its
+// range in parts.
+const DefaultMaxQueuedPerClient = 100_000
+
 // WorkerCacheBytes is the segment cache size a worker process uses for the
 // setting n (--worker-cache-bytes of sigd serve, --cache-bytes of sigd
 // worker): 0 means DefaultWorkerCacheBytes, negative means none (what
@@ -81,6 +90,10 @@ type Config struct {
 	Lease time.Duration
 	// --max-attempts: a task failing this often is quarantined.
 	MaxAttempts int
+	// --max-queued-per-client: a submission that would take a client past
+	// this many queued tasks is refused whole (ResourceExhausted naming the
+	// quota); 0 means DefaultMaxQueuedPerClient, negative no bound.
+	MaxQueuedPerClient int
 	// --worker-cache-bytes: raw column segments the in-process workers
 	// keep for the next tasks of the same block (block.SegmentCache); 0
 	// means DefaultWorkerCacheBytes, negative keeps none.
@@ -144,6 +157,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
+	}
+	if c.MaxQueuedPerClient == 0 {
+		c.MaxQueuedPerClient = DefaultMaxQueuedPerClient
 	}
 	c.WorkerCacheBytes = WorkerCacheBytes(c.WorkerCacheBytes)
 	if c.RowsPerBlock == 0 {

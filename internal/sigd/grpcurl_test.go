@@ -38,6 +38,9 @@ func TestGrpcurl(t *testing.T) {
 			t.Errorf("grpcurl list does not show %s:\n%s", svc, out)
 		}
 	}
+	// Every service reports its health (sig.v1.Workers and
+	// sig.v1.FeatureStats answered NotFound before).
+	sigdtest.CheckHealth(t, srv.Addr())
 	if out, err = run("", "-plaintext", srv.Addr(), "describe", "sig.v1.SIG.SubmitGraph"); err != nil || !strings.Contains(out, "SubmitGraphRequest") {
 		t.Errorf("grpcurl describe: %v\n%s", err, out)
 	}

@@ -132,12 +132,13 @@ func (h *sigService) Stats(ctx context.Context, _ *sigv1.StatsRequest) (*sigv1.S
 }
 
 func (h *sigService) ReportTrainerStatus(ctx context.Context, req *sigv1.TrainerStatus) (*sigv1.ReportTrainerStatusResponse, error) {
-	p, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator, auth.RoleClient)
-	if err != nil {
+	if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator, auth.RoleClient); err != nil {
 		return nil, err
 	}
-	if !p.IsOperator() {
-		req.Client = p.Client
+	// A report names its job's client, and a caller may report only for a
+	// client it acts for, as with every other call that names a client.
+	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
+		return nil, err
 	}
 	if err := cleanTrainerStatus(req); err != nil {
 		return nil, grpcError(err)

@@ -22,13 +22,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/internal/testenv"
 	"github.com/sigdata/sig/internal/topics"
@@ -72,7 +70,7 @@ type Server struct {
 	metrics    *metrics
 
 	grpc       *grpc.Server
-	health     *health.Server
+	health     *grpcsvc.Health
 	lis        net.Listener
 	httpSrv    *http.Server
 	httpLis    net.Listener
@@ -146,7 +144,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	}
 	s.queue, err = workers.Open(filepath.Join(cfg.DataDir, "queue"), workers.Options{
 		Clock: s.clock, LeaseTTL: cfg.Lease, MaxAttempts: cfg.MaxAttempts, Durability: dur,
-		OnEvent: s.onQueueEvent,
+		MaxQueuedPerClient: max(0, cfg.MaxQueuedPerClient), OnEvent: s.onQueueEvent,
 	})
 	if err != nil {
 		return nil, err
@@ -262,6 +260,9 @@ func (s *Server) ensureTopics(ctx context.Context) error {
 type DevEnv struct {
 	MinIO *testenv.MinIO
 	Kafka *testenv.Kafka
+	// StateFile is DataDir/dev.json: the embedded store's endpoint and
+	// keys, and the brokers, for tools outside sigd (S3 clients, kcat).
+	StateFile string
 }
 
 // devState persists development mode's credentials and ports so a
@@ -302,7 +303,7 @@ func (s *Server) openEnv(ctx context.Context) error {
 		s.dev = &DevEnv{MinIO: m}
 		st.S3Endpoint = m.Endpoint
 		cfg.S3Endpoint, cfg.S3AccessKey, cfg.S3SecretKey, cfg.S3Secure = m.Endpoint, m.AccessKey, m.SecretKey, false
-		s.log.Info("development mode: started MinIO", "endpoint", m.Endpoint, "dir", m.DataDir)
+		s.log.Info("development mode: started MinIO", "endpoint", m.Endpoint, "dir", m.DataDir, "credentials", statePath)
 	}
 	if len(cfg.KafkaBrokers) == 0 {
 		var kport int
@@ -325,6 +326,7 @@ func (s *Server) openEnv(ctx context.Context) error {
 		s.log.Info("development mode: started Kafka (kfake)", "brokers", k.Brokers)
 	}
 	if s.dev != nil {
+		s.dev.StateFile = statePath
 		b, _ := json.MarshalIndent(st, "", "  ")
 		if err := os.WriteFile(statePath, b, 0o600); err != nil {
 			return err
@@ -454,6 +456,17 @@ func (a queueScheduler) Enqueue(k matching.Key, block, client, pipeline string, 
 	return err
 }
 
+// Room and Admit bound what a submission may queue (--max-queued-per-client).
+func (a queueScheduler) Room(client string) int { return a.q.Room(client) }
+
+func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
+	ids := make([]workers.TaskID, len(tasks))
+	for i, t := range tasks {
+		ids[i] = workers.TaskID{Component: t.Component.String(), Block: t.Block}
+	}
+	return a.q.Admit(client, ids)
+}
+
 // onQueueEvent mirrors quarantines into the matching cache, so read
 // solutions show the failure and its reason.
 func (s *Server) onQueueEvent(e workers.Event) {
@@ -579,9 +592,8 @@ func (s *Server) buildGRPC() error {
 	sigv1.RegisterSIGServer(s.grpc, &sigService{s: s})
 	sigv1.RegisterWorkersServer(s.grpc, &workersAuth{stopping: s.stopping, inner: workers.NewWorkersServer(s.queue, s.describe, workers.WithCompleteHook(s.completeHook))})
 	sigv1.RegisterFeatureStatsServer(s.grpc, &statsService{s: s})
-	s.health = health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
+	// Health for every service above, and reflection (grpcurl).
+	s.health = grpcsvc.Register(s.grpc)
 	return nil
 }
 
@@ -633,8 +645,6 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	for i, in := range s.ingesters {
 		run("ingest "+s.cfg.Ingest[i], func() error { return in.Run(ctx) })
 	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus("sig.v1.SIG", healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("sigd serving", "grpc", s.lis.Addr().String(), "http", s.httpLis.Addr().String())
 	if readyCh != nil {
 		close(readyCh)

@@ -39,11 +39,19 @@ func TestTrainerStatusPerClient(t *testing.T) {
 		}
 		return out
 	}
-	if err := report("trainer", &sigv1.TrainerStatus{Job: "train", Mpg: 0.5}); err != nil {
+	if err := report("trainer", &sigv1.TrainerStatus{Job: "train", Client: "ctr", Mpg: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	// cvr names the same job, and claims to be ctr: it gets its own entry.
-	if err := report("cvr", &sigv1.TrainerStatus{Job: "train", Client: "ctr", Mpg: 0.25}); err != nil {
+	// cvr names the same job and claims to be ctr: refused, as every call
+	// naming another client is; nor may a report leave its client out.
+	for _, c := range []string{"ctr", ""} {
+		err := report("cvr", &sigv1.TrainerStatus{Job: "train", Client: c, Mpg: 0.99})
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), fmt.Sprintf("client %q", c)) {
+			t.Fatalf("cvr reporting for client %q: %v, want PermissionDenied naming the client", c, err)
+		}
+	}
+	// Its own job of the same name is its own entry.
+	if err := report("cvr", &sigv1.TrainerStatus{Job: "train", Client: "cvr", Mpg: 0.25}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(list("ctr"), ", "), "ctr/train mpg=0.50"; got != want {
@@ -58,7 +66,7 @@ func TestTrainerStatusPerClient(t *testing.T) {
 
 	// A hold reason is an error message: clipped and blanked, kept. A NaN
 	// loss is what a NaN-loss hold reports.
-	if err := report("trainer", &sigv1.TrainerStatus{Job: "train", Hold: "permanent: line one\nline two" + strings.Repeat("x", 5000),
+	if err := report("trainer", &sigv1.TrainerStatus{Job: "train", Client: "ctr", Hold: "permanent: line one\nline two" + strings.Repeat("x", 5000),
 		Loss: math.NaN()}); err != nil {
 		t.Fatalf("held job's report: %v", err)
 	}
@@ -75,16 +83,16 @@ func TestTrainerStatusPerClient(t *testing.T) {
 		ts    *sigv1.TrainerStatus
 		field string
 	}{
-		{"bad job", &sigv1.TrainerStatus{Job: "a/b"}, "job"},
-		{"NaN goodput", &sigv1.TrainerStatus{Job: "j", Mpg: math.NaN()}, "mpg"},
-		{"negative goodput", &sigv1.TrainerStatus{Job: "j", RuntimeGoodput: -1}, "runtime_goodput"},
-		{"infinite chip-seconds", &sigv1.TrainerStatus{Job: "j", ChipSeconds: map[string]float64{"productive": math.Inf(1)}}, "chip_seconds"},
-		{"bad category", &sigv1.TrainerStatus{Job: "j", ChipSeconds: map[string]float64{"<b>": 1}}, "chip_seconds key"},
-		{"control character in phase", &sigv1.TrainerStatus{Job: "j", Phase: "a\x00b"}, "phase"},
-		{"negative chips", &sigv1.TrainerStatus{Job: "j", Chips: -4}, "chips"},
-		{"negative step time", &sigv1.TrainerStatus{Job: "j", SparsecoreNsPerStep: -1}, "sparsecore_ns_per_step"},
-		{"infinite step time", &sigv1.TrainerStatus{Job: "j", DeviceNsPerStep: math.Inf(1)}, "device_ns_per_step"},
-		{"NaN step time", &sigv1.TrainerStatus{Job: "j", TensorcoreNsPerStep: math.NaN()}, "tensorcore_ns_per_step"},
+		{"bad job", &sigv1.TrainerStatus{Client: "cvr", Job: "a/b"}, "job"},
+		{"NaN goodput", &sigv1.TrainerStatus{Client: "cvr", Job: "j", Mpg: math.NaN()}, "mpg"},
+		{"negative goodput", &sigv1.TrainerStatus{Client: "cvr", Job: "j", RuntimeGoodput: -1}, "runtime_goodput"},
+		{"infinite chip-seconds", &sigv1.TrainerStatus{Client: "cvr", Job: "j", ChipSeconds: map[string]float64{"productive": math.Inf(1)}}, "chip_seconds"},
+		{"bad category", &sigv1.TrainerStatus{Client: "cvr", Job: "j", ChipSeconds: map[string]float64{"<b>": 1}}, "chip_seconds key"},
+		{"control character in phase", &sigv1.TrainerStatus{Client: "cvr", Job: "j", Phase: "a\x00b"}, "phase"},
+		{"negative chips", &sigv1.TrainerStatus{Client: "cvr", Job: "j", Chips: -4}, "chips"},
+		{"negative step time", &sigv1.TrainerStatus{Client: "cvr", Job: "j", SparsecoreNsPerStep: -1}, "sparsecore_ns_per_step"},
+		{"infinite step time", &sigv1.TrainerStatus{Client: "cvr", Job: "j", DeviceNsPerStep: math.Inf(1)}, "device_ns_per_step"},
+		{"NaN step time", &sigv1.TrainerStatus{Client: "cvr", Job: "j", TensorcoreNsPerStep: math.NaN()}, "tensorcore_ns_per_step"},
 	} {
 		err := report("cvr", c.ts)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.field) {
@@ -96,15 +104,15 @@ func TestTrainerStatusPerClient(t *testing.T) {
 	var err2 error
 	n := 1 // cvr/train
 	for ; n < 1000 && err2 == nil; n++ {
-		err2 = report("cvr", &sigv1.TrainerStatus{Job: fmt.Sprintf("job-%d", n)})
+		err2 = report("cvr", &sigv1.TrainerStatus{Client: "cvr", Job: fmt.Sprintf("job-%d", n)})
 	}
 	if status.Code(err2) != codes.ResourceExhausted || n > 100 {
 		t.Fatalf("after %d jobs: %v, want ResourceExhausted within 100", n, err2)
 	}
-	if err := report("cvr", &sigv1.TrainerStatus{Job: "train", Mpg: 0.75}); err != nil {
+	if err := report("cvr", &sigv1.TrainerStatus{Client: "cvr", Job: "train", Mpg: 0.75}); err != nil {
 		t.Fatalf("known job at the cap: %v", err)
 	}
-	if err := report("trainer", &sigv1.TrainerStatus{Job: "other"}); err != nil {
+	if err := report("trainer", &sigv1.TrainerStatus{Client: "ctr", Job: "other"}); err != nil {
 		t.Fatalf("another client at cvr's cap: %v", err)
 	}
 }

@@ -37,18 +37,18 @@ type MinIOConfig struct {
 	// Port, if set, is the API port (sigd's development mode keeps one
 	// endpoint across restarts). Default: a free port.
 	Port int
-	// MD5ETags runs the server strictly S3-compatible: every PUT's ETag is
-	// the MD5 of its content. By default the server runs with --no-compat
-	// and its ETags are random: SIG never reads an ETag, it checks every
-	// object by the CRC-32C objstore stores with it (objstore.MetaChecksum,
-	// verified on every Get), and the MD5 was about half of MinIO's CPU per
-	// memoized block on a 2-CPU machine (bench/sigd.txt). Objects, their
-	// metadata and every other behaviour are the same either way, except
-	// that the server no longer checks a body's signed SHA-256, which
-	// objstore does not send (DisableContentSha256). MinIO warns against
-	// the mode in production: these servers are for development and tests;
-	// a deployment points sigd's --s3-endpoint at its own store.
-	MD5ETags bool
+	// RandomETags runs the server with --no-compat: a PUT's ETag is random
+	// instead of the MD5 of the content. By default the server is strictly
+	// S3-compatible, because the tools a user first looks at SIG's data with
+	// check ETags: rclone copy fails with "md5 hash differ" and s3cmd get
+	// warns on every object otherwise. SIG itself never reads an ETag (it
+	// checks every object by the CRC-32C objstore stores with it), so only
+	// benchmarks set this, to measure the service without MinIO's MD5 of
+	// every object: a few percent of memoization throughput on a 2-CPU
+	// machine where MinIO shares the CPUs (bench/sigd.txt, etag=random
+	// beside etag=md5). The mode also stops the server checking a body's
+	// signed SHA-256, which objstore does not send (DisableContentSha256).
+	RandomETags bool
 }
 
 // MinIO is a running (or stopped) MinIO server on 127.0.0.1.
@@ -195,7 +195,7 @@ func (m *MinIO) start(ctx context.Context) error {
 	}
 	args := []string{"server", m.DataDir,
 		"--address", m.Endpoint, "--console-address", m.consoleAddr, "--quiet"}
-	if !m.cfg.MD5ETags {
+	if m.cfg.RandomETags {
 		args = append(args, "--no-compat")
 	}
 	cmd := exec.Command(m.cfg.Binary, args...)

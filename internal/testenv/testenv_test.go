@@ -81,14 +81,15 @@ func TestKafkaPersistsAcrossRestart(t *testing.T) {
 	}
 }
 
-// TestMinIOETags checks MinIOConfig.MD5ETags reaches the server: strict, a
-// PUT's ETag is the MD5 of the content; by default (--no-compat) it is not.
+// TestMinIOETags checks MinIOConfig.RandomETags reaches the server: by
+// default a PUT's ETag is the MD5 of the content, as rclone and s3cmd check;
+// with RandomETags (--no-compat) it is not.
 func TestMinIOETags(t *testing.T) {
 	data := bytes.Repeat([]byte("sig memo object "), 4096)
 	sum := md5.Sum(data)
 	want := hex.EncodeToString(sum[:])
 	for _, strict := range []bool{false, true} {
-		m, err := StartMinIO(context.Background(), MinIOConfig{Dir: t.TempDir(), MD5ETags: strict})
+		m, err := StartMinIO(context.Background(), MinIOConfig{Dir: t.TempDir(), RandomETags: !strict})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestMinIOETags(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := strings.Trim(info.ETag, `"`); (got == want) != strict {
-			t.Errorf("MD5ETags=%v: ETag %s, MD5 %s", strict, got, want)
+			t.Errorf("strict=%v: ETag %s, MD5 %s", strict, got, want)
 		}
 		obj, err := cl.GetObject(ctx, "etags", "k", minio.GetObjectOptions{})
 		if err != nil {
@@ -115,7 +116,7 @@ func TestMinIOETags(t *testing.T) {
 		}
 		got, err := io.ReadAll(obj)
 		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("MD5ETags=%v: read back %d bytes, %v", strict, len(got), err)
+			t.Fatalf("strict=%v: read back %d bytes, %v", strict, len(got), err)
 		}
 		m.Stop()
 	}

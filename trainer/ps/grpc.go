@@ -31,8 +31,12 @@ func NewGRPCServer(s *Server, tokens *auth.Tokens) *grpc.Server {
 }
 
 // requireTrainer admits only the roles that run training (after the token
-// interceptor has identified the caller).
+// interceptor has identified the caller), and anyone to the public health
+// and reflection services.
 func requireTrainer(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if auth.Public(info.FullMethod) {
+		return h(ctx, req)
+	}
 	if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator); err != nil {
 		return nil, err
 	}

@@ -346,6 +346,18 @@ func (c *Catalog) Blocks(source string) ([]block.Meta, error) {
 	return out, err
 }
 
+// BlocksAfter returns up to limit blocks of source in event order, starting
+// after the block with id after ("": from the first); pages of a listing.
+func (c *Catalog) BlocksAfter(source, after string, limit int) ([]block.Meta, error) {
+	from := ""
+	if after != "" {
+		from = after + "\x00" // the least id greater than after
+	}
+	var out []block.Meta
+	err := c.scan(source, from, "", func(m block.Meta) bool { out = append(out, m); return len(out) < limit })
+	return out, err
+}
+
 // Range returns the blocks of source holding events with event time in
 // [from, to) (microseconds), in event order. Late blocks of a window are
 // included: they are versions of the window's data.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -77,6 +78,28 @@ func Grpcurl(tb testing.TB) string {
 		tb.Fatalf("%s not found: run make deps", p)
 	}
 	return p
+}
+
+// CheckHealth lists the services of the gRPC server at addr with grpcurl
+// (server reflection, no token) and checks that the standard health
+// service answers SERVING for each of them and for the server (""), as
+// grpc-health-probe or a load balancer would ask. It returns the services.
+func CheckHealth(tb testing.TB, addr string) []string {
+	tb.Helper()
+	bin := Grpcurl(tb)
+	out, err := exec.Command(bin, "-plaintext", addr, "list").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("grpcurl list %s: %v\n%s", addr, err, out)
+	}
+	services := strings.Fields(string(out))
+	for _, svc := range append([]string{""}, services...) {
+		out, err := exec.Command(bin, "-plaintext", "-d", fmt.Sprintf(`{"service": %q}`, svc), addr,
+			"grpc.health.v1.Health/Check").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), `"SERVING"`) {
+			tb.Errorf("health of %q at %s: %v\n%s", svc, addr, err, out)
+		}
+	}
+	return services
 }
 
 // Process is a sigd (or sigd worker) subprocess.

@@ -62,8 +62,9 @@ type WarehouseConfig struct {
 	// MinIODir, if set, holds MinIO's data (benchmarks put it in
 	// /dev/shm); default a test temporary directory.
 	MinIODir string
-	// MinIOMD5ETags runs MinIO S3-strict (testenv.MinIOConfig.MD5ETags).
-	MinIOMD5ETags bool
+	// MinIORandomETags runs MinIO without MD5 ETags
+	// (testenv.MinIOConfig.RandomETags; benchmarks).
+	MinIORandomETags bool
 }
 
 // Warehouse is a real MinIO with raw blocks, and a kfake cluster.
@@ -86,12 +87,12 @@ func NewWarehouse(tb testing.TB, cfg WarehouseConfig) *Warehouse {
 		cfg.RowsPerBlock = 1000
 	}
 	w := &Warehouse{cfg: cfg, gen: gen.New(gen.Config{Seed: cfg.Seed, LateFraction: -1})}
-	if cfg.MinIODir != "" || cfg.MinIOMD5ETags {
+	if cfg.MinIODir != "" || cfg.MinIORandomETags {
 		dir := cfg.MinIODir
 		if dir == "" {
 			dir = tb.TempDir()
 		}
-		m, err := testenv.StartMinIO(context.Background(), testenv.MinIOConfig{Dir: dir, MD5ETags: cfg.MinIOMD5ETags})
+		m, err := testenv.StartMinIO(context.Background(), testenv.MinIOConfig{Dir: dir, RandomETags: cfg.MinIORandomETags})
 		if err != nil {
 			tb.Fatalf("sigdtest: %v", err)
 		}

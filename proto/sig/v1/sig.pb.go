@@ -2916,6 +2916,272 @@ func (x *ListQueuesResponse) GetQueues() []*QueueDepth {
 	return nil
 }
 
+// ListBlocksRequest pages through the raw block catalog (what sigctl
+// warehouse list prints), read through sigd while it holds the catalog.
+type ListBlocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this raw source; empty: every source, in name order.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// At most this many blocks per response: default 1000, at most 10000.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The previous response's next_page_token; empty: the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBlocksRequest) Reset() {
+	*x = ListBlocksRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBlocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBlocksRequest) ProtoMessage() {}
+
+func (x *ListBlocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBlocksRequest.ProtoReflect.Descriptor instead.
+func (*ListBlocksRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListBlocksRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ListBlocksRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBlocksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// RawBlock is one catalogued raw block.
+type RawBlock struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Source    string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	BlockId   string                 `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	RawObject string                 `protobuf:"bytes,3,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	Rows      int64                  `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Size of the object.
+	Bytes int64 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Event times of the rows: [earliest, latest + 1).
+	Events *EventRange `protobuf:"bytes,6,opt,name=events,proto3" json:"events,omitempty"`
+	// The event-time window the block belongs to.
+	Window *EventRange `protobuf:"bytes,7,opt,name=window,proto3" json:"window,omitempty"`
+	// The Kafka records the block was cut from (offsets inclusive).
+	KafkaTopic       string `protobuf:"bytes,8,opt,name=kafka_topic,json=kafkaTopic,proto3" json:"kafka_topic,omitempty"`
+	KafkaPartition   int32  `protobuf:"varint,9,opt,name=kafka_partition,json=kafkaPartition,proto3" json:"kafka_partition,omitempty"`
+	KafkaFirstOffset int64  `protobuf:"varint,10,opt,name=kafka_first_offset,json=kafkaFirstOffset,proto3" json:"kafka_first_offset,omitempty"`
+	KafkaLastOffset  int64  `protobuf:"varint,11,opt,name=kafka_last_offset,json=kafkaLastOffset,proto3" json:"kafka_last_offset,omitempty"`
+	// A block of a window already sealed when its records arrived.
+	Late bool `protobuf:"varint,12,opt,name=late,proto3" json:"late,omitempty"`
+	// The ingestion incarnation that wrote it.
+	Generation    int64 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RawBlock) Reset() {
+	*x = RawBlock{}
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RawBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RawBlock) ProtoMessage() {}
+
+func (x *RawBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RawBlock.ProtoReflect.Descriptor instead.
+func (*RawBlock) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RawBlock) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *RawBlock) GetBlockId() string {
+	if x != nil {
+		return x.BlockId
+	}
+	return ""
+}
+
+func (x *RawBlock) GetRawObject() string {
+	if x != nil {
+		return x.RawObject
+	}
+	return ""
+}
+
+func (x *RawBlock) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *RawBlock) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RawBlock) GetEvents() *EventRange {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *RawBlock) GetWindow() *EventRange {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *RawBlock) GetKafkaTopic() string {
+	if x != nil {
+		return x.KafkaTopic
+	}
+	return ""
+}
+
+func (x *RawBlock) GetKafkaPartition() int32 {
+	if x != nil {
+		return x.KafkaPartition
+	}
+	return 0
+}
+
+func (x *RawBlock) GetKafkaFirstOffset() int64 {
+	if x != nil {
+		return x.KafkaFirstOffset
+	}
+	return 0
+}
+
+func (x *RawBlock) GetKafkaLastOffset() int64 {
+	if x != nil {
+		return x.KafkaLastOffset
+	}
+	return 0
+}
+
+func (x *RawBlock) GetLate() bool {
+	if x != nil {
+		return x.Late
+	}
+	return false
+}
+
+func (x *RawBlock) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+type ListBlocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In source order, then event order (by block id).
+	Blocks []*RawBlock `protobuf:"bytes,1,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBlocksResponse) Reset() {
+	*x = ListBlocksResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBlocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBlocksResponse) ProtoMessage() {}
+
+func (x *ListBlocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBlocksResponse.ProtoReflect.Descriptor instead.
+func (*ListBlocksResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListBlocksResponse) GetBlocks() []*RawBlock {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+func (x *ListBlocksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type QuarantinedTask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ComponentKey  string                 `protobuf:"bytes,1,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
@@ -2930,7 +3196,7 @@ type QuarantinedTask struct {
 
 func (x *QuarantinedTask) Reset() {
 	*x = QuarantinedTask{}
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2942,7 +3208,7 @@ func (x *QuarantinedTask) String() string {
 func (*QuarantinedTask) ProtoMessage() {}
 
 func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2955,7 +3221,7 @@ func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedTask.ProtoReflect.Descriptor instead.
 func (*QuarantinedTask) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *QuarantinedTask) GetComponentKey() string {
@@ -3008,7 +3274,7 @@ type ListQuarantineRequest struct {
 
 func (x *ListQuarantineRequest) Reset() {
 	*x = ListQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3286,7 @@ func (x *ListQuarantineRequest) String() string {
 func (*ListQuarantineRequest) ProtoMessage() {}
 
 func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3299,7 @@ func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ListQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
 }
 
 type ListQuarantineResponse struct {
@@ -3045,7 +3311,7 @@ type ListQuarantineResponse struct {
 
 func (x *ListQuarantineResponse) Reset() {
 	*x = ListQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +3323,7 @@ func (x *ListQuarantineResponse) String() string {
 func (*ListQuarantineResponse) ProtoMessage() {}
 
 func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +3336,7 @@ func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ListQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListQuarantineResponse) GetTasks() []*QuarantinedTask {
@@ -3090,7 +3356,7 @@ type ReleaseQuarantineRequest struct {
 
 func (x *ReleaseQuarantineRequest) Reset() {
 	*x = ReleaseQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3368,7 @@ func (x *ReleaseQuarantineRequest) String() string {
 func (*ReleaseQuarantineRequest) ProtoMessage() {}
 
 func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3381,7 @@ func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReleaseQuarantineRequest) GetComponentKey() string {
@@ -3141,7 +3407,7 @@ type ReleaseQuarantineResponse struct {
 
 func (x *ReleaseQuarantineResponse) Reset() {
 	*x = ReleaseQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3419,7 @@ func (x *ReleaseQuarantineResponse) String() string {
 func (*ReleaseQuarantineResponse) ProtoMessage() {}
 
 func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3432,7 @@ func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReleaseQuarantineResponse) GetReleased() bool {
@@ -3206,7 +3472,7 @@ type TrainerStatus struct {
 
 func (x *TrainerStatus) Reset() {
 	*x = TrainerStatus{}
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3484,7 @@ func (x *TrainerStatus) String() string {
 func (*TrainerStatus) ProtoMessage() {}
 
 func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3497,7 @@ func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainerStatus.ProtoReflect.Descriptor instead.
 func (*TrainerStatus) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TrainerStatus) GetJob() string {
@@ -3361,7 +3627,7 @@ type ReportTrainerStatusResponse struct {
 
 func (x *ReportTrainerStatusResponse) Reset() {
 	*x = ReportTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3373,7 +3639,7 @@ func (x *ReportTrainerStatusResponse) String() string {
 func (*ReportTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3386,7 +3652,7 @@ func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
 }
 
 type ListTrainerStatusRequest struct {
@@ -3397,7 +3663,7 @@ type ListTrainerStatusRequest struct {
 
 func (x *ListTrainerStatusRequest) Reset() {
 	*x = ListTrainerStatusRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3675,7 @@ func (x *ListTrainerStatusRequest) String() string {
 func (*ListTrainerStatusRequest) ProtoMessage() {}
 
 func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3688,7 @@ func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
 }
 
 type ListTrainerStatusResponse struct {
@@ -3434,7 +3700,7 @@ type ListTrainerStatusResponse struct {
 
 func (x *ListTrainerStatusResponse) Reset() {
 	*x = ListTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3446,7 +3712,7 @@ func (x *ListTrainerStatusResponse) String() string {
 func (*ListTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3459,7 +3725,7 @@ func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
@@ -3495,7 +3761,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3773,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3786,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Task) GetComponentKey() string {
@@ -3618,7 +3884,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3630,7 +3896,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3643,7 +3909,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -3672,7 +3938,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3684,7 +3950,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3697,7 +3963,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -3730,7 +3996,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +4008,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +4021,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -3774,7 +4040,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3786,7 +4052,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +4065,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -3820,7 +4086,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +4098,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +4111,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -3877,7 +4143,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +4155,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +4168,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
 }
 
 type FailTaskRequest struct {
@@ -3915,7 +4181,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3927,7 +4193,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3940,7 +4206,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -3966,7 +4232,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3978,7 +4244,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3991,7 +4257,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -4026,7 +4292,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4038,7 +4304,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4051,7 +4317,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -4141,7 +4407,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4419,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4432,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -4192,7 +4458,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4204,7 +4470,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4217,7 +4483,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -4235,7 +4501,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4513,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4526,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -4272,7 +4538,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4284,7 +4550,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4297,7 +4563,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -4316,7 +4582,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4328,7 +4594,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4341,7 +4607,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -4588,7 +4854,34 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\tpipelines\x18\x11 \x01(\rR\tpipelines\"\x13\n" +
 	"\x11ListQueuesRequest\"@\n" +
 	"\x12ListQueuesResponse\x12*\n" +
-	"\x06queues\x18\x01 \x03(\v2\x12.sig.v1.QueueDepthR\x06queues\"\xcd\x01\n" +
+	"\x06queues\x18\x01 \x03(\v2\x12.sig.v1.QueueDepthR\x06queues\"g\n" +
+	"\x11ListBlocksRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb6\x03\n" +
+	"\bRawBlock\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x19\n" +
+	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x1d\n" +
+	"\n" +
+	"raw_object\x18\x03 \x01(\tR\trawObject\x12\x12\n" +
+	"\x04rows\x18\x04 \x01(\x03R\x04rows\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12*\n" +
+	"\x06events\x18\x06 \x01(\v2\x12.sig.v1.EventRangeR\x06events\x12*\n" +
+	"\x06window\x18\a \x01(\v2\x12.sig.v1.EventRangeR\x06window\x12\x1f\n" +
+	"\vkafka_topic\x18\b \x01(\tR\n" +
+	"kafkaTopic\x12'\n" +
+	"\x0fkafka_partition\x18\t \x01(\x05R\x0ekafkaPartition\x12,\n" +
+	"\x12kafka_first_offset\x18\n" +
+	" \x01(\x03R\x10kafkaFirstOffset\x12*\n" +
+	"\x11kafka_last_offset\x18\v \x01(\x03R\x0fkafkaLastOffset\x12\x12\n" +
+	"\x04late\x18\f \x01(\bR\x04late\x12\x1e\n" +
+	"\n" +
+	"generation\x18\r \x01(\x03R\n" +
+	"generation\"f\n" +
+	"\x12ListBlocksResponse\x12(\n" +
+	"\x06blocks\x18\x01 \x03(\v2\x10.sig.v1.RawBlockR\x06blocks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcd\x01\n" +
 	"\x0fQuarantinedTask\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x14\n" +
@@ -4698,7 +4991,8 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x17BLOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BLOCK_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11BLOCK_STATE_READY\x10\x02\x12\x16\n" +
-	"\x12BLOCK_STATE_FAILED\x10\x032\xbf\t\n" +
+	"\x12BLOCK_STATE_FAILED\x10\x032\x84\n" +
+	"\n" +
 	"\x03SIG\x12F\n" +
 	"\vSubmitGraph\x12\x1a.sig.v1.SubmitGraphRequest\x1a\x1b.sig.v1.SubmitGraphResponse\x12G\n" +
 	"\x0fGetReadSolution\x12\x1e.sig.v1.GetReadSolutionRequest\x1a\x14.sig.v1.ReadSolution\x12S\n" +
@@ -4713,7 +5007,9 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\tListAudit\x12\x18.sig.v1.ListAuditRequest\x1a\x19.sig.v1.ListAuditResponse\x124\n" +
 	"\x05Stats\x12\x14.sig.v1.StatsRequest\x1a\x15.sig.v1.StatsResponse\x12C\n" +
 	"\n" +
-	"ListQueues\x12\x19.sig.v1.ListQueuesRequest\x1a\x1a.sig.v1.ListQueuesResponse\x12O\n" +
+	"ListQueues\x12\x19.sig.v1.ListQueuesRequest\x1a\x1a.sig.v1.ListQueuesResponse\x12C\n" +
+	"\n" +
+	"ListBlocks\x12\x19.sig.v1.ListBlocksRequest\x1a\x1a.sig.v1.ListBlocksResponse\x12O\n" +
 	"\x0eListQuarantine\x12\x1d.sig.v1.ListQuarantineRequest\x1a\x1e.sig.v1.ListQuarantineResponse\x12X\n" +
 	"\x11ReleaseQuarantine\x12 .sig.v1.ReleaseQuarantineRequest\x1a!.sig.v1.ReleaseQuarantineResponse\x12Q\n" +
 	"\x13ReportTrainerStatus\x12\x15.sig.v1.TrainerStatus\x1a#.sig.v1.ReportTrainerStatusResponse\x12X\n" +
@@ -4740,7 +5036,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -4781,33 +5077,36 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*StatsResponse)(nil),                // 36: sig.v1.StatsResponse
 	(*ListQueuesRequest)(nil),            // 37: sig.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),           // 38: sig.v1.ListQueuesResponse
-	(*QuarantinedTask)(nil),              // 39: sig.v1.QuarantinedTask
-	(*ListQuarantineRequest)(nil),        // 40: sig.v1.ListQuarantineRequest
-	(*ListQuarantineResponse)(nil),       // 41: sig.v1.ListQuarantineResponse
-	(*ReleaseQuarantineRequest)(nil),     // 42: sig.v1.ReleaseQuarantineRequest
-	(*ReleaseQuarantineResponse)(nil),    // 43: sig.v1.ReleaseQuarantineResponse
-	(*TrainerStatus)(nil),                // 44: sig.v1.TrainerStatus
-	(*ReportTrainerStatusResponse)(nil),  // 45: sig.v1.ReportTrainerStatusResponse
-	(*ListTrainerStatusRequest)(nil),     // 46: sig.v1.ListTrainerStatusRequest
-	(*ListTrainerStatusResponse)(nil),    // 47: sig.v1.ListTrainerStatusResponse
-	(*Task)(nil),                         // 48: sig.v1.Task
-	(*LeaseTaskRequest)(nil),             // 49: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 50: sig.v1.LeaseTaskResponse
-	(*HeartbeatRequest)(nil),             // 51: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 52: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 53: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 54: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 55: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 56: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 57: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 58: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 59: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 60: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 61: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 62: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 63: sig.v1.TrainerStatus.ChipSecondsEntry
-	(*timestamppb.Timestamp)(nil),        // 64: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 65: google.protobuf.Duration
+	(*ListBlocksRequest)(nil),            // 39: sig.v1.ListBlocksRequest
+	(*RawBlock)(nil),                     // 40: sig.v1.RawBlock
+	(*ListBlocksResponse)(nil),           // 41: sig.v1.ListBlocksResponse
+	(*QuarantinedTask)(nil),              // 42: sig.v1.QuarantinedTask
+	(*ListQuarantineRequest)(nil),        // 43: sig.v1.ListQuarantineRequest
+	(*ListQuarantineResponse)(nil),       // 44: sig.v1.ListQuarantineResponse
+	(*ReleaseQuarantineRequest)(nil),     // 45: sig.v1.ReleaseQuarantineRequest
+	(*ReleaseQuarantineResponse)(nil),    // 46: sig.v1.ReleaseQuarantineResponse
+	(*TrainerStatus)(nil),                // 47: sig.v1.TrainerStatus
+	(*ReportTrainerStatusResponse)(nil),  // 48: sig.v1.ReportTrainerStatusResponse
+	(*ListTrainerStatusRequest)(nil),     // 49: sig.v1.ListTrainerStatusRequest
+	(*ListTrainerStatusResponse)(nil),    // 50: sig.v1.ListTrainerStatusResponse
+	(*Task)(nil),                         // 51: sig.v1.Task
+	(*LeaseTaskRequest)(nil),             // 52: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 53: sig.v1.LeaseTaskResponse
+	(*HeartbeatRequest)(nil),             // 54: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 55: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 56: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 57: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 58: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 59: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 60: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 61: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 62: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 63: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 64: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 65: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 66: sig.v1.TrainerStatus.ChipSecondsEntry
+	(*timestamppb.Timestamp)(nil),        // 67: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 68: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -4830,78 +5129,83 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 17: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	11, // 18: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
 	16, // 19: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	64, // 20: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	67, // 20: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
 	21, // 21: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
 	21, // 22: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	9,  // 23: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
 	0,  // 24: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
 	0,  // 25: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	64, // 26: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	67, // 26: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
 	32, // 27: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
 	35, // 28: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
 	35, // 29: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
-	64, // 30: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	39, // 31: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	64, // 32: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	63, // 33: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	44, // 34: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	65, // 35: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	48, // 36: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	64, // 37: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	64, // 38: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	58, // 39: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	64, // 40: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	57, // 41: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	57, // 42: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	12, // 43: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	14, // 44: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	15, // 45: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	18, // 46: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	20, // 47: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	23, // 48: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	25, // 49: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	27, // 50: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	29, // 51: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	31, // 52: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	34, // 53: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	37, // 54: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	40, // 55: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	42, // 56: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	44, // 57: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	46, // 58: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	49, // 59: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	51, // 60: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	53, // 61: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	55, // 62: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	59, // 63: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	61, // 64: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	13, // 65: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	11, // 66: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	17, // 67: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	19, // 68: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	22, // 69: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	24, // 70: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	26, // 71: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	28, // 72: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	30, // 73: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	33, // 74: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	36, // 75: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	38, // 76: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	41, // 77: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	43, // 78: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	45, // 79: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	47, // 80: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	50, // 81: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	52, // 82: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	54, // 83: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	56, // 84: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	60, // 85: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	62, // 86: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	65, // [65:87] is the sub-list for method output_type
-	43, // [43:65] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	8,  // 30: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
+	8,  // 31: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
+	40, // 32: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
+	67, // 33: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	42, // 34: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	67, // 35: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	66, // 36: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	47, // 37: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	68, // 38: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	51, // 39: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	67, // 40: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	67, // 41: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	61, // 42: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	67, // 43: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	60, // 44: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	60, // 45: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	12, // 46: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	14, // 47: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	15, // 48: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	18, // 49: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	20, // 50: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	23, // 51: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	25, // 52: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	27, // 53: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	29, // 54: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	31, // 55: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	34, // 56: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	37, // 57: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	39, // 58: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	43, // 59: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	45, // 60: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	47, // 61: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	49, // 62: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	52, // 63: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	54, // 64: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	56, // 65: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	58, // 66: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	62, // 67: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	64, // 68: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	13, // 69: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	11, // 70: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	17, // 71: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	19, // 72: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	22, // 73: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	24, // 74: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	26, // 75: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	28, // 76: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	30, // 77: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	33, // 78: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	36, // 79: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	38, // 80: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	41, // 81: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	44, // 82: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	46, // 83: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	48, // 84: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	50, // 85: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	53, // 86: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	55, // 87: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	57, // 88: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	59, // 89: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	63, // 90: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	65, // 91: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	69, // [69:92] is the sub-list for method output_type
+	46, // [46:69] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -4929,7 +5233,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   63,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

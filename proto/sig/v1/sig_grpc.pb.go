@@ -40,6 +40,7 @@ const (
 	SIG_ListAudit_FullMethodName           = "/sig.v1.SIG/ListAudit"
 	SIG_Stats_FullMethodName               = "/sig.v1.SIG/Stats"
 	SIG_ListQueues_FullMethodName          = "/sig.v1.SIG/ListQueues"
+	SIG_ListBlocks_FullMethodName          = "/sig.v1.SIG/ListBlocks"
 	SIG_ListQuarantine_FullMethodName      = "/sig.v1.SIG/ListQuarantine"
 	SIG_ReleaseQuarantine_FullMethodName   = "/sig.v1.SIG/ReleaseQuarantine"
 	SIG_ReportTrainerStatus_FullMethodName = "/sig.v1.SIG/ReportTrainerStatus"
@@ -73,6 +74,9 @@ type SIGClient interface {
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
+	// The raw block catalog (clients, trainers, operators: raw blocks are
+	// shared by every pipeline, and read solutions show them already).
+	ListBlocks(ctx context.Context, in *ListBlocksRequest, opts ...grpc.CallOption) (*ListBlocksResponse, error)
 	ListQuarantine(ctx context.Context, in *ListQuarantineRequest, opts ...grpc.CallOption) (*ListQuarantineResponse, error)
 	// Operator only.
 	ReleaseQuarantine(ctx context.Context, in *ReleaseQuarantineRequest, opts ...grpc.CallOption) (*ReleaseQuarantineResponse, error)
@@ -217,6 +221,16 @@ func (c *sIGClient) ListQueues(ctx context.Context, in *ListQueuesRequest, opts 
 	return out, nil
 }
 
+func (c *sIGClient) ListBlocks(ctx context.Context, in *ListBlocksRequest, opts ...grpc.CallOption) (*ListBlocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBlocksResponse)
+	err := c.cc.Invoke(ctx, SIG_ListBlocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sIGClient) ListQuarantine(ctx context.Context, in *ListQuarantineRequest, opts ...grpc.CallOption) (*ListQuarantineResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListQuarantineResponse)
@@ -284,6 +298,9 @@ type SIGServer interface {
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
+	// The raw block catalog (clients, trainers, operators: raw blocks are
+	// shared by every pipeline, and read solutions show them already).
+	ListBlocks(context.Context, *ListBlocksRequest) (*ListBlocksResponse, error)
 	ListQuarantine(context.Context, *ListQuarantineRequest) (*ListQuarantineResponse, error)
 	// Operator only.
 	ReleaseQuarantine(context.Context, *ReleaseQuarantineRequest) (*ReleaseQuarantineResponse, error)
@@ -334,6 +351,9 @@ func (UnimplementedSIGServer) Stats(context.Context, *StatsRequest) (*StatsRespo
 }
 func (UnimplementedSIGServer) ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListQueues not implemented")
+}
+func (UnimplementedSIGServer) ListBlocks(context.Context, *ListBlocksRequest) (*ListBlocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBlocks not implemented")
 }
 func (UnimplementedSIGServer) ListQuarantine(context.Context, *ListQuarantineRequest) (*ListQuarantineResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListQuarantine not implemented")
@@ -577,6 +597,24 @@ func _SIG_ListQueues_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SIG_ListBlocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBlocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SIGServer).ListBlocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SIG_ListBlocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SIGServer).ListBlocks(ctx, req.(*ListBlocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SIG_ListQuarantine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListQuarantineRequest)
 	if err := dec(in); err != nil {
@@ -699,6 +737,10 @@ var SIG_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListQueues",
 			Handler:    _SIG_ListQueues_Handler,
+		},
+		{
+			MethodName: "ListBlocks",
+			Handler:    _SIG_ListBlocks_Handler,
 		},
 		{
 			MethodName: "ListQuarantine",

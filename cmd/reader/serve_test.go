@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sigdata/sig/internal/sigd/sigdtest"
+	"github.com/sigdata/sig/internal/testenv"
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/warehouse/block"
+)
+
+// syncBuffer is a bytes.Buffer safe for the reader's writes and the test's
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startReader runs the reader command in this process against m, with the
+// sigdtest token file and extra flags, and waits for its output to match
+// ready; it returns the submatches. The reader stops when the test ends.
+func startReader(t *testing.T, m *testenv.MinIO, ready *regexp.Regexp, extra ...string) []string {
+	t.Helper()
+	tokens, _ := sigdtest.WriteTokens(t, t.TempDir())
+	args := append([]string{"--listen", "127.0.0.1:0", "--s3-endpoint", m.Endpoint, "--s3-access-key", m.AccessKey,
+		"--s3-secret-key", m.SecretKey, "--s3-bucket", "sig", "--tokens", tokens, "--log-level", "warn"}, extra...)
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan struct{})
+	var runErr error
+	go func() { runErr = run(ctx, args, stdout, stderr); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if runErr != nil && !t.Failed() {
+			t.Errorf("reader: %v\n%s", runErr, stderr.String())
+		}
+	})
+	deadline := time.After(30 * time.Second)
+	for {
+		if m := ready.FindStringSubmatch(stdout.String()); m != nil {
+			return m
+		}
+		select {
+		case <-done:
+			t.Fatalf("reader exited: %v\n%s", runErr, stderr.String())
+		case <-deadline:
+			t.Fatalf("reader output %q does not match %s", stdout.String(), ready)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+var listeningLine = regexp.MustCompile(`listening on (\S+)\n`)
+
+// TestReaderHealthAndReflection: grpcurl lists the reader's services
+// through reflection, without a token, and health answers SERVING for each
+// (sig.reader.v1.Reader answered NotFound, and reflection was not served).
+func TestReaderHealthAndReflection(t *testing.T) {
+	addr := startReader(t, testenv.NewMinIO(t), listeningLine)[1]
+	services := sigdtest.CheckHealth(t, addr)
+	if !slices.Contains(services, "sig.reader.v1.Reader") {
+		t.Fatalf("grpcurl lists %v, not sig.reader.v1.Reader", services)
+	}
+}
+
+var metricsLine = regexp.MustCompile(`listening on (\S+)\nmetrics on (http://\S+/metrics)\n`)
+
+// TestReaderMetrics: with --metrics, the reader serves its Prometheus
+// metrics over HTTP: a unit served (rows, bytes, fetch latency) and a
+// failed read counted by its gRPC code. It served none before.
+func TestReaderMetrics(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 500})
+	tokens, toks := sigdtest.WriteTokens(t, t.TempDir())
+	m := startReader(t, w.MinIO, metricsLine, "--metrics", "127.0.0.1:0", "--tokens", tokens)
+	addr, metricsURL := m[1], m[2]
+	rc := readerv1.NewReaderClient(sigdtest.Dial(t, addr, toks["trainer"]))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	read := func(id string) (rows int64, err error) {
+		stream, err := rc.Read(ctx, &readerv1.ReadRequest{Unit: &readerv1.WorkUnit{UnitId: "u", Client: "ctr",
+			Pipeline: "p", RawSource: "ads", BlockId: id, RawObject: block.RawKey("ads", id)}})
+		if err != nil {
+			return 0, err
+		}
+		for {
+			r, err := stream.Recv()
+			if err == io.EOF {
+				return rows, nil
+			}
+			if err != nil {
+				return rows, err
+			}
+			rows = r.GetSummary().GetRows()
+		}
+	}
+	id := w.Blocks[0].ID
+	if rows, err := read(id); err != nil || rows != 500 {
+		t.Fatalf("read: %d rows, %v", rows, err)
+	}
+	// The next block of the partition, not written.
+	if _, err := read(strings.TrimSuffix(id, "499") + "999"); status.Code(err) != codes.NotFound {
+		t.Fatalf("read of a missing block: %v, want NotFound", err)
+	}
+
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", metricsURL, resp.Status, err)
+	}
+	for _, want := range []string{
+		reader.MetricUnits + " 1\n",
+		reader.MetricRows + " 500\n",
+		reader.MetricErrors + `{code="NotFound"} 1` + "\n",
+		reader.MetricFetch + "_count 1\n",
+		"go_goroutines ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if !regexp.MustCompile(`(?m)^` + reader.MetricBytes + ` [1-9]`).Match(body) {
+		t.Errorf("/metrics: no bytes sent")
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
+}

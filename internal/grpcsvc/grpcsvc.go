@@ -1,0 +1,55 @@
+// Package grpcsvc adds what every gRPC server of SIG serves besides its own
+// services: the standard health service (grpc.health.v1), answering for
+// every service the server serves, and server reflection, so that grpcurl,
+// grpc-health-probe and load balancers work the same against sigd, readers,
+// trainer controllers and parameter servers.
+//
+// Health entries are not listed by hand: Register reads the services from
+// the server itself (grpc.Server.GetServiceInfo), so a service added to a
+// process reports its health without anyone remembering to say so.
+//
+// Both services need no token (internal/auth's public methods).
+package grpcsvc
+
+import (
+	"slices"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// Health is the health service of one server.
+type Health struct {
+	srv      *health.Server
+	services []string
+}
+
+// Register registers health and reflection on s and marks the server ("")
+// and every service it serves SERVING. Call it after the server's own
+// services are registered and before Serve: the health entries are the
+// services s serves at the call, so one registered later would answer
+// NotFound (gRPC refuses registrations after Serve anyway).
+func Register(s *grpc.Server) *Health {
+	h := &Health{srv: health.NewServer()}
+	healthpb.RegisterHealthServer(s, h.srv)
+	reflection.Register(s)
+	h.services = []string{""}
+	for name := range s.GetServiceInfo() {
+		h.services = append(h.services, name)
+	}
+	slices.Sort(h.services)
+	for _, name := range h.services {
+		h.srv.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	return h
+}
+
+// Services returns the names health answers for, sorted; "" is the whole
+// server.
+func (h *Health) Services() []string { return slices.Clone(h.services) }
+
+// Shutdown marks every service NOT_SERVING for good, so that probes and
+// balancers stop sending calls before a graceful stop drains the rest.
+func (h *Health) Shutdown() { h.srv.Shutdown() }

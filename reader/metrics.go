@@ -1,0 +1,80 @@
+package reader
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+)
+
+// Metric names of a Server (Config.Registerer).
+const (
+	// MetricUnits counts units served whole (summary sent).
+	MetricUnits = "sig_reader_units_total"
+	// MetricRows and MetricBytes count the rows and the arrow_ipc bytes of
+	// the batches sent.
+	MetricRows  = "sig_reader_rows_total"
+	MetricBytes = "sig_reader_bytes_total"
+	// MetricInputs counts input columns served, by mode (memo, local).
+	MetricInputs = "sig_reader_inputs_total"
+	// MetricErrors counts Read calls that failed, by the gRPC code the
+	// caller got (code): Unavailable is mostly a pending memo (a training
+	// hold, see doc.go), DataLoss a corrupt object.
+	MetricErrors = "sig_reader_errors_total"
+	// MetricFetch is the time to fetch a unit's block: its raw columns and
+	// memo objects, read concurrently, until all are decoded (units whose
+	// fetch succeeded).
+	MetricFetch = "sig_reader_fetch_seconds"
+)
+
+var (
+	descUnits  = prometheus.NewDesc(MetricUnits, "Units served whole.", nil, nil)
+	descRows   = prometheus.NewDesc(MetricRows, "Rows of the batches sent.", nil, nil)
+	descBytes  = prometheus.NewDesc(MetricBytes, "Bytes of the batches sent (Arrow IPC).", nil, nil)
+	descInputs = prometheus.NewDesc(MetricInputs, "Input columns served, by mode.", []string{"mode"}, nil)
+)
+
+// serverMetrics exports a Server's counters (kept as atomics for Stats, so
+// read at scrape time), its errors by code and its fetch latency.
+type serverMetrics struct {
+	s      *Server
+	errors *prometheus.CounterVec
+	fetch  prometheus.Histogram
+}
+
+func newServerMetrics(s *Server) *serverMetrics {
+	return &serverMetrics{s: s,
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricErrors,
+			Help: "Read calls that failed, by gRPC code."}, []string{"code"}),
+		// 1 ms to 33 s: a block from a local store is milliseconds, from a
+		// remote one under load seconds.
+		fetch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricFetch,
+			Help: "Time to fetch and decode a unit's raw columns and memo objects.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+	}
+}
+
+func (m *serverMetrics) failed(code codes.Code) { m.errors.WithLabelValues(code.String()).Inc() }
+
+func (m *serverMetrics) fetched(d time.Duration) { m.fetch.Observe(d.Seconds()) }
+
+// Describe implements prometheus.Collector.
+func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descUnits
+	ch <- descRows
+	ch <- descBytes
+	ch <- descInputs
+	m.errors.Describe(ch)
+	m.fetch.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
+	st := m.s.Stats()
+	ch <- prometheus.MustNewConstMetric(descUnits, prometheus.CounterValue, float64(st.Units))
+	ch <- prometheus.MustNewConstMetric(descRows, prometheus.CounterValue, float64(st.Rows))
+	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(descInputs, prometheus.CounterValue, float64(st.MemoInputs), "memo")
+	ch <- prometheus.MustNewConstMetric(descInputs, prometheus.CounterValue, float64(st.LocalInputs), "local")
+	m.errors.Collect(ch)
+	m.fetch.Collect(ch)
+}
