@@ -307,6 +307,11 @@
 // *PanicError (brief, "Beyond the paper" 4: a small blast radius).
 // CheckRecord checks a record's columns against the schema first, so that
 // a malformed block fails with a clear error rather than in a kernel.
+// Conform is where Arrow from outside SIG (a raw Arrow file, a raw block
+// object) meets the schema, once, before anything reads it: it checks each
+// column's layout against its buffers, converts integer columns of other
+// widths to int64 when every value fits, and refuses every other foreign
+// type (float64 for int64 included) naming the column and both types.
 //
 // bench/transform.sh measures every kernel against rowref's plain Go loop
 // on a million rows of Ads-like data; bench/transform.txt holds the last
