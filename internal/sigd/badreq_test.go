@@ -3,6 +3,7 @@ package sigd_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/sigdata/sig/internal/sigd"
 	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
 )
 
 func protoGraph(g *sigv1.Graph) *sigv1.GraphSpec {
@@ -98,6 +100,10 @@ func TestBadRequests(t *testing.T) {
 		{"empty range", ctr, withRange(all.StartMicros, all.StartMicros), []string{"range", "empty"}},
 		{"inverted range", ctr, withRange(all.EndMicros, all.StartMicros), []string{"range"}},
 		{"missing range", ctr, noRange, []string{"range"}},
+		{"range of all int64", ctr, withRange(math.MinInt64, math.MaxInt64), []string{"range.start_micros", "-9223372036854775808", "1970-01-01T00:00:00Z"}},
+		{"range from before the epoch", ctr, withRange(-1, all.EndMicros), []string{"range.start_micros", "1970-01-01T00:00:00Z"}},
+		{"range to MaxInt64", ctr, withRange(all.StartMicros, math.MaxInt64), []string{"range.end_micros", "10000-01-01T00:00:00Z"}},
+		{"range into the year 10000", ctr, withRange(all.StartMicros, transform.EndEventTime+1), []string{"range.end_micros", "10000-01-01T00:00:00Z"}},
 		{"missing graph", ctr, noGraph, []string{"graph"}},
 		{"unknown raw source", ctr, otherSource, []string{"clicks"}},
 		{"priority out of range", ctr, badPrio, []string{"priority"}},
@@ -140,6 +146,19 @@ func TestBadRequests(t *testing.T) {
 				Range: &sigv1.EventRange{StartMicros: 10, EndMicros: 5}})
 			return err
 		}, "range"},
+		{"read with a range past the end of event time", func() error {
+			_, err := ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p",
+				Range: &sigv1.EventRange{StartMicros: all.StartMicros, EndMicros: math.MaxInt64}})
+			return err
+		}, "range.end_micros"},
+		{"watch with a range before the epoch", func() error {
+			st, err := ctr.WatchReadSolution(ctx, &sigv1.WatchReadSolutionRequest{Client: "ctr", Pipeline: "p",
+				Range: &sigv1.EventRange{StartMicros: math.MinInt64, EndMicros: all.EndMicros}})
+			if err == nil {
+				_, err = st.Recv()
+			}
+			return err
+		}, "range.start_micros"},
 		{"priority out of range", func() error {
 			_, err := ctr.SetPriority(ctx, &sigv1.SetPriorityRequest{Client: "ctr", Pipeline: "p", Priority: -1})
 			return err
