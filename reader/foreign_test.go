@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"strings"
 	"testing"
@@ -139,4 +140,52 @@ func relabel(t *testing.T, data []byte, name string, dt arrow.DataType, typ stri
 	binary.LittleEndian.PutUint32(tr[4:], crc32.Checksum([]byte(footer), crc32.MakeTable(crc32.Castagnoli)))
 	copy(tr[8:], block.Magic)
 	return append(out, tr[:]...)
+}
+
+// TestTruncatedObjectsAreDataLoss: a memo or raw block object cut short,
+// to nothing, to less than a trailer or a footer, or by one byte, is
+// DataLoss naming the object, not Unavailable (which clients retry as a
+// store outage); a 0-byte memo object was reported as the store being
+// unavailable.
+func TestTruncatedObjectsAreDataLoss(t *testing.T) {
+	f := newFixture(t, fixtureConfig{Blocks: 1, RowsPerBlock: 300, Graphs: fleetGraphs(t, "ctr_small")})
+	s := f.server(t, Config{})
+	ctx := context.Background()
+	blk := f.blocks[0]
+	memoKey := matching.MemoObjectKey(f.inputs[0].key, blk.id)
+	whole := map[string][]byte{}
+	for _, key := range []string{memoKey, blk.meta.Key} {
+		data, _, err := f.store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole[key] = data
+	}
+	for _, key := range []string{memoKey, blk.meta.Key} {
+		data := whole[key]
+		for _, n := range []int{0, 1, 8, block.TrailerSize - 1, block.TrailerSize, block.TrailerSize + 100, len(data) / 2, len(data) - 1} {
+			for _, exact := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%d bytes/exact=%v", strings.SplitN(key, "/", 2)[0], n, exact)
+				t.Run(name, func(t *testing.T) {
+					if _, err := f.store.PutChecksummed(ctx, key, data[:n], objstore.Checksum(data[:n]), nil); err != nil {
+						t.Fatal(err)
+					}
+					defer func() {
+						if _, err := f.store.PutChecksummed(ctx, key, data, objstore.Checksum(data), nil); err != nil {
+							t.Fatal(err)
+						}
+					}()
+					srv := s
+					if exact {
+						srv = f.server(t, Config{ExactAlignment: true})
+					}
+					resps, err := collect(ctx, srv, &readerv1.ReadRequest{Unit: f.unit(0, 100, nil)})
+					st := Status(err)
+					if st.Code() != codes.DataLoss || len(resps) != 0 || !strings.Contains(st.Message(), key) {
+						t.Fatalf("%v (code %v, %d responses); want DataLoss naming %s", err, st.Code(), len(resps), key)
+					}
+				})
+			}
+		}
+	}
 }
