@@ -21,6 +21,24 @@ func protoGraph(g *sigv1.Graph) *sigv1.GraphSpec {
 	return &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Graph{Graph: g}, RawSource: "ads"}
 }
 
+func withName(n *sigv1.Node, name string) *sigv1.Node {
+	n.Name = name
+	return n
+}
+
+// bigDefaults is a graph of n fill_missing nodes, each with a default of
+// 4096 bytes (the string limit): every field within its limit, its DSL
+// text over the 1 MiB source limit from n = 256.
+func bigDefaults(n int) *sigv1.Graph {
+	g := &sigv1.Graph{Nodes: []*sigv1.Node{colNode("query")}}
+	for i := range n {
+		g.Nodes = append(g.Nodes, &sigv1.Node{Op: "fill_missing", Inputs: []uint32{0}, Params: []*sigv1.Param{
+			{Name: "default", Value: &sigv1.Value{Kind: &sigv1.Value_Str{Str: strings.Repeat(string(rune('a'+i%26)), 4096)}}}}})
+		g.Inputs = append(g.Inputs, &sigv1.ModelInput{Name: fmt.Sprintf("x%d", i), Node: uint32(i + 1)})
+	}
+	return g
+}
+
 func colNode(name string) *sigv1.Node {
 	return &sigv1.Node{Op: "col", Params: []*sigv1.Param{{Name: "name", Value: &sigv1.Value{Kind: &sigv1.Value_Str{Str: name}}}}}
 }
@@ -119,6 +137,16 @@ func TestBadRequests(t *testing.T) {
 		{"message graph with a cycle", ctr, graph(&sigv1.Graph{
 			Nodes:  []*sigv1.Node{{Op: "lower", Inputs: []uint32{1}}, {Op: "lower", Inputs: []uint32{0}}},
 			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 0}}}), []string{"cycle"}},
+		{"message graph with a 3 MB node name", ctr, graph(&sigv1.Graph{
+			Nodes:  []*sigv1.Node{withName(colNode("query"), strings.Repeat("a", 3<<20))},
+			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 0}}}), []string{"graph.nodes[0].name", "invalid name", "128 bytes"}},
+		{"message graph with a node name that is not a DSL name", ctr, graph(&sigv1.Graph{
+			Nodes:  []*sigv1.Node{withName(colNode("query"), "q\ninput y")},
+			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 0}}}), []string{"graph.nodes[0].name", "invalid name"}},
+		{"message graph with two nodes of one name", ctr, graph(&sigv1.Graph{
+			Nodes:  []*sigv1.Node{withName(colNode("query"), "q"), withName(colNode("ad_title"), "q")},
+			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 0}, {Name: "y", Node: 1}}}), []string{"node 1", "duplicate name \"q\""}},
+		{"message graph whose DSL would exceed the source limit", ctr, graph(bigDefaults(300)), []string{"graph", "1048576"}},
 		{"message graph input out of range", ctr, graph(&sigv1.Graph{
 			Nodes:  []*sigv1.Node{colNode("query")},
 			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 3}}}), []string{"graph.inputs"}},
