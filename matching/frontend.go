@@ -68,6 +68,25 @@ func inputErr(field string, format string, args ...any) error {
 	return &InputError{Field: field, Err: fmt.Errorf(format, args...)}
 }
 
+// checkRange checks a read range [from, to): not empty, and within the
+// event times SIG stores. A range reaching past them is refused rather than
+// clamped: it is a client's bug (a sentinel such as MinInt64, a time in the
+// wrong unit), and a solution for a range other than the one asked for
+// would be echoed back as if it were that one.
+func checkRange(from, to int64) error {
+	switch {
+	case from >= to:
+		return inputErr("range", "empty event range [%d, %d): start must be before end", from, to)
+	case from < transform.MinEventTime:
+		return inputErr("range.start_micros", "%d is before %s, the earliest event time SIG stores (event times are microseconds since the Unix epoch)",
+			from, transform.FormatMicros(transform.MinEventTime))
+	case to > transform.EndEventTime:
+		return inputErr("range.end_micros", "%d is past %s (%d), the end of the event times SIG stores (event times are microseconds since the Unix epoch)",
+			to, transform.FormatMicros(transform.EndEventTime), transform.EndEventTime)
+	}
+	return nil
+}
+
 // Priorities are in [0, MaxPriority]; higher runs first.
 const MaxPriority = 1000
 
@@ -237,8 +256,8 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	if req.Priority < 0 || req.Priority > MaxPriority {
 		return nil, inputErr("priority", "%d is out of range [0, %d]", req.Priority, MaxPriority)
 	}
-	if req.From >= req.To {
-		return nil, inputErr("range", "empty event range [%d, %d): start must be before end", req.From, req.To)
+	if err := checkRange(req.From, req.To); err != nil {
+		return nil, err
 	}
 	if req.Source == "" {
 		req.Source = "ads"
@@ -402,8 +421,8 @@ func (f *Frontend) ReadSolution(client, pipeline string, from, to int64) (*Solut
 		return nil, err
 	}
 	if from != 0 || to != 0 {
-		if from >= to {
-			return nil, inputErr("range", "empty event range [%d, %d)", from, to)
+		if err := checkRange(from, to); err != nil {
+			return nil, err
 		}
 		p.From, p.To = from, to
 	}

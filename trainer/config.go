@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/trainer/fdp"
 	"github.com/sigdata/sig/trainer/goodput"
 	"github.com/sigdata/sig/trainer/steptime"
+	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -285,6 +286,14 @@ func (c *ControllerConfig) validate() error {
 	}
 	if c.To != 0 && c.To <= c.From {
 		errs = append(errs, fmt.Errorf("empty event range [%d, %d)", c.From, c.To))
+	}
+	// sigd refuses a range outside the event times it stores; say so
+	// before dialing, in the flags' terms.
+	if err := transform.CheckEventTime(c.From); err != nil {
+		errs = append(errs, fmt.Errorf("event range start: %w", err))
+	}
+	if c.To > transform.EndEventTime {
+		errs = append(errs, fmt.Errorf("event range end %d is past %s, the end of the event times SIG stores", c.To, transform.FormatMicros(transform.EndEventTime)))
 	}
 	if c.FleetChips < max(c.Chips, c.CaughtUpChips) {
 		errs = append(errs, fmt.Errorf("fleet of %d chips cannot hold a slice of %d", c.FleetChips, max(c.Chips, c.CaughtUpChips)))

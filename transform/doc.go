@@ -115,7 +115,9 @@
 // Limits bound everything that reaches SIG, from text or over gRPC, before
 // anything is stored (zero fields take the defaults):
 //
-//	MaxSourceBytes  1 MiB    DSL text size (Parse; the error points at the first byte past it)
+//	MaxSourceBytes  1 MiB    DSL text size (Parse; the error points at the first byte past it);
+//	                         a graph message, the fewest bytes of DSL that could write it
+//	                         (MinSourceBytes, in internal/graphpb)
 //	MaxNodes        10000    nodes in a graph (Parse, Check)
 //	MaxDepth        256      ops on the longest path from a model input to a raw column,
 //	                         col included (Check); also how deep one expression may nest (Parse)
@@ -124,7 +126,12 @@
 //	MaxArgs         64       inputs of one node (Check)
 //	MaxListLen      1024     elements of a list parameter (Parse, Check)
 //	MaxStringLen    4096     bytes of a string literal or parameter (Parse, Check)
-//	MaxNameLen      128      bytes of a name: let, input, op or parameter (Parse), input (Check)
+//	MaxNameLen      128      bytes of a name: let, input, op or parameter (Parse); input and
+//	                         node names, which must also be identifiers, not keywords, and
+//	                         distinct, as in the DSL (Check)
+//
+// So a graph built in code or received as a message is held to the DSL's
+// rules for names, and Print writes (and sigd stores) the names it was given.
 //
 // At run time, cross fails on a row with more than MaxCrossPairs (65536)
 // pairs, and an output column over 2^31-1 bytes or elements (the Arrow
@@ -307,6 +314,11 @@
 // *PanicError (brief, "Beyond the paper" 4: a small blast radius).
 // CheckRecord checks a record's columns against the schema first, so that
 // a malformed block fails with a clear error rather than in a kernel.
+// Conform is where Arrow from outside SIG (a raw Arrow file, a raw block
+// object) meets the schema, once, before anything reads it: it checks each
+// column's layout against its buffers, converts integer columns of other
+// widths to int64 when every value fits, and refuses every other foreign
+// type (float64 for int64 included) naming the column and both types.
 //
 // bench/transform.sh measures every kernel against rowref's plain Go loop
 // on a million rows of Ads-like data; bench/transform.txt holds the last

@@ -18,7 +18,8 @@ import (
 )
 
 // FuzzParse feeds arbitrary bytes to the parser and checker. Nothing may
-// panic; errors are *Error; a parsed graph prints to text that parses back
+// panic; errors are *Error; a parsed graph's MinSourceBytes is at most its
+// source's length; a parsed graph prints to text that parses back
 // to an Equal graph; a checked graph prints to text that parses and checks
 // back to an Equal graph, and printing is a fixed point.
 //
@@ -51,6 +52,11 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse error is a %T: %v", err, err)
 			}
 			return
+		}
+		// MinSourceBytes is a lower bound of the text a graph parses from
+		// (graph messages are held to the source limit with it).
+		if n := MinSourceBytes(g); n > len(src) {
+			t.Fatalf("MinSourceBytes = %d for a graph parsed from %d bytes:\n%q", n, len(src), src)
 		}
 		// Parse-level round trip, before any normalization.
 		p1 := Print(g)

@@ -146,6 +146,17 @@ func TestCheckGraphsFromCode(t *testing.T) {
 			"node 1 (fill_missing): fill_missing: parameter default must be finite, got +Inf"},
 		{"no kernel op", Graph{Nodes: []Node{{Op: "nope"}}, Inputs: []ModelInput{{Name: "x", Node: 0}}},
 			`node 0: unknown op "nope"`},
+		{"node name over the limit", Graph{Nodes: []Node{named(col("query"), strings.Repeat("a", 129))}, Inputs: []ModelInput{{Name: "x", Node: 0}}},
+			`node 0 (col): invalid node name "` + strings.Repeat("a", 40) + `..." (want a letter or _ followed by letters, digits or _, at most 128 bytes)`},
+		{"node name not an identifier", Graph{Nodes: []Node{named(col("query"), "q\ninput y")}, Inputs: []ModelInput{{Name: "x", Node: 0}}},
+			`node 0 (col): invalid node name "q\ninput y" (want a letter or _ followed by letters, digits or _, at most 128 bytes)`},
+		{"keyword node name", Graph{Nodes: []Node{named(col("query"), "input")}, Inputs: []ModelInput{{Name: "x", Node: 0}}},
+			`node 0 (col): invalid node name "input" (want a letter or _ followed by letters, digits or _, at most 128 bytes)`},
+		{"two nodes of one name", Graph{Nodes: []Node{named(col("query"), "q"), named(col("ad_title"), "q")},
+			Inputs: []ModelInput{{Name: "x", Node: 0}, {Name: "y", Node: 1}}},
+			`node 1 (col): duplicate name "q"`},
+		{"node named like an input", Graph{Nodes: []Node{named(col("query"), "x")}, Inputs: []ModelInput{{Name: "x", Node: 0}}},
+			`node 0 (col): duplicate name "x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.g.Clone()
@@ -155,6 +166,11 @@ func TestCheckGraphsFromCode(t *testing.T) {
 			}
 		})
 	}
+}
+
+func named(n Node, name string) Node {
+	n.Name = name
+	return n
 }
 
 func nan() float64 { return math.NaN() }

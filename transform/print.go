@@ -136,3 +136,53 @@ func floatLit(f float64) string {
 	}
 	return s
 }
+
+// MinSourceBytes is a lower bound of the size of any DSL text that parses
+// to g as it stands (before Check makes defaults explicit): every node is
+// one call, its op and parentheses, with a comma between arguments; every
+// parameter its name, '=' and value (col's column name a bare string);
+// every named node "let NAME="; every model input "input NAME=". Values
+// count their fewest bytes: an integer its digits, any other number one,
+// a string its bytes and quotes, a list its brackets, commas and one byte
+// an element. A graph that arrives as a message is held to the DSL's
+// source limit with it (internal/graphpb): no graph reaches SIG larger
+// than a source within MaxSourceBytes could write it.
+func MinSourceBytes(g *Graph) int {
+	n := 0
+	for i := range g.Nodes {
+		nd := &g.Nodes[i]
+		n += len(nd.Op) + 2 // op(...)
+		if args := len(nd.Inputs) + len(nd.Params); args > 1 {
+			n += args - 1
+		}
+		if nd.Name != "" {
+			n += len("let ") + len(nd.Name) + len("=")
+		}
+		for _, p := range nd.Params {
+			if !(nd.Op == "col" && p.Name == "name") {
+				n += len(p.Name) + len("=")
+			}
+			n += minLiteral(p.Value)
+		}
+	}
+	for _, in := range g.Inputs {
+		n += len("input ") + len(in.Name) + len("=")
+	}
+	return n
+}
+
+// minLiteral is the fewest bytes the DSL writes v in.
+func minLiteral(v Value) int {
+	switch v.Kind {
+	case KindInt:
+		return len(strconv.FormatInt(v.Int, 10))
+	case KindString:
+		return len(v.Str) + 2
+	case KindFloatList:
+		if len(v.Floats) == 0 {
+			return 2
+		}
+		return 2 + 2*len(v.Floats) - 1
+	}
+	return 1
+}

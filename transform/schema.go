@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 )
@@ -129,6 +130,42 @@ const (
 	ColEventID   = "event_id"
 	ColEventTime = "event_time"
 )
+
+// The event times SIG stores and serves: [MinEventTime, EndEventTime)
+// microseconds since the Unix epoch, from 1970-01-01T00:00:00Z up to, not
+// including, 10000-01-01T00:00:00Z. Ingestion refuses a record whose
+// event_time lies outside (CheckEventTime); a read range (SubmitGraph,
+// GetReadSolution, a trainer's job) must lie within it.
+//
+// Why these bounds: block ids and the catalog's range walk start from a
+// window's start written with a four-digit year (20260101T000000Z), whose
+// string order is time order only up to 9999-12-31 (a five-digit year
+// sorts before "2026…"); an impression before 1970 is a sentinel or a time
+// in the wrong unit, not an event; and window arithmetic on times in this
+// range (flooring to a window, adding a window length) stays far from
+// int64 overflow.
+const (
+	MinEventTime int64 = 0                  // 1970-01-01T00:00:00Z, the first valid event time
+	EndEventTime int64 = 253402300800000000 // 10000-01-01T00:00:00Z, the first invalid one after it
+)
+
+// CheckEventTime returns an error if t is outside [MinEventTime,
+// EndEventTime), saying which bound it crosses.
+func CheckEventTime(t int64) error {
+	switch {
+	case t < MinEventTime:
+		return fmt.Errorf("event time %d is before %s, the earliest SIG stores", t, FormatMicros(MinEventTime))
+	case t >= EndEventTime:
+		return fmt.Errorf("event time %d is not before %s, the end of the event times SIG stores", t, FormatMicros(EndEventTime))
+	}
+	return nil
+}
+
+// FormatMicros writes microseconds since the epoch as an RFC 3339 UTC time
+// (for messages).
+func FormatMicros(t int64) string {
+	return time.UnixMicro(t).UTC().Format(time.RFC3339Nano)
+}
 
 // AdsSchema returns the built-in Ads event schema (brief, "sigctl"): one row
 // per ad impression. event_time is microseconds since the Unix epoch; click

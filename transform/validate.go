@@ -109,16 +109,33 @@ func Check(g *Graph, s *Schema, reg *Registry, lim Limits) ([]Type, error) {
 	}
 	seen := map[string]Pos{}
 	for _, in := range g.Inputs {
-		if !IsIdent(in.Name) || IsKeyword(in.Name) || len(in.Name) > lim.MaxNameLen {
-			return nil, errAt(in.Pos, -1, "", "invalid input name %q (want a letter or _ followed by letters, digits or _, at most %d bytes)", truncName(in.Name), lim.MaxNameLen)
+		if !validName(in.Name, lim) {
+			return nil, errAt(in.Pos, -1, "", "invalid input name %q (%s)", truncName(in.Name), nameRule(lim))
 		}
 		if p, dup := seen[in.Name]; dup {
-			return nil, errAt(in.Pos, -1, "", "duplicate input %q (first defined at %s)", in.Name, p)
+			return nil, errAt(in.Pos, -1, "", "duplicate input %q%s", in.Name, firstDefined(p))
 		}
 		seen[in.Name] = in.Pos
 		if in.Node < 0 || in.Node >= len(g.Nodes) {
 			return nil, errAt(in.Pos, -1, "", "input %q refers to node %d, but the graph has %d nodes", in.Name, in.Node, len(g.Nodes))
 		}
+	}
+	// A node's name is a let binding's: the rules the DSL's names follow
+	// hold for graphs built in code or received as messages too, so that
+	// every graph Check accepts is one the DSL can write (and is printed
+	// and stored as such), whatever path it came by.
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		if n.Name == "" {
+			continue
+		}
+		if !validName(n.Name, lim) {
+			return nil, errAt(n.Pos, i, n.Op, "invalid node name %q (%s)", truncName(n.Name), nameRule(lim))
+		}
+		if p, dup := seen[n.Name]; dup {
+			return nil, errAt(n.Pos, i, n.Op, "duplicate name %q%s", n.Name, firstDefined(p))
+		}
+		seen[n.Name] = n.Pos
 	}
 	// Report the node error that comes first in the text (nodes are created
 	// in post-order, so the first failing node is not always the leftmost).
@@ -181,6 +198,36 @@ func Check(g *Graph, s *Schema, reg *Registry, lim Limits) ([]Type, error) {
 		types[i] = t
 	}
 	return types, nil
+}
+
+// validName reports whether s can name a model input or a let binding:
+// an identifier, not a keyword, at most MaxNameLen bytes.
+func validName(s string, lim Limits) bool {
+	return len(s) <= lim.MaxNameLen && IsIdent(s) && !IsKeyword(s)
+}
+
+// CheckName returns an error if s cannot name a model input or a node (a
+// let binding) under lim: the rule Check applies, for converters that want
+// to name the offending field before building a graph.
+func CheckName(s string, lim Limits) error {
+	lim = lim.EnsureDefaults()
+	if !validName(s, lim) {
+		return fmt.Errorf("invalid name %q (%s)", truncName(s), nameRule(lim))
+	}
+	return nil
+}
+
+// firstDefined says where a duplicated name was first defined, when the
+// graph has positions.
+func firstDefined(p Pos) string {
+	if !p.IsValid() {
+		return ""
+	}
+	return fmt.Sprintf(" (first defined at %s)", p)
+}
+
+func nameRule(lim Limits) string {
+	return fmt.Sprintf("want a letter or _ followed by letters, digits or _, at most %d bytes", lim.MaxNameLen)
 }
 
 func posBefore(a, b Pos) bool { return a.Line < b.Line || (a.Line == b.Line && a.Col < b.Col) }

@@ -3,19 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	"github.com/sigdata/sig/internal/arrowfile"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
 )
@@ -186,17 +186,13 @@ func runRun(_ context.Context, args []string, stdout, stderr io.Writer) error {
 // RunLocal is local input generation (LIG) over a raw Arrow IPC file: it
 // runs every component of c over every record batch and writes event_id
 // plus one column per model input, batch for batch.
+//
+// The raw file comes from outside SIG: it is read with arrowfile, which
+// makes a malformed file an error naming it (not a panic, not an
+// out-of-memory crash), and each batch is conformed to the schema
+// (transform.Conform) before anything reads it, so that a column of a
+// foreign type is converted or refused with the column named.
 func RunLocal(c *matching.Canonical, s *transform.Schema, rawPath, outPath string) (int64, error) {
-	in, err := os.Open(rawPath)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	r, err := ipc.NewFileReader(in, ipc.WithAllocator(memory.DefaultAllocator))
-	if err != nil {
-		return 0, fmt.Errorf("%s: not an Arrow IPC file: %w", rawPath, err)
-	}
-	defer r.Close()
 	g := c.Graph()
 	if _, err := transform.Check(g, s, transform.Default(), transform.Limits{}); err != nil {
 		return 0, err
@@ -219,41 +215,20 @@ func RunLocal(c *matching.Canonical, s *transform.Schema, rawPath, outPath strin
 		out.Close()
 		return 0, err
 	}
+	need := rawColumns(g)
 	var rows int64
-	for i := 0; i < r.NumRecords(); i++ {
-		rec, err := r.Record(i)
+	err = arrowfile.ReadFile(rawPath, func(i int, raw arrow.Record) error {
+		n, err := runBatch(raw, g, s, need, nodes, outSchema, w)
 		if err != nil {
-			out.Close()
-			return 0, fmt.Errorf("%s: record batch %d: %w", rawPath, i, err)
+			return fmt.Errorf("%s: record batch %d: %w", rawPath, i, err)
 		}
-		if err := transform.CheckRecord(g, s, rec); err != nil {
-			out.Close()
-			return 0, fmt.Errorf("%s: record batch %d: %w", rawPath, i, err)
-		}
-		ids := rec.Schema().FieldIndices(transform.ColEventID)
-		if len(ids) == 0 {
-			out.Close()
-			return 0, fmt.Errorf("%s: no %s column", rawPath, transform.ColEventID)
-		}
-		cols, err := transform.Run(g, transform.Default(), rec, nodes...)
-		if err != nil {
-			out.Close()
-			return 0, fmt.Errorf("%s: record batch %d: %w", rawPath, i, err)
-		}
-		all := append([]arrow.Array{rec.Column(ids[0])}, cols...)
-		outRec := array.NewRecord(outSchema, all, rec.NumRows())
-		err = w.Write(outRec)
-		outRec.Release()
-		for _, col := range cols {
-			col.Release()
-		}
-		if err != nil {
-			out.Close()
-			return 0, err
-		}
-		rows += rec.NumRows()
+		rows += n
+		return nil
+	})
+	if err == nil {
+		err = w.Close()
 	}
-	if err := w.Close(); err != nil {
+	if err != nil {
 		out.Close()
 		return 0, err
 	}
@@ -263,4 +238,42 @@ func RunLocal(c *matching.Canonical, s *transform.Schema, rawPath, outPath strin
 	return rows, os.Rename(tmp, outPath)
 }
 
-var _ = errors.New
+// rawColumns is event_id and every raw column g reads, each once.
+func rawColumns(g *transform.Graph) []string {
+	names := []string{transform.ColEventID}
+	for _, n := range g.Nodes {
+		if n.Op != "col" {
+			continue
+		}
+		if name, _ := n.Param("name"); !slices.Contains(names, name.Str) {
+			names = append(names, name.Str)
+		}
+	}
+	return names
+}
+
+// runBatch runs a batch of raw events through g and writes event_id and
+// the inputs' columns to w.
+func runBatch(raw arrow.Record, g *transform.Graph, s *transform.Schema, need []string, nodes []int,
+	outSchema *arrow.Schema, w *ipc.FileWriter) (int64, error) {
+	rec, err := transform.Conform(s, raw, need)
+	if err != nil {
+		return 0, err
+	}
+	defer rec.Release()
+	if err := transform.CheckRecord(g, s, rec); err != nil {
+		return 0, err
+	}
+	cols, err := transform.Run(g, transform.Default(), rec, nodes...)
+	if err != nil {
+		return 0, err
+	}
+	all := append([]arrow.Array{rec.Column(0)}, cols...)
+	outRec := array.NewRecord(outSchema, all, rec.NumRows())
+	err = w.Write(outRec)
+	outRec.Release()
+	for _, col := range cols {
+		col.Release()
+	}
+	return rec.NumRows(), err
+}

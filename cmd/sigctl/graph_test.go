@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,10 +11,12 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/internal/rowref"
+	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/gen"
 )
@@ -261,4 +264,246 @@ func evalRef(t *testing.T, g *transform.Graph, n int, raw map[string]arrow.Array
 	}
 	t.Fatalf("no reference for op %s", nd.Op)
 	return rowref.Column{}
+}
+
+// TestRunForeignTypes runs `sigctl run` over raw files whose columns have
+// Arrow types other than the schema's, as files written by other tools do:
+// lossless integer types are converted (the output equals the run over the
+// int64 file), every other type is refused with the file, the column and
+// its type named, and nothing panics (event_id int32 panicked in
+// array.NewRecord before transform.Conform).
+func TestRunForeignTypes(t *testing.T) {
+	dir := t.TempDir()
+	graph := filepath.Join(dir, "g.sig")
+	src := "input adv = hash(col(\"advertiser_id\"), buckets=1000)\ninput q = unigrams(lower(col(\"query\")))\n"
+	if err := os.WriteFile(graph, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs := gen.New(gen.Config{Seed: 3}).Records(500, 500)
+	base := recs[0]
+	defer base.Release()
+	ids := base.Column(base.Schema().FieldIndices(transform.ColEventID)[0]).(*array.Int64).Int64Values()
+	advs := base.Column(base.Schema().FieldIndices("advertiser_id")[0]).(*array.Int64).Int64Values()
+
+	want := filepath.Join(dir, "want.arrow")
+	writeRaw(t, filepath.Join(dir, "raw.arrow"), base)
+	if code, _, errOut := runSigctl(t, "run", graph, "--raw", filepath.Join(dir, "raw.arrow"), "--out", want); code != 0 {
+		t.Fatalf("int64 file: %s", errOut)
+	}
+	wantCols := readAll(t, want)
+
+	mem := memory.DefaultAllocator
+	ints := func(b array.Builder, vals []int64, appendOne func(int64)) arrow.Array {
+		for _, v := range vals {
+			appendOne(v)
+		}
+		return b.NewArray()
+	}
+	int32s := func(vals []int64) arrow.Array {
+		b := array.NewInt32Builder(mem)
+		return ints(b, vals, func(v int64) { b.Append(int32(v)) })
+	}
+	uint64s := func(vals []int64, last uint64) arrow.Array {
+		b := array.NewUint64Builder(mem)
+		for _, v := range vals[:len(vals)-1] {
+			b.Append(uint64(v))
+		}
+		b.Append(last)
+		return b.NewArray()
+	}
+	float64s := func(vals []int64) arrow.Array {
+		b := array.NewFloat64Builder(mem)
+		return ints(b, vals, func(v int64) { b.Append(float64(v)) })
+	}
+	strs := func(vals []int64) arrow.Array {
+		b := array.NewStringBuilder(mem)
+		return ints(b, vals, func(v int64) { b.Append(fmt.Sprint(v)) })
+	}
+	withNull := func(vals []int64) arrow.Array {
+		b := array.NewInt64Builder(mem)
+		b.AppendNull()
+		return ints(b, vals[1:], func(v int64) { b.Append(v) })
+	}
+	small := make([]int64, len(ids)) // event ids that fit int32
+	for i := range small {
+		small[i] = int64(i) * 7
+	}
+	cases := []struct {
+		name    string
+		replace map[string]arrow.Array // column -> foreign array; nil array drops the column
+		twice   string                 // a column written twice
+		err     string                 // "" if the run succeeds
+	}{
+		{name: "event_id int32", replace: map[string]arrow.Array{transform.ColEventID: int32s(small)}},
+		{name: "event_id uint64 that fit", replace: map[string]arrow.Array{transform.ColEventID: uint64s(ids, 1<<63-1)}},
+		{name: "advertiser_id int16", replace: map[string]arrow.Array{"advertiser_id": func() arrow.Array {
+			b := array.NewInt16Builder(mem)
+			return ints(b, advs, func(v int64) { b.Append(int16(v)) })
+		}()}},
+		{name: "event_id uint64 over int64", replace: map[string]arrow.Array{transform.ColEventID: uint64s(ids, 1<<63)},
+			err: `column "event_id" (Arrow type uint64): value 9223372036854775808 at row 499 does not fit int64`},
+		{name: "event_id float64", replace: map[string]arrow.Array{transform.ColEventID: float64s(ids)},
+			err: `column "event_id" has Arrow type float64, want int64`},
+		{name: "event_id utf8", replace: map[string]arrow.Array{transform.ColEventID: strs(ids)},
+			err: `column "event_id" has Arrow type utf8, want int64`},
+		{name: "advertiser_id float64", replace: map[string]arrow.Array{"advertiser_id": float64s(advs)},
+			err: `column "advertiser_id" has Arrow type float64, want int64`},
+		{name: "query int32", replace: map[string]arrow.Array{"query": int32s(advs)},
+			err: `column "query" has Arrow type int32, want utf8`},
+		{name: "event_id null", replace: map[string]arrow.Array{transform.ColEventID: withNull(ids)},
+			err: `column "event_id" has 1 nulls`},
+		{name: "event_id missing", replace: map[string]arrow.Array{transform.ColEventID: nil},
+			err: `no column "event_id"`},
+		{name: "event_id twice", twice: transform.ColEventID,
+			err: `column "event_id" appears 2 times`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".arrow")
+			out := raw + ".out"
+			rec := replaceColumns(t, base, tc.replace, tc.twice)
+			writeRaw(t, raw, rec)
+			rec.Release()
+			code, _, errOut := runSigctl(t, "run", graph, "--raw", raw, "--out", out)
+			if tc.err != "" {
+				if code != 1 || !strings.Contains(errOut, raw+": record batch 0: ") || !strings.Contains(errOut, tc.err) {
+					t.Fatalf("exit %d, stderr %q; want exit 1 naming %s and %q", code, errOut, raw, tc.err)
+				}
+				if _, err := os.Stat(out); !os.IsNotExist(err) {
+					t.Errorf("output written after a refused file: %v", err)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			got := readAll(t, out)
+			for name, w := range wantCols {
+				g := got[name]
+				if name == transform.ColEventID {
+					if fa, ok := tc.replace[name]; ok {
+						w = asInt64(t, fa)
+					}
+				}
+				if g.DataType().ID() != w.DataType().ID() || !array.Equal(g, w) {
+					t.Errorf("column %s: %s differs from the int64 file's %s", name, g.DataType(), w.DataType())
+				}
+			}
+		})
+	}
+}
+
+// replaceColumns returns rec with the columns in repl replaced (dropped if
+// nil) and the column twice appended once more.
+func replaceColumns(t testing.TB, rec arrow.Record, repl map[string]arrow.Array, twice string) arrow.Record {
+	t.Helper()
+	var fields []arrow.Field
+	var cols []arrow.Array
+	for i, f := range rec.Schema().Fields() {
+		c := rec.Column(i)
+		if a, ok := repl[f.Name]; ok {
+			if a == nil {
+				continue
+			}
+			c, f.Type = a, a.DataType()
+		}
+		fields, cols = append(fields, f), append(cols, c)
+		if f.Name == twice {
+			fields, cols = append(fields, f), append(cols, c)
+		}
+	}
+	return array.NewRecord(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+// asInt64 is an integer array's values as int64s.
+func asInt64(t *testing.T, a arrow.Array) arrow.Array {
+	t.Helper()
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	for i := 0; i < a.Len(); i++ {
+		switch a := a.(type) {
+		case *array.Int32:
+			b.Append(int64(a.Value(i)))
+		case *array.Uint64:
+			b.Append(int64(a.Value(i)))
+		default:
+			t.Fatalf("asInt64 of %s", a.DataType())
+		}
+	}
+	return b.NewArray()
+}
+
+// writeRaw writes rec as a one-batch Arrow IPC file.
+func writeRaw(t testing.TB, path string, rec arrow.Record) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(rec.Schema()))
+	if err == nil {
+		err = w.Write(rec)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err2 := f.Close(); err == nil {
+		err = err2
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzRunLocal runs local input generation over arbitrary bytes as the raw
+// file. Nothing may panic: a file Arrow cannot read, or whose columns do
+// not conform to the schema, is an error naming the file. Seeds: a valid
+// file and its columns as foreign types.
+//
+//	go test ./cmd/sigctl -run XXX -fuzz FuzzRunLocal -fuzztime 60s -fuzzminimizetime 2s
+func FuzzRunLocal(f *testing.F) {
+	dir := f.TempDir()
+	base := gen.New(gen.Config{Seed: 5}).Records(20, 20)[0]
+	seed := func(rec arrow.Record) {
+		p := filepath.Join(dir, "seed.arrow")
+		writeRaw(f, p, rec)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	seed(base)
+	for _, name := range []string{transform.ColEventID, "advertiser_id", "query"} {
+		b := array.NewUint32Builder(memory.DefaultAllocator)
+		for i := range base.NumRows() {
+			b.Append(uint32(i))
+		}
+		rec := replaceColumns(f, base, map[string]arrow.Array{name: b.NewArray()}, "")
+		seed(rec)
+		rec.Release()
+	}
+	c, err := matching.Canonicalize(mustParse(f, "input adv = hash(col(\"advertiser_id\"), buckets=1000)\ninput q = unigrams(lower(col(\"query\")))\n"),
+		transform.AdsSchema(), transform.Default(), transform.Limits{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		raw := filepath.Join(dir, "raw.arrow")
+		if err := os.WriteFile(raw, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := RunLocal(c, transform.AdsSchema(), raw, filepath.Join(dir, "out.arrow")); err != nil && !strings.Contains(err.Error(), raw) {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+	})
+}
+
+func mustParse(t testing.TB, src string) *transform.Graph {
+	t.Helper()
+	g, _, err := transform.ParseAndCheck([]byte(src), "g.sig", transform.AdsSchema(), transform.Default(), transform.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

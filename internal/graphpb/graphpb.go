@@ -51,7 +51,9 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
 // FromProto converts a graph message, refusing messages over the limits
-// before building anything.
+// before building anything. The graph it returns is checked by
+// transform.Check like a parsed one: the one set of rules for graphs from
+// either path (names, ops, parameters, strings, lists, depth).
 func FromProto(pg *sigv1.Graph, lim transform.Limits) (*transform.Graph, error) {
 	lim = lim.EnsureDefaults()
 	if pg == nil {
@@ -71,6 +73,11 @@ func FromProto(pg *sigv1.Graph, lim transform.Limits) (*transform.Graph, error) 
 		}
 		if len(pn.Inputs) > lim.MaxArgs {
 			return nil, &FieldError{f + ".inputs", fmt.Sprintf("%d inputs, more than the limit of %d", len(pn.Inputs), lim.MaxArgs)}
+		}
+		if pn.Name != "" {
+			if err := transform.CheckName(pn.Name, lim); err != nil {
+				return nil, &FieldError{f + ".name", err.Error()}
+			}
 		}
 		n := transform.Node{Op: pn.Op, Name: pn.Name}
 		for _, j := range pn.Inputs {
@@ -99,7 +106,18 @@ func FromProto(pg *sigv1.Graph, lim transform.Limits) (*transform.Graph, error) 
 		if int(in.Node) >= len(pg.Nodes) {
 			return nil, &FieldError{fmt.Sprintf("graph.inputs[%d].node", i), fmt.Sprintf("refers to node %d, but the graph has %d nodes", in.Node, len(pg.Nodes))}
 		}
+		if err := transform.CheckName(in.Name, lim); err != nil {
+			return nil, &FieldError{fmt.Sprintf("graph.inputs[%d].name", i), err.Error()}
+		}
 		g.Inputs = append(g.Inputs, transform.ModelInput{Name: in.Name, Node: int(in.Node)})
+	}
+	// Every field within its own limit can still add up to more than a
+	// DSL source may hold; the graph is held to the source limit through
+	// the smallest text that could write it. Everything else (ops,
+	// parameters, duplicate names, depth) transform.Check checks, as for
+	// a parsed graph.
+	if n := transform.MinSourceBytes(g); n > lim.MaxSourceBytes {
+		return nil, &FieldError{"graph", fmt.Sprintf("written as DSL it would be at least %d bytes, more than the limit of %d", n, lim.MaxSourceBytes)}
 	}
 	return g, nil
 }

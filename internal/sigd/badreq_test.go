@@ -3,6 +3,7 @@ package sigd_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +14,29 @@ import (
 	"github.com/sigdata/sig/internal/sigd"
 	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
 )
 
 func protoGraph(g *sigv1.Graph) *sigv1.GraphSpec {
 	return &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Graph{Graph: g}, RawSource: "ads"}
+}
+
+func withName(n *sigv1.Node, name string) *sigv1.Node {
+	n.Name = name
+	return n
+}
+
+// bigDefaults is a graph of n fill_missing nodes, each with a default of
+// 4096 bytes (the string limit): every field within its limit, its DSL
+// text over the 1 MiB source limit from n = 256.
+func bigDefaults(n int) *sigv1.Graph {
+	g := &sigv1.Graph{Nodes: []*sigv1.Node{colNode("query")}}
+	for i := range n {
+		g.Nodes = append(g.Nodes, &sigv1.Node{Op: "fill_missing", Inputs: []uint32{0}, Params: []*sigv1.Param{
+			{Name: "default", Value: &sigv1.Value{Kind: &sigv1.Value_Str{Str: strings.Repeat(string(rune('a'+i%26)), 4096)}}}}})
+		g.Inputs = append(g.Inputs, &sigv1.ModelInput{Name: fmt.Sprintf("x%d", i), Node: uint32(i + 1)})
+	}
+	return g
 }
 
 func colNode(name string) *sigv1.Node {
@@ -98,6 +118,10 @@ func TestBadRequests(t *testing.T) {
 		{"empty range", ctr, withRange(all.StartMicros, all.StartMicros), []string{"range", "empty"}},
 		{"inverted range", ctr, withRange(all.EndMicros, all.StartMicros), []string{"range"}},
 		{"missing range", ctr, noRange, []string{"range"}},
+		{"range of all int64", ctr, withRange(math.MinInt64, math.MaxInt64), []string{"range.start_micros", "-9223372036854775808", "1970-01-01T00:00:00Z"}},
+		{"range from before the epoch", ctr, withRange(-1, all.EndMicros), []string{"range.start_micros", "1970-01-01T00:00:00Z"}},
+		{"range to MaxInt64", ctr, withRange(all.StartMicros, math.MaxInt64), []string{"range.end_micros", "10000-01-01T00:00:00Z"}},
+		{"range into the year 10000", ctr, withRange(all.StartMicros, transform.EndEventTime+1), []string{"range.end_micros", "10000-01-01T00:00:00Z"}},
 		{"missing graph", ctr, noGraph, []string{"graph"}},
 		{"unknown raw source", ctr, otherSource, []string{"clicks"}},
 		{"priority out of range", ctr, badPrio, []string{"priority"}},
@@ -113,6 +137,16 @@ func TestBadRequests(t *testing.T) {
 		{"message graph with a cycle", ctr, graph(&sigv1.Graph{
 			Nodes:  []*sigv1.Node{{Op: "lower", Inputs: []uint32{1}}, {Op: "lower", Inputs: []uint32{0}}},
 			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 0}}}), []string{"cycle"}},
+		{"message graph with a 3 MB node name", ctr, graph(&sigv1.Graph{
+			Nodes:  []*sigv1.Node{withName(colNode("query"), strings.Repeat("a", 3<<20))},
+			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 0}}}), []string{"graph.nodes[0].name", "invalid name", "128 bytes"}},
+		{"message graph with a node name that is not a DSL name", ctr, graph(&sigv1.Graph{
+			Nodes:  []*sigv1.Node{withName(colNode("query"), "q\ninput y")},
+			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 0}}}), []string{"graph.nodes[0].name", "invalid name"}},
+		{"message graph with two nodes of one name", ctr, graph(&sigv1.Graph{
+			Nodes:  []*sigv1.Node{withName(colNode("query"), "q"), withName(colNode("ad_title"), "q")},
+			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 0}, {Name: "y", Node: 1}}}), []string{"node 1", "duplicate name \"q\""}},
+		{"message graph whose DSL would exceed the source limit", ctr, graph(bigDefaults(300)), []string{"graph", "1048576"}},
 		{"message graph input out of range", ctr, graph(&sigv1.Graph{
 			Nodes:  []*sigv1.Node{colNode("query")},
 			Inputs: []*sigv1.ModelInput{{Name: "x", Node: 3}}}), []string{"graph.inputs"}},
@@ -140,6 +174,19 @@ func TestBadRequests(t *testing.T) {
 				Range: &sigv1.EventRange{StartMicros: 10, EndMicros: 5}})
 			return err
 		}, "range"},
+		{"read with a range past the end of event time", func() error {
+			_, err := ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p",
+				Range: &sigv1.EventRange{StartMicros: all.StartMicros, EndMicros: math.MaxInt64}})
+			return err
+		}, "range.end_micros"},
+		{"watch with a range before the epoch", func() error {
+			st, err := ctr.WatchReadSolution(ctx, &sigv1.WatchReadSolutionRequest{Client: "ctr", Pipeline: "p",
+				Range: &sigv1.EventRange{StartMicros: math.MinInt64, EndMicros: all.EndMicros}})
+			if err == nil {
+				_, err = st.Recv()
+			}
+			return err
+		}, "range.start_micros"},
 		{"priority out of range", func() error {
 			_, err := ctr.SetPriority(ctx, &sigv1.SetPriorityRequest{Client: "ctr", Pipeline: "p", Priority: -1})
 			return err

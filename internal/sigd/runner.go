@@ -106,11 +106,29 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 		return nil, err
 	}
 	r.observe("read", start)
+	// A raw block is Arrow from outside the worker: its columns, event_id
+	// included (it becomes the memo object's), must be the schema's types
+	// before any op or the memo encoder reads them.
+	conformed, err := transform.Conform(s, raw, recordColumns(raw))
+	raw.Release()
+	if err != nil {
+		return nil, taskError("raw block %s: %v", spec.BlockId, err)
+	}
+	raw = conformed
 	if err := transform.CheckRecord(g, s, raw); err != nil {
 		raw.Release()
 		return nil, taskError("block %s: %v", spec.BlockId, err)
 	}
 	return &memoTask{r: r, spec: spec, g: g, reg: reg, meta: meta, raw: raw}, nil
+}
+
+// recordColumns is the names of rec's columns, in order.
+func recordColumns(rec arrow.Record) []string {
+	names := make([]string, rec.NumCols())
+	for i, f := range rec.Schema().Fields() {
+		names[i] = f.Name
+	}
+	return names
 }
 
 // memoTask is one task between its stages: the raw columns after Read, the

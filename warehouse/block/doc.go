@@ -34,7 +34,9 @@
 // ranged or whole. The footer's own CRC is in the trailer. The whole object's
 // CRC is kept by objstore in the object's metadata and verified on full reads.
 // Any mismatch, truncation or undecodable segment is ErrCorrupt, with the
-// object (and column) named.
+// object (and column) named, and so is a segment whose own Arrow schema is
+// not the type the footer gives its column (a checksum only says the bytes
+// are the ones written, not that the writer was SIG's).
 //
 // # Block ids
 //

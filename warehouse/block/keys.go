@@ -81,14 +81,18 @@ const windowFormat = "20060102T150405Z"
 // ID is the id of a raw block of the event-time window starting at
 // windowStart (microseconds since the epoch) holding the records of Kafka
 // partition r.Partition between offsets r.First and r.Last inclusive.
-// Lexicographic order of ids is window order, then partition, then offset.
+// Lexicographic order of ids is window order, then partition, then offset,
+// for windows within the event times SIG stores ([transform.MinEventTime,
+// transform.EndEventTime): four-digit years).
 func ID(windowStart int64, r KafkaRange) string {
 	w := time.UnixMicro(windowStart).UTC().Format(windowFormat)
 	return fmt.Sprintf("%s-p%05d-%020d-%020d", w, r.Partition, r.First, r.Last)
 }
 
 // WindowPrefix is the prefix shared by the ids of every block of the window
-// starting at windowStart; catalog range scans seek to it.
+// starting at windowStart; catalog range scans seek to it. Prefixes sort in
+// time order only within [transform.MinEventTime, transform.EndEventTime):
+// the year 10000's sorts before 2026's.
 func WindowPrefix(windowStart int64) string {
 	return time.UnixMicro(windowStart).UTC().Format(windowFormat)
 }

@@ -33,9 +33,11 @@ import (
 //     of the fetched bytes (Arrow's IPC reader copies every buffer twice,
 //     into buffers as large as the metadata says). The decoder reads exactly
 //     the layout block.Encode writes (an IPC file of one uncompressed batch)
-//     and checks every length and offset against the bytes it has, so a
-//     segment that passed its checksum but was written wrong is ErrCorrupt,
-//     never a panic or a huge allocation.
+//     and checks the segment's schema against the footer's type and every
+//     length and offset against the bytes it has, so a segment that passed
+//     its checksum but was written wrong (or by another writer) is
+//     ErrCorrupt, never a panic, a huge allocation or values of one type
+//     read as another.
 //
 // The segment bytes also let a reader check row alignment of a memo object
 // cheaply: its event_id segment is byte-identical to the raw block's when
@@ -278,6 +280,15 @@ func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Arra
 			arr, err = nil, fmt.Errorf("block %s: column %s: undecodable segment: %v: %w", key, c.Name, r, ErrCorrupt)
 		}
 	}()
+	// The segment's own schema must be the footer's type: the value
+	// buffers alone cannot tell a float64 from an int64 (or a padded int32
+	// from either), and the footer is not checked against the segment by
+	// the CRCs, which only say that the bytes are the ones written.
+	if got, ok := segmentType(seg); !ok {
+		return nil, fmt.Errorf("block %s: column %s: segment has no readable Arrow schema: %w", key, c.Name, ErrCorrupt)
+	} else if got != t.String() {
+		return nil, fmt.Errorf("block %s: column %s: segment holds %s, footer says %s: %w", key, c.Name, got, c.Type, ErrCorrupt)
+	}
 	arr, ok := decodeZeroCopy(seg, t, rows)
 	if !ok {
 		return nil, fmt.Errorf("block %s: column %s: segment is not one uncompressed Arrow IPC batch of %d rows of %s as block.Encode writes: %w",
@@ -302,6 +313,14 @@ const (
 	msgSlotBodyLength = 10 // Message.bodyLength
 	headerSchema      = 1
 	headerRecordBatch = 3
+
+	schemaSlotFields  = 6  // Schema.fields
+	fieldSlotTypeType = 8  // Field.type_type
+	fieldSlotType     = 10 // Field.type
+	fieldSlotChildren = 14 // Field.children
+	intSlotBitWidth   = 4  // Int.bitWidth
+	intSlotIsSigned   = 6  // Int.is_signed
+	floatSlotPrecison = 4  // FloatingPoint.precision
 
 	rbSlotLength      = 4  // RecordBatch.length
 	rbSlotNodes       = 6  // RecordBatch.nodes: [FieldNode{length, null_count}]
@@ -332,7 +351,8 @@ func message(b []byte, off int) (meta, body []byte, next int, ok bool) {
 // decodeZeroCopy decodes a segment written by block.Encode (an IPC file: a
 // schema message, one uncompressed record batch) whose buffers it aliases.
 // ok is false when the segment is of another shape or inconsistent. The
-// footer's type (checked by the segment's CRC) gives the column's type.
+// footer's type, which DecodeSegment has checked against the segment's own
+// schema, gives the column's type.
 func decodeZeroCopy(seg []byte, t transform.Type, rows int64) (arrow.Array, bool) {
 	if len(seg) < 8 || string(seg[:8]) != ipcFileMagic {
 		return nil, false
@@ -364,6 +384,77 @@ func decodeZeroCopy(seg []byte, t transform.Type, rows int64) (arrow.Array, bool
 	}
 	defer data.Release()
 	return array.MakeFromData(data), true
+}
+
+// segmentType returns the type of the one field of a segment's schema
+// message: a transform.Type's name when it is one, else a description of
+// the Arrow type (for the error). ok is false when the segment does not
+// start with a schema of one field. Out-of-range flatbuffer reads panic;
+// DecodeSegment recovers.
+func segmentType(seg []byte) (string, bool) {
+	if len(seg) < 8 || string(seg[:8]) != ipcFileMagic {
+		return "", false
+	}
+	smeta, _, _, ok := message(seg, 8)
+	if !ok || headerType(smeta) != headerSchema {
+		return "", false
+	}
+	msg := flatbuffers.Table{Bytes: smeta, Pos: flatbuffers.GetUOffsetT(smeta)}
+	sch, ok := child(&msg, msgSlotHeader)
+	if !ok {
+		return "", false
+	}
+	fields, n := vector(&sch, schemaSlotFields)
+	if n != 1 {
+		return "", false
+	}
+	return fieldType(&sch, fields, 0), true
+}
+
+// fieldType names the type of the field whose offset is at pos in t's
+// buffer, as transform.Type.String does for the types SIG stores.
+func fieldType(t *flatbuffers.Table, pos flatbuffers.UOffsetT, depth int) string {
+	f := flatbuffers.Table{Bytes: t.Bytes, Pos: t.Indirect(pos)}
+	typ, hasType := child(&f, fieldSlotType)
+	switch id := f.GetByteSlot(fieldSlotTypeType, 0); {
+	case id == 2 && hasType: // Int
+		bits, signed := typ.GetInt32Slot(intSlotBitWidth, 0), typ.GetBoolSlot(intSlotIsSigned, false)
+		if signed {
+			return fmt.Sprintf("int%d", bits)
+		}
+		return fmt.Sprintf("uint%d", bits)
+	case id == 3 && hasType: // FloatingPoint
+		return fmt.Sprintf("float%d", 16<<typ.GetInt16Slot(floatSlotPrecison, 0))
+	case id == 5: // Utf8
+		return transform.String.String()
+	case id == 12 && depth < 2: // List
+		children, n := vector(&f, fieldSlotChildren)
+		if n != 1 {
+			return "list"
+		}
+		return "list<" + fieldType(&f, children, depth+1) + ">"
+	default:
+		return fmt.Sprintf("Arrow type %d", id)
+	}
+}
+
+// child returns the table in slot of t.
+func child(t *flatbuffers.Table, slot flatbuffers.VOffsetT) (flatbuffers.Table, bool) {
+	o := t.Offset(slot)
+	if o == 0 {
+		return flatbuffers.Table{}, false
+	}
+	return flatbuffers.Table{Bytes: t.Bytes, Pos: t.Indirect(t.Pos + flatbuffers.UOffsetT(o))}, true
+}
+
+// vector returns where the vector of tables in slot of t starts and its
+// length.
+func vector(t *flatbuffers.Table, slot flatbuffers.VOffsetT) (flatbuffers.UOffsetT, int) {
+	o := t.Offset(slot)
+	if o == 0 {
+		return 0, 0
+	}
+	return t.Vector(flatbuffers.UOffsetT(o)), t.VectorLen(flatbuffers.UOffsetT(o))
 }
 
 func headerType(meta []byte) byte {

@@ -65,3 +65,36 @@ func TestFetchTail(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncatedObjectIsCorrupt: a block object cut short anywhere, to
+// nothing included, is ErrCorrupt to ReadFooter, ReadBlock and FetchTail,
+// never an object-store error (which readers report as an outage to
+// retry): a 0-byte object was one, as MinIO answers a suffix range of an
+// empty object with a Content-Range objstore refused.
+func TestTruncatedObjectIsCorrupt(t *testing.T) {
+	_, s := newStore(t)
+	ctx := context.Background()
+	rec := testRecord(1000)
+	defer rec.Release()
+	data, meta, err := block.Encode(testMeta(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := meta.Columns[len(meta.Columns)-1]
+	for _, n := range []int{0, 1, block.TrailerSize - 1, block.TrailerSize, int(meta.FooterOffset), len(data) - 1} {
+		if _, err := s.Put(ctx, meta.Key, data[:n], nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := block.ReadFooter(ctx, s, meta.Key); !errors.Is(err, block.ErrCorrupt) {
+			t.Errorf("%d bytes: ReadFooter: %v, want ErrCorrupt", n, err)
+		}
+		if _, _, err := block.ReadBlock(ctx, s, meta.Key); !errors.Is(err, block.ErrCorrupt) {
+			t.Errorf("%d bytes: ReadBlock: %v, want ErrCorrupt", n, err)
+		}
+		if n > int(last.Offset) {
+			if _, _, err := block.FetchTail(ctx, s, meta.Key, last.Offset, last.Name, nil); !errors.Is(err, block.ErrCorrupt) {
+				t.Errorf("%d bytes: FetchTail: %v, want ErrCorrupt", n, err)
+			}
+		}
+	}
+}

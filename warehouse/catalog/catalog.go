@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )
 
@@ -361,7 +362,13 @@ func (c *Catalog) BlocksAfter(source, after string, limit int) ([]block.Meta, er
 // Range returns the blocks of source holding events with event time in
 // [from, to) (microseconds), in event order. Late blocks of a window are
 // included: they are versions of the window's data.
+//
+// The range is first clamped to the event times SIG stores
+// ([transform.MinEventTime, transform.EndEventTime)): no block holds others,
+// window prefixes order blocks only within it, and the window arithmetic
+// below cannot overflow on what remains, whatever the caller passes.
 func (c *Catalog) Range(source string, from, to int64) ([]block.Meta, error) {
+	from, to = max(from, transform.MinEventTime), min(to, transform.EndEventTime)
 	if from >= to {
 		return nil, nil
 	}
@@ -374,9 +381,13 @@ func (c *Catalog) Range(source string, from, to int64) ([]block.Meta, error) {
 	}
 	wl := info.WindowLength
 	startWindow := floorDiv(from, wl) * wl
+	// The scan stops at the window after the one holding to-1; when that
+	// window would start at or past the end of event time, its prefix
+	// would have a five-digit year and sort before every other, so the
+	// scan runs to the end of the source instead.
 	var endID string
-	if to <= math.MaxInt64-wl {
-		endID = block.WindowPrefix(floorDiv(to-1, wl)*wl + wl)
+	if last := floorDiv(to-1, wl) * wl; wl < transform.EndEventTime-last {
+		endID = block.WindowPrefix(last + wl)
 	}
 	var out []block.Meta
 	err = c.scan(source, block.WindowPrefix(startWindow), endID, func(m block.Meta) bool {

@@ -3,9 +3,11 @@ package catalog_test
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -13,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -306,5 +309,48 @@ func TestDecodedEntriesAreCopies(t *testing.T) {
 			t.Fatalf("Blocks = %+v, %v; want [%+v]", bs, err, m)
 		}
 		bs[0].Columns[0].Length = 0
+	}
+}
+
+// TestRangeExtremes: ranges reaching to the ends of int64, or past the end
+// of event time (the year 10000), find the blocks they cover. Before Range
+// clamped to [transform.MinEventTime, transform.EndEventTime), the window
+// of MinInt64 overflowed and a range ending in the year 10000 stopped at a
+// window prefix with a five-digit year, which sorts before "2026…": both
+// found no block.
+func TestRangeExtremes(t *testing.T) {
+	c := open(t, t.TempDir())
+	defer c.Close()
+	w2026 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	last := transform.EndEventTime - hour // the last window of event time
+	blocks := []block.Meta{meta(w2026, 0, 0, 9, 1), meta(w2026+hour, 0, 10, 19, 1), meta(last, 0, 20, 29, 1)}
+	for _, m := range blocks {
+		if err := c.Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := ids(blocks)
+	y10000 := transform.EndEventTime
+	for _, tc := range []struct {
+		name     string
+		from, to int64
+		want     []string
+	}{
+		{"all of int64", math.MinInt64, math.MaxInt64, all},
+		{"from MinInt64", math.MinInt64, w2026 + 2*hour, all[:2]},
+		{"to the year 10000", w2026, y10000, all},
+		{"past the year 10000", w2026, y10000 + 2*hour, all},
+		{"the last window", last, y10000, all[2:]},
+		{"before the epoch", math.MinInt64, 0, nil},
+		{"after the end", y10000, math.MaxInt64, nil},
+		{"the top of int64", math.MaxInt64 - 1, math.MaxInt64, nil},
+	} {
+		got, err := c.Range("ads", tc.from, tc.to)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !reflect.DeepEqual(ids(got), tc.want) {
+			t.Errorf("%s: Range(%d, %d) = %v, want %v", tc.name, tc.from, tc.to, ids(got), tc.want)
+		}
 	}
 }

@@ -15,7 +15,9 @@
 //
 // Block ids sort in event order (block.ID), so the b\x00<source>\x00 prefix
 // is the source's blocks in event order, and a lookup by event range seeks to
-// the first window it touches. The o\x00 index answers "which offsets of this
+// the first window it touches. Ids sort so only for the event times SIG
+// stores (transform.MinEventTime to EndEventTime: four-digit years), so a
+// lookup clamps its range to them first. The o\x00 index answers "which offsets of this
 // partition and window are already in a catalogued block" for ingestion
 // restarts and lets Add refuse a block whose Kafka range overlaps another of
 // the same partition and window (ErrOverlap): no record is ever counted twice.

@@ -452,6 +452,12 @@ func (s *Store) GetFromInto(ctx context.Context, key string, off, max int64, all
 // GetSuffixInto reads the last len(dst) bytes of the object (all of it if
 // it is shorter) into dst[:n] and returns n and the object's Info. Like
 // GetRangeInto, it only writes dst, and not after it returns.
+//
+// An empty object has no suffix: S3 answers 416 (a suffix range is
+// unsatisfiable only on an empty representation, RFC 9110 14.1.1), MinIO
+// a 206 of no bytes with Content-Range "bytes 0--1/0". Either is n = 0 and
+// an object of size 0, for the caller to judge (a block object that short
+// is corrupt), not a failed read (which callers retry as an outage).
 func (s *Store) GetSuffixInto(ctx context.Context, key string, dst []byte) (int, Info, error) {
 	if len(dst) == 0 {
 		return 0, Info{}, fmt.Errorf("objstore: get %s: invalid suffix length 0", key)
@@ -470,6 +476,10 @@ func (s *Store) GetSuffixInto(ctx context.Context, key string, dst []byte) (int,
 		// A 206 must end at the object's end; a 200 (no Content-Range) is
 		// the whole object, shorter than the suffix asked.
 		cr := h.Get("Content-Range")
+		if size == 0 && strings.HasPrefix(cr, "bytes ") && strings.HasSuffix(cr, "/0") {
+			info, n = infoFromHeader(key, 0, h), 0
+			return nil
+		}
 		first, last, total, ok := contentRange(cr)
 		if cr != "" && (!ok || total < 0 || last != total-1 || last-first+1 != size) {
 			return permanent(fmt.Errorf("suffix of %d bytes asked, server sends %d bytes with Content-Range %q", len(dst), size, cr))
@@ -485,6 +495,9 @@ func (s *Store) GetSuffixInto(ctx context.Context, key string, dst []byte) (int,
 		s.bytesRead.Add(size)
 		return nil
 	})
+	if errors.Is(err, ErrRange) {
+		return 0, Info{Key: key}, nil
+	}
 	if err != nil {
 		return 0, Info{}, err
 	}

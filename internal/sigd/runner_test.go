@@ -1,0 +1,96 @@
+package sigd_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/internal/sigd/sigdtest"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/workers"
+)
+
+// TestRunnerForeignRawBlock: a raw block object whose columns are not the
+// schema's types (written by something other than SIG's ingestion) fails
+// its task with an error naming the block, the column and both types; it
+// neither panics in the worker nor writes a memo object. Before
+// transform.Conform in Runner.Read, an event_id of float64 passed the
+// graph's column check and panicked building the memo record.
+func TestRunnerForeignRawBlock(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 50})
+	ctx := context.Background()
+	s := transform.AdsSchema()
+	schemaJSON, _ := json.Marshal(s)
+	base := w.Blocks[0]
+	_, rec, err := block.ReadBlock(ctx, w.Store, base.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	floats := func(name string) arrow.Array {
+		col := rec.Column(rec.Schema().FieldIndices(name)[0]).(*array.Int64)
+		b := array.NewFloat64Builder(memory.DefaultAllocator)
+		for _, v := range col.Int64Values() {
+			b.Append(float64(v))
+		}
+		return b.NewArray()
+	}
+	strs := func(name string) arrow.Array {
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		for range rec.NumRows() {
+			b.Append(name)
+		}
+		return b.NewArray()
+	}
+	cases := []struct {
+		name, column string
+		col          arrow.Array
+		want         string
+	}{
+		{"event_id float64", transform.ColEventID, floats(transform.ColEventID), `column "event_id" has Arrow type float64, want int64`},
+		{"event_id utf8", transform.ColEventID, strs("x"), `column "event_id" has Arrow type utf8, want int64`},
+		{"advertiser_id float64", "advertiser_id", floats("advertiser_id"), `column "advertiser_id" has Arrow type float64, want int64`},
+	}
+	r := &sigd.Runner{Store: w.Store}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fields := rec.Schema().Fields()
+			cols := append([]arrow.Array(nil), rec.Columns()...)
+			for j := range fields {
+				if fields[j].Name == tc.column {
+					fields[j].Type, cols[j] = tc.col.DataType(), tc.col
+				}
+			}
+			bad := array.NewRecord(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+			defer bad.Release()
+			tc.col.Release()
+			id := base.ID + "-foreign" + string(rune('a'+i))
+			meta := base
+			meta.ID, meta.Key, meta.Columns = id, block.RawKey("ads", id), nil
+			if _, err := block.Write(ctx, w.Store, meta, bad); err != nil {
+				t.Fatal(err)
+			}
+			memoKey := "memo/test/" + id + ".arrow"
+			task := workers.Task{ID: workers.TaskID{Component: "c", Block: id}, Spec: &sigv1.Task{
+				ComponentKey: "c", BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				CanonicalDsl: `input out = hash(col("advertiser_id"), buckets=100)`, Columns: []string{"advertiser_id"},
+				SchemaJson: string(schemaJSON), MemoGeneration: 1,
+			}}
+			_, err := r.Run(ctx, task)
+			if err == nil || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v; want an error naming block %s and %q", err, id, tc.want)
+			}
+			if _, _, err := w.Store.Get(ctx, memoKey); err == nil {
+				t.Error("a memo object was written from a foreign raw block")
+			}
+		})
+	}
+}
