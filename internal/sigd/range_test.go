@@ -9,18 +9,7 @@ import (
 	"github.com/sigdata/sig/internal/sigd/sigdtest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
-	"github.com/sigdata/sig/warehouse/ingest"
 )
-
-// TestOneEventTimeRange: ingestion accepts exactly the event times that
-// read ranges may cover, so no block is ingested that no range can read and
-// no range reaches past what can be stored.
-func TestOneEventTimeRange(t *testing.T) {
-	if ingest.MinEventTime != transform.MinEventTime || ingest.MaxEventTime != transform.EndEventTime-1 {
-		t.Fatalf("ingestion accepts [%d, %d], ranges cover [%d, %d)", ingest.MinEventTime, ingest.MaxEventTime,
-			transform.MinEventTime, transform.EndEventTime)
-	}
-}
 
 // TestWidestRangeReadsEveryBlock: a pipeline submitted for every event
 // time SIG stores, [transform.MinEventTime, transform.EndEventTime), gets

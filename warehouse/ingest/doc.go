@@ -26,9 +26,10 @@
 // event_time_ahead below), sig-dlq-topic, sig-dlq-partition and
 // sig-dlq-offset. Ingestion never stops for a malformed record.
 //
-// So does a record whose event_time is outside MinEventTime..MaxEventTime
-// (1970-01-01T00:00:00Z to the end of year 9999: a window's start is written
-// with a four-digit year in block ids, which must sort as event time does),
+// So does a record whose event_time is outside the event times SIG stores
+// (transform.CheckEventTime: 1970-01-01T00:00:00Z to the end of year 9999;
+// a window's start is written with a four-digit year in block ids, which
+// must sort as event time does),
 // or more than MaxEventTimeAhead (default 1h) ahead of the ingester's clock
 // (Config.Clock): no producer's clock is that far off, and keeping such a
 // record would make a block of a window that has not begun.

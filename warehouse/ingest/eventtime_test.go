@@ -64,7 +64,7 @@ func TestEventTimeBounds(t *testing.T) {
 	badAt(math.MinInt64)
 	badAt(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
 	badAt(-1)
-	badAt(ingest.MaxEventTime)                      // in range, but millennia ahead
+	badAt(transform.EndEventTime - 1)                    // in range, but millennia ahead
 	badAt(clk.Now().Add(3 * time.Hour).UnixMicro()) // ahead of the clock by more than 1h
 	// Accepted: 30 minutes ahead of the clock (skew within the hour), in
 	// the window of 01:00; it must not close the window of 00:00.
@@ -79,7 +79,7 @@ func TestEventTimeBounds(t *testing.T) {
 	if st.DeadLetters != 6 || st.LateBlocks != 0 {
 		t.Fatalf("stats %+v: want 6 dead letters and no late block", st)
 	}
-	want := []string{"outside the valid range", "outside the valid range", "outside the valid range", "outside the valid range",
+	want := []string{"the end of the event times SIG stores", "the earliest SIG stores", "the end of the event times SIG stores", "the earliest SIG stores",
 		"ahead of the ingester's clock", "ahead of the ingester's clock"}
 	for i, h := range e.deadLetters(t, len(want)) {
 		if r := h[ingest.HeaderDLQReason]; !strings.Contains(r, want[i]) || !strings.Contains(r, "event_time") {

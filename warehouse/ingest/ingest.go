@@ -43,7 +43,7 @@ const (
 
 // Reasons for dead letters besides the record format's (record.Reason*).
 const (
-	// ReasonEventTimeRange: event_time outside MinEventTime..MaxEventTime.
+	// ReasonEventTimeRange: event_time outside transform.CheckEventTime's range.
 	ReasonEventTimeRange = "event_time_range"
 	// ReasonEventTimeAhead: event_time more than MaxEventTimeAhead ahead of
 	// the clock.
@@ -65,17 +65,11 @@ func reasonIndex(code string) int {
 	return -1
 }
 
-// The event times ingestion accepts, in microseconds since the Unix epoch:
-// from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z. Block ids and the
-// catalog's window prefixes write a window's start with a four-digit year and
-// sort as strings (block.ID), which holds for years 0000-9999 only; before
-// the epoch nothing SIG ingests happened, and excluding negative times keeps
-// window arithmetic (windowOf, a window's end plus Lateness) far from int64's
-// limits. Records outside go to the dead-letter topic.
-const (
-	MinEventTime int64 = 0
-	MaxEventTime int64 = 253_402_300_799_999_999
-)
+// The event times ingestion accepts are the ones SIG stores and read ranges
+// may cover: transform.CheckEventTime, [1970-01-01, 10000-01-01), whose bounds
+// transform's schema.go explains (four-digit years in block ids, window
+// arithmetic far from int64's limits). Records outside go to the dead-letter
+// topic.
 
 // TopicFor is the raw event topic of a source.
 func TopicFor(source string) string { return "raw." + source }
@@ -567,14 +561,13 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 		return nil
 	}
 	t := in.dec.EventTime()
-	if t < MinEventTime || t > MaxEventTime {
-		in.deadLetter(cl, r, ReasonEventTimeRange, fmt.Errorf("event_time %d is outside the valid range %s to %s",
-			t, formatMicros(MinEventTime), formatMicros(MaxEventTime)))
+	if err := transform.CheckEventTime(t); err != nil {
+		in.deadLetter(cl, r, ReasonEventTimeRange, fmt.Errorf("event_time: %w", err))
 		return nil
 	}
 	if t > in.now+in.cfg.MaxEventTimeAhead.Microseconds() {
 		in.deadLetter(cl, r, ReasonEventTimeAhead, fmt.Errorf("event_time %s is more than %v ahead of the ingester's clock (%s)",
-			formatMicros(t), in.cfg.MaxEventTimeAhead, formatMicros(in.now)))
+			transform.FormatMicros(t), in.cfg.MaxEventTimeAhead, transform.FormatMicros(in.now)))
 		return nil
 	}
 	w := in.windowOf(t)
@@ -623,10 +616,6 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 	return nil
 }
 
-// formatMicros writes an event time for people (dead-letter reasons).
-func formatMicros(t int64) string {
-	return time.UnixMicro(t).UTC().Format("2006-01-02T15:04:05.999999Z07:00")
-}
 
 // updateNextClose recomputes the smallest closeAt of the open buffers, so
 // that the per-record watermark check is one comparison.
