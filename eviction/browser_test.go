@@ -291,7 +291,7 @@ func TestBrowserOverviewCharts(t *testing.T) {
 	e := newEnv(t, envConfig{Blocks: 2, Rows: 100, UISampleEvery: 100 * time.Millisecond})
 	report := func(mpg float64) {
 		t.Helper()
-		if _, err := e.sig("trainer").ReportTrainerStatus(e.ctx, &sigv1.TrainerStatus{Job: "train", Pipeline: "ctr-small",
+		if _, err := e.sig("trainer").ReportTrainerStatus(e.ctx, &sigv1.TrainerStatus{Client: "ctr", Job: "train", Pipeline: "ctr-small",
 			Phase: "initial", Chips: 4, SchedulingGoodput: 1, RuntimeGoodput: 0.98, ProgramGoodput: mpg / 0.98, Mpg: mpg, Steps: 10,
 			TensorcoreNsPerStep: 2.8, SparsecoreNsPerStep: 57, DeviceNsPerStep: 59.8}); err != nil {
 			t.Fatal(err)

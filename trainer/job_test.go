@@ -3,8 +3,8 @@ package trainer
 import (
 	"context"
 	"os"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 

@@ -64,7 +64,7 @@ func TestEventTimeBounds(t *testing.T) {
 	badAt(math.MinInt64)
 	badAt(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
 	badAt(-1)
-	badAt(transform.EndEventTime - 1)                    // in range, but millennia ahead
+	badAt(transform.EndEventTime - 1)               // in range, but millennia ahead
 	badAt(clk.Now().Add(3 * time.Hour).UnixMicro()) // ahead of the clock by more than 1h
 	// Accepted: 30 minutes ahead of the clock (skew within the hour), in
 	// the window of 01:00; it must not close the window of 00:00.

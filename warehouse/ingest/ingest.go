@@ -616,7 +616,6 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 	return nil
 }
 
-
 // updateNextClose recomputes the smallest closeAt of the open buffers, so
 // that the per-record watermark check is one comparison.
 func (ps *partState) updateNextClose() {
