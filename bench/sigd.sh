@@ -14,13 +14,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 {
   echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD)"
-  go test ./internal/sigd -run '^$' -bench 'Submit200Nodes100kCached' -benchtime 2000x -count 3 -timeout 30m
+  go test ./sigd -run '^$' -bench 'Submit200Nodes100kCached' -benchtime 2000x -count 3 -timeout 30m
   # MinIO without the MD5 ETag (etag=random, --no-compat) and S3-strict as SIG's
   # development store runs it (etag=md5), one process each, alternating, so
   # that the order favours neither.
   for i in 1 2 3; do
     for etag in random md5; do
-      go test ./internal/sigd -run '^$' -bench "MemoizeVsBare/etag=$etag\$" -benchtime 6x -count 1 -timeout 30m
+      go test ./sigd -run '^$' -bench "MemoizeVsBare/etag=$etag\$" -benchtime 6x -count 1 -timeout 30m
     done
   done
   cat <<'NOTES'

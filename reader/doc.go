@@ -96,7 +96,7 @@
 // most. sigd checks the object itself and recomputes that block if it is
 // bad; the read solution turns pending, then ready, and the same unit then
 // reads the same bytes as before the corruption (TestCorruptMemoRepaired in
-// internal/sigd).
+// sigd).
 //
 // A pending memo is the transient stall of the brief's training holds: the
 // host releases its chips and waits for the completion event, or reads the

@@ -26,7 +26,7 @@ import (
 
 // fixture is a warehouse in a real MinIO: raw blocks from the Ads generator,
 // the components of some model graphs, and their memo objects written the
-// way SIG workers write them (internal/sigd Runner.compute).
+// way SIG workers write them (sigd Runner.compute).
 type fixture struct {
 	minio  *testenv.MinIO
 	store  *objstore.Store
@@ -144,7 +144,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 }
 
 // memoize writes the memo object of input i for block b exactly as a SIG
-// worker does (internal/sigd Runner.compute): parse the canonical DSL, read
+// worker does (sigd Runner.compute): parse the canonical DSL, read
 // only the component's columns, run it, write {event_id, value}.
 func (f *fixture) memoize(ctx context.Context, b, i int) error {
 	in := f.inputs[i]
@@ -175,7 +175,7 @@ func (f *fixture) memoize(ctx context.Context, b, i int) error {
 	return err
 }
 
-// memoRecord is internal/sigd.MemoRecord: the record of a memo object.
+// memoRecord is sigd.MemoRecord: the record of a memo object.
 func memoRecord(eventID, value arrow.Array) arrow.Record {
 	s := arrow.NewSchema([]arrow.Field{
 		{Name: transform.ColEventID, Type: arrow.PrimitiveTypes.Int64},

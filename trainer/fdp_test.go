@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/sigd"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/fdp"
 	"github.com/sigdata/sig/trainer/partition"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer/fleet"
 	"github.com/sigdata/sig/trainer/goodput"
 )

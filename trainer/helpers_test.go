@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/internal/sigd"
-	"github.com/sigdata/sig/internal/sigd/sigdtest"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/warehouse/block"
 )
 
 // env is a warehouse of raw blocks in a real MinIO with a real sigd serving
-// it in the test process (internal/sigd/sigdtest).
+// it in the test process (sigd/sigdtest).
 type env struct {
 	w    *sigdtest.Warehouse
 	sigd *sigdtest.Server

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/auth"
-	"github.com/sigdata/sig/internal/sigd"
-	"github.com/sigdata/sig/internal/sigd/sigdtest"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/workers"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/sigd"
 )
 
 // TestExactlyOnceUnderKills runs a pipeline as real processes — two

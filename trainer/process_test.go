@@ -16,7 +16,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
-	"github.com/sigdata/sig/internal/sigd/sigdtest"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 )
 

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sigdata/sig/internal/sigd/sigdtest"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/internal/testenv"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/reader"

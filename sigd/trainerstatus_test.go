@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sigdata/sig/internal/sigd"
-	"github.com/sigdata/sig/internal/sigd/sigdtest"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 

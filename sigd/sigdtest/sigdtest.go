@@ -36,7 +36,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
-	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/internal/testenv"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"

@@ -15,7 +15,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/sigdata/sig/internal/sigd"
+	"github.com/sigdata/sig/sigd"
 )
 
 // startDev builds a sigd in development mode (embedded MinIO and kfake) in
