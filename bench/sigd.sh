@@ -8,7 +8,7 @@
 #     (target ratio >= 0.7); *-frac are the worker's read/transform/write
 #     phases as fractions of the service's time. etag=md5 is MinIO as SIG's
 #     development store and tests run it (S3-strict), etag=random without the
-#     MD5 of each PUT (--no-compat, testenv.MinIOConfig.RandomETags).
+#     MD5 of each PUT (--no-compat, devenv.MinIOConfig.RandomETags).
 # The queue cycle target (>= 20k/s) is bench/workers.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +40,7 @@ cd "$(dirname "$0")/.."
 #   2 CPUs with the service. But the tools a user first looks at SIG's data with check it (rclone copy
 #   fails "md5 hash differ", s3cmd get warns on every object), and the median ratio is above the 0.7
 #   target either way (medians 0.81 and 0.75): a few percent is not worth a store those tools reject.
-#   etag=random stays as a measurement (testenv.MinIOConfig.RandomETags runs MinIO --no-compat).
+#   etag=random stays as a measurement (devenv.MinIOConfig.RandomETags runs MinIO --no-compat).
 #   Against another S3 store the MD5, if any, is that store's CPU, not SIG's.
 # The run-to-run spread (MinIO's CPU per task for the same code, 8.7-18.1 ms) is a guess, not
 #   measured: fresh memory. This VM reports freed pages to its host (virtio-balloon free page

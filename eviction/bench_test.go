@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/eviction"
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -325,7 +325,7 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 	} else if dir, _ = os.MkdirTemp(dir, "minio-"); dir != "" {
 		defer os.RemoveAll(dir)
 	}
-	m, err := testenv.StartMinIO(ctx, testenv.MinIOConfig{Dir: dir})
+	m, err := devenv.StartMinIO(ctx, devenv.MinIOConfig{Dir: dir})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
@@ -31,7 +31,7 @@ func artifacts(t *testing.T) string {
 	t.Helper()
 	root := os.Getenv("SIG_TEST_ARTIFACTS")
 	if root == "" {
-		r, err := testenv.RepoRoot()
+		r, err := devenv.RepoRoot()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 package eviction_test
 
 // The eviction suite's environment: a sigd serving in the test process on a
-// real MinIO and kfake (internal/testenv), with raw blocks of Ads events
+// real MinIO and kfake (internal/devenv), with raw blocks of Ads events
 // written straight into its warehouse, a token file, gRPC clients per
 // principal, and checks of the matching cache against the bucket.
 
@@ -21,11 +21,11 @@ import (
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/clock"
-	"github.com/sigdata/sig/sigd"
-	"github.com/sigdata/sig/sigd/sigdtest"
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/gen"
@@ -89,8 +89,8 @@ type envConfig struct {
 type env struct {
 	tb     testing.TB
 	srv    *sigd.Server
-	minio  *testenv.MinIO
-	kafka  *testenv.Kafka
+	minio  *devenv.MinIO
+	kafka  *devenv.Kafka
 	blocks []block.Meta
 	tokens map[string]string
 	logs   *syncBuffer
@@ -111,8 +111,8 @@ func newEnv(tb testing.TB, cfg envConfig) *env {
 	if cfg.EvictInterval == 0 {
 		cfg.EvictInterval = 24 * time.Hour
 	}
-	m := testenv.NewMinIO(tb)
-	k := testenv.NewKafka(tb, testenv.KafkaConfig{})
+	m := devenv.NewMinIO(tb)
+	k := devenv.NewKafka(tb, devenv.KafkaConfig{})
 	dir := tb.TempDir()
 	e := &env{tb: tb, minio: m, kafka: k, tokens: map[string]string{}, logs: &syncBuffer{}}
 	var f auth.File

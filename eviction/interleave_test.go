@@ -16,7 +16,7 @@ import (
 
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/clock"
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -64,7 +64,7 @@ func (c *hookCancel) Cancel(component, block string) error {
 }
 
 type rig struct {
-	minio  *testenv.MinIO
+	minio  *devenv.MinIO
 	f      *matching.Frontend
 	ev     *eviction.Evictor
 	store  *objstore.Store
@@ -76,7 +76,7 @@ type rig struct {
 
 func newRig(t *testing.T, nblocks int) *rig {
 	t.Helper()
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig",
 		RetryFor: 2 * time.Second})
 	if err != nil {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sigdata/sig/internal/auth"
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 )
 
@@ -268,7 +268,7 @@ type readerProc struct {
 
 // startReader starts cmd/reader against the MinIO, configured from SIG_*
 // environment variables (and --listen from the command line).
-func startReader(t testing.TB, m *testenv.MinIO, tokens string) *readerProc {
+func startReader(t testing.TB, m *devenv.MinIO, tokens string) *readerProc {
 	t.Helper()
 	cmd := exec.Command(buildReader(t), "--listen", "127.0.0.1:0", "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "SIG_S3_ENDPOINT="+m.Endpoint, "SIG_S3_ACCESS_KEY="+m.AccessKey,

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/examples"
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -28,7 +28,7 @@ import (
 // the components of some model graphs, and their memo objects written the
 // way SIG workers write them (sigd Runner.compute).
 type fixture struct {
-	minio  *testenv.MinIO
+	minio  *devenv.MinIO
 	store  *objstore.Store
 	schema *transform.Schema
 	blocks []fixtureBlock
@@ -77,7 +77,7 @@ func fleetGraphs(tb testing.TB, names ...string) []string {
 	return out
 }
 
-func newStore(tb testing.TB, m *testenv.MinIO) *objstore.Store {
+func newStore(tb testing.TB, m *devenv.MinIO) *objstore.Store {
 	tb.Helper()
 	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
 		Bucket: "sig", RetryFor: 5 * time.Second})
@@ -92,7 +92,7 @@ func newStore(tb testing.TB, m *testenv.MinIO) *objstore.Store {
 
 func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 	tb.Helper()
-	m := testenv.NewMinIO(tb)
+	m := devenv.NewMinIO(tb)
 	f := &fixture{minio: m, store: newStore(tb, m), schema: transform.AdsSchema()}
 	ctx := context.Background()
 	reg := transform.Default()

@@ -10,10 +10,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sigdata/sig/sigd"
-	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/workers"
 )
 

@@ -15,10 +15,10 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sigdata/sig/sigd"
-	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
 // TestSIGKILLDuringWork runs the sigd binary, submits three overlapping

@@ -21,9 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	"github.com/sigdata/sig/internal/testenv"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
@@ -207,7 +207,7 @@ func TestDevKillKeepsAckedEvents(t *testing.T) {
 
 	// Read the blocks with the dev MinIO started on its data again.
 	_, ak, sk, _ := devState(t, dir)
-	m, err := testenv.StartMinIO(ctx, testenv.MinIOConfig{Dir: filepath.Join(dir, "minio"), AccessKey: ak, SecretKey: sk})
+	m, err := devenv.StartMinIO(ctx, devenv.MinIOConfig{Dir: filepath.Join(dir, "minio"), AccessKey: ak, SecretKey: sk})
 	if err != nil {
 		t.Fatal(err)
 	}

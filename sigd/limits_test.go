@@ -23,9 +23,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 
 // TestWatchLimitPerPrincipal: a principal holds at most

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/workers"

@@ -26,9 +26,9 @@ import (
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/internal/pebbleutil"
-	"github.com/sigdata/sig/internal/testenv"
 	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -258,8 +258,8 @@ func (s *Server) ensureTopics(ctx context.Context) error {
 
 // DevEnv is the embedded MinIO and Kafka of development mode.
 type DevEnv struct {
-	MinIO *testenv.MinIO
-	Kafka *testenv.Kafka
+	MinIO *devenv.MinIO
+	Kafka *devenv.Kafka
 	// StateFile is DataDir/dev.json: the embedded store's endpoint and
 	// keys, and the brokers, for tools outside sigd (S3 clients, kcat).
 	StateFile string
@@ -290,11 +290,11 @@ func (s *Server) openEnv(ctx context.Context) error {
 		if st.S3AccessKey == "" {
 			st.S3AccessKey, st.S3SecretKey = "sig"+randomHex(6), randomHex(16)
 		}
-		m, err := testenv.StartMinIO(ctx, testenv.MinIOConfig{Dir: filepath.Join(cfg.DataDir, "minio"),
+		m, err := devenv.StartMinIO(ctx, devenv.MinIOConfig{Dir: filepath.Join(cfg.DataDir, "minio"),
 			AccessKey: st.S3AccessKey, SecretKey: st.S3SecretKey, Port: port(st.S3Endpoint)})
 		if err != nil && st.S3Endpoint != "" {
 			// The old port is taken: take any.
-			m, err = testenv.StartMinIO(ctx, testenv.MinIOConfig{Dir: filepath.Join(cfg.DataDir, "minio"),
+			m, err = devenv.StartMinIO(ctx, devenv.MinIOConfig{Dir: filepath.Join(cfg.DataDir, "minio"),
 				AccessKey: st.S3AccessKey, SecretKey: st.S3SecretKey})
 		}
 		if err != nil {
@@ -310,9 +310,9 @@ func (s *Server) openEnv(ctx context.Context) error {
 		if st.KafkaBrokers != "" {
 			kport = port(st.KafkaBrokers)
 		}
-		k, err := testenv.StartKafka(testenv.KafkaConfig{DataDir: filepath.Join(cfg.DataDir, "kafka"), Port: kport})
+		k, err := devenv.StartKafka(devenv.KafkaConfig{DataDir: filepath.Join(cfg.DataDir, "kafka"), Port: kport})
 		if err != nil && kport != 0 {
-			k, err = testenv.StartKafka(testenv.KafkaConfig{DataDir: filepath.Join(cfg.DataDir, "kafka")})
+			k, err = devenv.StartKafka(devenv.KafkaConfig{DataDir: filepath.Join(cfg.DataDir, "kafka")})
 		}
 		if err != nil {
 			return fmt.Errorf("development mode: kfake: %w", err)

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 
 // TestShutdownEndsWaits: stopping sigd ends open watch streams and

@@ -11,10 +11,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sigdata/sig/sigd"
-	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/gen"

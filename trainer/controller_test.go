@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/clock"
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/checkpoint"
@@ -23,7 +23,7 @@ import (
 // loop), feeding its machine and executing the actions it cares about.
 func newHandController(t *testing.T, clk clock.Clock) *Controller {
 	t.Helper()
-	mi := testenv.NewMinIO(t)
+	mi := devenv.NewMinIO(t)
 	st, err := objstore.New(objstore.Config{Endpoint: mi.Endpoint, AccessKey: mi.AccessKey, SecretKey: mi.SecretKey, Bucket: "sig", RetryFor: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

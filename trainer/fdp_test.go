@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/sigd"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer/fdp"
 	"github.com/sigdata/sig/trainer/partition"
 	"github.com/sigdata/sig/trainer/steptime"

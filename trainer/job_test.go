@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/goodput"
 )
 

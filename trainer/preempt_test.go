@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sigdata/sig/sigd"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
+	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer/checkpoint"
 )
 

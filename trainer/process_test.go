@@ -16,8 +16,8 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
-	"github.com/sigdata/sig/sigd/sigdtest"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
 // proc is a restartable subprocess of the test (a reader, a host or the

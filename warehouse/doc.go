@@ -26,5 +26,5 @@
 //	memo/<component-key>/<block>.arrow  one memoized output, row-aligned with its raw block
 //	checkpoints/<pipeline>/...          trainer checkpoints
 //
-// The test environment that starts MinIO and kfake is internal/testenv.
+// The test environment that starts MinIO and kfake is internal/devenv.
 package warehouse

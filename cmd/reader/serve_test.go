@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sigdata/sig/sigd/sigdtest"
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
 )
 
@@ -44,7 +44,7 @@ func (s *syncBuffer) String() string {
 // startReader runs the reader command in this process against m, with the
 // sigdtest token file and extra flags, and waits for its output to match
 // ready; it returns the submatches. The reader stops when the test ends.
-func startReader(t *testing.T, m *testenv.MinIO, ready *regexp.Regexp, extra ...string) []string {
+func startReader(t *testing.T, m *devenv.MinIO, ready *regexp.Regexp, extra ...string) []string {
 	t.Helper()
 	tokens, _ := sigdtest.WriteTokens(t, t.TempDir())
 	args := append([]string{"--listen", "127.0.0.1:0", "--s3-endpoint", m.Endpoint, "--s3-access-key", m.AccessKey,
@@ -82,7 +82,7 @@ var listeningLine = regexp.MustCompile(`listening on (\S+)\n`)
 // through reflection, without a token, and health answers SERVING for each
 // (sig.reader.v1.Reader answered NotFound, and reflection was not served).
 func TestReaderHealthAndReflection(t *testing.T) {
-	addr := startReader(t, testenv.NewMinIO(t), listeningLine)[1]
+	addr := startReader(t, devenv.NewMinIO(t), listeningLine)[1]
 	services := sigdtest.CheckHealth(t, addr)
 	if !slices.Contains(services, "sig.reader.v1.Reader") {
 		t.Fatalf("grpcurl lists %v, not sig.reader.v1.Reader", services)

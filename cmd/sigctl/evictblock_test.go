@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/sigd"
-	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
 // TestEvictBlockCommand: against a real sigd, an operator recomputes one

@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/cli"
-	"github.com/sigdata/sig/sigd"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sigdata/sig/sigd/sigdtest"
 	psv1 "github.com/sigdata/sig/proto/ps/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer/ps"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/internal/topics"
 )
 
@@ -16,7 +16,7 @@ import (
 // broker's default), leaves existing ones as they are, and names a topic it
 // cannot create.
 func TestEnsure(t *testing.T) {
-	k := testenv.NewKafka(t, testenv.KafkaConfig{Topics: []string{"old"}, Partitions: 3})
+	k := devenv.NewKafka(t, devenv.KafkaConfig{Topics: []string{"old"}, Partitions: 3})
 	cl, err := k.Client()
 	if err != nil {
 		t.Fatal(err)

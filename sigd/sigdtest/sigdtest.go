@@ -1,5 +1,5 @@
 // Package sigdtest is the test harness of the SIG daemon. It builds what a
-// test of sigd needs from the project's one test environment (testenv: a
+// test of sigd needs from the project's one test environment (devenv: a
 // real MinIO and kfake):
 //
 //   - a Warehouse: raw blocks of Ads events from the generator
@@ -36,9 +36,9 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
-	"github.com/sigdata/sig/sigd"
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
@@ -63,14 +63,14 @@ type WarehouseConfig struct {
 	// /dev/shm); default a test temporary directory.
 	MinIODir string
 	// MinIORandomETags runs MinIO without MD5 ETags
-	// (testenv.MinIOConfig.RandomETags; benchmarks).
+	// (devenv.MinIOConfig.RandomETags; benchmarks).
 	MinIORandomETags bool
 }
 
 // Warehouse is a real MinIO with raw blocks, and a kfake cluster.
 type Warehouse struct {
-	MinIO *testenv.MinIO
-	Kafka *testenv.Kafka
+	MinIO *devenv.MinIO
+	Kafka *devenv.Kafka
 	Store *objstore.Store
 	// Blocks are the raw blocks written, in event order.
 	Blocks []block.Meta
@@ -92,16 +92,16 @@ func NewWarehouse(tb testing.TB, cfg WarehouseConfig) *Warehouse {
 		if dir == "" {
 			dir = tb.TempDir()
 		}
-		m, err := testenv.StartMinIO(context.Background(), testenv.MinIOConfig{Dir: dir, RandomETags: cfg.MinIORandomETags})
+		m, err := devenv.StartMinIO(context.Background(), devenv.MinIOConfig{Dir: dir, RandomETags: cfg.MinIORandomETags})
 		if err != nil {
 			tb.Fatalf("sigdtest: %v", err)
 		}
 		tb.Cleanup(m.Stop)
 		w.MinIO = m
 	} else {
-		w.MinIO = testenv.NewMinIO(tb)
+		w.MinIO = devenv.NewMinIO(tb)
 	}
-	w.Kafka = testenv.NewKafka(tb, testenv.KafkaConfig{})
+	w.Kafka = devenv.NewKafka(tb, devenv.KafkaConfig{})
 	st, err := objstore.New(objstore.Config{Endpoint: w.MinIO.Endpoint, AccessKey: w.MinIO.AccessKey,
 		SecretKey: w.MinIO.SecretKey, Bucket: Bucket, RetryFor: 10 * time.Second})
 	if err != nil {
@@ -439,7 +439,7 @@ func tail(s string, n int) string {
 
 func repoRoot(tb testing.TB) string {
 	tb.Helper()
-	root, err := testenv.RepoRoot()
+	root, err := devenv.RepoRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -52,7 +52,7 @@ func TestLedger(t *testing.T) {
 // the object store under it.
 func newStore(t *testing.T, pipeline string) (*objstore.Store, *Store) {
 	t.Helper()
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig", RetryFor: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

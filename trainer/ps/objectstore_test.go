@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -15,7 +15,7 @@ import (
 // checkpoints beyond Keep are deleted from the bucket.
 func TestObjectStoreCheckpoints(t *testing.T) {
 	ctx := context.Background()
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "warehouse"})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -123,7 +123,7 @@ func TestIDsSortInEventOrder(t *testing.T) {
 	}
 }
 
-func newStore(t testing.TB) (*testenv.MinIO, *objstore.Store) {
+func newStore(t testing.TB) (*devenv.MinIO, *objstore.Store) {
 	t.Helper()
 	return block.NewTestStore(t)
 }

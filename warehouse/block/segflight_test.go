@@ -10,15 +10,15 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 // NewTestStore returns a store on a fresh MinIO's bucket "warehouse" (the
 // package's external tests use it too).
-func NewTestStore(tb testing.TB) (*testenv.MinIO, *objstore.Store) {
+func NewTestStore(tb testing.TB) (*devenv.MinIO, *objstore.Store) {
 	tb.Helper()
-	m := testenv.NewMinIO(tb)
+	m := devenv.NewMinIO(tb)
 	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "warehouse"})
 	if err != nil {
 		tb.Fatal(err)

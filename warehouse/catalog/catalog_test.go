@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
@@ -207,7 +207,7 @@ func smallRecord(n int, t0 int64) arrow.Record {
 // out a block orphaned by a crashed generation (object written, never
 // catalogued) whose records a later generation re-cut differently.
 func TestRebuildEqualsOriginal(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	store, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "warehouse"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
@@ -23,16 +23,16 @@ import (
 
 // env is one test's MinIO, kfake, bucket and catalog directory.
 type env struct {
-	minio      *testenv.MinIO
-	kafka      *testenv.Kafka
+	minio      *devenv.MinIO
+	kafka      *devenv.Kafka
 	store      *objstore.Store
 	catalogDir string
 }
 
 func newEnv(t testing.TB, partitions int32) *env {
 	t.Helper()
-	m := testenv.NewMinIO(t)
-	k := testenv.NewKafka(t, testenv.KafkaConfig{Topics: []string{"raw.ads", "raw.ads.dlq"}, Partitions: partitions})
+	m := devenv.NewMinIO(t)
+	k := devenv.NewKafka(t, devenv.KafkaConfig{Topics: []string{"raw.ads", "raw.ads.dlq"}, Partitions: partitions})
 	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
 		Bucket: "warehouse", AttemptTimeout: 5 * time.Second})
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
@@ -36,7 +36,7 @@ var (
 func sigctl(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := testenv.RepoRoot()
+		root, err := devenv.RepoRoot()
 		if err != nil {
 			buildErr = err
 			return

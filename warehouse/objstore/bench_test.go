@@ -11,7 +11,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 )
 
 // BenchmarkWrapperVsBare puts and gets the same 16 MiB object through the
@@ -145,13 +145,13 @@ func median(v []float64) float64 {
 // benchMinIO starts MinIO with its data in memory (/dev/shm) when available:
 // the comparison is about client-side cost, and a shared disk's latency
 // spikes would otherwise decide it.
-func benchMinIO(b *testing.B) *testenv.MinIO {
+func benchMinIO(b *testing.B) *devenv.MinIO {
 	dir, err := os.MkdirTemp("/dev/shm", "sig-bench-minio")
 	if err != nil {
-		return testenv.NewMinIO(b)
+		return devenv.NewMinIO(b)
 	}
 	b.Cleanup(func() { os.RemoveAll(dir) })
-	m, err := testenv.StartMinIO(context.Background(), testenv.MinIOConfig{Dir: dir})
+	m, err := devenv.StartMinIO(context.Background(), devenv.MinIOConfig{Dir: dir})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -20,7 +20,7 @@ import (
 // it held, exactly the bytes GetRange and GetSuffix return, and refuse
 // what those refuse.
 func TestReadInto(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
 	ctx := context.Background()
 	data := randBytes(700<<10, 11)
@@ -82,7 +82,7 @@ func TestReadInto(t *testing.T) {
 
 // A body cut part-way is retried into the same buffer, from the start.
 func TestReadIntoRetriesCutBody(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	p := newCutProxy(t, m.Endpoint)
 	s := newStore(t, m, func(c *objstore.Config) { c.Endpoint = p.addr })
 	ctx := context.Background()

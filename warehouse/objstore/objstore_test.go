@@ -16,11 +16,11 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
-func newStore(t testing.TB, m *testenv.MinIO, mod func(*objstore.Config)) *objstore.Store {
+func newStore(t testing.TB, m *devenv.MinIO, mod func(*objstore.Config)) *objstore.Store {
 	t.Helper()
 	cfg := objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "test"}
 	if mod != nil {
@@ -36,7 +36,7 @@ func newStore(t testing.TB, m *testenv.MinIO, mod func(*objstore.Config)) *objst
 	return s
 }
 
-func bareClient(t testing.TB, m *testenv.MinIO) *minio.Client {
+func bareClient(t testing.TB, m *devenv.MinIO) *minio.Client {
 	t.Helper()
 	c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
 	if err != nil {
@@ -55,7 +55,7 @@ func randBytes(n int, seed uint64) []byte {
 }
 
 func TestRoundTrip(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
 	ctx := context.Background()
 	if err := s.EnsureBucket(ctx); err != nil {
@@ -121,7 +121,7 @@ func TestRoundTrip(t *testing.T) {
 // object of size 0, not an error (MinIO answers "bytes 0--1/0", which was
 // refused as a bad Content-Range and reported as a failed read).
 func TestEmptyObjectSuffix(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
 	ctx := context.Background()
 	if _, err := s.Put(ctx, "memo/k/empty.arrow", nil, nil); err != nil {
@@ -137,7 +137,7 @@ func TestEmptyObjectSuffix(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
 	ctx := context.Background()
 	// More than one listing page (1000 keys).
@@ -167,7 +167,7 @@ func TestList(t *testing.T) {
 // An object overwritten behind the wrapper's back (bare minio-go, keeping the
 // old checksum metadata, or with none) is reported, never served.
 func TestCorruptOverwrittenThroughAPI(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
 	ctx := context.Background()
 	data := randBytes(64<<10, 2)
@@ -198,7 +198,7 @@ func TestCorruptOverwrittenThroughAPI(t *testing.T) {
 // MinIO's own bitrot check or our checksum catches them, and the error names
 // the object.
 func TestCorruptOnDisk(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
 	ctx := context.Background()
 	for _, size := range []int{8 << 10, 3 << 20} { // inline in xl.meta, and in a part file
@@ -251,7 +251,7 @@ func flipInObjectDir(t *testing.T, dir string, data []byte) string {
 
 // A MinIO outage in the middle of an operation delays it; it then succeeds.
 func TestRetriesAcrossOutage(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, func(c *objstore.Config) { c.AttemptTimeout = 2 * time.Second })
 	ctx := context.Background()
 	data := randBytes(1<<20, 3)
@@ -281,7 +281,7 @@ func TestRetriesAcrossOutage(t *testing.T) {
 
 // Permanent errors are not retried: wrong credentials fail at once.
 func TestPermanentErrorNotRetried(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: "wrong-secret-key", Bucket: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func TestPermanentErrorNotRetried(t *testing.T) {
 }
 
 func TestContextDeadline(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
 	m.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -314,7 +314,7 @@ func TestContextDeadline(t *testing.T) {
 // the end and wrong credentials, each with the error a caller tests for,
 // and wrong credentials not retried.
 func TestReadsSigned(t *testing.T) {
-	m := testenv.NewMinIO(t)
+	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
 	ctx := context.Background()
 	data := randBytes(10<<10, 2)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sigdata/sig/internal/testenv"
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/ready"
 )
@@ -21,7 +21,7 @@ func event(i int) ready.Event {
 }
 
 func TestPublishSubscribe(t *testing.T) {
-	k := testenv.NewKafka(t, testenv.KafkaConfig{Topics: []string{ready.Topic}})
+	k := devenv.NewKafka(t, devenv.KafkaConfig{Topics: []string{ready.Topic}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := k.Client()

@@ -1,7 +1,10 @@
-// Package testenv is the one test environment of the project: it starts a
+// Package devenv is the project's one development environment: it starts a
 // real MinIO server (the repository's bin/minio, installed by `make deps`)
-// and an embedded Kafka cluster (kfake), both on 127.0.0.1, for the tests of
-// every package and for `make demo`.
+// and an embedded Kafka cluster (kfake), both on 127.0.0.1. The tests of
+// every package use it, and so does `sigd dev` (the development mode that
+// `make demo` runs): the same servers, started the same way, so what the
+// tests exercise is what a developer runs. `sigd serve` with --s3-endpoint
+// and --kafka-brokers uses neither.
 //
 // MinIO runs as a child process on a free port with a temporary data
 // directory and random credentials. It can be killed and restarted on the
@@ -20,4 +23,4 @@
 //
 // What this package does not own: the object-store client (warehouse/objstore)
 // and Kafka clients (callers build them from the addresses given here).
-package testenv
+package devenv

@@ -1,4 +1,4 @@
-package testenv
+package devenv
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func (k *Kafka) start(port int) error {
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
-		return fmt.Errorf("testenv: start kfake: %w", err)
+		return fmt.Errorf("devenv: start kfake: %w", err)
 	}
 	k.cluster = c
 	k.Brokers = c.ListenAddrs()
@@ -98,11 +98,11 @@ func (k *Kafka) Close() {
 // its state from DataDir (without one, the restarted cluster is empty).
 func (k *Kafka) Restart() error {
 	if len(k.Brokers) == 0 {
-		return errors.New("testenv: kafka never started")
+		return errors.New("devenv: kafka never started")
 	}
 	var port int
 	if _, err := fmt.Sscanf(k.Brokers[0], "127.0.0.1:%d", &port); err != nil {
-		return fmt.Errorf("testenv: broker address %q: %w", k.Brokers[0], err)
+		return fmt.Errorf("devenv: broker address %q: %w", k.Brokers[0], err)
 	}
 	k.Close()
 	return k.start(port)
@@ -123,10 +123,10 @@ func (k *Kafka) CreateTopic(ctx context.Context, topic string, partitions int32)
 	defer cl.Close()
 	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("testenv: create topic %s: %w", topic, err)
+		return fmt.Errorf("devenv: create topic %s: %w", topic, err)
 	}
 	if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("testenv: create topic %s: %w", topic, resp.Err)
+		return fmt.Errorf("devenv: create topic %s: %w", topic, resp.Err)
 	}
 	return nil
 }
@@ -140,7 +140,7 @@ func NewKafka(tb testing.TB, cfg KafkaConfig) *Kafka {
 	}
 	k, err := StartKafka(cfg)
 	if err != nil {
-		tb.Fatalf("testenv: %v", err)
+		tb.Fatalf("devenv: %v", err)
 	}
 	tb.Cleanup(k.Close)
 	return k

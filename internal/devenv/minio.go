@@ -1,4 +1,4 @@
-package testenv
+package devenv
 
 import (
 	"bytes"
@@ -105,7 +105,7 @@ func RepoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("testenv: no go.mod at or above the working directory")
+			return "", errors.New("devenv: no go.mod at or above the working directory")
 		}
 		dir = parent
 	}
@@ -133,7 +133,7 @@ func freePort() (int, error) {
 // it is ready. Stop it with Stop.
 func StartMinIO(ctx context.Context, cfg MinIOConfig) (*MinIO, error) {
 	if cfg.Dir == "" {
-		return nil, errors.New("testenv: MinIOConfig.Dir is required")
+		return nil, errors.New("devenv: MinIOConfig.Dir is required")
 	}
 	if cfg.Binary == "" {
 		bin, err := FindMinIO()
@@ -187,7 +187,7 @@ func (m *MinIO) start(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.cmd != nil {
-		return errors.New("testenv: minio already running")
+		return errors.New("devenv: minio already running")
 	}
 	logf, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -213,7 +213,7 @@ func (m *MinIO) start(ctx context.Context) error {
 	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("testenv: start minio: %w", err)
+		return fmt.Errorf("devenv: start minio: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -230,7 +230,7 @@ func (m *MinIO) start(ctx context.Context) error {
 		select {
 		case <-done:
 			m.cmd, m.done = nil, nil
-			return fmt.Errorf("testenv: minio exited during start: %s", m.logTail())
+			return fmt.Errorf("devenv: minio exited during start: %s", m.logTail())
 		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -245,7 +245,7 @@ func (m *MinIO) start(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("testenv: minio not ready after %v: %s", m.cfg.StartTimeout, m.logTail())
+			return fmt.Errorf("devenv: minio not ready after %v: %s", m.cfg.StartTimeout, m.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -328,7 +328,7 @@ func NewMinIO(tb testing.TB) *MinIO {
 	tb.Helper()
 	m, err := StartMinIO(context.Background(), MinIOConfig{Dir: tb.TempDir()})
 	if err != nil {
-		tb.Fatalf("testenv: %v", err)
+		tb.Fatalf("devenv: %v", err)
 	}
 	tb.Cleanup(func() {
 		m.Stop()
