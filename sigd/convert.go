@@ -6,9 +6,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sigdata/sig/internal/graphpb"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/transform/graphpb"
 	"github.com/sigdata/sig/workers"
 )
 

@@ -9,10 +9,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sigdata/sig/internal/auth"
-	"github.com/sigdata/sig/internal/graphpb"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/transform/graphpb"
 )
 
 // sigService implements sigv1.SIGServer.

@@ -117,7 +117,7 @@
 //
 //	MaxSourceBytes  1 MiB    DSL text size (Parse; the error points at the first byte past it);
 //	                         a graph message, the fewest bytes of DSL that could write it
-//	                         (MinSourceBytes, in internal/graphpb)
+//	                         (MinSourceBytes, in transform/graphpb)
 //	MaxNodes        10000    nodes in a graph (Parse, Check)
 //	MaxDepth        256      ops on the longest path from a model input to a raw column,
 //	                         col included (Check); also how deep one expression may nest (Parse)

@@ -145,7 +145,7 @@ func floatLit(f float64) string {
 // count their fewest bytes: an integer its digits, any other number one,
 // a string its bytes and quotes, a list its brackets, commas and one byte
 // an element. A graph that arrives as a message is held to the DSL's
-// source limit with it (internal/graphpb): no graph reaches SIG larger
+// source limit with it (transform/graphpb): no graph reaches SIG larger
 // than a source within MaxSourceBytes could write it.
 func MinSourceBytes(g *Graph) int {
 	n := 0

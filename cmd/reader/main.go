@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reader", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:7090", "gRPC address to serve on")
-	sc := cli.ObjectStoreFlags(fs, "S3 endpoint host:port of the warehouse (required)")
+	sc := objstore.Flags(fs, "S3 endpoint host:port of the warehouse (required)")
 	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may Read (required)")
 	tlsCert := fs.String("tls-cert", "", "serve gRPC over TLS with this certificate (PEM)")
 	tlsKey := fs.String("tls-key", "", "private key of --tls-cert (PEM)")

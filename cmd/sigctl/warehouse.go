@@ -64,7 +64,7 @@ func splitBrokers(s string) []string {
 type s3Flags struct{ cfg *objstore.Config }
 
 func (f *s3Flags) register(fs *flag.FlagSet) {
-	f.cfg = cli.ObjectStoreFlags(fs, "S3 endpoint host:port (required)")
+	f.cfg = objstore.Flags(fs, "S3 endpoint host:port (required)")
 	fs.StringVar(&f.cfg.Bucket, "bucket", f.cfg.Bucket, "the same as --s3-bucket")
 }
 

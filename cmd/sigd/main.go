@@ -185,7 +185,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each pipelines up to %d tasks (read, transform, write)", workers.DefaultPipelineDepth))
 	name := fs.String("name", "", "worker name prefix (default: host-pid)")
 	cacheBytes := fs.Int64("cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes kept for the next tasks of a block (0: the default; negative: none)")
-	sc := cli.ObjectStoreFlags(fs, "S3 endpoint host:port of the warehouse")
+	sc := objstore.Flags(fs, "S3 endpoint host:port of the warehouse")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.token, "token", "", "bearer token (role trainer) for sigd, the readers and, for hosts, the controller")
 	fs.BoolVar(&f.tls, "tls", false, "dial sigd with TLS")
 	fs.StringVar(&f.tokens, "tokens", "", "token file authenticating the controller's service (internal/auth format; empty: no authentication)")
-	f.s3 = cli.ObjectStoreFlags(fs, "S3 endpoint of the warehouse (checkpoints; required)")
+	f.s3 = objstore.Flags(fs, "S3 endpoint of the warehouse (checkpoints; required)")
 	fs.Var(&f.kafka, "kafka-brokers", "Kafka brokers for sig.memo.ready completion events (optional)")
 	fs.Var(&f.readers, "readers", "reader addresses, comma-separated")
 	fs.IntVar(&f.hosts, "hosts", 2, "TPU host workers of the slice")

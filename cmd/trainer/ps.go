@@ -39,7 +39,7 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "", "directory for checkpoints (or use --s3-endpoint)")
 	keep := fs.Int("keep", 3, "checkpoints retained")
 	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may call (empty: no authentication, loopback only)")
-	sc := cli.ObjectStoreFlags(fs, "S3 endpoint for checkpoints in the warehouse bucket (instead of --data)")
+	sc := objstore.Flags(fs, "S3 endpoint for checkpoints in the warehouse bucket (instead of --data)")
 	pipeline := fs.String("pipeline", "", "pipeline whose checkpoints these are (with --s3-endpoint)")
 	cli.UsageWithEnv(fs)
 	if err := parseFlags(fs, args); err != nil {
