@@ -16,7 +16,9 @@ import (
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -86,7 +88,7 @@ func (noBlocks) Range(string, int64, int64) ([]matching.Block, error) { return n
 
 type noSched struct{}
 
-func (noSched) Enqueue(matching.Key, string, string, string, int32) error { return nil }
+func (noSched) Enqueue(canon.Key, string, string, string, int32) error { return nil }
 
 var searchFixture struct {
 	once sync.Once
@@ -140,7 +142,7 @@ func searchFrontend(b *testing.B) *matching.Frontend {
 				for blk := 0; blk < searchBlocks; blk++ {
 					id := fmt.Sprintf("b%02d", blk)
 					if err := cache.SetMemo(matching.MemoEntry{Component: in.Component, Block: id, State: matching.MemoReady,
-						Object: matching.MemoObjectKey(in.Component, id), Rows: 100_000, Bytes: 1 << 20, Gen: 1}); err != nil {
+						Object: block.MemoKey(in.Component, id), Rows: 100_000, Bytes: 1 << 20, Gen: 1}); err != nil {
 						fx.err = err
 						return
 					}
@@ -228,7 +230,7 @@ func TestSearchQueriesMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	match := func(q matching.Query) []string {
-		var sk matching.Key
+		var sk canon.Key
 		if q.Subgraph != "" {
 			if sk, err = f.SubgraphKey(q.Subgraph, ""); err != nil {
 				t.Fatal(err)
@@ -344,7 +346,7 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 	defer cache.Close()
 	f := matching.NewFrontend(matching.FrontendConfig{Cache: cache, Blocks: noBlocks{}, Scheduler: noSched{},
 		Schema: func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
-	var keys []matching.Key
+	var keys []canon.Key
 	for p := 0; p < comps/searchInputs; p++ {
 		var src strings.Builder
 		for j := 0; j < searchInputs; j++ {
@@ -367,7 +369,7 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 	payload := bytes.Repeat([]byte("m"), objBytes)
 	fill := func() {
 		type job struct {
-			k   matching.Key
+			k   canon.Key
 			blk string
 		}
 		jobs := make(chan job)
@@ -379,7 +381,7 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for j := range jobs {
-					obj := matching.MemoObjectKey(j.k, j.blk)
+					obj := block.MemoKey(j.k, j.blk)
 					_, err := st.Put(ctx, obj, payload, nil)
 					if err == nil {
 						err = cache.SetMemo(matching.MemoEntry{Component: j.k, Block: j.blk, State: matching.MemoReady,

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -38,7 +39,7 @@ const maxVerifications = 4
 
 // BlockImpact is what a single-block operation did.
 type BlockImpact struct {
-	Component matching.Key
+	Component canon.Key
 	Block     string
 	// Pipelines using the component (client/pipeline).
 	Pipelines []string
@@ -81,7 +82,7 @@ func checkReason(why string) error {
 	return nil
 }
 
-func blockWhat(verb string, k matching.Key, id string) string {
+func blockWhat(verb string, k canon.Key, id string) string {
 	return fmt.Sprintf("%sblock %s of component %s", verb, id, k)
 }
 
@@ -89,7 +90,7 @@ func blockWhat(verb string, k matching.Key, id string) string {
 // tells watchers and records an audit entry: the block is recomputed when a
 // pipeline next reads its solution, like an evicted component's. The order
 // is Evict's, for one block, under the component's eviction mark.
-func (e *Evictor) EvictBlock(ctx context.Context, k matching.Key, id, who, why string) (BlockImpact, error) {
+func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id, who, why string) (BlockImpact, error) {
 	if err := checkReason(why); err != nil {
 		return BlockImpact{}, err
 	}
@@ -105,7 +106,7 @@ func (e *Evictor) EvictBlock(ctx context.Context, k matching.Key, id, who, why s
 	defer e.blockMu.Unlock()
 	dctx := context.WithoutCancel(ctx)
 	removed := false
-	err = e.Frontend.Evicting([]matching.Key{k}, func() error {
+	err = e.Frontend.Evicting([]canon.Key{k}, func() error {
 		m, err := e.Frontend.Cache().Memo(k, id)
 		if err != nil {
 			return err
@@ -129,7 +130,7 @@ func (e *Evictor) EvictBlock(ctx context.Context, k matching.Key, id, who, why s
 	e.evicted.Add(1)
 	e.mu.Lock()
 	if e.toSweep == nil {
-		e.toSweep = map[matching.Key]time.Time{}
+		e.toSweep = map[canon.Key]time.Time{}
 	}
 	e.toSweep[k] = e.clock().Now() // an object a racing worker writes after the deletion
 	e.mu.Unlock()
@@ -156,7 +157,7 @@ func (e *Evictor) EvictBlock(ctx context.Context, k matching.Key, id, who, why s
 // incarnation can be marked ready) and watchers see it pending, then ready
 // again. A pending block is only scheduled again (Enqueue is idempotent);
 // a quarantined one is ErrQuarantined.
-func (e *Evictor) RecomputeBlock(ctx context.Context, k matching.Key, id, who, why string) (BlockImpact, error) {
+func (e *Evictor) RecomputeBlock(ctx context.Context, k canon.Key, id, who, why string) (BlockImpact, error) {
 	if err := checkReason(why); err != nil {
 		return BlockImpact{}, err
 	}
@@ -192,7 +193,7 @@ func (e *Evictor) RecomputeBlock(ctx context.Context, k matching.Key, id, who, w
 // the repair is audited under the reporter's name with what it saw and
 // what sigd found. Which components a caller may report on is sigd's
 // decision (its clients report only their own).
-func (e *Evictor) ReportCorrupt(ctx context.Context, k matching.Key, id, who, detail string) (Finding, error) {
+func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, detail string) (Finding, error) {
 	if err := checkBlockID(id); err != nil {
 		return Finding{}, err
 	}
@@ -265,7 +266,7 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 	e.blockMu.Lock()
 	defer e.blockMu.Unlock()
 	dctx := context.WithoutCancel(ctx)
-	err = e.Frontend.Evicting([]matching.Key{k}, func() error {
+	err = e.Frontend.Evicting([]canon.Key{k}, func() error {
 		cur, err := e.Frontend.Cache().Memo(k, id)
 		if errors.Is(err, matching.ErrNotFound) || err == nil && (cur.State != matching.MemoReady || cur.Gen != m.Gen) {
 			return matching.ErrStale
@@ -310,7 +311,7 @@ func (e *Evictor) blockAudit(im BlockImpact, who, what, why string) matching.Aud
 }
 
 // pipelines returns the pipelines using k, as client/pipeline, sorted.
-func (e *Evictor) pipelines(k matching.Key) ([]string, error) {
+func (e *Evictor) pipelines(k canon.Key) ([]string, error) {
 	us, err := e.Frontend.Cache().Users(k)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sigdata/sig/internal/devenv"
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 
@@ -94,7 +94,7 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 	ctrSol, cvrSol := e.solution("ctr", "ctr-small"), e.solution("cvr", xssPipeline)
 	qa, qids, price := inputKey(t, ctrSol, "qa_overlap"), inputKey(t, ctrSol, "query_ids"), inputKey(t, ctrSol, "price_bin")
 	qsmall := inputKey(t, cvrSol, "q_small")
-	affected := []matching.Key{qa, qids, qsmall}
+	affected := []canon.Key{qa, qids, qsmall}
 
 	bctx := newChromium(t)
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
@@ -171,7 +171,7 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 	do("open a component", chromedp.Click(chromedp.CSS("#results a.component-link")), chromedp.WaitVisible(chromedp.ID("component-key")))
 	shot("04-component.png")
 	key, pipes := text("#component-key"), text("#pipelines")
-	opened, err := matching.ParseKey(key)
+	opened, err := canon.ParseKey(key)
 	if err != nil {
 		t.Fatalf("component page key %q: %v", key, err)
 	}

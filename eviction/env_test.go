@@ -23,6 +23,7 @@ import (
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
@@ -282,15 +283,15 @@ func (e *env) waitComplete(client, pipeline string) *sigv1.ReadSolution {
 }
 
 // components returns the distinct component keys of a solution.
-func components(sol *sigv1.ReadSolution) []matching.Key {
+func components(sol *sigv1.ReadSolution) []canon.Key {
 	seen := map[string]bool{}
-	var out []matching.Key
+	var out []canon.Key
 	for _, in := range sol.Inputs {
 		if seen[in.ComponentKey] {
 			continue
 		}
 		seen[in.ComponentKey] = true
-		k, err := matching.ParseKey(in.ComponentKey)
+		k, err := canon.ParseKey(in.ComponentKey)
 		if err != nil {
 			panic(err)
 		}
@@ -300,11 +301,11 @@ func components(sol *sigv1.ReadSolution) []matching.Key {
 }
 
 // inputKey returns the component of a named model input.
-func inputKey(tb testing.TB, sol *sigv1.ReadSolution, input string) matching.Key {
+func inputKey(tb testing.TB, sol *sigv1.ReadSolution, input string) canon.Key {
 	tb.Helper()
 	for _, in := range sol.Inputs {
 		if in.Input == input {
-			k, err := matching.ParseKey(in.ComponentKey)
+			k, err := canon.ParseKey(in.ComponentKey)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -312,11 +313,11 @@ func inputKey(tb testing.TB, sol *sigv1.ReadSolution, input string) matching.Key
 		}
 	}
 	tb.Fatalf("no input %q in %s/%s", input, sol.Client, sol.Pipeline)
-	return matching.Key{}
+	return canon.Key{}
 }
 
 // objects lists the memo objects of a component in the bucket.
-func (e *env) objects(k matching.Key) []string {
+func (e *env) objects(k canon.Key) []string {
 	e.tb.Helper()
 	var out []string
 	for info, err := range e.srv.Store().List(e.ctx, "memo/"+k.String()+"/") {
@@ -330,7 +331,7 @@ func (e *env) objects(k matching.Key) []string {
 }
 
 // memos returns a component's memo entries by state.
-func (e *env) memos(k matching.Key) map[matching.MemoState]int {
+func (e *env) memos(k canon.Key) map[matching.MemoState]int {
 	e.tb.Helper()
 	ms, err := e.srv.Frontend().Cache().Memos(k)
 	if err != nil {
@@ -344,7 +345,7 @@ func (e *env) memos(k matching.Key) map[matching.MemoState]int {
 }
 
 // checkMemoized asserts that every block of k is ready with its object.
-func (e *env) checkMemoized(k matching.Key) {
+func (e *env) checkMemoized(k canon.Key) {
 	e.tb.Helper()
 	n := len(e.blocks)
 	if got := e.memos(k); got[matching.MemoReady] != n || len(got) != 1 {
@@ -356,7 +357,7 @@ func (e *env) checkMemoized(k matching.Key) {
 }
 
 // checkEvicted asserts that k has neither entries nor objects.
-func (e *env) checkEvicted(k matching.Key) {
+func (e *env) checkEvicted(k canon.Key) {
 	e.tb.Helper()
 	if got := e.memos(k); len(got) != 0 {
 		e.tb.Errorf("component %s: entries %v after eviction, want none", k.Short(), got)
@@ -368,7 +369,7 @@ func (e *env) checkEvicted(k matching.Key) {
 
 // pendingBlocks counts the blocks of a solution's inputs on components ks
 // that are pending.
-func pendingBlocks(sol *sigv1.ReadSolution, ks ...matching.Key) int {
+func pendingBlocks(sol *sigv1.ReadSolution, ks ...canon.Key) int {
 	n := 0
 	for _, in := range sol.Inputs {
 		for _, k := range ks {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -51,7 +52,7 @@ type Evictor struct {
 	swept   atomic.Int64 // objects deleted by sweeps since start
 
 	mu      sync.Mutex
-	toSweep map[matching.Key]time.Time // evicted components, when
+	toSweep map[canon.Key]time.Time // evicted components, when
 
 	blockMu     sync.Mutex    // serializes single-block operations (block.go)
 	verifyOnce  sync.Once     // makes verifySlots
@@ -64,7 +65,7 @@ type Target struct {
 	Subgraph   string
 	Source     string
 	NodeKey    string
-	Components []matching.Key
+	Components []canon.Key
 }
 
 func (t Target) String() string {
@@ -83,7 +84,7 @@ func (t Target) String() string {
 
 // Impact is what an eviction removes (a dry run's answer).
 type Impact struct {
-	Components []matching.Key
+	Components []canon.Key
 	Pipelines  []string // client/pipeline
 	Blocks     int      // memo entries
 	Bytes      int64    // ready bytes
@@ -93,17 +94,17 @@ type Impact struct {
 }
 
 // resolve turns a target into component keys.
-func (e *Evictor) resolve(t Target) ([]matching.Key, error) {
+func (e *Evictor) resolve(t Target) ([]canon.Key, error) {
 	if len(t.Components) > 0 {
 		return t.Components, nil
 	}
-	var key matching.Key
+	var key canon.Key
 	var err error
 	switch {
 	case t.Subgraph != "":
 		key, err = e.Frontend.SubgraphKey(t.Subgraph, t.Source)
 	case t.NodeKey != "":
-		key, err = matching.ParseKey(t.NodeKey)
+		key, err = canon.ParseKey(t.NodeKey)
 		if err != nil {
 			err = &matching.InputError{Field: "node_key", Err: err}
 		}
@@ -126,7 +127,7 @@ func (e *Evictor) Plan(t Target) (Impact, error) {
 	return e.impact(keys)
 }
 
-func (e *Evictor) impact(keys []matching.Key) (Impact, error) {
+func (e *Evictor) impact(keys []canon.Key) (Impact, error) {
 	im := Impact{Components: keys}
 	pipes := map[string]bool{}
 	for _, k := range keys {
@@ -197,7 +198,7 @@ func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact,
 // marked as being evicted. Watchers are told once the mark is lifted: a
 // watcher re-reads its solution when told, and a read while the mark is on
 // creates (and schedules) nothing.
-func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) {
+func (e *Evictor) remove(ctx context.Context, keys []canon.Key) (int, error) {
 	objects := 0
 	var deleted []matching.MemoEntry
 	defer func() {
@@ -242,7 +243,7 @@ func (e *Evictor) remove(ctx context.Context, keys []matching.Key) (int, error) 
 	now := e.clock().Now()
 	e.mu.Lock()
 	if e.toSweep == nil {
-		e.toSweep = map[matching.Key]time.Time{}
+		e.toSweep = map[canon.Key]time.Time{}
 	}
 	for _, k := range keys {
 		e.toSweep[k] = now
@@ -266,7 +267,7 @@ func (e *Evictor) Sweep(ctx context.Context) (int, error) {
 		wait = e.interval()
 	}
 	e.mu.Lock()
-	due := map[matching.Key]time.Time{}
+	due := map[canon.Key]time.Time{}
 	for k, at := range e.toSweep {
 		if now.Sub(at) >= wait {
 			due[k] = at
@@ -276,7 +277,7 @@ func (e *Evictor) Sweep(ctx context.Context) (int, error) {
 	if len(due) == 0 {
 		return 0, nil
 	}
-	keys := make([]matching.Key, 0, len(due))
+	keys := make([]canon.Key, 0, len(due))
 	for k := range due {
 		keys = append(keys, k)
 	}
@@ -343,10 +344,10 @@ func (e *Evictor) Round(ctx context.Context) ([]Decision, error) {
 	if len(decisions) == 0 {
 		return nil, nil
 	}
-	var evict []matching.Key
+	var evict []canon.Key
 	reasons := map[string]int{}
 	for _, d := range decisions {
-		k, err := matching.ParseKey(d.Component)
+		k, err := canon.ParseKey(d.Component)
 		if err != nil {
 			return nil, err
 		}
@@ -421,10 +422,10 @@ func randomHex(n int) string {
 const storeParallelism = 8
 
 // list returns every object under the components' memo prefixes.
-func (e *Evictor) list(ctx context.Context, keys []matching.Key) ([]string, error) {
+func (e *Evictor) list(ctx context.Context, keys []canon.Key) ([]string, error) {
 	out := make([][]string, len(keys))
 	err := parallel(len(keys), storeParallelism, func(i int) error {
-		for info, err := range e.Store.List(ctx, matching.MemoPrefix(keys[i])) {
+		for info, err := range e.Store.List(ctx, block.MemoComponentPrefix(keys[i])) {
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 
@@ -20,7 +20,7 @@ func wantCode(t *testing.T, what string, err error, code codes.Code) {
 	}
 }
 
-func keyStrings(ks ...matching.Key) []string {
+func keyStrings(ks ...canon.Key) []string {
 	out := make([]string, len(ks))
 	for i, k := range ks {
 		out[i] = k.String()
@@ -42,8 +42,8 @@ func TestEvictSubgraphGRPC(t *testing.T) {
 	qa, qids, price := inputKey(t, ctrSol, "qa_overlap"), inputKey(t, ctrSol, "query_ids"), inputKey(t, ctrSol, "price_bin")
 	qsmall, logp := inputKey(t, cvrSol, "q_small"), inputKey(t, cvrSol, "log_price")
 	adv := inputKey(t, expSol, "adv")
-	affected := []matching.Key{qa, qids, qsmall}
-	untouched := []matching.Key{price, logp, adv}
+	affected := []canon.Key{qa, qids, qsmall}
+	untouched := []canon.Key{price, logp, adv}
 	op := e.sig(operator)
 	req := &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faultySubgraph}, Reason: "tokenizer bug"}
 

@@ -18,7 +18,9 @@ import (
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -32,10 +34,10 @@ func (f *fakeBlocks) Range(source string, from, to int64) ([]matching.Block, err
 type hookSched struct {
 	mu    sync.Mutex
 	calls []string
-	hook  func(k matching.Key, block string)
+	hook  func(k canon.Key, block string)
 }
 
-func (s *hookSched) Enqueue(k matching.Key, block, client, pipeline string, prio int32) error {
+func (s *hookSched) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, block)
 	h := s.hook
@@ -70,7 +72,7 @@ type rig struct {
 	store  *objstore.Store
 	sched  *hookSched
 	cancel *hookCancel
-	key    matching.Key
+	key    canon.Key
 	blocks []matching.Block
 }
 
@@ -126,9 +128,9 @@ func (r *rig) work(t *testing.T, block string) {
 	}
 }
 
-func (r *rig) write(t *testing.T, block string) {
+func (r *rig) write(t *testing.T, id string) {
 	t.Helper()
-	if _, err := r.store.Put(context.Background(), matching.MemoObjectKey(r.key, block), []byte("memo"), nil); err != nil {
+	if _, err := r.store.Put(context.Background(), block.MemoKey(r.key, id), []byte("memo"), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -176,12 +178,12 @@ func TestEvictionDuringEntryCreation(t *testing.T) {
 	b0, b1 := r.blocks[0].ID, r.blocks[1].ID
 	r.work(t, b0)
 	r.work(t, b1)
-	if _, err := r.ev.Evict(ctx, eviction.Target{Components: []matching.Key{r.key}}, "op", "first"); err != nil {
+	if _, err := r.ev.Evict(ctx, eviction.Target{Components: []canon.Key{r.key}}, "op", "first"); err != nil {
 		t.Fatal(err)
 	}
 
 	readAtB0, releaseRead := make(chan struct{}), make(chan struct{})
-	r.sched.hook = func(k matching.Key, block string) {
+	r.sched.hook = func(k canon.Key, block string) {
 		if block == b0 {
 			close(readAtB0)
 			<-releaseRead
@@ -201,7 +203,7 @@ func TestEvictionDuringEntryCreation(t *testing.T) {
 	wait(t, readAtB0, "the read to create block 0's entry")
 	evictDone := make(chan error, 1)
 	go func() {
-		_, err := r.ev.Evict(ctx, eviction.Target{Components: []matching.Key{r.key}}, "op", "second")
+		_, err := r.ev.Evict(ctx, eviction.Target{Components: []canon.Key{r.key}}, "op", "second")
 		evictDone <- err
 	}()
 	wait(t, evictorAtCancel, "the eviction to delete the entries")
@@ -251,11 +253,11 @@ func TestWatcherReReadAfterEviction(t *testing.T) {
 	for _, b := range r.blocks {
 		r.work(t, b.ID)
 	}
-	ch, cancel := r.f.Watch([]matching.Key{r.key})
+	ch, cancel := r.f.Watch([]canon.Key{r.key})
 	defer cancel()
 	evictDone := make(chan error, 1)
 	go func() {
-		_, err := r.ev.Evict(context.Background(), eviction.Target{Components: []matching.Key{r.key}}, "op", "bug")
+		_, err := r.ev.Evict(context.Background(), eviction.Target{Components: []canon.Key{r.key}}, "op", "bug")
 		evictDone <- err
 	}()
 	select {
@@ -299,7 +301,7 @@ func TestOrphanObjectSwept(t *testing.T) {
 	if !ok0 || !ok1 || err0 != nil || err1 != nil {
 		t.Fatal("blocks not pending after submit")
 	}
-	if _, err := r.ev.Evict(ctx, eviction.Target{Components: []matching.Key{r.key}}, "op", "bug"); err != nil {
+	if _, err := r.ev.Evict(ctx, eviction.Target{Components: []canon.Key{r.key}}, "op", "bug"); err != nil {
 		t.Fatal(err)
 	}
 	// They finish after the eviction.
@@ -329,17 +331,17 @@ func TestOrphanObjectSwept(t *testing.T) {
 	// Block 1 is requested again (a read creates only missing entries;
 	// make block 0's stay missing by creating block 1's alone).
 	if err := r.f.Cache().SetMemo(matching.MemoEntry{Component: r.key, Block: b1, State: matching.MemoPending,
-		Object: matching.MemoObjectKey(r.key, b1), Gen: 7}); err != nil {
+		Object: block.MemoKey(r.key, b1), Gen: 7}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Minute)
 	if n, err := r.ev.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep deleted %d objects (%v), want block 0's orphan", n, err)
 	}
-	if _, err := r.store.Stat(ctx, matching.MemoObjectKey(r.key, b0)); !errors.Is(err, objstore.ErrNotFound) {
+	if _, err := r.store.Stat(ctx, block.MemoKey(r.key, b0)); !errors.Is(err, objstore.ErrNotFound) {
 		t.Errorf("block 0's orphan survived the sweep: %v", err)
 	}
-	if _, err := r.store.Stat(ctx, matching.MemoObjectKey(r.key, b1)); err != nil {
+	if _, err := r.store.Stat(ctx, block.MemoKey(r.key, b1)); err != nil {
 		t.Errorf("block 1's object, named by a pending entry, was swept: %v", err)
 	}
 	if n, err := r.ev.Sweep(ctx); err != nil || n != 0 || r.ev.Swept() != 1 {
@@ -361,7 +363,7 @@ func TestEvictionWithStoreDown(t *testing.T) {
 		r.work(t, b.ID)
 	}
 	r.minio.Kill()
-	_, err := r.ev.Evict(ctx, eviction.Target{Components: []matching.Key{r.key}}, "alice", "bug")
+	_, err := r.ev.Evict(ctx, eviction.Target{Components: []canon.Key{r.key}}, "alice", "bug")
 	if err == nil {
 		t.Fatal("eviction with the store down succeeded")
 	}

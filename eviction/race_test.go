@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/transform"
@@ -54,7 +55,7 @@ func (e *env) idle(j *jitterRunner) {
 // expectedMemo computes the memo object of (k, raw block) afresh, the way
 // a worker writes it: the component's canonical DSL run with transform over
 // the raw block's columns, event_id and the value encoded as a block.
-func (e *env) expectedMemo(k matching.Key, raw block.Meta) []byte {
+func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
 	e.tb.Helper()
 	rec, err := e.srv.Frontend().Cache().Component(k)
 	if err != nil {
@@ -77,7 +78,7 @@ func (e *env) expectedMemo(k matching.Key, raw block.Meta) []byte {
 	defer out[0].Release()
 	memo := sigd.MemoRecord(cols.Column(0), out[0])
 	defer memo.Release()
-	data, _, err := block.Encode(block.Meta{Key: matching.MemoObjectKey(k, raw.ID), ID: raw.ID, Source: raw.Source,
+	data, _, err := block.Encode(block.Meta{Key: block.MemoKey(k, raw.ID), ID: raw.ID, Source: raw.Source,
 		ComponentKey: k.String(), WindowStart: raw.WindowStart, WindowLength: raw.WindowLength,
 		MinEventTime: raw.MinEventTime, MaxEventTime: raw.MaxEventTime, SchemaFingerprint: raw.SchemaFingerprint,
 		Late: raw.Late, Generation: raw.Generation}, memo)
@@ -91,7 +92,7 @@ func (e *env) expectedMemo(k matching.Key, raw block.Meta) []byte {
 // every ready entry's object exists and is byte for byte a fresh
 // computation; no entry is ready without its object. It returns the
 // objects no entry names (orphans).
-func (e *env) checkConsistent(ks []matching.Key) (orphans []string) {
+func (e *env) checkConsistent(ks []canon.Key) (orphans []string) {
 	e.tb.Helper()
 	raw := map[string]block.Meta{}
 	for _, m := range e.blocks {
@@ -178,7 +179,7 @@ func TestEvictionRacesWorkers(t *testing.T) {
 	stop()
 	wg.Wait()
 
-	var all []matching.Key
+	var all []canon.Key
 	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", xssPipeline}, {"explore", "explore"}} {
 		all = append(all, components(e.waitComplete(p[0], p[1]))...)
 	}

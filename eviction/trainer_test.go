@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer"
 )
@@ -22,7 +22,7 @@ func TestTrainerHoldAfterEviction(t *testing.T) {
 	e := newEnv(t, envConfig{Blocks: 10, Rows: 1000})
 	e.submit("ctr", "ctr-train", ctrDSL)
 	sol := e.waitComplete("ctr", "ctr-train")
-	affected := []matching.Key{inputKey(t, sol, "qa_overlap"), inputKey(t, sol, "query_ids")}
+	affected := []canon.Key{inputKey(t, sol, "qa_overlap"), inputKey(t, sol, "query_ids")}
 	ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
 	defer cancel()
 

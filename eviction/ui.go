@@ -20,6 +20,7 @@ import (
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/units"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/steptime"
 )
@@ -442,7 +443,7 @@ type componentData struct {
 }
 
 func (u *UI) component(w http.ResponseWriter, r *http.Request, s *session) {
-	k, err := matching.ParseKey(r.PathValue("key"))
+	k, err := canon.ParseKey(r.PathValue("key"))
 	if err != nil {
 		u.render(w, http.StatusNotFound, "error", u.base(s, "No such component"))
 		return

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // block evicts or recomputes one block from its component's page
@@ -14,7 +14,7 @@ import (
 // the audit log, and goes back to the page, which shows the block gone or
 // pending.
 func (u *UI) block(w http.ResponseWriter, r *http.Request, s *session) {
-	k, err := matching.ParseKey(r.PostFormValue("component"))
+	k, err := canon.ParseKey(r.PostFormValue("component"))
 	if err != nil {
 		u.render(w, http.StatusBadRequest, "error", u.base(s, "Bad request: component: "+err.Error()))
 		return

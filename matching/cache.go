@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // The matching cache (paper IV.A: "this cache holds the components of all
@@ -98,7 +99,7 @@ func (s MemoState) String() string {
 
 // MemoEntry is the state of one (component, block).
 type MemoEntry struct {
-	Component Key
+	Component canon.Key
 	Block     string
 	State     MemoState
 	Object    string
@@ -144,7 +145,7 @@ type Cache struct {
 	// each of its components; decoding JSON from Pebble each time was most
 	// of a cached submit's cost.
 	recMu   sync.RWMutex
-	records map[Key]*ComponentRecord
+	records map[canon.Key]*ComponentRecord
 
 	// touched remembers the last-requested time last written per
 	// component, so that a component requested again within
@@ -152,7 +153,7 @@ type Cache struct {
 	// cached graph then write nothing, which keeps Pebble's memtable
 	// flushes and compactions (the submit latency tail) away.
 	touchMu sync.Mutex
-	touched map[Key]time.Time
+	touched map[canon.Key]time.Time
 	// Entries older than TouchGranularity no longer save a write and are
 	// dropped by a sweep, which runs when touched reaches sweepAt (twice
 	// what the last sweep left, at least minTouchSweep: O(1) a request
@@ -175,11 +176,11 @@ const TouchGranularity = time.Second
 
 // needsTouch reports whether k's last-requested time must be written for a
 // request at t, and records that it will be.
-func (c *Cache) needsTouch(k Key, t time.Time) bool {
+func (c *Cache) needsTouch(k canon.Key, t time.Time) bool {
 	c.touchMu.Lock()
 	defer c.touchMu.Unlock()
 	if c.touched == nil {
-		c.touched = map[Key]time.Time{}
+		c.touched = map[canon.Key]time.Time{}
 	}
 	if last, ok := c.touched[k]; ok && t.Sub(last) < TouchGranularity {
 		return false
@@ -224,7 +225,7 @@ func OpenCache(dir string, opts CacheOptions) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{db: db, records: map[Key]*ComponentRecord{}}
+	c := &Cache{db: db, records: map[canon.Key]*ComponentRecord{}}
 	v, ok, err := pebbleutil.Get(db, []byte{pfxFormat})
 	if err != nil {
 		db.Close()
@@ -257,9 +258,9 @@ func (c *Cache) Compact(ctx context.Context) error {
 
 func (c *Cache) wopts() *pebble.WriteOptions { return pebbleutil.WriteOptions }
 
-func key1(p byte, k Key) []byte { return append([]byte{p}, k[:]...) }
+func key1(p byte, k canon.Key) []byte { return append([]byte{p}, k[:]...) }
 
-func key2(p byte, k Key, rest string) []byte {
+func key2(p byte, k canon.Key, rest string) []byte {
 	b := make([]byte, 0, 1+len(k)+len(rest))
 	b = append(b, p)
 	b = append(b, k[:]...)
@@ -271,7 +272,7 @@ func pipelineKey(client, name string) []byte {
 }
 
 // Component returns a component's record.
-func (c *Cache) Component(k Key) (ComponentRecord, error) {
+func (c *Cache) Component(k canon.Key) (ComponentRecord, error) {
 	c.recMu.RLock()
 	r, ok := c.records[k]
 	c.recMu.RUnlock()
@@ -311,7 +312,7 @@ func (r *ComponentRecord) clone() ComponentRecord {
 }
 
 // HasComponent reports whether the component is in the cache.
-func (c *Cache) HasComponent(k Key) (bool, error) {
+func (c *Cache) HasComponent(k canon.Key) (bool, error) {
 	c.recMu.RLock()
 	_, ok := c.records[k]
 	c.recMu.RUnlock()
@@ -323,7 +324,7 @@ func (c *Cache) HasComponent(k Key) (bool, error) {
 }
 
 // putComponent adds the component record and its search index entries.
-func putComponent(b *pebble.Batch, k Key, r *ComponentRecord) error {
+func putComponent(b *pebble.Batch, k canon.Key, r *ComponentRecord) error {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -332,7 +333,7 @@ func putComponent(b *pebble.Batch, k Key, r *ComponentRecord) error {
 		return err
 	}
 	for _, nk := range r.NodeKeys {
-		n, err := ParseKey(nk)
+		n, err := canon.ParseKey(nk)
 		if err != nil {
 			return err
 		}
@@ -354,7 +355,7 @@ func putComponent(b *pebble.Batch, k Key, r *ComponentRecord) error {
 }
 
 // LastRequested returns when the component was last requested.
-func (c *Cache) LastRequested(k Key) (time.Time, error) {
+func (c *Cache) LastRequested(k canon.Key) (time.Time, error) {
 	v, ok, err := pebbleutil.Get(c.db, key1(pfxRequested, k))
 	if err != nil || !ok || len(v) != 8 {
 		return time.Time{}, err
@@ -364,7 +365,7 @@ func (c *Cache) LastRequested(k Key) (time.Time, error) {
 
 // setRequested adds k's last-requested time to b, unless it was written
 // less than TouchGranularity ago (needsTouch).
-func (c *Cache) setRequested(b *pebble.Batch, k Key, at time.Time) error {
+func (c *Cache) setRequested(b *pebble.Batch, k canon.Key, at time.Time) error {
 	if !c.needsTouch(k, at) {
 		return nil
 	}
@@ -372,7 +373,7 @@ func (c *Cache) setRequested(b *pebble.Batch, k Key, at time.Time) error {
 }
 
 // Touch records that the components were requested at the given time.
-func (c *Cache) Touch(keys []Key, at time.Time) error {
+func (c *Cache) Touch(keys []canon.Key, at time.Time) error {
 	b := c.db.NewBatch()
 	defer b.Close()
 	for _, k := range keys {
@@ -387,7 +388,7 @@ func (c *Cache) Touch(keys []Key, at time.Time) error {
 }
 
 // Users returns the pipelines ("client\x00pipeline") using a component.
-func (c *Cache) Users(k Key) ([][2]string, error) {
+func (c *Cache) Users(k canon.Key) ([][2]string, error) {
 	var out [][2]string
 	pfx := key1(pfxUser, k)
 	err := pebbleutil.Scan(c.db, pfx, func(key, _ []byte) (bool, error) {
@@ -417,7 +418,7 @@ func encodeMemo(e *MemoEntry) []byte {
 	return append(b, e.Error...)
 }
 
-func decodeMemo(k Key, block string, v []byte) (MemoEntry, error) {
+func decodeMemo(k canon.Key, block string, v []byte) (MemoEntry, error) {
 	e := MemoEntry{Component: k, Block: block}
 	// Built only when needed: formatting it on every decode was most of the
 	// cost of reading memo entries.
@@ -464,7 +465,7 @@ func decodeMemo(k Key, block string, v []byte) (MemoEntry, error) {
 }
 
 // Memo returns the entry of one (component, block).
-func (c *Cache) Memo(k Key, block string) (MemoEntry, error) {
+func (c *Cache) Memo(k canon.Key, block string) (MemoEntry, error) {
 	v, ok, err := pebbleutil.Get(c.db, key2(pfxMemo, k, block))
 	if err != nil {
 		return MemoEntry{}, err
@@ -476,7 +477,7 @@ func (c *Cache) Memo(k Key, block string) (MemoEntry, error) {
 }
 
 // Memos returns every memo entry of a component, by block id.
-func (c *Cache) Memos(k Key) (map[string]MemoEntry, error) {
+func (c *Cache) Memos(k canon.Key) (map[string]MemoEntry, error) {
 	s, err := c.newMemoScanner()
 	if err != nil {
 		return nil, err
@@ -503,7 +504,7 @@ func (c *Cache) newMemoScanner() (*memoScanner, error) {
 }
 
 // memos returns every memo entry of component k, by block id.
-func (s *memoScanner) memos(k Key) (map[string]MemoEntry, error) {
+func (s *memoScanner) memos(k canon.Key) (map[string]MemoEntry, error) {
 	out := map[string]MemoEntry{}
 	pfx := key1(pfxMemo, k)
 	for ok := s.it.SeekGE(pfx); ok && bytes.HasPrefix(s.it.Key(), pfx); ok = s.it.Next() {
@@ -530,7 +531,7 @@ func (c *Cache) SetMemo(e MemoEntry) error {
 
 // UpdateMemo atomically reads, changes and writes one memo entry. f gets
 // ok=false when there is none; returning false from f writes nothing.
-func (c *Cache) UpdateMemo(k Key, block string, f func(e *MemoEntry, ok bool) bool) (MemoEntry, error) {
+func (c *Cache) UpdateMemo(k canon.Key, block string, f func(e *MemoEntry, ok bool) bool) (MemoEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, err := c.Memo(k, block)
@@ -548,7 +549,7 @@ func (c *Cache) UpdateMemo(k Key, block string, f func(e *MemoEntry, ok bool) bo
 }
 
 // DeleteMemo removes a memo entry.
-func (c *Cache) DeleteMemo(k Key, block string) error {
+func (c *Cache) DeleteMemo(k canon.Key, block string) error {
 	return c.db.Delete(key2(pfxMemo, k, block), c.wopts())
 }
 
@@ -604,10 +605,10 @@ func (c *Cache) SetPipelinePriority(client, name string, prio int32) (Pipeline, 
 }
 
 // ComponentKeys returns every component key in the cache, in key order.
-func (c *Cache) ComponentKeys() ([]Key, error) {
-	var out []Key
+func (c *Cache) ComponentKeys() ([]canon.Key, error) {
+	var out []canon.Key
 	err := pebbleutil.Scan(c.db, []byte{pfxComponent}, func(key, _ []byte) (bool, error) {
-		var k Key
+		var k canon.Key
 		copy(k[:], key[1:])
 		out = append(out, k)
 		return true, nil
@@ -617,10 +618,10 @@ func (c *Cache) ComponentKeys() ([]Key, error) {
 
 // indexScan returns the component keys listed under an index prefix (the
 // key suffix after the prefix is the 32-byte component key).
-func (c *Cache) indexScan(pfx []byte, limit int) ([]Key, error) {
-	var out []Key
+func (c *Cache) indexScan(pfx []byte, limit int) ([]canon.Key, error) {
+	var out []canon.Key
 	err := pebbleutil.Scan(c.db, pfx, func(key, _ []byte) (bool, error) {
-		var k Key
+		var k canon.Key
 		copy(k[:], key[len(pfx):])
 		out = append(out, k)
 		return limit <= 0 || len(out) < limit, nil
@@ -629,17 +630,17 @@ func (c *Cache) indexScan(pfx []byte, limit int) ([]Key, error) {
 }
 
 // ContainingNode returns the components that contain the node with key n.
-func (c *Cache) ContainingNode(n Key, limit int) ([]Key, error) {
+func (c *Cache) ContainingNode(n canon.Key, limit int) ([]canon.Key, error) {
 	return c.indexScan(key1(pfxNode, n), limit)
 }
 
 // UsingOp returns the components that use an op.
-func (c *Cache) UsingOp(op string, limit int) ([]Key, error) {
+func (c *Cache) UsingOp(op string, limit int) ([]canon.Key, error) {
 	return c.indexScan([]byte(string(pfxOp)+op+"\x00"), limit)
 }
 
 // ReadingColumn returns the components that read a raw column.
-func (c *Cache) ReadingColumn(col string, limit int) ([]Key, error) {
+func (c *Cache) ReadingColumn(col string, limit int) ([]canon.Key, error) {
 	return c.indexScan([]byte(string(pfxColumn)+col+"\x00"), limit)
 }
 
@@ -668,9 +669,9 @@ type Reuse struct {
 // Reuse scans the cache (cost linear in its size; callers cache the result).
 func (c *Cache) Reuse() (Reuse, error) {
 	var r Reuse
-	users := map[Key]int{}
+	users := map[canon.Key]int{}
 	err := pebbleutil.Scan(c.db, []byte{pfxUser}, func(key, _ []byte) (bool, error) {
-		var k Key
+		var k canon.Key
 		copy(k[:], key[1:33])
 		users[k]++
 		return true, nil
@@ -709,7 +710,7 @@ func (c *Cache) Reuse() (Reuse, error) {
 
 // DeleteMemos removes every memo entry of a component in one batch and
 // returns them.
-func (c *Cache) DeleteMemos(k Key) ([]MemoEntry, error) {
+func (c *Cache) DeleteMemos(k canon.Key) ([]MemoEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []MemoEntry

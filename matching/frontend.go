@@ -11,7 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // Block is a raw block of the warehouse as the frontend sees it.
@@ -32,7 +34,7 @@ type Blocks interface {
 // Scheduler receives memoization tasks (the work queues). Enqueue is
 // idempotent per (component, block) and merges requesters.
 type Scheduler interface {
-	Enqueue(component Key, block, client, pipeline string, priority int32) error
+	Enqueue(component canon.Key, block, client, pipeline string, priority int32) error
 }
 
 // Admitter is a Scheduler that bounds the work a client may have queued
@@ -50,7 +52,7 @@ type Admitter interface {
 
 // Task names one memoization task: a component over a raw block.
 type Task struct {
-	Component Key
+	Component canon.Key
 	Block     string
 }
 
@@ -149,7 +151,7 @@ type Frontend struct {
 	// be re-created pending and marked ready between the removal of the
 	// entries and of the objects (see MarkReady).
 	evictMu  sync.Mutex
-	evicting map[Key]int
+	evicting map[canon.Key]int
 	watch    notifier
 	stats    frontendStats
 }
@@ -197,7 +199,7 @@ type SubmitResult struct {
 // InputSolution is the read solution of one model input.
 type InputSolution struct {
 	Name      string
-	Component Key
+	Component canon.Key
 	Type      string
 	Columns   []string
 	DSL       string
@@ -226,14 +228,6 @@ type Solution struct {
 
 // Complete reports whether every block of every input is ready.
 func (s *Solution) Complete() bool { return s.Pending == 0 && s.Failed == 0 }
-
-// MemoObjectKey is where the memoized output of a component for a block is
-// stored (brief, "Warehouse": memo/<component-key>/<block>.arrow; the same
-// layout as warehouse/block.MemoKey, which matching does not import).
-func MemoObjectKey(k Key, block string) string { return MemoPrefix(k) + block + ".arrow" }
-
-// MemoPrefix is the prefix of every memo object of a component.
-func MemoPrefix(k Key) string { return "memo/" + k.String() + "/" }
 
 func (f *Frontend) schema(source string) (*transform.Schema, error) {
 	s, err := f.cfg.Schema(source)
@@ -269,7 +263,7 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Canonicalize(req.Graph, s, f.cfg.Registry, f.cfg.Limits)
+	c, err := canon.Canonicalize(req.Graph, s, f.cfg.Registry, f.cfg.Limits)
 	if err != nil {
 		return nil, &InputError{Field: "graph", Err: err}
 	}
@@ -288,17 +282,17 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	defer b.Close()
 	p := Pipeline{Client: req.Client, Name: req.Pipeline, Priority: req.Priority, Source: req.Source,
 		From: req.From, To: req.To, Graph: transform.Print(req.Graph), Submitted: now}
-	oldUses := map[Key]bool{}
+	oldUses := map[canon.Key]bool{}
 	if hadOld {
 		p.Submitted = old.Submitted // the first registration
 		for _, in := range old.Inputs {
-			if k, err := ParseKey(in.Component); err == nil {
+			if k, err := canon.ParseKey(in.Component); err == nil {
 				oldUses[k] = true
 			}
 		}
 	}
-	seen := map[Key]bool{}
-	var keys []Key
+	seen := map[canon.Key]bool{}
+	var keys []canon.Key
 	for i := range c.Components {
 		comp := &c.Components[i]
 		p.Inputs = append(p.Inputs, PipelineInput{Name: comp.Input, Component: comp.Key.String(), Type: comp.Type.String()})
@@ -376,7 +370,7 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 // submission of components keys over [from, to) needs: its (component,
 // block) pairs that are neither memoized nor failed. The list is built only
 // when the client's room is less than every pair.
-func (f *Frontend) admit(client, source string, keys []Key, from, to int64) error {
+func (f *Frontend) admit(client, source string, keys []canon.Key, from, to int64) error {
 	a, ok := f.cfg.Scheduler.(Admitter)
 	if !ok {
 		return nil
@@ -431,7 +425,7 @@ func (f *Frontend) ReadSolution(client, pipeline string, from, to int64) (*Solut
 	if err != nil {
 		return nil, err
 	}
-	var keys []Key
+	var keys []canon.Key
 	for _, in := range sol.Inputs {
 		keys = append(keys, in.Component)
 	}
@@ -463,12 +457,12 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 	// enqueue order): a worker reads a block's raw columns once for all
 	// its components (block.SegmentCache), and a trainer's first blocks
 	// are complete first.
-	recs := map[Key]ComponentRecord{}
-	entries := map[Key][]MemoEntry{} // by block index
-	var comps []Key                  // distinct, in input order
-	keys := make([]Key, len(p.Inputs))
+	recs := map[canon.Key]ComponentRecord{}
+	entries := map[canon.Key][]MemoEntry{} // by block index
+	var comps []canon.Key                  // distinct, in input order
+	keys := make([]canon.Key, len(p.Inputs))
 	for i, in := range p.Inputs {
-		k, err := ParseKey(in.Component)
+		k, err := canon.ParseKey(in.Component)
 		if err != nil {
 			return nil, 0, 0, 0, fmt.Errorf("pipeline %s/%s: %w", p.Client, p.Name, err)
 		}
@@ -545,15 +539,15 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 // the eviction's removal of the entries and of the objects, completed by a
 // worker whose object the eviction then deletes, and stay ready without its
 // object (TestEvictionDuringEntryCreation in eviction).
-func (f *Frontend) createMissing(k Key, block string, now time.Time) (MemoEntry, error) {
+func (f *Frontend) createMissing(k canon.Key, id string, now time.Time) (MemoEntry, error) {
 	f.evictMu.Lock()
 	defer f.evictMu.Unlock()
 	if f.evicting[k] > 0 {
-		return MemoEntry{Component: k, Block: block, State: MemoPending, Object: MemoObjectKey(k, block)}, nil
+		return MemoEntry{Component: k, Block: id, State: MemoPending, Object: block.MemoKey(k, id)}, nil
 	}
-	fresh := MemoEntry{Component: k, Block: block, State: MemoPending, Object: MemoObjectKey(k, block),
+	fresh := MemoEntry{Component: k, Block: id, State: MemoPending, Object: block.MemoKey(k, id),
 		Updated: now, Gen: rand.Uint64() | 1}
-	return f.cfg.Cache.UpdateMemo(k, block, func(cur *MemoEntry, exists bool) bool {
+	return f.cfg.Cache.UpdateMemo(k, id, func(cur *MemoEntry, exists bool) bool {
 		if exists {
 			return false
 		}
@@ -565,7 +559,7 @@ func (f *Frontend) createMissing(k Key, block string, now time.Time) (MemoEntry,
 // Begin returns the generation of a pending memo entry, for a worker about
 // to compute it. ok is false when there is nothing to compute (the entry is
 // gone or already ready).
-func (f *Frontend) Begin(k Key, block string) (gen uint64, ok bool, err error) {
+func (f *Frontend) Begin(k canon.Key, block string) (gen uint64, ok bool, err error) {
 	e, err := f.cfg.Cache.Memo(k, block)
 	if errors.Is(err, ErrNotFound) {
 		return 0, false, nil
@@ -583,7 +577,7 @@ var ErrStale = errors.New("matching: memo entry changed while computing")
 // MarkReady records that the memo object of (k, block) was written whole.
 // It only succeeds on the pending entry of the given generation, so a worker
 // that raced with an eviction never marks data that was deleted.
-func (f *Frontend) MarkReady(k Key, block string, gen uint64, rows, bytes int64) error {
+func (f *Frontend) MarkReady(k canon.Key, block string, gen uint64, rows, bytes int64) error {
 	var stale bool
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State != MemoPending || e.Gen != gen {
@@ -604,7 +598,7 @@ func (f *Frontend) MarkReady(k Key, block string, gen uint64, rows, bytes int64)
 }
 
 // MarkFailed records that the task of (k, block) was quarantined.
-func (f *Frontend) MarkFailed(k Key, block string, reason string) error {
+func (f *Frontend) MarkFailed(k canon.Key, block string, reason string) error {
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State == MemoReady {
 			return false
@@ -620,7 +614,7 @@ func (f *Frontend) MarkFailed(k Key, block string, reason string) error {
 }
 
 // MarkPending turns a failed entry pending again (quarantine released).
-func (f *Frontend) MarkPending(k Key, block string) error {
+func (f *Frontend) MarkPending(k canon.Key, block string) error {
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State != MemoFailed {
 			return false
@@ -643,7 +637,7 @@ func (f *Frontend) MarkPending(k Key, block string) error {
 // on one incarnation never touches the next. The caller removes the old
 // object before (so that no worker's new object can be removed after it)
 // and schedules the entry after (Schedule).
-func (f *Frontend) Invalidate(k Key, block string, gen uint64, reason string) (MemoEntry, error) {
+func (f *Frontend) Invalidate(k canon.Key, block string, gen uint64, reason string) (MemoEntry, error) {
 	var stale bool
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State != MemoReady || e.Gen != gen {
@@ -666,13 +660,13 @@ func (f *Frontend) Invalidate(k Key, block string, gen uint64, reason string) (M
 // Schedule enqueues the task of (k, block) for every pipeline using k, at
 // that pipeline's priority (the queue runs it at the highest of them). It
 // returns how many pipelines asked.
-func (f *Frontend) Schedule(k Key, block string) (int, error) {
-	return f.schedule(MemoEntry{Component: k, Block: block}, map[Key][][2]string{}, map[[2]string]int32{})
+func (f *Frontend) Schedule(k canon.Key, block string) (int, error) {
+	return f.schedule(MemoEntry{Component: k, Block: block}, map[canon.Key][][2]string{}, map[[2]string]int32{})
 }
 
 // schedule is Schedule with the users of components and the priorities of
 // pipelines cached across calls.
-func (f *Frontend) schedule(e MemoEntry, users map[Key][][2]string, prio map[[2]string]int32) (int, error) {
+func (f *Frontend) schedule(e MemoEntry, users map[canon.Key][][2]string, prio map[[2]string]int32) (int, error) {
 	cache := f.cfg.Cache
 	us, ok := users[e.Component]
 	if !ok {
@@ -716,7 +710,7 @@ func (f *Frontend) Reconcile() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	users := map[Key][][2]string{}
+	users := map[canon.Key][][2]string{}
 	prio := map[[2]string]int32{}
 	for _, e := range pending {
 		if _, err := f.schedule(e, users, prio); err != nil {
@@ -729,7 +723,7 @@ func (f *Frontend) Reconcile() (int, error) {
 
 func scanMemos(c *Cache, fn func(MemoEntry)) error {
 	return scanPrefix(c, []byte{pfxMemo}, func(key, v []byte) error {
-		var k Key
+		var k canon.Key
 		copy(k[:], key[1:33])
 		e, err := decodeMemo(k, string(key[33:]), v)
 		if err != nil {
@@ -744,17 +738,17 @@ func scanMemos(c *Cache, fn func(MemoEntry)) error {
 // The returned channel receives every change until cancel is called; a
 // subscriber that falls behind by more than its buffer loses changes and is
 // told so by a closed channel (it then re-reads the solution).
-func (f *Frontend) Watch(keys []Key) (<-chan MemoEntry, func()) {
+func (f *Frontend) Watch(keys []canon.Key) (<-chan MemoEntry, func()) {
 	return f.watch.subscribe(keys)
 }
 
 // Evicting runs fn while no memo entry of the given components can be
 // created (see Frontend.evicting). Evictions of overlapping sets may run
 // at once; a component stays marked until the last of them is done.
-func (f *Frontend) Evicting(keys []Key, fn func() error) error {
+func (f *Frontend) Evicting(keys []canon.Key, fn func() error) error {
 	f.evictMu.Lock()
 	if f.evicting == nil {
-		f.evicting = map[Key]int{}
+		f.evicting = map[canon.Key]int{}
 	}
 	for _, k := range keys {
 		f.evicting[k]++
@@ -793,7 +787,7 @@ func (f *Frontend) Stats() Stats {
 // notifier fans memo changes out to watchers.
 type notifier struct {
 	mu   sync.Mutex
-	subs map[Key]map[*subscriber]bool
+	subs map[canon.Key]map[*subscriber]bool
 }
 
 type subscriber struct {
@@ -809,11 +803,11 @@ type subscriber struct {
 // (unsafe.Sizeof(MemoEntry{})), 8.5 KiB.
 const watchBuffer = 64
 
-func (n *notifier) subscribe(keys []Key) (<-chan MemoEntry, func()) {
+func (n *notifier) subscribe(keys []canon.Key) (<-chan MemoEntry, func()) {
 	s := &subscriber{ch: make(chan MemoEntry, watchBuffer)}
 	n.mu.Lock()
 	if n.subs == nil {
-		n.subs = map[Key]map[*subscriber]bool{}
+		n.subs = map[canon.Key]map[*subscriber]bool{}
 	}
 	for _, k := range keys {
 		if n.subs[k] == nil {
@@ -839,7 +833,7 @@ func (n *notifier) subscribe(keys []Key) (<-chan MemoEntry, func()) {
 	return s.ch, cancel
 }
 
-func (n *notifier) notify(k Key, e MemoEntry) {
+func (n *notifier) notify(k canon.Key, e MemoEntry) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for s := range n.subs[k] {

@@ -2,6 +2,8 @@ package matching
 
 import (
 	"testing"
+
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // pausingSched runs hook (once) at the first Enqueue, in the middle of a
@@ -11,7 +13,7 @@ type pausingSched struct {
 	hook func()
 }
 
-func (p *pausingSched) Enqueue(k Key, block, client, pipeline string, prio int32) error {
+func (p *pausingSched) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
 	if h := p.hook; h != nil {
 		p.hook = nil
 		h()
@@ -31,7 +33,7 @@ func TestConcurrentResolveKeepsOtherRequestsEntries(t *testing.T) {
 	sched := &pausingSched{}
 	f.cfg.Scheduler = sched
 	const graph = `input qid = hash(unigrams(lower(col("query"))), buckets=1000)`
-	var k Key
+	var k canon.Key
 	sched.hook = func() {
 		// The first submit has created b000's entry and is enqueueing it;
 		// b001's entry is not created yet. A second pipeline resolves now.

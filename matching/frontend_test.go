@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )
@@ -28,7 +29,7 @@ func (f *fakeBlocks) Range(source string, from, to int64) ([]Block, error) {
 }
 
 type enq struct {
-	comp             Key
+	comp             canon.Key
 	block            string
 	client, pipeline string
 	prio             int32
@@ -40,7 +41,7 @@ type fakeSched struct {
 	tasks map[string]bool
 }
 
-func (f *fakeSched) Enqueue(k Key, block, client, pipeline string, prio int32) error {
+func (f *fakeSched) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.tasks == nil {
@@ -150,7 +151,7 @@ func TestSubmitSharesComponentsAndSchedulesOnce(t *testing.T) {
 		t.Fatalf("solution b: ready %d pending %d", sb.Ready, sb.Pending)
 	}
 	for _, blk := range sb.Inputs[0].Blocks {
-		if blk.State != MemoReady || blk.Object != MemoObjectKey(shared, blk.Block.ID) || blk.Bytes != 1234 {
+		if blk.State != MemoReady || blk.Object != block.MemoKey(shared, blk.Block.ID) || blk.Bytes != 1234 {
 			t.Fatalf("block %+v", blk)
 		}
 	}
@@ -179,7 +180,7 @@ func TestMarkReadyRefusesStaleGeneration(t *testing.T) {
 	k := r.Solution.Inputs[0].Component
 	gen, _, _ := f.Begin(k, "b000")
 	// An eviction removes the entry; the pipeline re-reads, re-creating it.
-	if err := f.Evicting([]Key{k}, func() error { return f.Cache().DeleteMemo(k, "b000") }); err != nil {
+	if err := f.Evicting([]canon.Key{k}, func() error { return f.Cache().DeleteMemo(k, "b000") }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.ReadSolution("c", "p", 0, 0); err != nil {
@@ -262,7 +263,7 @@ func TestWatchSeesReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := r.Solution.Inputs[0].Component
-	ch, cancel := f.Watch([]Key{k})
+	ch, cancel := f.Watch([]canon.Key{k})
 	defer cancel()
 	gen, _, _ := f.Begin(k, "b000")
 	if err := f.MarkReady(k, "b000", gen, 5, 6); err != nil {
@@ -305,7 +306,7 @@ func TestInvalidateOneIncarnation(t *testing.T) {
 	if err := f.MarkReady(k, "b000", gen, 100, 10); err != nil {
 		t.Fatal(err)
 	}
-	ch, cancel := f.Watch([]Key{k})
+	ch, cancel := f.Watch([]canon.Key{k})
 	defer cancel()
 	if _, err := f.Invalidate(k, "b000", gen+2, "corrupt"); !errors.Is(err, ErrStale) {
 		t.Fatalf("invalidating another generation: %v, want ErrStale", err)
@@ -347,18 +348,6 @@ func TestInvalidateOneIncarnation(t *testing.T) {
 	}
 	if err := f.MarkReady(k, "b000", e.Gen, 100, 10); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestMemoKeysMatchWarehouseLayout: matching names memo objects without
-// importing warehouse/block; the names must be block's.
-func TestMemoKeysMatchWarehouseLayout(t *testing.T) {
-	k := Key{1, 2, 3}
-	if got, want := MemoObjectKey(k, "b1"), block.MemoKey(k.String(), "b1"); got != want {
-		t.Fatalf("MemoObjectKey = %q, block.MemoKey = %q", got, want)
-	}
-	if p := MemoPrefix(k); !strings.HasPrefix(MemoObjectKey(k, "b1"), p) || !strings.HasPrefix(p, block.MemoPrefix) {
-		t.Fatalf("MemoPrefix %q", p)
 	}
 }
 

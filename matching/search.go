@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // The graph search index (paper IV.A, "Eviction": "SIG incorporates a
@@ -53,20 +54,20 @@ type ComponentInfo struct {
 
 // SubgraphKey canonicalizes a DSL expression over a source and returns its
 // key.
-func (f *Frontend) SubgraphKey(expr, source string) (Key, error) {
+func (f *Frontend) SubgraphKey(expr, source string) (canon.Key, error) {
 	if source == "" {
 		source = "ads"
 	}
 	s, err := f.schema(source)
 	if err != nil {
-		return Key{}, err
+		return canon.Key{}, err
 	}
 	if len(expr) > f.cfg.Limits.MaxSourceBytes {
-		return Key{}, inputErr("subgraph", "expression is larger than %d bytes", f.cfg.Limits.MaxSourceBytes)
+		return canon.Key{}, inputErr("subgraph", "expression is larger than %d bytes", f.cfg.Limits.MaxSourceBytes)
 	}
-	k, _, err := KeyOf(expr, s, f.cfg.Registry)
+	k, _, err := canon.KeyOf(expr, s, f.cfg.Registry)
 	if err != nil {
-		return Key{}, &InputError{Field: "subgraph", Err: err}
+		return canon.Key{}, &InputError{Field: "subgraph", Err: err}
 	}
 	return k, nil
 }
@@ -93,7 +94,7 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 			s.close()
 		}
 	}()
-	index := func(pfx []byte, head int, keep func(Key) bool) error {
+	index := func(pfx []byte, head int, keep func(canon.Key) bool) error {
 		s, err := newIndexSource(c, pfx, head, keep)
 		if err != nil {
 			return err
@@ -111,7 +112,7 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 		}
 	}
 	if q.NodeKey != "" {
-		k, err := ParseKey(q.NodeKey)
+		k, err := canon.ParseKey(q.NodeKey)
 		if err != nil {
 			return nil, "", &InputError{Field: "node_key", Err: err}
 		}
@@ -151,9 +152,9 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 		}
 		// Whole bytes narrow the scan; an odd last digit is filtered.
 		whole, _ := hex.DecodeString(p[:len(p)/2*2])
-		var keep func(Key) bool
+		var keep func(canon.Key) bool
 		if len(p)%2 == 1 {
-			keep = func(k Key) bool { return strings.HasPrefix(k.String(), p) }
+			keep = func(k canon.Key) bool { return strings.HasPrefix(k.String(), p) }
 		}
 		if err := index(append([]byte{pfxComponent}, whole...), 1, keep); err != nil {
 			return nil, "", err
@@ -164,9 +165,9 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 			return nil, "", err
 		}
 	}
-	var from Key
+	var from canon.Key
 	if q.After != "" {
-		after, err := ParseKey(q.After)
+		after, err := canon.ParseKey(q.After)
 		if err != nil {
 			return nil, "", &InputError{Field: "page_token", Err: err}
 		}
@@ -198,7 +199,7 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 // keySource is a sorted stream of component keys.
 type keySource interface {
 	// seek returns the first key >= k, or ok=false at the end.
-	seek(k Key) (Key, bool, error)
+	seek(k canon.Key) (canon.Key, bool, error)
 	close()
 }
 
@@ -210,11 +211,11 @@ type keySource interface {
 type indexSource struct {
 	it   *pebble.Iterator
 	head int // length of the head before the component key
-	keep func(Key) bool
+	keep func(canon.Key) bool
 	buf  []byte
 }
 
-func newIndexSource(c *Cache, pfx []byte, head int, keep func(Key) bool) (*indexSource, error) {
+func newIndexSource(c *Cache, pfx []byte, head int, keep func(canon.Key) bool) (*indexSource, error) {
 	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: pebbleutil.PrefixEnd(pfx)})
 	if err != nil {
 		return nil, err
@@ -222,31 +223,31 @@ func newIndexSource(c *Cache, pfx []byte, head int, keep func(Key) bool) (*index
 	return &indexSource{it: it, head: head, keep: keep, buf: append([]byte(nil), pfx[:head]...)}, nil
 }
 
-func (s *indexSource) seek(k Key) (Key, bool, error) {
+func (s *indexSource) seek(k canon.Key) (canon.Key, bool, error) {
 	s.buf = append(s.buf[:s.head], k[:]...)
 	for ok := s.it.SeekGE(s.buf); ok; ok = s.it.Next() {
 		key := s.it.Key()
 		if len(key) != s.head+len(k) {
 			continue // not of this shape; none is written so
 		}
-		var out Key
+		var out canon.Key
 		copy(out[:], key[s.head:])
 		if s.keep == nil || s.keep(out) {
 			return out, true, nil
 		}
 	}
-	return Key{}, false, s.it.Error()
+	return canon.Key{}, false, s.it.Error()
 }
 
 func (s *indexSource) close() { s.it.Close() }
 
 // sliceSource streams a sorted list.
-type sliceSource struct{ keys []Key }
+type sliceSource struct{ keys []canon.Key }
 
-func (s *sliceSource) seek(k Key) (Key, bool, error) {
+func (s *sliceSource) seek(k canon.Key) (canon.Key, bool, error) {
 	i := sort.Search(len(s.keys), func(i int) bool { return bytes.Compare(s.keys[i][:], k[:]) >= 0 })
 	if i == len(s.keys) {
-		return Key{}, false, nil
+		return canon.Key{}, false, nil
 	}
 	return s.keys[i], true, nil
 }
@@ -255,8 +256,8 @@ func (s *sliceSource) close() {}
 
 // join returns up to n keys, from `from` on, that every source holds, in
 // order (a zig-zag merge join).
-func join(srcs []keySource, from Key, n int) ([]Key, error) {
-	var out []Key
+func join(srcs []keySource, from canon.Key, n int) ([]canon.Key, error) {
+	var out []canon.Key
 	cur := from
 	for len(out) < n {
 		agree := true
@@ -283,7 +284,7 @@ func join(srcs []keySource, from Key, n int) ([]Key, error) {
 
 // successor returns the next key in order (k + 1), ok=false after the
 // last.
-func successor(k Key) (Key, bool) {
+func successor(k canon.Key) (canon.Key, bool) {
 	for i := len(k) - 1; i >= 0; i-- {
 		k[i]++
 		if k[i] != 0 {
@@ -294,7 +295,7 @@ func successor(k Key) (Key, bool) {
 }
 
 // Info describes one component: its record, users and memo blocks.
-func (f *Frontend) Info(k Key) (ComponentInfo, error) {
+func (f *Frontend) Info(k canon.Key) (ComponentInfo, error) {
 	c := f.cfg.Cache
 	rec, err := c.Component(k)
 	if err != nil {
@@ -328,7 +329,7 @@ func (f *Frontend) Info(k Key) (ComponentInfo, error) {
 
 // Related returns the cached components that contain k as a subgraph and
 // those that k contains.
-func (f *Frontend) Related(k Key) (containedBy, contains []Key, err error) {
+func (f *Frontend) Related(k canon.Key) (containedBy, contains []canon.Key, err error) {
 	c := f.cfg.Cache
 	by, err := c.ContainingNode(k, 0)
 	if err != nil {
@@ -344,7 +345,7 @@ func (f *Frontend) Related(k Key) (containedBy, contains []Key, err error) {
 		return nil, nil, err
 	}
 	for _, nk := range rec.NodeKeys {
-		n, err := ParseKey(nk)
+		n, err := canon.ParseKey(nk)
 		if err != nil || n == k {
 			continue
 		}
@@ -360,7 +361,7 @@ func (f *Frontend) Related(k Key) (containedBy, contains []Key, err error) {
 // usedBy returns the components used by a client's pipelines (or one
 // pipeline). It decodes only the pipelines' inputs: a search filtering by
 // a client reads all of its pipelines.
-func (c *Cache) usedBy(client, pipeline string) ([]Key, error) {
+func (c *Cache) usedBy(client, pipeline string) ([]canon.Key, error) {
 	pfx := []byte{pfxPipeline}
 	if client != "" {
 		pfx = []byte(string(pfxPipeline) + client + "\x00")
@@ -371,8 +372,8 @@ func (c *Cache) usedBy(client, pipeline string) ([]Key, error) {
 			Component string `json:"component"`
 		} `json:"inputs"`
 	}
-	seen := map[Key]bool{}
-	var out []Key
+	seen := map[canon.Key]bool{}
+	var out []canon.Key
 	err := pebbleutil.Scan(c.db, pfx, func(_, v []byte) (bool, error) {
 		p.Name, p.Inputs = "", p.Inputs[:0]
 		if err := json.Unmarshal(v, &p); err != nil {
@@ -382,7 +383,7 @@ func (c *Cache) usedBy(client, pipeline string) ([]Key, error) {
 			return true, nil
 		}
 		for _, in := range p.Inputs {
-			k, err := ParseKey(in.Component)
+			k, err := canon.ParseKey(in.Component)
 			if err == nil && !seen[k] {
 				seen[k] = true
 				out = append(out, k)

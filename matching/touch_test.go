@@ -3,6 +3,8 @@ package matching
 import (
 	"testing"
 	"time"
+
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // TestNeedsTouchForgetsOldEntries: a component requested again within
@@ -12,8 +14,8 @@ import (
 func TestNeedsTouchForgetsOldEntries(t *testing.T) {
 	c := &Cache{}
 	t0 := time.Unix(1_700_000_000, 0)
-	key := func(i int) Key {
-		var k Key
+	key := func(i int) canon.Key {
+		var k canon.Key
 		k[0], k[1], k[2] = byte(i), byte(i>>8), byte(i>>16)
 		return k
 	}

@@ -1,6 +1,10 @@
 package matching
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sigdata/sig/matching/canon"
+)
 
 // TestWatchOverflowCloses: a subscriber that falls more than watchBuffer
 // changes behind is told so by its channel closing after the buffered
@@ -8,10 +12,10 @@ import "testing"
 // misses a change. Other keys' subscribers are unaffected.
 func TestWatchOverflowCloses(t *testing.T) {
 	var n notifier
-	k, other := Key{1}, Key{2}
-	ch, cancel := n.subscribe([]Key{k})
+	k, other := canon.Key{1}, canon.Key{2}
+	ch, cancel := n.subscribe([]canon.Key{k})
 	defer cancel()
-	och, ocancel := n.subscribe([]Key{other})
+	och, ocancel := n.subscribe([]canon.Key{other})
 	defer ocancel()
 	for i := range watchBuffer + 1 {
 		n.notify(k, MemoEntry{Component: k, Block: string(rune('a' + i%26)), State: MemoReady})

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sigdata/sig/examples"
 	"github.com/sigdata/sig/internal/devenv"
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
@@ -45,7 +45,7 @@ type fixtureBlock struct {
 // read solution gives them.
 type fixtureInput struct {
 	name    string
-	key     matching.Key
+	key     canon.Key
 	typ     transform.Type
 	dsl     string
 	columns []string
@@ -101,7 +101,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		c, err := matching.Canonicalize(g, f.schema, reg, transform.Limits{})
+		c, err := canon.Canonicalize(g, f.schema, reg, transform.Limits{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func (f *fixture) memoize(ctx context.Context, b, i int) error {
 	memo := memoRecord(raw.Column(0), out[0])
 	defer memo.Release()
 	m := blk.meta
-	_, err = block.Write(ctx, f.store, block.Meta{Key: matching.MemoObjectKey(in.key, blk.id), ID: blk.id, Source: "ads",
+	_, err = block.Write(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blk.id), ID: blk.id, Source: "ads",
 		ComponentKey: in.key.String(), WindowStart: m.WindowStart, WindowLength: m.WindowLength,
 		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo)
 	return err
@@ -196,7 +196,7 @@ func (f *fixture) unit(b int, batchRows int, mode func(i int) readerv1.InputMode
 			m = mode(i)
 		}
 		u.Inputs = append(u.Inputs, &readerv1.ModelInput{Name: in.name, ComponentKey: in.key.String(),
-			Type: in.typ.String(), CanonicalDsl: in.dsl, MemoObject: matching.MemoObjectKey(in.key, blk.id),
+			Type: in.typ.String(), CanonicalDsl: in.dsl, MemoObject: block.MemoKey(in.key, blk.id),
 			MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: m})
 	}
 	return u

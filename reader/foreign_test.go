@@ -14,7 +14,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"google.golang.org/grpc/codes"
 
-	"github.com/sigdata/sig/matching"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
@@ -94,7 +93,7 @@ func TestForeignRawBlockIsDataLoss(t *testing.T) {
 			u := f.unit(0, 100, allMode(local))
 			u.BlockId, u.RawObject, u.LabelColumns = id, meta.Key, []string{"click"}
 			for j, in := range u.Inputs {
-				in.MemoObject = matching.MemoObjectKey(f.inputs[j].key, id)
+				in.MemoObject = block.MemoKey(f.inputs[j].key, id)
 			}
 			resps, err := collect(ctx, s, &readerv1.ReadRequest{Unit: u})
 			st := Status(err)
@@ -152,7 +151,7 @@ func TestTruncatedObjectsAreDataLoss(t *testing.T) {
 	s := f.server(t, Config{})
 	ctx := context.Background()
 	blk := f.blocks[0]
-	memoKey := matching.MemoObjectKey(f.inputs[0].key, blk.id)
+	memoKey := block.MemoKey(f.inputs[0].key, blk.id)
 	whole := map[string][]byte{}
 	for _, key := range []string{memoKey, blk.meta.Key} {
 		data, _, err := f.store.Get(ctx, key)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
@@ -170,7 +170,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 			return nil, invalid(field+".name", "%q is already a batch column (%s)", in.Name, prev)
 		}
 		names[in.Name] = field
-		k, err := matching.ParseKey(in.ComponentKey)
+		k, err := canon.ParseKey(in.ComponentKey)
 		if err != nil {
 			return nil, invalid(field+".component_key", "%v", err)
 		}
@@ -181,7 +181,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		ip := inputPlan{name: in.Name, component: k.String(), typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
 		switch in.Mode {
 		case readerv1.InputMode_INPUT_MODE_MEMO:
-			if want := matching.MemoObjectKey(k, u.BlockId); in.MemoObject != want {
+			if want := block.MemoKey(k, u.BlockId); in.MemoObject != want {
 				return nil, invalid(field+".memo_object", "%q, want %q (memo/<component>/<block>.arrow)", trunc(in.MemoObject), want)
 			}
 			if in.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
@@ -239,7 +239,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 		merged.Inputs = append(merged.Inputs, transform.ModelInput{
 			Name: p.inputs[p.localIdx[x]].name, Node: g.Inputs[0].Node + base})
 	}
-	c, err := matching.Canonicalize(merged, p.schema, p.reg, lim.Graph)
+	c, err := canon.Canonicalize(merged, p.schema, p.reg, lim.Graph)
 	if err != nil {
 		// Report the first input whose own graph fails, by name.
 		for x, g := range graphs {

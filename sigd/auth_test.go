@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
@@ -20,7 +21,7 @@ import (
 // serverState is everything a refused request must leave unchanged.
 type serverState struct {
 	Pipelines  []matching.Pipeline
-	Components []matching.Key
+	Components []canon.Key
 	Depths     []workers.Depth
 	Queued     int
 	Leased     int

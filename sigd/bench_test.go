@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
@@ -109,7 +110,7 @@ func BenchmarkSubmit200Nodes100kCached(b *testing.B) {
 	// not measured here).
 	cache := srv.Frontend().Cache()
 	for _, in := range r.Solution.Inputs {
-		k, err := matching.ParseKey(in.ComponentKey)
+		k, err := canon.ParseKey(in.ComponentKey)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -242,14 +243,14 @@ func benchMemoizeVsBare(b *testing.B, randomETags bool) {
 	graphs := []string{"ctr_small", "ctr_wide", "cvr", "explore", "ranking"}
 	dsl := map[string]string{}
 	var comps []comp
-	seen := map[matching.Key]bool{}
+	seen := map[canon.Key]bool{}
 	for _, name := range graphs {
 		dsl[name] = sigdtest.DSL(b, name)
 		g, err := transform.Parse([]byte(dsl[name]), name, transform.Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := matching.Canonicalize(g, transform.AdsSchema(), transform.Default(), transform.Limits{})
+		c, err := canon.Canonicalize(g, transform.AdsSchema(), transform.Default(), transform.Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}

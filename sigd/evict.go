@@ -13,6 +13,7 @@ import (
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/workers"
 )
@@ -96,7 +97,7 @@ func (h *sigService) GetComponent(ctx context.Context, req *sigv1.GetComponentRe
 	if err != nil {
 		return nil, err
 	}
-	k, err := matching.ParseKey(req.GetKey())
+	k, err := canon.ParseKey(req.GetKey())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "key: %v", err)
 	}
@@ -168,7 +169,7 @@ func (h *sigService) EvictBlock(ctx context.Context, req *sigv1.EvictBlockReques
 	if err != nil {
 		return nil, err
 	}
-	k, err := matching.ParseKey(req.GetComponentKey())
+	k, err := canon.ParseKey(req.GetComponentKey())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "component_key: %v", err)
 	}
@@ -199,7 +200,7 @@ func (h *sigService) ReportCorruptMemo(ctx context.Context, req *sigv1.ReportCor
 	if err != nil {
 		return nil, err
 	}
-	k, err := matching.ParseKey(req.GetComponentKey())
+	k, err := canon.ParseKey(req.GetComponentKey())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "component_key: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
@@ -131,7 +132,7 @@ func unitsOf(t *testing.T, sol *sigv1.ReadSolution) map[string]*readerv1.WorkUni
 	return out
 }
 
-func memoOf(t *testing.T, srv *sigdtest.Server, k matching.Key, id string) matching.MemoEntry {
+func memoOf(t *testing.T, srv *sigdtest.Server, k canon.Key, id string) matching.MemoEntry {
 	t.Helper()
 	m, err := srv.Frontend().Cache().Memo(k, id)
 	if err != nil {
@@ -150,11 +151,11 @@ func auditLog(t *testing.T, ctx context.Context, srv *sigdtest.Server) []*sigv1.
 }
 
 // keyOf returns the component of a named model input.
-func keyOf(t *testing.T, sol *sigv1.ReadSolution, input string) matching.Key {
+func keyOf(t *testing.T, sol *sigv1.ReadSolution, input string) canon.Key {
 	t.Helper()
 	for _, in := range sol.Inputs {
 		if in.Input == input {
-			k, err := matching.ParseKey(in.ComponentKey)
+			k, err := canon.ParseKey(in.ComponentKey)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +163,7 @@ func keyOf(t *testing.T, sol *sigv1.ReadSolution, input string) matching.Key {
 		}
 	}
 	t.Fatalf("no input %q", input)
-	return matching.Key{}
+	return canon.Key{}
 }
 
 const repairGraph = `input q = hash(unigrams(lower(col("query"))), buckets=1000)
@@ -368,10 +369,10 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	report := func(c sigv1.SIGClient, k matching.Key, id string) (*sigv1.ReportCorruptMemoResponse, error) {
+	report := func(c sigv1.SIGClient, k canon.Key, id string) (*sigv1.ReportCorruptMemoResponse, error) {
 		return c.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: k.String(), BlockId: id, Detail: "DataLoss seen"})
 	}
-	unchanged := func(what string, k matching.Key, id string, was matching.MemoEntry) {
+	unchanged := func(what string, k canon.Key, id string, was matching.MemoEntry) {
 		t.Helper()
 		if m := memoOf(t, srv, k, id); m.State != matching.MemoReady || m.Gen != was.Gen {
 			t.Errorf("%s: entry %+v, want it ready as before (generation %d)", what, m, was.Gen)
@@ -426,7 +427,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 			t.Errorf("EvictBlock %v: %v, want %s naming %s", tc.req, err, tc.code, tc.field)
 		}
 	}
-	if _, err := report(srv.SIG(t, "reader"), matching.Key{}, "../x"); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "block_id") {
+	if _, err := report(srv.SIG(t, "reader"), canon.Key{}, "../x"); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "block_id") {
 		t.Errorf("report of a bad block id: %v, want InvalidArgument naming block_id", err)
 	}
 	unchanged("bad requests", q, b1, healthy)
@@ -477,7 +478,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 	if _, err := srv.Frontend().Cache().Memo(q, b0); err == nil {
 		t.Errorf("evicted block still has a memo entry")
 	}
-	if _, err := srv.Store().Stat(ctx, matching.MemoObjectKey(q, b0)); err == nil {
+	if _, err := srv.Store().Stat(ctx, block.MemoKey(q, b0)); err == nil {
 		t.Errorf("evicted block still has its object")
 	}
 	log := auditLog(t, ctx, srv)

@@ -31,6 +31,7 @@ import (
 	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
@@ -192,7 +193,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
 	for _, t := range s.queue.ListQuarantine() {
-		if k, err := matching.ParseKey(t.ID.Component); err == nil {
+		if k, err := canon.ParseKey(t.ID.Component); err == nil {
 			_ = s.frontend.MarkFailed(k, t.ID.Block, t.Err)
 		}
 	}
@@ -450,7 +451,7 @@ func (s *Server) loadTokens() error {
 // queueScheduler adapts the work queues to the matching frontend.
 type queueScheduler struct{ q *workers.Queue }
 
-func (a queueScheduler) Enqueue(k matching.Key, block, client, pipeline string, prio int32) error {
+func (a queueScheduler) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
 	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k.String(), Block: block},
 		Client: client, Pipeline: pipeline, Priority: prio})
 	return err
@@ -470,7 +471,7 @@ func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 // onQueueEvent mirrors quarantines into the matching cache, so read
 // solutions show the failure and its reason.
 func (s *Server) onQueueEvent(e workers.Event) {
-	k, err := matching.ParseKey(e.Task.ID.Component)
+	k, err := canon.ParseKey(e.Task.ID.Component)
 	if err != nil {
 		return
 	}
@@ -488,7 +489,7 @@ func (s *Server) onQueueEvent(e workers.Event) {
 
 // describe fills a task's description for a worker from the matching cache.
 func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
-	k, err := matching.ParseKey(id.Component)
+	k, err := canon.ParseKey(id.Component)
 	if err != nil {
 		return nil, err
 	}
@@ -513,7 +514,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	}
 	return &sigv1.Task{
 		ComponentKey: id.Component, BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
-		RawObject: meta.Key, MemoObject: matching.MemoObjectKey(k, id.Block), Columns: rec.Columns,
+		RawObject: meta.Key, MemoObject: block.MemoKey(k, id.Block), Columns: rec.Columns,
 		SchemaJson: sj, MemoGeneration: gen,
 	}, nil
 }
@@ -530,11 +531,11 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 // (MarkReady then refuses) or happened before the check (which then fails
 // and the task runs again after its lease expires).
 func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.Result) error {
-	k, err := matching.ParseKey(t.ID.Component)
+	k, err := canon.ParseKey(t.ID.Component)
 	if err != nil {
 		return err
 	}
-	block, object := t.ID.Block, matching.MemoObjectKey(k, t.ID.Block)
+	block, object := t.ID.Block, block.MemoKey(k, t.ID.Block)
 	var gen uint64
 	if spec := t.Spec; spec != nil {
 		gen = spec.MemoGeneration

@@ -11,7 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
@@ -64,17 +64,17 @@ func (c *countingRunner) snapshot() map[workers.TaskID]int {
 }
 
 // componentKeys canonicalizes a DSL graph: input name -> component key.
-func componentKeys(t testing.TB, dsl string) map[string]matching.Key {
+func componentKeys(t testing.TB, dsl string) map[string]canon.Key {
 	t.Helper()
 	g, err := transform.Parse([]byte(dsl), "graph", transform.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := matching.Canonicalize(g, transform.AdsSchema(), transform.Default(), transform.Limits{})
+	c, err := canon.Canonicalize(g, transform.AdsSchema(), transform.Default(), transform.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]matching.Key{}
+	out := map[string]canon.Key{}
 	for _, comp := range c.Components {
 		out[comp.Input] = comp.Key
 	}
@@ -99,10 +99,10 @@ func TestThreeClientsShareComponents(t *testing.T) {
 	models := []model{{"ctr", "ctr-small", "ctr_small"}, {"cvr", "cvr", "cvr"}, {"ranking", "ranking", "ranking"}}
 	dsl := map[string]string{}
 	want := map[workers.TaskID]bool{}
-	users := map[matching.Key]int{}
+	users := map[canon.Key]int{}
 	for _, m := range models {
 		dsl[m.graph] = sigdtest.DSL(t, m.graph)
-		seen := map[matching.Key]bool{}
+		seen := map[canon.Key]bool{}
 		for _, k := range componentKeys(t, dsl[m.graph]) {
 			if !seen[k] {
 				seen[k] = true

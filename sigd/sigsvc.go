@@ -10,6 +10,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/transform/graphpb"
@@ -106,8 +107,8 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 		if err != nil {
 			return grpcError(err)
 		}
-		var ks []matching.Key
-		seen := map[matching.Key]bool{}
+		var ks []canon.Key
+		seen := map[canon.Key]bool{}
 		for _, in := range sol.Inputs {
 			if !seen[in.Component] {
 				seen[in.Component] = true
@@ -139,7 +140,7 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 }
 
 type memoID struct {
-	k     matching.Key
+	k     canon.Key
 	block string
 }
 

@@ -23,7 +23,7 @@ import (
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/units"
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer"
@@ -41,7 +41,7 @@ func init() {
 type fleetModel struct {
 	name  string
 	src   []byte
-	canon *matching.Canonical
+	canon *canon.Canonical
 }
 
 // loadFleet reads *.sig graphs from dir, or the embedded fleet when dir is
@@ -70,7 +70,7 @@ func loadFleet(dir string, s *transform.Schema) ([]fleetModel, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := matching.Canonicalize(g, s, transform.Default(), transform.Limits{})
+		c, err := canon.Canonicalize(g, s, transform.Default(), transform.Limits{})
 		if err != nil {
 			return nil, err
 		}
@@ -85,8 +85,8 @@ func printSharing(w io.Writer, models []fleetModel) {
 		nodes int
 		users []string
 	}
-	uses := map[matching.Key]*use{}
-	var order []matching.Key
+	uses := map[canon.Key]*use{}
+	var order []canon.Key
 	inputs := 0
 	for _, m := range models {
 		for i := range m.canon.Components {

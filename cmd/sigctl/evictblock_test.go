@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
@@ -29,7 +30,7 @@ func TestEvictBlockCommand(t *testing.T) {
 	}
 	sol := sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
 	key := sol.Inputs[0].ComponentKey
-	k, err := matching.ParseKey(key)
+	k, err := canon.ParseKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 
 	"github.com/sigdata/sig/internal/arrowfile"
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 )
 
@@ -57,7 +57,7 @@ func readDSL(path string) ([]byte, error) {
 }
 
 // loadCanonical parses, checks and canonicalizes a graph file.
-func loadCanonical(path string, s *transform.Schema) (*matching.Canonical, error) {
+func loadCanonical(path string, s *transform.Schema) (*canon.Canonical, error) {
 	src, err := readDSL(path)
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func loadCanonical(path string, s *transform.Schema) (*matching.Canonical, error
 	if err != nil {
 		return nil, err
 	}
-	return matching.Canonicalize(g, s, transform.Default(), transform.Limits{})
+	return canon.Canonicalize(g, s, transform.Default(), transform.Limits{})
 }
 
 func oneFile(pos []string) (string, error) {
@@ -192,7 +192,7 @@ func runRun(_ context.Context, args []string, stdout, stderr io.Writer) error {
 // out-of-memory crash), and each batch is conformed to the schema
 // (transform.Conform) before anything reads it, so that a column of a
 // foreign type is converted or refused with the column named.
-func RunLocal(c *matching.Canonical, s *transform.Schema, rawPath, outPath string) (int64, error) {
+func RunLocal(c *canon.Canonical, s *transform.Schema, rawPath, outPath string) (int64, error) {
 	g := c.Graph()
 	if _, err := transform.Check(g, s, transform.Default(), transform.Limits{}); err != nil {
 		return 0, err

@@ -16,7 +16,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/internal/rowref"
-	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/gen"
 )
@@ -482,7 +482,7 @@ func FuzzRunLocal(f *testing.F) {
 		seed(rec)
 		rec.Release()
 	}
-	c, err := matching.Canonicalize(mustParse(f, "input adv = hash(col(\"advertiser_id\"), buckets=1000)\ninput q = unigrams(lower(col(\"query\")))\n"),
+	c, err := canon.Canonicalize(mustParse(f, "input adv = hash(col(\"advertiser_id\"), buckets=1000)\ninput q = unigrams(lower(col(\"query\")))\n"),
 		transform.AdsSchema(), transform.Default(), transform.Limits{})
 	if err != nil {
 		f.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/internal/devenv"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -265,8 +266,13 @@ func flip(b []byte, off int64) []byte {
 }
 
 func TestMemoKeyLayout(t *testing.T) {
-	if got := block.MemoKey("abc", "id1"); got != "memo/abc/id1.arrow" {
-		t.Fatal(got)
+	k := canon.Key{0xab, 0xc1}
+	want := "memo/abc1" + strings.Repeat("0", 60) + "/id1.arrow"
+	if got := block.MemoKey(k, "id1"); got != want {
+		t.Fatalf("MemoKey = %q, want %q", got, want)
+	}
+	if p := block.MemoComponentPrefix(k); !strings.HasPrefix(want, p) || !strings.HasSuffix(p, "/") {
+		t.Fatalf("MemoComponentPrefix = %q", p)
 	}
 	if got := block.CheckpointKey("p", "e1/state"); got != "checkpoints/p/e1/state" {
 		t.Fatal(got)

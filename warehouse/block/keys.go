@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // Key prefixes of the bucket layout (brief, "Warehouse").
@@ -46,11 +48,17 @@ func RawKey(source, id string) string { return RawPrefix + source + "/" + id + E
 // also holds event_id, row-aligned with its raw block.
 const MemoColumn = "value"
 
-// MemoKey is the object key of a memoized block:
-// memo/<component-key>/<id>.arrow.
-func MemoKey(componentKey, id string) string {
-	return MemoPrefix + componentKey + "/" + id + Ext
+// MemoKey is the object key of a component's memoized output for a block:
+// memo/<component-key>/<id>.arrow, the key in hex. This is the one
+// definition of the memo layout: the matching cache records it, workers
+// write there and readers read there.
+func MemoKey(k canon.Key, id string) string {
+	return MemoComponentPrefix(k) + id + Ext
 }
+
+// MemoComponentPrefix is the prefix of every memo object of a component:
+// memo/<component-key>/ (eviction lists it).
+func MemoComponentPrefix(k canon.Key) string { return MemoPrefix + k.String() + "/" }
 
 // CheckpointKey is the object key of a checkpoint file of a pipeline:
 // checkpoints/<pipeline>/<name>. name may contain '/'.

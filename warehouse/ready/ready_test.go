@@ -9,14 +9,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sigdata/sig/internal/devenv"
+	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/ready"
 )
 
 func event(i int) ready.Event {
 	id := block.ID(0, block.KafkaRange{Partition: 0, First: int64(i), Last: int64(i)})
-	return ready.Event{ComponentKey: "abc123", BlockID: id, Source: "ads", Bucket: "sig",
-		Key: block.MemoKey("abc123", id), Rows: int64(100 + i), Bytes: 4096,
+	k := canon.Key{0xab, 0xc1, 0x23}
+	return ready.Event{ComponentKey: k.String(), BlockID: id, Source: "ads", Bucket: "sig",
+		Key: block.MemoKey(k, id), Rows: int64(100 + i), Bytes: 4096,
 		Time: time.Date(2026, 1, 1, 1, 0, i, 0, time.UTC)}
 }
 
