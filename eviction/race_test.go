@@ -13,11 +13,11 @@ import (
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
-	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
+	"github.com/sigdata/sig/workers/memo"
 )
 
 // jitterRunner delays memoization runs at random before and after the real
@@ -76,7 +76,7 @@ func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
 		e.tb.Fatal(err)
 	}
 	defer out[0].Release()
-	memo := sigd.MemoRecord(cols.Column(0), out[0])
+	memo := memo.MemoRecord(cols.Column(0), out[0])
 	defer memo.Release()
 	data, _, err := block.Encode(block.Meta{Key: block.MemoKey(k, raw.ID), ID: raw.ID, Source: raw.Source,
 		ComponentKey: k.String(), WindowStart: raw.WindowStart, WindowLength: raw.WindowLength,

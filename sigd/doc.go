@@ -4,8 +4,9 @@
 // checking. cmd/sigd parses flags into a Config and runs a Server.
 //
 // It owns wiring and RPC translation only: canonicalization and read
-// solutions are package matching's, scheduling is package workers', storage
-// is package warehouse's.
+// solutions are package matching's, scheduling is package workers', the
+// memoization task its workers run is package workers/memo's (shared with
+// the remote `sigd worker`), storage is package warehouse's.
 //
 // # Completion
 //

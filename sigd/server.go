@@ -40,6 +40,7 @@ import (
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/ready"
 	"github.com/sigdata/sig/workers"
+	"github.com/sigdata/sig/workers/memo"
 )
 
 // Server is a running sigd.
@@ -169,7 +170,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	var resizer workers.Resizer
 	if !cfg.RemoteWorkers {
 		s.segments = block.NewSegmentCache(cfg.WorkerCacheBytes)
-		var runner workers.Runner = &Runner{Store: s.store, Catalog: s.catalog, Segments: s.segments, Observe: s.metrics.phase}
+		var runner workers.Runner = &memo.Runner{Store: s.store, Catalog: s.catalog, Segments: s.segments, Observe: s.metrics.phase}
 		if opts.WrapRunner != nil {
 			runner = opts.WrapRunner(runner)
 		}

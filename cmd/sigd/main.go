@@ -30,6 +30,7 @@ import (
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
+	"github.com/sigdata/sig/workers/memo"
 )
 
 func main() {
@@ -208,7 +209,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	defer conn.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second)
-	var runner workers.Runner = &sigd.Runner{Store: store, Segments: block.NewSegmentCache(sigd.WorkerCacheBytes(*cacheBytes))}
+	var runner workers.Runner = &memo.Runner{Store: store, Segments: block.NewSegmentCache(sigd.WorkerCacheBytes(*cacheBytes))}
 	if wrap != nil {
 		runner = wrap(runner)
 	}

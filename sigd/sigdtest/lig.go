@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
-	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -171,16 +170,16 @@ func CheckMemo(ctx context.Context, store *objstore.Store, memoKey string, lig *
 		return "", err
 	}
 	defer rec.Release()
-	vi := rec.Schema().FieldIndices(sigd.MemoColumn)
+	vi := rec.Schema().FieldIndices(block.MemoColumn)
 	ei := rec.Schema().FieldIndices(transform.ColEventID)
 	if len(vi) != 1 || len(ei) != 1 || rec.NumCols() != 2 {
-		return fmt.Sprintf("memo object %s has columns %v, want %s and %s", memoKey, rec.Schema(), transform.ColEventID, sigd.MemoColumn), nil
+		return fmt.Sprintf("memo object %s has columns %v, want %s and %s", memoKey, rec.Schema(), transform.ColEventID, block.MemoColumn), nil
 	}
 	if d := SameColumn(rec.Column(ei[0]), lig.EventID); d != "" {
 		return "event_id: " + d, nil
 	}
 	if d := SameColumn(rec.Column(vi[0]), want); d != "" {
-		return sigd.MemoColumn + ": " + d, nil
+		return block.MemoColumn + ": " + d, nil
 	}
 	return "", nil
 }

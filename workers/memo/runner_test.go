@@ -1,4 +1,4 @@
-package sigd_test
+package memo_test
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
-	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/workers"
+	"github.com/sigdata/sig/workers/memo"
 )
 
 // TestRunnerForeignRawBlock: a raw block object whose columns are not the
@@ -59,7 +59,7 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 		{"event_id utf8", transform.ColEventID, strs("x"), `column "event_id" has Arrow type utf8, want int64`},
 		{"advertiser_id float64", "advertiser_id", floats("advertiser_id"), `column "advertiser_id" has Arrow type float64, want int64`},
 	}
-	r := &sigd.Runner{Store: w.Store}
+	r := &memo.Runner{Store: w.Store}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fields := rec.Schema().Fields()
