@@ -56,6 +56,7 @@ type Server struct {
 	cache     *matching.Cache
 	frontend  *matching.Frontend
 	queue     *workers.Queue
+	stats     *statsService // the feature statistics of FDP (package featstats)
 	pool      *workers.Pool
 	scaler    *workers.Autoscaler
 	kafka     *kgo.Client
@@ -593,7 +594,8 @@ func (s *Server) buildGRPC() error {
 	s.grpc = grpc.NewServer(opts...)
 	sigv1.RegisterSIGServer(s.grpc, &sigService{s: s})
 	sigv1.RegisterWorkersServer(s.grpc, &workersAuth{stopping: s.stopping, inner: workers.NewWorkersServer(s.queue, s.describe, workers.WithCompleteHook(s.completeHook))})
-	sigv1.RegisterFeatureStatsServer(s.grpc, &statsService{s: s})
+	s.stats = &statsService{s: s}
+	sigv1.RegisterFeatureStatsServer(s.grpc, s.stats)
 	// Health for every service above, and reflection (grpcurl).
 	s.health = grpcsvc.Register(s.grpc)
 	return nil
@@ -709,6 +711,9 @@ func (s *Server) Close() {
 	}
 	if s.catalog != nil {
 		s.catalog.Close()
+	}
+	if s.stats != nil {
+		s.stats.close()
 	}
 	if s.dev != nil {
 		if s.dev.Kafka != nil {
