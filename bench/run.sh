@@ -9,4 +9,4 @@ for s in bench/*.sh; do
   bash "$s"
 done
 echo "== matching"
-go test ./matching -run '^$' -bench . -benchmem -cpu 1 -count 3 | tee bench/matching.txt
+go test ./matching/... -run '^$' -bench . -benchmem -cpu 1 -count 3 | tee bench/matching.txt
