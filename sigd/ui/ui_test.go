@@ -1,4 +1,4 @@
-package eviction_test
+package ui_test
 
 import (
 	"io"
@@ -20,7 +20,7 @@ type browser struct {
 	c    *http.Client
 }
 
-func (e *env) browser(t *testing.T) *browser {
+func newBrowser(t *testing.T, e *evictiontest.Env) *browser {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func (b *browser) login(token string) (*http.Response, string) {
 }
 
 // operator logs in as the operator and returns the session's CSRF token.
-func (b *browser) operator(e *env) string {
+func (b *browser) operator(e *evictiontest.Env) string {
 	b.t.Helper()
 	resp, page := b.login(e.Srv.Tokens[evictiontest.Operator])
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/" || !strings.Contains(page, "<h1>Overview</h1>") {
@@ -112,7 +112,7 @@ func checkEscaped(t *testing.T, what, page string) {
 // TestUISecurity: the web UI is for operators only; every state-changing
 // form needs the session's CSRF token; user-supplied names are escaped.
 func TestUISecurity(t *testing.T) {
-	e := newEnv(t, evictiontest.Config{Blocks: 1, Rows: 50})
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 1, Rows: 50})
 	e.Pipelines()
 	cvrSol := e.Solution("cvr", evictiontest.XSSPipeline)
 	ctrSol := e.Solution("ctr", "ctr-small")
@@ -120,7 +120,7 @@ func TestUISecurity(t *testing.T) {
 	evictForm := url.Values{"subgraph": {evictiontest.FaultySubgraph}, "reason": {"tokenizer bug"}}
 
 	t.Run("anonymous", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		for _, p := range []string{"/ui/", "/ui/search?subgraph=x", "/ui/audit", "/ui/component/" + affected[0].String()} {
 			resp, _ := b.get(p)
 			if resp.Request.URL.Path != "/ui/login" {
@@ -135,7 +135,7 @@ func TestUISecurity(t *testing.T) {
 
 	t.Run("non-operator tokens", func(t *testing.T) {
 		for _, p := range []string{"ctr", "worker"} {
-			b := e.browser(t)
+			b := newBrowser(t, e)
 			resp, page := b.login(e.Srv.Tokens[p])
 			if resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "for operators") {
 				t.Errorf("%s logs in: %s\n%s", p, resp.Status, page)
@@ -147,14 +147,14 @@ func TestUISecurity(t *testing.T) {
 				t.Errorf("%s reached %s", p, resp.Request.URL)
 			}
 		}
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		if resp, _ := b.login("not-a-token-at-all-0123456789"); resp.StatusCode != http.StatusUnauthorized || b.hasSession() {
 			t.Errorf("unknown token: %s", resp.Status)
 		}
 	})
 
 	t.Run("login CSRF", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		resp, _ := b.post("/ui/login", url.Values{"token": {e.Srv.Tokens[evictiontest.Operator]}, "csrf": {strings.Repeat("a", 64)}})
 		if resp.StatusCode != http.StatusForbidden || b.hasSession() {
 			t.Errorf("login without the login form's token: %s", resp.Status)
@@ -162,7 +162,7 @@ func TestUISecurity(t *testing.T) {
 	})
 
 	t.Run("session cookie", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		_, page := b.get("/ui/login")
 		b.c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		resp, _ := b.post("/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {e.Srv.Tokens[evictiontest.Operator]}})
@@ -181,9 +181,9 @@ func TestUISecurity(t *testing.T) {
 	})
 
 	t.Run("CSRF", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		csrf := b.operator(e)
-		other := e.browser(t)
+		other := newBrowser(t, e)
 		otherCSRF := other.operator(e)
 		for name, tok := range map[string]string{"no": "", "a wrong": strings.Repeat("0", 64), "another session's": otherCSRF,
 			"a truncated": csrf[:32]} {
@@ -200,7 +200,7 @@ func TestUISecurity(t *testing.T) {
 			}
 		}
 		// The valid token of a session that is not the caller's.
-		anon := e.browser(t)
+		anon := newBrowser(t, e)
 		if resp, _ := anon.post("/ui/evict/confirm", url.Values{"csrf": {csrf}, "subgraph": evictForm["subgraph"], "reason": evictForm["reason"]}); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("eviction with a stolen CSRF token and no session: %s", resp.Status)
 		}
@@ -236,7 +236,7 @@ func TestUISecurity(t *testing.T) {
 	})
 
 	t.Run("escaping", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		csrf := b.operator(e)
 		_, page := b.get("/ui/search?" + url.Values{"subgraph": {evictiontest.FaultySubgraph}}.Encode())
 		checkEscaped(t, "search results", page)

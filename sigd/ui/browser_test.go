@@ -1,4 +1,4 @@
-package eviction_test
+package ui_test
 
 import (
 	"context"
@@ -26,8 +26,7 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 // artifacts returns the directory for this package's test artifacts:
-// $SIG_TEST_ARTIFACTS/eviction, else testartifacts/eviction at the
-// repository root.
+// $SIG_TEST_ARTIFACTS/ui, else testartifacts/ui at the repository root.
 func artifacts(t *testing.T) string {
 	t.Helper()
 	root := os.Getenv("SIG_TEST_ARTIFACTS")
@@ -38,7 +37,7 @@ func artifacts(t *testing.T) string {
 		}
 		root = filepath.Join(r, "testartifacts")
 	}
-	dir := filepath.Join(root, "eviction")
+	dir := filepath.Join(root, "ui")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +89,7 @@ func newChromium(t *testing.T) context.Context {
 // and the component page shows every block ready again. A screenshot of
 // each page is saved as a test artifact.
 func TestBrowserEvictSubgraph(t *testing.T) {
-	e := newEnv(t, evictiontest.Config{})
+	e := evictiontest.New(t, evictiontest.Config{})
 	e.Pipelines()
 	ctrSol, cvrSol := e.Solution("ctr", "ctr-small"), e.Solution("cvr", evictiontest.XSSPipeline)
 	qa, qids, price := evictiontest.InputKey(t, ctrSol, "qa_overlap"), evictiontest.InputKey(t, ctrSol, "query_ids"), evictiontest.InputKey(t, ctrSol, "price_bin")
@@ -289,7 +288,7 @@ var (
 // axis scaled to it; the trainers table says each figure is the job's, and
 // why the job's PG is what it is.
 func TestBrowserOverviewCharts(t *testing.T) {
-	e := newEnv(t, evictiontest.Config{Blocks: 2, Rows: 100, UISampleEvery: 100 * time.Millisecond})
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 2, Rows: 100, UISampleEvery: 100 * time.Millisecond})
 	report := func(mpg float64) {
 		t.Helper()
 		if _, err := e.SIG("trainer").ReportTrainerStatus(e.Ctx, &sigv1.TrainerStatus{Client: "ctr", Job: "train", Pipeline: "ctr-small",

@@ -1,4 +1,4 @@
-package eviction_test
+package ui_test
 
 import (
 	"net/http"
@@ -15,12 +15,12 @@ import (
 // from the component page; each needs a reason, is audited under the
 // operator's name, and leaves the other blocks and components alone.
 func TestUIBlockActions(t *testing.T) {
-	e := newEnv(t, evictiontest.Config{Blocks: 2, Rows: 50})
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 2, Rows: 50})
 	e.Pipelines()
 	k := evictiontest.InputKey(t, e.Solution("ctr", "ctr-small"), "price_bin")
 	other := evictiontest.InputKey(t, e.Solution("ctr", "ctr-small"), "query_ids")
 	b0, b1 := e.Blocks[0].ID, e.Blocks[1].ID
-	b := e.browser(t)
+	b := newBrowser(t, e)
 	csrf := b.operator(e)
 	_, page := b.get("/ui/component/" + k.String())
 	if !strings.Contains(page, `action="/ui/block"`) || !strings.Contains(page, `value="`+b1+`"`) {
