@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/eviction"
+	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
@@ -351,7 +352,7 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 		var src strings.Builder
 		for j := 0; j < searchInputs; j++ {
 			c := p*searchInputs + j
-			fmt.Fprintf(&src, "input f%d = hash(truncate(%s, max=%d), buckets=%d)\n", j, faultySubgraph, c%100+1, 1000+c)
+			fmt.Fprintf(&src, "input f%d = hash(truncate(%s, max=%d), buckets=%d)\n", j, evictiontest.FaultySubgraph, c%100+1, 1000+c)
 		}
 		g, err := transform.Parse([]byte(src.String()), "bench", transform.Limits{})
 		if err != nil {
@@ -413,7 +414,7 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 		b.ReportMetric(time.Since(t0).Seconds(), "fill_s")
 		b.StartTimer()
 		t0 = time.Now()
-		im, err := ev.Evict(ctx, eviction.Target{Subgraph: faultySubgraph}, "bench", "benchmark")
+		im, err := ev.Evict(ctx, eviction.Target{Subgraph: evictiontest.FaultySubgraph}, "bench", "benchmark")
 		total += time.Since(t0)
 		if err != nil {
 			b.Fatal(err)

@@ -25,12 +25,6 @@
 //     the highest priority of the pipelines using it; watchers see it
 //     pending, then ready. Every change is audited: who, what they saw,
 //     what sigd found.
-//   - the operator web UI (ui.go) that drives them, with search, component
-//     pages (with each block's evict and recompute forms) and the overview,
-//     whose charts (chart.go) are drawn on the server as inline SVG by a
-//     pure function of the sampled series: axes with units, ticks chosen
-//     from the data, UTC times, hover titles with each sample's values,
-//     current and largest values beside each chart.
 //
 // Evicting never breaks a reader: a read solution whose data was evicted
 // turns pending, and the next read re-creates and schedules it (matching
@@ -56,5 +50,14 @@
 // entry gone (Invalidate refuses, nothing more is done).
 //
 // The package decides and orders removals; the matching cache and the
-// warehouse own the state removed.
+// warehouse own the state removed. The operator web UI that drives them is
+// package sigd/ui; sigd serves them over gRPC (Evict, EvictBlock,
+// ReportCorruptMemo, ListAudit) and runs Evictor.Run.
+//
+// # Tests
+//
+// The environment (package evictiontest, shared with sigd/ui's tests) is a
+// sigd in process on a real MinIO and kfake, with three clients' pipelines
+// that share a faulty subgraph. policy.go's decisions are data-driven
+// (testdata/policy.txt).
 package eviction

@@ -408,8 +408,7 @@ func (e *Evictor) log() *slog.Logger {
 	return e.Log
 }
 
-// randomHex returns n random bytes in hex: audit ids (8 bytes), and the web
-// UI's session and CSRF tokens (32).
+// randomHex returns n random bytes in hex: audit ids (8 bytes).
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
@@ -36,27 +37,27 @@ func keyStrings(ks ...canon.Key) []string {
 // subgraph, records an audit entry, turns the affected read solutions
 // pending, and the next reads recompute the data.
 func TestEvictSubgraphGRPC(t *testing.T) {
-	e := newEnv(t, envConfig{})
-	e.pipelines()
-	ctrSol, cvrSol, expSol := e.solution("ctr", "ctr-small"), e.solution("cvr", xssPipeline), e.solution("explore", "explore")
-	qa, qids, price := inputKey(t, ctrSol, "qa_overlap"), inputKey(t, ctrSol, "query_ids"), inputKey(t, ctrSol, "price_bin")
-	qsmall, logp := inputKey(t, cvrSol, "q_small"), inputKey(t, cvrSol, "log_price")
-	adv := inputKey(t, expSol, "adv")
+	e := newEnv(t, evictiontest.Config{})
+	e.Pipelines()
+	ctrSol, cvrSol, expSol := e.Solution("ctr", "ctr-small"), e.Solution("cvr", evictiontest.XSSPipeline), e.Solution("explore", "explore")
+	qa, qids, price := evictiontest.InputKey(t, ctrSol, "qa_overlap"), evictiontest.InputKey(t, ctrSol, "query_ids"), evictiontest.InputKey(t, ctrSol, "price_bin")
+	qsmall, logp := evictiontest.InputKey(t, cvrSol, "q_small"), evictiontest.InputKey(t, cvrSol, "log_price")
+	adv := evictiontest.InputKey(t, expSol, "adv")
 	affected := []canon.Key{qa, qids, qsmall}
 	untouched := []canon.Key{price, logp, adv}
-	op := e.sig(operator)
-	req := &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faultySubgraph}, Reason: "tokenizer bug"}
+	op := e.SIG(evictiontest.Operator)
+	req := &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: evictiontest.FaultySubgraph}, Reason: "tokenizer bug"}
 
 	// Who may evict.
-	for _, p := range []string{"ctr", "worker-pool"} {
-		_, err := e.sig(p).Evict(e.ctx, req)
+	for _, p := range []string{"ctr", "worker"} {
+		_, err := e.SIG(p).Evict(e.Ctx, req)
 		wantCode(t, p+" evicts", err, codes.PermissionDenied)
-		_, err = e.sig(p).Evict(e.ctx, &sigv1.EvictRequest{Target: req.Target, DryRun: true})
+		_, err = e.SIG(p).Evict(e.Ctx, &sigv1.EvictRequest{Target: req.Target, DryRun: true})
 		wantCode(t, p+" dry-runs", err, codes.PermissionDenied)
-		_, err = e.sig(p).ListAudit(e.ctx, &sigv1.ListAuditRequest{})
+		_, err = e.SIG(p).ListAudit(e.Ctx, &sigv1.ListAuditRequest{})
 		wantCode(t, p+" lists the audit log", err, codes.PermissionDenied)
 	}
-	_, err := e.sig("").Evict(e.ctx, req)
+	_, err := e.SIG("").Evict(e.Ctx, req)
 	wantCode(t, "evict without a token", err, codes.Unauthenticated)
 
 	// Bad requests.
@@ -71,49 +72,49 @@ func TestEvictSubgraphGRPC(t *testing.T) {
 		"dry run, no DSL":    {Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: "lower("}, DryRun: true},
 		"oversized subgraph": {Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: strings.Repeat(" ", 2<<20)}, Reason: "r"},
 	} {
-		_, err := op.Evict(e.ctx, r)
+		_, err := op.Evict(e.Ctx, r)
 		wantCode(t, name, err, codes.InvalidArgument)
 	}
 
 	// A dry run lists the impact and changes nothing.
-	dry, err := op.Evict(e.ctx, &sigv1.EvictRequest{Target: req.Target, DryRun: true})
+	dry, err := op.Evict(e.Ctx, &sigv1.EvictRequest{Target: req.Target, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := slices.Sorted(slices.Values(dry.Components)), keyStrings(affected...); !slices.Equal(got, want) {
 		t.Errorf("dry run components %v, want %v", got, want)
 	}
-	if want := []string{"ctr/ctr-small", "cvr/" + xssPipeline}; !slices.Equal(dry.Pipelines, want) {
+	if want := []string{"ctr/ctr-small", "cvr/" + evictiontest.XSSPipeline}; !slices.Equal(dry.Pipelines, want) {
 		t.Errorf("dry run pipelines %q, want %q", dry.Pipelines, want)
 	}
-	if !dry.DryRun || dry.Blocks != uint32(3*len(e.blocks)) || dry.Bytes <= 0 || dry.ObjectsDeleted != 0 || dry.AuditId != "" {
+	if !dry.DryRun || dry.Blocks != uint32(3*len(e.Blocks)) || dry.Bytes <= 0 || dry.ObjectsDeleted != 0 || dry.AuditId != "" {
 		t.Errorf("dry run: %v", dry)
 	}
 	for _, k := range append(affected, untouched...) {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
-	if a, err := op.ListAudit(e.ctx, &sigv1.ListAuditRequest{}); err != nil || len(a.Entries) != 0 {
+	if a, err := op.ListAudit(e.Ctx, &sigv1.ListAuditRequest{}); err != nil || len(a.Entries) != 0 {
 		t.Errorf("audit after a dry run: %v, %v", a, err)
 	}
-	if !e.solution("ctr", "ctr-small").Complete || !e.solution("cvr", xssPipeline).Complete {
+	if !e.Solution("ctr", "ctr-small").Complete || !e.Solution("cvr", evictiontest.XSSPipeline).Complete {
 		t.Error("a dry run made a solution incomplete")
 	}
 
 	// The eviction.
-	done, err := op.Evict(e.ctx, req)
+	done, err := op.Evict(e.Ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done.DryRun || done.Blocks != dry.Blocks || done.Bytes != dry.Bytes || done.ObjectsDeleted != uint32(3*len(e.blocks)) || done.AuditId == "" {
+	if done.DryRun || done.Blocks != dry.Blocks || done.Bytes != dry.Bytes || done.ObjectsDeleted != uint32(3*len(e.Blocks)) || done.AuditId == "" {
 		t.Errorf("eviction: %v (dry run said %v)", done, dry)
 	}
 	for _, k := range affected {
-		e.checkEvicted(k)
+		e.CheckEvicted(k)
 	}
 	for _, k := range untouched {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
-	a, err := op.ListAudit(e.ctx, &sigv1.ListAuditRequest{})
+	a, err := op.ListAudit(e.Ctx, &sigv1.ListAuditRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,27 +122,27 @@ func TestEvictSubgraphGRPC(t *testing.T) {
 		t.Fatalf("audit: %v", a)
 	}
 	ae := a.Entries[0]
-	if ae.Id != done.AuditId || ae.Who != operator || ae.Why != "tokenizer bug" || !strings.Contains(ae.What, faultySubgraph) ||
+	if ae.Id != done.AuditId || ae.Who != evictiontest.Operator || ae.Why != "tokenizer bug" || !strings.Contains(ae.What, evictiontest.FaultySubgraph) ||
 		!slices.Equal(slices.Sorted(slices.Values(ae.Components)), keyStrings(affected...)) || ae.Blocks != done.Blocks || ae.When == nil {
 		t.Errorf("audit entry %v", ae)
 	}
 
 	// The affected read solutions are pending, the others untouched; reading
 	// them schedules the recomputation.
-	ctrSol = e.solution("ctr", "ctr-small")
-	if ctrSol.Complete || pendingBlocks(ctrSol, qa, qids) != 2*len(e.blocks) || pendingBlocks(ctrSol, price) != 0 {
+	ctrSol = e.Solution("ctr", "ctr-small")
+	if ctrSol.Complete || evictiontest.PendingBlocks(ctrSol, qa, qids) != 2*len(e.Blocks) || evictiontest.PendingBlocks(ctrSol, price) != 0 {
 		t.Errorf("ctr solution after eviction: complete=%v, %d pending", ctrSol.Complete, ctrSol.BlocksPending)
 	}
-	if sol := e.solution("cvr", xssPipeline); sol.Complete || pendingBlocks(sol, qsmall) != len(e.blocks) {
+	if sol := e.Solution("cvr", evictiontest.XSSPipeline); sol.Complete || evictiontest.PendingBlocks(sol, qsmall) != len(e.Blocks) {
 		t.Errorf("cvr solution after eviction: complete=%v, %d pending", sol.Complete, sol.BlocksPending)
 	}
-	if !e.solution("explore", "explore").Complete {
+	if !e.Solution("explore", "explore").Complete {
 		t.Error("explore's solution is incomplete; it does not use the subgraph")
 	}
-	e.waitComplete("ctr", "ctr-small")
-	e.waitComplete("cvr", xssPipeline)
+	e.WaitComplete("ctr", "ctr-small")
+	e.WaitComplete("cvr", evictiontest.XSSPipeline)
 	for _, k := range append(affected, untouched...) {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
 }
 
@@ -149,19 +150,19 @@ func TestEvictSubgraphGRPC(t *testing.T) {
 // searches its own pipelines' components only and cannot open another
 // client's component.
 func TestSearchAndComponentVisibility(t *testing.T) {
-	e := newEnv(t, envConfig{Blocks: 1, Rows: 50})
-	e.pipelines()
-	cvrSol := e.solution("cvr", xssPipeline)
-	qsmall := inputKey(t, cvrSol, "q_small")
-	q := &sigv1.SearchComponentsRequest{SubgraphDsl: faultySubgraph}
-	res, err := e.sig(operator).SearchComponents(e.ctx, q)
+	e := newEnv(t, evictiontest.Config{Blocks: 1, Rows: 50})
+	e.Pipelines()
+	cvrSol := e.Solution("cvr", evictiontest.XSSPipeline)
+	qsmall := evictiontest.InputKey(t, cvrSol, "q_small")
+	q := &sigv1.SearchComponentsRequest{SubgraphDsl: evictiontest.FaultySubgraph}
+	res, err := e.SIG(evictiontest.Operator).SearchComponents(e.Ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Components) != 3 {
 		t.Errorf("operator search: %d components, want 3", len(res.Components))
 	}
-	res, err = e.sig("ctr").SearchComponents(e.ctx, q)
+	res, err = e.SIG("ctr").SearchComponents(e.Ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,21 +174,21 @@ func TestSearchAndComponentVisibility(t *testing.T) {
 			t.Error("ctr sees cvr's component")
 		}
 	}
-	_, err = e.sig("ctr").SearchComponents(e.ctx, &sigv1.SearchComponentsRequest{Client: "cvr"})
+	_, err = e.SIG("ctr").SearchComponents(e.Ctx, &sigv1.SearchComponentsRequest{Client: "cvr"})
 	wantCode(t, "ctr searches cvr", err, codes.PermissionDenied)
-	_, err = e.sig("ctr").GetComponent(e.ctx, &sigv1.GetComponentRequest{Key: qsmall.String()})
+	_, err = e.SIG("ctr").GetComponent(e.Ctx, &sigv1.GetComponentRequest{Key: qsmall.String()})
 	// NotFound, as for a key nobody uses: ctr does not learn that cvr
 	// caches this graph.
 	wantCode(t, "ctr opens cvr's component", err, codes.NotFound)
-	got, err := e.sig("cvr").GetComponent(e.ctx, &sigv1.GetComponentRequest{Key: qsmall.String()})
+	got, err := e.SIG("cvr").GetComponent(e.Ctx, &sigv1.GetComponentRequest{Key: qsmall.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Blocks) != 1 || got.Component.Pipelines[0] != "cvr/"+xssPipeline {
+	if len(got.Blocks) != 1 || got.Component.Pipelines[0] != "cvr/"+evictiontest.XSSPipeline {
 		t.Errorf("component: %v", got)
 	}
-	_, err = e.sig(operator).SearchComponents(e.ctx, &sigv1.SearchComponentsRequest{SubgraphDsl: "lower("})
+	_, err = e.SIG(evictiontest.Operator).SearchComponents(e.Ctx, &sigv1.SearchComponentsRequest{SubgraphDsl: "lower("})
 	wantCode(t, "search with bad DSL", err, codes.InvalidArgument)
-	_, err = e.sig(operator).SearchComponents(e.ctx, &sigv1.SearchComponentsRequest{KeyPrefix: "xyz"})
+	_, err = e.SIG(evictiontest.Operator).SearchComponents(e.Ctx, &sigv1.SearchComponentsRequest{KeyPrefix: "xyz"})
 	wantCode(t, "search with a non-hex prefix", err, codes.InvalidArgument)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -42,11 +43,11 @@ func (j *jitterRunner) Run(ctx context.Context, t workers.Task) (workers.Result,
 
 // idle waits until no task is queued, leased or running.
 func (e *env) idle(j *jitterRunner) {
-	e.tb.Helper()
+	e.TB.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for e.srv.Queue().Backlog() > 0 || j.running.Load() > 0 {
+	for e.Srv.Queue().Backlog() > 0 || j.running.Load() > 0 {
 		if time.Now().After(deadline) {
-			e.tb.Fatalf("work did not settle: backlog %d, running %d", e.srv.Queue().Backlog(), j.running.Load())
+			e.TB.Fatalf("work did not settle: backlog %d, running %d", e.Srv.Queue().Backlog(), j.running.Load())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -56,24 +57,24 @@ func (e *env) idle(j *jitterRunner) {
 // a worker writes it: the component's canonical DSL run with transform over
 // the raw block's columns, event_id and the value encoded as a block.
 func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
-	e.tb.Helper()
-	rec, err := e.srv.Frontend().Cache().Component(k)
+	e.TB.Helper()
+	rec, err := e.Srv.Frontend().Cache().Component(k)
 	if err != nil {
-		e.tb.Fatal(err)
+		e.TB.Fatal(err)
 	}
 	s, reg := transform.AdsSchema(), transform.Default()
 	g, _, err := transform.ParseAndCheck([]byte(rec.DSL), "component", s, reg, transform.Limits{})
 	if err != nil {
-		e.tb.Fatal(err)
+		e.TB.Fatal(err)
 	}
-	cols, err := block.ReadColumns(e.ctx, e.srv.Store(), raw, rec.Columns)
+	cols, err := block.ReadColumns(e.Ctx, e.Srv.Store(), raw, rec.Columns)
 	if err != nil {
-		e.tb.Fatal(err)
+		e.TB.Fatal(err)
 	}
 	defer cols.Release()
 	out, err := transform.Run(g, reg, cols, g.Inputs[0].Node)
 	if err != nil {
-		e.tb.Fatal(err)
+		e.TB.Fatal(err)
 	}
 	defer out[0].Release()
 	memo := memo.MemoRecord(cols.Column(0), out[0])
@@ -83,7 +84,7 @@ func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
 		MinEventTime: raw.MinEventTime, MaxEventTime: raw.MaxEventTime, SchemaFingerprint: raw.SchemaFingerprint,
 		Late: raw.Late, Generation: raw.Generation}, memo)
 	if err != nil {
-		e.tb.Fatal(err)
+		e.TB.Fatal(err)
 	}
 	return data
 }
@@ -93,15 +94,15 @@ func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
 // computation; no entry is ready without its object. It returns the
 // objects no entry names (orphans).
 func (e *env) checkConsistent(ks []canon.Key) (orphans []string) {
-	e.tb.Helper()
+	e.TB.Helper()
 	raw := map[string]block.Meta{}
-	for _, m := range e.blocks {
+	for _, m := range e.Blocks {
 		raw[m.ID] = m
 	}
 	for _, k := range ks {
-		ms, err := e.srv.Frontend().Cache().Memos(k)
+		ms, err := e.Srv.Frontend().Cache().Memos(k)
 		if err != nil {
-			e.tb.Fatal(err)
+			e.TB.Fatal(err)
 		}
 		named := map[string]bool{}
 		for id, m := range ms {
@@ -109,22 +110,22 @@ func (e *env) checkConsistent(ks []canon.Key) (orphans []string) {
 			if m.State != matching.MemoReady {
 				continue
 			}
-			got, _, err := e.srv.Store().Get(e.ctx, m.Object)
+			got, _, err := e.Srv.Store().Get(e.Ctx, m.Object)
 			if errors.Is(err, objstore.ErrNotFound) {
-				e.tb.Errorf("component %s block %s: ready, object %s missing (half state)", k.Short(), id, m.Object)
+				e.TB.Errorf("component %s block %s: ready, object %s missing (half state)", k.Short(), id, m.Object)
 				continue
 			}
 			if err != nil {
-				e.tb.Fatal(err)
+				e.TB.Fatal(err)
 			}
 			if !bytes.Equal(got, e.expectedMemo(k, raw[id])) {
-				e.tb.Errorf("component %s block %s: object differs from a fresh computation", k.Short(), id)
+				e.TB.Errorf("component %s block %s: object differs from a fresh computation", k.Short(), id)
 			}
 			if int64(len(got)) != m.Bytes {
-				e.tb.Errorf("component %s block %s: entry says %d bytes, object has %d", k.Short(), id, m.Bytes, len(got))
+				e.TB.Errorf("component %s block %s: entry says %d bytes, object has %d", k.Short(), id, m.Bytes, len(got))
 			}
 		}
-		for _, o := range e.objects(k) {
+		for _, o := range e.Objects(k) {
 			if !named[o] {
 				orphans = append(orphans, o)
 			}
@@ -144,23 +145,23 @@ func (e *env) checkConsistent(ks []canon.Key) (orphans []string) {
 // the same bytes if the block is memoized again).
 func TestEvictionRacesWorkers(t *testing.T) {
 	jr := &jitterRunner{}
-	e := newEnv(t, envConfig{Blocks: 12, Rows: 300, Workers: 4,
+	e := newEnv(t, evictiontest.Config{Blocks: 12, Rows: 300, Workers: 4,
 		WrapRunner: func(r workers.Runner) workers.Runner { jr.inner = r; return jr }})
-	e.submit("ctr", "ctr-small", ctrDSL)
-	e.submit("cvr", xssPipeline, cvrDSL)
-	e.submit("explore", "explore", exploreDSL)
-	op := e.sig(operator)
+	e.Submit("ctr", "ctr-small", evictiontest.CtrDSL)
+	e.Submit("cvr", evictiontest.XSSPipeline, evictiontest.CvrDSL)
+	e.Submit("explore", "explore", evictiontest.ExploreDSL)
+	op := e.SIG(evictiontest.Operator)
 	evict := func() {
-		if _, err := op.Evict(e.ctx, &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faultySubgraph},
+		if _, err := op.Evict(e.Ctx, &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: evictiontest.FaultySubgraph},
 			Reason: "race"}); err != nil {
 			t.Error(err)
 		}
 	}
 
-	ctx, stop := context.WithCancel(e.ctx)
+	ctx, stop := context.WithCancel(e.Ctx)
 	var wg sync.WaitGroup
-	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", xssPipeline}} {
-		c := e.sig(p[0])
+	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", evictiontest.XSSPipeline}} {
+		c := e.SIG(p[0])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -180,17 +181,17 @@ func TestEvictionRacesWorkers(t *testing.T) {
 	wg.Wait()
 
 	var all []canon.Key
-	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", xssPipeline}, {"explore", "explore"}} {
-		all = append(all, components(e.waitComplete(p[0], p[1]))...)
+	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", evictiontest.XSSPipeline}, {"explore", "explore"}} {
+		all = append(all, evictiontest.Components(e.WaitComplete(p[0], p[1]))...)
 	}
 	e.idle(jr)
 	if orphans := e.checkConsistent(all); len(orphans) > 0 {
 		t.Errorf("after every solution completed, objects named by no entry: %v", orphans)
 	}
 	for _, k := range all {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
-	a, err := op.ListAudit(e.ctx, &sigv1.ListAuditRequest{Limit: 100})
+	a, err := op.ListAudit(e.Ctx, &sigv1.ListAuditRequest{Limit: 100})
 	if err != nil || len(a.Entries) != 25 {
 		t.Errorf("audit: %d entries (%v), want 25", len(a.Entries), err)
 	}
@@ -199,8 +200,8 @@ func TestEvictionRacesWorkers(t *testing.T) {
 	// afterwards.
 	evict()
 	runs := jr.runs.Load()
-	e.solution("ctr", "ctr-small")
-	e.solution("cvr", xssPipeline)
+	e.Solution("ctr", "ctr-small")
+	e.Solution("cvr", evictiontest.XSSPipeline)
 	for jr.runs.Load() < runs+4 {
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -209,22 +210,22 @@ func TestEvictionRacesWorkers(t *testing.T) {
 	orphans := e.checkConsistent(all)
 	t.Logf("%d memoization runs; %d orphan objects after the last eviction", jr.runs.Load(), len(orphans))
 	// The sweep deletes them (sigd's loop runs it every interval).
-	ev := e.srv.Evictor()
+	ev := e.Srv.Evictor()
 	ev.SweepAfter = time.Nanosecond
-	n, err := ev.Sweep(e.ctx)
+	n, err := ev.Sweep(e.Ctx)
 	if err != nil || n != len(orphans) {
 		t.Errorf("sweep deleted %d objects (%v), want the %d orphans", n, err, len(orphans))
 	}
 	if orphans := e.checkConsistent(all); len(orphans) > 0 {
 		t.Errorf("orphans after the sweep: %v", orphans)
 	}
-	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", xssPipeline}} {
-		e.solution(p[0], p[1])
-		e.waitComplete(p[0], p[1])
+	for _, p := range [][2]string{{"ctr", "ctr-small"}, {"cvr", evictiontest.XSSPipeline}} {
+		e.Solution(p[0], p[1])
+		e.WaitComplete(p[0], p[1])
 	}
 	e.idle(jr)
 	e.checkConsistent(all)
 	for _, k := range all {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
 }

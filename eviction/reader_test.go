@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sigdata/sig/eviction/evictiontest"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
@@ -24,7 +25,7 @@ type readerServer struct {
 
 func (e *env) reader(t *testing.T) *readerServer {
 	t.Helper()
-	srv, err := reader.NewServer(reader.Config{Store: e.srv.Store()})
+	srv, err := reader.NewServer(reader.Config{Store: e.Srv.Store()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func readAll(ctx context.Context, c *reader.Client, u *readerv1.WorkUnit) ([][]b
 
 func (e *env) units(t *testing.T, client, pipeline string) []*readerv1.WorkUnit {
 	t.Helper()
-	us, err := reader.UnitsFromSolution(e.solution(client, pipeline), reader.UnitOptions{BatchRows: 256})
+	us, err := reader.UnitsFromSolution(e.Solution(client, pipeline), reader.UnitOptions{BatchRows: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +69,10 @@ func (e *env) units(t *testing.T, client, pipeline string) []*readerv1.WorkUnit 
 // blocks pending, workers recompute them, and the same units read the same
 // bytes as before.
 func TestEvictionDuringRead(t *testing.T) {
-	e := newEnv(t, envConfig{Blocks: 3, Rows: 3000})
-	e.pipelines()
+	e := newEnv(t, evictiontest.Config{Blocks: 3, Rows: 3000})
+	e.Pipelines()
 	ra, rb := e.reader(t), e.reader(t)
-	ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(e.Ctx, 60*time.Second)
 	defer cancel()
 	// Small flow-control windows, so a reader cannot send a whole block
 	// ahead of the consumer: a stream is really under way while it is cut.
@@ -101,7 +102,7 @@ func TestEvictionDuringRead(t *testing.T) {
 	if !ok || err != nil || !bytes.Equal(first.IPC, want[1][0]) {
 		t.Fatalf("first batch of unit %s: %v %v", units[1].UnitId, ok, err)
 	}
-	if _, err := e.sig(operator).Evict(e.ctx, &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faultySubgraph},
+	if _, err := e.SIG(evictiontest.Operator).Evict(e.Ctx, &sigv1.EvictRequest{Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: evictiontest.FaultySubgraph},
 		Reason: "tokenizer bug"}); err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +144,11 @@ func TestEvictionDuringRead(t *testing.T) {
 
 	// Recomputation on demand: the solution turns pending, then complete,
 	// and the units read the same bytes again from the surviving reader.
-	sol := e.solution("ctr", "ctr-small")
+	sol := e.Solution("ctr", "ctr-small")
 	if sol.Complete || sol.BlocksPending == 0 {
 		t.Errorf("solution after eviction: complete=%v, %d pending", sol.Complete, sol.BlocksPending)
 	}
-	e.waitComplete("ctr", "ctr-small")
+	e.WaitComplete("ctr", "ctr-small")
 	for i, u := range e.units(t, "ctr", "ctr-small") {
 		got, err := readAll(ctx, client, u)
 		if err != nil {

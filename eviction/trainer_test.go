@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer"
@@ -19,29 +20,29 @@ import (
 // hold, SIG recomputes the data on demand, the completion events lift the
 // hold with no person involved, and the job trains every block.
 func TestTrainerHoldAfterEviction(t *testing.T) {
-	e := newEnv(t, envConfig{Blocks: 10, Rows: 1000})
-	e.submit("ctr", "ctr-train", ctrDSL)
-	sol := e.waitComplete("ctr", "ctr-train")
-	affected := []canon.Key{inputKey(t, sol, "qa_overlap"), inputKey(t, sol, "query_ids")}
-	ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+	e := newEnv(t, evictiontest.Config{Blocks: 10, Rows: 1000})
+	e.Submit("ctr", "ctr-train", evictiontest.CtrDSL)
+	sol := e.WaitComplete("ctr", "ctr-train")
+	affected := []canon.Key{evictiontest.InputKey(t, sol, "qa_overlap"), evictiontest.InputKey(t, sol, "query_ids")}
+	ctx, cancel := context.WithTimeout(e.Ctx, 90*time.Second)
 	defer cancel()
 
 	evicted := make(chan error, 1)
 	cfg := trainer.JobConfig{ControllerConfig: trainer.ControllerConfig{
-		Client: "ctr", Pipeline: "ctr-train", From: e.all().StartMicros, To: e.all().EndMicros,
-		SigdAddr: e.srv.Addr(), Token: e.tokens["trainer"], Store: e.srv.Store(), KafkaBrokers: e.kafka.Brokers,
+		Client: "ctr", Pipeline: "ctr-train", From: e.All().StartMicros, To: e.All().EndMicros,
+		SigdAddr: e.Srv.Addr(), Token: e.Srv.Tokens["trainer"], Store: e.Srv.Store(), KafkaBrokers: e.Kafka.Brokers,
 		Hosts: 2, Chips: 4, CaughtUpChips: 1, EpochUnits: 2, CaughtUpEpochUnits: 1,
 		BatchSize: 128, ReadBatchRows: 256, Vocab: 1 << 12, StatusInterval: -1,
 		Tick: 20 * time.Millisecond, RetryDelay: 100 * time.Millisecond, CompileTime: time.Millisecond,
 		HoldPollInterval: 5 * time.Second,
-		Logger:           slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("job", "ctr-train"),
+		Logger:           slog.New(slog.NewTextHandler(e.Srv.Logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("job", "ctr-train"),
 	}, OnController: func(c *trainer.Controller, _ string) {
 		// Evict once the first epoch is committed.
 		go func() {
 			for ctx.Err() == nil {
 				if c.Status().CommittedEpochs >= 1 {
-					_, err := e.sig(operator).Evict(ctx, &sigv1.EvictRequest{
-						Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: faultySubgraph}, Reason: "tokenizer bug"})
+					_, err := e.SIG(evictiontest.Operator).Evict(ctx, &sigv1.EvictRequest{
+						Target: &sigv1.EvictRequest_SubgraphDsl{SubgraphDsl: evictiontest.FaultySubgraph}, Reason: "tokenizer bug"})
 					evicted <- err
 					return
 				}
@@ -57,8 +58,8 @@ func TestTrainerHoldAfterEviction(t *testing.T) {
 	if err := <-evicted; err != nil {
 		t.Fatalf("eviction: %v", err)
 	}
-	if rep.Exit != "done" || rep.Units != len(e.blocks) {
-		t.Fatalf("job exit %q with %d of %d units", rep.Exit, rep.Units, len(e.blocks))
+	if rep.Exit != "done" || rep.Units != len(e.Blocks) {
+		t.Fatalf("job exit %q with %d of %d units", rep.Exit, rep.Units, len(e.Blocks))
 	}
 	if rep.Stats.PermanentHolds != 0 {
 		t.Errorf("%d permanent holds: %+v", rep.Stats.PermanentHolds, rep.Holds)
@@ -78,6 +79,6 @@ func TestTrainerHoldAfterEviction(t *testing.T) {
 	}
 	// The evicted data was recomputed for the job.
 	for _, k := range affected {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
 }

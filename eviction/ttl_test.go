@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/eviction"
+	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/internal/clock"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
@@ -19,22 +20,22 @@ import (
 func TestTTLEviction(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	const ttl, interval = time.Hour, 6 * time.Hour
-	e := newEnv(t, envConfig{Clock: clk, EvictTTL: ttl, EvictInterval: interval})
-	e.pipelines()
-	ctrSol, cvrSol, expSol := e.solution("ctr", "ctr-small"), e.solution("cvr", xssPipeline), e.solution("explore", "explore")
-	ctr, cvr, exp := components(ctrSol), components(cvrSol), components(expSol)
-	ev := e.srv.Evictor()
+	e := newEnv(t, evictiontest.Config{Clock: clk, EvictTTL: ttl, EvictInterval: interval})
+	e.Pipelines()
+	ctrSol, cvrSol, expSol := e.Solution("ctr", "ctr-small"), e.Solution("cvr", evictiontest.XSSPipeline), e.Solution("explore", "explore")
+	ctr, cvr, exp := evictiontest.Components(ctrSol), evictiontest.Components(cvrSol), evictiontest.Components(expSol)
+	ev := e.Srv.Evictor()
 
 	// Within the TTL nothing goes.
 	clk.Advance(30 * time.Minute)
-	e.solution("ctr", "ctr-small") // ctr's components are requested again
-	d, err := ev.Round(e.ctx)
+	e.Solution("ctr", "ctr-small") // ctr's components are requested again
+	d, err := ev.Round(e.Ctx)
 	if err != nil || len(d) != 0 {
 		t.Fatalf("round within the TTL: %v, %v", d, err)
 	}
 	// 75 minutes after the submits, 45 after ctr's last read.
 	clk.Advance(45 * time.Minute)
-	d, err = ev.Round(e.ctx)
+	d, err = ev.Round(e.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,29 +51,29 @@ func TestTTLEviction(t *testing.T) {
 		t.Errorf("evicted %v, want cvr's and explore's components %v", got, want)
 	}
 	for _, k := range append(cvr, exp...) {
-		e.checkEvicted(k)
+		e.CheckEvicted(k)
 	}
 	for _, k := range ctr {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
-	a, err := e.sig(operator).ListAudit(e.ctx, &sigv1.ListAuditRequest{})
+	a, err := e.SIG(evictiontest.Operator).ListAudit(e.Ctx, &sigv1.ListAuditRequest{})
 	if err != nil || len(a.Entries) != 1 || a.Entries[0].Who != "eviction-policy" || !strings.Contains(a.Entries[0].Why, "3 by ttl") ||
 		!a.Entries[0].When.AsTime().Equal(clk.Now()) {
 		t.Errorf("audit after the round: %v, %v", a, err)
 	}
-	if d, err := ev.Round(e.ctx); err != nil || len(d) != 0 {
+	if d, err := ev.Round(e.Ctx); err != nil || len(d) != 0 {
 		t.Errorf("a second round at once evicted %v (%v)", d, err)
 	}
 
 	// The next read re-creates the entries pending; workers recompute them.
-	sol := e.solution("cvr", xssPipeline)
-	if sol.Complete || int(sol.BlocksPending) != 2*len(e.blocks) {
+	sol := e.Solution("cvr", evictiontest.XSSPipeline)
+	if sol.Complete || int(sol.BlocksPending) != 2*len(e.Blocks) {
 		t.Errorf("cvr after TTL eviction: complete=%v, %d pending", sol.Complete, sol.BlocksPending)
 	}
-	e.waitComplete("cvr", xssPipeline)
-	e.waitComplete("explore", "explore")
+	e.WaitComplete("cvr", evictiontest.XSSPipeline)
+	e.WaitComplete("explore", "explore")
 	for _, k := range append(cvr, exp...) {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
 
 	// sigd's loop: once the interval has passed, a round runs by itself;
@@ -82,7 +83,7 @@ func TestTTLEviction(t *testing.T) {
 	for {
 		n := 0
 		for _, k := range append(append(ctr, cvr...), exp...) {
-			n += len(e.memos(k)) + len(e.objects(k))
+			n += len(e.Memos(k)) + len(e.Objects(k))
 		}
 		if n == 0 {
 			break
@@ -92,12 +93,12 @@ func TestTTLEviction(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if ev.Evicted() != int64(3*len(e.blocks)+6*len(e.blocks)) {
-		t.Errorf("evicted %d blocks in all, want %d", ev.Evicted(), 9*len(e.blocks))
+	if ev.Evicted() != int64(3*len(e.Blocks)+6*len(e.Blocks)) {
+		t.Errorf("evicted %d blocks in all, want %d", ev.Evicted(), 9*len(e.Blocks))
 	}
-	e.waitComplete("ctr", "ctr-small")
+	e.WaitComplete("ctr", "ctr-small")
 	for _, k := range ctr {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
 }
 
@@ -105,32 +106,32 @@ func TestTTLEviction(t *testing.T) {
 // recently requested components until the rest fits.
 func TestBudgetEvictionRound(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	e := newEnv(t, envConfig{Clock: clk, Blocks: 2, Rows: 200})
-	e.submit("explore", "explore", exploreDSL)
-	e.waitComplete("explore", "explore")
+	e := newEnv(t, evictiontest.Config{Clock: clk, Blocks: 2, Rows: 200})
+	e.Submit("explore", "explore", evictiontest.ExploreDSL)
+	e.WaitComplete("explore", "explore")
 	clk.Advance(time.Minute)
-	e.submit("cvr", xssPipeline, cvrDSL)
-	e.waitComplete("cvr", xssPipeline)
-	exp, cvr := components(e.solution("explore", "explore")), components(e.solution("cvr", xssPipeline))
+	e.Submit("cvr", evictiontest.XSSPipeline, evictiontest.CvrDSL)
+	e.WaitComplete("cvr", evictiontest.XSSPipeline)
+	exp, cvr := evictiontest.Components(e.Solution("explore", "explore")), evictiontest.Components(e.Solution("cvr", evictiontest.XSSPipeline))
 	var cvrBytes int64
 	for _, k := range cvr {
-		info, err := e.srv.Frontend().Info(k)
+		info, err := e.Srv.Frontend().Info(k)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cvrBytes += info.Bytes
 	}
-	ev := &eviction.Evictor{Frontend: e.srv.Frontend(), Store: e.srv.Store(), Clock: clk,
+	ev := &eviction.Evictor{Frontend: e.Srv.Frontend(), Store: e.Srv.Store(), Clock: clk,
 		Policy: eviction.Policy{BudgetBytes: cvrBytes}}
-	d, err := ev.Round(e.ctx)
+	d, err := ev.Round(e.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(d) != 1 || d[0].Component != exp[0].String() || d[0].Reason != "budget" {
 		t.Errorf("budget round: %v, want explore's component", d)
 	}
-	e.checkEvicted(exp[0])
+	e.CheckEvicted(exp[0])
 	for _, k := range cvr {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
 }

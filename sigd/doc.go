@@ -6,7 +6,8 @@
 // It owns wiring and RPC translation only: canonicalization and read
 // solutions are package matching's, scheduling is package workers', the
 // memoization task its workers run is package workers/memo's (shared with
-// the remote `sigd worker`), storage is package warehouse's.
+// the remote `sigd worker`), storage is package warehouse's, and the operator
+// console it serves under /ui/ on its HTTP port is package sigd/ui.
 //
 // # Completion
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/ui"
 	"github.com/sigdata/sig/workers"
 )
 
@@ -255,9 +256,9 @@ func (h *sigService) ListAudit(ctx context.Context, req *sigv1.ListAuditRequest)
 }
 
 // newUI builds the operator web UI over the server.
-func (s *Server) newUI(sampleEvery time.Duration) *eviction.UI {
+func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 	op := &auth.Principal{Role: auth.RoleOperator}
-	return eviction.NewUI(eviction.UIConfig{
+	return ui.New(ui.Config{
 		Frontend: s.frontend, Evictor: s.evictor, Tokens: s.tokens, Clock: s.clock, Log: s.log,
 		// Secure only when browsers actually use HTTPS: sigd's HTTP
 		// listener never serves TLS (--tls-cert is gRPC's).

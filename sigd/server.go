@@ -33,6 +33,7 @@ import (
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/ui"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
@@ -63,7 +64,7 @@ type Server struct {
 	publisher *ready.Publisher
 	ingesters []*ingest.Ingester
 	evictor   *eviction.Evictor
-	ui        *eviction.UI
+	ui        *ui.UI
 	tokens    *auth.Tokens
 	schemas   map[string]*transform.Schema
 	// schemaJSON is each schema as task descriptions and read solutions

@@ -1,4 +1,4 @@
-package eviction
+package ui
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestQueueChartKeepsBursts(t *testing.T) {
 	}
 	defer q.Close()
 	clk := clock.NewFake(time.Date(2026, 5, 9, 14, 0, 0, 0, time.UTC))
-	u := NewUI(UIConfig{Clock: clk,
+	u := New(Config{Clock: clk,
 		Stats: func() (*sigv1.StatsResponse, error) {
 			st := &sigv1.StatsResponse{WorkersActual: 1}
 			for _, d := range q.Depths() {

@@ -1,4 +1,4 @@
-package eviction_test
+package ui_test
 
 import (
 	"io"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sigdata/sig/eviction/evictiontest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 
@@ -19,12 +20,12 @@ type browser struct {
 	c    *http.Client
 }
 
-func (e *env) browser(t *testing.T) *browser {
+func newBrowser(t *testing.T, e *evictiontest.Env) *browser {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &browser{t: t, base: "http://" + e.srv.HTTPAddr(), c: &http.Client{Jar: jar}}
+	return &browser{t: t, base: "http://" + e.Srv.HTTPAddr(), c: &http.Client{Jar: jar}}
 }
 
 func (b *browser) do(req *http.Request) (*http.Response, string) {
@@ -74,9 +75,9 @@ func (b *browser) login(token string) (*http.Response, string) {
 }
 
 // operator logs in as the operator and returns the session's CSRF token.
-func (b *browser) operator(e *env) string {
+func (b *browser) operator(e *evictiontest.Env) string {
 	b.t.Helper()
-	resp, page := b.login(e.tokens[operator])
+	resp, page := b.login(e.Srv.Tokens[evictiontest.Operator])
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/" || !strings.Contains(page, "<h1>Overview</h1>") {
 		b.t.Fatalf("operator login: %s at %s:\n%s", resp.Status, resp.Request.URL, page)
 	}
@@ -111,15 +112,15 @@ func checkEscaped(t *testing.T, what, page string) {
 // TestUISecurity: the web UI is for operators only; every state-changing
 // form needs the session's CSRF token; user-supplied names are escaped.
 func TestUISecurity(t *testing.T) {
-	e := newEnv(t, envConfig{Blocks: 1, Rows: 50})
-	e.pipelines()
-	cvrSol := e.solution("cvr", xssPipeline)
-	ctrSol := e.solution("ctr", "ctr-small")
-	affected := append(components(cvrSol)[:1], inputKey(t, ctrSol, "qa_overlap"), inputKey(t, ctrSol, "query_ids"))
-	evictForm := url.Values{"subgraph": {faultySubgraph}, "reason": {"tokenizer bug"}}
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 1, Rows: 50})
+	e.Pipelines()
+	cvrSol := e.Solution("cvr", evictiontest.XSSPipeline)
+	ctrSol := e.Solution("ctr", "ctr-small")
+	affected := append(evictiontest.Components(cvrSol)[:1], evictiontest.InputKey(t, ctrSol, "qa_overlap"), evictiontest.InputKey(t, ctrSol, "query_ids"))
+	evictForm := url.Values{"subgraph": {evictiontest.FaultySubgraph}, "reason": {"tokenizer bug"}}
 
 	t.Run("anonymous", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		for _, p := range []string{"/ui/", "/ui/search?subgraph=x", "/ui/audit", "/ui/component/" + affected[0].String()} {
 			resp, _ := b.get(p)
 			if resp.Request.URL.Path != "/ui/login" {
@@ -133,9 +134,9 @@ func TestUISecurity(t *testing.T) {
 	})
 
 	t.Run("non-operator tokens", func(t *testing.T) {
-		for _, p := range []string{"ctr", "worker-pool"} {
-			b := e.browser(t)
-			resp, page := b.login(e.tokens[p])
+		for _, p := range []string{"ctr", "worker"} {
+			b := newBrowser(t, e)
+			resp, page := b.login(e.Srv.Tokens[p])
 			if resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "for operators") {
 				t.Errorf("%s logs in: %s\n%s", p, resp.Status, page)
 			}
@@ -146,25 +147,25 @@ func TestUISecurity(t *testing.T) {
 				t.Errorf("%s reached %s", p, resp.Request.URL)
 			}
 		}
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		if resp, _ := b.login("not-a-token-at-all-0123456789"); resp.StatusCode != http.StatusUnauthorized || b.hasSession() {
 			t.Errorf("unknown token: %s", resp.Status)
 		}
 	})
 
 	t.Run("login CSRF", func(t *testing.T) {
-		b := e.browser(t)
-		resp, _ := b.post("/ui/login", url.Values{"token": {e.tokens[operator]}, "csrf": {strings.Repeat("a", 64)}})
+		b := newBrowser(t, e)
+		resp, _ := b.post("/ui/login", url.Values{"token": {e.Srv.Tokens[evictiontest.Operator]}, "csrf": {strings.Repeat("a", 64)}})
 		if resp.StatusCode != http.StatusForbidden || b.hasSession() {
 			t.Errorf("login without the login form's token: %s", resp.Status)
 		}
 	})
 
 	t.Run("session cookie", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		_, page := b.get("/ui/login")
 		b.c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-		resp, _ := b.post("/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {e.tokens[operator]}})
+		resp, _ := b.post("/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {e.Srv.Tokens[evictiontest.Operator]}})
 		var c *http.Cookie
 		for _, x := range resp.Cookies() {
 			if x.Name == "sig_session" {
@@ -180,15 +181,15 @@ func TestUISecurity(t *testing.T) {
 	})
 
 	t.Run("CSRF", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		csrf := b.operator(e)
-		other := e.browser(t)
+		other := newBrowser(t, e)
 		otherCSRF := other.operator(e)
 		for name, tok := range map[string]string{"no": "", "a wrong": strings.Repeat("0", 64), "another session's": otherCSRF,
 			"a truncated": csrf[:32]} {
 			for _, path := range []string{"/ui/evict/confirm", "/ui/evict/dry-run", "/ui/logout", "/ui/quarantine/release", "/ui/block"} {
 				f := url.Values{"subgraph": evictForm["subgraph"], "reason": evictForm["reason"], "component": {affected[0].String()},
-					"block": {e.blocks[0].ID}, "action": {"evict"}}
+					"block": {e.Blocks[0].ID}, "action": {"evict"}}
 				if tok != "" {
 					f.Set("csrf", tok)
 				}
@@ -199,14 +200,14 @@ func TestUISecurity(t *testing.T) {
 			}
 		}
 		// The valid token of a session that is not the caller's.
-		anon := e.browser(t)
+		anon := newBrowser(t, e)
 		if resp, _ := anon.post("/ui/evict/confirm", url.Values{"csrf": {csrf}, "subgraph": evictForm["subgraph"], "reason": evictForm["reason"]}); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("eviction with a stolen CSRF token and no session: %s", resp.Status)
 		}
 		for _, k := range affected {
-			e.checkMemoized(k)
+			e.CheckMemoized(k)
 		}
-		if a, err := e.sig(operator).ListAudit(e.ctx, &sigv1.ListAuditRequest{}); err != nil || len(a.Entries) != 0 {
+		if a, err := e.SIG(evictiontest.Operator).ListAudit(e.Ctx, &sigv1.ListAuditRequest{}); err != nil || len(a.Entries) != 0 {
 			t.Errorf("audit after refused evictions: %v %v", a, err)
 		}
 		// The session survived the refused logout, and its token works.
@@ -215,7 +216,7 @@ func TestUISecurity(t *testing.T) {
 			t.Errorf("dry run with the session's token: %s\n%s", resp.Status, page)
 		}
 		for _, k := range affected {
-			e.checkMemoized(k)
+			e.CheckMemoized(k)
 		}
 		// A confirmation without a reason evicts nothing.
 		resp, page = b.post("/ui/evict/confirm", url.Values{"csrf": {csrf}, "subgraph": evictForm["subgraph"]})
@@ -223,7 +224,7 @@ func TestUISecurity(t *testing.T) {
 			t.Errorf("confirmation without a reason: %s", resp.Status)
 		}
 		for _, k := range affected {
-			e.checkMemoized(k)
+			e.CheckMemoized(k)
 		}
 		// Logging out ends the session.
 		if resp, _ := b.post("/ui/logout", url.Values{"csrf": {csrf}}); resp.Request.URL.Path != "/ui/login" {
@@ -235,27 +236,27 @@ func TestUISecurity(t *testing.T) {
 	})
 
 	t.Run("escaping", func(t *testing.T) {
-		b := e.browser(t)
+		b := newBrowser(t, e)
 		csrf := b.operator(e)
-		_, page := b.get("/ui/search?" + url.Values{"subgraph": {faultySubgraph}}.Encode())
+		_, page := b.get("/ui/search?" + url.Values{"subgraph": {evictiontest.FaultySubgraph}}.Encode())
 		checkEscaped(t, "search results", page)
-		_, page = b.get("/ui/search?" + url.Values{"pipeline": {xssPipeline}}.Encode())
+		_, page = b.get("/ui/search?" + url.Values{"pipeline": {evictiontest.XSSPipeline}}.Encode())
 		checkEscaped(t, "search by pipeline", page)
 		if !strings.Contains(page, "/ui/component/"+affected[0].String()) {
 			t.Error("search by the pipeline's name did not find its component")
 		}
 		_, page = b.get("/ui/component/" + affected[0].String())
 		checkEscaped(t, "component page", page)
-		_, page = b.post("/ui/evict/dry-run", url.Values{"csrf": {csrf}, "subgraph": {faultySubgraph}})
+		_, page = b.post("/ui/evict/dry-run", url.Values{"csrf": {csrf}, "subgraph": {evictiontest.FaultySubgraph}})
 		checkEscaped(t, "dry run", page)
 		reason := `<img src=x onerror=alert(2)> "quoted"`
-		resp, page := b.post("/ui/evict/confirm", url.Values{"csrf": {csrf}, "subgraph": {faultySubgraph}, "reason": {reason}})
+		resp, page := b.post("/ui/evict/confirm", url.Values{"csrf": {csrf}, "subgraph": {evictiontest.FaultySubgraph}, "reason": {reason}})
 		if resp.StatusCode != http.StatusOK || !strings.Contains(page, `id="audit-id"`) {
 			t.Fatalf("eviction: %s\n%s", resp.Status, page)
 		}
 		checkEscaped(t, "eviction done", page)
 		for _, k := range affected {
-			e.checkEvicted(k)
+			e.CheckEvicted(k)
 		}
 		_, page = b.get("/ui/audit")
 		if strings.Contains(page, "<img") || !strings.Contains(page, "&lt;img src=x onerror=alert(2)&gt;") {

@@ -1,9 +1,11 @@
-package eviction
+package ui
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -16,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/units"
@@ -47,10 +50,10 @@ var tmpl = template.Must(template.New("ui").Funcs(template.FuncMap{
 	},
 }).ParseFS(webFS, "web/templates.html"))
 
-// UIConfig wires the UI to the daemon.
-type UIConfig struct {
+// Config wires the UI to the daemon.
+type Config struct {
 	Frontend *matching.Frontend
-	Evictor  *Evictor
+	Evictor  *eviction.Evictor
 	Tokens   *auth.Tokens
 	// Stats, Quarantine, Release and Trainers come from sigd.
 	Stats      func() (*sigv1.StatsResponse, error)
@@ -73,7 +76,7 @@ type UIConfig struct {
 
 // UI serves the operator web UI under /ui/.
 type UI struct {
-	cfg      UIConfig
+	cfg      Config
 	mu       sync.Mutex
 	sessions map[string]*session
 	samples  []sample
@@ -100,8 +103,8 @@ const (
 	maxSamples    = 720
 )
 
-// NewUI returns the UI.
-func NewUI(cfg UIConfig) *UI {
+// New returns the UI.
+func New(cfg Config) *UI {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -212,6 +215,14 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	u.setCookie(w, sessionCookie, id, int(u.cfg.SessionTTL.Seconds()))
 	u.setCookie(w, loginCookie, "", -1)
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+}
+
+// randomHex returns n random bytes in hex: session ids and CSRF tokens
+// (32 bytes).
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func sameToken(a, b string) bool {
@@ -490,7 +501,7 @@ type evictForm struct {
 type impactData struct {
 	Subgraph, NodeKey string
 	Target            string
-	Impact            Impact
+	Impact            eviction.Impact
 	Done              bool
 }
 
@@ -500,11 +511,11 @@ func (u *UI) evictPage(w http.ResponseWriter, r *http.Request, s *session) {
 	u.render(w, http.StatusOK, "evict", p)
 }
 
-func (u *UI) target(r *http.Request) Target {
-	return Target{Subgraph: strings.TrimSpace(r.PostFormValue("subgraph")), NodeKey: strings.TrimSpace(r.PostFormValue("node_key"))}
+func (u *UI) target(r *http.Request) eviction.Target {
+	return eviction.Target{Subgraph: strings.TrimSpace(r.PostFormValue("subgraph")), NodeKey: strings.TrimSpace(r.PostFormValue("node_key"))}
 }
 
-func (u *UI) impactPage(w http.ResponseWriter, status int, s *session, t Target, im Impact, done bool, notice, errMsg string) {
+func (u *UI) impactPage(w http.ResponseWriter, status int, s *session, t eviction.Target, im eviction.Impact, done bool, notice, errMsg string) {
 	p := u.base(s, "Eviction")
 	p.Notice, p.Error = notice, errMsg
 	p.Data = impactData{Subgraph: t.Subgraph, NodeKey: t.NodeKey, Target: t.String(), Impact: im, Done: done}

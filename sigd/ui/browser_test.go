@@ -1,4 +1,4 @@
-package eviction_test
+package ui_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -25,8 +26,7 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 // artifacts returns the directory for this package's test artifacts:
-// $SIG_TEST_ARTIFACTS/eviction, else testartifacts/eviction at the
-// repository root.
+// $SIG_TEST_ARTIFACTS/ui, else testartifacts/ui at the repository root.
 func artifacts(t *testing.T) string {
 	t.Helper()
 	root := os.Getenv("SIG_TEST_ARTIFACTS")
@@ -37,7 +37,7 @@ func artifacts(t *testing.T) string {
 		}
 		root = filepath.Join(r, "testartifacts")
 	}
-	dir := filepath.Join(root, "eviction")
+	dir := filepath.Join(root, "ui")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -89,18 +89,18 @@ func newChromium(t *testing.T) context.Context {
 // and the component page shows every block ready again. A screenshot of
 // each page is saved as a test artifact.
 func TestBrowserEvictSubgraph(t *testing.T) {
-	e := newEnv(t, envConfig{})
-	e.pipelines()
-	ctrSol, cvrSol := e.solution("ctr", "ctr-small"), e.solution("cvr", xssPipeline)
-	qa, qids, price := inputKey(t, ctrSol, "qa_overlap"), inputKey(t, ctrSol, "query_ids"), inputKey(t, ctrSol, "price_bin")
-	qsmall := inputKey(t, cvrSol, "q_small")
+	e := evictiontest.New(t, evictiontest.Config{})
+	e.Pipelines()
+	ctrSol, cvrSol := e.Solution("ctr", "ctr-small"), e.Solution("cvr", evictiontest.XSSPipeline)
+	qa, qids, price := evictiontest.InputKey(t, ctrSol, "qa_overlap"), evictiontest.InputKey(t, ctrSol, "query_ids"), evictiontest.InputKey(t, ctrSol, "price_bin")
+	qsmall := evictiontest.InputKey(t, cvrSol, "q_small")
 	affected := []canon.Key{qa, qids, qsmall}
 
 	bctx := newChromium(t)
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
 	defer cancel()
 	dir := artifacts(t)
-	base := "http://" + e.srv.HTTPAddr()
+	base := "http://" + e.Srv.HTTPAddr()
 	fail := func(what string, err error) {
 		t.Helper()
 		loc, _ := chromedp.Run(bctx, chromedp.Location())
@@ -147,7 +147,7 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 	// Log in.
 	do("login page", chromedp.Navigate(base+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")))
 	shot("01-login.png")
-	do("log in", chromedp.SendKeys(chromedp.ID("token"), e.tokens[operator]), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+	do("log in", chromedp.SendKeys(chromedp.ID("token"), e.Srv.Tokens[evictiontest.Operator]), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.ID("hit-rate")))
 	shot("02-overview.png")
 	if title, err := chromedp.Run(ctx, chromedp.Title()); err != nil || !strings.HasPrefix(title, "Overview") {
@@ -156,14 +156,14 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 
 	// Search by subgraph.
 	do("search", chromedp.Navigate(base+"/ui/search"), chromedp.WaitVisible(chromedp.ID("subgraph")),
-		chromedp.SendKeys(chromedp.ID("subgraph"), faultySubgraph), chromedp.Click(chromedp.CSS(`#search-form button[type=submit]`)),
+		chromedp.SendKeys(chromedp.ID("subgraph"), evictiontest.FaultySubgraph), chromedp.Click(chromedp.CSS(`#search-form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.ID("results")))
 	shot("03-search.png")
 	if n := count("#results a.component-link"); n != len(affected) {
 		t.Errorf("search found %d components, want %d", n, len(affected))
 	}
 	// The pipeline named like a script is shown as text, and is no script.
-	if txt, n := text("#results"), count("script"); !strings.Contains(txt, xssPipeline) || n != 0 {
+	if txt, n := text("#results"), count("script"); !strings.Contains(txt, evictiontest.XSSPipeline) || n != 0 {
 		t.Errorf("results text %q, %d script elements", txt, n)
 	}
 
@@ -180,10 +180,10 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 	}
 
 	// Dry run, then confirm.
-	do("dry run", chromedp.Navigate(base+"/ui/search?"+url.Values{"subgraph": {faultySubgraph}}.Encode()),
+	do("dry run", chromedp.Navigate(base+"/ui/search?"+url.Values{"subgraph": {evictiontest.FaultySubgraph}}.Encode()),
 		chromedp.WaitVisible(chromedp.ID("evict-subgraph-link")),
 		chromedp.Click(chromedp.ID("evict-subgraph-link")), chromedp.WaitVisible(chromedp.ID("dry-run-form")))
-	if v, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("evict-subgraph"))); err != nil || v != faultySubgraph {
+	if v, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("evict-subgraph"))); err != nil || v != evictiontest.FaultySubgraph {
 		t.Errorf("the eviction form holds %q (%v), want the searched subgraph", v, err)
 	}
 	do("dry run", chromedp.Click(chromedp.ID("dry-run")), chromedp.WaitVisible(chromedp.ID("confirm-form")))
@@ -192,7 +192,7 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 		t.Errorf("dry run: %s components, %s blocks; want 3 and 9", c, b)
 	}
 	for _, k := range affected {
-		e.checkMemoized(k) // a dry run changes nothing
+		e.CheckMemoized(k) // a dry run changes nothing
 	}
 	do("confirm", chromedp.SendKeys(chromedp.ID("reason"), "tokenizer bug: lower() dropped accents"),
 		chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("audit-id")))
@@ -203,30 +203,30 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 
 	// The objects are gone from MinIO, the read solution is pending.
 	for _, k := range affected {
-		e.checkEvicted(k)
+		e.CheckEvicted(k)
 	}
-	e.checkMemoized(price)
-	sol := e.solution("ctr", "ctr-small")
-	if sol.Complete || pendingBlocks(sol, qa, qids) != 2*len(e.blocks) {
+	e.CheckMemoized(price)
+	sol := e.Solution("ctr", "ctr-small")
+	if sol.Complete || evictiontest.PendingBlocks(sol, qa, qids) != 2*len(e.Blocks) {
 		t.Errorf("ctr solution after eviction: complete=%v, %d pending", sol.Complete, sol.BlocksPending)
 	}
 	do("audit", chromedp.Navigate(base+"/ui/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
 	shot("07-audit.png")
-	if a := text("#audit"); !strings.Contains(a, "tokenizer bug") || !strings.Contains(a, operator) {
+	if a := text("#audit"); !strings.Contains(a, "tokenizer bug") || !strings.Contains(a, evictiontest.Operator) {
 		t.Errorf("audit page: %q", a)
 	}
 
 	// Workers recompute; the component page shows every block ready.
-	e.solution("cvr", xssPipeline)
-	e.waitComplete("ctr", "ctr-small")
-	e.waitComplete("cvr", xssPipeline)
+	e.Solution("cvr", evictiontest.XSSPipeline)
+	e.WaitComplete("ctr", "ctr-small")
+	e.WaitComplete("cvr", evictiontest.XSSPipeline)
 	do("recomputed", chromedp.Navigate(base+"/ui/component/"+opened.String()), chromedp.WaitVisible(chromedp.ID("blocks")))
 	shot("08-recomputed.png")
-	if n := count("#blocks td.state-ready"); n != len(e.blocks) {
-		t.Errorf("component page after recomputation: %d ready blocks, want %d", n, len(e.blocks))
+	if n := count("#blocks td.state-ready"); n != len(e.Blocks) {
+		t.Errorf("component page after recomputation: %d ready blocks, want %d", n, len(e.Blocks))
 	}
 	for _, k := range affected {
-		e.checkMemoized(k)
+		e.CheckMemoized(k)
 	}
 }
 
@@ -288,26 +288,26 @@ var (
 // axis scaled to it; the trainers table says each figure is the job's, and
 // why the job's PG is what it is.
 func TestBrowserOverviewCharts(t *testing.T) {
-	e := newEnv(t, envConfig{Blocks: 2, Rows: 100, UISampleEvery: 100 * time.Millisecond})
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 2, Rows: 100, UISampleEvery: 100 * time.Millisecond})
 	report := func(mpg float64) {
 		t.Helper()
-		if _, err := e.sig("trainer").ReportTrainerStatus(e.ctx, &sigv1.TrainerStatus{Client: "ctr", Job: "train", Pipeline: "ctr-small",
+		if _, err := e.SIG("trainer").ReportTrainerStatus(e.Ctx, &sigv1.TrainerStatus{Client: "ctr", Job: "train", Pipeline: "ctr-small",
 			Phase: "initial", Chips: 4, SchedulingGoodput: 1, RuntimeGoodput: 0.98, ProgramGoodput: mpg / 0.98, Mpg: mpg, Steps: 10,
 			TensorcoreNsPerStep: 2.8, SparsecoreNsPerStep: 57, DeviceNsPerStep: 59.8}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	report(0.044)
-	e.pipelines()
+	e.Pipelines()
 	report(0.046)
 	time.Sleep(500 * time.Millisecond) // samples after the report
 
 	bctx := newChromium(t)
 	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
 	defer cancel()
-	base := "http://" + e.srv.HTTPAddr()
+	base := "http://" + e.Srv.HTTPAddr()
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), e.tokens[operator]), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+		chromedp.SendKeys(chromedp.ID("token"), e.Srv.Tokens[evictiontest.Operator]), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.ID("queue-chart"))); err != nil {
 		t.Fatalf("log in: %v", err)
 	}

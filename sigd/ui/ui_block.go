@@ -1,4 +1,4 @@
-package eviction
+package ui
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/matching/canon"
 )
 
@@ -20,7 +21,7 @@ func (u *UI) block(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	id, reason := r.PostFormValue("block"), strings.TrimSpace(r.PostFormValue("reason"))
-	var im BlockImpact
+	var im eviction.BlockImpact
 	switch action := r.PostFormValue("action"); action {
 	case "evict":
 		im, err = u.cfg.Evictor.EvictBlock(r.Context(), k, id, s.p.Name, reason)

@@ -1,4 +1,4 @@
-package eviction_test
+package ui_test
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
@@ -14,12 +15,12 @@ import (
 // from the component page; each needs a reason, is audited under the
 // operator's name, and leaves the other blocks and components alone.
 func TestUIBlockActions(t *testing.T) {
-	e := newEnv(t, envConfig{Blocks: 2, Rows: 50})
-	e.pipelines()
-	k := inputKey(t, e.solution("ctr", "ctr-small"), "price_bin")
-	other := inputKey(t, e.solution("ctr", "ctr-small"), "query_ids")
-	b0, b1 := e.blocks[0].ID, e.blocks[1].ID
-	b := e.browser(t)
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 2, Rows: 50})
+	e.Pipelines()
+	k := evictiontest.InputKey(t, e.Solution("ctr", "ctr-small"), "price_bin")
+	other := evictiontest.InputKey(t, e.Solution("ctr", "ctr-small"), "query_ids")
+	b0, b1 := e.Blocks[0].ID, e.Blocks[1].ID
+	b := newBrowser(t, e)
 	csrf := b.operator(e)
 	_, page := b.get("/ui/component/" + k.String())
 	if !strings.Contains(page, `action="/ui/block"`) || !strings.Contains(page, `value="`+b1+`"`) {
@@ -33,7 +34,7 @@ func TestUIBlockActions(t *testing.T) {
 			t.Errorf("POST /ui/block %v: %s, want 400", f, resp.Status)
 		}
 	}
-	e.checkMemoized(k)
+	e.CheckMemoized(k)
 
 	resp, _ := b.post("/ui/block", form(b0, "recompute", "suspect run"))
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/component/"+k.String() {
@@ -43,21 +44,21 @@ func TestUIBlockActions(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/component/"+k.String() {
 		t.Fatalf("evict: %s at %s", resp.Status, resp.Request.URL)
 	}
-	if _, err := e.srv.Frontend().Cache().Memo(k, b1); err == nil {
+	if _, err := e.Srv.Frontend().Cache().Memo(k, b1); err == nil {
 		t.Errorf("evicted block %s still has an entry", b1)
 	}
-	a, err := e.sig(operator).ListAudit(e.ctx, &sigv1.ListAuditRequest{})
+	a, err := e.SIG(evictiontest.Operator).ListAudit(e.Ctx, &sigv1.ListAuditRequest{})
 	if err != nil || len(a.Entries) != 2 {
 		t.Fatalf("audit: %v %v", a, err)
 	}
-	if ev, rc := a.Entries[0], a.Entries[1]; ev.Who != operator || ev.Why != "bad disk" || !strings.Contains(ev.What, b1) ||
-		rc.Who != operator || rc.Why != "suspect run" || !strings.Contains(rc.What, "recompute block "+b0) {
+	if ev, rc := a.Entries[0], a.Entries[1]; ev.Who != evictiontest.Operator || ev.Why != "bad disk" || !strings.Contains(ev.What, b1) ||
+		rc.Who != evictiontest.Operator || rc.Why != "suspect run" || !strings.Contains(rc.What, "recompute block "+b0) {
 		t.Errorf("audit entries %v", a.Entries)
 	}
-	e.checkMemoized(other)
-	e.waitComplete("ctr", "ctr-small")
-	e.checkMemoized(k)
-	if m, err := e.srv.Frontend().Cache().Memo(k, b0); err != nil || m.State != matching.MemoReady {
+	e.CheckMemoized(other)
+	e.WaitComplete("ctr", "ctr-small")
+	e.CheckMemoized(k)
+	if m, err := e.Srv.Frontend().Cache().Memo(k, b0); err != nil || m.State != matching.MemoReady {
 		t.Errorf("recomputed block: %+v %v", m, err)
 	}
 }

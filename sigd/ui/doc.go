@@ -1,0 +1,42 @@
+// Package ui is the operator console: the web UI that sigd serves under
+// /ui/ on its HTTP port, through which operators search components, read a
+// component's blocks and what it shares with others, dry-run and confirm a
+// subgraph eviction, evict or recompute one block, release quarantined
+// tasks, read the audit log, and watch the overview: block hit rate, queued
+// tasks and workers, and each training job's MPG with why its program
+// goodput is what it is (paper IV.A, "Eviction"; the MPG paper).
+//
+// It owns what makes the console safe and readable:
+//
+//   - logins with an operator token (other roles get no session), and
+//     sessions: random ids in HttpOnly, SameSite=Strict cookies (Secure
+//     behind an HTTPS proxy) that expire after Config.SessionTTL;
+//   - CSRF: every state-changing form carries its session's token, and the
+//     login form a double-submit token, so no other site can post either;
+//   - security headers on every response: a CSP that allows no script, no
+//     framing, nosniff, no caching;
+//   - the pages: server-rendered HTML (html/template escapes every value:
+//     pipeline names, column names and DSL are user-supplied), no
+//     JavaScript, templates and style embedded in the binary (web/);
+//   - the overview's charts (chart.go): series sampled every
+//     Config.SampleEvery (Run), drawn on the server as inline SVG by a pure
+//     function of the samples (axes with units, ticks chosen from the data,
+//     UTC times, hover titles with each sample's values, current and largest
+//     values beside each chart; testdata/charts.txt and ticks.txt pin them).
+//
+// It does not own what it shows or does: eviction decides and orders
+// removals (eviction.Evictor: Plan, Evict, EvictBlock, RecomputeBlock, with
+// their audit entries), matching holds the components, memo entries and
+// audit log, workers the queues and quarantine, and sigd wires all of it
+// into a Config (the stats, quarantine and trainer statuses are sigd's
+// functions) and mounts Handler. Nothing imports this package but sigd.
+//
+// # Tests
+//
+// The browser and HTTP tests run on eviction's environment
+// (eviction/evictiontest: a sigd in process on a real MinIO and kfake with
+// the pipelines that share a faulty subgraph), the same one eviction's
+// gRPC tests use: logins and roles, CSRF on every form, escaping of
+// user-supplied names, block actions, and the operator's path in a real
+// headless Chromium (screenshots under testartifacts/ui).
+package ui
