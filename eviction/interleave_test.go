@@ -314,7 +314,7 @@ func TestOrphanObjectSwept(t *testing.T) {
 	r.checkNoHalfState(t)
 	objects := func() int {
 		n := 0
-		for _, err := range r.store.List(ctx, "memo/"+r.key.String()+"/") {
+		for _, err := range r.store.List(ctx, block.MemoComponentPrefix(r.key)) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -379,7 +379,7 @@ func TestEvictionWithStoreDown(t *testing.T) {
 		t.Errorf("audit after the failed eviction: %+v %v", a, err)
 	}
 	left := 0
-	for _, err := range r.store.List(ctx, "memo/"+r.key.String()+"/") {
+	for _, err := range r.store.List(ctx, block.MemoComponentPrefix(r.key)) {
 		if err != nil {
 			t.Fatal(err)
 		}

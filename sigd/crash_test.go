@@ -95,7 +95,7 @@ func TestSIGKILLDuringWork(t *testing.T) {
 	// Every object under memo/ is one the solutions name, and equals LIG
 	// (CheckSolution compared those): nothing half-written or stray.
 	n := 0
-	for info, err := range w.Store.List(ctx, "memo/") {
+	for info, err := range w.Store.List(ctx, block.MemoPrefix) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/workers"
 )
 
@@ -189,7 +190,7 @@ func InputKey(tb testing.TB, sol *sigv1.ReadSolution, input string) canon.Key {
 func (e *Env) Objects(k canon.Key) []string {
 	e.TB.Helper()
 	var out []string
-	for info, err := range e.Srv.Store().List(e.Ctx, "memo/"+k.String()+"/") {
+	for info, err := range e.Srv.Store().List(e.Ctx, block.MemoComponentPrefix(k)) {
 		if err != nil {
 			e.TB.Fatal(err)
 		}
