@@ -46,20 +46,24 @@ type Controller struct {
 	started     time.Time
 
 	// Owned by the run goroutine.
-	sessions      map[string]*session
-	payloads      map[hostSeq]*pendingBatch
-	sol           *solution
-	feats         model.Features
-	featsOK       bool
-	manifest      *checkpoint.Manifest
-	committed     *checkpoint.Ledger // ledger of the last committed checkpoint
-	attempt       *checkpoint.Ledger // ledger of the running attempt's steps
-	open          *goodput.Category
-	acquireCancel context.CancelFunc
-	watchCancel   context.CancelFunc
-	steps         uint64 // steps run by this process (fault injection)
-	nanDone       bool
-	exit          *exitInfo
+	sessions map[string]*session
+	payloads map[hostSeq]*pendingBatch
+	sol      *solution
+	feats    model.Features
+	featsOK  bool
+	manifest *checkpoint.Manifest
+	// The ledgers of the last committed checkpoint and of the running
+	// attempt's steps (nil when none runs).
+	committedLedger *checkpoint.Ledger
+	attemptLedger   *checkpoint.Ledger
+	open            *goodput.Category
+	acquireCancel   context.CancelFunc
+	watchCancel     context.CancelFunc
+	// stepsStarted counts the steps this process handed to the device:
+	// fault injection and FDP sampling count by it.
+	stepsStarted uint64
+	nanDone      bool
+	exit         *exitInfo
 	// preemptDeadline bounds checkpoint writes after a job-wide notice: a
 	// manifest must not become durable after the job would be stopped.
 	preemptDeadline time.Time
@@ -144,7 +148,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger.With("job", cfg.Job), inbox: make(chan msg, 4096),
-		stopped: make(chan struct{}), ctx: context.Background(), sessions: map[string]*session{}, payloads: map[hostSeq]*pendingBatch{}, committed: &checkpoint.Ledger{}}
+		stopped: make(chan struct{}), ctx: context.Background(), sessions: map[string]*session{}, payloads: map[hostSeq]*pendingBatch{}, committedLedger: &checkpoint.Ledger{}}
 	c.incarnation = newIncarnation()
 	c.m = control.New(cfg.machineConfig())
 	var err error
@@ -339,7 +343,7 @@ func (c *Controller) handle(m msg) {
 		}
 	case control.EvModelRestored:
 		if m.ev.Err == "" {
-			c.committed = m.ledger
+			c.committedLedger = m.ledger
 		}
 	case control.EvCompiled:
 		if m.plan != nil {
@@ -351,7 +355,7 @@ func (c *Controller) handle(m msg) {
 		c.stepDone(now, m.step, &m.ev)
 	case control.EvCheckpointDone:
 		if m.ev.Err == "" && m.ev.Attempt == c.m.Attempt() && c.m.Status() == control.StCheckpointing {
-			c.manifest, c.committed = m.manifest, m.ledger
+			c.manifest, c.committedLedger = m.manifest, m.ledger
 			c.stats.checkpoints++
 			journal = true
 		}
@@ -436,12 +440,12 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 		go c.compile(ctx, a.Chips, a.Phase)
 	case control.ActStartAttempt:
 		c.payloads = map[hostSeq]*pendingBatch{}
-		c.attempt = &checkpoint.Ledger{}
+		c.attemptLedger = &checkpoint.Ledger{}
 		c.log.Info("epoch attempt", "attempt", a.Attempt, "units", len(a.Units), "phase", a.Phase)
 		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Start{Start: &trainerv1.StartAttempt{Attempt: a.Attempt, Phase: a.Phase.String()}}})
 	case control.ActAbort:
 		c.payloads = map[hostSeq]*pendingBatch{}
-		c.attempt = nil
+		c.attemptLedger = nil
 		c.stats.failures = append(c.stats.failures, a.Reason)
 		c.log.Warn("epoch attempt failed: retrain from the last checkpoint", "attempt", a.Attempt, "reason", a.Reason)
 		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Abort{Abort: &trainerv1.Abort{Attempt: a.Attempt, Reason: a.Reason}}})
@@ -473,26 +477,20 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 		c.log.Warn("training hold placed", "id", a.Hold.ID, "kind", a.Hold.Kind, "reason", a.Hold.Reason)
 		c.holdLog = append(c.holdLog, HoldRecord{ID: a.Hold.ID, Kind: a.Hold.Kind.String(), Reason: a.Hold.Reason, Placed: now})
 	case control.ActLiftHold:
-		how := "data ready"
-		if a.Reason != "" {
-			how = a.Reason
-		}
-		c.log.Info("training hold lifted", "id", a.Hold.ID, "kind", a.Hold.Kind, "by", how)
+		c.log.Info("training hold lifted", "id", a.Hold.ID, "kind", a.Hold.Kind, "by", a.Reason)
 		for i := range c.holdLog {
 			if c.holdLog[i].ID == a.Hold.ID && c.holdLog[i].Lifted.IsZero() {
-				c.holdLog[i].Lifted, c.holdLog[i].LiftedBy = now, how
+				c.holdLog[i].Lifted, c.holdLog[i].LiftedBy = now, a.Reason
 			}
 		}
 	case control.ActWatchData:
 		// syncWatcher starts it.
 	case control.ActBroadcastPreempt:
-		c.log.Warn("preemption notice", "deadline", a.Deadline, "scope", a.Reason)
-		scope := a.Reason
-		if scope == "" {
-			scope = control.ScopeJob
+		c.log.Warn("preemption notice", "deadline", a.Deadline, "scope", a.Scope)
+		if a.Scope == control.ScopeJob {
 			c.preemptDeadline = a.Deadline
 		}
-		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Preempt{Preempt: &trainerv1.PreemptNotice{Deadline: timestamppb.New(a.Deadline), Scope: scope}}})
+		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Preempt{Preempt: &trainerv1.PreemptNotice{Deadline: timestamppb.New(a.Deadline), Scope: a.Scope}}})
 	case control.ActExitHost, control.ActRejectHost:
 		if s := c.sessions[a.Host]; s != nil {
 			s.send(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Exit{Exit: &trainerv1.Exit{Reason: a.Reason}}})
@@ -558,14 +556,14 @@ func (c *Controller) runStep(ctx context.Context, a control.Action) {
 		global.Append(p.ex)
 		segs = append(segs, p.segs...)
 	}
-	c.steps++
-	poison := c.cfg.Faults.NaNAtStep != 0 && !c.nanDone && c.steps >= c.cfg.Faults.NaNAtStep
+	c.stepsStarted++
+	poison := c.cfg.Faults.NaNAtStep != 0 && !c.nanDone && c.stepsStarted >= c.cfg.Faults.NaNAtStep
 	if poison {
 		c.nanDone = true
 	}
 	c.syncActivity(c.now()) // end the input stall before the step starts
 	start := c.now()
-	profile := c.fstats != nil && fdp.Sampled(c.cfg.Seed, c.steps, c.cfg.ProfileRate)
+	profile := c.fstats != nil && fdp.Sampled(c.cfg.Seed, c.stepsStarted, c.cfg.ProfileRate)
 	go c.step(ctx, a.Attempt, c.deviceGen.Load(), global, segs, start, poison, profile)
 }
 
@@ -573,12 +571,18 @@ func (c *Controller) runStep(ctx context.Context, a control.Action) {
 // ledger and its device time into goodput, if it belongs to the running
 // attempt (a step of an aborted attempt is neither trained nor counted).
 func (c *Controller) stepDone(now time.Time, r *stepResult, ev *control.Event) {
-	ev.Attempt, ev.NonFinite, ev.Err = r.attempt, r.nonFinite, r.failed
-	if r.attempt != c.m.Attempt() || !c.m.Stepping() || c.attempt == nil {
+	ev.Attempt, ev.Err = r.attempt, r.failed
+	switch {
+	case errors.Is(r.err, model.ErrNonFinite):
+		ev.NonFinite = true
+	case r.err != nil:
+		ev.Err, ev.Permanent = r.err.Error(), true
+	}
+	if r.attempt != c.m.Attempt() || !c.m.Stepping() || c.attemptLedger == nil {
 		return
 	}
-	if r.nonFinite {
-		c.log.Error("loss is not finite", "step", c.steps, "err", r.err)
+	if r.err != nil {
+		c.log.Error("the model refused the step", "step", c.stepsStarted, "err", r.err)
 		return
 	}
 	if r.failed != "" {
@@ -586,7 +590,7 @@ func (c *Controller) stepDone(now time.Time, r *stepResult, ev *control.Event) {
 	}
 	i := 0
 	for _, s := range r.segs {
-		c.attempt.Unit(s.Unit).Add(r.ids[i : i+s.Rows])
+		c.attemptLedger.Unit(s.Unit).Add(r.ids[i : i+s.Rows])
 		i += s.Rows
 	}
 	if r.profiled {

@@ -103,7 +103,7 @@ func toStep(t *testing.T, c *Controller, notice *control.Event) control.Action {
 func toCheckpoint(t *testing.T, c *Controller, notice *control.Event, ids []int64) control.Action {
 	t.Helper()
 	toStep(t, c, notice)
-	c.attempt.Unit("b1").Add(ids)
+	c.attemptLedger.Unit("b1").Add(ids)
 	for _, a := range feed(c, control.Event{Kind: control.EvStepDone, Attempt: 1}) {
 		if a.Kind == control.ActWriteCheckpoint {
 			return a

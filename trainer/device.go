@@ -199,11 +199,13 @@ type stepResult struct {
 	values     int
 	time       steptime.Time
 	chips      int // the slice the step ran on
-	nonFinite  bool
 	profiled   bool
 	scBytes    []float64 // per SparseCore
-	err        error
-	// failed: the step did not run (control.EvStepDone's Err).
+	// err: the model refused the step (model.ErrNonFinite: its loss is not
+	// finite; anything else: a batch it cannot train). Either stops
+	// training: a person must look.
+	err error
+	// failed: the step did not run (the attempt is retrained).
 	failed string
 }
 
@@ -224,13 +226,7 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 		c.model.Poison()
 	}
 	res, err := c.model.Step(b)
-	if err != nil {
-		r.err = err
-		r.nonFinite = true // any step error stops training: a person must look
-		if !errors.Is(err, model.ErrNonFinite) {
-			c.log.Error("step failed", "err", err)
-		}
-	}
+	r.err = err
 	r.loss, r.unique, r.values, r.scBytes = res.Loss, res.Unique, res.Values, res.Work.SparseCoreBytes
 	if err == nil && profile && c.prof != nil {
 		// Feedback-directed partitioning's profile (paper V.C).
@@ -265,12 +261,12 @@ func (c *Controller) compiledChips() int {
 // writes model, ledger and progress; the manifest goes last (package
 // checkpoint).
 func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a control.Action) {
-	merged := c.committed.Clone()
+	merged := c.committedLedger.Clone()
 	var bad error
-	if c.attempt == nil {
+	if c.attemptLedger == nil {
 		bad = errors.New("no ledger for the attempt")
 	} else {
-		for _, u := range c.attempt.Units {
+		for _, u := range c.attemptLedger.Units {
 			if merged.Has(u.Unit) {
 				bad = fmt.Errorf("unit %s trained again after it was committed", u.Unit)
 				break
@@ -282,14 +278,14 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 		}
 		for _, id := range slices.Sorted(maps.Keys(a.Rows)) {
 			var n int64
-			if c.attempt.Has(id) {
-				n = c.attempt.Unit(id).Rows()
+			if c.attemptLedger.Has(id) {
+				n = c.attemptLedger.Unit(id).Rows()
 			}
 			if n != a.Rows[id] && bad == nil {
 				bad = fmt.Errorf("unit %s: %d event ids in the ledger, %d rows read", id, n, a.Rows[id])
 			}
 		}
-		merged.Merge(c.attempt)
+		merged.Merge(c.attemptLedger)
 		if bad == nil {
 			bad = merged.Check()
 		}

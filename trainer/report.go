@@ -189,8 +189,8 @@ func (c *Controller) report(end time.Time) Report {
 	}
 	p := c.m.Committed()
 	r.Epochs, r.Units, r.Steps = p.Epochs, len(p.Units), p.Steps
-	if c.committed != nil {
-		r.EventIDs = c.committed.Rows()
+	if c.committedLedger != nil {
+		r.EventIDs = c.committedLedger.Rows()
 	}
 	for _, ps := range c.stats.phases {
 		pr := PhaseReport{Phase: ps.phase.String(), Steps: ps.steps, Examples: ps.examples,
