@@ -18,11 +18,11 @@ import (
 	"github.com/sigdata/sig/internal/cli"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/fdp"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/model"
 )
 

@@ -29,18 +29,18 @@
 // pipeline's model inputs and raw blocks; work units built from the read
 // solution (one per raw block, each input MEMO in the initial phase, LOCAL
 // in the caught-up phase); batches collected from the hosts into steps;
-// checkpoints; chips from an Allocator (trainer/fleet shares a fleet among
+// checkpoints; chips from an Allocator (trainer/accounting/fleet shares a fleet among
 // jobs); holds and their completion watcher (sig.memo.ready and
 // WatchReadSolution); status to sigd (ReportTrainerStatus) every few
 // seconds.
 //
 // The emulated slice lives in the controller: the model (trainer/model,
-// embedding tables placed by a trainer/partition plan and a dense MLP
+// embedding tables placed by a trainer/embedding/partition plan and a dense MLP
 // trained by SGD) and the step. Each compile solves the slice's
 // partitioning problem with the partitioner's heuristic (feedback.go); out
 // of memory is a permanent hold.
 //
-// # Feedback-directed partitioning (paper V.C; feedback.go, trainer/fdp)
+// # Feedback-directed partitioning (paper V.C; feedback.go, trainer/embedding/fdp)
 //
 // At setup the controller reads, from sigd's statistics store (the
 // FeatureStats service, Pebble-backed, shared by every model), the
@@ -160,7 +160,7 @@
 // What this package does not own: the state machine (trainer/control), the
 // model (trainer/model), the step-time model (trainer/steptime), the buffer
 // and scaling rule (trainer/buffer), checkpoints (trainer/checkpoint), the
-// partitioner (trainer/partition), the profiler of feedback-directed
-// partitioning (trainer/fdp), the goodput arithmetic (trainer/goodput), the
-// fleet scheduler (trainer/fleet) and the statistics store (sigd).
+// partitioner (trainer/embedding/partition), the profiler of feedback-directed
+// partitioning (trainer/embedding/fdp), the goodput arithmetic (trainer/accounting/goodput), the
+// fleet scheduler (trainer/accounting/fleet) and the statistics store (sigd).
 package trainer

@@ -8,9 +8,9 @@ import (
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/fdp"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/model"
-	"github.com/sigdata/sig/trainer/partition"
 )
 
 // This file is the controller's side of the embedding partitioner and of
@@ -57,7 +57,7 @@ type FDPReport struct {
 }
 
 // featureKeys returns the statistics-store key of each sparse input: the
-// component key of the computation producing it (see trainer/fdp).
+// component key of the computation producing it (see trainer/embedding/fdp).
 func featureKeys(sol *solution, f model.Features) []string {
 	ins := sol.sol.GetInputs()
 	keys := make([]string, len(f.Sparse))

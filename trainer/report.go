@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/fdp"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/steptime"
 )
 
@@ -327,7 +327,7 @@ func (r Report) WriteText(w io.Writer) error {
 	return goodput.WriteText(w, r.Goodput)
 }
 
-// registerMetrics exports goodput (trainer/goodput's collector) and the
+// registerMetrics exports goodput (trainer/accounting/goodput's collector) and the
 // run's counters on reg.
 func (c *Controller) registerMetrics(reg prometheus.Registerer) error {
 	if err := goodput.RegisterMetrics(reg, func() (goodput.Report, error) { return c.rec.Report(c.now()) }); err != nil {

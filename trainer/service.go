@@ -17,9 +17,9 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/goodput"
 	"github.com/sigdata/sig/warehouse/block"
 )
 

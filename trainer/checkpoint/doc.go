@@ -20,7 +20,7 @@
 // one leaves a checkpoint that loads. The manifest names
 // the other objects with their sizes and CRC-32C and carries the progress
 // (epochs, committed units, phase, steps). The goodput history
-// (trainer/goodput.History as JSON, opaque here) lets a restarted controller
+// (trainer/accounting/goodput.History as JSON, opaque here) lets a restarted controller
 // continue its job's goodput timeline; a manifest without it, as written
 // before it existed, reads as before. Beside the sequence directories,
 // checkpoints/P/goodput-journal.json is the controller's journal of that

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // Config shapes the controller. Zero fields take defaults (EnsureDefaults).

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // Phase is the training phase (paper III.A).

@@ -47,7 +47,7 @@
 // # Placement
 //
 // Tables live in shards placed on emulated SparseCores by a
-// trainer/partition Plan: the controller's is the partitioner's solved plan
+// trainer/embedding/partition Plan: the controller's is the partitioner's solved plan
 // (its heuristic, with measured statistics when the statistics store has
 // them); nil is one shard per table. Every gather and update goes through
 // Plan.LocateAppend, so a row's column ranges come from whichever shards
