@@ -38,4 +38,10 @@
 // consecutive ids. An event trained twice shows up twice; Ledger.Check
 // reports it. The controller also checks, before writing, that each unit's
 // ledger holds exactly the unit's rows with no repeats.
+//
+// What the package does not own: when to checkpoint and what an epoch
+// commits (trainer/control), the ledger check before a write (package
+// trainer), the model's bytes (trainer/model), what the goodput history
+// says (trainer/accounting/goodput), and object storage itself
+// (warehouse/objstore).
 package checkpoint

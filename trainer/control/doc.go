@@ -79,4 +79,10 @@
 // or save, input stall, idle), and goodput actions mark committed
 // checkpoints, failures, preemptions and phase changes. The caller records
 // productive steps itself, with their measured device time.
+//
+// What the package does not own: any I/O or clock — executing the
+// actions, the host protocol, the read solution, the checkpoint's bytes and
+// the time events happened are the caller's (package trainer, the
+// Controller) — and the goodput arithmetic (trainer/accounting/goodput: the
+// machine only names categories and events).
 package control

@@ -80,4 +80,9 @@
 // CPUs, so RPC overhead is far larger relative to the TPU step than in the
 // paper's datacenter (where coalescing gains 6–10% of the caught-up step):
 // the step speedup here is essentially the parameter-server speedup.
+//
+// What the package does not own: the optimizations it measures (the
+// partitioner, the profiler and the parameter servers of trainer/embedding,
+// the model and step-time model of trainer/model and trainer/steptime); it
+// runs no controller, hosts or readers.
 package embreport

@@ -46,7 +46,7 @@
 // by row position when the vocabulary looks frequency-sorted (most hot rows
 // among the lowest row ids) and a uniform tail otherwise (hashed ids).
 //
-// What the package does not own: storing statistics (sigd), deciding when to
-// publish (the controller, at each committed checkpoint) and solving
-// (trainer/embedding/partition).
+// What the package does not own: storing statistics (featstats, served by
+// sigd), deciding when to publish (the controller, at each committed
+// checkpoint) and solving (trainer/embedding/partition).
 package fdp
