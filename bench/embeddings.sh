@@ -19,6 +19,6 @@ go build -o /tmp/sig-bench-trainer ./cmd/trainer
 	/tmp/sig-bench-trainer embeddings-report --quiet --json bench/embeddings.json
 	echo
 	echo "# partitioner: heuristic on 500 tables / 64 SparseCores, exact on 20 tables / 8 SparseCores and on 8 problems of 8 tables / 4"
-	go test ./trainer/partition -run '^$' -bench . -benchtime 1x -count 1 -timeout 20m
+	go test ./trainer/embedding/partition -run '^$' -bench . -benchtime 1x -count 1 -timeout 20m
 } >bench/embeddings.txt
 cat bench/embeddings.txt

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks the CPU parameter servers (package trainer/ps) and writes
+# Benchmarks the CPU parameter servers (package trainer/embedding/ps) and writes
 # bench/ps.txt:
 #
 #   BenchmarkCoalescing  caught-up training steps against 4 parameter servers
@@ -28,7 +28,7 @@ out=bench/ps.txt
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
-cmd=(go test ./trainer/ps -run '^$' -bench '^BenchmarkCoalescing$' -benchtime "$BENCHTIME" -count "$COUNT" -timeout 30m)
+cmd=(go test ./trainer/embedding/ps -run '^$' -bench '^BenchmarkCoalescing$' -benchtime "$BENCHTIME" -count "$COUNT" -timeout 30m)
 echo "running: ${cmd[*]}" >&2
 "${cmd[@]}" | tee "$raw" >&2
 

@@ -11,7 +11,7 @@
 #  3. The virtual-time fleet: Table II (chips training / queued / on hold),
 #     preempted epochs that commit, fleet goodput; seeds 1-3.
 #  4. The CPU cost of one emulated step.
-#  5. The goodput accounting (trainer/goodput): one Recorder Step call, and
+#  5. The goodput accounting (trainer/accounting/goodput): one Recorder Step call, and
 #     Compute over 16 jobs x 1000 checkpointed stretches (a scrape or an
 #     exit report).
 set -euo pipefail
@@ -35,5 +35,5 @@ cd "$(dirname "$0")/.."
   go test ./trainer/model -run '^$' -bench 'Step' -benchtime 2s -count 3
   echo
   echo "## 5. goodput accounting: one Recorder Step, Compute of 16 jobs x 1000 checkpointed stretches"
-  go test ./trainer/goodput -run '^$' -bench . -benchmem -benchtime 1s -count 3
+  go test ./trainer/accounting/goodput -run '^$' -bench . -benchmem -benchtime 1s -count 3
 } 2>&1 | grep -v 'level=' | tee bench/trainer.txt

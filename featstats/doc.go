@@ -3,7 +3,7 @@
 // batches and report per-feature statistics (valency, unique ids per
 // batch, skew, hot rows); the store merges the reports of every model that
 // uses a feature, so that a new model gets a good embedding partition from
-// the measurements of the models before it (trainer/fdp turns them into
+// the measurements of the models before it (trainer/embedding/fdp turns them into
 // partitioner inputs).
 //
 // A report is checked before it is merged (Validate): a NaN or an infinity
@@ -13,5 +13,5 @@
 // (protobuf), opened through internal/pebbleutil.
 //
 // It does not authenticate or bound requests (package sigd serves it as
-// sig.v1.FeatureStats and does both), nor does it profile (trainer/fdp).
+// sig.v1.FeatureStats and does both), nor does it profile (trainer/embedding/fdp).
 package featstats

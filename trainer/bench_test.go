@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/goodput"
 )
 
 // benchPipelines numbers the pipelines the benchmarks create.

@@ -12,10 +12,10 @@ import (
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/fdp"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/steptime"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -24,7 +24,7 @@ import (
 // Allocator hands out chips of an emulated fleet (paper VI.A: holds release
 // chips "so they can be assigned to another queued service"). Acquire blocks
 // until the job holds chips chips (whole slices: all or nothing) or ctx
-// ends; Release gives them back. trainer/fleet's Shared implements it for
+// ends; Release gives them back. trainer/accounting/fleet's Shared implements it for
 // jobs sharing a fleet; the default grants every request at once.
 type Allocator interface {
 	Acquire(ctx context.Context, job string, chips int) error
@@ -139,7 +139,7 @@ type ControllerConfig struct {
 	// (the phase decides). Device.TimeScale defaults to DefaultTimeScale.
 	Device steptime.Model
 	// ProfileRate is the fraction of steps whose batches are profiled for
-	// feedback-directed partitioning (trainer/fdp; paper V.C: 3%). Default
+	// feedback-directed partitioning (trainer/embedding/fdp; paper V.C: 3%). Default
 	// fdp.DefaultRate; negative disables profiling.
 	ProfileRate float64
 	// HBMBytesPerChip bounds the embedding tables per chip for the

@@ -4,99 +4,104 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sigdata/sig/internal/cli"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/fdp"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/model"
 )
 
-// Controller is a training job's controller (paper III.C): it runs the
-// control.Machine, executes its actions — host sessions, steps on the
-// emulated slice, checkpoints, chips, holds, preemption — and accounts for
-// goodput. One goroutine (run) owns the machine and all state it decides
-// on; slow work runs in goroutines that report back to it as messages.
+// Controller is a training job's controller (paper III.C): the I/O shell
+// around trainer/control's Machine. It feeds the machine every event and
+// executes its actions — host sessions, steps on the emulated slice,
+// checkpoints, chips, holds, preemption — and accounts for goodput. One
+// goroutine (Run's loop, handle) owns the machine and all state it decides
+// on; slow work runs in goroutines that report back to it as messages. Its
+// state and methods are grouped by concern, one file each (doc.go lists
+// them).
 type Controller struct {
-	cfg    ControllerConfig
-	log    *slog.Logger
-	m      *control.Machine
-	sig    sigv1.SIGClient
-	fstats sigv1.FeatureStatsClient // nil: no statistics store
-	cks    *checkpoint.Store
-
+	// Set by NewController.
+	cfg         ControllerConfig
+	log         *slog.Logger
+	m           *control.Machine
+	sig         sigv1.SIGClient
+	fstats      sigv1.FeatureStatsClient // nil: no statistics store
+	cks         *checkpoint.Store
 	inbox       chan msg
 	stopped     chan struct{} // closed when Run returns
 	ctx         context.Context
 	incarnation string
 	started     time.Time
 
-	// Owned by the run goroutine.
-	sessions      map[string]*session
-	payloads      map[hostSeq]*pendingBatch
-	sol           *solution
-	feats         model.Features
-	featsOK       bool
-	manifest      *checkpoint.Manifest
-	committed     *checkpoint.Ledger // ledger of the last committed checkpoint
-	attempt       *checkpoint.Ledger // ledger of the running attempt's steps
-	open          *goodput.Category
+	// Owned by the run goroutine from here on, unless a field says
+	// otherwise.
+
+	// The hosts' sessions (sessions.go) and the batches they sent, until a
+	// step takes them (steps.go).
+	sessions map[string]*session
+	payloads map[hostSeq]*pendingBatch
+	// The read solution (setup.go, blocks.go) and the model inputs; featsOK
+	// once setup is done.
+	sol     *solution
+	feats   model.Features
+	featsOK bool
+	// Checkpoints (checkpoints.go): the last committed manifest, the
+	// ledgers of the last committed checkpoint and of the running
+	// attempt's steps (nil when none runs), and the bound on checkpoint
+	// writes after a job-wide preemption notice (a manifest must not
+	// become durable after the job would be stopped).
+	manifest        *checkpoint.Manifest
+	committedLedger *checkpoint.Ledger
+	attemptLedger   *checkpoint.Ledger
+	preemptDeadline time.Time
+	// The goroutines waiting for chips (chips.go) and for data (blocks.go).
 	acquireCancel context.CancelFunc
 	watchCancel   context.CancelFunc
-	steps         uint64 // steps run by this process (fault injection)
-	nanDone       bool
-	exit          *exitInfo
-	// preemptDeadline bounds checkpoint writes after a job-wide notice: a
-	// manifest must not become durable after the job would be stopped.
-	preemptDeadline time.Time
-	holdLog         []HoldRecord
-	stats           runStats
-	// Goodput across restarts (history.go): whether the earlier
+	// Steps (steps.go): stepsStarted counts the steps this process handed
+	// to the device (fault injection and FDP sampling count by it);
+	// nanDone: the injected NaN was; stats: what the steps did (stats.go).
+	stepsStarted uint64
+	nanDone      bool
+	stats        runStats
+	// Holds placed and lifted (holds.go), and why the controller exits.
+	holdLog []HoldRecord
+	exit    *exitInfo
+	// Goodput (goodput.go): the recorder, the job's part of it and its open
+	// interval. Across restarts (history.go): whether the earlier
 	// incarnations' history was restored (or found absent), the journal
 	// write running (nil: none), whether another must follow it, and when
 	// the last one was taken.
+	rec          *goodput.Recorder
+	jr           *goodput.JobRecorder
+	open         *goodput.Category
 	gpRestored   bool
 	journalDone  chan struct{}
 	journalAgain bool
 	lastJournal  time.Time
-	// Feedback-directed partitioning (paper V.C): the features' keys in
-	// the statistics store (component keys, per sparse input), the
-	// statistics read at setup, the plans compiled, what was published.
+	// Feedback-directed partitioning (feedback.go, paper V.C): the
+	// features' keys in the statistics store (component keys, per sparse
+	// input) and the statistics read at setup (both also read by compile,
+	// under the device's mutex), the plans compiled, what was published.
 	featKeys  []string
 	featStats map[string]fdp.Statistics
 	plans     []PlanReport
 	fdpRep    FDPReport
 
-	// The model is the emulated slice's state; device operations (restore,
-	// compile, step, checkpoint) take deviceMu, so an operation still
-	// running for an aborted attempt finishes before the next one starts.
-	// deviceGen counts restores: a step decided before one must not run
-	// after it, on the restored model (its attempt was aborted, and the
-	// retry trains its batch again); it waits for deviceMu like the
-	// restore, so the mutex alone does not order them.
-	deviceMu  sync.Mutex
-	deviceGen atomic.Uint64
-	model     *model.Model
-	prof      *fdp.Profiler // profiles sampled batches; under deviceMu
+	// The emulated slice (device.go): its own mutex, not the run
+	// goroutine's.
+	dev device
 
-	rec *goodput.Recorder
-	jr  *goodput.JobRecorder
-
-	// snapshot is the state the RPCs read, refreshed after every event.
+	// snapshot is the state the RPCs read, refreshed after every event
+	// (status.go).
 	snapMu sync.Mutex
 	snap   snapshot
 }
@@ -144,7 +149,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger.With("job", cfg.Job), inbox: make(chan msg, 4096),
-		stopped: make(chan struct{}), ctx: context.Background(), sessions: map[string]*session{}, payloads: map[hostSeq]*pendingBatch{}, committed: &checkpoint.Ledger{}}
+		stopped: make(chan struct{}), ctx: context.Background(), sessions: map[string]*session{}, payloads: map[hostSeq]*pendingBatch{}, committedLedger: &checkpoint.Ledger{}}
 	c.incarnation = newIncarnation()
 	c.m = control.New(cfg.machineConfig())
 	var err error
@@ -275,8 +280,8 @@ loop:
 	cancel()
 	wg.Wait()
 	// Let the device finish (a checkpoint write cut off by the exit).
-	c.deviceMu.Lock()
-	c.deviceMu.Unlock() //nolint:staticcheck // a barrier
+	c.dev.mu.Lock()
+	c.dev.mu.Unlock() //nolint:staticcheck // a barrier
 	c.finalJournal(end)
 	rep := c.report(end)
 	c.refreshSnapshot()
@@ -316,11 +321,11 @@ func (c *Controller) handle(m msg) {
 		}
 	case control.EvSetupDone:
 		if m.ev.Err == "" {
-			c.deviceMu.Lock() // a step of an aborted attempt may still run
-			c.sol, c.model = m.sol, m.model
+			c.dev.mu.Lock() // a step of an aborted attempt may still run
+			c.sol, c.dev.model = m.sol, m.model
 			c.featKeys, c.featStats = m.keys, m.stats
-			c.prof = c.newProfiler()
-			c.deviceMu.Unlock()
+			c.dev.prof = c.newProfiler()
+			c.dev.mu.Unlock()
 			c.fdpRep.StatisticsRead = len(m.stats)
 			c.feats, c.featsOK = m.model.Config().Features, true
 			for _, s := range c.sessions {
@@ -339,7 +344,7 @@ func (c *Controller) handle(m msg) {
 		}
 	case control.EvModelRestored:
 		if m.ev.Err == "" {
-			c.committed = m.ledger
+			c.committedLedger = m.ledger
 		}
 	case control.EvCompiled:
 		if m.plan != nil {
@@ -351,7 +356,7 @@ func (c *Controller) handle(m msg) {
 		c.stepDone(now, m.step, &m.ev)
 	case control.EvCheckpointDone:
 		if m.ev.Err == "" && m.ev.Attempt == c.m.Attempt() && c.m.Status() == control.StCheckpointing {
-			c.manifest, c.committed = m.manifest, m.ledger
+			c.manifest, c.committedLedger = m.manifest, m.ledger
 			c.stats.checkpoints++
 			journal = true
 		}
@@ -370,40 +375,10 @@ func (c *Controller) handle(m msg) {
 	c.refreshSnapshot()
 }
 
-// syncActivity keeps the goodput recorder's open interval equal to the
-// machine's activity (control.Machine.Activity).
-func (c *Controller) syncActivity(now time.Time) {
-	cat, ok := c.m.Activity()
-	if c.open != nil && (!ok || *c.open != cat) {
-		if err := c.jr.End(now); err != nil {
-			c.log.Debug("goodput end", "err", err)
-		}
-		c.open = nil
-	}
-	if ok && c.open == nil {
-		if err := c.jr.Begin(now, cat); err != nil {
-			c.log.Debug("goodput begin", "err", err)
-			return
-		}
-		c.open = &cat
-	}
-}
-
-func (c *Controller) broadcast(m *trainerv1.ControllerMessage) {
-	for _, s := range c.sessions {
-		s.send(m)
-	}
-}
-
-func (c *Controller) welcome(s *session) {
-	w := &trainerv1.Welcome{Job: c.cfg.Job, ControllerIncarnation: c.incarnation, ReaderAddresses: c.cfg.Readers,
-		BatchSize: uint32(c.cfg.BatchSize), BufferExamples: uint32(c.cfg.BufferExamples),
-		MinInFlight: uint32(c.cfg.InFlight.Min), MaxInFlight: uint32(c.cfg.InFlight.Max),
-		Credits: uint32(c.cfg.Credits), Inputs: inputsToProto(c.feats), LabelColumn: c.cfg.LabelColumn}
-	s.send(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Welcome{Welcome: w}})
-}
-
-// execute carries out one action of the machine.
+// execute carries out one action of the machine: slow work in goroutines
+// that post their result back as an event; what the hosts must hear
+// through their sessions (sessions.go); holds and goodput into the run's
+// records (holds.go, goodput.go).
 func (c *Controller) execute(ctx context.Context, now time.Time, a control.Action) {
 	switch a.Kind {
 	case control.ActSetup:
@@ -413,252 +388,44 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 	case control.ActRefreshBlocks:
 		go c.refreshBlocks(ctx)
 	case control.ActAcquireChips:
-		if c.acquireCancel != nil {
-			c.acquireCancel()
-		}
-		actx, cancel := context.WithCancel(ctx)
-		c.acquireCancel = cancel
-		chips := a.Chips
-		go func() {
-			if err := c.cfg.Allocator.Acquire(actx, c.cfg.Job, chips); err == nil {
-				c.post(msg{ev: control.Event{Kind: control.EvChipsGranted}})
-			}
-		}()
+		c.acquireChips(ctx, a.Chips)
 	case control.ActReleaseChips:
-		if c.acquireCancel != nil {
-			c.acquireCancel()
-			c.acquireCancel = nil
-		}
-		c.cfg.Allocator.Release(c.cfg.Job)
+		c.releaseChips()
 	case control.ActRestoreModel:
 		go c.restoreModel(ctx, c.manifest)
 	case control.ActCompile:
 		go c.compile(ctx, a.Chips, a.Phase)
 	case control.ActStartAttempt:
 		c.payloads = map[hostSeq]*pendingBatch{}
-		c.attempt = &checkpoint.Ledger{}
+		c.attemptLedger = &checkpoint.Ledger{}
 		c.log.Info("epoch attempt", "attempt", a.Attempt, "units", len(a.Units), "phase", a.Phase)
-		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Start{Start: &trainerv1.StartAttempt{Attempt: a.Attempt, Phase: a.Phase.String()}}})
+		c.tellHosts(a)
 	case control.ActAbort:
 		c.payloads = map[hostSeq]*pendingBatch{}
-		c.attempt = nil
+		c.attemptLedger = nil
 		c.stats.failures = append(c.stats.failures, a.Reason)
 		c.log.Warn("epoch attempt failed: retrain from the last checkpoint", "attempt", a.Attempt, "reason", a.Reason)
-		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Abort{Abort: &trainerv1.Abort{Attempt: a.Attempt, Reason: a.Reason}}})
-	case control.ActAssign:
-		s := c.sessions[a.Host]
-		if s == nil {
-			return
+		c.tellHosts(a)
+	case control.ActAssign, control.ActDrain, control.ActExitHost, control.ActRejectHost:
+		c.tellHosts(a)
+	case control.ActBroadcastPreempt:
+		c.log.Warn("preemption notice", "deadline", a.Deadline, "scope", a.Scope)
+		if a.Scope == control.ScopeJob {
+			c.preemptDeadline = a.Deadline
 		}
-		as := &trainerv1.Assign{Attempt: a.Attempt}
-		for _, id := range a.Units {
-			u, err := c.sol.unit(&c.cfg, id, a.Phase)
-			if err != nil {
-				c.log.Error("build work unit", "unit", id, "err", err)
-				s.kill()
-				return
-			}
-			as.Units = append(as.Units, u)
-		}
-		s.send(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Assign{Assign: as}})
-	case control.ActDrain:
-		if s := c.sessions[a.Host]; s != nil {
-			s.send(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Drain{Drain: &trainerv1.Drain{Attempt: c.m.Attempt(), Reason: a.Reason}}})
-		}
+		c.tellHosts(a)
 	case control.ActRunStep:
 		c.runStep(ctx, a)
 	case control.ActWriteCheckpoint:
 		c.writeCheckpoint(ctx, now, a)
-	case control.ActPlaceHold:
-		c.log.Warn("training hold placed", "id", a.Hold.ID, "kind", a.Hold.Kind, "reason", a.Hold.Reason)
-		c.holdLog = append(c.holdLog, HoldRecord{ID: a.Hold.ID, Kind: a.Hold.Kind.String(), Reason: a.Hold.Reason, Placed: now})
-	case control.ActLiftHold:
-		how := "data ready"
-		if a.Reason != "" {
-			how = a.Reason
-		}
-		c.log.Info("training hold lifted", "id", a.Hold.ID, "kind", a.Hold.Kind, "by", how)
-		for i := range c.holdLog {
-			if c.holdLog[i].ID == a.Hold.ID && c.holdLog[i].Lifted.IsZero() {
-				c.holdLog[i].Lifted, c.holdLog[i].LiftedBy = now, how
-			}
-		}
+	case control.ActPlaceHold, control.ActLiftHold:
+		c.recordHold(now, a)
 	case control.ActWatchData:
 		// syncWatcher starts it.
-	case control.ActBroadcastPreempt:
-		c.log.Warn("preemption notice", "deadline", a.Deadline, "scope", a.Reason)
-		scope := a.Reason
-		if scope == "" {
-			scope = control.ScopeJob
-			c.preemptDeadline = a.Deadline
-		}
-		c.broadcast(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Preempt{Preempt: &trainerv1.PreemptNotice{Deadline: timestamppb.New(a.Deadline), Scope: scope}}})
-	case control.ActExitHost, control.ActRejectHost:
-		if s := c.sessions[a.Host]; s != nil {
-			s.send(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Exit{Exit: &trainerv1.Exit{Reason: a.Reason}}})
-			s.closeAfterFlush()
-		}
 	case control.ActExit:
 		c.exit = &exitInfo{reason: a.Reason, committed: a.Committed}
 		c.log.Info("controller exits", "reason", a.Reason, "committed", a.Committed)
-	case control.ActAllocate:
-		if err := c.jr.Allocate(now, a.Held, a.Requested); err != nil {
-			c.log.Debug("goodput allocate", "err", err)
-		}
-	case control.ActGoodput:
-		var err error
-		switch a.Goodput {
-		case goodput.Checkpoint:
-			err = c.jr.CheckpointCommitted(now)
-		case goodput.Failure:
-			c.open = nil // the event closes the open interval
-			err = c.jr.Failure(now)
-		case goodput.Preemption:
-			c.open = nil
-			err = c.jr.Preemption(now)
-		}
-		if err != nil {
-			c.log.Debug("goodput event", "err", err)
-		}
-	case control.ActSetPhase:
-		c.log.Info("phase", "phase", a.Phase)
-		if err := c.jr.SetPhase(now, a.Phase.String()); err != nil {
-			c.log.Debug("goodput phase", "err", err)
-		}
+	case control.ActAllocate, control.ActGoodput, control.ActSetPhase:
+		c.recordGoodput(now, a)
 	}
 }
-
-// runStep hands the batches of a step to the device.
-func (c *Controller) runStep(ctx context.Context, a control.Action) {
-	var parts []*pendingBatch
-	var missing []string
-	for i, h := range a.Hosts {
-		k := hostSeq{h, a.Attempt, a.Seqs[i]}
-		if p := c.payloads[k]; p != nil {
-			parts = append(parts, p)
-		} else {
-			missing = append(missing, fmt.Sprintf("%s#%d", h, a.Seqs[i]))
-		}
-		delete(c.payloads, k)
-		if s := c.sessions[h]; s != nil {
-			s.send(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Ack{Ack: &trainerv1.Ack{Attempt: a.Attempt, Seq: a.Seqs[i]}}})
-		}
-	}
-	if len(missing) > 0 {
-		// The machine counts the batch's rows as trained: a step without
-		// it would leave them out of the model, so the attempt fails.
-		err := fmt.Sprintf("batch %s missing", strings.Join(missing, ", "))
-		c.log.Error("step", "attempt", a.Attempt, "err", err)
-		go c.post(msg{ev: control.Event{Kind: control.EvStepDone}, step: &stepResult{attempt: a.Attempt, failed: err}})
-		return
-	}
-	global := model.NewExamples(c.feats)
-	var segs []buffer.Segment
-	for _, p := range parts {
-		global.Append(p.ex)
-		segs = append(segs, p.segs...)
-	}
-	c.steps++
-	poison := c.cfg.Faults.NaNAtStep != 0 && !c.nanDone && c.steps >= c.cfg.Faults.NaNAtStep
-	if poison {
-		c.nanDone = true
-	}
-	c.syncActivity(c.now()) // end the input stall before the step starts
-	start := c.now()
-	profile := c.fstats != nil && fdp.Sampled(c.cfg.Seed, c.steps, c.cfg.ProfileRate)
-	go c.step(ctx, a.Attempt, c.deviceGen.Load(), global, segs, start, poison, profile)
-}
-
-// stepDone records a finished step: its event ids go into the attempt's
-// ledger and its device time into goodput, if it belongs to the running
-// attempt (a step of an aborted attempt is neither trained nor counted).
-func (c *Controller) stepDone(now time.Time, r *stepResult, ev *control.Event) {
-	ev.Attempt, ev.NonFinite, ev.Err = r.attempt, r.nonFinite, r.failed
-	if r.attempt != c.m.Attempt() || !c.m.Stepping() || c.attempt == nil {
-		return
-	}
-	if r.nonFinite {
-		c.log.Error("loss is not finite", "step", c.steps, "err", r.err)
-		return
-	}
-	if r.failed != "" {
-		return
-	}
-	i := 0
-	for _, s := range r.segs {
-		c.attempt.Unit(s.Unit).Add(r.ids[i : i+s.Rows])
-		i += s.Rows
-	}
-	if r.profiled {
-		c.fdpRep.ProfiledBatches++
-	}
-	if err := c.jr.Step(r.start, r.end, r.ideal); err != nil {
-		c.log.Debug("goodput step", "err", err)
-	}
-	c.stats.observe(c.m.Phase(), r)
-}
-
-// HoldRecord is one training hold of the run.
-type HoldRecord struct {
-	ID       uint64    `json:"id"`
-	Kind     string    `json:"kind"`
-	Reason   string    `json:"reason"`
-	Placed   time.Time `json:"placed"`
-	Lifted   time.Time `json:"lifted,omitzero"`
-	LiftedBy string    `json:"lifted_by,omitempty"`
-}
-
-// snapshot is what Status and ListHolds answer.
-type snapshot struct {
-	status   control.Status
-	phase    control.Phase
-	attempt  uint64
-	chips    int
-	hosts    []string
-	progress control.Progress
-	hold     *control.Hold
-	stats    control.Stats
-	loss     float64
-	steps    uint64
-	// tc, sc, dev, chipSteps: the chip-weighted modelled step times
-	// (runStats).
-	tc, sc, dev time.Duration
-	chipSteps   int64
-}
-
-func (c *Controller) refreshSnapshot() {
-	s := snapshot{status: c.m.Status(), phase: c.m.Phase(), attempt: c.m.Attempt(), chips: c.m.Chips(),
-		progress: c.m.Committed(), stats: c.m.Stats(), loss: c.stats.lastLoss, steps: c.stats.steps,
-		tc: c.stats.tc, sc: c.stats.sc, dev: c.stats.dev, chipSteps: c.stats.chipSteps}
-	if h, ok := c.m.Hold(); ok {
-		s.hold = &h
-	}
-	for id := range c.sessions {
-		s.hosts = append(s.hosts, id)
-	}
-	sort.Strings(s.hosts)
-	c.snapMu.Lock()
-	c.snap = s
-	c.snapMu.Unlock()
-}
-
-func (c *Controller) snapshot() snapshot {
-	c.snapMu.Lock()
-	defer c.snapMu.Unlock()
-	return c.snap
-}
-
-// ReleaseHold lifts the job's permanent hold (a person acted).
-func (c *Controller) ReleaseHold(id uint64) (control.Hold, error) {
-	h := c.snapshot().hold
-	if h == nil {
-		return control.Hold{}, errNoHold
-	}
-	if id != 0 && h.ID != id {
-		return control.Hold{}, fmt.Errorf("%w: the job's hold is #%d", errNoHold, h.ID)
-	}
-	c.post(msg{ev: control.Event{Kind: control.EvHoldReleased, HoldID: h.ID}})
-	return *h, nil
-}
-
-var errNoHold = errors.New("no such training hold")

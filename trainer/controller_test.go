@@ -40,7 +40,7 @@ func newHandController(t *testing.T, clk clock.Clock) *Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.model, err = model.New(c.modelConfig(f)); err != nil {
+	if c.dev.model, err = model.New(c.modelConfig(f)); err != nil {
 		t.Fatal(err)
 	}
 	c.feats, c.featsOK = f, true
@@ -103,7 +103,7 @@ func toStep(t *testing.T, c *Controller, notice *control.Event) control.Action {
 func toCheckpoint(t *testing.T, c *Controller, notice *control.Event, ids []int64) control.Action {
 	t.Helper()
 	toStep(t, c, notice)
-	c.attempt.Unit("b1").Add(ids)
+	c.attemptLedger.Unit("b1").Add(ids)
 	for _, a := range feed(c, control.Event{Kind: control.EvStepDone, Attempt: 1}) {
 		if a.Kind == control.ActWriteCheckpoint {
 			return a
@@ -157,31 +157,31 @@ func TestCheckpointDurableBeforeDeadline(t *testing.T) {
 func TestStaleStepAfterRestore(t *testing.T) {
 	c := newHandController(t, clock.Real{})
 	ctx := context.Background()
-	state, err := c.model.MarshalBinary()
+	state, err := c.dev.model.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	man, err := c.cks.Save(ctx, checkpoint.Checkpoint{Job: "p", Progress: control.Progress{Epochs: 1, Units: []string{"b0"}},
-		Fingerprint: c.model.Fingerprint(), Model: state, Ledger: &checkpoint.Ledger{}, Created: time.Now()})
+		Fingerprint: c.dev.model.Fingerprint(), Model: state, Ledger: &checkpoint.Ledger{}, Created: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The step of attempt 1 is decided; before it gets the device the
 	// attempt fails and the restore takes the device first.
-	c.deviceMu.Lock()
+	c.dev.mu.Lock()
 	go c.restoreModel(ctx, &man)
 	time.Sleep(100 * time.Millisecond) // the restore waits for the device first
 	a := toStep(t, c, nil)
 	c.runStep(ctx, a)
 	time.Sleep(100 * time.Millisecond)
-	c.deviceMu.Unlock()
+	c.dev.mu.Unlock()
 	if m := receive(t, c, control.EvModelRestored); m.ev.Err != "" {
 		t.Fatal(m.ev.Err)
 	}
 	receive(t, c, control.EvStepDone)
-	c.deviceMu.Lock()
-	got, err := c.model.MarshalBinary()
-	c.deviceMu.Unlock()
+	c.dev.mu.Lock()
+	got, err := c.dev.model.MarshalBinary()
+	c.dev.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,24 @@
-// Package trainer is the emulated TPU training pipeline of the Ads paper
-// (Kurian et al., sections III, IV.B, V, VI): a training job's controller,
-// its TPU host workers, and the wiring to SIG, the stateless readers, object
-// storage and the goodput accounting of the MPG paper.
+// Package trainer is the job runtime of the emulated TPU training pipeline
+// of the Ads paper (Kurian et al., sections III, IV.B, V, VI): a training
+// job's controller, its TPU host workers, and the wiring to SIG, the
+// stateless readers, object storage and the goodput accounting of the MPG
+// paper.
+//
+// # Three wings
+//
+// The trainer is three wings, one directory tree each:
+//
+//	trainer/              the job runtime: this package (the Controller, host
+//	                      workers, RunJob) and what it runs on:
+//	  control/            the controller's decisions, a state machine without I/O
+//	  buffer/             a host's input buffer and its reading parallelism
+//	  checkpoint/         checkpoints in object storage
+//	  model/, steptime/   the emulated device: the model and its step time
+//	trainer/embedding/    embedding placement (paper V): partition, fdp, ps, embreport
+//	trainer/accounting/   accounting (MPG paper): goodput, fleet
+//
+// The runtime imports the other two wings; they never import this package
+// (each wing's doc.go says which way its own imports run).
 //
 // # Processes
 //
@@ -18,29 +35,51 @@
 // readers in the process too unless addresses are given; demos and tests use
 // it.
 //
-// # The controller (controller.go, device.go, service.go)
+// # The controller
 //
 // The controller's decisions are trainer/control's Machine, a deterministic
-// state machine without I/O; the Controller is its I/O wrapper. One
+// state machine without I/O; the Controller is its I/O shell. One
 // goroutine owns the machine: it receives every event — host messages,
 // results of slow work, preemption notices, hold releases, ticks — feeds it
-// to the machine, and executes the actions: SubmitGraph and
-// GetReadSolution on sigd (with a token of role trainer) to learn the
-// pipeline's model inputs and raw blocks; work units built from the read
-// solution (one per raw block, each input MEMO in the initial phase, LOCAL
-// in the caught-up phase); batches collected from the hosts into steps;
-// checkpoints; chips from an Allocator (trainer/fleet shares a fleet among
-// jobs); holds and their completion watcher (sig.memo.ready and
-// WatchReadSolution); status to sigd (ReportTrainerStatus) every few
-// seconds.
+// to the machine, and executes the actions. Each concern of the shell is
+// one file:
+//
+//	controller.go   the loop: events in, the machine, actions out (execute)
+//	setup.go        SubmitGraph and GetReadSolution on sigd (token of role
+//	                trainer): the pipeline's model inputs; the model is built
+//	solution.go     the read solution indexed; work units built from it (one
+//	                per raw block, each input MEMO in the initial phase, LOCAL
+//	                in the caught-up phase)
+//	blocks.go       block refresh, and the completion watcher while the job
+//	                waits for data (sig.memo.ready and WatchReadSolution)
+//	checkpoints.go  loading the last checkpoint; the ledger check and the
+//	                checkpoint write at each epoch end
+//	device.go       the emulated slice: restore, compile, step
+//	steps.go        a step's batches collected from the hosts, its result
+//	                into the ledger, goodput and the run's statistics
+//	sessions.go     the hosts' Session streams: their messages in as events,
+//	                the machine's decisions out to them
+//	chips.go        chips from an Allocator (trainer/accounting/fleet shares
+//	                a fleet among jobs)
+//	holds.go        training holds as the run records them; their release
+//	goodput.go      the machine's activity and goodput actions into the
+//	                recorder; history.go keeps the history across restarts
+//	feedback.go     the controller's side of the partitioner and of FDP
+//	service.go      the unary RPCs: preemption notices, holds, status
+//	status.go       the snapshot the RPCs and metrics read; status to sigd
+//	                (ReportTrainerStatus) every few seconds
+//	stats.go, report.go  what the run did, and the report written at exit
+//
+// and, beside the controller, host.go (a host worker), run.go (RunJob),
+// wire.go (batches and inputs on the wire), config.go.
 //
 // The emulated slice lives in the controller: the model (trainer/model,
-// embedding tables placed by a trainer/partition plan and a dense MLP
-// trained by SGD) and the step. Each compile solves the slice's
+// embedding tables placed by a trainer/embedding/partition plan and a dense
+// MLP trained by SGD) and the step. Each compile solves the slice's
 // partitioning problem with the partitioner's heuristic (feedback.go); out
 // of memory is a permanent hold.
 //
-// # Feedback-directed partitioning (paper V.C; feedback.go, trainer/fdp)
+// # Feedback-directed partitioning (paper V.C; feedback.go, trainer/embedding/fdp)
 //
 // At setup the controller reads, from sigd's statistics store (the
 // FeatureStats service, Pebble-backed, shared by every model), the
@@ -157,10 +196,11 @@
 // blocks per epoch, and its readers generate inputs locally (LIG). The same
 // host processes feed both slices. Goodput is reported per phase.
 //
-// What this package does not own: the state machine (trainer/control), the
-// model (trainer/model), the step-time model (trainer/steptime), the buffer
-// and scaling rule (trainer/buffer), checkpoints (trainer/checkpoint), the
-// partitioner (trainer/partition), the profiler of feedback-directed
-// partitioning (trainer/fdp), the goodput arithmetic (trainer/goodput), the
-// fleet scheduler (trainer/fleet) and the statistics store (sigd).
+// What this package does not own: the decisions (trainer/control), the
+// model and its step time (trainer/model, trainer/steptime), the buffer and
+// scaling rule (trainer/buffer), the checkpoint format (trainer/checkpoint),
+// embedding placement (trainer/embedding: the partitioner, the profiler of
+// feedback-directed partitioning, the parameter servers), the goodput
+// arithmetic and the fleet scheduler (trainer/accounting), and the
+// statistics store (featstats, served by sigd).
 package trainer

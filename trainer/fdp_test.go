@@ -7,8 +7,8 @@ import (
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
-	"github.com/sigdata/sig/trainer/fdp"
-	"github.com/sigdata/sig/trainer/partition"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/steptime"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/fdp"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/model"
-	"github.com/sigdata/sig/trainer/partition"
 )
 
 // This file is the controller's side of the embedding partitioner and of
@@ -57,7 +57,7 @@ type FDPReport struct {
 }
 
 // featureKeys returns the statistics-store key of each sparse input: the
-// component key of the computation producing it (see trainer/fdp).
+// component key of the computation producing it (see trainer/embedding/fdp).
 func featureKeys(sol *solution, f model.Features) []string {
 	ins := sol.sol.GetInputs()
 	keys := make([]string, len(f.Sparse))
@@ -96,10 +96,10 @@ func (c *Controller) readStatistics(ctx context.Context, keys []string) map[stri
 
 // newProfiler profiles the model's sparse inputs (nil without a store).
 func (c *Controller) newProfiler() *fdp.Profiler {
-	if c.fstats == nil || c.cfg.ProfileRate < 0 || c.model == nil {
+	if c.fstats == nil || c.cfg.ProfileRate < 0 || c.dev.model == nil {
 		return nil
 	}
-	cfg := c.model.Config()
+	cfg := c.dev.model.Config()
 	var ts []fdp.Table
 	for k := range cfg.Features.Sparse {
 		ts = append(ts, fdp.Table{Feature: c.featKeys[k], Vocab: cfg.Shape(k).Vocab})
@@ -115,7 +115,7 @@ func (c *Controller) partitionProblem(chips int) (*partition.Problem, int) {
 		HBMBytesPerChip: c.cfg.HBMBytesPerChip, HBMBandwidth: dev.HBMBandwidth,
 		AccessGranularity: dev.AccessGranularity, LookupOverheadNS: dev.LookupOverheadNS, ShardOverheadNS: dev.ShardOverheadNS}
 	batch := c.cfg.Hosts * c.cfg.BatchSize
-	tables := c.model.Config().Tables()
+	tables := c.dev.model.Config().Tables()
 	with := 0
 	for k := range tables {
 		if k >= len(c.featKeys) {
@@ -166,11 +166,11 @@ func planLayouts(plan *partition.Plan) []string {
 // statistics is continuously updated"). Called with deviceMu held; the RPC
 // runs in its own goroutine.
 func (c *Controller) publishStatistics(ctx context.Context) {
-	if c.prof == nil || c.prof.Batches() == 0 {
+	if c.dev.prof == nil || c.dev.prof.Batches() == 0 {
 		return
 	}
-	li := c.prof.LoadImbalance()
-	stats := c.prof.Statistics(c.cfg.Pipeline)
+	li := c.dev.prof.LoadImbalance()
+	stats := c.dev.prof.Statistics(c.cfg.Pipeline)
 	req := &sigv1.PutFeatureStatisticsRequest{}
 	for _, s := range stats {
 		if s.Feature != "" {

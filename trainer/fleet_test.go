@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/sigd"
-	"github.com/sigdata/sig/trainer/fleet"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/fleet"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // TestSharedFleet runs two jobs on a fleet of 4 chips: their 4-chip

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/checkpoint"
-	"github.com/sigdata/sig/trainer/goodput"
 )
 
 // Goodput across controller restarts (doc.go, "Goodput"): the job's goodput

@@ -13,7 +13,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // TestRunJob trains a pipeline end to end against a real sigd (SubmitGraph,

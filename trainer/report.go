@@ -1,110 +1,16 @@
 package trainer
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	sigv1 "github.com/sigdata/sig/proto/sig/v1"
-	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/fdp"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/steptime"
 )
-
-// lossWindow is how many steps the first and last loss means average.
-const lossWindow = 20
-
-type phaseStats struct {
-	phase          control.Phase
-	steps          uint64
-	examples       int64
-	first          []float64 // first lossWindow losses
-	last           []float64 // ring of the last lossWindow losses
-	values, unique int64
-	scBytes        []float64 // per SparseCore, summed over the phase's steps
-	tcTime, scTime time.Duration
-	dev            time.Duration
-	chipSteps      int64 // Σ chips over the steps
-}
-
-type runStats struct {
-	steps uint64
-	// tc, sc and dev sum the modelled TensorCore, SparseCore and device
-	// time (unscaled) of every step times the chips it ran on, and
-	// chipSteps the chips: the figures behind PG, which weighs each step by
-	// its chip-time.
-	tc, sc, dev time.Duration
-	chipSteps   int64
-	examples    int64
-	lastLoss    float64
-	phases      []*phaseStats
-	curve       []LossPoint
-	checkpoints int
-	failures    []string
-}
-
-func (s *runStats) observe(p control.Phase, r *stepResult) {
-	s.steps++
-	chips := max(r.chips, 1)
-	s.tc += r.time.TensorCore * time.Duration(chips)
-	s.sc += r.time.SparseCore * time.Duration(chips)
-	s.dev += r.time.Device * time.Duration(chips)
-	s.chipSteps += int64(chips)
-	s.examples += int64(r.examples)
-	s.lastLoss = r.loss
-	var ps *phaseStats
-	if n := len(s.phases); n > 0 && s.phases[n-1].phase == p {
-		ps = s.phases[n-1]
-	} else {
-		ps = &phaseStats{phase: p}
-		s.phases = append(s.phases, ps)
-	}
-	ps.steps++
-	ps.examples += int64(r.examples)
-	ps.values += int64(r.values)
-	ps.unique += int64(r.unique)
-	ps.chipSteps += int64(max(r.chips, 1))
-	ps.tcTime += r.time.TensorCore
-	ps.scTime += r.time.SparseCore
-	ps.dev += r.time.Device
-	if len(ps.scBytes) != len(r.scBytes) {
-		ps.scBytes = make([]float64, len(r.scBytes))
-	}
-	for i, b := range r.scBytes {
-		ps.scBytes[i] += b
-	}
-	if len(ps.first) < lossWindow {
-		ps.first = append(ps.first, r.loss)
-	}
-	if len(ps.last) < lossWindow {
-		ps.last = append(ps.last, r.loss)
-	} else {
-		ps.last[ps.steps%lossWindow] = r.loss
-	}
-	// The curve keeps every step until it is long, then every other one.
-	stride := uint64(1) << uint(max(0, len(s.curve)/512))
-	if s.steps%stride == 0 || len(s.curve) == 0 {
-		s.curve = append(s.curve, LossPoint{Step: s.steps, Loss: r.loss, Phase: p.String()})
-	}
-}
-
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	var t float64
-	for _, x := range xs {
-		t += x
-	}
-	return t / float64(len(xs))
-}
 
 // LossPoint is one step's training loss (before its update).
 type LossPoint struct {
@@ -189,8 +95,8 @@ func (c *Controller) report(end time.Time) Report {
 	}
 	p := c.m.Committed()
 	r.Epochs, r.Units, r.Steps = p.Epochs, len(p.Units), p.Steps
-	if c.committed != nil {
-		r.EventIDs = c.committed.Rows()
+	if c.committedLedger != nil {
+		r.EventIDs = c.committedLedger.Rows()
 	}
 	for _, ps := range c.stats.phases {
 		pr := PhaseReport{Phase: ps.phase.String(), Steps: ps.steps, Examples: ps.examples,
@@ -220,27 +126,6 @@ func (c *Controller) report(end time.Time) Report {
 		c.log.Warn("goodput report", "err", err)
 	}
 	return r
-}
-
-// stallFraction is input stall over the time spent in epoch attempts.
-func stallFraction(s goodput.Summary) float64 {
-	cs := s.ChipSeconds
-	busy := cs[goodput.InputStall] + cs[goodput.Productive] + cs[goodput.LostWork] + cs[goodput.Uncommitted]
-	if busy == 0 {
-		return 0
-	}
-	return cs[goodput.InputStall] / busy
-}
-
-// jobGoodput is this job's part of a goodput report (the recorder may be
-// a fleet's, shared with other jobs).
-func (c *Controller) jobGoodput(r goodput.Report) (goodput.JobReport, bool) {
-	for _, j := range r.Jobs {
-		if j.Job == c.cfg.Job {
-			return j, true
-		}
-	}
-	return goodput.JobReport{}, false
 }
 
 // JobGoodput is the job's own goodput over all its phases: its SG divides
@@ -325,74 +210,4 @@ func (r Report) WriteText(w io.Writer) error {
 		return err
 	}
 	return goodput.WriteText(w, r.Goodput)
-}
-
-// registerMetrics exports goodput (trainer/goodput's collector) and the
-// run's counters on reg.
-func (c *Controller) registerMetrics(reg prometheus.Registerer) error {
-	if err := goodput.RegisterMetrics(reg, func() (goodput.Report, error) { return c.rec.Report(c.now()) }); err != nil {
-		return err
-	}
-	gauge := func(name, help string, f func(s snapshot) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"training_job": c.cfg.Job}},
-			func() float64 { return f(c.snapshot()) })
-	}
-	for _, col := range []prometheus.Collector{
-		gauge("sig_trainer_steps", "Training steps run by this controller process.", func(s snapshot) float64 { return float64(s.steps) }),
-		gauge("sig_trainer_loss", "Training loss of the last step.", func(s snapshot) float64 { return s.loss }),
-		gauge("sig_trainer_committed_epochs", "Epochs in the last committed checkpoint.", func(s snapshot) float64 { return float64(s.progress.Epochs) }),
-		gauge("sig_trainer_chips", "Chips the job holds.", func(s snapshot) float64 { return float64(s.chips) }),
-		gauge("sig_trainer_on_hold", "1 while the job is on a training hold.", func(s snapshot) float64 {
-			if s.hold != nil {
-				return 1
-			}
-			return 0
-		}),
-		gauge("sig_trainer_preempted_epochs", "Epochs cut short by a preemption notice.", func(s snapshot) float64 { return float64(s.stats.PreemptedEpochs) }),
-		gauge("sig_trainer_preempted_epochs_committed", "Preempted epochs whose checkpoint committed before the deadline.", func(s snapshot) float64 { return float64(s.stats.PreemptedCommitted) }),
-	} {
-		if err := reg.Register(col); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *Controller) reportStatusLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.StatusInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.reportStatus(ctx)
-		}
-	}
-}
-
-// reportStatus sends the job's state and goodput to sigd's operator
-// overview (best effort).
-func (c *Controller) reportStatus(ctx context.Context) {
-	st := c.Status()
-	ts := &sigv1.TrainerStatus{Job: st.Job, Client: st.Client, Pipeline: st.Pipeline, Phase: st.Phase,
-		At: timestamppb.New(c.now()), Chips: st.Chips, SchedulingGoodput: st.SchedulingGoodput,
-		RuntimeGoodput: st.RuntimeGoodput, ProgramGoodput: st.ProgramGoodput, Mpg: st.Mpg,
-		ChipSeconds: st.ChipSeconds, Loss: st.LastLoss, Steps: st.Steps}
-	// The step-time figures behind PG, so the overview can say why it is
-	// what it is (steptime.ExplainProgramGoodput).
-	if sn := c.snapshot(); sn.chipSteps > 0 {
-		n := float64(sn.chipSteps)
-		ts.TensorcoreNsPerStep = float64(sn.tc.Nanoseconds()) / n
-		ts.SparsecoreNsPerStep = float64(sn.sc.Nanoseconds()) / n
-		ts.DeviceNsPerStep = float64(sn.dev.Nanoseconds()) / n
-	}
-	if st.Hold != nil {
-		ts.Hold = st.Hold.Kind + ": " + st.Hold.Reason
-	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := c.sig.ReportTrainerStatus(rctx, ts); err != nil {
-		c.log.Debug("report status to sigd", "err", err)
-	}
 }

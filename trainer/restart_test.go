@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/checkpoint"
-	"github.com/sigdata/sig/trainer/goodput"
 )
 
 // TestGoodputAcrossControllerRestart SIGKILLs the controller process of a

@@ -3,9 +3,6 @@ package trainer
 import (
 	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
@@ -83,20 +80,4 @@ func (x *solution) unit(cfg *ControllerConfig, blockID string, phase control.Pha
 		u.Inputs = append(u.Inputs, mi)
 	}
 	return u, nil
-}
-
-// permanentRPC reports whether a SIG error needs a person: the request is
-// wrong (a graph that does not compile, an unknown pipeline, a token that
-// may not act for the client), as opposed to sigd being unavailable.
-func permanentRPC(err error) bool {
-	s, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	switch s.Code() {
-	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.PermissionDenied,
-		codes.Unauthenticated, codes.OutOfRange, codes.Unimplemented:
-		return true
-	}
-	return false
 }

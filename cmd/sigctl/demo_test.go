@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sigdata/sig/trainer"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // TestPrintTrainingScopes: the demo's training summary names the scope of

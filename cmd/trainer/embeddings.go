@@ -6,12 +6,12 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sigdata/sig/trainer/embreport"
+	"github.com/sigdata/sig/trainer/embedding/embreport"
 )
 
 // trainer embeddings-report [--json FILE] [--models A,B,...] [--steps N]
 //
-// Runs the five synthetic models A–E (trainer/embreport: table counts,
+// Runs the five synthetic models A–E (trainer/embedding/embreport: table counts,
 // vocabularies 64 to 300M scaled to fit memory, widths 1 to 380, valencies 1
 // to 230, paper VII.A) through Baseline → +Pipelining → +Hybrid partitioning
 // → +FDP (paper Figure 7) and uncoalesced → coalesced parameter servers

@@ -10,16 +10,16 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sigdata/sig/trainer/fleet"
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/fleet"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // trainer fleet [--config FILE.json] [--seed N] [--days D] [--json]
 //
-// Simulates a fleet of training jobs in virtual time (trainer/fleet) and
+// Simulates a fleet of training jobs in virtual time (trainer/accounting/fleet) and
 // prints the Ads paper's Table II (chips training, queued, on hold), the
 // preempted epochs that committed, and the fleet's goodput by phase. The
-// config is a JSON trainer/fleet.SimConfig (durations as "36h"); absent
+// config is a JSON trainer/accounting/fleet.SimConfig (durations as "36h"); absent
 // fields take the documented defaults, which are printed.
 func init() {
 	register(&command{name: "fleet", run: runFleet,
@@ -43,7 +43,7 @@ type fleetOutput struct {
 
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("fleet", stderr)
-	config := fs.String("config", "", "simulation config `FILE.json` (trainer/fleet.SimConfig); default: the defaults")
+	config := fs.String("config", "", "simulation config `FILE.json` (trainer/accounting/fleet.SimConfig); default: the defaults")
 	seed := fs.Uint64("seed", 1, "random seed (overrides the config's)")
 	days := fs.Float64("days", 0, "simulated days (overrides the config's duration)")
 	asJSON := fs.Bool("json", false, "print JSON")

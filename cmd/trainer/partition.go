@@ -10,12 +10,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sigdata/sig/trainer/partition"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 )
 
 // trainer partition --config FILE.json [--solver heuristic|exact] [--json]
 //
-// Reads a partitioner configuration (format in trainer/partition/config.go),
+// Reads a partitioner configuration (format in trainer/embedding/partition/config.go),
 // solves it and prints the plan: a readable summary, or with --json an
 // object with these fields:
 //

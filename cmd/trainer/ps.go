@@ -10,14 +10,15 @@ import (
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/grpcsvc"
-	"github.com/sigdata/sig/trainer/ps"
+	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 // trainer ps --listen ADDR --shard I --shards N (--data DIR | --s3-endpoint ... --pipeline P)
 //
-// Runs one CPU parameter server of caught-up training (trainer/ps): shard I
-// of N of every embedding table, configured by the first client (the tables
+// Runs one CPU parameter server (trainer/embedding/ps; the paper's
+// caught-up training, which the job runtime does not use yet): shard I of
+// N of every embedding table, configured by the first client (the tables
 // come over gRPC, proto/ps/v1) or restored from the newest checkpoint in
 // the store. Checkpoints go to a local directory (--data) or to the
 // warehouse bucket under checkpoints/<pipeline>/ps/ (--s3-*). The server

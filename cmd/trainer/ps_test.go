@@ -20,7 +20,7 @@ import (
 
 	psv1 "github.com/sigdata/sig/proto/ps/v1"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	"github.com/sigdata/sig/trainer/ps"
+	"github.com/sigdata/sig/trainer/embedding/ps"
 )
 
 // TestPSHelperProcess is not a test: it is the `trainer` command run as a

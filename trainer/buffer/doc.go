@@ -25,4 +25,8 @@
 //
 // The result stays within [Min, Max]. A fixed count (Min = Max) is the
 // baseline the benchmark compares against.
+//
+// What the package does not own: reading work units (the host worker in
+// package trainer, through reader.Client), sending batches and returning
+// credits (package trainer), the examples' columns (trainer/model).
 package buffer

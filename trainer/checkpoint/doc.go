@@ -20,7 +20,7 @@
 // one leaves a checkpoint that loads. The manifest names
 // the other objects with their sizes and CRC-32C and carries the progress
 // (epochs, committed units, phase, steps). The goodput history
-// (trainer/goodput.History as JSON, opaque here) lets a restarted controller
+// (trainer/accounting/goodput.History as JSON, opaque here) lets a restarted controller
 // continue its job's goodput timeline; a manifest without it, as written
 // before it existed, reads as before. Beside the sequence directories,
 // checkpoints/P/goodput-journal.json is the controller's journal of that
@@ -38,4 +38,10 @@
 // consecutive ids. An event trained twice shows up twice; Ledger.Check
 // reports it. The controller also checks, before writing, that each unit's
 // ledger holds exactly the unit's rows with no repeats.
+//
+// What the package does not own: when to checkpoint and what an epoch
+// commits (trainer/control), the ledger check before a write (package
+// trainer), the model's bytes (trainer/model), what the goodput history
+// says (trainer/accounting/goodput), and object storage itself
+// (warehouse/objstore).
 package checkpoint

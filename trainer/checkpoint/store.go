@@ -55,7 +55,7 @@ type Manifest struct {
 	Model       ObjectRef `json:"model"`
 	Ledger      ObjectRef `json:"ledger"`
 	// Goodput names the job's goodput history up to the checkpoint
-	// (trainer/goodput.History as JSON); nil in checkpoints written before
+	// (trainer/accounting/goodput.History as JSON); nil in checkpoints written before
 	// it existed, which restore as before.
 	Goodput *ObjectRef `json:"goodput,omitempty"`
 	// EventIDs is the number of event ids in the ledger.

@@ -26,7 +26,8 @@ import (
 //	blocks b1 b2:pending ... [err=...] | chips-granted | model-restored [err=...] | compiled [err=...] [permanent]
 //	host-joined H [inc=I] | host-lost H [inc=I]
 //	request H a=N [max=N] | unit-read H a=N U rows=R | unit-failed H a=N U [pending] [err=...]
-//	batch H a=N seq=S n=E [U=R ...] [final] | step-done a=N [nan] | checkpoint-done a=N [err=...]
+//	batch H a=N seq=S n=E [U=R ...] [final] | step-done a=N [nan] [err=...] [permanent]
+//	checkpoint-done a=N [err=...]
 //	preempt deadline=+D [scope=H] | release [id=N] | tick
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {

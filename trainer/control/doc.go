@@ -36,7 +36,8 @@
 // A permanent error — setup failed permanently (invalid configuration, a
 // graph the SIG frontend rejects: "compilation errors"), the slice could not
 // be compiled (the partitioner is out of memory), the last checkpoint cannot
-// be restored (corrupt), or a step's loss was not finite — fails the attempt, releases the chips and places a permanent
+// be restored (corrupt), or the model refused a step (its loss was not
+// finite) — fails the attempt, releases the chips and places a permanent
 // hold; only HoldReleased (a person, through `sigctl hold release`) lifts it,
 // after which the controller redoes setup and retrains from the last
 // checkpoint. A transient stall — the next block's memoized data is still
@@ -78,4 +79,10 @@
 // or save, input stall, idle), and goodput actions mark committed
 // checkpoints, failures, preemptions and phase changes. The caller records
 // productive steps itself, with their measured device time.
+//
+// What the package does not own: any I/O or clock — executing the
+// actions, the host protocol, the read solution, the checkpoint's bytes and
+// the time events happened are the caller's (package trainer, the
+// Controller) — and the goodput arithmetic (trainer/accounting/goodput: the
+// machine only names categories and events).
 package control

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // Config shapes the controller. Zero fields take defaults (EnsureDefaults).
@@ -433,7 +433,7 @@ func (m *Machine) plan() {
 
 func (m *Machine) liftTransientHold() {
 	if m.hold != nil && m.hold.Kind == Transient {
-		m.emit(Action{Kind: ActLiftHold, Hold: *m.hold})
+		m.emit(Action{Kind: ActLiftHold, Hold: *m.hold, Reason: "data ready"})
 		m.hold = nil
 	}
 }
@@ -686,7 +686,8 @@ func (m *Machine) onStepDone(ev Event) {
 	}
 	if ev.Err != "" {
 		// The step did not run as scheduled: its rows are not in the model.
-		m.failAttempt(fmt.Sprintf("step %d: %s", m.committed.Steps+m.at.steps+1, ev.Err), false)
+		// Permanent: the model refused it, and would again.
+		m.failAttempt(fmt.Sprintf("step %d: %s", m.committed.Steps+m.at.steps+1, ev.Err), ev.Permanent)
 		return
 	}
 	m.at.steps++
@@ -844,14 +845,14 @@ func (m *Machine) onPreempt(ev Event) {
 		// The host left on its first notice and has rejoined since: this
 		// notice is its new incarnation's.
 	}
-	a := Action{Kind: ActBroadcastPreempt, Deadline: ev.Deadline}
+	a := Action{Kind: ActBroadcastPreempt, Deadline: ev.Deadline, Scope: ScopeJob}
 	if job {
 		// Also when a host's notice is pending, or the job's moves earlier:
 		// the broadcast tells the hosts the job goes, and the caller bounds
 		// the checkpoint write by the job's deadline.
 		p.job, p.deadline = true, ev.Deadline
 	} else {
-		a.Reason = ev.Scope
+		a.Scope = ev.Scope
 		if !slices.Contains(p.hosts, ev.Scope) {
 			p.hosts = append(p.hosts, ev.Scope)
 		}

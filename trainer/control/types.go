@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // Phase is the training phase (paper III.A).
@@ -91,7 +91,8 @@ type Hold struct {
 	Since  time.Time
 }
 
-// Scope of a preemption notice: the whole job, or one host (by id).
+// ScopeJob is the scope of a preemption notice for the whole job; any other
+// scope is the id of the one host it preempts.
 const ScopeJob = "job"
 
 // EventKind says what happened.
@@ -132,13 +133,16 @@ const (
 	// rows of each unit; Final when it is the host's last of the attempt.
 	EvBatch
 	// EvStepDone: the step finished; NonFinite when its loss was NaN; Err
-	// when it could not run (the attempt fails and is retrained).
+	// when it could not run (the attempt fails and is retrained), with
+	// Permanent when the model refused it (the attempt fails and a person
+	// must look, as for a NaN loss).
 	EvStepDone
 	// EvCheckpointDone: the checkpoint is durable (or Err). At is when it
 	// became durable, not when the caller got to handling it: a checkpoint
 	// durable before a job-wide preemption deadline committed the epoch.
 	EvCheckpointDone
-	// EvPreempt: a preemption notice with Deadline for Scope.
+	// EvPreempt: a preemption notice with Deadline for Scope (ScopeJob, or
+	// empty, for the whole job; otherwise the id of the host it preempts).
 	EvPreempt
 	// EvHoldReleased: a person released hold HoldID.
 	EvHoldReleased
@@ -232,13 +236,15 @@ const (
 	// ActWatchData: watch for completion events and send EvBlocks when the
 	// solution changes (transient hold).
 	ActWatchData
-	// ActBroadcastPreempt: tell every host a preemption notice came.
+	// ActBroadcastPreempt: tell every host a preemption notice for Scope
+	// came, with Deadline.
 	ActBroadcastPreempt
-	// ActExitHost: tell Host to exit (it was preempted).
+	// ActExitHost: tell Host to exit (Reason: it was preempted).
 	ActExitHost
-	// ActRejectHost: refuse Host (the slice is full).
+	// ActRejectHost: refuse Host (Reason: the slice is full).
 	ActRejectHost
-	// ActExit: the controller exits (Reason; Committed for a preemption).
+	// ActExit: the controller exits (Reason "done" or "preempted";
+	// Committed for a preemption).
 	ActExit
 	// Goodput records: ActAllocate (Held of Requested chips), ActGoodput
 	// (Event: checkpoint, failure, preemption), ActSetPhase.
@@ -264,24 +270,44 @@ func (k ActionKind) String() string {
 	return fmt.Sprintf("ActionKind(%d)", int(k))
 }
 
-// Action is one output of the machine.
+// Action is one output of the machine. Fields not used by its Kind are
+// zero; each field means one thing whatever the Kind.
 type Action struct {
-	Kind      ActionKind
-	Host      string
-	Attempt   uint64
-	Units     []string
-	Hosts     []string
-	Seqs      []uint64
-	Chips     int
-	Phase     Phase
-	Progress  Progress
-	Rows      map[string]int64
-	Hold      Hold
-	Deadline  time.Time
+	Kind ActionKind
+	// Host is the host the action is for.
+	Host string
+	// Attempt is the epoch attempt the action belongs to.
+	Attempt uint64
+	// Units are work units (block ids): the attempt's, or those handed to
+	// Host.
+	Units []string
+	// Hosts and Seqs name a step's batches: Seqs[i] of Hosts[i].
+	Hosts []string
+	Seqs  []uint64
+	// Chips is a slice size (to acquire, to compile for).
+	Chips int
+	// Phase is the training phase the action is in.
+	Phase Phase
+	// Progress is what a checkpoint commits.
+	Progress Progress
+	// Rows are the rows of each unit an attempt trained.
+	Rows map[string]int64
+	// Hold is the training hold placed or lifted.
+	Hold Hold
+	// Deadline is a preemption notice's, and Scope what it covers:
+	// ScopeJob, or the id of the one host it preempts.
+	Deadline time.Time
+	Scope    string
+	// Held of Requested chips, for goodput.
 	Held      int
 	Requested int
-	Goodput   goodput.EventKind
-	Reason    string
+	// Goodput is the goodput event to record.
+	Goodput goodput.EventKind
+	// Reason says, for people and logs, why: an attempt aborts, a host is
+	// drained, told to exit or refused, the controller exits, a hold is
+	// lifted ("released" by a person, "data ready").
+	Reason string
+	// Committed: the epoch a preemption notice cut short committed.
 	Committed bool
 }
 
@@ -314,9 +340,10 @@ func (a Action) String() string {
 	case ActPlaceHold, ActLiftHold:
 		fmt.Fprintf(&b, " #%d %s: %s", a.Hold.ID, a.Hold.Kind, a.Hold.Reason)
 	case ActBroadcastPreempt:
+		// A host's notice names the host; the job's is the one without.
 		fmt.Fprintf(&b, " deadline=%s", a.Deadline.Format("15:04:05.000"))
-		if a.Reason != "" {
-			fmt.Fprintf(&b, " scope=%s", a.Reason)
+		if a.Scope != ScopeJob {
+			fmt.Fprintf(&b, " scope=%s", a.Scope)
 		}
 	case ActExit:
 		fmt.Fprintf(&b, " reason=%s", a.Reason)

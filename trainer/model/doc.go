@@ -47,7 +47,7 @@
 // # Placement
 //
 // Tables live in shards placed on emulated SparseCores by a
-// trainer/partition Plan: the controller's is the partitioner's solved plan
+// trainer/embedding/partition Plan: the controller's is the partitioner's solved plan
 // (its heuristic, with measured statistics when the statistics store has
 // them); nil is one shard per table. Every gather and update goes through
 // Plan.LocateAppend, so a row's column ranges come from whichever shards
@@ -65,4 +65,10 @@
 // UnmarshalBinary restores onto a model of the same architecture under any
 // plan. Checkpoints (trainer/checkpoint) store these bytes, and a phase change
 // that changes the chip count re-places the tables this way.
+//
+// What the package does not own: the partition plan (the partitioner,
+// trainer/embedding/partition, decides it; the model follows it), a step's device time
+// (trainer/steptime prices what Step reports), the hosts' batches and the
+// order of steps (package trainer), and where checkpoints go
+// (trainer/checkpoint).
 package model

@@ -6,7 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/sigdata/sig/trainer/partition"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/steptime"
 )
 
@@ -35,7 +35,7 @@ type Config struct {
 	// Shapes, when set, gives the table of each sparse input (in
 	// Features.Sparse order) its own vocabulary and width; zero fields take
 	// Vocab and Dim. The synthetic models of the embeddings report
-	// (trainer/embreport: vocabularies from 64 rows, widths 1 to 380) use
+	// (trainer/embedding/embreport: vocabularies from 64 rows, widths 1 to 380) use
 	// it; the controller's models leave it empty.
 	Shapes []Shape
 	// StaleEmbeddingGradients applies every step's embedding gradients one
@@ -103,7 +103,7 @@ const MaxParameters = 1 << 28
 // Tables returns the partitioner's description of the model's embedding
 // tables: SGD, and valency mean 1 with uniform access — the compile-time
 // assumption, since valency "is data dependent and not known at compile
-// time" (paper VII.D); measured statistics (trainer/fdp) replace it.
+// time" (paper VII.D); measured statistics (trainer/embedding/fdp) replace it.
 func (c Config) Tables() []partition.Table {
 	c.EnsureDefaults()
 	var out []partition.Table

@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/sigdata/sig/trainer/partition"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 )
 
 // baseRateLoss is the cross-entropy of always predicting the mean label:

@@ -8,7 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 
-	"github.com/sigdata/sig/trainer/partition"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 )
 
 // ErrIncompatible reports parameters saved by a model of another

@@ -24,7 +24,7 @@
 //     time.
 //   - Optional overheads (Chip.LookupOverheadNS, ShardOverheadNS; zero by
 //     default): a fixed SparseCore time per looked-up row slice and per
-//     shard held, the same terms trainer/partition's cost model adds, so a
+//     shard held, the same terms trainer/embedding/partition's cost model adds, so a
 //     plan's modelled step time and its partitioner cost agree.
 //   - Serialized execution (Figure 5a, the paper's baseline): device time =
 //     TensorCore + SparseCore. Pipelined execution (Figure 5b, V.C): the

@@ -52,7 +52,7 @@ type Chip struct {
 	// LookupOverheadNS is fixed SparseCore time per looked-up row slice
 	// (one unique row of one shard), and ShardOverheadNS fixed SparseCore
 	// time per shard it holds, per step, beyond moving bytes: the same
-	// quantities, with the same meaning, as trainer/partition's
+	// quantities, with the same meaning, as trainer/embedding/partition's
 	// Topology.LookupOverheadNS and ShardOverheadNS, so that the partition
 	// cost model and the step-time model price a plan alike. Zero (the
 	// default) leaves them out: the trainer's tiny emulated model would

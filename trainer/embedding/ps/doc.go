@@ -1,8 +1,9 @@
-// Package ps is the CPU parameter servers of caught-up training (Ads paper
-// III.B, V.B, VII.E): when a model trains on fresh data with only a few TPU
-// chips, its embedding tables live in the RAM of parameter-server processes
-// and the TPU host workers read rows and send gradients over gRPC
-// (proto/ps/v1).
+// Package ps is CPU parameter servers as the Ads paper uses them in
+// caught-up training (III.B, V.B, VII.E): when a model trains on fresh data
+// with only a few TPU chips, its embedding tables live in the RAM of
+// parameter-server processes and the TPU host workers read rows and send
+// gradients over gRPC (proto/ps/v1). This package is the servers and their
+// client; who uses them today is at the end.
 //
 // # Placement: row sharding, table stacking, cyclic distribution
 //
@@ -62,24 +63,31 @@
 // the warehouse bucket (ObjectStore, under checkpoints/<pipeline>/ps/), so a
 // server restarted on another machine finds its shard.
 //
-// # How the trainer uses it
+// # Who uses it
 //
-// The trainer's embedding layer (trainer/model) deduplicates each table's
-// lookups per batch and gathers rows from the SparseCores of the partition
-// plan. In caught-up training it calls, per step:
+// A client's training step is
 //
 //	f, err := client.Lookup(ctx, batch)   // batch[core][table]: the rows each core's examples look up
 //	vec := f.Value(core, table, i)       // the row of position i, pooled as before
 //	...forward and backward on the TPU cores...
 //	err = client.Apply(ctx, f, grads)     // grads[core][table]: one gradient row per position
 //
-// so that gather reads f.Value instead of the in-memory tables and the
-// embedding update is sent instead of applied locally (the optimizer then
-// runs on the servers); at the controller's epoch-end checkpoint it calls
-// client.Checkpoint and records the returned step in its own manifest, and
-// on restart it calls client.Restore with that step.
+// with client.Checkpoint after some steps and client.Restore after a
+// restart. The embeddings report (trainer/embedding/embreport, paper VII.E)
+// runs a Lookup and an Apply per step of each model's caught-up batches on
+// real servers over loopback gRPC, uncoalesced and coalesced, and
+// measures them; `trainer ps` runs one server as a process of its own,
+// whose test kills and restarts it (cmd/trainer/ps_test.go). The job
+// runtime (package trainer) does not use the servers: its caught-up phase
+// keeps the tables on the emulated slice (trainer/model) like the initial
+// phase, and its checkpoints record no parameter-server step. Wiring them
+// in — gather reading Fetched.Value instead of the in-memory tables, the
+// update sent instead of applied locally, the servers' committed step
+// recorded in the controller's manifest and restored with it — is later
+// work.
 //
-// What the package does not own: the dense model and the choice between
-// TPU and CPU embeddings (trainer), starting server processes (cmd/trainer
-// ps), and the network: one process per server, any gRPC transport.
+// What the package does not own: the dense model (trainer/model), the
+// choice between TPU and CPU embeddings (nobody makes it yet: see above),
+// starting server processes (cmd/trainer ps), and the network: one process
+// per server, any gRPC transport.
 package ps

@@ -116,7 +116,7 @@ func TestParseConfigErrors(t *testing.T) {
 
 // Every example configuration parses and solves.
 func TestExampleConfigs(t *testing.T) {
-	files, err := filepath.Glob("../../examples/partition/*.json")
+	files, err := filepath.Glob("../../../examples/partition/*.json")
 	if err != nil || len(files) < 2 {
 		t.Fatalf("example configs: %v %v", files, err)
 	}

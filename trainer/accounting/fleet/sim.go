@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sigdata/sig/trainer/goodput"
+	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
 // SimConfig describes a fleet and its training jobs for Simulate. Zero

@@ -43,4 +43,10 @@
 // a fleet whose holds and queues look like the paper's; the numbers are
 // assumptions, not measurements, and `trainer fleet` prints them with the
 // results.
+//
+// What the package does not own: the goodput arithmetic
+// (trainer/accounting/goodput), a real job's decisions (trainer/control: a
+// simulated job follows the simple rules of SimConfig, not the controller's
+// machine) and its chips' use (package trainer acquires and releases
+// through Shared).
 package fleet

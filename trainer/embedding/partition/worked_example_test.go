@@ -112,7 +112,7 @@ func TestWorkedExampleSolversFindTableAndColumn(t *testing.T) {
 
 // The example configuration shipped in examples/ is the same problem.
 func TestWorkedExampleConfigFile(t *testing.T) {
-	data, err := os.ReadFile("../../examples/partition/worked_example.json")
+	data, err := os.ReadFile("../../../examples/partition/worked_example.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,4 +125,10 @@
 // ParseTimeline and FormatTimeline read and write a Timeline as text, one
 // record a line (see ParseTimeline). The test cases in testdata/ use it, and
 // the trainer can dump a run's timeline to recompute or explain its goodput.
+//
+// What the package does not own: the clock and I/O (callers give every
+// time and read and write the bytes), what the chips are doing (a real
+// job's trainer/control classifies it and package trainer records it; the
+// fleet simulation records its own jobs), the scheduler
+// (trainer/accounting/fleet), and what a step ideally costs (trainer/steptime).
 package goodput

@@ -149,7 +149,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteText writes the tables.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Embedding optimizations (paper VII.D, Figure 7): %d chips (%d SparseCores), global batch %d, models scaled %gx (see trainer/embreport)\n",
+	fmt.Fprintf(&b, "Embedding optimizations (paper VII.D, Figure 7): %d chips (%d SparseCores), global batch %d, models scaled %gx (see trainer/embedding/embreport)\n",
 		r.Chips, r.SparseCores, r.Batch, r.ScaleFactor)
 	fmt.Fprintf(&b, "cost model: TPU v4 peaks, HBM access granularity 64 B, %.1f ns per row slice, %.0f ns per shard, pipelining contention %.2f\n\n",
 		r.LookupNS, r.ShardNS, r.Contention)

@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/model"
-	"github.com/sigdata/sig/trainer/partition"
 )
 
 func TestSampledIsDeterministicAndNearRate(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"sort"
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/model"
-	"github.com/sigdata/sig/trainer/partition"
 )
 
 // DefaultRate is the fraction of batches profiled (paper V.C: 3%).

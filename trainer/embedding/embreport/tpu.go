@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigdata/sig/trainer/fdp"
+	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/model"
-	"github.com/sigdata/sig/trainer/partition"
 	"github.com/sigdata/sig/trainer/steptime"
 )
 

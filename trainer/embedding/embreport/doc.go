@@ -3,11 +3,11 @@
 // optimizations of the Ads paper — Baseline → +Pipelining → +Hybrid
 // partitioning → +FDP (VII.D, Figure 7) on the emulated TPU slice, and
 // uncoalesced → coalesced parameter servers in caught-up training (VII.E).
-// Every figure comes out of the cost models (trainer/partition,
+// Every figure comes out of the cost models (trainer/embedding/partition,
 // trainer/steptime) and real runs of the project's code: the real model
 // (trainer/model) doing real deduplicated lookups and updates through each
-// plan's shards, the real profiler (trainer/fdp), real parameter servers
-// (trainer/ps) over loopback gRPC. Nothing is fitted to the paper's figures.
+// plan's shards, the real profiler (trainer/embedding/fdp), real parameter servers
+// (trainer/embedding/ps) over loopback gRPC. Nothing is fitted to the paper's figures.
 //
 // # The models (spec.go)
 //
@@ -80,4 +80,9 @@
 // CPUs, so RPC overhead is far larger relative to the TPU step than in the
 // paper's datacenter (where coalescing gains 6–10% of the caught-up step):
 // the step speedup here is essentially the parameter-server speedup.
+//
+// What the package does not own: the optimizations it measures (the
+// partitioner, the profiler and the parameter servers of trainer/embedding,
+// the model and step-time model of trainer/model and trainer/steptime); it
+// runs no controller, hosts or readers.
 package embreport

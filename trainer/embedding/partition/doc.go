@@ -61,7 +61,7 @@
 // measured unique values per batch, a measured row-frequency profile (dense,
 // or sparse: the hottest rows and a uniform or Zipf tail) or measured per-row
 // deduplicated lookups override the configured assumptions table by table.
-// The trainer's profiler (trainer/fdp) produces them from ~3% of batches.
+// The trainer's profiler (trainer/embedding/fdp) produces them from ~3% of batches.
 //
 // # Solvers
 //

@@ -4,7 +4,7 @@
 // per-SparseCore load of the plan in use — and stores the statistics, keyed
 // by feature, in a database shared across models (sigd's FeatureStats
 // service, Pebble-backed). When a model is compiled, the partitioner
-// (trainer/partition) takes the statistics of its features as Measured
+// (trainer/embedding/partition) takes the statistics of its features as Measured
 // statistics in place of the compile-time assumptions (valency 1, uniform
 // access), so a second model with the same features gets a plan balanced for
 // the real load from the first model's measurements.
@@ -46,7 +46,7 @@
 // by row position when the vocabulary looks frequency-sorted (most hot rows
 // among the lowest row ids) and a uniform tail otherwise (hashed ids).
 //
-// What the package does not own: storing statistics (sigd), deciding when to
-// publish (the controller, at each committed checkpoint) and solving
-// (trainer/partition).
+// What the package does not own: storing statistics (featstats, served by
+// sigd), deciding when to publish (the controller, at each committed
+// checkpoint) and solving (trainer/embedding/partition).
 package fdp

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/trainer/model"
-	"github.com/sigdata/sig/trainer/ps"
 	"github.com/sigdata/sig/trainer/steptime"
 )
 
