@@ -3,6 +3,7 @@ package trainer
 import (
 	"bytes"
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,12 +11,17 @@ import (
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/devenv"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/objstore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // newHandController returns a controller whose checkpoints go to a fresh
@@ -217,5 +223,40 @@ func TestCheckpointLedgerRows(t *testing.T) {
 	}
 	if man, err := c.cks.Latest(c.ctx); err != nil || man != nil {
 		t.Fatalf("committed %+v %v", man, err)
+	}
+}
+
+// TestHostIDJobReserved: a host may not be named after the job's
+// preemption scope, control.ScopeJob: a notice for that host would stop the
+// whole job. The session is refused before the host joins.
+func TestHostIDJobReserved(t *testing.T) {
+	c := newHandController(t, clock.Real{})
+	gs := c.GRPCServer()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(lis)
+	defer gs.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, id := range []string{control.ScopeJob, "h 1"} {
+		// The controller runs no loop here: a session it accepted would
+		// wait forever, so a refusal must come before the host joins.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stream, err := trainerv1.NewControllerClient(conn).Session(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&trainerv1.HostMessage{Msg: &trainerv1.HostMessage_Hello{Hello: &trainerv1.Hello{HostId: id, Incarnation: "i1"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "host_id") {
+			t.Errorf("host_id %q: got %v, want InvalidArgument naming host_id", id, err)
+		}
 	}
 }

@@ -75,6 +75,11 @@ func (s *service) Session(stream trainerv1.Controller_SessionServer) error {
 	if err := block.ValidateName("host_id", hello.GetHostId()); err != nil || hello.GetIncarnation() == "" || strings.ContainsAny(hello.GetHostId(), " #") {
 		return status.Errorf(codes.InvalidArgument, "session: host_id %q and a non-empty incarnation are required", hello.GetHostId())
 	}
+	if hello.GetHostId() == control.ScopeJob {
+		// A preemption notice's scope is a host's id or ScopeJob: a host
+		// of that name would turn its own notice into the whole job's.
+		return status.Errorf(codes.InvalidArgument, "session: host_id %q is reserved: a preemption notice's scope %q means the whole job", hello.GetHostId(), control.ScopeJob)
+	}
 	c := s.c
 	sess := newSession(hello.GetHostId(), hello.GetIncarnation())
 	c.post(msg{ev: control.Event{Kind: control.EvHostJoined, Host: sess.id, Incarnation: sess.incarnation}, sess: sess})
