@@ -78,8 +78,9 @@
 // lock, so the two move in step; Open rebuilds the mirror and checks each
 // index against the task records, refusing a store where they disagree
 // (ErrCorrupt) or whose format is unknown (ErrFormat). Key layout, format
-// FormatVersion ("sig.workers/1"); names never contain NUL, which
-// terminates them:
+// FormatVersion ("sig.workers/1"); <component> is the canon.Key's 64
+// lowercase hex digits (a TaskID holds the key itself: the store is where
+// it becomes text); names never contain NUL, which terminates them:
 //
 //	v                                             -> "sig.workers/1"
 //	t <component> 00 <block>                      -> task record

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"crypto/rand"
@@ -911,8 +912,8 @@ func sortedTasks(m map[TaskID]*task) []*task {
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].id, out[j].id
-		if a.Component != b.Component {
-			return a.Component < b.Component
+		if c := bytes.Compare(a.Component[:], b.Component[:]); c != 0 {
+			return c < 0
 		}
 		return a.Block < b.Block
 	})

@@ -3,6 +3,7 @@ package workers
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // FormatVersion is the on-disk format of the queue store (see doc.go for the
@@ -52,8 +54,24 @@ func openDB(dir string, d Durability) (*pebble.DB, error) {
 
 func appendName(k []byte, s string) []byte { return append(append(k, s...), 0) }
 
+// appendID writes a task id as its component key's 64 lowercase hex digits
+// (canon.Key.String, the form stores have always held), NUL, the block id.
 func appendID(k []byte, id TaskID) []byte {
-	return append(appendName(k, id.Component), id.Block...)
+	return append(append(hex.AppendEncode(k, id.Component[:]), 0), id.Block...)
+}
+
+// keyHexLen is the length of a component key in a store key.
+const keyHexLen = 2 * len(canon.Key{})
+
+// parseKey reads a component key as appendID wrote it: exactly 64 lowercase
+// hex digits, so that writing it back gives the same bytes.
+func parseKey(b []byte) (canon.Key, bool) {
+	var k canon.Key
+	if len(b) != keyHexLen || bytes.ContainsAny(b, "ABCDEF") {
+		return k, false
+	}
+	_, err := hex.Decode(k[:], b)
+	return k, err == nil
 }
 
 // invPriority maps priorities so that higher priorities sort first.
@@ -62,7 +80,7 @@ func invPriority(p int32) uint32 { return ^(uint32(p) ^ 0x80000000) }
 func fromInvPriority(u uint32) int32 { return int32(^u ^ 0x80000000) }
 
 func taskKey(id TaskID) []byte {
-	return appendID(append(make([]byte, 0, 2+len(id.Component)+len(id.Block)), pfxTask), id)
+	return appendID(append(make([]byte, 0, 2+keyHexLen+len(id.Block)), pfxTask), id)
 }
 
 func queueKey(client string, prio int32, seq uint64) []byte {
@@ -72,7 +90,7 @@ func queueKey(client string, prio int32, seq uint64) []byte {
 }
 
 func pipelineKey(client, pipeline string, id TaskID) []byte {
-	k := append(make([]byte, 0, 4+len(client)+len(pipeline)+len(id.Component)+len(id.Block)), pfxPipeline)
+	k := append(make([]byte, 0, 4+len(client)+len(pipeline)+keyHexLen+len(id.Block)), pfxPipeline)
 	return appendID(appendName(appendName(k, client), pipeline), id)
 }
 
@@ -94,7 +112,7 @@ func parseFairnessKey(k []byte) (int32, error) {
 }
 
 func quarantineKey(id TaskID) []byte {
-	return appendID(append(make([]byte, 0, 2+len(id.Component)+len(id.Block)), pfxQuarantine), id)
+	return appendID(append(make([]byte, 0, 2+keyHexLen+len(id.Block)), pfxQuarantine), id)
 }
 
 func idValue(id TaskID) []byte { return appendID(nil, id) }
@@ -104,7 +122,11 @@ func parseID(b []byte) (TaskID, error) {
 	if i < 0 {
 		return TaskID{}, fmt.Errorf("%w: malformed task id %q", ErrCorrupt, b)
 	}
-	return TaskID{Component: string(b[:i]), Block: string(b[i+1:])}, nil
+	k, ok := parseKey(b[:i])
+	if !ok {
+		return TaskID{}, fmt.Errorf("%w: task id %q: component key is not 64 lowercase hex digits", ErrCorrupt, b)
+	}
+	return TaskID{Component: k, Block: string(b[i+1:])}, nil
 }
 
 func parseQueueKey(k []byte) (client string, prio int32, seq uint64, err error) {
@@ -118,11 +140,12 @@ func parseQueueKey(k []byte) (client string, prio int32, seq uint64, err error) 
 }
 
 func parsePipelineKey(k []byte) (client, pipeline string, id TaskID, err error) {
-	parts := bytes.SplitN(k[1:], []byte{0}, 4)
-	if len(parts) != 4 {
+	parts := bytes.SplitN(k[1:], []byte{0}, 3)
+	if len(parts) != 3 {
 		return "", "", TaskID{}, fmt.Errorf("%w: malformed pipeline key %q", ErrCorrupt, k)
 	}
-	return string(parts[0]), string(parts[1]), TaskID{Component: string(parts[2]), Block: string(parts[3])}, nil
+	id, err = parseID(parts[2])
+	return string(parts[0]), string(parts[1]), id, err
 }
 
 func parseLeaseKey(k []byte) (deadline time.Time, leaseID string, err error) {
