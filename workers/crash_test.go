@@ -110,7 +110,7 @@ func TestSIGKILLLosesNothing(t *testing.T) {
 			t.Fatalf("reopen after SIGKILL: %v", err)
 		}
 		present := map[string]bool{}
-		for id := range q.tasks {
+		for id := range q.st.tasks {
 			present[id.String()] = true
 		}
 		q.Close()

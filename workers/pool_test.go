@@ -167,7 +167,7 @@ func TestPoolCancelStopsRun(t *testing.T) {
 	}
 	waitFor(t, "the lost lease to be counted", func() bool { return pool.Stats().LeaseLost == 1 })
 	q.mu.Lock()
-	n := len(q.leases)
+	n := len(q.st.leases)
 	q.mu.Unlock()
 	if n != 0 || pool.Stats().Failed != 0 {
 		t.Errorf("%d leases linger, stats %+v", n, pool.Stats())

@@ -118,7 +118,7 @@ func TestReopenKeepsEveryTask(t *testing.T) {
 		t.Fatalf("mixed state lacks a kind of task: %+v", st)
 	}
 	var leased []Lease
-	for _, l := range q.leases {
+	for _, l := range q.st.leases {
 		if !l.cancelled {
 			leased = append(leased, l.snapshot())
 		}
@@ -149,7 +149,7 @@ func TestReopenKeepsEveryTask(t *testing.T) {
 	for _, l := range leased {
 		if err := q2.Complete(context.Background(), l.ID, Result{}); err != nil {
 			// Lease ids differ between stores (random nonce); complete by task.
-			for _, l2 := range q2.leases {
+			for _, l2 := range q2.st.leases {
 				if l2.t.id == l.Task.ID {
 					if err := q2.Complete(context.Background(), l2.id, Result{}); err != nil {
 						t.Fatal(err)

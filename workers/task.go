@@ -238,3 +238,30 @@ func clip(s string) string {
 	}
 	return s + " …(truncated)"
 }
+
+// EventKind says what happened to a task.
+type EventKind uint8
+
+const (
+	// EventQuarantined: the task failed MaxAttempts times; Task.Err says why.
+	EventQuarantined EventKind = iota + 1
+	// EventReleased: an operator released the task from quarantine; it is
+	// queued again.
+	EventReleased
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventQuarantined:
+		return "quarantined"
+	case EventReleased:
+		return "released"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is a notification from the queue.
+type Event struct {
+	Kind EventKind
+	Task Task
+}

@@ -1,5 +1,10 @@
 package workers
 
+// The queue's on-disk layout: the keys and the task record that the state
+// (state.go) writes and loads, and the store (queue.go) puts in Pebble as
+// they are. doc.go ("Persistence") describes the layout; it is the format
+// FormatVersion names, so existing stores open with byte-identical keys.
+
 import (
 	"bytes"
 	"encoding/binary"
@@ -8,9 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/matching/canon"
 )
 
@@ -30,22 +32,6 @@ const (
 )
 
 var keyFormat = []byte{pfxFormat}
-
-// Durability says which crashes an acknowledged change survives (see
-// internal/pebbleutil).
-type Durability = pebbleutil.Durability
-
-// Durabilities.
-const (
-	DurabilityProcess = pebbleutil.DurabilityProcess
-	DurabilityMachine = pebbleutil.DurabilityMachine
-)
-
-// openDB opens the Pebble store in dir; every change is written with
-// pebbleutil.WriteOptions (see there for why).
-func openDB(dir string, d Durability) (*pebble.DB, error) {
-	return pebbleutil.Open(dir, d, nil)
-}
 
 // ---------------------------------------------------------------- keys
 //
@@ -115,7 +101,7 @@ func quarantineKey(id TaskID) []byte {
 	return appendID(append(make([]byte, 0, 2+keyHexLen+len(id.Block)), pfxQuarantine), id)
 }
 
-func idValue(id TaskID) []byte { return appendID(nil, id) }
+func idValue(id TaskID) []byte { return appendID(make([]byte, 0, keyHexLen+1+len(id.Block)), id) }
 
 func parseID(b []byte) (TaskID, error) {
 	i := bytes.IndexByte(b, 0)
@@ -153,11 +139,6 @@ func parseLeaseKey(k []byte) (deadline time.Time, leaseID string, err error) {
 		return time.Time{}, "", fmt.Errorf("%w: malformed lease key %q", ErrCorrupt, k)
 	}
 	return time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))), string(k[9:]), nil
-}
-
-// prefixBounds returns iterator bounds covering every key starting with p.
-func prefixBounds(p byte) *pebble.IterOptions {
-	return &pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}}
 }
 
 // ------------------------------------------------------------ records
