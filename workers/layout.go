@@ -46,6 +46,15 @@ func appendID(k []byte, id TaskID) []byte {
 	return append(append(hex.AppendEncode(k, id.Component[:]), 0), id.Block...)
 }
 
+// storedID is a task id as the store holds it (appendID). Every key of a
+// task embeds it, so a task encodes its own once (task.sid) rather than at
+// every write.
+type storedID []byte
+
+func storeID(id TaskID) storedID {
+	return appendID(make([]byte, 0, keyHexLen+1+len(id.Block)), id)
+}
+
 // keyHexLen is the length of a component key in a store key.
 const keyHexLen = 2 * len(canon.Key{})
 
@@ -65,8 +74,8 @@ func invPriority(p int32) uint32 { return ^(uint32(p) ^ 0x80000000) }
 
 func fromInvPriority(u uint32) int32 { return int32(^u ^ 0x80000000) }
 
-func taskKey(id TaskID) []byte {
-	return appendID(append(make([]byte, 0, 2+keyHexLen+len(id.Block)), pfxTask), id)
+func taskKey(id storedID) []byte {
+	return append(append(make([]byte, 0, 1+len(id)), pfxTask), id...)
 }
 
 func queueKey(client string, prio int32, seq uint64) []byte {
@@ -75,9 +84,9 @@ func queueKey(client string, prio int32, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
-func pipelineKey(client, pipeline string, id TaskID) []byte {
-	k := append(make([]byte, 0, 4+len(client)+len(pipeline)+keyHexLen+len(id.Block)), pfxPipeline)
-	return appendID(appendName(appendName(k, client), pipeline), id)
+func pipelineKey(client, pipeline string, id storedID) []byte {
+	k := append(make([]byte, 0, 3+len(client)+len(pipeline)+len(id)), pfxPipeline)
+	return append(appendName(appendName(k, client), pipeline), id...)
 }
 
 func leaseKey(deadline time.Time, leaseID string) []byte {
@@ -97,11 +106,9 @@ func parseFairnessKey(k []byte) (int32, error) {
 	return fromInvPriority(binary.BigEndian.Uint32(k[1:])), nil
 }
 
-func quarantineKey(id TaskID) []byte {
-	return appendID(append(make([]byte, 0, 2+keyHexLen+len(id.Block)), pfxQuarantine), id)
+func quarantineKey(id storedID) []byte {
+	return append(append(make([]byte, 0, 1+len(id)), pfxQuarantine), id...)
 }
-
-func idValue(id TaskID) []byte { return appendID(make([]byte, 0, keyHexLen+1+len(id.Block)), id) }
 
 func parseID(b []byte) (TaskID, error) {
 	i := bytes.IndexByte(b, 0)

@@ -183,16 +183,16 @@ func TestOpenChecksIndexes(t *testing.T) {
 		want   error
 	}{
 		{"orphan queue entry", func(db *pebble.DB) error {
-			return db.Set(queueKey("c", 1, 999), idValue(TaskID{nameKey("ghost"), "b"}), pebble.Sync)
+			return db.Set(queueKey("c", 1, 999), storeID(TaskID{nameKey("ghost"), "b"}), pebble.Sync)
 		}, ErrCorrupt},
 		{"missing queue entry", func(db *pebble.DB) error {
 			return db.Delete(queueKey("a", 5, 1), pebble.Sync)
 		}, ErrCorrupt},
 		{"orphan pipeline entry", func(db *pebble.DB) error {
-			return db.Set(pipelineKey("a", "nope", TaskID{nameKey("t1"), "b"}), nil, pebble.Sync)
+			return db.Set(pipelineKey("a", "nope", storeID(TaskID{nameKey("t1"), "b"})), nil, pebble.Sync)
 		}, ErrCorrupt},
 		{"bad record", func(db *pebble.DB) error {
-			return db.Set(taskKey(TaskID{nameKey("t1"), "b"}), []byte{recordVersion, 9, 9}, pebble.Sync)
+			return db.Set(taskKey(storeID(TaskID{nameKey("t1"), "b"})), []byte{recordVersion, 9, 9}, pebble.Sync)
 		}, ErrCorrupt},
 		{"other format", func(db *pebble.DB) error {
 			return db.Set(keyFormat, []byte("sig.workers/0"), pebble.Sync)
@@ -536,16 +536,16 @@ func TestKeyLayout(t *testing.T) {
 	hx := k.String() // 0000…0abd
 	id := TaskID{Component: k, Block: "b7"}
 	for _, c := range []struct{ got, want string }{
-		{string(taskKey(id)), "t" + hx + "\x00b7"},
-		{string(quarantineKey(id)), "x" + hx + "\x00b7"},
-		{string(pipelineKey("c", "p", id)), "pc\x00p\x00" + hx + "\x00b7"},
-		{string(idValue(id)), hx + "\x00b7"},
+		{string(taskKey(storeID(id))), "t" + hx + "\x00b7"},
+		{string(quarantineKey(storeID(id))), "x" + hx + "\x00b7"},
+		{string(pipelineKey("c", "p", storeID(id))), "pc\x00p\x00" + hx + "\x00b7"},
+		{string(storeID(id)), hx + "\x00b7"},
 	} {
 		if c.got != c.want {
 			t.Errorf("key %q, want %q", c.got, c.want)
 		}
 	}
-	if got, err := parseID(idValue(id)); err != nil || got != id {
+	if got, err := parseID(storeID(id)); err != nil || got != id {
 		t.Errorf("parseID round trip: %v, %v", got, err)
 	}
 	for _, bad := range []string{"t1\x00b", strings.ToUpper(hx) + "\x00b", hx[:63] + "\x00b", hx + "0\x00b"} {

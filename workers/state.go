@@ -106,6 +106,7 @@ type result struct {
 // task is one task record and its places in the indexes.
 type task struct {
 	id    TaskID
+	sid   storedID // id as the store holds it; the value of its q and l keys
 	rec   record
 	items []*qitem // when queued: one per requesting client
 	lease *lease   // when leased
@@ -208,7 +209,7 @@ func (s *state) apply(o *op) result {
 func (s *state) set(k, v []byte) { s.writes = append(s.writes, write{key: k, value: v}) }
 func (s *state) del(k []byte)    { s.writes = append(s.writes, write{key: k, del: true}) }
 
-func (s *state) putRecord(t *task) { s.set(taskKey(t.id), t.rec.encode()) }
+func (s *state) putRecord(t *task) { s.set(taskKey(t.sid), t.rec.encode()) }
 
 func (s *state) nextSeq() uint64 {
 	s.seq++
@@ -271,7 +272,7 @@ func (s *state) pushItem(t *task, client string, prio int32) {
 	it := &qitem{t: t, client: client, prio: prio}
 	heap.Push(cq, it)
 	t.items = append(t.items, it)
-	s.set(queueKey(client, prio, t.rec.seq), idValue(t.id))
+	s.set(queueKey(client, prio, t.rec.seq), t.sid)
 	s.wake = true
 }
 
@@ -312,7 +313,7 @@ func (s *state) syncClient(t *task, client string) bool {
 		s.del(queueKey(client, it.prio, t.rec.seq))
 		it.prio = want
 		heap.Fix(s.queues[client], it.idx)
-		s.set(queueKey(client, want, t.rec.seq), idValue(t.id))
+		s.set(queueKey(client, want, t.rec.seq), t.sid)
 		return true
 	}
 	if ok {
@@ -330,7 +331,7 @@ func (s *state) addPipe(t *task, client, pipeline string) {
 		s.pipelines[pk] = m
 	}
 	m[t.id] = t
-	s.set(pipelineKey(client, pipeline, t.id), nil)
+	s.set(pipelineKey(client, pipeline, t.sid), nil)
 }
 
 func (s *state) delPipe(t *task, client, pipeline string) {
@@ -341,7 +342,7 @@ func (s *state) delPipe(t *task, client, pipeline string) {
 			delete(s.pipelines, pk)
 		}
 	}
-	s.del(pipelineKey(client, pipeline, t.id))
+	s.del(pipelineKey(client, pipeline, t.sid))
 }
 
 // dropTask deletes a task that is out of its queues, lease and quarantine.
@@ -350,7 +351,7 @@ func (s *state) dropTask(t *task) {
 		s.delPipe(t, r.Client, r.Pipeline)
 	}
 	delete(s.tasks, t.id)
-	s.del(taskKey(t.id))
+	s.del(taskKey(t.sid))
 }
 
 // cancelTask removes a task in any state.
@@ -364,7 +365,7 @@ func (s *state) cancelTask(t *task) {
 		s.nLeased--
 	case StateQuarantined:
 		delete(s.quarantine, t.id)
-		s.del(quarantineKey(t.id))
+		s.del(quarantineKey(t.sid))
 	}
 	s.dropTask(t)
 }
@@ -394,7 +395,7 @@ func (s *state) failLeased(l *lease, cause string) (quarantined bool) {
 	if t.rec.attempts >= s.cfg.MaxAttempts {
 		t.rec.state = StateQuarantined
 		s.quarantine[t.id] = t
-		s.set(quarantineKey(t.id), nil)
+		s.set(quarantineKey(t.sid), nil)
 		s.stats.Quarantines++
 		s.events = append(s.events, Event{Kind: EventQuarantined, Task: t.snapshot()})
 	} else {
@@ -444,7 +445,7 @@ func (s *state) enqueue(reqs []Request) (created int) {
 	for _, r := range reqs {
 		t := s.tasks[r.Task]
 		if t == nil {
-			t = &task{id: r.Task, rec: record{
+			t = &task{id: r.Task, sid: storeID(r.Task), rec: record{
 				state:      StateQueued,
 				seq:        s.nextSeq(),
 				since:      s.now,
@@ -559,7 +560,7 @@ func (s *state) lease(worker string) (Lease, bool) {
 	s.leases[l.id] = l
 	s.nLeased++
 	s.putRecord(t)
-	s.set(leaseKey(t.rec.deadline, l.id), idValue(t.id))
+	s.set(leaseKey(t.rec.deadline, l.id), t.sid)
 	return l.snapshot(), true
 }
 
@@ -598,7 +599,7 @@ func (s *state) heartbeat(leaseID string) (time.Time, error) {
 	if d := s.now.Add(s.cfg.LeaseTTL); d.After(t.rec.deadline) {
 		s.del(leaseKey(t.rec.deadline, l.id))
 		t.rec.deadline = d
-		s.set(leaseKey(d, l.id), idValue(t.id))
+		s.set(leaseKey(d, l.id), t.sid)
 		s.putRecord(t)
 	}
 	return t.rec.deadline, nil
@@ -693,7 +694,7 @@ func (s *state) release(id TaskID) bool {
 		return false
 	}
 	delete(s.quarantine, id)
-	s.del(quarantineKey(id))
+	s.del(quarantineKey(t.sid))
 	t.rec.state = StateQueued
 	t.rec.attempts = 0
 	t.rec.err = ""
@@ -814,7 +815,7 @@ func (s *state) load(scan func(p byte, fn func(k, v []byte) error) error) error 
 		if err != nil {
 			return fmt.Errorf("task %s: %w", id, err)
 		}
-		s.tasks[id] = &task{id: id, rec: *rec}
+		s.tasks[id] = &task{id: id, sid: append(storedID(nil), k[1:]...), rec: *rec}
 		if rec.seq >= s.seq {
 			s.seq = rec.seq
 		}
