@@ -19,11 +19,16 @@ import (
 	"github.com/sigdata/sig/workers"
 )
 
-// queueCanceler adapts the work queues to the evictor.
+// queueCanceler adapts the work queues to the evictor. eviction.Canceler
+// names the component by its hex form, so it is parsed here.
 type queueCanceler struct{ q *workers.Queue }
 
 func (c queueCanceler) Cancel(component, block string) error {
-	_, err := c.q.Cancel(workers.TaskID{Component: component, Block: block})
+	k, err := canon.ParseKey(component)
+	if err != nil {
+		return err
+	}
+	_, err = c.q.Cancel(workers.TaskID{Component: k, Block: block})
 	return err
 }
 
@@ -271,13 +276,19 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 				if cs := t.Clients(); len(cs) > 0 {
 					client = cs[0]
 				}
-				out = append(out, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component, BlockId: t.ID.Block, Error: t.Err,
+				out = append(out, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component.String(), BlockId: t.ID.Block, Error: t.Err,
 					Attempts: uint32(t.Attempts), Since: timestamp(t.Since), Client: client})
 			}
 			return out
 		},
+		// The operator's form posts the key as hex: parsed here, at the
+		// HTTP boundary.
 		Release: func(component, block string) (bool, error) {
-			return s.queue.Release(workers.TaskID{Component: component, Block: block})
+			k, err := canon.ParseKey(component)
+			if err != nil {
+				return false, fmt.Errorf("component: %w", err)
+			}
+			return s.queue.Release(workers.TaskID{Component: k, Block: block})
 		},
 		Trainers:    func() []*sigv1.TrainerStatus { return s.TrainerStatuses(op) },
 		QueuedPeak:  s.queue.QueuedPeak,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/workers"
 )
@@ -92,7 +93,7 @@ func (h *sigService) ListQuarantine(ctx context.Context, _ *sigv1.ListQuarantine
 		if p.IsOperator() && len(clients) > 0 {
 			client = clients[0]
 		}
-		out.Tasks = append(out.Tasks, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component, BlockId: t.ID.Block,
+		out.Tasks = append(out.Tasks, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component.String(), BlockId: t.ID.Block,
 			Error: t.Err, Attempts: uint32(t.Attempts), Since: timestamp(t.Since), Client: client})
 	}
 	return out, nil
@@ -112,7 +113,11 @@ func (h *sigService) ReleaseQuarantine(ctx context.Context, req *sigv1.ReleaseQu
 	if _, err := auth.Require(ctx, auth.RoleOperator); err != nil {
 		return nil, err
 	}
-	ok, err := h.s.queue.Release(workers.TaskID{Component: req.GetComponentKey(), Block: req.GetBlockId()})
+	k, err := canon.ParseKey(req.GetComponentKey())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "component_key: %v", err)
+	}
+	ok, err := h.s.queue.Release(workers.TaskID{Component: k, Block: req.GetBlockId()})
 	if err != nil {
 		return nil, grpcError(err)
 	}

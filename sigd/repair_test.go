@@ -231,7 +231,7 @@ func TestCorruptMemoRepaired(t *testing.T) {
 	if o := memoOf(t, srv, q, w.Blocks[1].ID); o.State != matching.MemoReady {
 		t.Errorf("another block of the component changed: %+v", o)
 	}
-	task, ok := srv.Queue().Get(workers.TaskID{Component: q.String(), Block: b0})
+	task, ok := srv.Queue().Get(workers.TaskID{Component: q, Block: b0})
 	if !ok || len(task.Requesters) != 1 || task.Priority() != 700 {
 		t.Errorf("recomputation task %+v (queued %v), want one at the pipeline's priority 700", task, ok)
 	}
@@ -377,7 +377,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 		if m := memoOf(t, srv, k, id); m.State != matching.MemoReady || m.Gen != was.Gen {
 			t.Errorf("%s: entry %+v, want it ready as before (generation %d)", what, m, was.Gen)
 		}
-		if _, queued := srv.Queue().Get(workers.TaskID{Component: k.String(), Block: id}); queued {
+		if _, queued := srv.Queue().Get(workers.TaskID{Component: k, Block: id}); queued {
 			t.Errorf("%s: a task was queued", what)
 		}
 		if n := len(auditLog(t, ctx, srv)); n != 0 {
@@ -426,6 +426,10 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 		if _, err := op.EvictBlock(ctx, tc.req); status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("EvictBlock %v: %v, want %s naming %s", tc.req, err, tc.code, tc.field)
 		}
+	}
+	// A quarantine release names its component by hex too, parsed once here.
+	if _, err := op.ReleaseQuarantine(ctx, &sigv1.ReleaseQuarantineRequest{ComponentKey: "abc", BlockId: b1}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "component_key") {
+		t.Errorf("release of a bad component key: %v, want InvalidArgument naming component_key", err)
 	}
 	if _, err := report(srv.SIG(t, "reader"), canon.Key{}, "../x"); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "block_id") {
 		t.Errorf("report of a bad block id: %v, want InvalidArgument naming block_id", err)

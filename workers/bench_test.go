@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -20,7 +19,7 @@ func BenchmarkQueueCycle(b *testing.B) {
 		b.Run(d.String(), func(b *testing.B) {
 			q := openBench(b, d)
 			ctx := context.Background()
-			comp := fmt.Sprintf("%064x", 42)
+			comp := numKey(42)
 			b.ResetTimer()
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
@@ -49,7 +48,7 @@ func BenchmarkQueueCycleParallel(b *testing.B) {
 		b.Run(d.String(), func(b *testing.B) {
 			q := openBench(b, d)
 			ctx := context.Background()
-			comp := fmt.Sprintf("%064x", 42)
+			comp := numKey(42)
 			var n atomic.Int64
 			b.SetParallelism(4) // 4 x GOMAXPROCS goroutines
 			b.ResetTimer()

@@ -30,7 +30,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := 0; ; i++ {
-		id := TaskID{Component: fmt.Sprintf("%064x", i%17), Block: fmt.Sprint(i)}
+		id := TaskID{Component: numKey(i % 17), Block: fmt.Sprint(i)}
 		if _, err := q.Enqueue(Request{Task: id, Client: fmt.Sprintf("c%d", i%3), Pipeline: "p", Priority: int32(i % 4)}); err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
@@ -110,7 +110,7 @@ func TestSIGKILLLosesNothing(t *testing.T) {
 			t.Fatalf("reopen after SIGKILL: %v", err)
 		}
 		present := map[string]bool{}
-		for id := range q.tasks {
+		for id := range q.st.tasks {
 			present[id.String()] = true
 		}
 		q.Close()

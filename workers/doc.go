@@ -70,16 +70,34 @@
 // answers ErrCancelled and cancels the run; Complete and Fail of that lease
 // then change nothing.
 //
+// # State and store
+//
+// The queue is two parts. The state (state.go) holds every task and index
+// (per-client heaps, the pipeline index, leases, quarantine, the fairness
+// cursors, counters) and every rule above; it has no Pebble, no locks and
+// no clock. Its one mutator, apply, takes an op that carries its own time
+// and returns the records the change writes or deletes, in the layout
+// below, and the events it causes (after tf.data service's dispatcher
+// state, whose modifications all go through Apply, and etcd raft's state
+// machine, whose caller does the I/O). The Queue (queue.go) is the store
+// around it: it takes the lock, reads the clock, applies the op, writes
+// its records in one Pebble batch (see Durability) and emits its events
+// outside the lock; so changing a lease rule touches only the state.
+// testdata/state drives the state alone and prints each op's records and
+// events; its harness rebuilds a state from the records after every op,
+// which shows that the records are the whole change.
+//
 // # Persistence
 //
-// Queues live in Pebble, and an in-memory mirror (per-client heaps, the
-// pipeline index, leases, quarantine) serves leasing without reads. Every
-// change mutates memory and writes one Pebble batch together, under one
-// lock, so the two move in step; Open rebuilds the mirror and checks each
-// index against the task records, refusing a store where they disagree
-// (ErrCorrupt) or whose format is unknown (ErrFormat). Key layout, format
-// FormatVersion ("sig.workers/1"); names never contain NUL, which
-// terminates them:
+// Queues live in Pebble, and the state serves leasing from memory without
+// reads. Memory and store move in step: each change is applied and its
+// batch committed under one lock. Open rebuilds the state from the records
+// and checks each index against the task records, refusing a store where
+// they disagree (ErrCorrupt) or whose format is unknown (ErrFormat). Key
+// layout (layout.go), format
+// FormatVersion ("sig.workers/1"); <component> is the canon.Key's 64
+// lowercase hex digits (a TaskID holds the key itself: the store is where
+// it becomes text); names never contain NUL, which terminates them:
 //
 //	v                                             -> "sig.workers/1"
 //	t <component> 00 <block>                      -> task record

@@ -258,7 +258,7 @@ func (h *pipeHarness) do(td *datadriven.TestData, expected string) string {
 		g.ch <- v
 		return ""
 	case "cancel":
-		if ok, err := h.q.Cancel(TaskID{tasks[0], "0"}); !ok || err != nil {
+		if ok, err := h.q.Cancel(TaskID{nameKey(tasks[0]), "0"}); !ok || err != nil {
 			t.Fatalf("cancel %s: %v %v", tasks[0], ok, err)
 		}
 		return ""
@@ -361,7 +361,7 @@ func (h *pipeHarness) state() string {
 	var sb strings.Builder
 	for _, n := range names {
 		fmt.Fprintf(&sb, "%s: ", n)
-		tk, ok := h.q.Get(TaskID{n, "0"})
+		tk, ok := h.q.Get(TaskID{nameKey(n), "0"})
 		switch {
 		case !ok && h.outcome[n] != "":
 			sb.WriteString(h.outcome[n])
@@ -450,7 +450,7 @@ func (h *pipeHarness) Lease(ctx context.Context, w string) (Lease, error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	task := l.Task.ID.Component
+	task := keyName(l.Task.ID.Component)
 	h.worker[task], h.status[task], h.outcome[task] = w, "", ""
 	h.leaseOf[l.ID] = task
 	h.current[task] = l.ID
@@ -526,7 +526,7 @@ func (r fakeStagedRunner) Run(ctx context.Context, t Task) (Result, error) {
 }
 
 func (r fakeStagedRunner) Read(ctx context.Context, t Task) (StagedTask, error) {
-	task := t.ID.Component
+	task := keyName(t.ID.Component)
 	if err := r.h.stage(ctx, task, stageRead); err != nil {
 		return nil, err
 	}

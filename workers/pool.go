@@ -599,7 +599,7 @@ func describeLease(describe func(TaskID) (*sigv1.Task, error), l Lease) (*sigv1.
 			spec = s
 		}
 	}
-	spec.ComponentKey = l.Task.ID.Component
+	spec.ComponentKey = l.Task.ID.Component.String()
 	spec.BlockId = l.Task.ID.Block
 	spec.Attempt = uint32(l.Task.Attempts)
 	spec.Priority = l.Priority

@@ -38,11 +38,11 @@ func TestPoolPanicIsolated(t *testing.T) {
 	defer q.Close()
 	var good atomic.Int64
 	runner := RunnerFunc(func(ctx context.Context, tk Task) (Result, error) {
-		if tk.ID.Component == "bad" {
+		if keyName(tk.ID.Component) == "bad" {
 			var m map[string]int
 			m["boom"]++ // a real runtime panic: assignment to entry in nil map
 		}
-		if tk.ID.Component == "err" {
+		if keyName(tk.ID.Component) == "err" {
 			return Result{}, errors.New("column price missing")
 		}
 		good.Add(1)
@@ -68,10 +68,10 @@ func TestPoolPanicIsolated(t *testing.T) {
 	if len(qs) != 2 {
 		t.Fatalf("quarantine %+v, want bad and err", qs)
 	}
-	if qs[0].ID.Component != "bad" || !strings.Contains(qs[0].Err, "panicked") || !strings.Contains(qs[0].Err, "nil map") || qs[0].Attempts != 3 {
+	if keyName(qs[0].ID.Component) != "bad" || !strings.Contains(qs[0].Err, "panicked") || !strings.Contains(qs[0].Err, "nil map") || qs[0].Attempts != 3 {
 		t.Errorf("bad: %+v", qs[0])
 	}
-	if qs[1].ID.Component != "err" || qs[1].Err != "column price missing" {
+	if keyName(qs[1].ID.Component) != "err" || qs[1].Err != "column price missing" {
 		t.Errorf("err: %+v", qs[1])
 	}
 	if s := pool.Stats(); s.Panics != 3 || s.Failed != 6 || s.Completed != 30 {
@@ -149,7 +149,7 @@ func TestPoolCancelStopsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	if ok, err := q.Cancel(TaskID{"evicted", "b"}); !ok || err != nil {
+	if ok, err := q.Cancel(TaskID{nameKey("evicted"), "b"}); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	var err error
@@ -167,7 +167,7 @@ func TestPoolCancelStopsRun(t *testing.T) {
 	}
 	waitFor(t, "the lost lease to be counted", func() bool { return pool.Stats().LeaseLost == 1 })
 	q.mu.Lock()
-	n := len(q.leases)
+	n := len(q.st.leases)
 	q.mu.Unlock()
 	if n != 0 || pool.Stats().Failed != 0 {
 		t.Errorf("%d leases linger, stats %+v", n, pool.Stats())
@@ -231,7 +231,7 @@ func TestPoolHardClose(t *testing.T) {
 	if pool.Size() != 0 {
 		t.Errorf("size %d after Close", pool.Size())
 	}
-	if tk, _ := q.Get(TaskID{"a", "1"}); tk.State != StateLeased || tk.Attempts != 0 {
+	if tk, _ := q.Get(TaskID{nameKey("a"), "1"}); tk.State != StateLeased || tk.Attempts != 0 {
 		t.Errorf("interrupted task %+v, want still leased with no attempt counted", tk)
 	}
 	pool.Resize(3)

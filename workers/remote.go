@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 
@@ -111,7 +112,12 @@ func (r *RemoteLeaser) Lease(ctx context.Context, workerID string) (Lease, error
 // malformed task.
 func leaseFromProto(workerID string, resp *sigv1.LeaseTaskResponse) (Lease, error) {
 	t := resp.GetTask()
-	id := TaskID{Component: t.GetComponentKey(), Block: t.GetBlockId()}
+	// The process boundary: the key travels as hex and is parsed here once.
+	k, err := canon.ParseKey(t.GetComponentKey())
+	if err != nil {
+		return Lease{}, fmt.Errorf("workers: server sent a bad task: %w: component_key: %v", ErrInvalid, err)
+	}
+	id := TaskID{Component: k, Block: t.GetBlockId()}
 	if err := id.validate(); err != nil {
 		return Lease{}, fmt.Errorf("workers: server sent a bad task: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sigdata/sig/internal/clock"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -41,14 +42,14 @@ func serveWorkers(t *testing.T, q *Queue, describe func(TaskID) (*sigv1.Task, er
 }
 
 func describeFake(id TaskID) (*sigv1.Task, error) {
-	if id.Component == "ghost" {
+	if keyName(id.Component) == "ghost" {
 		return nil, errors.New("component evicted")
 	}
 	return &sigv1.Task{
 		CanonicalDsl: "input out = lower(col(\"query\"))",
 		RawSource:    "ads",
 		RawObject:    "raw/ads/" + id.Block + ".arrow",
-		MemoObject:   "memo/" + id.Component + "/" + id.Block + ".arrow",
+		MemoObject:   "memo/" + keyName(id.Component) + "/" + id.Block + ".arrow",
 		Columns:      []string{"query"},
 	}, nil
 }
@@ -74,7 +75,7 @@ func TestRemoteWorkers(t *testing.T) {
 	var seen sync.Map
 	runner := RunnerFunc(func(ctx context.Context, tk Task) (Result, error) {
 		seen.Store(tk.ID, tk.Spec)
-		if tk.ID.Component == "bad" {
+		if keyName(tk.ID.Component) == "bad" {
 			panic("kernel bug")
 		}
 		return Result{Rows: 10, Bytes: int64(len(tk.Spec.GetMemoObject()))}, nil
@@ -100,30 +101,30 @@ func TestRemoteWorkers(t *testing.T) {
 		t.Errorf("complete hook ran for %d tasks, want 20", len(hooked))
 	}
 	for id, res := range hooked {
-		if want := int64(len("memo/" + id.Component + "/" + id.Block + ".arrow")); res.Rows != 10 || res.Bytes != want {
+		if want := int64(len("memo/" + keyName(id.Component) + "/" + id.Block + ".arrow")); res.Rows != 10 || res.Bytes != want {
 			t.Errorf("%s: hook got %+v", id, res)
 		}
 	}
-	v, ok := seen.Load(TaskID{"k1", "1"})
+	v, ok := seen.Load(TaskID{nameKey("k1"), "1"})
 	if !ok {
 		t.Fatal("k1/1 never reached a worker")
 	}
 	spec := v.(*sigv1.Task)
-	if spec.GetComponentKey() != "k1" || spec.GetBlockId() != "1" || spec.GetClient() != "client1" || spec.GetPriority() != 3 ||
+	if spec.GetComponentKey() != nameKey("k1").String() || spec.GetBlockId() != "1" || spec.GetClient() != "client1" || spec.GetPriority() != 3 ||
 		spec.GetMemoObject() != "memo/k1/1.arrow" || spec.GetCanonicalDsl() == "" {
 		t.Errorf("task as the worker saw it: %v", spec)
 	}
-	if _, ok := seen.Load(TaskID{"ghost", "b0"}); ok {
+	if _, ok := seen.Load(TaskID{nameKey("ghost"), "b0"}); ok {
 		t.Error("an undescribable task reached a worker")
 	}
 	qs := q.ListQuarantine()
 	if len(qs) != 2 {
 		t.Fatalf("quarantine: %+v", qs)
 	}
-	if qs[0].ID.Component != "bad" || !strings.Contains(qs[0].Err, "kernel bug") || qs[0].Attempts != 3 {
+	if keyName(qs[0].ID.Component) != "bad" || !strings.Contains(qs[0].Err, "kernel bug") || qs[0].Attempts != 3 {
 		t.Errorf("bad: %+v", qs[0])
 	}
-	if qs[1].ID.Component != "ghost" || !strings.Contains(qs[1].Err, "component evicted") {
+	if keyName(qs[1].ID.Component) != "ghost" || !strings.Contains(qs[1].Err, "component evicted") {
 		t.Errorf("ghost: %+v", qs[1])
 	}
 	if s := pool.Stats(); s.Panics != 3 || s.Completed != 20 {
@@ -187,7 +188,7 @@ func TestRemoteLeaseProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Task.ID != (TaskID{"k", "b"}) || !l.Deadline.Equal(clk.Now().Add(30*time.Second)) {
+	if l.Task.ID != (TaskID{nameKey("k"), "b"}) || !l.Deadline.Equal(clk.Now().Add(30*time.Second)) {
 		t.Errorf("remote lease %+v", l)
 	}
 	if d, err := rl.Heartbeat(ctx, l.ID); err != nil || d.Before(l.Deadline) {
@@ -223,10 +224,37 @@ func TestDescribeWrapper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Task.ID.Component != "k" || l.Task.Spec.GetMemoObject() != "memo/k/b.arrow" || l.Task.Spec.GetClient() != "c" {
+	if keyName(l.Task.ID.Component) != "k" || l.Task.Spec.GetMemoObject() != "memo/k/b.arrow" || l.Task.Spec.GetClient() != "c" {
 		t.Errorf("lease %+v spec %v", l, l.Task.Spec)
 	}
-	if qs := q.ListQuarantine(); len(qs) != 1 || qs[0].ID.Component != "ghost" {
+	if qs := q.ListQuarantine(); len(qs) != 1 || keyName(qs[0].ID.Component) != "ghost" {
 		t.Errorf("quarantine %+v", qs)
+	}
+}
+
+// TestRemoteBadTask: a remote worker parses the component key it is sent,
+// once, and refuses a task whose key is not 64 hex digits or whose block is
+// missing, naming the field, rather than run it.
+func TestRemoteBadTask(t *testing.T) {
+	good := nameKey("k").String()
+	deadline := timestamppb.New(t0)
+	cases := []struct {
+		task *sigv1.Task
+		want string
+	}{
+		{&sigv1.Task{ComponentKey: "k", BlockId: "b"}, "component_key"},
+		{&sigv1.Task{ComponentKey: good[:63], BlockId: "b"}, "component_key"},
+		{&sigv1.Task{ComponentKey: good + "00", BlockId: "b"}, "component_key"},
+		{&sigv1.Task{ComponentKey: good, BlockId: ""}, "block id"},
+	}
+	for _, c := range cases {
+		_, err := leaseFromProto("w", &sigv1.LeaseTaskResponse{Task: c.task, LeaseId: "l", Deadline: deadline})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("task %v: %v, want ErrInvalid naming %s", c.task, err, c.want)
+		}
+	}
+	l, err := leaseFromProto("w", &sigv1.LeaseTaskResponse{Task: &sigv1.Task{ComponentKey: good, BlockId: "b"}, LeaseId: "l", Deadline: deadline})
+	if err != nil || l.Task.ID != (TaskID{nameKey("k"), "b"}) {
+		t.Errorf("good task: %+v, %v", l.Task.ID, err)
 	}
 }

@@ -46,9 +46,9 @@ func (h *queueHarness) open() {
 // parseTask reads "t1" (block "b") or "t1/b7".
 func parseTask(s string) TaskID {
 	if c, b, ok := strings.Cut(s, "/"); ok {
-		return TaskID{Component: c, Block: b}
+		return TaskID{Component: nameKey(c), Block: b}
 	}
-	return TaskID{Component: s, Block: "b"}
+	return TaskID{Component: nameKey(s), Block: "b"}
 }
 
 func atoi32(t *testing.T, s string) int32 {
@@ -125,7 +125,7 @@ func (h *queueHarness) run(t *testing.T, td *datadriven.TestData) string {
 				break
 			}
 			h.leases[l.Task.ID] = l.ID
-			out = append(out, fmt.Sprintf("%s@%d %s", l.Client, l.Priority, l.Task.ID.Component+blockSuffix(l.Task.ID)))
+			out = append(out, fmt.Sprintf("%s@%d %s", l.Client, l.Priority, keyName(l.Task.ID.Component)+blockSuffix(l.Task.ID)))
 		}
 		return strings.Join(out, "\n")
 	case "set-priority": // set-priority client=C pipeline=P priority=N
@@ -207,7 +207,7 @@ func (h *queueHarness) run(t *testing.T, td *datadriven.TestData) string {
 	case "quarantine":
 		var out []string
 		for _, tk := range q.ListQuarantine() {
-			out = append(out, fmt.Sprintf("%s attempts=%d err=%q", tk.ID.Component+blockSuffix(tk.ID), tk.Attempts, tk.Err))
+			out = append(out, fmt.Sprintf("%s attempts=%d err=%q", keyName(tk.ID.Component)+blockSuffix(tk.ID), tk.Attempts, tk.Err))
 		}
 		if len(out) == 0 {
 			return "empty"
@@ -349,7 +349,7 @@ func TestFairnessLongRun(t *testing.T) {
 	for c, n := range sizes {
 		var reqs []Request
 		for i := 0; i < n; i++ {
-			reqs = append(reqs, Request{Task: TaskID{Component: c, Block: fmt.Sprint(i)}, Client: c, Pipeline: "p", Priority: 1})
+			reqs = append(reqs, Request{Task: TaskID{Component: nameKey(c), Block: fmt.Sprint(i)}, Client: c, Pipeline: "p", Priority: 1})
 		}
 		if _, err := h.q.Enqueue(reqs...); err != nil {
 			t.Fatal(err)

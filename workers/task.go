@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 )
 
@@ -60,12 +61,17 @@ const (
 // TaskID names one memoization task: one component over one raw block
 // (paper IV.A, "Scheduling New Work"). However many pipelines want the
 // block, there is one task.
+//
+// The component is a canon.Key, the type matching hands out at SubmitGraph
+// and the reader reads: the queue never parses it. Only the store writes it
+// as its 64 hex digits (see doc.go, "Persistence"), and the lease protocol
+// carries it as hex in sigv1.Task, parsed once in RemoteLeaser.
 type TaskID struct {
-	Component string // the component's Merkle key (64 hex digits)
-	Block     string // the raw block id
+	Component canon.Key // the component's Merkle key
+	Block     string    // the raw block id
 }
 
-func (id TaskID) String() string { return id.Component + "/" + id.Block }
+func (id TaskID) String() string { return id.Component.String() + "/" + id.Block }
 
 // Requester is one pipeline of one client that asked for a task, at the
 // pipeline's priority.
@@ -202,8 +208,9 @@ func checkName(what, s string) error {
 }
 
 func (id TaskID) validate() error {
-	if err := checkName("component key", id.Component); err != nil {
-		return err
+	// The zero key is no component's hash: it is a TaskID left unset.
+	if id.Component == (canon.Key{}) {
+		return fmt.Errorf("%w: empty component key", ErrInvalid)
 	}
 	return checkName("block id", id.Block)
 }
@@ -230,4 +237,31 @@ func clip(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s + " …(truncated)"
+}
+
+// EventKind says what happened to a task.
+type EventKind uint8
+
+const (
+	// EventQuarantined: the task failed MaxAttempts times; Task.Err says why.
+	EventQuarantined EventKind = iota + 1
+	// EventReleased: an operator released the task from quarantine; it is
+	// queued again.
+	EventReleased
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventQuarantined:
+		return "quarantined"
+	case EventReleased:
+		return "released"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is a notification from the queue.
+type Event struct {
+	Kind EventKind
+	Task Task
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/workers"
 )
@@ -39,7 +40,7 @@ func TestQueueChartKeepsBursts(t *testing.T) {
 	u.sample()
 	var reqs []workers.Request
 	for i := 0; i < 81; i++ {
-		reqs = append(reqs, workers.Request{Task: workers.TaskID{Component: "c", Block: fmt.Sprint(i)}, Client: "ctr", Pipeline: "p", Priority: 1})
+		reqs = append(reqs, workers.Request{Task: workers.TaskID{Component: canon.Key{'c'}, Block: fmt.Sprint(i)}, Client: "ctr", Pipeline: "p", Priority: 1})
 	}
 	if _, err := q.Enqueue(reqs...); err != nil {
 		t.Fatal(err)

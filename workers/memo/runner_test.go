@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
@@ -79,7 +80,7 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 				t.Fatal(err)
 			}
 			memoKey := "memo/test/" + id + ".arrow"
-			task := workers.Task{ID: workers.TaskID{Component: "c", Block: id}, Spec: &sigv1.Task{
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: id}, Spec: &sigv1.Task{
 				ComponentKey: "c", BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: `input out = hash(col("advertiser_id"), buckets=100)`, Columns: []string{"advertiser_id"},
 				SchemaJson: string(schemaJSON), MemoGeneration: 1,

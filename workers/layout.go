@@ -1,15 +1,19 @@
 package workers
 
+// The queue's on-disk layout: the keys and the task record that the state
+// (state.go) writes and loads, and the store (queue.go) puts in Pebble as
+// they are. doc.go ("Persistence") describes the layout; it is the format
+// FormatVersion names, so existing stores open with byte-identical keys.
+
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // FormatVersion is the on-disk format of the queue store (see doc.go for the
@@ -29,22 +33,6 @@ const (
 
 var keyFormat = []byte{pfxFormat}
 
-// Durability says which crashes an acknowledged change survives (see
-// internal/pebbleutil).
-type Durability = pebbleutil.Durability
-
-// Durabilities.
-const (
-	DurabilityProcess = pebbleutil.DurabilityProcess
-	DurabilityMachine = pebbleutil.DurabilityMachine
-)
-
-// openDB opens the Pebble store in dir; every change is written with
-// pebbleutil.WriteOptions (see there for why).
-func openDB(dir string, d Durability) (*pebble.DB, error) {
-	return pebbleutil.Open(dir, d, nil)
-}
-
 // ---------------------------------------------------------------- keys
 //
 // Names never contain NUL (checkName), so NUL terminates them and keys of
@@ -52,8 +40,33 @@ func openDB(dir string, d Durability) (*pebble.DB, error) {
 
 func appendName(k []byte, s string) []byte { return append(append(k, s...), 0) }
 
+// appendID writes a task id as its component key's 64 lowercase hex digits
+// (canon.Key.String, the form stores have always held), NUL, the block id.
 func appendID(k []byte, id TaskID) []byte {
-	return append(appendName(k, id.Component), id.Block...)
+	return append(append(hex.AppendEncode(k, id.Component[:]), 0), id.Block...)
+}
+
+// storedID is a task id as the store holds it (appendID). Every key of a
+// task embeds it, so a task encodes its own once (task.sid) rather than at
+// every write.
+type storedID []byte
+
+func storeID(id TaskID) storedID {
+	return appendID(make([]byte, 0, keyHexLen+1+len(id.Block)), id)
+}
+
+// keyHexLen is the length of a component key in a store key.
+const keyHexLen = 2 * len(canon.Key{})
+
+// parseKey reads a component key as appendID wrote it: exactly 64 lowercase
+// hex digits, so that writing it back gives the same bytes.
+func parseKey(b []byte) (canon.Key, bool) {
+	var k canon.Key
+	if len(b) != keyHexLen || bytes.ContainsAny(b, "ABCDEF") {
+		return k, false
+	}
+	_, err := hex.Decode(k[:], b)
+	return k, err == nil
 }
 
 // invPriority maps priorities so that higher priorities sort first.
@@ -61,8 +74,8 @@ func invPriority(p int32) uint32 { return ^(uint32(p) ^ 0x80000000) }
 
 func fromInvPriority(u uint32) int32 { return int32(^u ^ 0x80000000) }
 
-func taskKey(id TaskID) []byte {
-	return appendID(append(make([]byte, 0, 2+len(id.Component)+len(id.Block)), pfxTask), id)
+func taskKey(id storedID) []byte {
+	return append(append(make([]byte, 0, 1+len(id)), pfxTask), id...)
 }
 
 func queueKey(client string, prio int32, seq uint64) []byte {
@@ -71,9 +84,9 @@ func queueKey(client string, prio int32, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
-func pipelineKey(client, pipeline string, id TaskID) []byte {
-	k := append(make([]byte, 0, 4+len(client)+len(pipeline)+len(id.Component)+len(id.Block)), pfxPipeline)
-	return appendID(appendName(appendName(k, client), pipeline), id)
+func pipelineKey(client, pipeline string, id storedID) []byte {
+	k := append(make([]byte, 0, 3+len(client)+len(pipeline)+len(id)), pfxPipeline)
+	return append(appendName(appendName(k, client), pipeline), id...)
 }
 
 func leaseKey(deadline time.Time, leaseID string) []byte {
@@ -93,18 +106,20 @@ func parseFairnessKey(k []byte) (int32, error) {
 	return fromInvPriority(binary.BigEndian.Uint32(k[1:])), nil
 }
 
-func quarantineKey(id TaskID) []byte {
-	return appendID(append(make([]byte, 0, 2+len(id.Component)+len(id.Block)), pfxQuarantine), id)
+func quarantineKey(id storedID) []byte {
+	return append(append(make([]byte, 0, 1+len(id)), pfxQuarantine), id...)
 }
-
-func idValue(id TaskID) []byte { return appendID(nil, id) }
 
 func parseID(b []byte) (TaskID, error) {
 	i := bytes.IndexByte(b, 0)
 	if i < 0 {
 		return TaskID{}, fmt.Errorf("%w: malformed task id %q", ErrCorrupt, b)
 	}
-	return TaskID{Component: string(b[:i]), Block: string(b[i+1:])}, nil
+	k, ok := parseKey(b[:i])
+	if !ok {
+		return TaskID{}, fmt.Errorf("%w: task id %q: component key is not 64 lowercase hex digits", ErrCorrupt, b)
+	}
+	return TaskID{Component: k, Block: string(b[i+1:])}, nil
 }
 
 func parseQueueKey(k []byte) (client string, prio int32, seq uint64, err error) {
@@ -118,11 +133,12 @@ func parseQueueKey(k []byte) (client string, prio int32, seq uint64, err error) 
 }
 
 func parsePipelineKey(k []byte) (client, pipeline string, id TaskID, err error) {
-	parts := bytes.SplitN(k[1:], []byte{0}, 4)
-	if len(parts) != 4 {
+	parts := bytes.SplitN(k[1:], []byte{0}, 3)
+	if len(parts) != 3 {
 		return "", "", TaskID{}, fmt.Errorf("%w: malformed pipeline key %q", ErrCorrupt, k)
 	}
-	return string(parts[0]), string(parts[1]), TaskID{Component: string(parts[2]), Block: string(parts[3])}, nil
+	id, err = parseID(parts[2])
+	return string(parts[0]), string(parts[1]), id, err
 }
 
 func parseLeaseKey(k []byte) (deadline time.Time, leaseID string, err error) {
@@ -130,11 +146,6 @@ func parseLeaseKey(k []byte) (deadline time.Time, leaseID string, err error) {
 		return time.Time{}, "", fmt.Errorf("%w: malformed lease key %q", ErrCorrupt, k)
 	}
 	return time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))), string(k[9:]), nil
-}
-
-// prefixBounds returns iterator bounds covering every key starting with p.
-func prefixBounds(p byte) *pebble.IterOptions {
-	return &pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}}
 }
 
 // ------------------------------------------------------------ records

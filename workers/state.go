@@ -1,0 +1,1017 @@
+package workers
+
+import (
+	"bytes"
+	"container/heap"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The queue's state machine. state holds every task and index (per-client
+// heaps, the pipeline index, leases, quarantine, fairness, counters) and
+// knows every rule: scheduling, priorities, leases, attempts, quarantine.
+// It has no Pebble, no locks and no clock: the time of a change comes in
+// with it. Its only mutator is apply, which performs one op and returns
+// the records the change writes and deletes, in the store's layout
+// (layout.go), and the events it causes. The store (queue.go) takes the
+// locks, reads the clock, calls apply, writes the records in one Pebble
+// batch and emits the events; on Open it hands the stored records to load.
+// This is tf.data service's dispatcher state ("all state modifications
+// must be done via Apply", the journal kept apart) and etcd raft's pure
+// state machine whose caller does the I/O; testdata/state drives it alone.
+
+// stateConfig is what the state's rules depend on besides the ops.
+type stateConfig struct {
+	LeaseTTL    time.Duration
+	MaxAttempts int
+	// CostSmoothing is the weight of the newest duration in MeanTaskSeconds.
+	CostSmoothing float64
+	// Nonce starts every lease id: a per-Open random value, so that a lease
+	// id is never reused across restarts (lease ids are nonce-counter).
+	Nonce uint64
+}
+
+// opKind says what an op does.
+type opKind uint8
+
+const (
+	opEnqueue        opKind = iota + 1 // reqs
+	opSetPriority                      // client, pipeline, priority
+	opRemovePipeline                   // client, pipeline
+	opCancel                           // id
+	opRelease                          // id
+	opLease                            // worker
+	opHeartbeat                        // lease
+	opComplete                         // lease
+	opFail                             // lease, cause
+	opReturn                           // lease
+	opExpire                           // due
+	opTakePeak                         // (nothing: resets the queued peak)
+)
+
+// op is one change to the state, with everything it depends on: its
+// arguments, and the time it happens (now; the store's clock).
+type op struct {
+	kind     opKind
+	now      time.Time
+	reqs     []Request
+	id       TaskID
+	client   string
+	pipeline string
+	priority int32
+	worker   string
+	lease    string
+	cause    string
+	// due: leases whose deadline is not after it expire.
+	due time.Time
+}
+
+// write is one record the change writes: key set to value, or deleted.
+type write struct {
+	key, value []byte
+	del        bool
+}
+
+// result is what apply returns: the answer to the op, and the change to
+// make durable.
+type result struct {
+	// n: tasks created (enqueue), moved (set-priority), cancelled
+	// (remove-pipeline), leases expired (expire), the queued peak
+	// (take-peak).
+	n int
+	// ok: the task existed (cancel), was quarantined (release), or a task
+	// was leased (lease).
+	ok          bool
+	lease       Lease     // lease
+	deadline    time.Time // heartbeat
+	quarantined bool      // fail
+	// err refuses the op (ErrLeaseLost, ErrCancelled); the state may still
+	// have changed in memory (a cancelled lease is forgotten once its holder
+	// has heard), but there is nothing to write.
+	err error
+	// writes are the records to write, in order. They are the state's
+	// buffer: valid until the next apply.
+	writes []write
+	// events are the notifications the change causes, to emit once the
+	// writes are durable.
+	events []Event
+	// wake: a task was queued; waiting leasers should look again.
+	wake bool
+}
+
+// task is one task record and its places in the indexes.
+type task struct {
+	id    TaskID
+	sid   storedID // id as the store holds it; the value of its q and l keys
+	rec   record
+	items []*qitem // when queued: one per requesting client
+	lease *lease   // when leased
+}
+
+type lease struct {
+	id string
+	t  *task
+	// cancelled: the task was cancelled while leased. The record is gone;
+	// the lease lingers in memory so that its holder learns ErrCancelled.
+	cancelled bool
+}
+
+type pipeKey struct{ client, pipeline string }
+
+type state struct {
+	cfg        stateConfig
+	tasks      map[TaskID]*task
+	queues     map[string]*clientQueue // non-empty queues only
+	pipelines  map[pipeKey]map[TaskID]*task
+	leases     map[string]*lease
+	quarantine map[TaskID]*task
+	fair       Fairness
+	seq        uint64
+	leaseN     uint64
+	// leasePrefix is the nonce part of every lease id.
+	leasePrefix string
+	nQueued     int
+	nLeased     int // leases not cancelled
+	// peakQueued is the largest nQueued since the last opTakePeak.
+	peakQueued int
+	// stats holds the counters; Queued, Leased and Quarantined are filled
+	// in by statsSnapshot.
+	stats    Stats
+	haveCost bool
+	heads    []Head // scratch
+
+	// The change being applied.
+	now    time.Time
+	writes []write
+	events []Event
+	wake   bool
+}
+
+func newState(cfg stateConfig) *state {
+	return &state{
+		cfg:         cfg,
+		tasks:       make(map[TaskID]*task),
+		queues:      make(map[string]*clientQueue),
+		pipelines:   make(map[pipeKey]map[TaskID]*task),
+		leases:      make(map[string]*lease),
+		quarantine:  make(map[TaskID]*task),
+		fair:        Fairness{Last: make(map[int32]string)},
+		leasePrefix: fmt.Sprintf("%016x-", cfg.Nonce),
+	}
+}
+
+// apply performs one op: the only way the state changes.
+func (s *state) apply(o *op) result {
+	s.now = o.now
+	s.writes = s.writes[:0]
+	s.events = nil // handed to the store, which emits them after unlocking
+	s.wake = false
+	var r result
+	switch o.kind {
+	case opEnqueue:
+		r.n = s.enqueue(o.reqs)
+	case opSetPriority:
+		r.n = s.setPriority(o.client, o.pipeline, o.priority)
+	case opRemovePipeline:
+		r.n = s.removePipeline(o.client, o.pipeline)
+	case opCancel:
+		r.ok = s.cancel(o.id)
+	case opRelease:
+		r.ok = s.release(o.id)
+	case opLease:
+		r.lease, r.ok = s.lease(o.worker)
+	case opHeartbeat:
+		r.deadline, r.err = s.heartbeat(o.lease)
+	case opComplete:
+		r.err = s.complete(o.lease)
+	case opFail:
+		r.quarantined, r.err = s.fail(o.lease, o.cause)
+	case opReturn:
+		r.err = s.giveBack(o.lease)
+	case opExpire:
+		r.n = s.expire(o.due)
+	case opTakePeak:
+		r.n = max(s.peakQueued, s.nQueued)
+		s.peakQueued = s.nQueued
+	default:
+		panic(fmt.Sprintf("workers: unknown op %d", o.kind))
+	}
+	r.writes, r.events, r.wake = s.writes, s.events, s.wake
+	return r
+}
+
+// ------------------------------------------------------------ records
+
+func (s *state) set(k, v []byte) { s.writes = append(s.writes, write{key: k, value: v}) }
+func (s *state) del(k []byte)    { s.writes = append(s.writes, write{key: k, del: true}) }
+
+func (s *state) putRecord(t *task) { s.set(taskKey(t.sid), t.rec.encode()) }
+
+func (s *state) nextSeq() uint64 {
+	s.seq++
+	return s.seq
+}
+
+// ------------------------------------------------------------ indexes
+
+// clientPriorities lists, per distinct requesting client, its highest
+// priority: where the task sits in each client's queue.
+func clientPriorities(rs []Requester) []Head {
+	var out []Head
+	for _, r := range rs {
+		if n := len(out); n > 0 && out[n-1].Client == r.Client {
+			if r.Priority > out[n-1].Priority {
+				out[n-1].Priority = r.Priority
+			}
+			continue
+		}
+		out = append(out, Head{Client: r.Client, Priority: r.Priority})
+	}
+	return out
+}
+
+func clientPriority(rs []Requester, client string) (int32, bool) {
+	var p int32
+	ok := false
+	for _, r := range rs {
+		if r.Client == client && (!ok || r.Priority > p) {
+			p, ok = r.Priority, true
+		}
+	}
+	return p, ok
+}
+
+func findRequester(rs []Requester, client, pipeline string) int {
+	for i, r := range rs {
+		if r.Client == client && r.Pipeline == pipeline {
+			return i
+		}
+	}
+	return -1
+}
+
+// enqueueItems puts a queued task into the queue of each requesting client.
+func (s *state) enqueueItems(t *task) {
+	for _, h := range clientPriorities(t.rec.requesters) {
+		s.pushItem(t, h.Client, h.Priority)
+	}
+	s.nQueued++
+	s.peakQueued = max(s.peakQueued, s.nQueued)
+}
+
+func (s *state) pushItem(t *task, client string, prio int32) {
+	cq := s.queues[client]
+	if cq == nil {
+		cq = &clientQueue{}
+		s.queues[client] = cq
+	}
+	it := &qitem{t: t, client: client, prio: prio}
+	heap.Push(cq, it)
+	t.items = append(t.items, it)
+	s.set(queueKey(client, prio, t.rec.seq), t.sid)
+	s.wake = true
+}
+
+func (s *state) removeItem(it *qitem) {
+	cq := s.queues[it.client]
+	heap.Remove(cq, it.idx)
+	if cq.Len() == 0 {
+		delete(s.queues, it.client)
+	}
+	s.del(queueKey(it.client, it.prio, it.t.rec.seq))
+}
+
+// dequeueItems takes a queued task out of every client queue.
+func (s *state) dequeueItems(t *task) {
+	for _, it := range t.items {
+		s.removeItem(it)
+	}
+	t.items = nil
+	s.nQueued--
+}
+
+// syncClient makes t's place in client's queue match its requesters after
+// they changed; it reports whether the place moved.
+func (s *state) syncClient(t *task, client string) bool {
+	want, ok := clientPriority(t.rec.requesters, client)
+	for i, it := range t.items {
+		if it.client != client {
+			continue
+		}
+		if !ok {
+			s.removeItem(it)
+			t.items = append(t.items[:i], t.items[i+1:]...)
+			return true
+		}
+		if it.prio == want {
+			return false
+		}
+		s.del(queueKey(client, it.prio, t.rec.seq))
+		it.prio = want
+		heap.Fix(s.queues[client], it.idx)
+		s.set(queueKey(client, want, t.rec.seq), t.sid)
+		return true
+	}
+	if ok {
+		s.pushItem(t, client, want)
+		return true
+	}
+	return false
+}
+
+func (s *state) addPipe(t *task, client, pipeline string) {
+	pk := pipeKey{client, pipeline}
+	m := s.pipelines[pk]
+	if m == nil {
+		m = make(map[TaskID]*task)
+		s.pipelines[pk] = m
+	}
+	m[t.id] = t
+	s.set(pipelineKey(client, pipeline, t.sid), nil)
+}
+
+func (s *state) delPipe(t *task, client, pipeline string) {
+	pk := pipeKey{client, pipeline}
+	if m := s.pipelines[pk]; m != nil {
+		delete(m, t.id)
+		if len(m) == 0 {
+			delete(s.pipelines, pk)
+		}
+	}
+	s.del(pipelineKey(client, pipeline, t.sid))
+}
+
+// dropTask deletes a task that is out of its queues, lease and quarantine.
+func (s *state) dropTask(t *task) {
+	for _, r := range t.rec.requesters {
+		s.delPipe(t, r.Client, r.Pipeline)
+	}
+	delete(s.tasks, t.id)
+	s.del(taskKey(t.sid))
+}
+
+// cancelTask removes a task in any state.
+func (s *state) cancelTask(t *task) {
+	switch t.rec.state {
+	case StateQueued:
+		s.dequeueItems(t)
+	case StateLeased:
+		t.lease.cancelled = true
+		s.del(leaseKey(t.rec.deadline, t.lease.id))
+		s.nLeased--
+	case StateQuarantined:
+		delete(s.quarantine, t.id)
+		s.del(quarantineKey(t.sid))
+	}
+	s.dropTask(t)
+}
+
+// endLease forgets a lease (not cancelled) whose task stays.
+func (s *state) endLease(l *lease) {
+	t := l.t
+	delete(s.leases, l.id)
+	s.del(leaseKey(t.rec.deadline, l.id))
+	s.nLeased--
+	t.lease = nil
+	t.rec.leaseID, t.rec.worker, t.rec.client = "", "", ""
+	t.rec.priority = 0
+	t.rec.deadline, t.rec.leasedAt = time.Time{}, time.Time{}
+}
+
+// failLeased counts a failed attempt of a leased task and requeues or
+// quarantines it. A requeued task goes to the back of its priority: a task
+// that keeps failing must not starve the tasks behind it.
+func (s *state) failLeased(l *lease, cause string) (quarantined bool) {
+	t := l.t
+	s.endLease(l)
+	t.rec.attempts++
+	t.rec.err = clip(cause)
+	t.rec.since = s.now
+	s.stats.Failures++
+	if t.rec.attempts >= s.cfg.MaxAttempts {
+		t.rec.state = StateQuarantined
+		s.quarantine[t.id] = t
+		s.set(quarantineKey(t.sid), nil)
+		s.stats.Quarantines++
+		s.events = append(s.events, Event{Kind: EventQuarantined, Task: t.snapshot()})
+	} else {
+		t.rec.state = StateQueued
+		t.rec.seq = s.nextSeq()
+		s.enqueueItems(t)
+	}
+	s.putRecord(t)
+	return t.rec.state == StateQuarantined
+}
+
+func (t *task) snapshot() Task {
+	return Task{
+		ID:         t.id,
+		State:      t.rec.state,
+		Attempts:   t.rec.attempts,
+		Requesters: append([]Requester(nil), t.rec.requesters...),
+		Err:        t.rec.err,
+		Since:      t.rec.since,
+	}
+}
+
+func (l *lease) snapshot() Lease {
+	r := &l.t.rec
+	return Lease{ID: l.id, Task: l.t.snapshot(), Worker: r.worker, Client: r.client, Priority: r.priority, Deadline: r.deadline}
+}
+
+func sortedTasks(m map[TaskID]*task) []*task {
+	out := make([]*task, 0, len(m))
+	for _, t := range m {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].id, out[j].id
+		if c := bytes.Compare(a.Component[:], b.Component[:]); c != 0 {
+			return c < 0
+		}
+		return a.Block < b.Block
+	})
+	return out
+}
+
+// ---------------------------------------------------------- producers
+
+// enqueue: see Queue.Enqueue.
+func (s *state) enqueue(reqs []Request) (created int) {
+	for _, r := range reqs {
+		t := s.tasks[r.Task]
+		if t == nil {
+			t = &task{id: r.Task, sid: storeID(r.Task), rec: record{
+				state:      StateQueued,
+				seq:        s.nextSeq(),
+				since:      s.now,
+				requesters: []Requester{{Client: r.Client, Pipeline: r.Pipeline, Priority: r.Priority}},
+			}}
+			s.tasks[r.Task] = t
+			s.addPipe(t, r.Client, r.Pipeline)
+			s.putRecord(t)
+			s.enqueueItems(t)
+			created++
+			continue
+		}
+		if i := findRequester(t.rec.requesters, r.Client, r.Pipeline); i >= 0 {
+			if t.rec.requesters[i].Priority == r.Priority {
+				continue
+			}
+			t.rec.requesters[i].Priority = r.Priority
+		} else {
+			t.rec.requesters = append(t.rec.requesters, Requester{Client: r.Client, Pipeline: r.Pipeline, Priority: r.Priority})
+			sortRequesters(t.rec.requesters)
+			s.addPipe(t, r.Client, r.Pipeline)
+		}
+		s.putRecord(t)
+		if t.rec.state == StateQueued {
+			s.syncClient(t, r.Client)
+		}
+	}
+	return created
+}
+
+// setPriority: see Queue.SetPriority.
+func (s *state) setPriority(client, pipeline string, priority int32) (moved int) {
+	for _, t := range sortedTasks(s.pipelines[pipeKey{client, pipeline}]) {
+		i := findRequester(t.rec.requesters, client, pipeline)
+		if t.rec.requesters[i].Priority == priority {
+			continue
+		}
+		t.rec.requesters[i].Priority = priority
+		s.putRecord(t)
+		if t.rec.state == StateQueued && s.syncClient(t, client) {
+			moved++
+		}
+	}
+	return moved
+}
+
+// removePipeline: see Queue.RemovePipeline.
+func (s *state) removePipeline(client, pipeline string) (cancelled int) {
+	for _, t := range sortedTasks(s.pipelines[pipeKey{client, pipeline}]) {
+		if len(t.rec.requesters) == 1 {
+			s.cancelTask(t)
+			cancelled++
+			continue
+		}
+		i := findRequester(t.rec.requesters, client, pipeline)
+		t.rec.requesters = append(t.rec.requesters[:i], t.rec.requesters[i+1:]...)
+		s.delPipe(t, client, pipeline)
+		s.putRecord(t)
+		if t.rec.state == StateQueued {
+			s.syncClient(t, client)
+		}
+	}
+	return cancelled
+}
+
+// cancel: see Queue.Cancel.
+func (s *state) cancel(id TaskID) bool {
+	t := s.tasks[id]
+	if t == nil {
+		return false
+	}
+	s.cancelTask(t)
+	return true
+}
+
+// ---------------------------------------------------------- consumers
+
+// lease takes the next task for worker: the scheduler (Schedule) picks the
+// client, the client's queue gives its first task, and the task leaves
+// every queue it was in. ok is false when nothing is queued.
+func (s *state) lease(worker string) (Lease, bool) {
+	if len(s.queues) == 0 {
+		return Lease{}, false
+	}
+	heads := s.heads[:0]
+	for c, cq := range s.queues {
+		heads = append(heads, Head{Client: c, Priority: cq.items[0].prio})
+	}
+	s.heads = heads
+	client, fair, _ := Schedule(heads, s.fair)
+	s.fair = fair
+	head := s.queues[client].items[0]
+	// The round-robin cursor is persisted so a restart does not hand the
+	// next turn back to the first client by name.
+	s.set(fairnessKey(head.prio), []byte(client))
+	t := head.t
+	s.dequeueItems(t)
+	s.leaseN++
+	// The id is "%016x-%d" of nonce and counter, built without fmt: this
+	// is the hot path of every task.
+	var idb [48]byte
+	l := &lease{id: string(strconv.AppendUint(append(idb[:0], s.leasePrefix...), s.leaseN, 10)), t: t}
+	t.lease = l
+	t.rec.state = StateLeased
+	t.rec.since = s.now
+	t.rec.leaseID = l.id
+	t.rec.worker = worker
+	t.rec.client = client
+	t.rec.priority = head.prio
+	t.rec.leasedAt = s.now
+	t.rec.deadline = s.now.Add(s.cfg.LeaseTTL)
+	s.leases[l.id] = l
+	s.nLeased++
+	s.putRecord(t)
+	s.set(leaseKey(t.rec.deadline, l.id), t.sid)
+	return l.snapshot(), true
+}
+
+// lookup finds a live lease for the lease protocol's calls. It changes
+// nothing.
+func (s *state) lookup(leaseID string) (*lease, error) {
+	l := s.leases[leaseID]
+	switch {
+	case l == nil:
+		return nil, fmt.Errorf("%w: %q", ErrLeaseLost, leaseID)
+	case l.cancelled:
+		return l, fmt.Errorf("%w: %s (lease %s)", ErrCancelled, l.t.id, leaseID)
+	}
+	return l, nil
+}
+
+// finishing looks up a lease its holder is finishing (Complete, Fail,
+// Return). A cancelled lease is forgotten: its holder has now heard.
+func (s *state) finishing(leaseID string) (*lease, error) {
+	l, err := s.lookup(leaseID)
+	if err != nil && l != nil {
+		delete(s.leases, leaseID)
+	}
+	return l, err
+}
+
+// heartbeat extends a lease to now + LeaseTTL. A lease is valid until an
+// expiry finds it past its deadline, so a late heartbeat still saves it if
+// no expiry ran in between.
+func (s *state) heartbeat(leaseID string) (time.Time, error) {
+	l, err := s.lookup(leaseID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t := l.t
+	if d := s.now.Add(s.cfg.LeaseTTL); d.After(t.rec.deadline) {
+		s.del(leaseKey(t.rec.deadline, l.id))
+		t.rec.deadline = d
+		s.set(leaseKey(d, l.id), t.sid)
+		s.putRecord(t)
+	}
+	return t.rec.deadline, nil
+}
+
+// complete removes a leased task for good, and feeds its lease-to-complete
+// time to the task cost.
+func (s *state) complete(leaseID string) error {
+	l, err := s.finishing(leaseID)
+	if err != nil {
+		return err
+	}
+	t := l.t
+	if d := s.now.Sub(t.rec.leasedAt).Seconds(); d > 0 {
+		// Lease-to-complete time is what a worker spends per task, whether
+		// it runs in process or remotely: the autoscaler's task cost.
+		if !s.haveCost {
+			s.stats.MeanTaskSeconds, s.haveCost = d, true
+		} else {
+			a := s.cfg.CostSmoothing
+			s.stats.MeanTaskSeconds = a*d + (1-a)*s.stats.MeanTaskSeconds
+		}
+	}
+	s.endLease(l)
+	s.dropTask(t)
+	s.stats.Completed++
+	return nil
+}
+
+// fail counts a failed run: requeued, or quarantined at MaxAttempts.
+func (s *state) fail(leaseID, cause string) (quarantined bool, err error) {
+	l, err := s.finishing(leaseID)
+	if err != nil {
+		return false, err
+	}
+	return s.failLeased(l, cause), nil
+}
+
+// giveBack returns a leased task that never ran to its old place in the
+// queues, without counting an attempt.
+func (s *state) giveBack(leaseID string) error {
+	l, err := s.finishing(leaseID)
+	if err != nil {
+		return err
+	}
+	t := l.t
+	s.endLease(l)
+	t.rec.state = StateQueued
+	t.rec.since = s.now
+	s.enqueueItems(t)
+	s.putRecord(t)
+	return nil
+}
+
+// expire returns every task whose lease deadline is not after due to the
+// queues, counting a failed attempt, and reports how many.
+func (s *state) expire(due time.Time) int {
+	var overdue []*lease
+	for _, l := range s.leases {
+		if !l.t.rec.deadline.After(due) {
+			overdue = append(overdue, l)
+		}
+	}
+	// Deterministic order: requeued tasks get sequence numbers in deadline
+	// order.
+	sort.Slice(overdue, func(i, j int) bool {
+		a, b := overdue[i].t.rec.deadline, overdue[j].t.rec.deadline
+		if !a.Equal(b) {
+			return a.Before(b)
+		}
+		return overdue[i].id < overdue[j].id
+	})
+	n := 0
+	for _, l := range overdue {
+		if l.cancelled {
+			delete(s.leases, l.id)
+			continue
+		}
+		r := &l.t.rec
+		s.failLeased(l, fmt.Sprintf("lease %s expired: worker %s sent no heartbeat by %s", l.id, r.worker, r.deadline.UTC().Format(time.RFC3339Nano)))
+		s.stats.Expired++
+		n++
+	}
+	return n
+}
+
+// release puts a quarantined task back in the queues with its attempts
+// reset.
+func (s *state) release(id TaskID) bool {
+	t := s.quarantine[id]
+	if t == nil {
+		return false
+	}
+	delete(s.quarantine, id)
+	s.del(quarantineKey(t.sid))
+	t.rec.state = StateQueued
+	t.rec.attempts = 0
+	t.rec.err = ""
+	t.rec.since = s.now
+	t.rec.seq = s.nextSeq()
+	s.enqueueItems(t)
+	s.putRecord(t)
+	s.events = append(s.events, Event{Kind: EventReleased, Task: t.snapshot()})
+	return true
+}
+
+// ------------------------------------------------------------ queries
+//
+// These read the state and change nothing.
+
+func (s *state) get(id TaskID) (Task, bool) {
+	t := s.tasks[id]
+	if t == nil {
+		return Task{}, false
+	}
+	return t.snapshot(), true
+}
+
+func (s *state) listQuarantine() []Task {
+	out := make([]Task, 0, len(s.quarantine))
+	for _, t := range sortedTasks(s.quarantine) {
+		out = append(out, t.snapshot())
+	}
+	return out
+}
+
+func (s *state) depths() []Depth {
+	type cp struct {
+		client string
+		prio   int32
+	}
+	m := make(map[cp]*Depth)
+	get := func(c string, p int32) *Depth {
+		d := m[cp{c, p}]
+		if d == nil {
+			d = &Depth{Client: c, Priority: p}
+			m[cp{c, p}] = d
+		}
+		return d
+	}
+	for c, cq := range s.queues {
+		for _, it := range cq.items {
+			get(c, it.prio).Queued++
+		}
+	}
+	for _, l := range s.leases {
+		if !l.cancelled {
+			get(l.t.rec.client, l.t.rec.priority).Leased++
+		}
+	}
+	out := make([]Depth, 0, len(m))
+	for _, d := range m {
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Client != out[j].Client {
+			return out[i].Client < out[j].Client
+		}
+		return out[i].Priority > out[j].Priority
+	})
+	return out
+}
+
+func (s *state) statsSnapshot() Stats {
+	st := s.stats
+	st.Queued, st.Leased, st.Quarantined = s.nQueued, s.nLeased, len(s.quarantine)
+	return st
+}
+
+// queuedFor is the length of client's queue.
+func (s *state) queuedFor(client string) int {
+	if cq := s.queues[client]; cq != nil {
+		return cq.Len()
+	}
+	return 0
+}
+
+// admit: see Queue.Admit; limit > 0.
+func (s *state) admit(client string, ids []TaskID, limit int) error {
+	adding := 0
+	seen := make(map[TaskID]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		// A task enters the client's queue unless it is there already,
+		// or leased or quarantined (the client becomes a requester only).
+		t := s.tasks[id]
+		if t == nil || (t.rec.state == StateQueued && !slices.ContainsFunc(t.items, func(it *qitem) bool { return it.client == client })) {
+			adding++
+		}
+	}
+	if queued := s.queuedFor(client); queued+adding > limit {
+		return &QuotaError{Client: client, Queued: queued, Adding: adding, Max: limit}
+	}
+	return nil
+}
+
+// --------------------------------------------------------------- load
+
+// load rebuilds an empty state from stored records: task records first,
+// then each index, checking that every index agrees with the records
+// (ErrCorrupt). scan calls fn for every stored key with prefix p, in key
+// order; the store scans Pebble, a test a map.
+func (s *state) load(scan func(p byte, fn func(k, v []byte) error) error) error {
+	err := scan(pfxTask, func(k, v []byte) error {
+		id, err := parseID(k[1:])
+		if err != nil {
+			return err
+		}
+		rec, err := decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", id, err)
+		}
+		s.tasks[id] = &task{id: id, sid: append(storedID(nil), k[1:]...), rec: *rec}
+		if rec.seq >= s.seq {
+			s.seq = rec.seq
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = scan(pfxQueue, func(k, v []byte) error {
+		client, prio, seq, err := parseQueueKey(k)
+		if err != nil {
+			return err
+		}
+		id, err := parseID(v)
+		if err != nil {
+			return err
+		}
+		t := s.tasks[id]
+		if t == nil || t.rec.state != StateQueued || t.rec.seq != seq {
+			return fmt.Errorf("%w: queue entry %s@%d for %s has no matching queued task", ErrCorrupt, client, prio, id)
+		}
+		if p, ok := clientPriority(t.rec.requesters, client); !ok || p != prio {
+			return fmt.Errorf("%w: queue entry %s@%d for %s disagrees with its requesters", ErrCorrupt, client, prio, id)
+		}
+		cq := s.queues[client]
+		if cq == nil {
+			cq = &clientQueue{}
+			s.queues[client] = cq
+		}
+		// Keys arrive in (priority desc, seq asc) order: appending keeps the
+		// heap property without sifting.
+		it := &qitem{t: t, client: client, prio: prio, idx: len(cq.items)}
+		cq.items = append(cq.items, it)
+		t.items = append(t.items, it)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	nReq := 0
+	for _, t := range s.tasks {
+		nReq += len(t.rec.requesters)
+		if t.rec.state != StateQueued {
+			continue
+		}
+		if len(t.items) != len(clientPriorities(t.rec.requesters)) {
+			return fmt.Errorf("%w: queued task %s is missing from a client queue", ErrCorrupt, t.id)
+		}
+		s.nQueued++
+	}
+	nPipe := 0
+	err = scan(pfxPipeline, func(k, _ []byte) error {
+		client, pipeline, id, err := parsePipelineKey(k)
+		if err != nil {
+			return err
+		}
+		t := s.tasks[id]
+		if t == nil || findRequester(t.rec.requesters, client, pipeline) < 0 {
+			return fmt.Errorf("%w: pipeline entry %s/%s for %s has no matching requester", ErrCorrupt, client, pipeline, id)
+		}
+		pk := pipeKey{client, pipeline}
+		m := s.pipelines[pk]
+		if m == nil {
+			m = make(map[TaskID]*task)
+			s.pipelines[pk] = m
+		}
+		m[id] = t
+		nPipe++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if nPipe != nReq {
+		return fmt.Errorf("%w: %d pipeline entries for %d requesters", ErrCorrupt, nPipe, nReq)
+	}
+	err = scan(pfxLease, func(k, v []byte) error {
+		deadline, leaseID, err := parseLeaseKey(k)
+		if err != nil {
+			return err
+		}
+		id, err := parseID(v)
+		if err != nil {
+			return err
+		}
+		t := s.tasks[id]
+		if t == nil || t.rec.state != StateLeased || t.rec.leaseID != leaseID || !t.rec.deadline.Equal(deadline) {
+			return fmt.Errorf("%w: lease entry %s for %s has no matching leased task", ErrCorrupt, leaseID, id)
+		}
+		l := &lease{id: leaseID, t: t}
+		t.lease = l
+		s.leases[leaseID] = l
+		s.nLeased++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = scan(pfxQuarantine, func(k, _ []byte) error {
+		id, err := parseID(k[1:])
+		if err != nil {
+			return err
+		}
+		t := s.tasks[id]
+		if t == nil || t.rec.state != StateQuarantined {
+			return fmt.Errorf("%w: quarantine entry for %s has no quarantined task", ErrCorrupt, id)
+		}
+		s.quarantine[id] = t
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = scan(pfxFairness, func(k, v []byte) error {
+		p, err := parseFairnessKey(k)
+		if err != nil {
+			return err
+		}
+		s.fair.Last[p] = string(v)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range s.tasks {
+		if (t.rec.state == StateLeased && t.lease == nil) || (t.rec.state == StateQuarantined && s.quarantine[t.id] == nil) {
+			return fmt.Errorf("%w: %s task %s missing from its index", ErrCorrupt, t.rec.state, t.id)
+		}
+	}
+	return nil
+}
+
+// --------------------------------------------------------------- dump
+
+// dump renders the whole state deterministically, for tests: two states
+// with equal dumps hold the same tasks in the same places. name prints a
+// task id.
+func (s *state) dump(name func(TaskID) string) string {
+	var b strings.Builder
+	clients := make([]string, 0, len(s.queues))
+	for c := range s.queues {
+		clients = append(clients, c)
+	}
+	sort.Strings(clients)
+	for _, c := range clients {
+		items := append([]*qitem(nil), s.queues[c].items...)
+		sort.Slice(items, func(i, j int) bool {
+			if items[i].prio != items[j].prio {
+				return items[i].prio > items[j].prio
+			}
+			return items[i].t.rec.seq < items[j].t.rec.seq
+		})
+		fmt.Fprintf(&b, "queue %s:", c)
+		for _, it := range items {
+			fmt.Fprintf(&b, " %s@%d", name(it.t.id), it.prio)
+		}
+		b.WriteByte('\n')
+	}
+	for _, t := range sortedTasks(s.tasks) {
+		r := &t.rec
+		fmt.Fprintf(&b, "task %s %s seq=%d attempts=%d since=%d req=%v", name(t.id), r.state, r.seq, r.attempts, r.since.UnixNano(), r.requesters)
+		if r.state == StateLeased {
+			fmt.Fprintf(&b, " lease=%s worker=%s from=%s@%d deadline=%d", r.leaseID, r.worker, r.client, r.priority, r.deadline.UnixNano())
+		}
+		if r.err != "" {
+			fmt.Fprintf(&b, " err=%q", r.err)
+		}
+		b.WriteByte('\n')
+	}
+	pks := make([]pipeKey, 0, len(s.pipelines))
+	for pk := range s.pipelines {
+		pks = append(pks, pk)
+	}
+	sort.Slice(pks, func(i, j int) bool {
+		if pks[i].client != pks[j].client {
+			return pks[i].client < pks[j].client
+		}
+		return pks[i].pipeline < pks[j].pipeline
+	})
+	for _, pk := range pks {
+		fmt.Fprintf(&b, "pipeline %s/%s:", pk.client, pk.pipeline)
+		for _, t := range sortedTasks(s.pipelines[pk]) {
+			fmt.Fprintf(&b, " %s", name(t.id))
+		}
+		b.WriteByte('\n')
+	}
+	prios := make([]int, 0, len(s.fair.Last))
+	for p := range s.fair.Last {
+		prios = append(prios, int(p))
+	}
+	sort.Ints(prios)
+	b.WriteString("fairness:")
+	for _, p := range prios {
+		fmt.Fprintf(&b, " %d:%s", p, s.fair.Last[int32(p)])
+	}
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "counts queued=%d leased=%d quarantined=%d\n", s.nQueued, s.nLeased, len(s.quarantine))
+	return b.String()
+}
