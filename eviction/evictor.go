@@ -179,7 +179,7 @@ func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact,
 		entry.Why = fmt.Sprintf("%s [failed after deleting %d objects: %v]", why, im.Objects, err)
 	}
 	for _, k := range keys {
-		entry.Components = append(entry.Components, k.String())
+		entry.Components = append(entry.Components, k)
 	}
 	if aerr := e.Frontend.Cache().AppendAudit(entry); aerr != nil {
 		return im, errors.Join(err, aerr)

@@ -89,7 +89,7 @@ func writeLayoutCache(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	if err := cache.AppendAudit(AuditEntry{ID: "0123456789abcdef", Who: "op", When: layoutEpoch.Add(time.Minute),
-		What: "subgraph lower(col(\"query\"))", Why: "test", Components: []string{keys[0].String()},
+		What: "subgraph lower(col(\"query\"))", Why: "test", Components: []canon.Key{keys[0]},
 		Pipelines: []string{"ctr/p1"}, Blocks: 2, Bytes: 4096, Objects: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestCacheWrittenBeforeServes(t *testing.T) {
 		}
 	}
 	res, _, err := f.Search(Query{Column: "bid_price"})
-	if err != nil || len(res) != 1 || res[0].Record.Key != cb.Components[1].Key.String() {
+	if err != nil || len(res) != 1 || res[0].Record.Key != cb.Components[1].Key {
 		t.Fatalf("search column bid_price: %d results, %v", len(res), err)
 	}
 	res, _, err = f.Search(Query{Subgraph: `unigrams(lower(col("query")))`})

@@ -40,7 +40,7 @@ func (s *Server) newEvictor() *eviction.Evictor {
 // other clients' pipelines do (operators see them all).
 func ComponentSummary(p *auth.Principal, info matching.ComponentInfo) *sigv1.ComponentSummary {
 	cs := &sigv1.ComponentSummary{
-		Key: info.Record.Key, CanonicalDsl: info.Record.DSL, Type: info.Record.Type, Columns: info.Record.Columns,
+		Key: info.Record.Key.String(), CanonicalDsl: info.Record.DSL, Type: info.Record.Type, Columns: info.Record.Columns,
 		Ops: info.Record.Ops, Nodes: uint32(info.Record.Nodes), LastRequested: timestamp(info.LastRequested),
 		BlocksReady: uint32(info.Ready), BlocksPending: uint32(info.Pending), BlocksFailed: uint32(info.Failed),
 		Bytes: info.Bytes, RawSource: info.Record.Source,
@@ -129,12 +129,7 @@ func (h *sigService) GetComponent(ctx context.Context, req *sigv1.GetComponentRe
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	for _, c := range by {
-		out.ContainedBy = append(out.ContainedBy, c.String())
-	}
-	for _, c := range contains {
-		out.Contains = append(out.Contains, c.String())
-	}
+	out.ContainedBy, out.Contains = keysToProto(by), keysToProto(contains)
 	return out, nil
 }
 
@@ -156,10 +151,7 @@ func (h *sigService) Evict(ctx context.Context, req *sigv1.EvictRequest) (*sigv1
 		return nil, grpcError(err)
 	}
 	out := &sigv1.EvictResponse{DryRun: req.GetDryRun(), Pipelines: im.Pipelines, Blocks: uint32(im.Blocks),
-		Bytes: im.Bytes, ObjectsDeleted: uint32(im.Objects), AuditId: im.AuditID}
-	for _, k := range im.Components {
-		out.Components = append(out.Components, k.String())
-	}
+		Bytes: im.Bytes, ObjectsDeleted: uint32(im.Objects), AuditId: im.AuditID, Components: keysToProto(im.Components)}
 	return out, nil
 }
 
@@ -249,7 +241,7 @@ func (h *sigService) ListAudit(ctx context.Context, req *sigv1.ListAuditRequest)
 	out := &sigv1.ListAuditResponse{}
 	for _, e := range es {
 		out.Entries = append(out.Entries, &sigv1.AuditEntry{Id: e.ID, Who: e.Who, When: timestamp(e.When), What: e.What,
-			Why: e.Why, Components: e.Components, Blocks: uint32(e.Blocks), Bytes: e.Bytes})
+			Why: e.Why, Components: keysToProto(e.Components), Blocks: uint32(e.Blocks), Bytes: e.Bytes})
 	}
 	return out, nil
 }

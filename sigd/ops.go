@@ -27,8 +27,8 @@ func (h *sigService) SetPriority(ctx context.Context, req *sigv1.SetPriorityRequ
 	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
 		return nil, err
 	}
-	if req.GetPriority() < 0 || req.GetPriority() > matching.MaxPriority {
-		return nil, status.Errorf(codes.InvalidArgument, "priority: %d is out of range [0, %d]", req.GetPriority(), matching.MaxPriority)
+	if err := matching.CheckPriority(req.GetPriority()); err != nil {
+		return nil, grpcError(err)
 	}
 	if _, err := h.s.cache.SetPipelinePriority(req.GetClient(), req.GetPipeline(), req.GetPriority()); err != nil {
 		return nil, grpcError(err)

@@ -32,6 +32,20 @@ func ParseKey(s string) (Key, error) {
 	return k, nil
 }
 
+// MarshalText writes the key in hex, as String: records that store keys as
+// JSON (the matching cache's) hold them as 64-digit strings.
+func (k Key) MarshalText() ([]byte, error) {
+	return hex.AppendEncode(make([]byte, 0, 2*len(k)), k[:]), nil
+}
+
+// UnmarshalText parses a key written by MarshalText (ParseKey): decoding a
+// stored record is where its keys enter the process.
+func (k *Key) UnmarshalText(b []byte) error {
+	var err error
+	*k, err = ParseKey(string(b))
+	return err
+}
+
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."
