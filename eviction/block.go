@@ -116,7 +116,7 @@ func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id, who, why stri
 		}
 		removed, im.Bytes = true, m.Bytes
 		if e.Queue != nil {
-			if err := e.Queue.Cancel(k.String(), id); err != nil {
+			if err := e.Queue.Cancel(k, id); err != nil {
 				return err
 			}
 		}
@@ -279,7 +279,7 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 			return err
 		}
 		if e.Queue != nil {
-			if err := e.Queue.Cancel(k.String(), id); err != nil {
+			if err := e.Queue.Cancel(k, id); err != nil {
 				return err
 			}
 		}

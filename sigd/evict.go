@@ -21,8 +21,8 @@ import (
 // queueCanceler adapts the work queues to the evictor.
 type queueCanceler struct{ q *workers.Queue }
 
-func (c queueCanceler) Cancel(component, block string) error {
-	_, err := c.q.Cancel(workers.TaskID{Component: component, Block: block})
+func (c queueCanceler) Cancel(k canon.Key, block string) error {
+	_, err := c.q.Cancel(taskID(k, block))
 	return err
 }
 
@@ -262,13 +262,19 @@ func (s *Server) newUI(sampleEvery time.Duration) *eviction.UI {
 				if cs := t.Clients(); len(cs) > 0 {
 					client = cs[0]
 				}
-				out = append(out, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component, BlockId: t.ID.Block, Error: t.Err,
+				out = append(out, &sigv1.QuarantinedTask{ComponentKey: taskKey(t.ID).String(), BlockId: t.ID.Block, Error: t.Err,
 					Attempts: uint32(t.Attempts), Since: timestamp(t.Since), Client: client})
 			}
 			return out
 		},
+		// The UI's release form names the component as the page showed it,
+		// in hex: here it enters the process.
 		Release: func(component, block string) (bool, error) {
-			return s.queue.Release(workers.TaskID{Component: component, Block: block})
+			k, err := canon.ParseKey(component)
+			if err != nil {
+				return false, &matching.InputError{Field: "component", Err: err}
+			}
+			return s.queue.Release(taskID(k, block))
 		},
 		Trainers:    func() []*sigv1.TrainerStatus { return s.TrainerStatuses(op) },
 		QueuedPeak:  s.queue.QueuedPeak,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/workers"
 )
@@ -85,26 +87,17 @@ func (h *sigService) ListQuarantine(ctx context.Context, _ *sigv1.ListQuarantine
 	out := &sigv1.ListQuarantineResponse{}
 	for _, t := range h.s.queue.ListQuarantine() {
 		clients := t.Clients()
-		if !p.IsOperator() && !contains(clients, p.Client) {
+		if !p.IsOperator() && !slices.Contains(clients, p.Client) {
 			continue
 		}
 		client := p.Client // a client sees its own name, not another's
 		if p.IsOperator() && len(clients) > 0 {
 			client = clients[0]
 		}
-		out.Tasks = append(out.Tasks, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component, BlockId: t.ID.Block,
+		out.Tasks = append(out.Tasks, &sigv1.QuarantinedTask{ComponentKey: taskKey(t.ID).String(), BlockId: t.ID.Block,
 			Error: t.Err, Attempts: uint32(t.Attempts), Since: timestamp(t.Since), Client: client})
 	}
 	return out, nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // ReleaseQuarantine gives a quarantined task another chance (operators).
@@ -112,7 +105,11 @@ func (h *sigService) ReleaseQuarantine(ctx context.Context, req *sigv1.ReleaseQu
 	if _, err := auth.Require(ctx, auth.RoleOperator); err != nil {
 		return nil, err
 	}
-	ok, err := h.s.queue.Release(workers.TaskID{Component: req.GetComponentKey(), Block: req.GetBlockId()})
+	k, err := canon.ParseKey(req.GetComponentKey())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "component_key: %v", err)
+	}
+	ok, err := h.s.queue.Release(taskID(k, req.GetBlockId()))
 	if err != nil {
 		return nil, grpcError(err)
 	}

@@ -195,9 +195,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
 	for _, t := range s.queue.ListQuarantine() {
-		if k, err := canon.ParseKey(t.ID.Component); err == nil {
-			_ = s.frontend.MarkFailed(k, t.ID.Block, t.Err)
-		}
+		_ = s.frontend.MarkFailed(taskKey(t.ID), t.ID.Block, t.Err)
 	}
 	if n, err := s.frontend.Reconcile(); err != nil {
 		return nil, err
@@ -454,8 +452,7 @@ func (s *Server) loadTokens() error {
 type queueScheduler struct{ q *workers.Queue }
 
 func (a queueScheduler) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
-	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k.String(), Block: block},
-		Client: client, Pipeline: pipeline, Priority: prio})
+	_, err := a.q.Enqueue(workers.Request{Task: taskID(k, block), Client: client, Pipeline: pipeline, Priority: prio})
 	return err
 }
 
@@ -465,7 +462,7 @@ func (a queueScheduler) Room(client string) int { return a.q.Room(client) }
 func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 	ids := make([]workers.TaskID, len(tasks))
 	for i, t := range tasks {
-		ids[i] = workers.TaskID{Component: t.Component.String(), Block: t.Block}
+		ids[i] = taskID(t.Component, t.Block)
 	}
 	return a.q.Admit(client, ids)
 }
@@ -473,10 +470,7 @@ func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 // onQueueEvent mirrors quarantines into the matching cache, so read
 // solutions show the failure and its reason.
 func (s *Server) onQueueEvent(e workers.Event) {
-	k, err := canon.ParseKey(e.Task.ID.Component)
-	if err != nil {
-		return
-	}
+	k := taskKey(e.Task.ID)
 	switch e.Kind {
 	case workers.EventQuarantined:
 		if err := s.frontend.MarkFailed(k, e.Task.ID.Block, e.Task.Err); err != nil {
@@ -491,10 +485,7 @@ func (s *Server) onQueueEvent(e workers.Event) {
 
 // describe fills a task's description for a worker from the matching cache.
 func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
-	k, err := canon.ParseKey(id.Component)
-	if err != nil {
-		return nil, err
-	}
+	k := taskKey(id)
 	rec, err := s.cache.Component(k)
 	if err != nil {
 		return nil, err
@@ -515,7 +506,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 		return nil, fmt.Errorf("block %s: %w", id.Block, err)
 	}
 	return &sigv1.Task{
-		ComponentKey: id.Component, BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
+		ComponentKey: k.String(), BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
 		RawObject: meta.Key, MemoObject: block.MemoKey(k, id.Block), Columns: rec.Columns,
 		SchemaJson: sj, MemoGeneration: gen,
 	}, nil
@@ -533,10 +524,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 // (MarkReady then refuses) or happened before the check (which then fails
 // and the task runs again after its lease expires).
 func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.Result) error {
-	k, err := canon.ParseKey(t.ID.Component)
-	if err != nil {
-		return err
-	}
+	k := taskKey(t.ID)
 	block, object := t.ID.Block, block.MemoKey(k, t.ID.Block)
 	var gen uint64
 	if spec := t.Spec; spec != nil {
@@ -568,7 +556,7 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 	// re-read solutions): a lost event delays, never corrupts.
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.publisher.Publish(pctx, ready.Event{ComponentKey: t.ID.Component, BlockID: block,
+	if err := s.publisher.Publish(pctx, ready.Event{ComponentKey: k.String(), BlockID: block,
 		Source: source, Bucket: s.cfg.S3Bucket, Key: object, Rows: res.Rows, Bytes: res.Bytes,
 		Time: s.clock.Now()}); err != nil {
 		s.log.Warn("publish sig.memo.ready", "err", err)
