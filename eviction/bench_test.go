@@ -243,7 +243,7 @@ func TestSearchQueriesMatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ok := q.Subgraph == "" || slices.Contains(rec.NodeKeys, sk.String())
+			ok := q.Subgraph == "" || slices.Contains(rec.NodeKeys, sk)
 			if q.Client != "" || q.Pipeline != "" {
 				users, err := cache.Users(k)
 				if err != nil {
@@ -272,7 +272,7 @@ func TestSearchQueriesMatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range res {
-				out = append(out, r.Record.Key)
+				out = append(out, r.Record.Key.String())
 			}
 			if next == "" {
 				return out

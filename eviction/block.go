@@ -116,7 +116,7 @@ func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id, who, why stri
 		}
 		removed, im.Bytes = true, m.Bytes
 		if e.Queue != nil {
-			if err := e.Queue.Cancel(k.String(), id); err != nil {
+			if err := e.Queue.Cancel(k, id); err != nil {
 				return err
 			}
 		}
@@ -279,7 +279,7 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 			return err
 		}
 		if e.Queue != nil {
-			if err := e.Queue.Cancel(k.String(), id); err != nil {
+			if err := e.Queue.Cancel(k, id); err != nil {
 				return err
 			}
 		}
@@ -307,7 +307,7 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 
 func (e *Evictor) blockAudit(im BlockImpact, who, what, why string) matching.AuditEntry {
 	return matching.AuditEntry{ID: randomHex(8), Who: who, When: e.clock().Now(), What: what, Why: why,
-		Components: []string{im.Component.String()}, Pipelines: im.Pipelines, Blocks: 1, Bytes: im.Bytes, Objects: im.Objects}
+		Components: []canon.Key{im.Component}, Pipelines: im.Pipelines, Blocks: 1, Bytes: im.Bytes, Objects: im.Objects}
 }
 
 // pipelines returns the pipelines using k, as client/pipeline, sorted.

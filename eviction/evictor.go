@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,7 +23,7 @@ import (
 
 // Canceler cancels queued or running memoization tasks (the work queues).
 type Canceler interface {
-	Cancel(component, block string) error
+	Cancel(component canon.Key, block string) error
 }
 
 // Evictor removes memoized data.
@@ -179,7 +180,7 @@ func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact,
 		entry.Why = fmt.Sprintf("%s [failed after deleting %d objects: %v]", why, im.Objects, err)
 	}
 	for _, k := range keys {
-		entry.Components = append(entry.Components, k.String())
+		entry.Components = append(entry.Components, k)
 	}
 	if aerr := e.Frontend.Cache().AppendAudit(entry); aerr != nil {
 		return im, errors.Join(err, aerr)
@@ -221,7 +222,7 @@ func (e *Evictor) remove(ctx context.Context, keys []canon.Key) (int, error) {
 		}
 		for _, m := range deleted {
 			if e.Queue != nil {
-				if err := e.Queue.Cancel(m.Component.String(), m.Block); err != nil {
+				if err := e.Queue.Cancel(m.Component, m.Block); err != nil {
 					return err
 				}
 			}
@@ -281,7 +282,7 @@ func (e *Evictor) Sweep(ctx context.Context) (int, error) {
 	for k := range due {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i][:], keys[j][:]) < 0 })
 	deleted := 0
 	err := e.Frontend.Evicting(keys, func() error {
 		named := map[string]bool{}
@@ -337,7 +338,7 @@ func (e *Evictor) Round(ctx context.Context) ([]Decision, error) {
 		if err != nil {
 			return nil, err
 		}
-		cands = append(cands, Candidate{Component: k.String(), LastRequested: info.LastRequested,
+		cands = append(cands, Candidate{Component: k, LastRequested: info.LastRequested,
 			Bytes: info.Bytes, Blocks: info.Ready + info.Pending + info.Failed})
 	}
 	decisions := e.Policy.Decide(e.clock().Now(), cands)
@@ -347,11 +348,7 @@ func (e *Evictor) Round(ctx context.Context) ([]Decision, error) {
 	var evict []canon.Key
 	reasons := map[string]int{}
 	for _, d := range decisions {
-		k, err := canon.ParseKey(d.Component)
-		if err != nil {
-			return nil, err
-		}
-		evict = append(evict, k)
+		evict = append(evict, d.Component)
 		reasons[d.Reason]++
 	}
 	why := fmt.Sprintf("last-requested eviction (ttl %s, budget %d bytes): %d by ttl, %d by budget",

@@ -1,13 +1,16 @@
 package eviction
 
 import (
+	"bytes"
 	"sort"
 	"time"
+
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // Candidate is a component with memoized data, as the policy sees it.
 type Candidate struct {
-	Component     string
+	Component     canon.Key
 	LastRequested time.Time
 	Bytes         int64 // ready memoized bytes
 	Blocks        int   // memo entries of any state
@@ -24,7 +27,7 @@ type Policy struct {
 
 // Decision is what to evict and why.
 type Decision struct {
-	Component string
+	Component canon.Key
 	Reason    string // "ttl" or "budget"
 }
 
@@ -38,7 +41,7 @@ func (p Policy) Decide(now time.Time, cands []Candidate) []Decision {
 		if !cs[i].LastRequested.Equal(cs[j].LastRequested) {
 			return cs[i].LastRequested.Before(cs[j].LastRequested)
 		}
-		return cs[i].Component < cs[j].Component
+		return bytes.Compare(cs[i].Component[:], cs[j].Component[:]) < 0
 	})
 	var out []Decision
 	var total int64

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // TestPolicyData runs the cases of testdata/policy.txt, a
@@ -26,6 +28,7 @@ func TestPolicyData(t *testing.T) {
 		td.ScanArgs(t, "now", &now)
 		p := Policy{TTL: time.Duration(ttl) * time.Second, BudgetBytes: budget}
 		var cands []Candidate
+		names := map[canon.Key]string{}
 		for _, l := range strings.Split(td.Input, "\n") {
 			// A candidate is a datadriven line: its name, then key=value.
 			name, args, err := datadriven.ParseLine(l)
@@ -33,7 +36,8 @@ func TestPolicyData(t *testing.T) {
 				td.Fatalf(t, "bad candidate %q: %v", l, err)
 			}
 			cand := datadriven.TestData{Pos: td.Pos, CmdArgs: args}
-			c := Candidate{Component: name}
+			c := Candidate{Component: nameKey(name)}
+			names[c.Component] = name
 			var last int64
 			cand.ScanArgs(t, "last", &last)
 			cand.ScanArgs(t, "bytes", &c.Bytes)
@@ -43,7 +47,7 @@ func TestPolicyData(t *testing.T) {
 		}
 		var got []string
 		for _, d := range p.Decide(time.Unix(now, 0), cands) {
-			got = append(got, d.Component+" "+d.Reason)
+			got = append(got, names[d.Component]+" "+d.Reason)
 		}
 		if len(got) == 0 {
 			return "none"
@@ -53,4 +57,12 @@ func TestPolicyData(t *testing.T) {
 	if !t.Failed() && cases < 8 {
 		t.Fatalf("only %d cases", cases)
 	}
+}
+
+// nameKey is a key standing for a candidate's name: the name's bytes, so
+// that keys sort as the names do (ties are broken by key).
+func nameKey(name string) canon.Key {
+	var k canon.Key
+	copy(k[:], name)
+	return k
 }

@@ -44,7 +44,7 @@ func TestTTLEviction(t *testing.T) {
 		if x.Reason != "ttl" {
 			t.Errorf("decision %v, want reason ttl", x)
 		}
-		got = append(got, x.Component)
+		got = append(got, x.Component.String())
 	}
 	slices.Sort(got)
 	if want := keyStrings(append(cvr, exp...)...); !slices.Equal(got, want) {
@@ -127,7 +127,7 @@ func TestBudgetEvictionRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d) != 1 || d[0].Component != exp[0].String() || d[0].Reason != "budget" {
+	if len(d) != 1 || d[0].Component != exp[0] || d[0].Reason != "budget" {
 		t.Errorf("budget round: %v, want explore's component", d)
 	}
 	e.CheckEvicted(exp[0])

@@ -3,7 +3,6 @@ package matching
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,25 +17,10 @@ import (
 )
 
 // The matching cache (paper IV.A: "this cache holds the components of all
-// transformations that SIG has previously memoized"), in Pebble.
-//
-// Key layout, format version 1. Component keys are the 32 raw bytes of the
-// Merkle key; names are validated to contain no byte below 0x20, so \x00 is a
-// safe separator.
-//
-//	f                                     -> "1" (format version)
-//	c <key32>                             -> JSON ComponentRecord
-//	r <key32>                             -> last requested, int64 unix micros BE
-//	u <key32> <client>\x00<pipeline>      -> "" (pipelines using the component)
-//	b <key32> <block id>                  -> MemoEntry, binary (see encodeMemo)
-//	p <client>\x00<pipeline>              -> JSON Pipeline
-//	n <nodekey32> <key32>                 -> "" (components containing a node)
-//	o <op>\x00 <key32>                    -> "" (components using an op)
-//	k <column>\x00 <key32>                -> "" (components reading a column)
-//	a <^unix nanos:8> <id>                -> JSON AuditEntry (evictions, newest first)
-//
-// The n, o and k prefixes are the search index (eviction and the web UI use
-// it). Everything about one submit is written in one batch.
+// transformations that SIG has previously memoized"), in Pebble. Its key
+// layout is keys.go's; only the Cache's methods read or write Pebble, so
+// the frontend and the search index (frontend.go, search.go) know neither
+// the store nor a key's bytes.
 
 // FormatVersion is the on-disk format of the cache; Open refuses others.
 const FormatVersion = "1"
@@ -48,22 +32,9 @@ var (
 	ErrFormat = errors.New("matching: cache format mismatch")
 )
 
-const (
-	pfxFormat    = 'f'
-	pfxComponent = 'c'
-	pfxRequested = 'r'
-	pfxUser      = 'u'
-	pfxMemo      = 'b'
-	pfxPipeline  = 'p'
-	pfxNode      = 'n'
-	pfxOp        = 'o'
-	pfxColumn    = 'k'
-	// pfxAudit (a) is declared with the audit log below.
-)
-
 // ComponentRecord is what the cache keeps per component.
 type ComponentRecord struct {
-	Key     string    `json:"key"`
+	Key     canon.Key `json:"key"`
 	Source  string    `json:"source"`
 	Type    string    `json:"type"`
 	Columns []string  `json:"columns"`
@@ -72,7 +43,7 @@ type ComponentRecord struct {
 	DSL     string    `json:"dsl"` // canonical DSL, one input named out
 	Created time.Time `json:"created"`
 	// NodeKeys are the keys of every node of the component (search index).
-	NodeKeys []string `json:"node_keys"`
+	NodeKeys []canon.Key `json:"node_keys"`
 }
 
 // MemoState is the state of one memoized block.
@@ -115,9 +86,9 @@ type MemoEntry struct {
 
 // PipelineInput is one model input of a registered pipeline.
 type PipelineInput struct {
-	Name      string `json:"name"`
-	Component string `json:"component"`
-	Type      string `json:"type"`
+	Name      string    `json:"name"`
+	Component canon.Key `json:"component"`
+	Type      string    `json:"type"`
 }
 
 // Pipeline is a registered training pipeline.
@@ -226,13 +197,13 @@ func OpenCache(dir string, opts CacheOptions) (*Cache, error) {
 		return nil, err
 	}
 	c := &Cache{db: db, records: map[canon.Key]*ComponentRecord{}}
-	v, ok, err := pebbleutil.Get(db, []byte{pfxFormat})
+	v, ok, err := pebbleutil.Get(db, formatKey)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	if !ok {
-		if err := db.Set([]byte{pfxFormat}, []byte(FormatVersion), pebble.Sync); err != nil {
+		if err := db.Set(formatKey, []byte(FormatVersion), pebble.Sync); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -258,19 +229,6 @@ func (c *Cache) Compact(ctx context.Context) error {
 
 func (c *Cache) wopts() *pebble.WriteOptions { return pebbleutil.WriteOptions }
 
-func key1(p byte, k canon.Key) []byte { return append([]byte{p}, k[:]...) }
-
-func key2(p byte, k canon.Key, rest string) []byte {
-	b := make([]byte, 0, 1+len(k)+len(rest))
-	b = append(b, p)
-	b = append(b, k[:]...)
-	return append(b, rest...)
-}
-
-func pipelineKey(client, name string) []byte {
-	return []byte(string(pfxPipeline) + client + "\x00" + name)
-}
-
 // Component returns a component's record.
 func (c *Cache) Component(k canon.Key) (ComponentRecord, error) {
 	c.recMu.RLock()
@@ -279,7 +237,7 @@ func (c *Cache) Component(k canon.Key) (ComponentRecord, error) {
 	if ok {
 		return r.clone(), nil
 	}
-	v, ok, err := pebbleutil.Get(c.db, key1(pfxComponent, k))
+	v, ok, err := pebbleutil.Get(c.db, componentKey(k))
 	if err != nil {
 		return ComponentRecord{}, err
 	}
@@ -319,48 +277,103 @@ func (c *Cache) HasComponent(k canon.Key) (bool, error) {
 	if ok {
 		return true, nil
 	}
-	_, ok, err := pebbleutil.Get(c.db, key1(pfxComponent, k))
+	_, ok, err := pebbleutil.Get(c.db, componentKey(k))
 	return ok, err
 }
 
 // putComponent adds the component record and its search index entries.
-func putComponent(b *pebble.Batch, k canon.Key, r *ComponentRecord) error {
+func putComponent(b *pebble.Batch, r *ComponentRecord) error {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	if err := b.Set(key1(pfxComponent, k), v, nil); err != nil {
+	if err := b.Set(componentKey(r.Key), v, nil); err != nil {
 		return err
 	}
-	for _, nk := range r.NodeKeys {
-		n, err := canon.ParseKey(nk)
-		if err != nil {
-			return err
-		}
-		if err := b.Set(append(key1(pfxNode, n), k[:]...), nil, nil); err != nil {
+	for _, n := range r.NodeKeys {
+		if err := b.Set(indexKey(nodePrefix(n), r.Key), nil, nil); err != nil {
 			return err
 		}
 	}
 	for _, op := range r.Ops {
-		if err := b.Set(append([]byte(string(pfxOp)+op+"\x00"), k[:]...), nil, nil); err != nil {
+		if err := b.Set(indexKey(opPrefix(op), r.Key), nil, nil); err != nil {
 			return err
 		}
 	}
 	for _, col := range r.Columns {
-		if err := b.Set(append([]byte(string(pfxColumn)+col+"\x00"), k[:]...), nil, nil); err != nil {
+		if err := b.Set(indexKey(columnPrefix(col), r.Key), nil, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// RegisterPipeline records a submit in one batch: the records (and search
+// index entries) of the components added, which the cache did not hold;
+// the last-requested time of every component of p; p as a user of its
+// components and no longer of those only old had (old is p's previous
+// registration, nil if none); and p itself unless it is old unchanged. An
+// identical re-submit within TouchGranularity writes nothing.
+func (c *Cache) RegisterPipeline(p *Pipeline, old *Pipeline, added []ComponentRecord, at time.Time) error {
+	b := c.db.NewBatch()
+	defer b.Close()
+	for i := range added {
+		if err := putComponent(b, &added[i]); err != nil {
+			return err
+		}
+	}
+	oldUses := map[canon.Key]bool{}
+	if old != nil {
+		for _, in := range old.Inputs {
+			oldUses[in.Component] = true
+		}
+	}
+	seen := map[canon.Key]bool{}
+	for _, in := range p.Inputs {
+		k := in.Component
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if err := c.setRequested(b, k, at); err != nil {
+			return err
+		}
+		if !oldUses[k] {
+			if err := b.Set(userKey(k, p.Client, p.Name), nil, nil); err != nil {
+				return err
+			}
+		}
+	}
+	for k := range oldUses {
+		if !seen[k] {
+			if err := b.Delete(userKey(k, p.Client, p.Name), nil); err != nil {
+				return err
+			}
+		}
+	}
+	pv, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if ov, err := json.Marshal(old); old == nil || err != nil || string(ov) != string(pv) {
+		if err := b.Set(pipelineKey(p.Client, p.Name), pv, nil); err != nil {
+			return err
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	return b.Commit(c.wopts())
+}
+
 // LastRequested returns when the component was last requested.
 func (c *Cache) LastRequested(k canon.Key) (time.Time, error) {
-	v, ok, err := pebbleutil.Get(c.db, key1(pfxRequested, k))
-	if err != nil || !ok || len(v) != 8 {
+	v, ok, err := pebbleutil.Get(c.db, requestedKey(k))
+	if err != nil || !ok {
 		return time.Time{}, err
 	}
-	return time.UnixMicro(int64(binary.BigEndian.Uint64(v))), nil
+	t, _ := decodeRequested(v)
+	return t, nil
 }
 
 // setRequested adds k's last-requested time to b, unless it was written
@@ -369,7 +382,7 @@ func (c *Cache) setRequested(b *pebble.Batch, k canon.Key, at time.Time) error {
 	if !c.needsTouch(k, at) {
 		return nil
 	}
-	return b.Set(key1(pfxRequested, k), binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro())), nil)
+	return b.Set(requestedKey(k), encodeRequested(at), nil)
 }
 
 // Touch records that the components were requested at the given time.
@@ -387,86 +400,22 @@ func (c *Cache) Touch(keys []canon.Key, at time.Time) error {
 	return b.Commit(c.wopts())
 }
 
-// Users returns the pipelines ("client\x00pipeline") using a component.
+// Users returns the pipelines (client, pipeline) using a component.
 func (c *Cache) Users(k canon.Key) ([][2]string, error) {
 	var out [][2]string
-	pfx := key1(pfxUser, k)
+	pfx := userPrefix(k)
 	err := pebbleutil.Scan(c.db, pfx, func(key, _ []byte) (bool, error) {
-		rest := string(key[len(pfx):])
-		for i := 0; i < len(rest); i++ {
-			if rest[i] == 0 {
-				out = append(out, [2]string{rest[:i], rest[i+1:]})
-				break
-			}
+		if client, pipeline, ok := decodeUser(key[len(pfx):]); ok {
+			out = append(out, [2]string{client, pipeline})
 		}
 		return true, nil
 	})
 	return out, err
 }
 
-// encodeMemo: state byte, rows uvarint, bytes uvarint, updated micros
-// varint, gen uvarint, object and error length-prefixed.
-func encodeMemo(e *MemoEntry) []byte {
-	b := []byte{byte(e.State)}
-	b = binary.AppendUvarint(b, uint64(e.Rows))
-	b = binary.AppendUvarint(b, uint64(e.Bytes))
-	b = binary.AppendVarint(b, e.Updated.UnixMicro())
-	b = binary.AppendUvarint(b, e.Gen)
-	b = binary.AppendUvarint(b, uint64(len(e.Object)))
-	b = append(b, e.Object...)
-	b = binary.AppendUvarint(b, uint64(len(e.Error)))
-	return append(b, e.Error...)
-}
-
-func decodeMemo(k canon.Key, block string, v []byte) (MemoEntry, error) {
-	e := MemoEntry{Component: k, Block: block}
-	// Built only when needed: formatting it on every decode was most of the
-	// cost of reading memo entries.
-	bad := func() error { return fmt.Errorf("memo entry %s/%s: corrupt", k.Short(), block) }
-	if len(v) < 1 {
-		return e, bad()
-	}
-	e.State = MemoState(v[0])
-	v = v[1:]
-	u := func() uint64 {
-		x, n := binary.Uvarint(v)
-		if n <= 0 {
-			v = nil
-			return 0
-		}
-		v = v[n:]
-		return x
-	}
-	e.Rows = int64(u())
-	e.Bytes = int64(u())
-	t, n := binary.Varint(v)
-	if n <= 0 {
-		return e, bad()
-	}
-	v = v[n:]
-	e.Updated = time.UnixMicro(t)
-	e.Gen = u()
-	s := func() (string, bool) {
-		l := u()
-		if v == nil || uint64(len(v)) < l {
-			return "", false
-		}
-		out := string(v[:l])
-		v = v[l:]
-		return out, true
-	}
-	var ok1, ok2 bool
-	e.Object, ok1 = s()
-	e.Error, ok2 = s()
-	if !ok1 || !ok2 || e.State < MemoPending || e.State > MemoFailed {
-		return e, bad()
-	}
-	return e, nil
-}
-
 // Memo returns the entry of one (component, block).
 func (c *Cache) Memo(k canon.Key, block string) (MemoEntry, error) {
-	v, ok, err := pebbleutil.Get(c.db, key2(pfxMemo, k, block))
+	v, ok, err := pebbleutil.Get(c.db, memoKey(k, block))
 	if err != nil {
 		return MemoEntry{}, err
 	}
@@ -489,6 +438,32 @@ func (c *Cache) Memos(k canon.Key) (map[string]MemoEntry, error) {
 	return out, err
 }
 
+// eachMemo calls fn with every memo entry of component k, in block order.
+func (c *Cache) eachMemo(k canon.Key, fn func(MemoEntry) error) error {
+	pfx := memoPrefix(k)
+	return pebbleutil.Scan(c.db, pfx, func(key, v []byte) (bool, error) {
+		e, err := decodeMemo(k, string(key[len(pfx):]), v)
+		if err != nil {
+			return false, err
+		}
+		return true, fn(e)
+	})
+}
+
+// eachMemoOfAll calls fn with every memo entry of the cache, in component
+// then block order.
+func (c *Cache) eachMemoOfAll(fn func(MemoEntry)) error {
+	return pebbleutil.Scan(c.db, memosPrefix, func(key, v []byte) (bool, error) {
+		k, block := decodeMemoKey(key)
+		e, err := decodeMemo(k, block, v)
+		if err != nil {
+			return false, err
+		}
+		fn(e)
+		return true, nil
+	})
+}
+
 // memoScanner reads the memo entries of several components through one
 // Pebble iterator: a read solution reads the entries of every component of
 // its graph, and creating an iterator per component cost more than the
@@ -496,7 +471,7 @@ func (c *Cache) Memos(k canon.Key) (map[string]MemoEntry, error) {
 type memoScanner struct{ it *pebble.Iterator }
 
 func (c *Cache) newMemoScanner() (*memoScanner, error) {
-	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxMemo}, UpperBound: []byte{pfxMemo + 1}})
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: memosPrefix, UpperBound: pebbleutil.PrefixEnd(memosPrefix)})
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +481,7 @@ func (c *Cache) newMemoScanner() (*memoScanner, error) {
 // memos returns every memo entry of component k, by block id.
 func (s *memoScanner) memos(k canon.Key) (map[string]MemoEntry, error) {
 	out := map[string]MemoEntry{}
-	pfx := key1(pfxMemo, k)
+	pfx := memoPrefix(k)
 	for ok := s.it.SeekGE(pfx); ok && bytes.HasPrefix(s.it.Key(), pfx); ok = s.it.Next() {
 		v, err := s.it.ValueAndErr()
 		if err != nil {
@@ -526,7 +501,7 @@ func (s *memoScanner) close() error { return s.it.Close() }
 
 // SetMemo writes a memo entry.
 func (c *Cache) SetMemo(e MemoEntry) error {
-	return c.db.Set(key2(pfxMemo, e.Component, e.Block), encodeMemo(&e), c.wopts())
+	return c.db.Set(memoKey(e.Component, e.Block), encodeMemo(&e), c.wopts())
 }
 
 // UpdateMemo atomically reads, changes and writes one memo entry. f gets
@@ -545,12 +520,35 @@ func (c *Cache) UpdateMemo(k canon.Key, block string, f func(e *MemoEntry, ok bo
 	if !f(&e, ok) {
 		return e, nil
 	}
-	return e, c.db.Set(key2(pfxMemo, k, block), encodeMemo(&e), c.wopts())
+	return e, c.db.Set(memoKey(k, block), encodeMemo(&e), c.wopts())
 }
 
 // DeleteMemo removes a memo entry.
 func (c *Cache) DeleteMemo(k canon.Key, block string) error {
-	return c.db.Delete(key2(pfxMemo, k, block), c.wopts())
+	return c.db.Delete(memoKey(k, block), c.wopts())
+}
+
+// DeleteMemos removes every memo entry of a component in one batch and
+// returns them.
+func (c *Cache) DeleteMemos(k canon.Key) ([]MemoEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []MemoEntry
+	b := c.db.NewBatch()
+	defer b.Close()
+	pfx := memoPrefix(k)
+	err := pebbleutil.Scan(c.db, pfx, func(key, v []byte) (bool, error) {
+		e, err := decodeMemo(k, string(key[len(pfx):]), v)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, e)
+		return true, b.Delete(key, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, b.Commit(c.wopts())
 }
 
 // Pipeline returns a registered pipeline.
@@ -572,12 +570,8 @@ func (c *Cache) Pipeline(client, name string) (Pipeline, error) {
 // Pipelines returns every registered pipeline, of one client or of all when
 // client is empty.
 func (c *Cache) Pipelines(client string) ([]Pipeline, error) {
-	pfx := []byte{pfxPipeline}
-	if client != "" {
-		pfx = []byte(string(pfxPipeline) + client + "\x00")
-	}
 	var out []Pipeline
-	err := pebbleutil.Scan(c.db, pfx, func(_, v []byte) (bool, error) {
+	err := pebbleutil.Scan(c.db, pipelinePrefix(client), func(_, v []byte) (bool, error) {
 		var p Pipeline
 		if err := json.Unmarshal(v, &p); err != nil {
 			return false, err
@@ -604,16 +598,41 @@ func (c *Cache) SetPipelinePriority(client, name string, prio int32) (Pipeline, 
 	return p, c.db.Set(pipelineKey(client, name), v, c.wopts())
 }
 
-// ComponentKeys returns every component key in the cache, in key order.
-func (c *Cache) ComponentKeys() ([]canon.Key, error) {
+// usedBy returns the components used by a client's pipelines (or one
+// pipeline; every client's when client is empty). It decodes only the
+// pipelines' inputs: a search filtering by a client reads all of its
+// pipelines.
+func (c *Cache) usedBy(client, pipeline string) ([]canon.Key, error) {
+	var p struct {
+		Name   string `json:"name"`
+		Inputs []struct {
+			Component canon.Key `json:"component"`
+		} `json:"inputs"`
+	}
+	seen := map[canon.Key]bool{}
 	var out []canon.Key
-	err := pebbleutil.Scan(c.db, []byte{pfxComponent}, func(key, _ []byte) (bool, error) {
-		var k canon.Key
-		copy(k[:], key[1:])
-		out = append(out, k)
+	err := pebbleutil.Scan(c.db, pipelinePrefix(client), func(_, v []byte) (bool, error) {
+		p.Name, p.Inputs = "", p.Inputs[:0]
+		if err := json.Unmarshal(v, &p); err != nil {
+			return false, err
+		}
+		if pipeline != "" && p.Name != pipeline {
+			return true, nil
+		}
+		for _, in := range p.Inputs {
+			if !seen[in.Component] {
+				seen[in.Component] = true
+				out = append(out, in.Component)
+			}
+		}
 		return true, nil
 	})
 	return out, err
+}
+
+// ComponentKeys returns every component key in the cache, in key order.
+func (c *Cache) ComponentKeys() ([]canon.Key, error) {
+	return c.indexScan(componentPrefix(nil), 0)
 }
 
 // indexScan returns the component keys listed under an index prefix (the
@@ -621,9 +640,7 @@ func (c *Cache) ComponentKeys() ([]canon.Key, error) {
 func (c *Cache) indexScan(pfx []byte, limit int) ([]canon.Key, error) {
 	var out []canon.Key
 	err := pebbleutil.Scan(c.db, pfx, func(key, _ []byte) (bool, error) {
-		var k canon.Key
-		copy(k[:], key[len(pfx):])
-		out = append(out, k)
+		out = append(out, keyAt(key, len(pfx)))
 		return limit <= 0 || len(out) < limit, nil
 	})
 	return out, err
@@ -631,25 +648,81 @@ func (c *Cache) indexScan(pfx []byte, limit int) ([]canon.Key, error) {
 
 // ContainingNode returns the components that contain the node with key n.
 func (c *Cache) ContainingNode(n canon.Key, limit int) ([]canon.Key, error) {
-	return c.indexScan(key1(pfxNode, n), limit)
+	return c.indexScan(nodePrefix(n), limit)
 }
 
 // UsingOp returns the components that use an op.
 func (c *Cache) UsingOp(op string, limit int) ([]canon.Key, error) {
-	return c.indexScan([]byte(string(pfxOp)+op+"\x00"), limit)
+	return c.indexScan(opPrefix(op), limit)
 }
 
 // ReadingColumn returns the components that read a raw column.
 func (c *Cache) ReadingColumn(col string, limit int) ([]canon.Key, error) {
-	return c.indexScan([]byte(string(pfxColumn)+col+"\x00"), limit)
+	return c.indexScan(columnPrefix(col), limit)
 }
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+// The index as sorted streams of component keys, for Search's join.
 
-// scanPrefix calls fn for every key with the prefix.
-func scanPrefix(c *Cache, pfx []byte, fn func(key, val []byte) error) error {
-	return pebbleutil.Scan(c.db, pfx, func(k, v []byte) (bool, error) { return true, fn(k, v) })
+// containingNode, usingOp and readingColumn stream the components an index
+// prefix lists.
+func (c *Cache) containingNode(n canon.Key) (keySource, error) {
+	pfx := nodePrefix(n)
+	return c.newIndexSource(pfx, len(pfx), nil)
 }
+
+func (c *Cache) usingOp(op string) (keySource, error) {
+	pfx := opPrefix(op)
+	return c.newIndexSource(pfx, len(pfx), nil)
+}
+
+func (c *Cache) readingColumn(col string) (keySource, error) {
+	pfx := columnPrefix(col)
+	return c.newIndexSource(pfx, len(pfx), nil)
+}
+
+// componentsWithPrefix streams the cached components whose keys start with
+// the bytes keyPrefix (all of them when it is empty) and that keep accepts
+// (all when nil).
+func (c *Cache) componentsWithPrefix(keyPrefix []byte, keep func(canon.Key) bool) (keySource, error) {
+	return c.newIndexSource(componentPrefix(keyPrefix), len(componentPrefix(nil)), keep)
+}
+
+// indexSource streams the component keys of the cache's keys under a
+// prefix, where each key is a fixed head (the index prefix, or the
+// component prefix) followed by a 32-byte component key, so they come in
+// component key order. The prefix may extend into the component key (key
+// prefix search).
+type indexSource struct {
+	it   *pebble.Iterator
+	head int // length of the head before the component key
+	keep func(canon.Key) bool
+	buf  []byte
+}
+
+func (c *Cache) newIndexSource(pfx []byte, head int, keep func(canon.Key) bool) (*indexSource, error) {
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: pebbleutil.PrefixEnd(pfx)})
+	if err != nil {
+		return nil, err
+	}
+	return &indexSource{it: it, head: head, keep: keep, buf: append([]byte(nil), pfx[:head]...)}, nil
+}
+
+func (s *indexSource) seek(k canon.Key) (canon.Key, bool, error) {
+	s.buf = append(s.buf[:s.head], k[:]...)
+	for ok := s.it.SeekGE(s.buf); ok; ok = s.it.Next() {
+		key := s.it.Key()
+		if len(key) != s.head+keyLen {
+			continue // not of this shape; none is written so
+		}
+		out := keyAt(key, s.head)
+		if s.keep == nil || s.keep(out) {
+			return out, true, nil
+		}
+	}
+	return canon.Key{}, false, s.it.Error()
+}
+
+func (s *indexSource) close() { s.it.Close() }
 
 // Reuse summarizes how memoized blocks are shared (paper IV.A: "the
 // average data block stored in the cache is utilized by 22 different
@@ -670,17 +743,15 @@ type Reuse struct {
 func (c *Cache) Reuse() (Reuse, error) {
 	var r Reuse
 	users := map[canon.Key]int{}
-	err := pebbleutil.Scan(c.db, []byte{pfxUser}, func(key, _ []byte) (bool, error) {
-		var k canon.Key
-		copy(k[:], key[1:33])
-		users[k]++
+	err := pebbleutil.Scan(c.db, usersPrefix, func(key, _ []byte) (bool, error) {
+		users[keyAt(key, len(usersPrefix))]++
 		return true, nil
 	})
 	if err != nil {
 		return r, err
 	}
 	var sum int64
-	err = scanMemos(c, func(e MemoEntry) {
+	err = c.eachMemoOfAll(func(e MemoEntry) {
 		switch e.State {
 		case MemoReady:
 			r.ReadyBlocks++
@@ -700,52 +771,27 @@ func (c *Cache) Reuse() (Reuse, error) {
 	if r.ReadyBlocks > 0 {
 		r.PipelinesPerBlockMean = float64(sum) / float64(r.ReadyBlocks)
 	}
-	err = pebbleutil.Scan(c.db, []byte{pfxComponent}, func(_, _ []byte) (bool, error) { r.Components++; return true, nil })
+	err = pebbleutil.Scan(c.db, componentPrefix(nil), func(_, _ []byte) (bool, error) { r.Components++; return true, nil })
 	if err != nil {
 		return r, err
 	}
-	err = pebbleutil.Scan(c.db, []byte{pfxPipeline}, func(_, _ []byte) (bool, error) { r.Pipelines++; return true, nil })
+	err = pebbleutil.Scan(c.db, pipelinePrefix(""), func(_, _ []byte) (bool, error) { r.Pipelines++; return true, nil })
 	return r, err
-}
-
-// DeleteMemos removes every memo entry of a component in one batch and
-// returns them.
-func (c *Cache) DeleteMemos(k canon.Key) ([]MemoEntry, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []MemoEntry
-	b := c.db.NewBatch()
-	defer b.Close()
-	pfx := key1(pfxMemo, k)
-	err := pebbleutil.Scan(c.db, pfx, func(key, v []byte) (bool, error) {
-		e, err := decodeMemo(k, string(key[len(pfx):]), v)
-		if err != nil {
-			return false, err
-		}
-		out = append(out, e)
-		return true, b.Delete(key, nil)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, b.Commit(c.wopts())
 }
 
 // AuditEntry records one eviction: who, when, what, why, and its impact.
 type AuditEntry struct {
-	ID         string    `json:"id"`
-	Who        string    `json:"who"`
-	When       time.Time `json:"when"`
-	What       string    `json:"what"`
-	Why        string    `json:"why"`
-	Components []string  `json:"components"`
-	Pipelines  []string  `json:"pipelines"`
-	Blocks     int       `json:"blocks"`
-	Bytes      int64     `json:"bytes"`
-	Objects    int       `json:"objects"`
+	ID         string      `json:"id"`
+	Who        string      `json:"who"`
+	When       time.Time   `json:"when"`
+	What       string      `json:"what"`
+	Why        string      `json:"why"`
+	Components []canon.Key `json:"components"`
+	Pipelines  []string    `json:"pipelines"`
+	Blocks     int         `json:"blocks"`
+	Bytes      int64       `json:"bytes"`
+	Objects    int         `json:"objects"`
 }
-
-const pfxAudit = 'a'
 
 // AppendAudit stores an audit entry; entries list newest first.
 func (c *Cache) AppendAudit(e AuditEntry) error {
@@ -753,15 +799,13 @@ func (c *Cache) AppendAudit(e AuditEntry) error {
 	if err != nil {
 		return err
 	}
-	key := binary.BigEndian.AppendUint64([]byte{pfxAudit}, ^uint64(e.When.UnixNano()))
-	key = append(key, e.ID...)
-	return c.db.Set(key, v, c.wopts())
+	return c.db.Set(auditKey(e.When, e.ID), v, c.wopts())
 }
 
 // Audit returns up to limit audit entries, newest first.
 func (c *Cache) Audit(limit int) ([]AuditEntry, error) {
 	var out []AuditEntry
-	err := pebbleutil.Scan(c.db, []byte{pfxAudit}, func(_, v []byte) (bool, error) {
+	err := pebbleutil.Scan(c.db, auditPrefix, func(_, v []byte) (bool, error) {
 		var e AuditEntry
 		if err := json.Unmarshal(v, &e); err != nil {
 			return false, err

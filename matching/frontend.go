@@ -92,6 +92,15 @@ func checkRange(from, to int64) error {
 // Priorities are in [0, MaxPriority]; higher runs first.
 const MaxPriority = 1000
 
+// CheckPriority checks a pipeline's priority (at submit and when it is
+// changed).
+func CheckPriority(p int32) error {
+	if p < 0 || p > MaxPriority {
+		return inputErr("priority", "%d is out of range [0, %d]", p, MaxPriority)
+	}
+	return nil
+}
+
 // ValidateName checks a client, pipeline or input name: 1 to 128 bytes of
 // letters, digits, '.', '_' and '-'. Any other byte (in particular control
 // bytes, '/', and HTML) is refused so names are safe in keys, object paths,
@@ -247,8 +256,8 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	if err := ValidatePipelineName("pipeline", req.Pipeline); err != nil {
 		return nil, err
 	}
-	if req.Priority < 0 || req.Priority > MaxPriority {
-		return nil, inputErr("priority", "%d is out of range [0, %d]", req.Priority, MaxPriority)
+	if err := CheckPriority(req.Priority); err != nil {
+		return nil, err
 	}
 	if err := checkRange(req.From, req.To); err != nil {
 		return nil, err
@@ -273,29 +282,22 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 
 	// The previous registration, to drop usage of components it no longer has.
 	old, err := cache.Pipeline(req.Client, req.Pipeline)
-	hadOld := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-
-	b := cache.db.NewBatch()
-	defer b.Close()
 	p := Pipeline{Client: req.Client, Name: req.Pipeline, Priority: req.Priority, Source: req.Source,
 		From: req.From, To: req.To, Graph: transform.Print(req.Graph), Submitted: now}
-	oldUses := map[canon.Key]bool{}
-	if hadOld {
+	var prev *Pipeline
+	if err == nil {
+		prev = &old
 		p.Submitted = old.Submitted // the first registration
-		for _, in := range old.Inputs {
-			if k, err := canon.ParseKey(in.Component); err == nil {
-				oldUses[k] = true
-			}
-		}
 	}
 	seen := map[canon.Key]bool{}
 	var keys []canon.Key
+	var added []ComponentRecord
 	for i := range c.Components {
 		comp := &c.Components[i]
-		p.Inputs = append(p.Inputs, PipelineInput{Name: comp.Input, Component: comp.Key.String(), Type: comp.Type.String()})
+		p.Inputs = append(p.Inputs, PipelineInput{Name: comp.Input, Component: comp.Key, Type: comp.Type.String()})
 		if seen[comp.Key] {
 			continue
 		}
@@ -308,49 +310,17 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 		}
 		if exists {
 			res.ComponentHits++
-		} else {
-			rec := ComponentRecord{Key: comp.Key.String(), Source: req.Source, Type: comp.Type.String(),
-				Columns: comp.Columns, Ops: comp.Ops, Nodes: len(comp.Nodes), DSL: c.DSL(comp, "out"), Created: now}
-			for _, nk := range c.NodeKeys(comp) {
-				rec.NodeKeys = append(rec.NodeKeys, nk.String())
-			}
-			if err := putComponent(b, comp.Key, &rec); err != nil {
-				return nil, err
-			}
+			continue
 		}
-		if err := cache.setRequested(b, comp.Key, now); err != nil {
-			return nil, err
-		}
-		if !oldUses[comp.Key] {
-			if err := b.Set(key2(pfxUser, comp.Key, req.Client+"\x00"+req.Pipeline), nil, nil); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for k := range oldUses {
-		if !seen[k] {
-			if err := b.Delete(key2(pfxUser, k, req.Client+"\x00"+req.Pipeline), nil); err != nil {
-				return nil, err
-			}
-		}
-	}
-	pv, err := jsonMarshal(p)
-	if err != nil {
-		return nil, err
-	}
-	if ov, err := jsonMarshal(old); !hadOld || err != nil || string(ov) != string(pv) {
-		if err := b.Set(pipelineKey(req.Client, req.Pipeline), pv, nil); err != nil {
-			return nil, err
-		}
+		added = append(added, ComponentRecord{Key: comp.Key, Source: req.Source, Type: comp.Type.String(),
+			Columns: comp.Columns, Ops: comp.Ops, Nodes: len(comp.Nodes), DSL: c.DSL(comp, "out"), Created: now,
+			NodeKeys: c.NodeKeys(comp)})
 	}
 	if err := f.admit(req.Client, req.Source, keys, req.From, req.To); err != nil {
 		return nil, err
 	}
-	// An identical re-submit writes nothing.
-	if !b.Empty() {
-		if err := b.Commit(cache.wopts()); err != nil {
-			return nil, err
-		}
+	if err := cache.RegisterPipeline(&p, prev, added, now); err != nil {
+		return nil, err
 	}
 	sol, hits, misses, enq, err := f.resolve(&p, now)
 	if err != nil {
@@ -462,10 +432,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 	var comps []canon.Key                  // distinct, in input order
 	keys := make([]canon.Key, len(p.Inputs))
 	for i, in := range p.Inputs {
-		k, err := canon.ParseKey(in.Component)
-		if err != nil {
-			return nil, 0, 0, 0, fmt.Errorf("pipeline %s/%s: %w", p.Client, p.Name, err)
-		}
+		k := in.Component
 		keys[i] = k
 		if _, ok := recs[k]; ok {
 			continue
@@ -702,7 +669,7 @@ func (f *Frontend) schedule(e MemoEntry, users map[canon.Key][][2]string, prio m
 func (f *Frontend) Reconcile() (int, error) {
 	n := 0
 	var pending []MemoEntry
-	err := scanMemos(f.cfg.Cache, func(e MemoEntry) {
+	err := f.cfg.Cache.eachMemoOfAll(func(e MemoEntry) {
 		if e.State == MemoPending {
 			pending = append(pending, e)
 		}
@@ -719,19 +686,6 @@ func (f *Frontend) Reconcile() (int, error) {
 		n++
 	}
 	return n, nil
-}
-
-func scanMemos(c *Cache, fn func(MemoEntry)) error {
-	return scanPrefix(c, []byte{pfxMemo}, func(key, v []byte) error {
-		var k canon.Key
-		copy(k[:], key[1:33])
-		e, err := decodeMemo(k, string(key[33:]), v)
-		if err != nil {
-			return err
-		}
-		fn(e)
-		return nil
-	})
 }
 
 // Watch subscribes to changes of the memo entries of the given components.

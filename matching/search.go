@@ -3,15 +3,11 @@ package matching
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/matching/canon"
 )
 
@@ -33,11 +29,11 @@ type Query struct {
 	// canonicalization, so renamed bindings and reordered commutative
 	// operands still match.
 	Subgraph string
-	// NodeKey: components containing the node with this key.
-	NodeKey string
-	Source  string // the raw source of Subgraph ("ads" when empty)
-	Limit   int    // 0: 100
-	// After is the key to continue after (paging), as hex.
+	Source   string // the raw source of Subgraph ("ads" when empty)
+	Limit    int    // 0: 100
+	// After is the page token to continue after: the next token of the
+	// previous page, as Search returned it. Search writes and reads it (it
+	// is the last key of the page in hex); callers pass it through.
 	After string
 }
 
@@ -94,41 +90,28 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 			s.close()
 		}
 	}()
-	index := func(pfx []byte, head int, keep func(canon.Key) bool) error {
-		s, err := newIndexSource(c, pfx, head, keep)
-		if err != nil {
-			return err
+	add := func(s keySource, err error) error {
+		if err == nil {
+			srcs = append(srcs, s)
 		}
-		srcs = append(srcs, s)
-		return nil
+		return err
 	}
 	if q.Subgraph != "" {
 		k, err := f.SubgraphKey(q.Subgraph, q.Source)
 		if err != nil {
 			return nil, "", err
 		}
-		if err := index(key1(pfxNode, k), 1+len(k), nil); err != nil {
-			return nil, "", err
-		}
-	}
-	if q.NodeKey != "" {
-		k, err := canon.ParseKey(q.NodeKey)
-		if err != nil {
-			return nil, "", &InputError{Field: "node_key", Err: err}
-		}
-		if err := index(key1(pfxNode, k), 1+len(k), nil); err != nil {
+		if err := add(c.containingNode(k)); err != nil {
 			return nil, "", err
 		}
 	}
 	if q.Column != "" {
-		pfx := []byte(string(pfxColumn) + q.Column + "\x00")
-		if err := index(pfx, len(pfx), nil); err != nil {
+		if err := add(c.readingColumn(q.Column)); err != nil {
 			return nil, "", err
 		}
 	}
 	if q.Op != "" {
-		pfx := []byte(string(pfxOp) + q.Op + "\x00")
-		if err := index(pfx, len(pfx), nil); err != nil {
+		if err := add(c.usingOp(q.Op)); err != nil {
 			return nil, "", err
 		}
 	}
@@ -156,12 +139,12 @@ func (f *Frontend) Search(q Query) ([]ComponentInfo, string, error) {
 		if len(p)%2 == 1 {
 			keep = func(k canon.Key) bool { return strings.HasPrefix(k.String(), p) }
 		}
-		if err := index(append([]byte{pfxComponent}, whole...), 1, keep); err != nil {
+		if err := add(c.componentsWithPrefix(whole, keep)); err != nil {
 			return nil, "", err
 		}
 	}
 	if len(srcs) == 0 {
-		if err := index([]byte{pfxComponent}, 1, nil); err != nil {
+		if err := add(c.componentsWithPrefix(nil, nil)); err != nil {
 			return nil, "", err
 		}
 	}
@@ -202,44 +185,6 @@ type keySource interface {
 	seek(k canon.Key) (canon.Key, bool, error)
 	close()
 }
-
-// indexSource streams the component keys of the cache's keys under a
-// prefix, where each key is a fixed head (the index prefix, or the
-// component prefix) followed by a 32-byte component key, so they come in
-// component key order. The prefix may extend into the component key (key
-// prefix search).
-type indexSource struct {
-	it   *pebble.Iterator
-	head int // length of the head before the component key
-	keep func(canon.Key) bool
-	buf  []byte
-}
-
-func newIndexSource(c *Cache, pfx []byte, head int, keep func(canon.Key) bool) (*indexSource, error) {
-	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: pebbleutil.PrefixEnd(pfx)})
-	if err != nil {
-		return nil, err
-	}
-	return &indexSource{it: it, head: head, keep: keep, buf: append([]byte(nil), pfx[:head]...)}, nil
-}
-
-func (s *indexSource) seek(k canon.Key) (canon.Key, bool, error) {
-	s.buf = append(s.buf[:s.head], k[:]...)
-	for ok := s.it.SeekGE(s.buf); ok; ok = s.it.Next() {
-		key := s.it.Key()
-		if len(key) != s.head+len(k) {
-			continue // not of this shape; none is written so
-		}
-		var out canon.Key
-		copy(out[:], key[s.head:])
-		if s.keep == nil || s.keep(out) {
-			return out, true, nil
-		}
-	}
-	return canon.Key{}, false, s.it.Error()
-}
-
-func (s *indexSource) close() { s.it.Close() }
 
 // sliceSource streams a sorted list.
 type sliceSource struct{ keys []canon.Key }
@@ -308,11 +253,7 @@ func (f *Frontend) Info(k canon.Key) (ComponentInfo, error) {
 	if info.Pipelines, err = c.Users(k); err != nil {
 		return info, err
 	}
-	err = pebbleutil.Scan(c.db, key1(pfxMemo, k), func(key, v []byte) (bool, error) {
-		e, err := decodeMemo(k, string(key[33:]), v)
-		if err != nil {
-			return false, err
-		}
+	err = c.eachMemo(k, func(e MemoEntry) error {
 		switch e.State {
 		case MemoReady:
 			info.Ready++
@@ -322,7 +263,7 @@ func (f *Frontend) Info(k canon.Key) (ComponentInfo, error) {
 		case MemoFailed:
 			info.Failed++
 		}
-		return true, nil
+		return nil
 	})
 	return info, err
 }
@@ -344,9 +285,8 @@ func (f *Frontend) Related(k canon.Key) (containedBy, contains []canon.Key, err 
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, nk := range rec.NodeKeys {
-		n, err := canon.ParseKey(nk)
-		if err != nil || n == k {
+	for _, n := range rec.NodeKeys {
+		if n == k {
 			continue
 		}
 		if ok, err := c.HasComponent(n); err != nil {
@@ -356,40 +296,4 @@ func (f *Frontend) Related(k canon.Key) (containedBy, contains []canon.Key, err 
 		}
 	}
 	return containedBy, contains, nil
-}
-
-// usedBy returns the components used by a client's pipelines (or one
-// pipeline). It decodes only the pipelines' inputs: a search filtering by
-// a client reads all of its pipelines.
-func (c *Cache) usedBy(client, pipeline string) ([]canon.Key, error) {
-	pfx := []byte{pfxPipeline}
-	if client != "" {
-		pfx = []byte(string(pfxPipeline) + client + "\x00")
-	}
-	var p struct {
-		Name   string `json:"name"`
-		Inputs []struct {
-			Component string `json:"component"`
-		} `json:"inputs"`
-	}
-	seen := map[canon.Key]bool{}
-	var out []canon.Key
-	err := pebbleutil.Scan(c.db, pfx, func(_, v []byte) (bool, error) {
-		p.Name, p.Inputs = "", p.Inputs[:0]
-		if err := json.Unmarshal(v, &p); err != nil {
-			return false, err
-		}
-		if pipeline != "" && p.Name != pipeline {
-			return true, nil
-		}
-		for _, in := range p.Inputs {
-			k, err := canon.ParseKey(in.Component)
-			if err == nil && !seen[k] {
-				seen[k] = true
-				out = append(out, k)
-			}
-		}
-		return true, nil
-	})
-	return out, err
 }

@@ -15,7 +15,10 @@
 // component's canonical DSL, and a mode. A reader keeps nothing between
 // calls, so any reader serves any unit (paper IV.B: "Input readers are
 // designed to be stateless"), and hosts scale readers horizontally by the
-// number of units they keep in flight.
+// number of units they keep in flight. A unit's component keys are parsed
+// once, when the unit is checked (canon.ParseKey, InvalidArgument naming
+// inputs[i].component_key), and are canon.Keys from then on, to the reports
+// to sigd and the errors' details, which write them in hex again.
 //
 // Every batch holds event_id (int64), the labels (default click and
 // conversion), then one column per model input in the unit's order, rows in

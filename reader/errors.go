@@ -8,6 +8,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // Sentinel errors. The server's errors wrap them; Status maps them to gRPC
@@ -69,7 +71,7 @@ func invalid(field, format string, args ...any) error {
 type memoError struct {
 	Kind      error // ErrMemoPending or ErrMemoFailed
 	Input     string
-	Component string
+	Component canon.Key
 	Block     string
 	Detail    string
 }
@@ -105,7 +107,7 @@ func Status(err error) *status.Status {
 		if me.Kind == ErrMemoFailed {
 			code, reason = codes.FailedPrecondition, ReasonMemoFailed
 		}
-		md["input"], md["component"], md["block"] = me.Input, me.Component, me.Block
+		md["input"], md["component"], md["block"] = me.Input, me.Component.String(), me.Block
 	case errors.As(err, &fe):
 		code, reason = codes.InvalidArgument, ReasonInvalidUnit
 		md["field"] = fe.Field

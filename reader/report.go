@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -21,7 +22,7 @@ import (
 // it is bad (SIG.ReportCorruptMemo), so a report is a hint, never a
 // decision of the reader's.
 type Reporter interface {
-	ReportCorruptMemo(ctx context.Context, component, block, detail string) (*sigv1.ReportCorruptMemoResponse, error)
+	ReportCorruptMemo(ctx context.Context, component canon.Key, block, detail string) (*sigv1.ReportCorruptMemoResponse, error)
 }
 
 // SIGReporter reports through a SIG client: cmd/reader's, with a token of
@@ -30,8 +31,8 @@ func SIGReporter(c sigv1.SIGClient) Reporter { return sigReporter{c} }
 
 type sigReporter struct{ c sigv1.SIGClient }
 
-func (r sigReporter) ReportCorruptMemo(ctx context.Context, component, block, detail string) (*sigv1.ReportCorruptMemoResponse, error) {
-	return r.c.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: component, BlockId: block, Detail: detail})
+func (r sigReporter) ReportCorruptMemo(ctx context.Context, component canon.Key, block, detail string) (*sigv1.ReportCorruptMemoResponse, error) {
+	return r.c.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: component.String(), BlockId: block, Detail: detail})
 }
 
 const (
@@ -54,7 +55,7 @@ type reports struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	last     map[[2]string]time.Time
+	last     map[memoBlock]time.Time
 	inFlight int
 	wg       sync.WaitGroup
 }
@@ -64,7 +65,7 @@ func newReports(cfg Config) *reports {
 	if cfg.Reporter == nil {
 		return nil
 	}
-	return &reports{r: cfg.Reporter, log: cfg.Logger, last: map[[2]string]time.Time{}}
+	return &reports{r: cfg.Reporter, log: cfg.Logger, last: map[memoBlock]time.Time{}}
 }
 
 // brokenMemo reports whether a memo read error shows the object bad (as
@@ -83,8 +84,14 @@ func (s *Server) noteMemoError(p *plan, in inputPlan, err error) {
 	s.reports.send(in.component, p.unit.GetBlockId(), err.Error())
 }
 
-func (rs *reports) send(component, blockID, detail string) {
-	k := [2]string{component, blockID}
+// memoBlock names one block of one component's memo.
+type memoBlock struct {
+	component canon.Key
+	block     string
+}
+
+func (rs *reports) send(component canon.Key, blockID, detail string) {
+	k := memoBlock{component, blockID}
 	now := time.Now()
 	rs.mu.Lock()
 	if t, ok := rs.last[k]; (ok && now.Sub(t) < reportEvery) || rs.inFlight >= maxReportsInFlight {

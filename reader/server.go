@@ -607,7 +607,8 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc bl
 // checkMemoMeta checks from its footer that a memo object is the one the
 // input names: its component, its block, a value column of the input's type.
 func checkMemoMeta(p *plan, in inputPlan, meta block.Meta) error {
-	if meta.ComponentKey != in.component || meta.ID != p.unit.BlockId {
+	// The footer names its component in hex, as the worker wrote it.
+	if meta.ComponentKey != in.component.String() || meta.ID != p.unit.BlockId {
 		return memoCorrupt(in, "holds component %.12s of block %q, want component %.12s of block %q",
 			meta.ComponentKey, meta.ID, in.component, p.unit.BlockId)
 	}

@@ -76,7 +76,7 @@ type plan struct {
 
 type inputPlan struct {
 	name      string
-	component string
+	component canon.Key // parsed once, from the unit's component_key
 	typ       transform.Type
 	mode      readerv1.InputMode
 	memo      string
@@ -178,7 +178,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		if err != nil {
 			return nil, invalid(field+".type", "%v", err)
 		}
-		ip := inputPlan{name: in.Name, component: k.String(), typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
+		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
 		switch in.Mode {
 		case readerv1.InputMode_INPUT_MODE_MEMO:
 			if want := block.MemoKey(k, u.BlockId); in.MemoObject != want {
@@ -253,9 +253,9 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 		i := p.localIdx[x]
 		comp := &c.Components[x]
 		field := fmt.Sprintf("inputs[%d]", i)
-		if comp.Key.String() != p.inputs[i].component {
+		if comp.Key != p.inputs[i].component {
 			return invalid(field+".canonical_dsl", "canonicalizes to component %s, not component_key %s",
-				comp.Key.Short(), p.inputs[i].component[:12])
+				comp.Key.Short(), p.inputs[i].component.Short())
 		}
 		if comp.Type != p.inputs[i].typ {
 			return invalid(field+".type", "%s, but the component's type is %s", p.inputs[i].typ, comp.Type)

@@ -191,6 +191,14 @@ func TestBadRequests(t *testing.T) {
 			_, err := ctr.SetPriority(ctx, &sigv1.SetPriorityRequest{Client: "ctr", Pipeline: "p", Priority: -1})
 			return err
 		}, "priority"},
+		{"release quarantine with a key that is not hex", func() error {
+			_, err := op.ReleaseQuarantine(ctx, &sigv1.ReleaseQuarantineRequest{ComponentKey: strings.Repeat("z", 64), BlockId: w.Blocks[0].ID})
+			return err
+		}, "component_key"},
+		{"release quarantine without a key", func() error {
+			_, err := op.ReleaseQuarantine(ctx, &sigv1.ReleaseQuarantineRequest{BlockId: w.Blocks[0].ID})
+			return err
+		}, "component_key"},
 		{"lease with a bad worker id", func() error {
 			_, err := srv.Workers(t, "worker").LeaseTask(ctx, &sigv1.LeaseTaskRequest{WorkerId: ""})
 			return err

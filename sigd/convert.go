@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform/graphpb"
 	"github.com/sigdata/sig/workers"
@@ -57,6 +58,19 @@ func SolutionToProto(s *matching.Solution) *sigv1.ReadSolution {
 			pi.Blocks = append(pi.Blocks, blockToProto(&in.Blocks[j]))
 		}
 		out.Inputs = append(out.Inputs, pi)
+	}
+	return out
+}
+
+// keysToProto writes component keys as the API carries them, in hex
+// (canon.ParseKey reads them back where a request enters).
+func keysToProto(ks []canon.Key) []string {
+	if len(ks) == 0 {
+		return nil
+	}
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.String()
 	}
 	return out
 }

@@ -9,6 +9,14 @@
 // the remote `sigd worker`), storage is package warehouse's, and the operator
 // console it serves under /ui/ on its HTTP port is package sigd/ui.
 //
+// # Component keys
+//
+// A component key is a canon.Key inside sigd. Requests name components in
+// hex: each handler parses the field once (canon.ParseKey, InvalidArgument
+// naming it) and answers format keys once (keysToProto, Key.String). The
+// work queues name a task by workers.TaskID; taskid.go is the one place
+// that converts between it and a (key, block).
+//
 // # Completion
 //
 // A memo entry is marked ready only after its object is written whole, and

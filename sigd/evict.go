@@ -19,16 +19,11 @@ import (
 	"github.com/sigdata/sig/workers"
 )
 
-// queueCanceler adapts the work queues to the evictor. eviction.Canceler
-// names the component by its hex form, so it is parsed here.
+// queueCanceler adapts the work queues to the evictor.
 type queueCanceler struct{ q *workers.Queue }
 
-func (c queueCanceler) Cancel(component, block string) error {
-	k, err := canon.ParseKey(component)
-	if err != nil {
-		return err
-	}
-	_, err = c.q.Cancel(workers.TaskID{Component: k, Block: block})
+func (c queueCanceler) Cancel(k canon.Key, block string) error {
+	_, err := c.q.Cancel(workers.TaskID{Component: k, Block: block})
 	return err
 }
 
@@ -46,7 +41,7 @@ func (s *Server) newEvictor() *eviction.Evictor {
 // other clients' pipelines do (operators see them all).
 func ComponentSummary(p *auth.Principal, info matching.ComponentInfo) *sigv1.ComponentSummary {
 	cs := &sigv1.ComponentSummary{
-		Key: info.Record.Key, CanonicalDsl: info.Record.DSL, Type: info.Record.Type, Columns: info.Record.Columns,
+		Key: info.Record.Key.String(), CanonicalDsl: info.Record.DSL, Type: info.Record.Type, Columns: info.Record.Columns,
 		Ops: info.Record.Ops, Nodes: uint32(info.Record.Nodes), LastRequested: timestamp(info.LastRequested),
 		BlocksReady: uint32(info.Ready), BlocksPending: uint32(info.Pending), BlocksFailed: uint32(info.Failed),
 		Bytes: info.Bytes, RawSource: info.Record.Source,
@@ -135,12 +130,7 @@ func (h *sigService) GetComponent(ctx context.Context, req *sigv1.GetComponentRe
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	for _, c := range by {
-		out.ContainedBy = append(out.ContainedBy, c.String())
-	}
-	for _, c := range contains {
-		out.Contains = append(out.Contains, c.String())
-	}
+	out.ContainedBy, out.Contains = keysToProto(by), keysToProto(contains)
 	return out, nil
 }
 
@@ -162,10 +152,7 @@ func (h *sigService) Evict(ctx context.Context, req *sigv1.EvictRequest) (*sigv1
 		return nil, grpcError(err)
 	}
 	out := &sigv1.EvictResponse{DryRun: req.GetDryRun(), Pipelines: im.Pipelines, Blocks: uint32(im.Blocks),
-		Bytes: im.Bytes, ObjectsDeleted: uint32(im.Objects), AuditId: im.AuditID}
-	for _, k := range im.Components {
-		out.Components = append(out.Components, k.String())
-	}
+		Bytes: im.Bytes, ObjectsDeleted: uint32(im.Objects), AuditId: im.AuditID, Components: keysToProto(im.Components)}
 	return out, nil
 }
 
@@ -255,7 +242,7 @@ func (h *sigService) ListAudit(ctx context.Context, req *sigv1.ListAuditRequest)
 	out := &sigv1.ListAuditResponse{}
 	for _, e := range es {
 		out.Entries = append(out.Entries, &sigv1.AuditEntry{Id: e.ID, Who: e.Who, When: timestamp(e.When), What: e.What,
-			Why: e.Why, Components: e.Components, Blocks: uint32(e.Blocks), Bytes: e.Bytes})
+			Why: e.Why, Components: keysToProto(e.Components), Blocks: uint32(e.Blocks), Bytes: e.Bytes})
 	}
 	return out, nil
 }
@@ -281,12 +268,12 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 			}
 			return out
 		},
-		// The operator's form posts the key as hex: parsed here, at the
-		// HTTP boundary.
+		// The UI's release form names the component as the page showed it,
+		// in hex: here it enters the process.
 		Release: func(component, block string) (bool, error) {
 			k, err := canon.ParseKey(component)
 			if err != nil {
-				return false, fmt.Errorf("component: %w", err)
+				return false, &matching.InputError{Field: "component", Err: err}
 			}
 			return s.queue.Release(workers.TaskID{Component: k, Block: block})
 		},

@@ -79,7 +79,7 @@ func TestGrpcurl(t *testing.T) {
 		t.Errorf("grpcurl SubmitGraph answered %s", out)
 	}
 	p, err := srv.Frontend().Cache().Pipeline("ctr", "from-grpcurl")
-	if err != nil || p.Priority != 3 || len(p.Inputs) != 1 || p.Inputs[0].Component != resp.Solution.Inputs[0].ComponentKey {
+	if err != nil || p.Priority != 3 || len(p.Inputs) != 1 || p.Inputs[0].Component.String() != resp.Solution.Inputs[0].ComponentKey {
 		t.Errorf("pipeline registered from grpcurl: %+v, %v", p, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,8 +29,8 @@ func (h *sigService) SetPriority(ctx context.Context, req *sigv1.SetPriorityRequ
 	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
 		return nil, err
 	}
-	if req.GetPriority() < 0 || req.GetPriority() > matching.MaxPriority {
-		return nil, status.Errorf(codes.InvalidArgument, "priority: %d is out of range [0, %d]", req.GetPriority(), matching.MaxPriority)
+	if err := matching.CheckPriority(req.GetPriority()); err != nil {
+		return nil, grpcError(err)
 	}
 	if _, err := h.s.cache.SetPipelinePriority(req.GetClient(), req.GetPipeline(), req.GetPriority()); err != nil {
 		return nil, grpcError(err)
@@ -86,7 +87,7 @@ func (h *sigService) ListQuarantine(ctx context.Context, _ *sigv1.ListQuarantine
 	out := &sigv1.ListQuarantineResponse{}
 	for _, t := range h.s.queue.ListQuarantine() {
 		clients := t.Clients()
-		if !p.IsOperator() && !contains(clients, p.Client) {
+		if !p.IsOperator() && !slices.Contains(clients, p.Client) {
 			continue
 		}
 		client := p.Client // a client sees its own name, not another's
@@ -97,15 +98,6 @@ func (h *sigService) ListQuarantine(ctx context.Context, _ *sigv1.ListQuarantine
 			Error: t.Err, Attempts: uint32(t.Attempts), Since: timestamp(t.Since), Client: client})
 	}
 	return out, nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // ReleaseQuarantine gives a quarantined task another chance (operators).

@@ -139,21 +139,16 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 	}
 }
 
-type memoID struct {
-	k     canon.Key
-	block string
-}
-
 // watchLoop forwards changes of the solution's blocks. It returns false
 // when the solution is complete (after sending it whole) and true when the
 // watcher must resynchronize: the subscription overflowed, a block was
 // evicted, or the periodic full re-read is due.
 func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSolutionServer, ch <-chan matching.MemoEntry, sol *matching.Solution) (bool, error) {
-	state := map[memoID]matching.MemoState{}
+	state := map[matching.Task]matching.MemoState{}
 	notReady := 0
 	for _, in := range sol.Inputs {
 		for _, b := range in.Blocks {
-			id := memoID{in.Component, b.Block.ID}
+			id := matching.Task{Component: in.Component, Block: b.Block.ID}
 			if _, dup := state[id]; dup {
 				continue
 			}
@@ -173,7 +168,7 @@ func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSo
 			if !ok {
 				return true, nil
 			}
-			id := memoID{e.Component, e.Block}
+			id := matching.Task{Component: e.Component, Block: e.Block}
 			old, in := state[id]
 			if !in {
 				continue

@@ -24,12 +24,36 @@ func (k Key) Short() string { return k.String()[:12] }
 // ParseKey parses a 64-digit hex key.
 func ParseKey(s string) (Key, error) {
 	var k Key
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != len(k) {
-		return k, fmt.Errorf("invalid key %q: want %d hex digits", truncate(s, 80), 2*len(k))
+	if len(s) != 2*len(k) {
+		return k, badKey(s)
 	}
-	copy(k[:], b)
+	if _, err := hex.Decode(k[:], []byte(s)); err != nil {
+		return Key{}, badKey(s)
+	}
 	return k, nil
+}
+
+func badKey(s string) error {
+	return fmt.Errorf("invalid key %q: want %d hex digits", truncate(s, 80), 2*len(Key{}))
+}
+
+// MarshalText writes the key in hex, as String: records that store keys as
+// JSON (the matching cache's) hold them as 64-digit strings.
+func (k Key) MarshalText() ([]byte, error) {
+	return hex.AppendEncode(make([]byte, 0, 2*len(k)), k[:]), nil
+}
+
+// UnmarshalText parses a key written by MarshalText (ParseKey): decoding a
+// stored record is where its keys enter the process.
+func (k *Key) UnmarshalText(b []byte) error {
+	if len(b) != 2*len(k) {
+		return badKey(string(b))
+	}
+	if _, err := hex.Decode(k[:], b); err != nil {
+		*k = Key{}
+		return badKey(string(b))
+	}
+	return nil
 }
 
 func truncate(s string, n int) string {

@@ -1,6 +1,7 @@
 package canon
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -316,4 +317,26 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 		checkInvariants(t, src, seed)
 	})
+}
+
+// TestKeyText: a key in JSON is its hex string (the matching cache's
+// records hold keys so), and decoding refuses what ParseKey refuses.
+func TestKeyText(t *testing.T) {
+	var k Key
+	for i := range k {
+		k[i] = byte(i * 7)
+	}
+	b, err := json.Marshal(struct{ K Key }{k})
+	if err != nil || string(b) != `{"K":"`+k.String()+`"}` {
+		t.Fatalf("marshal: %s, %v", b, err)
+	}
+	var back struct{ K Key }
+	if err := json.Unmarshal(b, &back); err != nil || back.K != k {
+		t.Fatalf("unmarshal: %v, %v", back.K, err)
+	}
+	for _, bad := range []string{`{"K":"zz"}`, `{"K":"` + k.String()[:62] + `"}`, `{"K":""}`} {
+		if err := json.Unmarshal([]byte(bad), &back); err == nil {
+			t.Errorf("%s: decoded", bad)
+		}
+	}
 }

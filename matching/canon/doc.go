@@ -19,5 +19,7 @@
 // canonical DSL without linking the matching cache's Pebble store (package
 // matching). Key is the one type of a component key from SubmitGraph to the
 // reader; it crosses a process boundary as hex (Key.String) and is parsed
-// once there (ParseKey).
+// once there (ParseKey). Records that store keys as JSON hold them as hex
+// too (Key.MarshalText), so decoding such a record is where its keys are
+// parsed.
 package canon

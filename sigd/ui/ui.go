@@ -39,7 +39,7 @@ var webFS embed.FS
 
 var tmpl = template.Must(template.New("ui").Funcs(template.FuncMap{
 	"pct":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
-	"short": func(s string) string { return s[:min(12, len(s))] },
+	"short": func(k any) string { s := fmt.Sprint(k); return s[:min(12, len(s))] }, // hex, or a canon.Key
 	"join":  func(xs []string) string { return strings.Join(xs, ", ") },
 	"bytes": units.Bytes,
 	"time": func(t time.Time) string {
