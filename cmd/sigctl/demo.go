@@ -144,7 +144,7 @@ func (d *demoEnv) close() {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", stderr)
+	fs := commands.NewFlags("demo", stderr)
 	dir := fs.String("fleet", "", "directory of *.sig model graphs (default: the embedded examples/fleet)")
 	events := fs.Int("events", 300_000, "events to generate")
 	serve := fs.Bool("serve", false, "keep sigd and its web UI running at the end (Ctrl-C stops)")

@@ -35,7 +35,7 @@ type graphRun func(stdout io.Writer, load func() (*canon.Canonical, *transform.S
 // command runs locally and reads no SIG_* variables.
 func registerGraph(name, usage string, flags func(fs *flag.FlagSet) graphRun) {
 	commands.Register(cli.Command{Name: name, Usage: usage, Run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
-		fs := newFlags(name, stderr)
+		fs := commands.NewFlags(name, stderr)
 		schemaPath := fs.String("schema", "", "raw source schema as JSON (default: the built-in Ads schema)")
 		run := flags(fs)
 		pos, err := cli.ParseInterspersed(fs, args)

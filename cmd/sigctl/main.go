@@ -7,7 +7,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"os"
 
@@ -22,10 +21,4 @@ func main() {
 
 func runMain(args []string, stdout, stderr io.Writer) int {
 	return commands.Main(args, stdout, stderr)
-}
-
-// newFlags returns a FlagSet for a subcommand that reports errors instead of
-// exiting, so runMain decides the exit status.
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	return cli.NewFlags("sigctl", name, stderr)
 }

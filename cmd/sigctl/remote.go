@@ -52,7 +52,7 @@ func registerRemote(r remote) {
 }
 
 func (r remote) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags(r.name, stderr)
+	fs := commands.NewFlags(r.name, stderr)
 	s := sessionFlags(fs, r.server, r.json)
 	run := r.flags(fs)
 	pos, err := cli.ParseEnvArgs(fs, args)

@@ -56,7 +56,7 @@ func (f *s3Flags) open(logger *slog.Logger) (*objstore.Store, error) {
 }
 
 func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gen", stderr)
+	fs := commands.NewFlags("gen", stderr)
 	var brokers cli.List
 	fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka brokers to produce to")
 	topic := fs.String("topic", ingest.TopicFor("ads"), "topic to produce to")
@@ -127,7 +127,7 @@ func loadSchema(source, path string) (*transform.Schema, error) {
 }
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("ingest", stderr)
+	fs := commands.NewFlags("ingest", stderr)
 	var s3 s3Flags
 	s3.register(fs)
 	var brokers cli.List
@@ -291,7 +291,7 @@ func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch args[0] {
 	case "rebuild-catalog":
-		fs := newFlags("warehouse rebuild-catalog", stderr)
+		fs := commands.NewFlags("warehouse rebuild-catalog", stderr)
 		catDir := fs.String("catalog", "", "block catalog directory (Pebble)")
 		var s3 s3Flags
 		s3.register(fs)
