@@ -1,37 +1,18 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
 )
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // commitOffset commits offset for partition 0 of raw.ads in the ingestion
 // group, as a crashed broker or a recreated topic leave it.
@@ -62,7 +43,7 @@ func TestCommittedOffsetPastEnd(t *testing.T) {
 	e := newEnv(t, 1)
 	e.produce(t, gen.Config{Seed: 12, LateFraction: -1}, 1000)
 	e.commitOffset(t, 5000)
-	logs := &syncBuffer{}
+	logs := &devenv.SyncBuffer{}
 	stop := runIngester(t, e, func(c *ingest.Config) {
 		c.RowsPerBlock = 400
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -101,7 +82,7 @@ func TestCommittedOffsetBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &devenv.SyncBuffer{}
 	stop := runIngester(t, e, func(c *ingest.Config) {
 		c.RowsPerBlock = 400
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
