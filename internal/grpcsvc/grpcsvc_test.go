@@ -27,17 +27,8 @@ func TestRegister(t *testing.T) {
 	sigv1.RegisterWorkersServer(gs, sigv1.UnimplementedWorkersServer{})
 	sigv1.RegisterFeatureStatsServer(gs, sigv1.UnimplementedFeatureStatsServer{})
 	h := grpcsvc.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
+	conn := serve(t, gs)
 	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -102,16 +93,7 @@ func listServices(ctx context.Context, t *testing.T, conn *grpc.ClientConn) []st
 func TestStop(t *testing.T) {
 	gs := grpc.NewServer()
 	h := grpcsvc.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := serve(t, gs)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
@@ -140,13 +122,27 @@ func TestStop(t *testing.T) {
 
 	gs = grpc.NewServer()
 	h = grpcsvc.Register(gs)
-	if lis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
+	serve(t, gs)
 	start = time.Now()
 	h.Stop(time.Minute)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Stop of an idle server took %v", took)
 	}
+}
+
+// serve serves gs on a loopback port and returns a client connection to
+// it, closed when the test ends.
+func serve(t *testing.T, gs *grpc.Server) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(lis)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
