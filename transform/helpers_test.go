@@ -40,38 +40,11 @@ func toArrow(c rowref.Column) arrow.Array {
 	n := c.Len()
 	switch c.Type {
 	case rowref.String:
-		b := array.NewStringBuilder(mem)
-		defer b.Release()
-		for i := range n {
-			if c.IsNull(i) {
-				b.AppendNull()
-			} else {
-				b.Append(c.Str[i])
-			}
-		}
-		return b.NewArray()
+		return buildScalars(array.NewStringBuilder(mem), &c, c.Str)
 	case rowref.Int64:
-		b := array.NewInt64Builder(mem)
-		defer b.Release()
-		for i := range n {
-			if c.IsNull(i) {
-				b.AppendNull()
-			} else {
-				b.Append(c.I64[i])
-			}
-		}
-		return b.NewArray()
+		return buildScalars(array.NewInt64Builder(mem), &c, c.I64)
 	case rowref.Float64:
-		b := array.NewFloat64Builder(mem)
-		defer b.Release()
-		for i := range n {
-			if c.IsNull(i) {
-				b.AppendNull()
-			} else {
-				b.Append(c.F64[i])
-			}
-		}
-		return b.NewArray()
+		return buildScalars(array.NewFloat64Builder(mem), &c, c.F64)
 	}
 	var elem arrow.DataType = arrow.BinaryTypes.String
 	if c.Type == rowref.ListInt64 {
@@ -103,6 +76,28 @@ func toArrow(c rowref.Column) arrow.Array {
 					vb.Append(v)
 				}
 			}
+		}
+	}
+	return b.NewArray()
+}
+
+// scalarBuilder is an Arrow builder of a scalar type of values T.
+type scalarBuilder[T any] interface {
+	Append(v T)
+	AppendNull()
+	NewArray() arrow.Array
+	Release()
+}
+
+// buildScalars builds with b the array of vals, the values of c, null
+// where c is.
+func buildScalars[T any, B scalarBuilder[T]](b B, c *rowref.Column, vals []T) arrow.Array {
+	defer b.Release()
+	for i, v := range vals {
+		if c.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(v)
 		}
 	}
 	return b.NewArray()
