@@ -92,6 +92,16 @@ func (e *Evictor) blockImpact(k canon.Key, id string) (BlockImpact, error) {
 	return im, err
 }
 
+// lockBlock starts an operation that changes block id of k: its impact so
+// far (blockImpact), with blockMu held until unlock.
+func (e *Evictor) lockBlock(k canon.Key, id string) (im BlockImpact, unlock func(), err error) {
+	if im, err = e.blockImpact(k, id); err != nil {
+		return im, nil, err
+	}
+	e.blockMu.Lock()
+	return im, e.blockMu.Unlock, nil
+}
+
 func blockWhat(verb string, k canon.Key, id string) string {
 	return fmt.Sprintf("%sblock %s of component %s", verb, id, k)
 }
@@ -107,12 +117,11 @@ func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id, who, why stri
 	if err := checkBlockID(id); err != nil {
 		return BlockImpact{}, err
 	}
-	im, err := e.blockImpact(k, id)
+	im, unlock, err := e.lockBlock(k, id)
 	if err != nil {
 		return im, err
 	}
-	e.blockMu.Lock()
-	defer e.blockMu.Unlock()
+	defer unlock()
 	dctx := context.WithoutCancel(ctx)
 	removed := false
 	err = e.Frontend.Evicting([]canon.Key{k}, func() error {
@@ -268,12 +277,11 @@ func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, detai
 // new one and not merged into one about to leave the queue.
 func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what, why, pendingReason string) (BlockImpact, error) {
 	k, id := m.Component, m.Block
-	im, err := e.blockImpact(k, id)
+	im, unlock, err := e.lockBlock(k, id)
 	if err != nil {
 		return im, err
 	}
-	e.blockMu.Lock()
-	defer e.blockMu.Unlock()
+	defer unlock()
 	dctx := context.WithoutCancel(ctx)
 	err = e.Frontend.Evicting([]canon.Key{k}, func() error {
 		cur, err := e.Frontend.Cache().Memo(k, id)

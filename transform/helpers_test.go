@@ -58,48 +58,42 @@ func toArrow(c rowref.Column) arrow.Array {
 			continue
 		}
 		b.Append(true)
+		elemNull := func(j int) bool { return c.ElemNull != nil && c.ElemNull[i] != nil && c.ElemNull[i][j] }
 		if c.Type == rowref.ListString {
-			vb := b.ValueBuilder().(*array.StringBuilder)
-			for j, s := range c.LStr[i] {
-				if c.ElemNull != nil && c.ElemNull[i] != nil && c.ElemNull[i][j] {
-					vb.AppendNull()
-				} else {
-					vb.Append(s)
-				}
-			}
+			appendValues(b.ValueBuilder().(*array.StringBuilder), c.LStr[i], elemNull)
 		} else {
-			vb := b.ValueBuilder().(*array.Int64Builder)
-			for j, v := range c.LI64[i] {
-				if c.ElemNull != nil && c.ElemNull[i] != nil && c.ElemNull[i][j] {
-					vb.AppendNull()
-				} else {
-					vb.Append(v)
-				}
-			}
+			appendValues(b.ValueBuilder().(*array.Int64Builder), c.LI64[i], elemNull)
 		}
 	}
 	return b.NewArray()
 }
 
-// scalarBuilder is an Arrow builder of a scalar type of values T.
-type scalarBuilder[T any] interface {
+// valueBuilder is an Arrow builder of values T.
+type valueBuilder[T any] interface {
 	Append(v T)
 	AppendNull()
-	NewArray() arrow.Array
-	Release()
 }
 
-// buildScalars builds with b the array of vals, the values of c, null
-// where c is.
-func buildScalars[T any, B scalarBuilder[T]](b B, c *rowref.Column, vals []T) arrow.Array {
-	defer b.Release()
+// appendValues appends vals to b, null where null says.
+func appendValues[T any, B valueBuilder[T]](b B, vals []T, null func(i int) bool) {
 	for i, v := range vals {
-		if c.IsNull(i) {
+		if null(i) {
 			b.AppendNull()
 		} else {
 			b.Append(v)
 		}
 	}
+}
+
+// buildScalars builds with b the array of vals, the values of c, null
+// where c is.
+func buildScalars[T any, B interface {
+	valueBuilder[T]
+	NewArray() arrow.Array
+	Release()
+}](b B, c *rowref.Column, vals []T) arrow.Array {
+	defer b.Release()
+	appendValues(b, vals, c.IsNull)
 	return b.NewArray()
 }
 
