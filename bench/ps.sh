@@ -25,23 +25,8 @@ cd "$(dirname "$0")/.."
 COUNT=${COUNT:-3}
 BENCHTIME=${BENCHTIME:-20x}
 out=bench/ps.txt
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
-
-cmd=(go test ./trainer/embedding/ps -run '^$' -bench '^BenchmarkCoalescing$' -benchtime "$BENCHTIME" -count "$COUNT" -timeout 30m)
-echo "running: ${cmd[*]}" >&2
-"${cmd[@]}" | tee "$raw" >&2
-
-# median UNIT: the median of a metric over the runs.
-median() {
-	awk -v unit="$1" '
-		/^BenchmarkCoalescing/ { for (i = 2; i < NF; i++) if ($(i+1) == unit) v[n++] = $i }
-		END {
-			if (n == 0) { print "n/a"; exit }
-			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-			print v[int((n - 1) / 2)]
-		}' "$raw"
-}
+source bench/lib.sh
+bench_go_test ./trainer/embedding/ps -run '^$' -bench '^BenchmarkCoalescing$' -benchtime "$BENCHTIME" -count "$COUNT" -timeout 30m
 
 {
 	echo "# bench/ps.sh: parameter servers, 100 tables, 8 TPU cores, 4 servers, loopback gRPC"
@@ -49,11 +34,11 @@ median() {
 	echo
 	printf '%-20s %12s %12s\n' mode ms/step rpcs/step
 	for m in uncoalesced coalesced coalesced_stacked; do
-		printf '%-20s %12s %12s\n' "$m" "$(median "${m}_ms/step")" "$(median "${m}_rpcs/step")"
+		printf '%-20s %12s %12s\n' "$m" "$(median BenchmarkCoalescing "${m}_ms/step")" "$(median BenchmarkCoalescing "${m}_rpcs/step")"
 	done
 	echo
-	echo "speedup (uncoalesced / coalesced step time):         $(median speedup)x   target >= 3x"
-	echo "speedup (uncoalesced / coalesced+stacked step time): $(median speedup_stacked)x"
+	echo "speedup (uncoalesced / coalesced step time):         $(median BenchmarkCoalescing speedup)x   target >= 3x"
+	echo "speedup (uncoalesced / coalesced+stacked step time): $(median BenchmarkCoalescing speedup_stacked)x"
 	echo
 	echo "# raw"
 	cat "$raw"

@@ -32,20 +32,9 @@ cd "$(dirname "$0")/.."
 COUNT=${COUNT:-5}
 BENCHTIME=${BENCHTIME:-10x}
 out=bench/reader.txt
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
-
-cmd=(go test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCost|BenchmarkServe|BenchmarkFetch)$'
-	-cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m)
-echo "running: ${cmd[*]}" >&2
-"${cmd[@]}" | tee "$raw" >&2
-
-# median NAME UNIT: the median of a metric over the runs.
-median() {
-	awk -v name="$1" -v unit="$2" '
-		$1 ~ "^"name"(-[0-9]+)?$" { for (i = 3; i < NF; i += 2) if ($(i+1) == unit) print $i }
-	' "$raw" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2] + v[NR/2+1]) / 2 }'
-}
+source bench/lib.sh
+bench_go_test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCost|BenchmarkServe|BenchmarkFetch)$' \
+	-cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m
 
 {
 	echo "# input readers: throughput vs bare gRPC, and SIG vs LIG input cost"

@@ -14,13 +14,9 @@ cd "$(dirname "$0")/.."
 COUNT=${COUNT:-3}
 BENCHTIME=${BENCHTIME:-5x}
 out=bench/transform.txt
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
-
-cmd=(go test ./transform -run '^$' -bench '^(BenchmarkOp|BenchmarkTruncateChain|BenchmarkTypicalComponent)$'
-	-cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m)
-echo "running: ${cmd[*]}" >&2
-"${cmd[@]}" | tee "$raw" >&2
+source bench/lib.sh
+bench_go_test ./transform -run '^$' -bench '^(BenchmarkOp|BenchmarkTruncateChain|BenchmarkTypicalComponent)$' \
+	-cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m
 
 {
 	echo "# transform kernels vs plain Go, 1,000,000 Ads-like rows, one core"

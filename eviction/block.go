@@ -82,6 +82,26 @@ func checkReason(why string) error {
 	return nil
 }
 
+// blockImpact is what an operation on block id of component k starts
+// from: the block and the pipelines that read k (whose solutions it
+// changes).
+func (e *Evictor) blockImpact(k canon.Key, id string) (BlockImpact, error) {
+	im := BlockImpact{Component: k, Block: id}
+	var err error
+	im.Pipelines, err = e.pipelines(k)
+	return im, err
+}
+
+// lockBlock starts an operation that changes block id of k: its impact so
+// far (blockImpact), with blockMu held until unlock.
+func (e *Evictor) lockBlock(k canon.Key, id string) (im BlockImpact, unlock func(), err error) {
+	if im, err = e.blockImpact(k, id); err != nil {
+		return im, nil, err
+	}
+	e.blockMu.Lock()
+	return im, e.blockMu.Unlock, nil
+}
+
 func blockWhat(verb string, k canon.Key, id string) string {
 	return fmt.Sprintf("%sblock %s of component %s", verb, id, k)
 }
@@ -97,13 +117,11 @@ func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id, who, why stri
 	if err := checkBlockID(id); err != nil {
 		return BlockImpact{}, err
 	}
-	im := BlockImpact{Component: k, Block: id}
-	var err error
-	if im.Pipelines, err = e.pipelines(k); err != nil {
+	im, unlock, err := e.lockBlock(k, id)
+	if err != nil {
 		return im, err
 	}
-	e.blockMu.Lock()
-	defer e.blockMu.Unlock()
+	defer unlock()
 	dctx := context.WithoutCancel(ctx)
 	removed := false
 	err = e.Frontend.Evicting([]canon.Key{k}, func() error {
@@ -172,11 +190,12 @@ func (e *Evictor) RecomputeBlock(ctx context.Context, k canon.Key, id, who, why 
 	case matching.MemoFailed:
 		return BlockImpact{}, fmt.Errorf("%w (%s): release it instead", ErrQuarantined, m.Error)
 	case matching.MemoPending:
-		im := BlockImpact{Component: k, Block: id, State: m.State}
-		if im.Pipelines, err = e.pipelines(k); err != nil {
+		im, err := e.blockImpact(k, id)
+		im.State = m.State
+		if err != nil {
 			return im, err
 		}
-		_, err := e.Frontend.Schedule(k, id)
+		_, err = e.Frontend.Schedule(k, id)
 		return im, err
 	}
 	return e.recompute(ctx, m, who, blockWhat("recompute ", k, id), why,
@@ -258,13 +277,11 @@ func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, detai
 // new one and not merged into one about to leave the queue.
 func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what, why, pendingReason string) (BlockImpact, error) {
 	k, id := m.Component, m.Block
-	im := BlockImpact{Component: k, Block: id}
-	var err error
-	if im.Pipelines, err = e.pipelines(k); err != nil {
+	im, unlock, err := e.lockBlock(k, id)
+	if err != nil {
 		return im, err
 	}
-	e.blockMu.Lock()
-	defer e.blockMu.Unlock()
+	defer unlock()
 	dctx := context.WithoutCancel(ctx)
 	err = e.Frontend.Evicting([]canon.Key{k}, func() error {
 		cur, err := e.Frontend.Cache().Memo(k, id)

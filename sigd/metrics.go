@@ -59,29 +59,25 @@ func newMetrics(s *Server) *metrics {
 	}
 }
 
+// kept are the metrics m keeps (the others it computes when collected).
+func (m *metrics) kept() []prometheus.Collector {
+	return []prometheus.Collector{m.submits, m.components, m.componentHits, m.blockRequests, m.blockHits, m.taskLatency,
+		m.phases, m.trainerGoodput}
+}
+
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	m.submits.Describe(ch)
-	m.components.Describe(ch)
-	m.componentHits.Describe(ch)
-	m.blockRequests.Describe(ch)
-	m.blockHits.Describe(ch)
-	m.taskLatency.Describe(ch)
-	m.phases.Describe(ch)
-	m.trainerGoodput.Describe(ch)
+	for _, c := range m.kept() {
+		c.Describe(ch)
+	}
 	for _, d := range []*prometheus.Desc{descReuseMean, descReuseMax, descMemo, descMemoBytes, descComps, descPipelines, descSegBytes, descSegResident} {
 		ch <- d
 	}
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	m.submits.Collect(ch)
-	m.components.Collect(ch)
-	m.componentHits.Collect(ch)
-	m.blockRequests.Collect(ch)
-	m.blockHits.Collect(ch)
-	m.taskLatency.Collect(ch)
-	m.phases.Collect(ch)
-	m.trainerGoodput.Collect(ch)
+	for _, c := range m.kept() {
+		c.Collect(ch)
+	}
 	seg := m.s.segments.Stats() // zero without in-process workers
 	ch <- prometheus.MustNewConstMetric(descSegBytes, prometheus.CounterValue, float64(seg.HitBytes), "hit")
 	ch <- prometheus.MustNewConstMetric(descSegBytes, prometheus.CounterValue, float64(seg.MissBytes), "miss")

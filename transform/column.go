@@ -282,47 +282,43 @@ func contiguous(a arrow.Array) (arrow.Array, error) {
 // compactList rebuilds a list whose child has nulls without those elements.
 func compactList(l *array.List) *array.List {
 	n := l.Len()
-	valid := bitmapOf(l)
 	child := l.ListValues()
 	off := l.Data().Offset()
 	offs := l.Offsets()[off : off+n+1]
-	cv := bitmapOf(child)
-	var out arrow.Array
-	switch child.DataType().ID() {
-	case arrow.STRING:
+	if child.DataType().ID() == arrow.STRING {
 		c := viewStr(child)
-		b := newListStrBuilder(n, len(c.data))
-		for i := 0; i < n; i++ {
-			if valid.null(i) {
-				b.appendNull()
-				continue
-			}
-			for j := int(offs[i]); j < int(offs[i+1]); j++ {
-				if !cv.null(j) {
-					b.elem(c.at(j))
-				}
-			}
-			b.endRow()
-		}
-		out = b.finish()
-	default:
-		c := viewI64(child)
-		b := newListI64Builder(n, len(c.vals))
-		for i := 0; i < n; i++ {
-			if valid.null(i) {
-				b.appendNull()
-				continue
-			}
-			for j := int(offs[i]); j < int(offs[i+1]); j++ {
-				if !cv.null(j) {
-					b.elem(c.vals[j])
-				}
-			}
-			b.endRow()
-		}
-		out = b.finish()
+		return keepValid(newListStrBuilder(n, len(c.data)), bitmapOf(l), bitmapOf(child), offs, c.at)
 	}
-	return out.(*array.List)
+	c := viewI64(child)
+	return keepValid(newListI64Builder(n, len(c.vals)), bitmapOf(l), bitmapOf(child), offs, func(j int) int64 { return c.vals[j] })
+}
+
+// listBuilder is a list column under construction (listStrBuilder,
+// listI64Builder), of elements T.
+type listBuilder[T any] interface {
+	elem(v T)
+	endRow()
+	appendNull()
+	finish() arrow.Array
+}
+
+// keepValid builds into b the rows of a list (validity valid, offsets offs
+// into its child) with only the child's elements that are not null (cv);
+// at is child element j.
+func keepValid[T any](b listBuilder[T], valid, cv bitmap, offs []int32, at func(j int) T) *array.List {
+	for i := 0; i < len(offs)-1; i++ {
+		if valid.null(i) {
+			b.appendNull()
+			continue
+		}
+		for j := int(offs[i]); j < int(offs[i+1]); j++ {
+			if !cv.null(j) {
+				b.elem(at(j))
+			}
+		}
+		b.endRow()
+	}
+	return b.finish().(*array.List)
 }
 
 // validity tracks nulls of an output column; the bitmap is only allocated

@@ -40,38 +40,11 @@ func toArrow(c rowref.Column) arrow.Array {
 	n := c.Len()
 	switch c.Type {
 	case rowref.String:
-		b := array.NewStringBuilder(mem)
-		defer b.Release()
-		for i := range n {
-			if c.IsNull(i) {
-				b.AppendNull()
-			} else {
-				b.Append(c.Str[i])
-			}
-		}
-		return b.NewArray()
+		return buildScalars(array.NewStringBuilder(mem), &c, c.Str)
 	case rowref.Int64:
-		b := array.NewInt64Builder(mem)
-		defer b.Release()
-		for i := range n {
-			if c.IsNull(i) {
-				b.AppendNull()
-			} else {
-				b.Append(c.I64[i])
-			}
-		}
-		return b.NewArray()
+		return buildScalars(array.NewInt64Builder(mem), &c, c.I64)
 	case rowref.Float64:
-		b := array.NewFloat64Builder(mem)
-		defer b.Release()
-		for i := range n {
-			if c.IsNull(i) {
-				b.AppendNull()
-			} else {
-				b.Append(c.F64[i])
-			}
-		}
-		return b.NewArray()
+		return buildScalars(array.NewFloat64Builder(mem), &c, c.F64)
 	}
 	var elem arrow.DataType = arrow.BinaryTypes.String
 	if c.Type == rowref.ListInt64 {
@@ -85,26 +58,42 @@ func toArrow(c rowref.Column) arrow.Array {
 			continue
 		}
 		b.Append(true)
+		elemNull := func(j int) bool { return c.ElemNull != nil && c.ElemNull[i] != nil && c.ElemNull[i][j] }
 		if c.Type == rowref.ListString {
-			vb := b.ValueBuilder().(*array.StringBuilder)
-			for j, s := range c.LStr[i] {
-				if c.ElemNull != nil && c.ElemNull[i] != nil && c.ElemNull[i][j] {
-					vb.AppendNull()
-				} else {
-					vb.Append(s)
-				}
-			}
+			appendValues(b.ValueBuilder().(*array.StringBuilder), c.LStr[i], elemNull)
 		} else {
-			vb := b.ValueBuilder().(*array.Int64Builder)
-			for j, v := range c.LI64[i] {
-				if c.ElemNull != nil && c.ElemNull[i] != nil && c.ElemNull[i][j] {
-					vb.AppendNull()
-				} else {
-					vb.Append(v)
-				}
-			}
+			appendValues(b.ValueBuilder().(*array.Int64Builder), c.LI64[i], elemNull)
 		}
 	}
+	return b.NewArray()
+}
+
+// valueBuilder is an Arrow builder of values T.
+type valueBuilder[T any] interface {
+	Append(v T)
+	AppendNull()
+}
+
+// appendValues appends vals to b, null where null says.
+func appendValues[T any, B valueBuilder[T]](b B, vals []T, null func(i int) bool) {
+	for i, v := range vals {
+		if null(i) {
+			b.AppendNull()
+		} else {
+			b.Append(v)
+		}
+	}
+}
+
+// buildScalars builds with b the array of vals, the values of c, null
+// where c is.
+func buildScalars[T any, B interface {
+	valueBuilder[T]
+	NewArray() arrow.Array
+	Release()
+}](b B, c *rowref.Column, vals []T) arrow.Array {
+	defer b.Release()
+	appendValues(b, vals, c.IsNull)
 	return b.NewArray()
 }
 

@@ -29,9 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,9 +37,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
@@ -68,32 +63,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:7090", "gRPC address to serve on")
 	sc := objstore.Flags(fs, "S3 endpoint host:port of the warehouse (required)")
 	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may Read (required)")
-	tlsCert := fs.String("tls-cert", "", "serve gRPC over TLS with this certificate (PEM)")
-	tlsKey := fs.String("tls-key", "", "private key of --tls-cert (PEM)")
+	serverOpts := cli.ServerTLSFlags(fs)
 	maxUnits := fs.Int("max-units", 0, "units served at once, each holding one block in memory (0: 4 x GOMAXPROCS)")
 	maxRequest := fs.Int("max-request-bytes", 4<<20, "largest ReadRequest accepted")
 	s3Retry := fs.Duration("s3-retry-for", 30*time.Second, "how long one object read retries a failing S3 before the unit fails as unavailable")
 	applyRuntime := cli.RuntimeFlags(fs, reader.DefaultGCPercent)
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	newLogger := cli.LogFlag(fs)
 	sigdAddr := fs.String("sigd", "", "sigd gRPC address to report corrupt memo objects to (empty: report none)")
 	sigdToken := fs.String("sigd-token", "", "token of role reader for --sigd")
 	sigdTLS := fs.Bool("sigd-tls", false, "connect to --sigd with TLS")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics over HTTP on this address (empty: none)")
-	cli.UsageWithEnv(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
 	}
-	if err := cli.ApplyEnv(fs); err != nil {
+	logger, err := newLogger(stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: %v", *logLevel, err)
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	applyRuntime()
 	if sc.Endpoint == "" {
 		return errors.New("--s3-endpoint is required")
@@ -129,13 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var opts []grpc.ServerOption
-	if *tlsCert != "" || *tlsKey != "" {
-		creds, err := credentials.NewServerTLSFromFile(*tlsCert, *tlsKey)
-		if err != nil {
-			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		opts = append(opts, grpc.Creds(creds))
+	opts, err := serverOpts()
+	if err != nil {
+		return err
 	}
 	gs := srv.GRPCServer(opts...)
 	hs := grpcsvc.Register(gs)
@@ -144,22 +126,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var httpSrv *http.Server
-	var httpLis net.Listener
+	metricsURL := ""
 	if *metricsAddr != "" {
-		if httpLis, err = net.Listen("tcp", *metricsAddr); err != nil {
+		url, closeMetrics, err := cli.ServeMetrics(*metricsAddr, reg)
+		if err != nil {
 			lis.Close()
 			return fmt.Errorf("--metrics: %w", err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-		go func() { _ = httpSrv.Serve(httpLis) }()
-		defer httpSrv.Close()
+		defer closeMetrics()
+		metricsURL = url
 	}
 	fmt.Fprintf(stdout, "listening on %s\n", lis.Addr())
-	if httpLis != nil {
-		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", httpLis.Addr())
+	if metricsURL != "" {
+		fmt.Fprintf(stdout, "metrics on %s\n", metricsURL)
 	}
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
@@ -170,17 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// Graceful stop: finish the streams in flight (a unit is one block), but
 	// not forever; a client resumes whatever is cut off on another reader.
-	hs.Shutdown()
-	done := make(chan struct{})
-	go func() {
-		gs.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		gs.Stop()
-	}
+	hs.Stop(30 * time.Second)
 	st := srv.Stats()
 	logger.Info("stopped", "units", st.Units, "rows", st.Rows, "bytes", st.Bytes, "memo_pending", st.MemoPending, "failures", st.Failures)
 	return nil

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,25 +20,6 @@ import (
 	"github.com/sigdata/sig/warehouse/block"
 )
 
-// syncBuffer is a bytes.Buffer safe for the reader's writes and the test's
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startReader runs the reader command in this process against m, with the
 // sigdtest token file and extra flags, and waits for its output to match
 // ready; it returns the submatches. The reader stops when the test ends.
@@ -50,7 +29,7 @@ func startReader(t *testing.T, m *devenv.MinIO, ready *regexp.Regexp, extra ...s
 	args := append([]string{"--listen", "127.0.0.1:0", "--s3-endpoint", m.Endpoint, "--s3-access-key", m.AccessKey,
 		"--s3-secret-key", m.SecretKey, "--s3-bucket", "sig", "--tokens", tokens, "--log-level", "warn"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &devenv.SyncBuffer{}, &devenv.SyncBuffer{}
 	done := make(chan struct{})
 	var runErr error
 	go func() { runErr = run(ctx, args, stdout, stderr); close(done) }()

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,7 +33,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "demo", usage: "[--events N] [--serve] [--data-dir D] [--fleet DIR]: the main job end to end on embedded defaults", run: runDemo})
+	commands.Register(cli.Command{Name: "demo", Usage: "[--events N] [--serve] [--data-dir D] [--fleet DIR]: the main job end to end on embedded defaults", Run: runDemo})
 }
 
 // fleetModel is one model of the demo fleet.
@@ -103,8 +102,7 @@ func printSharing(w io.Writer, models []fleetModel) {
 	}
 	sort.SliceStable(order, func(i, j int) bool { return len(uses[order[i]].users) > len(uses[order[j]].users) })
 	fmt.Fprintf(w, "Fleet: %d models, %d model inputs, %d distinct components\n\n", len(models), inputs, len(uses))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMPONENT\tNODES\tUSED BY")
+	tw := table(w, "COMPONENT\tNODES\tUSED BY")
 	shared := 0
 	for _, k := range order {
 		u := uses[k]
@@ -146,13 +144,13 @@ func (d *demoEnv) close() {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", stderr)
+	fs := commands.NewFlags("demo", stderr)
 	dir := fs.String("fleet", "", "directory of *.sig model graphs (default: the embedded examples/fleet)")
 	events := fs.Int("events", 300_000, "events to generate")
 	serve := fs.Bool("serve", false, "keep sigd and its web UI running at the end (Ctrl-C stops)")
 	dataDir := fs.String("data-dir", "", "sigd data directory (default: a temporary directory, removed at the end unless --serve)")
 	verbose := fs.Bool("v", false, "show sigd's logs")
-	if _, err := parseInterspersed(fs, args); err != nil {
+	if _, err := cli.ParseInterspersed(fs, args); err != nil {
 		return err
 	}
 	s := transform.AdsSchema()
@@ -357,8 +355,7 @@ type trainedJob struct {
 // goodput figure named by its scope (the job's, as the web UI shows it, or
 // its emulated fleet's); then why each job's PG is what it is.
 func printTraining(w io.Writer, jobs []trainedJob) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB	EXIT	EPOCHS	EVENTS	STEPS	LOSS FIRST→LAST	INPUT STALL	SG (JOB)	RG	PG	MPG (JOB)	SG (FLEET)	MPG (FLEET)	REPORT")
+	tw := table(w, "JOB	EXIT	EPOCHS	EVENTS	STEPS	LOSS FIRST→LAST	INPUT STALL	SG (JOB)	RG	PG	MPG (JOB)	SG (FLEET)	MPG (FLEET)	REPORT")
 	for _, j := range jobs {
 		r := j.rep
 		// The report's phases already average the first and last steps'
@@ -428,8 +425,7 @@ func printCatalog(w io.Writer, srv *sigd.Server) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  BLOCK	WINDOW	EVENTS	ROWS	SIZE	LATE")
+	tw := table(w, "  BLOCK	WINDOW	EVENTS	ROWS	SIZE	LATE")
 	for _, m := range metas {
 		fmt.Fprintf(tw, "  %s	%s	%s..%s	%d	%s	%v\n", m.ID, time.UnixMicro(m.WindowStart).UTC().Format("15:04"),
 			time.UnixMicro(m.MinEventTime).UTC().Format("15:04:05"), time.UnixMicro(m.MaxEventTime).UTC().Format("15:04:05"),

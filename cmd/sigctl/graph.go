@@ -9,32 +9,54 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 
 	"github.com/sigdata/sig/internal/arrowfile"
+	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 )
 
 func init() {
-	register(&command{name: "canon", usage: "FILE [--json] [--schema F]: component key, nodes and raw columns of every model input", run: runCanon})
-	register(&command{name: "fmt", usage: "FILE [--schema F]: the canonical DSL of every model input", run: runFmt})
-	register(&command{name: "run", usage: "FILE --raw IN.arrow --out OUT.arrow [--schema F]: local input generation over a raw Arrow file", run: runRun})
+	registerGraph("canon", "FILE [--json] [--schema F]: component key, nodes and raw columns of every model input", canonFlags)
+	registerGraph("fmt", "FILE [--schema F]: the canonical DSL of every model input", fmtFlags)
+	registerGraph("run", "FILE --raw IN.arrow --out OUT.arrow [--schema F]: local input generation over a raw Arrow file", runFlags)
 }
 
-// schemaFlag adds --schema and returns a loader for it.
-func schemaFlag(fs *flag.FlagSet) func() (*transform.Schema, error) {
-	path := fs.String("schema", "", "raw source schema as JSON (default: the built-in Ads schema)")
-	return func() (*transform.Schema, error) {
-		if *path == "" {
-			return transform.AdsSchema(), nil
+// graphRun is the work of a graph command: load reads the graph FILE
+// under --schema and canonicalizes it.
+type graphRun func(stdout io.Writer, load func() (*canon.Canonical, *transform.Schema, error)) error
+
+// registerGraph registers a command over one graph FILE (canon, fmt, run):
+// flags adds its own flags (besides --schema) and returns its work. The
+// command runs locally and reads no SIG_* variables.
+func registerGraph(name, usage string, flags func(fs *flag.FlagSet) graphRun) {
+	commands.Register(cli.Command{Name: name, Usage: usage, Run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		fs := commands.NewFlags(name, stderr)
+		schemaPath := fs.String("schema", "", "raw source schema as JSON (default: the built-in Ads schema)")
+		run := flags(fs)
+		pos, err := cli.ParseInterspersed(fs, args)
+		if err != nil {
+			return err
 		}
-		return transform.LoadSchema(*path)
-	}
+		path, err := oneFile(pos)
+		if err != nil {
+			return err
+		}
+		return run(stdout, func() (*canon.Canonical, *transform.Schema, error) {
+			s := transform.AdsSchema()
+			if *schemaPath != "" {
+				if s, err = transform.LoadSchema(*schemaPath); err != nil {
+					return nil, nil, err
+				}
+			}
+			c, err := loadCanonical(path, s)
+			return c, s, err
+		})
+	}})
 }
 
 // readDSL reads a graph file, refusing files over the size limit before
@@ -71,7 +93,7 @@ func loadCanonical(path string, s *transform.Schema) (*canon.Canonical, error) {
 
 func oneFile(pos []string) (string, error) {
 	if len(pos) != 1 {
-		return "", fmt.Errorf("%w: want exactly one graph FILE, got %d arguments", errUsage, len(pos))
+		return "", fmt.Errorf("%w: want exactly one graph FILE, got %d arguments", cli.ErrUsage, len(pos))
 	}
 	return pos[0], nil
 }
@@ -88,99 +110,62 @@ type CanonInput struct {
 	Columns []string `json:"columns"`
 }
 
-func runCanon(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("canon", stderr)
+func canonFlags(fs *flag.FlagSet) graphRun {
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	schema := schemaFlag(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	path, err := oneFile(pos)
-	if err != nil {
-		return err
-	}
-	s, err := schema()
-	if err != nil {
-		return err
-	}
-	c, err := loadCanonical(path, s)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		out := CanonOutput{Inputs: map[string]CanonInput{}}
-		for _, comp := range c.Components {
-			out.Inputs[comp.Input] = CanonInput{Key: comp.Key.String(), Nodes: len(comp.Nodes), Columns: comp.Columns}
+	return func(stdout io.Writer, load func() (*canon.Canonical, *transform.Schema, error)) error {
+		c, _, err := load()
+		if err != nil {
+			return err
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		if *asJSON {
+			out := CanonOutput{Inputs: map[string]CanonInput{}}
+			for _, comp := range c.Components {
+				out.Inputs[comp.Input] = CanonInput{Key: comp.Key.String(), Nodes: len(comp.Nodes), Columns: comp.Columns}
+			}
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		}
+		tw := table(stdout, "INPUT\tKEY\tNODES\tCOLUMNS")
+		for _, comp := range c.Components {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", comp.Input, comp.Key, len(comp.Nodes), strings.Join(comp.Columns, ","))
+		}
+		return tw.Flush()
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INPUT\tKEY\tNODES\tCOLUMNS")
-	for _, comp := range c.Components {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", comp.Input, comp.Key, len(comp.Nodes), strings.Join(comp.Columns, ","))
-	}
-	return tw.Flush()
 }
 
-func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fmt", stderr)
-	schema := schemaFlag(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+func fmtFlags(*flag.FlagSet) graphRun {
+	return func(stdout io.Writer, load func() (*canon.Canonical, *transform.Schema, error)) error {
+		c, _, err := load()
+		if err != nil {
+			return err
+		}
+		for i := range c.Components {
+			comp := &c.Components[i]
+			fmt.Fprintf(stdout, "# %s: key %s, %d nodes\n%s\n\n", comp.Input, comp.Key, len(comp.Nodes), c.DSL(comp, comp.Input))
+		}
+		return nil
 	}
-	path, err := oneFile(pos)
-	if err != nil {
-		return err
-	}
-	s, err := schema()
-	if err != nil {
-		return err
-	}
-	c, err := loadCanonical(path, s)
-	if err != nil {
-		return err
-	}
-	for i := range c.Components {
-		comp := &c.Components[i]
-		fmt.Fprintf(stdout, "# %s: key %s, %d nodes\n%s\n\n", comp.Input, comp.Key, len(comp.Nodes), c.DSL(comp, comp.Input))
-	}
-	return nil
 }
 
-func runRun(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", stderr)
-	schema := schemaFlag(fs)
+func runFlags(fs *flag.FlagSet) graphRun {
 	rawPath := fs.String("raw", "", "raw events, an Arrow IPC file")
 	outPath := fs.String("out", "", "output Arrow IPC file: event_id and one column per model input")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+	return func(stdout io.Writer, load func() (*canon.Canonical, *transform.Schema, error)) error {
+		if *rawPath == "" || *outPath == "" {
+			return fmt.Errorf("%w: --raw and --out are required", cli.ErrUsage)
+		}
+		c, s, err := load()
+		if err != nil {
+			return err
+		}
+		n, err := RunLocal(c, s, *rawPath, *outPath)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %d rows, %d inputs to %s\n", n, len(c.Components), *outPath)
+		return nil
 	}
-	path, err := oneFile(pos)
-	if err != nil {
-		return err
-	}
-	if *rawPath == "" || *outPath == "" {
-		return fmt.Errorf("%w: --raw and --out are required", errUsage)
-	}
-	s, err := schema()
-	if err != nil {
-		return err
-	}
-	c, err := loadCanonical(path, s)
-	if err != nil {
-		return err
-	}
-	n, err := RunLocal(c, s, *rawPath, *outPath)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %d rows, %d inputs to %s\n", n, len(c.Components), *outPath)
-	return nil
 }
 
 // RunLocal is local input generation (LIG) over a raw Arrow IPC file: it

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,33 +27,12 @@ import (
 )
 
 func init() {
-	register(&command{name: "gen", run: runGen,
-		usage: "--kafka-brokers B [--topic T] | --out FILE.arrow; [--events N --seed S --start-time T]: generate Ads events"})
-	register(&command{name: "ingest", run: runIngest,
-		usage: "--kafka-brokers B --s3-endpoint E ... --catalog DIR: ingest raw.<source> into warehouse blocks"})
-	register(&command{name: "warehouse", run: runWarehouse,
-		usage: "rebuild-catalog --catalog DIR ... | list [--sigd ADDR --token T | --catalog DIR]: rebuild the block catalog from the bucket, or print it (a running sigd's through sigd)"})
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	if err := cli.ApplyEnv(fs); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return pos, nil
-}
-
-func splitBrokers(s string) []string {
-	var out []string
-	for _, b := range strings.Split(s, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
-	}
-	return out
+	commands.Register(cli.Command{Name: "gen", Run: runGen,
+		Usage: "--kafka-brokers B [--topic T] | --out FILE.arrow; [--events N --seed S --start-time T]: generate Ads events"})
+	commands.Register(cli.Command{Name: "ingest", Run: runIngest,
+		Usage: "--kafka-brokers B --s3-endpoint E ... --catalog DIR: ingest raw.<source> into warehouse blocks"})
+	commands.Register(cli.Command{Name: "warehouse", Run: runWarehouse,
+		Usage: "rebuild-catalog --catalog DIR ... | list [--sigd ADDR --token T | --catalog DIR]: rebuild the block catalog from the bucket, or print it (a running sigd's through sigd)"})
 }
 
 // s3Flags are the object-store flags of the warehouse commands: the
@@ -70,24 +48,17 @@ func (f *s3Flags) register(fs *flag.FlagSet) {
 
 func (f *s3Flags) open(logger *slog.Logger) (*objstore.Store, error) {
 	if f.cfg.Endpoint == "" {
-		return nil, fmt.Errorf("%w: --s3-endpoint is required", errUsage)
+		return nil, fmt.Errorf("%w: --s3-endpoint is required", cli.ErrUsage)
 	}
 	c := *f.cfg
 	c.Logger = logger
 	return objstore.New(c)
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q", errUsage, level)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
 func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gen", stderr)
-	brokers := fs.String("kafka-brokers", "", "comma-separated Kafka brokers to produce to")
+	fs := commands.NewFlags("gen", stderr)
+	var brokers cli.List
+	fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka brokers to produce to")
 	topic := fs.String("topic", ingest.TopicFor("ads"), "topic to produce to")
 	out := fs.String("out", "", "write an Arrow IPC file instead of producing")
 	events := fs.Int("events", 100_000, "number of events")
@@ -97,18 +68,18 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	late := fs.Float64("late-fraction", 0.001, "fraction of late events (negative: none)")
 	firstID := fs.Int64("first-event-id", 1, "id of the first event")
 	format := fs.String("format", "row", "record encoding: row (compact binary) or json")
-	if _, err := parseFlags(fs, args); err != nil {
+	if _, err := cli.ParseEnvArgs(fs, args); err != nil {
 		return err
 	}
-	if (*brokers == "") == (*out == "") {
-		return fmt.Errorf("%w: give exactly one of --kafka-brokers and --out", errUsage)
+	if (len(brokers) == 0) == (*out == "") {
+		return fmt.Errorf("%w: give exactly one of --kafka-brokers and --out", cli.ErrUsage)
 	}
 	t0, err := time.Parse(time.RFC3339, *start)
 	if err != nil {
-		return fmt.Errorf("%w: --start-time: %v", errUsage, err)
+		return fmt.Errorf("%w: --start-time: %v", cli.ErrUsage, err)
 	}
 	if *events < 0 {
-		return fmt.Errorf("%w: --events must be >= 0", errUsage)
+		return fmt.Errorf("%w: --events must be >= 0", cli.ErrUsage)
 	}
 	g := gen.New(gen.Config{Seed: *seed, Start: t0, EventsPerSecond: *rate, LateFraction: *late, FirstEventID: *firstID})
 	if *out != "" {
@@ -124,9 +95,9 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "json":
 		ct = record.ContentTypeJSON
 	default:
-		return fmt.Errorf("%w: --format %q (want row or json)", errUsage, *format)
+		return fmt.Errorf("%w: --format %q (want row or json)", cli.ErrUsage, *format)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(splitBrokers(*brokers)...), kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -150,16 +121,17 @@ func loadSchema(source, path string) (*transform.Schema, error) {
 	}
 	s := transform.AdsSchema()
 	if source != s.Source {
-		return nil, fmt.Errorf("%w: source %q has no built-in schema; give --schema FILE.json", errUsage, source)
+		return nil, fmt.Errorf("%w: source %q has no built-in schema; give --schema FILE.json", cli.ErrUsage, source)
 	}
 	return s, nil
 }
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("ingest", stderr)
+	fs := commands.NewFlags("ingest", stderr)
 	var s3 s3Flags
 	s3.register(fs)
-	brokers := fs.String("kafka-brokers", "", "comma-separated Kafka brokers (env SIG_KAFKA_BROKERS)")
+	var brokers cli.List
+	fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka brokers")
 	source := fs.String("source", "ads", "event source; consumes raw.<source>")
 	schemaPath := fs.String("schema", "", "JSON schema file of the source (default: the built-in Ads schema)")
 	catDir := fs.String("catalog", "", "block catalog directory (Pebble)")
@@ -171,16 +143,16 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	group := fs.String("group", "", "consumer group (default sig-ingest-<source>)")
 	instance := fs.String("instance-id", "", "static group member id (restarts reclaim partitions at once)")
 	maxBytes := fs.Int("max-record-bytes", record.DefaultMaxBytes, "larger records go to the dead-letter topic")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if _, err := parseFlags(fs, args); err != nil {
+	newLogger := cli.LogFlag(fs)
+	if _, err := cli.ParseEnvArgs(fs, args); err != nil {
 		return err
 	}
-	logger, err := newLogger(stderr, *logLevel)
+	logger, err := newLogger(stderr)
 	if err != nil {
 		return err
 	}
-	if *brokers == "" || *catDir == "" {
-		return fmt.Errorf("%w: --kafka-brokers and --catalog are required", errUsage)
+	if len(brokers) == 0 || *catDir == "" {
+		return fmt.Errorf("%w: --kafka-brokers and --catalog are required", cli.ErrUsage)
 	}
 	schema, err := loadSchema(*source, *schemaPath)
 	if err != nil {
@@ -195,7 +167,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer cat.Close()
-	in, err := ingest.New(ingest.Config{Brokers: splitBrokers(*brokers), Schema: schema, Group: *group,
+	in, err := ingest.New(ingest.Config{Brokers: brokers, Schema: schema, Group: *group,
 		InstanceID: *instance, Store: store, Catalog: cat, RowsPerBlock: *rows, SealAfter: *sealAfter,
 		Window: *window, Lateness: *lateness, MaxEventTimeAhead: *ahead, MaxRecordBytes: *maxBytes, Logger: logger})
 	if err != nil {
@@ -258,20 +230,13 @@ func processName(pid int) string {
 }
 
 // listThroughSigd pages through the catalog of a running sigd (ListBlocks).
-func listThroughSigd(ctx context.Context, c *conn, source string) ([]block.Meta, error) {
-	cc, sc, err := c.dial()
-	if err != nil {
-		return nil, err
-	}
-	defer cc.Close()
+func listThroughSigd(s *session, source string) ([]block.Meta, error) {
 	var out []block.Meta
 	req := &sigv1.ListBlocksRequest{Source: source}
 	for {
-		cctx, cancel := context.WithTimeout(ctx, c.timeout)
-		resp, err := sc.ListBlocks(cctx, req)
-		cancel()
+		resp, err := call(s, sigv1.SIGClient.ListBlocks, req)
 		if err != nil {
-			return nil, fmt.Errorf("sigd %s: %w", c.addr, err)
+			return nil, fmt.Errorf("sigd %s: %w", s.conn.Addr, err)
 		}
 		for _, b := range resp.GetBlocks() {
 			m := block.Meta{Source: b.GetSource(), ID: b.GetBlockId(), Key: b.GetRawObject(), Rows: b.GetRows(),
@@ -290,21 +255,51 @@ func listThroughSigd(ctx context.Context, c *conn, source string) ([]block.Meta,
 	}
 }
 
+// warehouseList is `sigctl warehouse list`: a remote command that calls
+// sigd only without --catalog.
+var warehouseList = remote{name: "warehouse list", flags: func(fs *flag.FlagSet) func(*session, []string) error {
+	catDir := fs.String("catalog", "", "read the block catalog directory (Pebble) of a stopped sigd or sigctl ingest; without it, ask sigd (--sigd)")
+	source := fs.String("source", "", "only this source")
+	return func(s *session, _ []string) error {
+		var blocks []block.Meta
+		var err error
+		if *catDir != "" {
+			blocks, err = listCatalog(*catDir, *source)
+		} else {
+			blocks, err = listThroughSigd(s, *source)
+		}
+		if err != nil {
+			return err
+		}
+		tw := table(s.stdout, "SOURCE\tBLOCK\tROWS\tBYTES\tEVENT TIME\tKAFKA\tLATE\tGEN")
+		for _, m := range blocks {
+			kafka := "-"
+			if m.Kafka != nil {
+				kafka = fmt.Sprintf("%s[%d] %d-%d", m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s..%s\t%s\t%v\t%d\n", m.Source, m.ID, m.Rows, m.Size,
+				time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
+				kafka, m.Late, m.Generation)
+		}
+		return tw.Flush()
+	}
+}}
+
 func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: warehouse rebuild-catalog|list", errUsage)
+		return fmt.Errorf("%w: warehouse rebuild-catalog|list", cli.ErrUsage)
 	}
-	fs := newFlags("warehouse "+args[0], stderr)
-	catDir := fs.String("catalog", "", "block catalog directory (Pebble)")
 	switch args[0] {
 	case "rebuild-catalog":
+		fs := commands.NewFlags("warehouse rebuild-catalog", stderr)
+		catDir := fs.String("catalog", "", "block catalog directory (Pebble)")
 		var s3 s3Flags
 		s3.register(fs)
-		if _, err := parseFlags(fs, args[1:]); err != nil {
+		if _, err := cli.ParseEnvArgs(fs, args[1:]); err != nil {
 			return err
 		}
 		if *catDir == "" {
-			return fmt.Errorf("%w: --catalog is required", errUsage)
+			return fmt.Errorf("%w: --catalog is required", cli.ErrUsage)
 		}
 		store, err := s3.open(nil)
 		if err != nil {
@@ -324,35 +319,8 @@ func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return nil
 	case "list":
-		source := fs.String("source", "", "only this source")
-		c := connFlags(fs)
-		fs.Lookup("catalog").Usage = "read the block catalog directory (Pebble) of a stopped sigd or sigctl ingest; without it, ask sigd (--sigd)"
-		if _, err := parseFlags(fs, args[1:]); err != nil {
-			return err
-		}
-		var blocks []block.Meta
-		var err error
-		if *catDir != "" {
-			blocks, err = listCatalog(*catDir, *source)
-		} else {
-			blocks, err = listThroughSigd(ctx, c, *source)
-		}
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SOURCE\tBLOCK\tROWS\tBYTES\tEVENT TIME\tKAFKA\tLATE\tGEN")
-		for _, m := range blocks {
-			kafka := "-"
-			if m.Kafka != nil {
-				kafka = fmt.Sprintf("%s[%d] %d-%d", m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s..%s\t%s\t%v\t%d\n", m.Source, m.ID, m.Rows, m.Size,
-				time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
-				kafka, m.Late, m.Generation)
-		}
-		return tw.Flush()
+		return warehouseList.run(ctx, args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("%w: unknown warehouse command %q (want rebuild-catalog or list)", errUsage, args[0])
+		return fmt.Errorf("%w: unknown warehouse command %q (want rebuild-catalog or list)", cli.ErrUsage, args[0])
 	}
 }

@@ -14,14 +14,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sigdata/sig/internal/cli"
@@ -33,39 +30,24 @@ import (
 	"github.com/sigdata/sig/workers/memo"
 )
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+var commands = cli.NewCommands("sigd")
+
+func init() {
+	commands.Default = "serve"
+	commands.Register(cli.Command{Name: "serve", Usage: "[flags]: the service; every flag also reads SIG_<FLAG>",
+		Run: func(ctx context.Context, args []string, _, stderr io.Writer) error {
+			return serve(ctx, args, stderr, false)
+		}})
+	commands.Register(cli.Command{Name: "dev", Usage: "[flags]: the same with embedded MinIO and Kafka, ingesting \"ads\"",
+		Run: func(ctx context.Context, args []string, _, stderr io.Writer) error {
+			return serve(ctx, args, stderr, true)
+		}})
+	commands.Register(cli.Command{Name: "worker", Usage: "--sigd ADDR [...]: a remote memoization worker (lease protocol)",
+		Run: func(ctx context.Context, args []string, _, stderr io.Writer) error { return worker(ctx, args, stderr) }})
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		args = []string{"serve"}
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var err error
-	switch args[0] {
-	case "serve":
-		err = serve(ctx, args[1:], stderr, false)
-	case "dev":
-		err = serve(ctx, args[1:], stderr, true)
-	case "worker":
-		err = worker(ctx, args[1:], stderr)
-	case "-h", "--help", "help":
-		fmt.Fprintln(stderr, "usage: sigd serve|dev|worker [flags]  (sigd CMD -h for flags)")
-		return 0
-	default:
-		fmt.Fprintf(stderr, "sigd: unknown command %q (serve, dev, worker)\n", args[0])
-		return 2
-	}
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "sigd %s: %v\n", args[0], err)
-		return 1
-	}
-	return 0
+func main() {
+	os.Exit(commands.Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
@@ -112,29 +94,17 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	cli.UsageWithEnv(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %v", fs.Args())
-	}
-	return cli.ApplyEnv(fs)
-}
-
 func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error {
 	var cfg sigd.Config
 	name := "serve"
 	if dev {
 		name = "dev"
 	}
-	fs := flag.NewFlagSet("sigd "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commands.NewFlags(name, stderr)
 	serveFlags(fs, &cfg, dev)
 	logJSON := fs.Bool("log-json", false, "log JSON lines")
 	applyRuntime := cli.RuntimeFlags(fs, sigd.DefaultGCPercent)
-	if err := parse(fs, args); err != nil {
+	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
 	}
 	applyRuntime()
@@ -178,16 +148,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 // alongside the training data"); they speak the same lease protocol as
 // sigd's in-process pool.
 func worker(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sigd worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("sigd", "127.0.0.1:7070", "sigd gRPC address")
-	token := fs.String("token", "", "worker token")
-	useTLS := fs.Bool("tls", false, "connect with TLS")
+	fs := commands.NewFlags("worker", stderr)
+	sigdConn := cli.ConnFlags(fs, "sigd", "127.0.0.1:7070", "sigd gRPC address", "worker token")
 	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each pipelines up to %d tasks (read, transform, write)", workers.DefaultPipelineDepth))
 	name := fs.String("name", "", "worker name prefix (default: host-pid)")
 	cacheBytes := fs.Int64("cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes kept for the next tasks of a block (0: the default; negative: none)")
 	sc := objstore.Flags(fs, "S3 endpoint host:port of the warehouse")
-	if err := parse(fs, args); err != nil {
+	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
 	}
 	if *name == "" {
@@ -202,7 +169,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	conn, err := cli.Dial(*addr, *token, *useTLS)
+	conn, err := sigdConn.Dial()
 	if err != nil {
 		return err
 	}
@@ -215,7 +182,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	pool := workers.NewPool(leaser, runner, workers.PoolOptions{Name: *name, Logger: log})
 	pool.Resize(*n)
-	fmt.Fprintf(stderr, "sigd worker: %d workers leasing from %s\n", *n, *addr)
+	fmt.Fprintf(stderr, "sigd worker: %d workers leasing from %s\n", *n, sigdConn.Addr)
 	<-ctx.Done()
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

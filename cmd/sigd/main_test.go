@@ -1,47 +1,28 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/sigdata/sig/internal/devenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's writes and the test's
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startDev runs `sigd dev` in this process on free ports and returns its
 // startup line's fields and its stderr; the server stops when the test
 // ends.
-func startDev(t *testing.T, dataDir string, extra ...string) (map[string]string, *syncBuffer) {
+func startDev(t *testing.T, dataDir string, extra ...string) (map[string]string, *devenv.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &syncBuffer{}
+	stderr := &devenv.SyncBuffer{}
 	done := make(chan struct{})
 	var runErr error
 	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, extra...)

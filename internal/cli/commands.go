@@ -34,6 +34,9 @@ type Command struct {
 // Commands is a binary's set of subcommands and its dispatcher.
 type Commands struct {
 	Prog string
+	// Default is the command run when none is named (sigd: serve); with
+	// none, no arguments print the usage (exit status 2).
+	Default string
 	// SIGTERM delivers SIGTERM to a command that handles it.
 	SIGTERM chan os.Signal
 	byName  map[string]*Command
@@ -70,6 +73,9 @@ func (cs *Commands) Usage(w io.Writer) {
 // returns the exit status: 0 on success (and for help), 1 on failure, 2 on
 // wrong usage.
 func (cs *Commands) Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 && cs.Default != "" {
+		args = []string{cs.Default}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		cs.Usage(stderr)
 		if len(args) == 0 {
@@ -104,6 +110,11 @@ func (cs *Commands) Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// NewFlags returns the FlagSet of the subcommand name (NewFlags).
+func (cs *Commands) NewFlags(name string, stderr io.Writer) *flag.FlagSet {
+	return NewFlags(cs.Prog, name, stderr)
 }
 
 // NewFlags returns a FlagSet for a subcommand that reports errors instead of

@@ -71,3 +71,27 @@ func TestParseInterspersed(t *testing.T) {
 		t.Fatalf("unknown flag: %v", err)
 	}
 }
+
+// TestCommandsDefault: a binary with a default command (sigd: serve) runs
+// it when no command is named; flags of its commands are named after the
+// binary and the command.
+func TestCommandsDefault(t *testing.T) {
+	cs := NewCommands("prog")
+	cs.Default = "serve"
+	cs.Register(Command{Name: "serve", Usage: "serves", Run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		fs := cs.NewFlags("serve", stderr)
+		if err := ParseEnv(fs, args); err != nil {
+			return err
+		}
+		_, err := io.WriteString(stdout, fs.Name())
+		return err
+	}})
+	var out, errb bytes.Buffer
+	if code := cs.Main(nil, &out, &errb); code != 0 || out.String() != "prog serve" {
+		t.Errorf("no command: exit %d, stdout %q, stderr %q; want the default command", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := cs.Main([]string{"serve", "x"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `prog serve: usage: unexpected arguments ["x"]`) {
+		t.Errorf("serve x: exit %d, stderr %q", code, errb.String())
+	}
+}

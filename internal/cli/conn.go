@@ -2,6 +2,7 @@ package cli
 
 import (
 	"crypto/tls"
+	"flag"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -29,3 +30,24 @@ func Dial(addr, token string, useTLS bool) (*grpc.ClientConn, error) {
 	}
 	return grpc.NewClient(addr, opts...)
 }
+
+// Conn is how a command reaches a gRPC server of the project: the server's
+// address, a bearer token and whether to use TLS, from the flags ConnFlags
+// adds.
+type Conn struct {
+	Addr, Token string
+	TLS         bool
+}
+
+// ConnFlags adds the flags of a connection to fs: --name ADDR (default
+// addr; what says which server), --token (token says whose) and --tls.
+func ConnFlags(fs *flag.FlagSet, name, addr, what, token string) *Conn {
+	c := &Conn{}
+	fs.StringVar(&c.Addr, name, addr, what)
+	fs.StringVar(&c.Token, "token", "", token)
+	fs.BoolVar(&c.TLS, "tls", false, "connect with TLS")
+	return c
+}
+
+// Dial connects to c's server (Dial).
+func (c *Conn) Dial() (*grpc.ClientConn, error) { return Dial(c.Addr, c.Token, c.TLS) }

@@ -21,6 +21,9 @@
 // constructors (StartMinIO, StartKafka) are for programs such as the demo,
 // which stop the servers themselves.
 //
+// SyncBuffer is where the tests and the demo capture a server's log while
+// it still writes (one type for all of them).
+//
 // What this package does not own: the object-store client (warehouse/objstore)
 // and Kafka clients (callers build them from the addresses given here).
 package devenv

@@ -8,11 +8,13 @@
 // the server itself (grpc.Server.GetServiceInfo), so a service added to a
 // process reports its health without anyone remembering to say so.
 //
-// Both services need no token (internal/auth's public methods).
+// Both services need no token (internal/auth's public methods). Stop is the
+// graceful stop every server does: NOT_SERVING first, then drain, bounded.
 package grpcsvc
 
 import (
 	"slices"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -23,6 +25,7 @@ import (
 // Health is the health service of one server.
 type Health struct {
 	srv      *health.Server
+	server   *grpc.Server
 	services []string
 }
 
@@ -32,7 +35,7 @@ type Health struct {
 // services s serves at the call, so one registered later would answer
 // NotFound (gRPC refuses registrations after Serve anyway).
 func Register(s *grpc.Server) *Health {
-	h := &Health{srv: health.NewServer()}
+	h := &Health{srv: health.NewServer(), server: s}
 	healthpb.RegisterHealthServer(s, h.srv)
 	reflection.Register(s)
 	h.services = []string{""}
@@ -53,3 +56,28 @@ func (h *Health) Services() []string { return slices.Clone(h.services) }
 // Shutdown marks every service NOT_SERVING for good, so that probes and
 // balancers stop sending calls before a graceful stop drains the rest.
 func (h *Health) Shutdown() { h.srv.Shutdown() }
+
+// Stop stops the server gracefully, as every server of SIG stops: health
+// says NOT_SERVING first (Shutdown), the calls and streams in flight then
+// have up to d to finish (a reader's unit, a host's last messages), and
+// whatever is still open after d is cut off. d < 0: no bound.
+func (h *Health) Stop(d time.Duration) {
+	h.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		h.server.GracefulStop()
+		close(done)
+	}()
+	if d < 0 {
+		<-done
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		h.server.Stop()
+		<-done
+	}
+}

@@ -27,17 +27,8 @@ func TestRegister(t *testing.T) {
 	sigv1.RegisterWorkersServer(gs, sigv1.UnimplementedWorkersServer{})
 	sigv1.RegisterFeatureStatsServer(gs, sigv1.UnimplementedFeatureStatsServer{})
 	h := grpcsvc.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
+	conn := serve(t, gs)
 	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -94,4 +85,64 @@ func listServices(ctx context.Context, t *testing.T, conn *grpc.ClientConn) []st
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestStop: Stop says NOT_SERVING to a health watcher first, drains for at
+// most its bound, then cuts off a stream that is still open (the watch
+// itself), and returns; with nothing open it returns at once.
+func TestStop(t *testing.T) {
+	gs := grpc.NewServer()
+	h := grpcsvc.Register(gs)
+	conn := serve(t, gs)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := watch.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first watch update %v, %v", r, err)
+	}
+	const bound = 300 * time.Millisecond
+	start := time.Now()
+	stopped := make(chan time.Duration)
+	go func() {
+		h.Stop(bound)
+		stopped <- time.Since(start)
+	}()
+	if r, err := watch.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("watch update after Stop %v, %v; want NOT_SERVING", r, err)
+	}
+	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("open stream after the bound: %v, want Unavailable (cut off)", err)
+	}
+	if took := <-stopped; took < bound || took > bound+5*time.Second {
+		t.Errorf("Stop took %v with a stream open, want the bound %v", took, bound)
+	}
+
+	gs = grpc.NewServer()
+	h = grpcsvc.Register(gs)
+	serve(t, gs)
+	start = time.Now()
+	h.Stop(time.Minute)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Stop of an idle server took %v", took)
+	}
+}
+
+// serve serves gs on a loopback port and returns a client connection to
+// it, closed when the test ends.
+func serve(t *testing.T, gs *grpc.Server) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(lis)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

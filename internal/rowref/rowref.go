@@ -83,10 +83,6 @@ func (c *Column) Len() int {
 // IsNull reports whether row i is null.
 func (c *Column) IsNull(i int) bool { return c.Null != nil && c.Null[i] }
 
-func (c *Column) elemNull(i, j int) bool {
-	return c.ElemNull != nil && c.ElemNull[i] != nil && c.ElemNull[i][j]
-}
-
 // StrRow returns the non-null elements of list<string> row i (nil for a
 // null row). The result aliases the column when the row has no null
 // elements.
@@ -94,17 +90,7 @@ func (c *Column) StrRow(i int) []string {
 	if c.IsNull(i) {
 		return nil
 	}
-	row := c.LStr[i]
-	if c.ElemNull == nil || c.ElemNull[i] == nil {
-		return row
-	}
-	out := make([]string, 0, len(row))
-	for j, s := range row {
-		if !c.elemNull(i, j) {
-			out = append(out, s)
-		}
-	}
-	return out
+	return nonNull(c, i, c.LStr[i])
 }
 
 // IntRow is StrRow for list<int64>.
@@ -112,13 +98,18 @@ func (c *Column) IntRow(i int) []int64 {
 	if c.IsNull(i) {
 		return nil
 	}
-	row := c.LI64[i]
+	return nonNull(c, i, c.LI64[i])
+}
+
+// nonNull is the elements of row, list row i of c, that are not null: row
+// itself when none is.
+func nonNull[T any](c *Column, i int, row []T) []T {
 	if c.ElemNull == nil || c.ElemNull[i] == nil {
 		return row
 	}
-	out := make([]int64, 0, len(row))
+	out := make([]T, 0, len(row))
 	for j, v := range row {
-		if !c.elemNull(i, j) {
+		if !c.ElemNull[i][j] {
 			out = append(out, v)
 		}
 	}

@@ -16,7 +16,6 @@
 package sigdtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,7 +24,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -408,23 +406,8 @@ func WaitComplete(ctx context.Context, tb testing.TB, c sigv1.SIGClient, client,
 
 // ------------------------------------------------------------------ logs
 
-// SyncBuffer is a bytes.Buffer safe for concurrent writers.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// SyncBuffer is devenv's: a bytes.Buffer safe for concurrent writers.
+type SyncBuffer = devenv.SyncBuffer
 
 func tail(s string, n int) string {
 	if len(s) <= n {

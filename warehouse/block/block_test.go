@@ -130,14 +130,8 @@ func newStore(t testing.TB) (*devenv.MinIO, *objstore.Store) {
 }
 
 func TestWriteAndReadColumns(t *testing.T) {
-	_, s := newStore(t)
+	s, rec, meta := writeTestBlock(t, 5000)
 	ctx := context.Background()
-	rec := testRecord(5000)
-	defer rec.Release()
-	meta, err := block.Write(ctx, s, testMeta(), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	m2, full, err := block.ReadBlock(ctx, s, meta.Key)
 	if err != nil {
 		t.Fatal(err)
@@ -198,14 +192,8 @@ func TestWriteAndReadColumns(t *testing.T) {
 // is detected by ranged reads and full reads alike, naming the object and
 // the column; other columns stay readable.
 func TestCorruptColumn(t *testing.T) {
-	_, s := newStore(t)
+	s, _, meta := writeTestBlock(t, 2000)
 	ctx := context.Background()
-	rec := testRecord(2000)
-	defer rec.Release()
-	meta, err := block.Write(ctx, s, testMeta(), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	data, _, err := s.Get(ctx, meta.Key)
 	if err != nil {
 		t.Fatal(err)

@@ -22,14 +22,8 @@ import (
 // checksums are verified all the same, and a buffer of the wrong size is
 // refused.
 func TestFetchIntoCallerBuffers(t *testing.T) {
-	_, s := newStore(t)
+	s, rec, meta := writeTestBlock(t, 3000)
 	ctx := context.Background()
-	rec := testRecord(3000)
-	defer rec.Release()
-	meta, err := block.Write(ctx, s, testMeta(), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var bufs [][]byte
 	dirty := func(n int) []byte {

@@ -1,37 +1,18 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
 )
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // commitOffset commits offset for partition 0 of raw.ads in the ingestion
 // group, as a crashed broker or a recreated topic leave it.
@@ -53,6 +34,19 @@ func (e *env) commitOffset(t *testing.T, offset int64) {
 	}
 }
 
+// ingestCaughtUp runs an ingester (blocks of 400 rows) until it has caught
+// up with raw.ads, and returns its stats and its log.
+func ingestCaughtUp(t *testing.T, e *env) (ingest.Stats, string) {
+	t.Helper()
+	logs := &devenv.SyncBuffer{}
+	stop := runIngester(t, e, func(c *ingest.Config) {
+		c.RowsPerBlock = 400
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	e.waitCaughtUp(t, "sig-ingest-ads", 30*time.Second, nil)
+	return stop(), logs.String()
+}
+
 // The group's committed offset is past the end of the log, as after kfake
 // forgot a topic it had auto-created and a producer created it again: the
 // ingester says so at Error level with the numbers, counts it, resumes from
@@ -62,16 +56,9 @@ func TestCommittedOffsetPastEnd(t *testing.T) {
 	e := newEnv(t, 1)
 	e.produce(t, gen.Config{Seed: 12, LateFraction: -1}, 1000)
 	e.commitOffset(t, 5000)
-	logs := &syncBuffer{}
-	stop := runIngester(t, e, func(c *ingest.Config) {
-		c.RowsPerBlock = 400
-		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	})
-	e.waitCaughtUp(t, "sig-ingest-ads", 30*time.Second, nil)
-	st := stop()
+	st, out := ingestCaughtUp(t, e)
 	t.Logf("stats %+v", st)
 	verifyExactlyOnce(t, e.store, e.catalogDir, 1, 1000)
-	out := logs.String()
 	if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "committed=5000") || !strings.Contains(out, "log_end=1000") {
 		t.Errorf("no error naming the committed offset and the log end in the log:\n%s", out)
 	}
@@ -101,15 +88,9 @@ func TestCommittedOffsetBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	stop := runIngester(t, e, func(c *ingest.Config) {
-		c.RowsPerBlock = 400
-		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	})
-	e.waitCaughtUp(t, "sig-ingest-ads", 30*time.Second, nil)
-	st := stop()
+	st, out := ingestCaughtUp(t, e)
 	verifyExactlyOnce(t, e.store, e.catalogDir, 301, 700)
-	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "lost=200") {
+	if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "lost=200") {
 		t.Errorf("no error saying 200 records were lost in the log:\n%s", out)
 	}
 	if st.OffsetsBehind != 1 || st.OffsetResets != 0 {

@@ -484,11 +484,10 @@ func (d *Decoder) decodeRow(b []byte) error {
 				return malformed(ReasonSyntax, "column %s: bad string", name)
 			}
 		case transform.ListString:
-			cnt, n := binary.Uvarint(p)
-			if n <= 0 || cnt > uint64(len(p)) {
+			var cnt uint64
+			if cnt, p, n = listLen(p); n < 0 {
 				return malformed(ReasonSyntax, "column %s: bad list length", name)
 			}
-			p = p[n:]
 			for range cnt {
 				var s []byte
 				s, p, n = rowString(p)
@@ -498,11 +497,10 @@ func (d *Decoder) decodeRow(b []byte) error {
 				v.ls = append(v.ls, s)
 			}
 		case transform.ListInt64:
-			cnt, n := binary.Uvarint(p)
-			if n <= 0 || cnt > uint64(len(p)) {
+			var cnt uint64
+			if cnt, p, n = listLen(p); n < 0 {
 				return malformed(ReasonSyntax, "column %s: bad list length", name)
 			}
-			p = p[n:]
 			for range cnt {
 				x, n := binary.Varint(p)
 				if n <= 0 {
@@ -517,6 +515,17 @@ func (d *Decoder) decodeRow(b []byte) error {
 		return malformed(ReasonSyntax, "%d trailing bytes", len(p))
 	}
 	return nil
+}
+
+// listLen reads a list's element count; n < 0 on error, among them a
+// count above the bytes left (each element takes one at least), so that a
+// bad count never makes the decoder loop or allocate for long.
+func listLen(p []byte) (cnt uint64, rest []byte, n int) {
+	cnt, n = binary.Uvarint(p)
+	if n <= 0 || cnt > uint64(len(p)) {
+		return 0, p, -1
+	}
+	return cnt, p[n:], n
 }
 
 // rowString reads a length-prefixed UTF-8 string; n < 0 on error.

@@ -75,9 +75,10 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestMalformed(t *testing.T) {
-	full := `"event_time":2,"q":"x","p":1.5,"tags":["a"],"ids":[1]`
-	row := encode(t, record.ContentTypeRow, func(e *record.Encoder) {
+// minimalRow is a record of testSchema in the row encoding: event 1 at
+// time 2, q "x", p 1, empty lists.
+func minimalRow(t *testing.T) []byte {
+	return encode(t, record.ContentTypeRow, func(e *record.Encoder) {
 		e.Int64(1)
 		e.Int64(2)
 		e.String("x")
@@ -85,6 +86,11 @@ func TestMalformed(t *testing.T) {
 		e.StringList(nil)
 		e.Int64List(nil)
 	})
+}
+
+func TestMalformed(t *testing.T) {
+	full := `"event_time":2,"q":"x","p":1.5,"tags":["a"],"ids":[1]`
+	row := minimalRow(t)
 	other, _ := record.NewEncoder(transform.AdsSchema(), record.ContentTypeRow)
 	other.Begin()
 	for range transform.AdsSchema().Fields {
@@ -133,14 +139,7 @@ func TestMalformed(t *testing.T) {
 // and a charset only if it is UTF-8.
 func TestContentTypes(t *testing.T) {
 	js := `{"event_id":1,"event_time":2,"q":"x","p":1.5,"tags":["a"],"ids":[1]}`
-	row := string(encode(t, record.ContentTypeRow, func(e *record.Encoder) {
-		e.Int64(1)
-		e.Int64(2)
-		e.String("x")
-		e.Float64(1)
-		e.StringList(nil)
-		e.Int64List(nil)
-	}))
+	row := string(minimalRow(t))
 	cases := []struct {
 		ct, value, want string // want: the media type, or part of the error
 	}{
