@@ -24,6 +24,12 @@
 //     reader's CPU. Errors come back as minio.ErrorResponse like minio-go's,
 //     so one classification serves both paths.
 //
+// Readers of blocks take the Reader interface (Get, and GetRangeInto,
+// GetFromInto, GetSuffixInto, which read into the caller's buffers), and
+// block writes take Writer, not the whole client: the calls they make and
+// nothing more. Listing, deleting and the bucket stay on *Store, which the
+// daemon's wiring and the components that manage the bucket take.
+//
 // What it does not own: object keys and layouts (warehouse/block), what is in
 // the bucket (warehouse/catalog), multipart upload tuning (objects are blocks
 // of a few to a few tens of megabytes; minio-go sends those over 16 MiB in
