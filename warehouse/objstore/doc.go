@@ -29,6 +29,10 @@
 // block writes take Writer, not the whole client: the calls they make and
 // nothing more. Listing, deleting and the bucket stay on *Store, which the
 // daemon's wiring and the components that manage the bucket take.
+// objstore/memstore implements Reader and Writer (and listing and deletes)
+// in memory, for tests about logic; TestConformance runs the same cases
+// (testdata/conformance.txt) against it and a real MinIO in lockstep, so
+// the two cannot drift.
 //
 // What it does not own: object keys and layouts (warehouse/block), what is in
 // the bucket (warehouse/catalog), multipart upload tuning (objects are blocks
