@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/warehouse/block"
-	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/warehouse/objstore/memstore"
 )
 
 // checkColumns fails unless got holds event_id then names, each equal to
@@ -31,10 +31,16 @@ func checkColumns(t *testing.T, want, got arrow.Record, names ...string) {
 	}
 }
 
-// writeTestBlock stores testRecord(rows) in a fresh MinIO bucket.
-func writeTestBlock(t *testing.T, rows int) (*objstore.Store, arrow.Record, block.Meta) {
+// writeTestBlock stores testRecord(rows) in a fresh bucket in memory. The
+// segment cache's tests here are about what the cache decides (what it
+// serves without a request, what it evicts, what it keys an entry by), not
+// about reading objects: those reads are TestWriteAndReadColumns' and
+// TestFetchIntoCallerBuffers', on MinIO, and memstore reads as objstore
+// does on MinIO (objstore's TestConformance). Readers overlapping a fetch
+// under way need the latency of a real one (TestSegmentCacheFetchesOnce).
+func writeTestBlock(t *testing.T, rows int) (*memstore.Store, arrow.Record, block.Meta) {
 	t.Helper()
-	_, s := newStore(t)
+	s := memstore.New()
 	rec := testRecord(rows)
 	t.Cleanup(rec.Release)
 	meta, err := block.Write(context.Background(), s, testMeta(), rec)
