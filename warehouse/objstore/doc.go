@@ -27,9 +27,10 @@
 // Readers of blocks take the Reader interface (Get, and GetRangeInto,
 // GetFromInto, GetSuffixInto, which read into the caller's buffers), and
 // block writes take Writer, not the whole client: the calls they make and
-// nothing more. Listing, deleting and the bucket stay on *Store, which the
-// daemon's wiring and the components that manage the bucket take.
-// objstore/memstore implements Reader and Writer (and listing and deletes)
+// nothing more. A package that needs other calls declares its own small
+// interface where it uses them (trainer/checkpoint.Bucket); the daemon's
+// wiring and the components that manage the bucket (ingestion, eviction,
+// the catalog's rebuild) take *Store. objstore/memstore implements Reader and Writer (and listing and deletes)
 // in memory, for tests about logic; TestConformance runs the same cases
 // (testdata/conformance.txt) against it and a real MinIO in lockstep, so
 // the two cannot drift.
