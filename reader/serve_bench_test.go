@@ -90,7 +90,7 @@ func BenchmarkFetch(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				data := bufs.alloc(int(sp.End - sp.Off))
-				if err := f.store.GetRangeInto(ctx, u.RawObject, sp.Off, data); err != nil {
+				if err := f.store.GetRangeInto(ctx, u.RawObject, sp.Off, data, nil); err != nil {
 					b.Error(err)
 					return
 				}

@@ -41,8 +41,9 @@ const DefaultGCPercent = 400
 
 // Config configures a Server. Zero fields take defaults (EnsureDefaults).
 type Config struct {
-	// Store is the warehouse bucket. Required.
-	Store *objstore.Store
+	// Store is the warehouse bucket (an *objstore.Store); the reader only
+	// reads it. Required.
+	Store objstore.Reader
 	// Registry holds the ops LOCAL inputs run. Default transform.Default().
 	Registry *transform.Registry
 	// Limits bound the units the server accepts.

@@ -14,6 +14,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/buffer"
+	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/steptime"
@@ -58,6 +59,14 @@ type Faults struct {
 	NaNAtStep uint64
 }
 
+// Bucket is what a job needs of object storage: its checkpoints
+// (checkpoint.Bucket) and, when RunJob serves it from readers in process,
+// the reads of blocks (objstore.Reader). *objstore.Store is one.
+type Bucket interface {
+	checkpoint.Bucket
+	objstore.Reader
+}
+
 // ControllerConfig configures a Controller. Zero fields take defaults
 // (EnsureDefaults); Client, Pipeline, SIG (or SigdAddr) and Store are
 // required.
@@ -88,8 +97,9 @@ type ControllerConfig struct {
 	SigdAddr     string
 	Token        string
 	TLS          bool
-	// Store holds checkpoints (checkpoints/<pipeline>/...).
-	Store *objstore.Store
+	// Store holds checkpoints (checkpoints/<pipeline>/...) and, for
+	// RunJob's in-process readers, the blocks they read.
+	Store Bucket
 	// KafkaBrokers, when set, are watched for sig.memo.ready completion
 	// events during a transient hold (besides WatchReadSolution).
 	KafkaBrokers []string

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/warehouse/objstore/memstore"
 )
 
 func TestLedger(t *testing.T) {
@@ -48,18 +48,16 @@ func TestLedger(t *testing.T) {
 	}
 }
 
-// newStore returns the checkpoint store of pipeline in a fresh MinIO, and
-// the object store under it.
-func newStore(t *testing.T, pipeline string) (*objstore.Store, *Store) {
+// newStore returns the checkpoint store of pipeline on an empty bucket in
+// memory, and the bucket. These tests are about checkpoint logic: which
+// checkpoint is the latest, what Prune keeps, what Load refuses, which
+// objects a retried Save writes. memstore holds objects as objstore does on
+// MinIO (objstore's TestConformance); how checkpoints behave on MinIO is the
+// trainer's tests' (restart, preemption, exactly-once), which checkpoint and
+// resume through a real bucket.
+func newStore(t *testing.T, pipeline string) (*memstore.Store, *Store) {
 	t.Helper()
-	m := devenv.NewMinIO(t)
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig", RetryFor: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EnsureBucket(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := memstore.New()
 	cs, err := NewStore(st, pipeline)
 	if err != nil {
 		t.Fatal(err)

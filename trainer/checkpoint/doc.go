@@ -43,5 +43,6 @@
 // commits (trainer/control), the ledger check before a write (package
 // trainer), the model's bytes (trainer/model), what the goodput history
 // says (trainer/accounting/goodput), and object storage itself
-// (warehouse/objstore).
+// (warehouse/objstore; the package takes a Bucket, the four calls it
+// makes, so that its tests run on objstore/memstore).
 package checkpoint

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -72,9 +73,20 @@ func (m *Manifest) Progress() (control.Progress, error) {
 	return control.Progress{Epochs: m.Epochs, Units: append([]string(nil), m.Units...), Phase: ph, Steps: m.Steps}, nil
 }
 
+// Bucket is what checkpoints need of object storage: whole objects written
+// and read with their checksum, listed by prefix and deleted in batches.
+// *objstore.Store is one; objstore/memstore another, for the tests of which
+// checkpoint is the latest and what is kept.
+type Bucket interface {
+	Put(ctx context.Context, key string, data []byte, metadata map[string]string) (objstore.Info, error)
+	Get(ctx context.Context, key string) ([]byte, objstore.Info, error)
+	List(ctx context.Context, prefix string) iter.Seq2[objstore.Info, error]
+	DeleteMany(ctx context.Context, keys []string) (int, error)
+}
+
 // Store reads and writes one pipeline's checkpoints.
 type Store struct {
-	st       *objstore.Store
+	st       Bucket
 	pipeline string
 	// Keep is how many committed checkpoints to keep; older ones are
 	// deleted by Prune, which the controller calls after a commit. Default 2.
@@ -82,7 +94,7 @@ type Store struct {
 }
 
 // NewStore returns the checkpoint store of pipeline.
-func NewStore(st *objstore.Store, pipeline string) (*Store, error) {
+func NewStore(st Bucket, pipeline string) (*Store, error) {
 	if err := block.ValidateName("pipeline", pipeline); err != nil {
 		return nil, err
 	}

@@ -436,7 +436,7 @@ func assemble(key string, m Meta, names []string, segs [][]byte) (arrow.Record, 
 
 // Write encodes rec and stores it at meta.Key. It returns the completed
 // metadata (see Encode).
-func Write(ctx context.Context, store *objstore.Store, meta Meta, rec arrow.Record) (Meta, error) {
+func Write(ctx context.Context, store objstore.Writer, meta Meta, rec arrow.Record) (Meta, error) {
 	// The object's bytes live only until the PUT returns: a worker writing
 	// a memo object every few milliseconds reuses the memory instead of
 	// having the runtime clear megabytes for each one.
@@ -472,7 +472,7 @@ const maxPooledEncodeBuf = 64 << 20
 
 // ReadBlock reads a whole block object, verifying the object checksum and
 // every column's, and returns its metadata and all its columns.
-func ReadBlock(ctx context.Context, store *objstore.Store, key string) (Meta, arrow.Record, error) {
+func ReadBlock(ctx context.Context, store objstore.Reader, key string) (Meta, arrow.Record, error) {
 	data, _, err := store.Get(ctx, key)
 	if err != nil {
 		return Meta{}, nil, err
@@ -511,7 +511,7 @@ func growProbe(flen int64) {
 
 // ReadFooter reads only the metadata of the block object at key (one ranged
 // request, two if the footer is unusually large).
-func ReadFooter(ctx context.Context, store *objstore.Store, key string) (Meta, error) {
+func ReadFooter(ctx context.Context, store objstore.Reader, key string) (Meta, error) {
 	probe := int(probeSize.Load())
 	bp, _ := probeBufs.Get().(*[]byte)
 	if bp == nil || cap(*bp) < probe {
@@ -541,9 +541,11 @@ func ReadFooter(ctx context.Context, store *objstore.Store, key string) (Meta, e
 	var footer []byte
 	if int64(len(tail)) >= flen+TrailerSize {
 		footer = tail[int64(len(tail))-TrailerSize-flen : len(tail)-TrailerSize]
-	} else if footer, err = store.GetRange(ctx, key, foff, flen); err != nil {
-		return Meta{}, err
 	} else {
+		footer = make([]byte, flen)
+		if err := store.GetRangeInto(ctx, key, foff, footer, nil); err != nil {
+			return Meta{}, err
+		}
 		growProbe(flen)
 	}
 	m, err := parseFooter(key, footer, fcrc, info.Size, foff)
@@ -560,7 +562,7 @@ func ReadFooter(ctx context.Context, store *objstore.Store, key string) (Meta, e
 // the order given (event_id is not repeated if named). meta must come from
 // the catalog or ReadFooter; if its column directory is empty, the footer is
 // read first.
-func ReadColumns(ctx context.Context, store *objstore.Store, meta Meta, cols []string) (arrow.Record, error) {
+func ReadColumns(ctx context.Context, store objstore.Reader, meta Meta, cols []string) (arrow.Record, error) {
 	meta, names, err := columnsToRead(ctx, store, meta, cols)
 	if err != nil {
 		return nil, err
@@ -575,7 +577,7 @@ func ReadColumns(ctx context.Context, store *objstore.Store, meta Meta, cols []s
 // columnsToRead returns meta with its column directory (from the footer if
 // meta has none) and the columns a read of cols returns: event_id, then
 // cols in order, each once.
-func columnsToRead(ctx context.Context, store *objstore.Store, meta Meta, cols []string) (Meta, []string, error) {
+func columnsToRead(ctx context.Context, store objstore.Reader, meta Meta, cols []string) (Meta, []string, error) {
 	if len(meta.Columns) == 0 {
 		m, err := ReadFooter(ctx, store, meta.Key)
 		if err != nil {

@@ -130,7 +130,8 @@ func newStore(t testing.TB) (*devenv.MinIO, *objstore.Store) {
 }
 
 func TestWriteAndReadColumns(t *testing.T) {
-	s, rec, meta := writeTestBlock(t, 5000)
+	_, s := newStore(t)
+	rec, meta := writeTestBlock(t, s, 5000)
 	ctx := context.Background()
 	m2, full, err := block.ReadBlock(ctx, s, meta.Key)
 	if err != nil {
@@ -192,7 +193,8 @@ func TestWriteAndReadColumns(t *testing.T) {
 // is detected by ranged reads and full reads alike, naming the object and
 // the column; other columns stay readable.
 func TestCorruptColumn(t *testing.T) {
-	s, _, meta := writeTestBlock(t, 2000)
+	_, s := newStore(t)
+	_, meta := writeTestBlock(t, s, 2000)
 	ctx := context.Background()
 	data, _, err := s.Get(ctx, meta.Key)
 	if err != nil {

@@ -22,7 +22,8 @@ import (
 // checksums are verified all the same, and a buffer of the wrong size is
 // refused.
 func TestFetchIntoCallerBuffers(t *testing.T) {
-	s, rec, meta := writeTestBlock(t, 3000)
+	_, s := newStore(t)
+	rec, meta := writeTestBlock(t, s, 3000)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var bufs [][]byte

@@ -158,7 +158,7 @@ func (c *SegmentCache) put(k segKey, seg []byte) {
 // still share a GET), which it then caches. Every segment, cached or
 // fetched, was checked against its CRC-32C when it was fetched. A nil cache
 // makes it ReadColumns.
-func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, cols []string, cache *SegmentCache) (arrow.Record, error) {
+func ReadColumnsCached(ctx context.Context, store objstore.Reader, meta Meta, cols []string, cache *SegmentCache) (arrow.Record, error) {
 	if cache == nil || cache.max <= 0 {
 		return ReadColumns(ctx, store, meta, cols)
 	}
@@ -221,7 +221,7 @@ func ReadColumnsCached(ctx context.Context, store *objstore.Store, meta Meta, co
 // fetchInto fetches the segments of names[owned], whose fetches the caller
 // registered with cache.lookup under keys[i], into segs, and lands them in the cache
 // (all of them, as failed, if the fetch fails).
-func fetchInto(ctx context.Context, store *objstore.Store, meta Meta, names []string, keys []segKey, owned []int, segs [][]byte, cache *SegmentCache) error {
+func fetchInto(ctx context.Context, store objstore.Reader, meta Meta, names []string, keys []segKey, owned []int, segs [][]byte, cache *SegmentCache) error {
 	if len(owned) == 0 {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/warehouse/objstore/memstore"
 )
 
 // checkColumns fails unless got holds event_id then names, each equal to
@@ -31,17 +32,23 @@ func checkColumns(t *testing.T, want, got arrow.Record, names ...string) {
 	}
 }
 
-// writeTestBlock stores testRecord(rows) in a fresh MinIO bucket.
-func writeTestBlock(t *testing.T, rows int) (*objstore.Store, arrow.Record, block.Meta) {
+// writeTestBlock stores testRecord(rows) in s. The segment cache's tests
+// here give it a bucket in memory (memstore): they are about what the cache
+// decides (what it serves without a request, what it evicts, what it keys
+// an entry by), not about reading objects: those reads are
+// TestWriteAndReadColumns' and TestFetchIntoCallerBuffers', on MinIO, and
+// memstore reads as objstore does on MinIO (objstore's TestConformance).
+// Readers overlapping a fetch under way need the latency of a real one
+// (TestSegmentCacheFetchesOnce).
+func writeTestBlock(t *testing.T, s objstore.Writer, rows int) (arrow.Record, block.Meta) {
 	t.Helper()
-	_, s := newStore(t)
 	rec := testRecord(rows)
 	t.Cleanup(rec.Release)
 	meta, err := block.Write(context.Background(), s, testMeta(), rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, rec, meta
+	return rec, meta
 }
 
 // TestSegmentCacheServesWithoutFetching: a column read once is served from
@@ -49,7 +56,8 @@ func writeTestBlock(t *testing.T, rows int) (*objstore.Store, arrow.Record, bloc
 // fetch would fail), a column not cached is still fetched, and what comes
 // back equals the stored record either way.
 func TestSegmentCacheServesWithoutFetching(t *testing.T) {
-	s, rec, meta := writeTestBlock(t, 2000)
+	s := memstore.New()
+	rec, meta := writeTestBlock(t, s, 2000)
 	ctx := context.Background()
 	c := block.NewSegmentCache(64 << 20)
 	got, err := block.ReadColumnsCached(ctx, s, meta, []string{"tokens", "price"}, c)
@@ -93,7 +101,8 @@ func TestSegmentCacheServesWithoutFetching(t *testing.T) {
 // least recently used segments leave first, and a segment over the whole
 // budget is not kept at all.
 func TestSegmentCacheBudget(t *testing.T) {
-	s, rec, meta := writeTestBlock(t, 2000)
+	s := memstore.New()
+	rec, meta := writeTestBlock(t, s, 2000)
 	ctx := context.Background()
 	size := func(name string) int64 {
 		c, ok := meta.Column(name)
@@ -143,7 +152,8 @@ func TestSegmentCacheBudget(t *testing.T) {
 // and length: entries are keyed by the column's directory entry, CRC-32C
 // included, which the new footer changes.
 func TestSegmentCacheRewrittenObject(t *testing.T) {
-	s, first, m1 := writeTestBlock(t, 1000)
+	s := memstore.New()
+	first, m1 := writeTestBlock(t, s, 1000)
 	ctx := context.Background()
 	c := block.NewSegmentCache(64 << 20)
 	got, err := block.ReadColumnsCached(ctx, s, m1, []string{"price"}, c)

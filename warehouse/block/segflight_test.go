@@ -12,6 +12,7 @@ import (
 
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/objstore"
+	"github.com/sigdata/sig/warehouse/objstore/memstore"
 )
 
 // NewTestStore returns a store on a fresh MinIO's bucket "warehouse" (the
@@ -29,9 +30,12 @@ func NewTestStore(tb testing.TB) (*devenv.MinIO, *objstore.Store) {
 	return m, s
 }
 
-func flightBlock(t *testing.T) (*objstore.Store, arrow.Record, Meta) {
+// flightBlock writes a block of event_id and price to s.
+func flightBlock(t *testing.T, s interface {
+	objstore.Reader
+	objstore.Writer
+}) (arrow.Record, Meta) {
 	t.Helper()
-	_, s := NewTestStore(t)
 	sch := arrow.NewSchema([]arrow.Field{
 		{Name: "event_id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "price", Type: arrow.PrimitiveTypes.Float64},
@@ -48,13 +52,16 @@ func flightBlock(t *testing.T) (*objstore.Store, arrow.Record, Meta) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, rec, meta
+	return rec, meta
 }
 
 // TestSegmentCacheFetchesOnce: readers missing the same segments at once
 // fetch each of them once between them, and all get the right columns.
+// The readers overlap the fetch under way because it takes as long as a
+// request to MinIO does.
 func TestSegmentCacheFetchesOnce(t *testing.T) {
-	s, rec, meta := flightBlock(t)
+	_, s := NewTestStore(t)
+	rec, meta := flightBlock(t, s)
 	c := NewSegmentCache(64 << 20)
 	const readers = 8
 	var wg sync.WaitGroup
@@ -90,9 +97,11 @@ func (e errFlight) Error() string { return string(e) }
 
 // TestSegmentCacheWaiterRefetches: a reader waiting for another's fetch of
 // a segment fetches it itself when that fetch fails (its task cancelled,
-// say), instead of failing too.
+// say), instead of failing too. The test orders the fetch and the wait
+// itself: it is about the cache's logic, on a bucket in memory.
 func TestSegmentCacheWaiterRefetches(t *testing.T) {
-	s, rec, meta := flightBlock(t)
+	s := memstore.New()
+	rec, meta := flightBlock(t, s)
 	c := NewSegmentCache(64 << 20)
 	col, _ := meta.Column("price")
 	k := keyOf(meta.Key, col)

@@ -98,7 +98,7 @@ func Spans(meta Meta, names []string) ([]Span, error) {
 // FetchSegments returns the named columns' segments of the block object
 // meta describes (meta from block.ReadFooter or the catalog), each checked
 // against its CRC-32C.
-func FetchSegments(ctx context.Context, store *objstore.Store, meta Meta, names []string) ([][]byte, error) {
+func FetchSegments(ctx context.Context, store objstore.Reader, meta Meta, names []string) ([][]byte, error) {
 	return FetchSegmentsInto(ctx, store, meta, names, nil)
 }
 
@@ -114,7 +114,7 @@ type Alloc func(n int) []byte
 // segments or arrays any more. Every buffer alloc handed out is the
 // caller's again when FetchSegmentsInto returns, whether or not it
 // succeeded (no request writes into it after that).
-func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, names []string, alloc Alloc) ([][]byte, error) {
+func FetchSegmentsInto(ctx context.Context, store objstore.Reader, meta Meta, names []string, alloc Alloc) ([][]byte, error) {
 	if alloc == nil {
 		alloc = func(n int) []byte { return make([]byte, n) }
 	}
@@ -139,29 +139,17 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 			// Each segment's CRC-32C is computed as its bytes arrive, while
 			// they are still in the CPU's caches (a second pass over a
 			// block's worth of bytes costs as much again in memory
-			// traffic). A retried request starts again at lo = 0.
-			crcs := make([]uint32, len(sp.Members))
-			err := store.GetRangeIntoFunc(ctx, meta.Key, sp.Off, data, func(lo, hi int) {
-				if lo == 0 {
-					clear(crcs)
-				}
-				for k, m := range sp.Members {
-					c := m.Column
-					s := max(lo, int(c.Offset-sp.Off))
-					e := min(hi, int(c.Offset-sp.Off+c.Length))
-					if s < e {
-						crcs[k] = crc32.Update(crcs[k], castagnoli, data[s:e])
-					}
-				}
-			})
-			if err != nil {
+			// traffic).
+			r := newSpanRead(sp, data)
+			defer r.release()
+			if err := store.GetRangeInto(ctx, meta.Key, sp.Off, data, r.filled); err != nil {
 				errs[si] = err
 				return
 			}
 			for k, m := range sp.Members {
 				c := m.Column
 				seg := data[c.Offset-sp.Off : c.Offset-sp.Off+c.Length : c.Offset-sp.Off+c.Length]
-				if crcs[k] != c.CRC32C {
+				if r.crcs[k] != c.CRC32C {
 					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, c.Name, ErrCorrupt)
 					return
 				}
@@ -174,6 +162,55 @@ func FetchSegmentsInto(ctx context.Context, store *objstore.Store, meta Meta, na
 		return nil, err
 	}
 	return segs, nil
+}
+
+// spanRead is one ranged GET of FetchSegmentsInto: the running CRC-32C of
+// each segment of its span. The GET goes through the objstore.Reader
+// interface, which hides from the compiler that the callback does not
+// outlive the call, so a callback made per GET would be allocated per GET;
+// spanReads are pooled with their callback bound once.
+type spanRead struct {
+	sp     *Span
+	data   []byte
+	crcs   []uint32
+	filled func(lo, hi int) // update, bound once
+}
+
+var spanReads = sync.Pool{New: func() any {
+	r := &spanRead{}
+	r.filled = r.update
+	return r
+}}
+
+func newSpanRead(sp *Span, data []byte) *spanRead {
+	r := spanReads.Get().(*spanRead)
+	r.sp, r.data = sp, data
+	r.crcs = slices.Grow(r.crcs[:0], len(sp.Members))[:len(sp.Members)]
+	clear(r.crcs)
+	return r
+}
+
+// update is filled: data[lo:hi] arrived. A retried request starts again at
+// lo = 0.
+func (r *spanRead) update(lo, hi int) {
+	if lo == 0 {
+		clear(r.crcs)
+	}
+	for k, m := range r.sp.Members {
+		c := m.Column
+		s := max(lo, int(c.Offset-r.sp.Off))
+		e := min(hi, int(c.Offset-r.sp.Off+c.Length))
+		if s < e {
+			r.crcs[k] = crc32.Update(r.crcs[k], castagnoli, r.data[s:e])
+		}
+	}
+}
+
+// release returns r to the pool once its GET has returned (objstore calls
+// filled only within the call).
+func (r *spanRead) release() {
+	r.sp, r.data = nil, nil
+	spanReads.Put(r)
 }
 
 // ErrNotTail: FetchTail's object does not have the named column's segment
@@ -202,30 +239,13 @@ const MaxTail = 1 << 30
 // the CPU's caches; where the segment ends is known only from the footer,
 // at the end, so the running CRC is kept at every chunk boundary and the
 // segment's is the last one before its end extended to it.
-func FetchTail(ctx context.Context, store *objstore.Store, key string, from int64, name string, alloc Alloc) (Meta, []byte, error) {
+func FetchTail(ctx context.Context, store objstore.Reader, key string, from int64, name string, alloc Alloc) (Meta, []byte, error) {
 	if alloc == nil {
 		alloc = func(n int) []byte { return make([]byte, n) }
 	}
-	type mark struct {
-		hi  int
-		crc uint32
-	}
-	var (
-		marks []mark
-		crc   uint32
-		buf   []byte
-	)
-	alloc1 := func(n int) []byte {
-		buf = alloc(n)
-		return buf
-	}
-	tail, info, err := store.GetFromInto(ctx, key, from, MaxTail, alloc1, func(lo, hi int) {
-		if lo == 0 {
-			marks, crc = marks[:0], 0
-		}
-		crc = crc32.Update(crc, castagnoli, buf[lo:hi])
-		marks = append(marks, mark{hi, crc})
-	})
+	r := newTailRead(alloc)
+	defer r.release()
+	tail, info, err := store.GetFromInto(ctx, key, from, MaxTail, r.allocFn, r.filled)
 	if err != nil {
 		return Meta{}, nil, err
 	}
@@ -255,7 +275,7 @@ func FetchTail(ctx context.Context, store *objstore.Store, key string, from int6
 	}
 	n := int(c.Length)
 	segCRC, at := uint32(0), 0
-	for _, mk := range marks {
+	for _, mk := range r.marks {
 		if mk.hi > n {
 			break
 		}
@@ -266,6 +286,57 @@ func FetchTail(ctx context.Context, store *objstore.Store, key string, from int6
 		return Meta{}, nil, fmt.Errorf("block %s: column %s: checksum mismatch: %w", key, name, ErrCorrupt)
 	}
 	return m, tail[:n:n], nil
+}
+
+// tailRead is FetchTail's GET: the buffer alloc gave it and the running
+// CRC-32C at every chunk boundary. Pooled with its callbacks bound once,
+// as spanRead is, for the same reason.
+type tailRead struct {
+	alloc   Alloc
+	buf     []byte
+	crc     uint32
+	marks   []tailMark
+	allocFn func(n int) []byte // allocate, bound once
+	filled  func(lo, hi int)   // update, bound once
+}
+
+// tailMark is the CRC-32C of a tail's bytes up to hi.
+type tailMark struct {
+	hi  int
+	crc uint32
+}
+
+var tailReads = sync.Pool{New: func() any {
+	r := &tailRead{}
+	r.allocFn, r.filled = r.allocate, r.update
+	return r
+}}
+
+func newTailRead(alloc Alloc) *tailRead {
+	r := tailReads.Get().(*tailRead)
+	r.alloc, r.marks, r.crc = alloc, r.marks[:0], 0
+	return r
+}
+
+func (r *tailRead) allocate(n int) []byte {
+	r.buf = r.alloc(n)
+	return r.buf
+}
+
+// update is filled: buf[lo:hi] arrived. A retried request starts again at
+// lo = 0.
+func (r *tailRead) update(lo, hi int) {
+	if lo == 0 {
+		r.marks, r.crc = r.marks[:0], 0
+	}
+	r.crc = crc32.Update(r.crc, castagnoli, r.buf[lo:hi])
+	r.marks = append(r.marks, tailMark{hi, r.crc})
+}
+
+// release returns r to the pool once its GET has returned.
+func (r *tailRead) release() {
+	r.alloc, r.buf = nil, nil
+	tailReads.Put(r)
 }
 
 // DecodeSegment decodes one column segment holding rows rows of type t. It

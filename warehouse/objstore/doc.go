@@ -24,6 +24,17 @@
 //     reader's CPU. Errors come back as minio.ErrorResponse like minio-go's,
 //     so one classification serves both paths.
 //
+// Readers of blocks take the Reader interface (Get, and GetRangeInto,
+// GetFromInto, GetSuffixInto, which read into the caller's buffers), and
+// block writes take Writer, not the whole client: the calls they make and
+// nothing more. A package that needs other calls declares its own small
+// interface where it uses them (trainer/checkpoint.Bucket); the daemon's
+// wiring and the components that manage the bucket (ingestion, eviction,
+// the catalog's rebuild) take *Store. objstore/memstore implements Reader and Writer (and listing and deletes)
+// in memory, for tests about logic; TestConformance runs the same cases
+// (testdata/conformance.txt) against it and a real MinIO in lockstep, so
+// the two cannot drift.
+//
 // What it does not own: object keys and layouts (warehouse/block), what is in
 // the bucket (warehouse/catalog), multipart upload tuning (objects are blocks
 // of a few to a few tens of megabytes; minio-go sends those over 16 MiB in

@@ -19,18 +19,18 @@ import (
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 )
 
-// Reads (Get, GetRangeInto, GetSuffixInto) do not go through minio-go: they
-// are one signed GET each on the Store's HTTP transport, here. Input readers
-// and workers make a request per footer and per span of segments, and
-// minio-go spent CPU on each beyond the HTTP exchange: building and signing
-// the request with a signing key derived anew every time (five HMACs),
-// validating names with regular expressions, parsing the response into an
-// ObjectInfo. Here the signing key is derived once a day and a response is
-// read for what the read path uses: its length, ETag, Last-Modified,
-// Content-Range and user metadata. On this project's machines a 16-byte
-// ranged GET went from 155-180 to 128-132 µs of client CPU (2026-11-22;
-// most of what remains is the exchange's syscalls and wake-ups). Writes,
-// listings, stats and deletes stay on minio-go.
+// Reads (Get, GetRangeInto, GetFromInto, GetSuffixInto) do not go through
+// minio-go: they are one signed GET each on the Store's HTTP transport,
+// here. Input readers and workers make a request per footer and per span of
+// segments, and minio-go spent CPU on each beyond the HTTP exchange:
+// building and signing the request with a signing key derived anew every
+// time (five HMACs), validating names with regular expressions, parsing the
+// response into an ObjectInfo. Here the signing key is derived once a day
+// and a response is read for what the read path uses: its length, ETag,
+// Last-Modified, Content-Range and user metadata. On this project's machines
+// a 16-byte ranged GET went from 155-180 to 128-132 µs of client CPU
+// (2026-11-22; most of what remains is the exchange's syscalls and
+// wake-ups). Writes, listings, stats and deletes stay on minio-go.
 
 // emptySHA256 is the SHA-256 of an empty body, the payload hash of a GET
 // (AWS SigV4, "x-amz-content-sha256").

@@ -116,13 +116,13 @@ func TestRangeNotHonoured(t *testing.T) {
 	ctx := context.Background()
 	// A 200 is the range when the range is the whole object.
 	mode.Store(0)
-	if got, err := s.GetRange(ctx, "k", 0, int64(len(obj))); err != nil || string(got) != string(obj) {
+	if got, err := getRange(ctx, s, "k", 0, int64(len(obj))); err != nil || string(got) != string(obj) {
 		t.Fatalf("the whole object as a range, answered 200: %q %v", got, err)
 	}
 	for m, call := range []func() error{
-		func() error { _, err := s.GetRange(ctx, "k", 7, 13); return err },
-		func() error { _, err := s.GetRange(ctx, "k", 7, 10); return err },
-		func() error { _, _, err := s.GetSuffix(ctx, "k", 5); return err },
+		func() error { _, err := getRange(ctx, s, "k", 7, 13); return err },
+		func() error { _, err := getRange(ctx, s, "k", 7, 10); return err },
+		func() error { _, _, err := getSuffix(ctx, s, "k", 5); return err },
 	} {
 		mode.Store(int32(m))
 		requests.Store(0)
@@ -147,7 +147,7 @@ func TestTLSFailureNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = s.GetRange(context.Background(), "k", 0, 4)
+	_, err = getRange(context.Background(), s, "k", 0, 4)
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("get from an untrusted server: %v", err)
 	}

@@ -17,8 +17,8 @@ import (
 )
 
 // GetRangeInto and GetSuffixInto write into the caller's buffer, whatever
-// it held, exactly the bytes GetRange and GetSuffix return, and refuse
-// what those refuse.
+// it held, exactly the object's bytes of the range or suffix, and refuse
+// a range past the end, an empty one and a missing object.
 func TestReadInto(t *testing.T) {
 	m := devenv.NewMinIO(t)
 	s := newStore(t, m, nil)
@@ -31,7 +31,7 @@ func TestReadInto(t *testing.T) {
 	before := s.Stats()
 	for _, r := range [][2]int{{0, 1}, {1000, 5000}, {0, len(data)}, {len(data) - 300<<10, 300 << 10}} {
 		dst := dirty(r[1])
-		if err := s.GetRangeInto(ctx, "raw/ads/into.arrow", int64(r[0]), dst); err != nil {
+		if err := s.GetRangeInto(ctx, "raw/ads/into.arrow", int64(r[0]), dst, nil); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(dst, data[r[0]:r[0]+r[1]]) {
@@ -41,27 +41,27 @@ func TestReadInto(t *testing.T) {
 	if got := s.Stats().BytesRead - before.BytesRead; got != 1+5000+int64(len(data))+300<<10 {
 		t.Fatalf("BytesRead grew by %d", got)
 	}
-	if err := s.GetRangeInto(ctx, "raw/ads/into.arrow", int64(len(data))-10, dirty(20)); err == nil || !strings.Contains(err.Error(), "beyond size") {
+	if err := s.GetRangeInto(ctx, "raw/ads/into.arrow", int64(len(data))-10, dirty(20), nil); err == nil || !strings.Contains(err.Error(), "beyond size") {
 		t.Fatalf("range past the end: %v", err)
 	}
-	if err := s.GetRangeInto(ctx, "raw/ads/into.arrow", 0, nil); err == nil {
+	if err := s.GetRangeInto(ctx, "raw/ads/into.arrow", 0, nil, nil); err == nil {
 		t.Fatal("empty range accepted")
 	}
-	if err := s.GetRangeInto(ctx, "raw/ads/nope.arrow", 0, dirty(10)); !errors.Is(err, objstore.ErrNotFound) {
+	if err := s.GetRangeInto(ctx, "raw/ads/nope.arrow", 0, dirty(10), nil); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("missing object: %v, want ErrNotFound", err)
 	}
 
 	// Progress: contiguous chunks covering the range.
 	dst := dirty(len(data))
 	next := 0
-	err := s.GetRangeIntoFunc(ctx, "raw/ads/into.arrow", 0, dst, func(lo, hi int) {
+	err := s.GetRangeInto(ctx, "raw/ads/into.arrow", 0, dst, func(lo, hi int) {
 		if lo != next || hi <= lo || !bytes.Equal(dst[lo:hi], data[lo:hi]) {
 			t.Errorf("filled(%d, %d) after %d", lo, hi, next)
 		}
 		next = hi
 	})
 	if err != nil || next != len(data) || !bytes.Equal(dst, data) {
-		t.Fatalf("GetRangeIntoFunc: %v, filled up to %d", err, next)
+		t.Fatalf("GetRangeInto with filled: %v, filled up to %d", err, next)
 	}
 
 	for _, n := range []int{16, 64 << 10, 2 << 20} {
@@ -93,8 +93,8 @@ func TestReadIntoRetriesCutBody(t *testing.T) {
 	dst := bytes.Repeat([]byte{0x5A}, len(data)-1000)
 	var starts int
 	next := 0
-	p.cutAfter.Store(700 << 10) // within the third chunk GetRangeIntoFunc reads
-	err := s.GetRangeIntoFunc(ctx, "raw/ads/cut.arrow", 1000, dst, func(lo, hi int) {
+	p.cutAfter.Store(700 << 10) // within the third chunk GetRangeInto reads
+	err := s.GetRangeInto(ctx, "raw/ads/cut.arrow", 1000, dst, func(lo, hi int) {
 		if lo == 0 {
 			starts++
 		} else if lo != next {

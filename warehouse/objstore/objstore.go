@@ -338,36 +338,25 @@ func (s *Store) read(ctx context.Context, key, what, rng string, fn func(body io
 	})
 }
 
-// GetRange reads length bytes at offset off into a new buffer (see
-// GetRangeInto).
-func (s *Store) GetRange(ctx context.Context, key string, off, length int64) ([]byte, error) {
-	if off < 0 || length <= 0 {
-		return nil, fmt.Errorf("objstore: get %s: invalid range off=%d length=%d", key, off, length)
-	}
-	buf := make([]byte, length)
-	if err := s.GetRangeInto(ctx, key, off, buf); err != nil {
-		return nil, err
-	}
-	return buf, nil
-}
-
 // GetRangeInto reads exactly len(dst) bytes at offset off into dst. The
 // whole-object checksum cannot be verified on a range: the caller verifies
-// what it reads. Reading past the end of the object is an error. dst may
-// hold anything on entry (it is overwritten, never read); a retried attempt
-// writes it again from the start. On error its contents are unspecified.
-// When it returns, nothing writes to dst any more: the caller may reuse it.
-func (s *Store) GetRangeInto(ctx context.Context, key string, off int64, dst []byte) error {
-	return s.GetRangeIntoFunc(ctx, key, off, dst, nil)
-}
-
-// GetRangeIntoFunc is GetRangeInto telling the caller as the bytes arrive,
-// so that it can work on them (checksum them) while they are still in the
-// CPU's caches: filled(lo, hi) is called once dst[lo:hi] holds the range's
-// bytes lo to hi. Within an attempt lo is the previous call's hi; every
-// attempt starts again at lo = 0 (a retry rewrites dst from the start), so
-// a caller accumulating state resets it when lo is 0. filled may be nil.
-func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst []byte, filled func(lo, hi int)) error {
+// what it reads. Reading past the end of the object is an error (one that
+// starts at or past the end is ErrRange). dst may hold anything on entry
+// (it is overwritten, never read); a retried attempt writes it again from
+// the start. On error its contents are unspecified. When it returns,
+// nothing writes to dst any more and filled is not called again: the
+// caller may reuse both.
+//
+// filled, if not nil, tells the caller as the bytes arrive, so that it can
+// work on them (checksum them) while they are still in the CPU's caches:
+// filled(lo, hi) is called once dst[lo:hi] holds the range's bytes lo to
+// hi. Within an attempt lo is the previous call's hi; every attempt starts
+// again at lo = 0 (a retry rewrites dst from the start), so a caller
+// accumulating state resets it when lo is 0.
+//
+// The caller supplies the buffer: a reader reads a unit's segments into
+// buffers it recycles, and a caller that wants a new one makes it.
+func (s *Store) GetRangeInto(ctx context.Context, key string, off int64, dst []byte, filled func(lo, hi int)) error {
 	length := int64(len(dst))
 	if off < 0 || length <= 0 {
 		return fmt.Errorf("objstore: get %s: invalid range off=%d length=%d", key, off, length)
@@ -402,12 +391,13 @@ func (s *Store) GetRangeIntoFunc(ctx context.Context, key string, off int64, dst
 // GetFromInto reads the object from offset off to its end, a length it
 // learns from the response, into a buffer from alloc (called once, with
 // that length; at most max bytes are accepted). filled is as for
-// GetRangeIntoFunc. It returns the buffer and the object's Info (Size is
+// GetRangeInto. It returns the buffer and the object's Info (Size is
 // the whole object's). It is one request where a reader that knows where
 // what it wants starts, but not where the object ends, would otherwise
 // read a footer first. A retried attempt must see the same length, else
 // the object changed under the read and it is an error. Like
-// GetRangeInto, nothing writes to the buffer after it returns.
+// GetRangeInto, nothing writes to the buffer or calls alloc or filled
+// after it returns.
 func (s *Store) GetFromInto(ctx context.Context, key string, off, max int64, alloc func(n int) []byte, filled func(lo, hi int)) ([]byte, Info, error) {
 	if off < 0 || max <= 0 {
 		return nil, Info{}, fmt.Errorf("objstore: get %s: invalid range from %d (at most %d bytes)", key, off, max)
@@ -502,21 +492,6 @@ func (s *Store) GetSuffixInto(ctx context.Context, key string, dst []byte) (int,
 		return 0, Info{}, err
 	}
 	return n, info, nil
-}
-
-// GetSuffix reads the last n bytes of the object (all of it if it is shorter)
-// and returns them with the object's Info. It is how a reader that knows only
-// a key finds a trailer.
-func (s *Store) GetSuffix(ctx context.Context, key string, n int64) ([]byte, Info, error) {
-	if n <= 0 {
-		return nil, Info{}, fmt.Errorf("objstore: get %s: invalid suffix length %d", key, n)
-	}
-	buf := make([]byte, n)
-	k, info, err := s.GetSuffixInto(ctx, key, buf)
-	if err != nil {
-		return nil, Info{}, err
-	}
-	return buf[:k], info, nil
 }
 
 // contentRange parses a Content-Range of a byte range, "bytes first-last/total"

@@ -79,17 +79,17 @@ func TestRoundTrip(t *testing.T) {
 	if ginfo.Metadata["Sig-Block"] != "b1" || !ginfo.HasChecksum {
 		t.Fatalf("get info %+v", ginfo)
 	}
-	part, err := s.GetRange(ctx, "raw/ads/b1.arrow", 1000, 5000)
+	part, err := objstore.GetRange(ctx, s, "raw/ads/b1.arrow", 1000, 5000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(part, data[1000:6000]) {
 		t.Fatal("ranged get returned different bytes")
 	}
-	if _, err := s.GetRange(ctx, "raw/ads/b1.arrow", int64(len(data))-10, 20); err == nil {
+	if _, err := objstore.GetRange(ctx, s, "raw/ads/b1.arrow", int64(len(data))-10, 20); err == nil {
 		t.Fatal("range past the end succeeded")
 	}
-	suf, sinfo, err := s.GetSuffix(ctx, "raw/ads/b1.arrow", 16)
+	suf, sinfo, err := objstore.GetSuffix(ctx, s, "raw/ads/b1.arrow", 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +127,11 @@ func TestEmptyObjectSuffix(t *testing.T) {
 	if _, err := s.Put(ctx, "memo/k/empty.arrow", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	suf, info, err := s.GetSuffix(ctx, "memo/k/empty.arrow", 8192)
+	suf, info, err := objstore.GetSuffix(ctx, s, "memo/k/empty.arrow", 8192)
 	if err != nil || len(suf) != 0 || info.Size != 0 {
 		t.Fatalf("suffix of an empty object: %d bytes, size %d, %v; want 0, 0, nil", len(suf), info.Size, err)
 	}
-	if _, _, err := s.GetSuffix(ctx, "memo/k/missing.arrow", 8192); !errors.Is(err, objstore.ErrNotFound) {
+	if _, _, err := objstore.GetSuffix(ctx, s, "memo/k/missing.arrow", 8192); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("suffix of a missing object: %v, want ErrNotFound", err)
 	}
 }
@@ -326,11 +326,11 @@ func TestReadsSigned(t *testing.T) {
 		if err != nil || !bytes.Equal(got, data) || info.Metadata["Sig-Block"] != "b 1" || info.ETag == "" || info.LastModified.IsZero() {
 			t.Fatalf("get %q: %+v, %v", key, info, err)
 		}
-		part, err := s.GetRange(ctx, key, 100, 200)
+		part, err := objstore.GetRange(ctx, s, key, 100, 200)
 		if err != nil || !bytes.Equal(part, data[100:300]) {
 			t.Fatalf("range of %q: %v", key, err)
 		}
-		suf, sinfo, err := s.GetSuffix(ctx, key, 50)
+		suf, sinfo, err := objstore.GetSuffix(ctx, s, key, 50)
 		if err != nil || !bytes.Equal(suf, data[len(data)-50:]) || sinfo.Size != int64(len(data)) || sinfo.Checksum != objstore.Checksum(data) {
 			t.Fatalf("suffix of %q: %+v, %v", key, sinfo, err)
 		}
@@ -346,10 +346,10 @@ func TestReadsSigned(t *testing.T) {
 	if _, _, err := s.GetFromInto(ctx, "raw/plain.arrow", int64(len(data)), 1<<20, mk, nil); !errors.Is(err, objstore.ErrRange) {
 		t.Fatalf("from the end: %v, want ErrRange", err)
 	}
-	if _, err := s.GetRange(ctx, "raw/missing.arrow", 0, 10); !errors.Is(err, objstore.ErrNotFound) {
+	if _, err := objstore.GetRange(ctx, s, "raw/missing.arrow", 0, 10); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("range of a missing key: %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetRange(ctx, "raw/plain.arrow", int64(len(data)), 10); err == nil || errors.Is(err, objstore.ErrNotFound) {
+	if _, err := objstore.GetRange(ctx, s, "raw/plain.arrow", int64(len(data)), 10); err == nil || errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("range starting at the end: %v, want an error other than not found", err)
 	}
 
