@@ -1,0 +1,124 @@
+package sig_test
+
+// The layout docs/ARCHITECTURE.md draws, checked: layers point down,
+// internal/ holds leaves, and the reader and the trainer link no Pebble.
+// It reads the import graph from `go list`, as a reviewer would.
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sigdata/sig/"
+
+// layers are the rows of docs/ARCHITECTURE.md's layout, top first: a
+// package may import packages of its own row or of rows below it. A
+// package is on the row of its longest listed prefix.
+var layers = [][]string{
+	{"cmd/"},
+	{"sigd", "sigd/ui"},
+	{"eviction", "featstats", "workers/memo"},
+	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},
+	{"reader", "trainer"},
+	{"warehouse", "warehouse/block", "warehouse/ready", "warehouse/objstore"},
+	{"matching/canon", "transform/graphpb", "warehouse/record", "warehouse/gen"},
+	{"transform"},
+	{"internal/", "proto/", "examples"},
+}
+
+// harnesses start what they test and are imported by tests only.
+var harnesses = []string{"sigd/sigdtest", "eviction/evictiontest"}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func goList(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-json"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	var ps []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// layer returns the row of a package path (without the module prefix).
+func layer(path string) (int, bool) {
+	best, row := -1, 0
+	for i, r := range layers {
+		for _, p := range r {
+			if (path == p || strings.HasPrefix(path, strings.TrimSuffix(p, "/")+"/")) && len(p) > best {
+				best, row = len(p), i
+			}
+		}
+	}
+	return row, best >= 0
+}
+
+func isHarness(path string) bool {
+	for _, h := range harnesses {
+		if path == h {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLayersPointDown(t *testing.T) {
+	for _, p := range goList(t, "./...") {
+		from := strings.TrimPrefix(p.ImportPath, module)
+		if isHarness(from) || strings.HasPrefix(from, "bench/")|| !strings.HasPrefix(p.ImportPath, module) || from == "sig" {
+			continue
+		}
+		fl, ok := layer(from)
+		if !ok {
+			t.Errorf("%s is on no layer of docs/ARCHITECTURE.md's layout", from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			to := strings.TrimPrefix(imp, module)
+			if isHarness(to) {
+				t.Errorf("%s imports the test harness %s", from, to)
+				continue
+			}
+			tl, ok := layer(to)
+			if !ok {
+				t.Errorf("%s imports %s, which is on no layer", from, to)
+				continue
+			}
+			if tl < fl {
+				t.Errorf("%s (layer %d) imports %s (layer %d): layers point down", from, fl, to, tl)
+			}
+			if strings.HasPrefix(from, "internal/") && !strings.HasPrefix(to, "internal/") && !strings.HasPrefix(to, "proto/") {
+				t.Errorf("%s imports %s: internal/ holds leaves (internal/ and proto/ only)", from, to)
+			}
+		}
+	}
+}
+
+func TestReaderAndTrainerLinkNoPebble(t *testing.T) {
+	for _, p := range goList(t, "-deps", "./cmd/reader", "./cmd/trainer") {
+		if strings.Contains(p.ImportPath, "cockroachdb/pebble") {
+			t.Errorf("the reader or the trainer links %s", p.ImportPath)
+		}
+	}
+}
