@@ -83,7 +83,7 @@ func isHarness(path string) bool {
 func TestLayersPointDown(t *testing.T) {
 	for _, p := range goList(t, "./...") {
 		from := strings.TrimPrefix(p.ImportPath, module)
-		if isHarness(from) || strings.HasPrefix(from, "bench/")|| !strings.HasPrefix(p.ImportPath, module) || from == "sig" {
+		if isHarness(from) || strings.HasPrefix(from, "bench/") || !strings.HasPrefix(p.ImportPath, module) || from == "sig" {
 			continue
 		}
 		fl, ok := layer(from)
