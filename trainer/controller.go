@@ -210,6 +210,20 @@ func (c *Controller) Preempt(notice time.Duration, scope string) time.Time {
 	return d
 }
 
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
 // Run runs the controller until the job exits (done, or preempted) or ctx
 // ends, and returns its report.
 func (c *Controller) Run(ctx context.Context) (Report, error) {
@@ -218,29 +232,16 @@ func (c *Controller) Run(ctx context.Context) (Report, error) {
 	defer close(c.stopped)
 	c.ctx = ctx
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(c.cfg.Tick)
-		defer t.Stop()
-		for {
+	wg.Go(func() {
+		every(ctx, c.cfg.Tick, func() {
 			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				select {
-				case c.inbox <- msg{ev: control.Event{Kind: control.EvTick}}:
-				default:
-				}
+			case c.inbox <- msg{ev: control.Event{Kind: control.EvTick}}:
+			default:
 			}
-		}
-	}()
+		})
+	})
 	if c.cfg.StatusInterval > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.reportStatusLoop(ctx)
-		}()
+		wg.Go(func() { every(ctx, c.cfg.StatusInterval, func() { c.reportStatus(ctx) }) })
 	}
 	c.handle(msg{ev: control.Event{Kind: control.EvStart}})
 	var err error
