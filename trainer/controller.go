@@ -2,14 +2,13 @@ package trainer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/randid"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
@@ -186,11 +185,7 @@ func (c *Controller) now() time.Time { return c.cfg.Clock.Now() }
 
 // newIncarnation names one run of a controller or one session of a host,
 // so that messages of an earlier run are told apart.
-func newIncarnation() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func newIncarnation() string { return randid.Hex(8) }
 
 // post sends a message to the run goroutine (from any goroutine); after
 // Run returned it drops it.

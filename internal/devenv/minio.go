@@ -3,8 +3,6 @@ package devenv
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sigdata/sig/internal/randid"
 )
 
 // ErrNoMinIO is returned when the MinIO binary cannot be found.
@@ -111,14 +111,6 @@ func RepoRoot() (string, error) {
 	}
 }
 
-func randomString(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 // FreeAddr returns an address on 127.0.0.1 whose port was free a moment
 // ago, for a server that is told where to listen (MinIO here, a command a
 // test starts): another process may take it first, so a caller that can
@@ -146,10 +138,10 @@ func StartMinIO(ctx context.Context, cfg MinIOConfig) (*MinIO, error) {
 		cfg.Binary = bin
 	}
 	if cfg.AccessKey == "" {
-		cfg.AccessKey = "sig" + randomString(8)
+		cfg.AccessKey = "sig" + randid.Hex(8)
 	}
 	if cfg.SecretKey == "" {
-		cfg.SecretKey = randomString(16)
+		cfg.SecretKey = randid.Hex(16)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
