@@ -638,19 +638,17 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	}
 	<-ctx.Done()
 	close(s.stopping)
+	// NOT_SERVING before the pool drains, so that probes and balancers
+	// stop sending calls meanwhile; the pool, the gRPC calls in flight and
+	// HTTP then share one 10s budget.
 	s.health.Shutdown()
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	if s.pool != nil {
 		_ = s.pool.Close(sctx)
 	}
-	stopped := make(chan struct{})
-	go func() { s.grpc.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-sctx.Done():
-		s.grpc.Stop()
-	}
+	deadline, _ := sctx.Deadline()
+	s.health.Stop(max(time.Until(deadline), 0))
 	_ = s.httpSrv.Shutdown(sctx)
 	wg.Wait()
 	close(errc)
