@@ -168,18 +168,33 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 	return c, nil
 }
 
-// serveMetrics serves reg's /metrics on addr (--metrics; none if empty)
-// until the returned function closes it.
-func serveMetrics(addr string, reg prometheus.Gatherer, log *slog.Logger) (func() error, error) {
-	if addr == "" {
-		return func() error { return nil }, nil
+// parse parses a job command's flags (args; fs holds f's) and makes the
+// controller's config, with the logger of --log-level (to stderr) and a
+// registry whose metrics are served on --metrics (none if empty) until the
+// returned function closes them.
+func (f *jobFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (trainer.ControllerConfig, func() error, error) {
+	if err := cli.ParseEnv(fs, args); err != nil {
+		return trainer.ControllerConfig{}, nil, err
 	}
-	url, closeFn, err := cli.ServeMetrics(addr, reg)
+	log, err := f.newLogger(stderr)
 	if err != nil {
-		return nil, err
+		return trainer.ControllerConfig{}, nil, err
+	}
+	cfg, err := f.config(log)
+	if err != nil {
+		return cfg, nil, err
+	}
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	if f.metrics == "" {
+		return cfg, func() error { return nil }, nil
+	}
+	url, closeMetrics, err := cli.ServeMetrics(f.metrics, reg)
+	if err != nil {
+		return cfg, nil, err
 	}
 	log.Info("metrics", "addr", url)
-	return closeFn, nil
+	return cfg, closeMetrics, nil
 }
 
 // finish writes the run's report and returns the run's error; a run the
@@ -224,14 +239,22 @@ func writeFile(path string, write func(io.Writer) error) error {
 
 // preemptOnSIGTERM turns SIGTERM into preemption notices of the job.
 func preemptOnSIGTERM(ctx context.Context, c *trainer.Controller, notice time.Duration, log *slog.Logger) {
+	onSIGTERM(ctx, func() {
+		d := c.Preempt(notice, control.ScopeJob)
+		log.Warn("SIGTERM: preemption notice", "deadline", d)
+	})
+}
+
+// onSIGTERM calls f on every SIGTERM until ctx ends (the commands that
+// take SIGTERM as a preemption notice).
+func onSIGTERM(ctx context.Context, f func()) {
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-commands.SIGTERM:
-				d := c.Preempt(notice, control.ScopeJob)
-				log.Warn("SIGTERM: preemption notice", "deadline", d)
+				f()
 			}
 		}
 	}()
@@ -242,28 +265,15 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	listen := fs.String("listen", "127.0.0.1:7100", "gRPC address of the controller service")
 	serverOpts := cli.ServerTLSFlags(fs)
 	f := addJobFlags(fs)
-	if err := cli.ParseEnv(fs, args); err != nil {
-		return err
-	}
-	log, err := f.newLogger(stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := f.config(log)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
-	c, err := trainer.NewController(cfg)
-	if err != nil {
-		return err
-	}
-	closeMetrics, err := serveMetrics(f.metrics, reg, log)
+	cfg, closeMetrics, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer closeMetrics()
+	c, err := trainer.NewController(cfg)
+	if err != nil {
+		return err
+	}
 	opts, err := serverOpts()
 	if err != nil {
 		return err
@@ -276,7 +286,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	hs := grpcsvc.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	fmt.Fprintf(stderr, "listening on %s\n", lis.Addr())
-	preemptOnSIGTERM(ctx, c, f.preemptNotice, log)
+	preemptOnSIGTERM(ctx, c, f.preemptNotice, cfg.Logger)
 	rep, runErr := c.Run(ctx)
 	// Give hosts a moment to receive their exit before the server stops.
 	hs.Stop(2 * time.Second)
@@ -305,19 +315,12 @@ func runHostCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	preempt := make(chan time.Duration, 1)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-commands.SIGTERM:
-				select {
-				case preempt <- *notice:
-				default:
-				}
-			}
+	onSIGTERM(ctx, func() {
+		select {
+		case preempt <- *notice:
+		default:
 		}
-	}()
+	})
 	cfg := trainer.HostConfig{ID: *id, Controller: controller.Addr, Token: controller.Token, TLS: controller.TLS, Readers: readers,
 		Preempt: preempt, Logger: log}
 	cfg.InFlight.Min, cfg.InFlight.Max = *minIF, *maxIF
@@ -333,20 +336,7 @@ func runJobCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	listen := fs.String("listen", "127.0.0.1:0", "gRPC address of the controller service")
 	inproc := fs.Int("in-process-readers", 2, "readers to run in the process when --readers is empty")
 	f := addJobFlags(fs)
-	if err := cli.ParseEnv(fs, args); err != nil {
-		return err
-	}
-	log, err := f.newLogger(stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := f.config(log)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
-	closeMetrics, err := serveMetrics(f.metrics, reg, log)
+	cfg, closeMetrics, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
 	}
@@ -354,7 +344,7 @@ func runJobCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	job := trainer.JobConfig{ControllerConfig: cfg, Listen: *listen, InProcessReaders: *inproc,
 		OnController: func(c *trainer.Controller, addr string) {
 			fmt.Fprintf(stderr, "listening on %s\n", addr)
-			preemptOnSIGTERM(ctx, c, f.preemptNotice, log)
+			preemptOnSIGTERM(ctx, c, f.preemptNotice, cfg.Logger)
 		}}
 	rep, runErr := trainer.RunJob(ctx, job)
 	return f.finish(rep, runErr, stdout)
