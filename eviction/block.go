@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 
+	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
@@ -323,7 +324,7 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 }
 
 func (e *Evictor) blockAudit(im BlockImpact, who, what, why string) matching.AuditEntry {
-	return matching.AuditEntry{ID: randomHex(8), Who: who, When: e.clock().Now(), What: what, Why: why,
+	return matching.AuditEntry{ID: randid.Hex(8), Who: who, When: e.clock().Now(), What: what, Why: why,
 		Components: []canon.Key{im.Component}, Pipelines: im.Pipelines, Blocks: 1, Bytes: im.Bytes, Objects: im.Objects}
 }
 

@@ -3,8 +3,6 @@ package eviction
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/warehouse/block"
@@ -173,7 +172,7 @@ func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact,
 	im.Objects, err = e.remove(ctx, keys)
 	// A failed eviction is recorded too: its entries may be gone (the
 	// read solutions pending) with some objects left, which Sweep deletes.
-	im.AuditID = randomHex(8)
+	im.AuditID = randid.Hex(8)
 	entry := matching.AuditEntry{ID: im.AuditID, Who: who, When: e.clock().Now(), What: t.String(), Why: why,
 		Pipelines: im.Pipelines, Blocks: im.Blocks, Bytes: im.Bytes, Objects: im.Objects}
 	if err != nil {
@@ -403,13 +402,6 @@ func (e *Evictor) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return e.Log
-}
-
-// randomHex returns n random bytes in hex: audit ids (8 bytes).
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // storeParallelism bounds the object-store requests an eviction has in

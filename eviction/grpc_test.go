@@ -12,6 +12,7 @@ import (
 	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
 func wantCode(t *testing.T, what string, err error, code codes.Code) {
@@ -40,9 +41,9 @@ func TestEvictSubgraphGRPC(t *testing.T) {
 	e := newEnv(t, evictiontest.Config{})
 	e.Pipelines()
 	ctrSol, cvrSol, expSol := e.Solution("ctr", "ctr-small"), e.Solution("cvr", evictiontest.XSSPipeline), e.Solution("explore", "explore")
-	qa, qids, price := evictiontest.InputKey(t, ctrSol, "qa_overlap"), evictiontest.InputKey(t, ctrSol, "query_ids"), evictiontest.InputKey(t, ctrSol, "price_bin")
-	qsmall, logp := evictiontest.InputKey(t, cvrSol, "q_small"), evictiontest.InputKey(t, cvrSol, "log_price")
-	adv := evictiontest.InputKey(t, expSol, "adv")
+	qa, qids, price := sigdtest.InputKey(t, ctrSol, "qa_overlap"), sigdtest.InputKey(t, ctrSol, "query_ids"), sigdtest.InputKey(t, ctrSol, "price_bin")
+	qsmall, logp := sigdtest.InputKey(t, cvrSol, "q_small"), sigdtest.InputKey(t, cvrSol, "log_price")
+	adv := sigdtest.InputKey(t, expSol, "adv")
 	affected := []canon.Key{qa, qids, qsmall}
 	untouched := []canon.Key{price, logp, adv}
 	op := e.SIG(evictiontest.Operator)
@@ -153,7 +154,7 @@ func TestSearchAndComponentVisibility(t *testing.T) {
 	e := newEnv(t, evictiontest.Config{Blocks: 1, Rows: 50})
 	e.Pipelines()
 	cvrSol := e.Solution("cvr", evictiontest.XSSPipeline)
-	qsmall := evictiontest.InputKey(t, cvrSol, "q_small")
+	qsmall := sigdtest.InputKey(t, cvrSol, "q_small")
 	q := &sigv1.SearchComponentsRequest{SubgraphDsl: evictiontest.FaultySubgraph}
 	res, err := e.SIG(evictiontest.Operator).SearchComponents(e.Ctx, q)
 	if err != nil {

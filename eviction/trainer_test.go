@@ -10,6 +10,7 @@ import (
 	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer"
 )
 
@@ -23,7 +24,7 @@ func TestTrainerHoldAfterEviction(t *testing.T) {
 	e := newEnv(t, evictiontest.Config{Blocks: 10, Rows: 1000})
 	e.Submit("ctr", "ctr-train", evictiontest.CtrDSL)
 	sol := e.WaitComplete("ctr", "ctr-train")
-	affected := []canon.Key{evictiontest.InputKey(t, sol, "qa_overlap"), evictiontest.InputKey(t, sol, "query_ids")}
+	affected := []canon.Key{sigdtest.InputKey(t, sol, "qa_overlap"), sigdtest.InputKey(t, sol, "query_ids")}
 	ctx, cancel := context.WithTimeout(e.Ctx, 90*time.Second)
 	defer cancel()
 

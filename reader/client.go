@@ -11,13 +11,11 @@ import (
 	"io"
 	"iter"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sigdata/sig/internal/arrowfile"
 	"github.com/sigdata/sig/internal/auth"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 )
@@ -292,9 +291,11 @@ func decodeBatch(b []byte) (rec arrow.Record, err error) {
 		return nil, err
 	}
 	// The record batch's own buffer lengths size allocations too: a
-	// budget of what b can hold makes a lie about them a panic (recovered
-	// above) rather than an out-of-memory crash.
-	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(&budgetAllocator{left: 2*len(b) + 1<<16}))
+	// budget of what b can hold (Arrow's reader copies each buffer out of
+	// the stream, so a batch needs about len(b) bytes) makes a lie about
+	// them a panic (recovered above) rather than an out-of-memory crash.
+	alloc := arrowfile.NewBudgetAllocator(int64(2*len(b)+1<<16), "the response")
+	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(alloc))
 	if err != nil {
 		return nil, err
 	}
@@ -313,37 +314,6 @@ func decodeBatch(b []byte) (rec arrow.Record, err error) {
 	}
 	return rec, nil
 }
-
-// budgetAllocator allocates from Go's heap until left bytes are spent,
-// then panics. Arrow's reader copies each buffer of a batch out of the
-// stream, so a batch needs about len(stream) bytes.
-type budgetAllocator struct {
-	mu   sync.Mutex
-	left int
-}
-
-func (a *budgetAllocator) spend(n int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if n < 0 || n > a.left {
-		panic(fmt.Sprintf("arrow ipc: buffers of %d bytes in a response that cannot hold them", n))
-	}
-	a.left -= n
-}
-
-func (a *budgetAllocator) Allocate(size int) []byte {
-	a.spend(size)
-	return memory.DefaultAllocator.Allocate(size)
-}
-
-func (a *budgetAllocator) Reallocate(size int, b []byte) []byte {
-	if size > len(b) {
-		a.spend(size - len(b))
-	}
-	return memory.DefaultAllocator.Reallocate(size, b)
-}
-
-func (a *budgetAllocator) Free(b []byte) { memory.DefaultAllocator.Free(b) }
 
 // checkFraming walks an IPC stream's messages (continuation marker,
 // metadata length, metadata, body) and checks that every metadata and body

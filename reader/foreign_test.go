@@ -17,6 +17,7 @@ import (
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/block/blocktest"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -35,21 +36,9 @@ func TestForeignRawBlockIsDataLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Release()
-	column := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
-	floats := func(name string) arrow.Array {
-		b := array.NewFloat64Builder(memory.DefaultAllocator)
-		for _, v := range column(name).(*array.Int64).Int64Values() {
-			b.Append(float64(v))
-		}
-		return b.NewArray()
-	}
-	strs := func(name string) arrow.Array {
-		b := array.NewStringBuilder(memory.DefaultAllocator)
-		for range rec.NumRows() {
-			b.Append(name)
-		}
-		return b.NewArray()
-	}
+	column := func(name string) arrow.Array { return blocktest.Column(rec, name) }
+	floats := func(name string) arrow.Array { return blocktest.Float64s(rec, name) }
+	strs := func(s string) arrow.Array { return blocktest.Strings(s, rec.NumRows()) }
 	cases := []struct {
 		name, column string
 		col          arrow.Array
@@ -68,18 +57,10 @@ func TestForeignRawBlockIsDataLoss(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fields := rec.Schema().Fields()
-			cols := append([]arrow.Array(nil), rec.Columns()...)
-			for j := range fields {
-				if fields[j].Name == tc.column {
-					fields[j].Type, cols[j] = tc.col.DataType(), tc.col
-				}
-			}
-			bad := array.NewRecord(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+			bad := blocktest.WithColumn(rec, tc.column, tc.col)
 			defer bad.Release()
 			id := f.blocks[0].id + "-foreign" + string(rune('a'+i))
-			meta := f.blocks[0].meta
-			meta.ID, meta.Key, meta.Columns = id, block.RawKey("ads", id), nil
+			meta := blocktest.Renamed(f.blocks[0].meta, id)
 			data, _, err := block.Encode(meta, bad)
 			if err != nil {
 				t.Fatal(err)

@@ -119,6 +119,21 @@ func readUnit(ctx context.Context, c *reader.Client, u *readerv1.WorkUnit) ([]by
 	return out, nil
 }
 
+// readUnits reads every unit of units (by block id), as readUnit, and
+// returns their bytes by block id.
+func readUnits(ctx context.Context, t *testing.T, c *reader.Client, units map[string]*readerv1.WorkUnit) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for id, u := range units {
+		b, err := readUnit(ctx, c, u)
+		if err != nil {
+			t.Fatalf("unit of block %s: %v", id, err)
+		}
+		out[id] = b
+	}
+	return out
+}
+
 func unitsOf(t *testing.T, sol *sigv1.ReadSolution) map[string]*readerv1.WorkUnit {
 	t.Helper()
 	us, err := reader.UnitsFromSolution(sol, reader.UnitOptions{BatchRows: 256})
@@ -150,22 +165,6 @@ func auditLog(t *testing.T, ctx context.Context, srv *sigdtest.Server) []*sigv1.
 	return resp.Entries
 }
 
-// keyOf returns the component of a named model input.
-func keyOf(t *testing.T, sol *sigv1.ReadSolution, input string) canon.Key {
-	t.Helper()
-	for _, in := range sol.Inputs {
-		if in.Input == input {
-			k, err := canon.ParseKey(in.ComponentKey)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return k
-		}
-	}
-	t.Fatalf("no input %q", input)
-	return canon.Key{}
-}
-
 const repairGraph = `input q = hash(unigrams(lower(col("query"))), buckets=1000)
 input price = bucketize(col("bid_price"), boundaries=[0.5, 1, 5])
 `
@@ -189,7 +188,7 @@ func TestCorruptMemoRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	sol := sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
-	q := keyOf(t, sol, "q")
+	q := sigdtest.InputKey(t, sol, "q")
 	b0 := w.Blocks[0].ID
 
 	rp, addr := startReaderProcess(t, w, srv)
@@ -200,14 +199,9 @@ func TestCorruptMemoRepaired(t *testing.T) {
 	}
 	defer rc.Close()
 	units := unitsOf(t, sol)
-	want := map[string][]byte{}
-	for id, u := range units {
-		if want[id], err = readUnit(ctx, rc, u); err != nil {
-			t.Fatalf("unit of block %s: %v", id, err)
-		}
-	}
+	want := readUnits(ctx, t, rc, units)
 	before := memoOf(t, srv, q, b0)
-	other := memoOf(t, srv, keyOf(t, sol, "price"), b0)
+	other := memoOf(t, srv, sigdtest.InputKey(t, sol, "price"), b0)
 
 	gate.close() // hold the recomputation, to see the block pending
 	flipValueByte(t, srv.Store(), before.Object)
@@ -354,7 +348,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 	}
 	sol := sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
 	sigdtest.WaitComplete(ctx, t, cvr, "cvr", "p")
-	q, price := keyOf(t, sol, "q"), keyOf(t, sol, "price")
+	q, price := sigdtest.InputKey(t, sol, "q"), sigdtest.InputKey(t, sol, "price")
 	b0, b1 := w.Blocks[0].ID, w.Blocks[1].ID
 	addr := serveReader(t, srv, reader.Config{})
 	rc, err := reader.NewClient(reader.ClientConfig{Addresses: []string{addr}, Token: srv.Tokens["trainer"]})
@@ -363,12 +357,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 	}
 	defer rc.Close()
 	units := unitsOf(t, sol)
-	want := map[string][]byte{}
-	for id, u := range units {
-		if want[id], err = readUnit(ctx, rc, u); err != nil {
-			t.Fatal(err)
-		}
-	}
+	want := readUnits(ctx, t, rc, units)
 	report := func(c sigv1.SIGClient, k canon.Key, id string) (*sigv1.ReportCorruptMemoResponse, error) {
 		return c.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: k.String(), BlockId: id, Detail: "DataLoss seen"})
 	}

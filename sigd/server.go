@@ -2,8 +2,6 @@ package sigd
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +27,7 @@ import (
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
@@ -290,7 +289,7 @@ func (s *Server) openEnv(ctx context.Context) error {
 	}
 	if cfg.S3Endpoint == "" {
 		if st.S3AccessKey == "" {
-			st.S3AccessKey, st.S3SecretKey = "sig"+randomHex(6), randomHex(16)
+			st.S3AccessKey, st.S3SecretKey = "sig"+randid.Hex(6), randid.Hex(16)
 		}
 		m, err := devenv.StartMinIO(ctx, devenv.MinIOConfig{Dir: filepath.Join(cfg.DataDir, "minio"),
 			AccessKey: st.S3AccessKey, SecretKey: st.S3SecretKey, Port: port(st.S3Endpoint)})
@@ -359,12 +358,6 @@ func (s *Server) Dev() *DevEnv { return s.dev }
 // the embedded endpoints).
 func (s *Server) Config() Config { return s.cfg }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func (s *Server) loadSchemas() error {
 	s.schemas = map[string]*transform.Schema{"ads": transform.AdsSchema()}
 	for _, f := range s.cfg.SchemaFiles {
@@ -411,7 +404,7 @@ func (s *Server) schema(source string) (*transform.Schema, error) {
 // ("trainer-<client>").
 func DevTokens() []auth.Entry {
 	mk := func(name string, role auth.Role, client string) auth.Entry {
-		return auth.Entry{Token: name + "-" + randomHex(12), Principal: auth.Principal{Name: name, Role: role, Client: client}}
+		return auth.Entry{Token: name + "-" + randid.Hex(12), Principal: auth.Principal{Name: name, Role: role, Client: client}}
 	}
 	return []auth.Entry{
 		mk("operator", auth.RoleOperator, ""),
@@ -645,19 +638,17 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	}
 	<-ctx.Done()
 	close(s.stopping)
+	// NOT_SERVING before the pool drains, so that probes and balancers
+	// stop sending calls meanwhile; the pool, the gRPC calls in flight and
+	// HTTP then share one 10s budget.
 	s.health.Shutdown()
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	if s.pool != nil {
 		_ = s.pool.Close(sctx)
 	}
-	stopped := make(chan struct{})
-	go func() { s.grpc.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-sctx.Done():
-		s.grpc.Stop()
-	}
+	deadline, _ := sctx.Deadline()
+	s.health.Stop(max(time.Until(deadline), 0))
 	_ = s.httpSrv.Shutdown(sctx)
 	wg.Wait()
 	close(errc)

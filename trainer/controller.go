@@ -2,14 +2,13 @@ package trainer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/randid"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
@@ -186,11 +185,7 @@ func (c *Controller) now() time.Time { return c.cfg.Clock.Now() }
 
 // newIncarnation names one run of a controller or one session of a host,
 // so that messages of an earlier run are told apart.
-func newIncarnation() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func newIncarnation() string { return randid.Hex(8) }
 
 // post sends a message to the run goroutine (from any goroutine); after
 // Run returned it drops it.
@@ -210,6 +205,20 @@ func (c *Controller) Preempt(notice time.Duration, scope string) time.Time {
 	return d
 }
 
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
 // Run runs the controller until the job exits (done, or preempted) or ctx
 // ends, and returns its report.
 func (c *Controller) Run(ctx context.Context) (Report, error) {
@@ -218,29 +227,16 @@ func (c *Controller) Run(ctx context.Context) (Report, error) {
 	defer close(c.stopped)
 	c.ctx = ctx
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(c.cfg.Tick)
-		defer t.Stop()
-		for {
+	wg.Go(func() {
+		every(ctx, c.cfg.Tick, func() {
 			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				select {
-				case c.inbox <- msg{ev: control.Event{Kind: control.EvTick}}:
-				default:
-				}
+			case c.inbox <- msg{ev: control.Event{Kind: control.EvTick}}:
+			default:
 			}
-		}
-	}()
+		})
+	})
 	if c.cfg.StatusInterval > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.reportStatusLoop(ctx)
-		}()
+		wg.Go(func() { every(ctx, c.cfg.StatusInterval, func() { c.reportStatus(ctx) }) })
 	}
 	c.handle(msg{ev: control.Event{Kind: control.EvStart}})
 	var err error

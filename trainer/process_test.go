@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,16 +123,6 @@ func (p *proc) wait(d time.Duration) (exited bool, err error) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // pipelineProcs are the processes of one training pipeline: readers, a
 // controller and hosts, as separate programs (cmd/reader, cmd/trainer).
 type pipelineProcs struct {
@@ -187,12 +176,12 @@ func startPipeline(t *testing.T, e *env, pipeline string, nReaders, nHosts int, 
 	pp := &pipelineProcs{reportPath: filepath.Join(dir, "report.json")}
 	var raddrs []string
 	for i := 0; i < nReaders; i++ {
-		addr := freeAddr(t)
+		addr := sigdtest.FreeAddr(t)
 		raddrs = append(raddrs, addr)
 		pp.readers = append(pp.readers, newProc(t, fmt.Sprintf("reader%d", i), readerBin,
 			append([]string{"--listen", addr, "--tokens", tokens, "--s3-retry-for", "5s"}, s3...)...))
 	}
-	caddr := freeAddr(t)
+	caddr := sigdtest.FreeAddr(t)
 	r := e.w.All()
 	token := e.sigd.Tokens["trainer"]
 	args := append([]string{"controller", "--listen", caddr, "--tokens", tokens,

@@ -115,19 +115,6 @@ func (c *Controller) registerMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
-func (c *Controller) reportStatusLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.StatusInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.reportStatus(ctx)
-		}
-	}
-}
-
 // reportStatus sends the job's state and goodput to sigd's operator
 // overview (best effort).
 func (c *Controller) reportStatus(ctx context.Context) {

@@ -205,24 +205,16 @@ type decoder struct {
 
 var errShort = errors.New("truncated")
 
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errShort
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64 { return decodeVarint(d, binary.Uvarint) }
 
-func (d *decoder) varint() int64 {
+func (d *decoder) varint() int64 { return decodeVarint(d, binary.Varint) }
+
+// decodeVarint reads one varint with dec (binary.Uvarint or binary.Varint).
+func decodeVarint[T uint64 | int64](d *decoder, dec func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := dec(d.b)
 	if n <= 0 {
 		d.err = errShort
 		return 0

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/trainer/embedding/embreport"
 )
 
@@ -17,18 +17,19 @@ import (
 // → +FDP (paper Figure 7) and uncoalesced → coalesced parameter servers
 // (paper VII.E), prints the tables and writes the JSON report.
 func init() {
-	register(&command{
-		name:  "embeddings-report",
-		usage: "[--json FILE] [--models A,...]: Figure 7 and VII.E on synthetic models A-E",
-		run:   runEmbeddingsReport,
+	commands.Register(cli.Command{
+		Name:  "embeddings-report",
+		Usage: "[--json FILE] [--models A,...]: Figure 7 and VII.E on synthetic models A-E",
+		Run:   runEmbeddingsReport,
 	})
 }
 
 func runEmbeddingsReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("embeddings-report", stderr)
+	fs := commands.NewFlags("embeddings-report", stderr)
 	jsonPath := fs.String("json", "embeddings.json", "write the JSON report to `FILE` (\"-\" for stdout, \"\" for none)")
-	models := fs.String("models", "A,B,C,D,E", "comma-separated models to run")
 	var o embreport.Options
+	o.Models = cli.List{"A", "B", "C", "D", "E"}
+	fs.Var((*cli.List)(&o.Models), "models", "comma-separated models to run")
 	fs.IntVar(&o.Chips, "chips", 16, "chips of the emulated slice (the paper's 128 scaled down)")
 	fs.IntVar(&o.BatchPerChip, "batch-per-chip", 256, "examples per chip per step")
 	fs.IntVar(&o.Steps, "steps", 3, "real steps per plan")
@@ -37,16 +38,11 @@ func runEmbeddingsReport(ctx context.Context, args []string, stdout, stderr io.W
 	fs.IntVar(&o.PSSteps, "ps-steps", 3, "parameter-server steps per mode (negative: skip)")
 	fs.Int64Var(&o.PSElements, "ps-elements", 8<<20, "embedding parameters the parameter servers hold")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if o.Chips <= 0 || o.BatchPerChip <= 0 || o.Steps <= 0 || o.ProfileSteps <= 0 || o.Elements <= 0 || o.PSElements <= 0 {
-		return fmt.Errorf("%w: sizes must be positive", errUsage)
-	}
-	for _, m := range strings.Split(*models, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			o.Models = append(o.Models, m)
-		}
+		return fmt.Errorf("%w: sizes must be positive", cli.ErrUsage)
 	}
 	if !*quiet {
 		o.Progress = stderr

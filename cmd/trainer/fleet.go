@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/trainer/accounting/fleet"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
@@ -22,8 +23,8 @@ import (
 // config is a JSON trainer/accounting/fleet.SimConfig (durations as "36h"); absent
 // fields take the documented defaults, which are printed.
 func init() {
-	register(&command{name: "fleet", run: runFleet,
-		usage: "[--config FILE.json] [--seed N] [--days D] [--json]: simulate a shared fleet: Table II, preemptions, goodput"})
+	commands.Register(cli.Command{Name: "fleet", Run: runFleet,
+		Usage: "[--config FILE.json] [--seed N] [--days D] [--json]: simulate a shared fleet: Table II, preemptions, goodput"})
 }
 
 type fleetOutput struct {
@@ -42,12 +43,12 @@ type fleetOutput struct {
 }
 
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fleet", stderr)
+	fs := commands.NewFlags("fleet", stderr)
 	config := fs.String("config", "", "simulation config `FILE.json` (trainer/accounting/fleet.SimConfig); default: the defaults")
 	seed := fs.Uint64("seed", 1, "random seed (overrides the config's)")
 	days := fs.Float64("days", 0, "simulated days (overrides the config's duration)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var cfg fleet.SimConfig

@@ -8,16 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
@@ -40,19 +34,19 @@ import (
 // told; SIGINT stops at once. At exit the controller writes its report
 // (--report-json, --report-text; text to stdout by default).
 func init() {
-	register(&command{name: "controller", sigterm: true, run: runController,
-		usage: "--listen ADDR --client C --pipeline P --sigd ADDR ...: a training job's controller (gRPC)"})
-	register(&command{name: "host", sigterm: true, run: runHostCmd,
-		usage: "--controller ADDR --id ID: one TPU host worker of a training job"})
-	register(&command{name: "run", sigterm: true, run: runJobCmd,
-		usage: "--hosts N --client C --pipeline P --sigd ADDR ...: controller and hosts in one process"})
+	commands.Register(cli.Command{Name: "controller", HandlesSIGTERM: true, Run: runController,
+		Usage: "--listen ADDR --client C --pipeline P --sigd ADDR ...: a training job's controller (gRPC)"})
+	commands.Register(cli.Command{Name: "host", HandlesSIGTERM: true, Run: runHostCmd,
+		Usage: "--controller ADDR --id ID: one TPU host worker of a training job"})
+	commands.Register(cli.Command{Name: "run", HandlesSIGTERM: true, Run: runJobCmd,
+		Usage: "--hosts N --client C --pipeline P --sigd ADDR ...: controller and hosts in one process"})
 }
 
 type jobFlags struct {
 	job, client, pipeline, graph, rangeS, source string
 	priority                                     int
-	sigd, token, tokens                          string
-	tls                                          bool
+	sigd                                         *cli.Conn
+	tokens                                       string
 	s3                                           *objstore.Config
 	kafka, readers                               cli.List
 	hosts, chips, cuChips, epochUnits, cuUnits   int
@@ -69,7 +63,8 @@ type jobFlags struct {
 	maxAttempts                                  int
 	nanAtStep                                    uint64
 	preemptNotice, statusInterval, holdPoll      time.Duration
-	reportJSON, reportText, metrics, logLevel    string
+	reportJSON, reportText, metrics              string
+	newLogger                                    func(io.Writer) (*slog.Logger, error)
 }
 
 func addJobFlags(fs *flag.FlagSet) *jobFlags {
@@ -81,9 +76,8 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.IntVar(&f.priority, "priority", 0, "priority of the submitted graph")
 	fs.StringVar(&f.rangeS, "range", "", "event range FROM:TO, microseconds or RFC 3339 (required; TO may be empty to follow the stream)")
 	fs.StringVar(&f.source, "raw-source", "ads", "raw event source")
-	fs.StringVar(&f.sigd, "sigd", "127.0.0.1:7070", "sigd gRPC address")
-	fs.StringVar(&f.token, "token", "", "bearer token (role trainer) for sigd, the readers and, for hosts, the controller")
-	fs.BoolVar(&f.tls, "tls", false, "dial sigd with TLS")
+	f.sigd = cli.ConnFlags(fs, "sigd", "127.0.0.1:7070", "sigd gRPC address",
+		"bearer token (role trainer) for sigd, the readers and, for hosts, the controller")
 	fs.StringVar(&f.tokens, "tokens", "", "token file authenticating the controller's service (internal/auth format; empty: no authentication)")
 	f.s3 = objstore.Flags(fs, "S3 endpoint of the warehouse (checkpoints; required)")
 	fs.Var(&f.kafka, "kafka-brokers", "Kafka brokers for sig.memo.ready completion events (optional)")
@@ -117,69 +111,25 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.reportJSON, "report-json", "", "write the report as JSON to this `FILE` at exit")
 	fs.StringVar(&f.reportText, "report-text", "-", "write the report as text to this `FILE` at exit (- for stdout)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.newLogger = cli.LogFlag(fs)
 	return f
-}
-
-func logger(level string, w io.Writer) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q: %v", errUsage, level, err)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
-// parseRange reads FROM:TO; each side is microseconds since the epoch or
-// an RFC 3339 UTC time; TO may be empty (follow the stream).
-func parseRange(s string) (from, to int64, err error) {
-	a, b, ok := strings.Cut(s, ":")
-	if strings.Count(s, ":") > 1 {
-		i := strings.Index(s, "Z:")
-		if i < 0 {
-			return 0, 0, fmt.Errorf("%w: --range %q: write times as RFC 3339 UTC (…Z:…Z) or microseconds", errUsage, s)
-		}
-		a, b, ok = s[:i+1], s[i+2:], true
-	}
-	if !ok {
-		return 0, 0, fmt.Errorf("%w: --range wants FROM:TO", errUsage)
-	}
-	parse := func(v string) (int64, error) {
-		if v == "" {
-			return 0, nil
-		}
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return n, nil
-		}
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			return 0, fmt.Errorf("%w: --range: %q is neither microseconds nor RFC 3339", errUsage, v)
-		}
-		return t.UnixMicro(), nil
-	}
-	if from, err = parse(a); err != nil {
-		return 0, 0, err
-	}
-	if to, err = parse(b); err != nil {
-		return 0, 0, err
-	}
-	return from, to, nil
 }
 
 func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 	var c trainer.ControllerConfig
 	if f.client == "" || f.pipeline == "" || f.rangeS == "" {
-		return c, fmt.Errorf("%w: --client, --pipeline and --range are required", errUsage)
+		return c, fmt.Errorf("%w: --client, --pipeline and --range are required", cli.ErrUsage)
 	}
 	if f.s3.Endpoint == "" {
-		return c, fmt.Errorf("%w: --s3-endpoint is required (checkpoints)", errUsage)
+		return c, fmt.Errorf("%w: --s3-endpoint is required (checkpoints)", cli.ErrUsage)
 	}
-	from, to, err := parseRange(f.rangeS)
+	from, to, err := cli.ParseTimeRange(f.rangeS, true)
 	if err != nil {
 		return c, err
 	}
 	mode, err := steptime.ParseMode(f.mode)
 	if err != nil {
-		return c, fmt.Errorf("%w: --mode: %v", errUsage, err)
+		return c, fmt.Errorf("%w: --mode: %v", cli.ErrUsage, err)
 	}
 	var graph string
 	if f.graph != "" {
@@ -196,7 +146,7 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 		return c, err
 	}
 	c = trainer.ControllerConfig{Job: f.job, Client: f.client, Pipeline: f.pipeline, Graph: graph, Priority: int32(f.priority),
-		RawSource: f.source, From: from, To: to, SigdAddr: f.sigd, Token: f.token, TLS: f.tls, Store: store,
+		RawSource: f.source, From: from, To: to, SigdAddr: f.sigd.Addr, Token: f.sigd.Token, TLS: f.sigd.TLS, Store: store,
 		KafkaBrokers: f.kafka, Readers: f.readers, Hosts: f.hosts, Chips: f.chips, CaughtUpChips: f.cuChips,
 		EpochUnits: f.epochUnits, CaughtUpEpochUnits: f.cuUnits, Follow: f.follow, MaxAttempts: f.maxAttempts,
 		BatchSize: f.batch, BufferExamples: f.bufferEx, Credits: f.credits, ReadBatchRows: f.readRows,
@@ -218,25 +168,33 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 	return c, nil
 }
 
-// serveMetrics serves /metrics of reg on addr until ctx ends.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
-	if addr == "" {
-		return nil
+// parse parses a job command's flags (args; fs holds f's) and makes the
+// controller's config, with the logger of --log-level (to stderr) and a
+// registry whose metrics are served on --metrics (none if empty) until the
+// returned function closes them.
+func (f *jobFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (trainer.ControllerConfig, func() error, error) {
+	if err := cli.ParseEnv(fs, args); err != nil {
+		return trainer.ControllerConfig{}, nil, err
 	}
-	lis, err := net.Listen("tcp", addr)
+	log, err := f.newLogger(stderr)
 	if err != nil {
-		return err
+		return trainer.ControllerConfig{}, nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(lis) }()
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	log.Info("metrics", "addr", "http://"+lis.Addr().String()+"/metrics")
-	return nil
+	cfg, err := f.config(log)
+	if err != nil {
+		return cfg, nil, err
+	}
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	if f.metrics == "" {
+		return cfg, func() error { return nil }, nil
+	}
+	url, closeMetrics, err := cli.ServeMetrics(f.metrics, reg)
+	if err != nil {
+		return cfg, nil, err
+	}
+	log.Info("metrics", "addr", url)
+	return cfg, closeMetrics, nil
 }
 
 // finish writes the run's report and returns the run's error; a run the
@@ -281,56 +239,44 @@ func writeFile(path string, write func(io.Writer) error) error {
 
 // preemptOnSIGTERM turns SIGTERM into preemption notices of the job.
 func preemptOnSIGTERM(ctx context.Context, c *trainer.Controller, notice time.Duration, log *slog.Logger) {
+	onSIGTERM(ctx, func() {
+		d := c.Preempt(notice, control.ScopeJob)
+		log.Warn("SIGTERM: preemption notice", "deadline", d)
+	})
+}
+
+// onSIGTERM calls f on every SIGTERM until ctx ends (the commands that
+// take SIGTERM as a preemption notice).
+func onSIGTERM(ctx context.Context, f func()) {
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-sigterms:
-				d := c.Preempt(notice, control.ScopeJob)
-				log.Warn("SIGTERM: preemption notice", "deadline", d)
+			case <-commands.SIGTERM:
+				f()
 			}
 		}
 	}()
 }
 
 func runController(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("controller", stderr)
+	fs := commands.NewFlags("controller", stderr)
 	listen := fs.String("listen", "127.0.0.1:7100", "gRPC address of the controller service")
-	tlsCert := fs.String("tls-cert", "", "serve gRPC over TLS with this certificate (PEM)")
-	tlsKey := fs.String("tls-key", "", "private key of --tls-cert (PEM)")
+	serverOpts := cli.ServerTLSFlags(fs)
 	f := addJobFlags(fs)
-	cli.UsageWithEnv(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cli.ApplyEnv(fs); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	log, err := logger(f.logLevel, stderr)
+	cfg, closeMetrics, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := f.config(log)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
+	defer closeMetrics()
 	c, err := trainer.NewController(cfg)
 	if err != nil {
 		return err
 	}
-	if err := serveMetrics(ctx, f.metrics, reg, log); err != nil {
+	opts, err := serverOpts()
+	if err != nil {
 		return err
-	}
-	var opts []grpc.ServerOption
-	if *tlsCert != "" || *tlsKey != "" {
-		creds, err := credentials.NewServerTLSFromFile(*tlsCert, *tlsKey)
-		if err != nil {
-			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		opts = append(opts, grpc.Creds(creds))
 	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -339,65 +285,43 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	gs := c.GRPCServer(opts...)
 	hs := grpcsvc.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
 	fmt.Fprintf(stderr, "listening on %s\n", lis.Addr())
-	preemptOnSIGTERM(ctx, c, f.preemptNotice, log)
+	preemptOnSIGTERM(ctx, c, f.preemptNotice, cfg.Logger)
 	rep, runErr := c.Run(ctx)
-	hs.Shutdown()
 	// Give hosts a moment to receive their exit before the server stops.
-	stopped := make(chan struct{})
-	go func() {
-		gs.GracefulStop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(2 * time.Second):
-	}
+	hs.Stop(2 * time.Second)
 	return f.finish(rep, runErr, stdout)
 }
 
 func runHostCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("host", stderr)
-	addr := fs.String("controller", "127.0.0.1:7100", "controller gRPC address")
+	fs := commands.NewFlags("host", stderr)
+	controller := cli.ConnFlags(fs, "controller", "127.0.0.1:7100", "controller gRPC address",
+		"bearer token (role trainer) for the controller and readers")
 	id := fs.String("id", "", "host id, unique in the job (required)")
-	token := fs.String("token", "", "bearer token (role trainer) for the controller and readers")
-	useTLS := fs.Bool("tls", false, "dial the controller with TLS")
 	var readers cli.List
 	fs.Var(&readers, "readers", "reader addresses (default: the controller's)")
 	notice := fs.Duration("preempt-notice", 30*time.Second, "notice a SIGTERM gives (paper VI.B)")
 	minIF := fs.Int("min-in-flight", 0, "override the controller's fewest in-flight units")
 	maxIF := fs.Int("max-in-flight", 0, "override the controller's most in-flight units")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	cli.UsageWithEnv(fs)
-	if err := parseFlags(fs, args); err != nil {
+	newLogger := cli.LogFlag(fs)
+	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
 	}
-	if err := cli.ApplyEnv(fs); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
 	if *id == "" {
-		return fmt.Errorf("%w: --id is required", errUsage)
+		return fmt.Errorf("%w: --id is required", cli.ErrUsage)
 	}
-	log, err := logger(*logLevel, stderr)
+	log, err := newLogger(stderr)
 	if err != nil {
 		return err
 	}
 	preempt := make(chan time.Duration, 1)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-sigterms:
-				select {
-				case preempt <- *notice:
-				default:
-				}
-			}
+	onSIGTERM(ctx, func() {
+		select {
+		case preempt <- *notice:
+		default:
 		}
-	}()
-	cfg := trainer.HostConfig{ID: *id, Controller: *addr, Token: *token, TLS: *useTLS, Readers: readers,
+	})
+	cfg := trainer.HostConfig{ID: *id, Controller: controller.Addr, Token: controller.Token, TLS: controller.TLS, Readers: readers,
 		Preempt: preempt, Logger: log}
 	cfg.InFlight.Min, cfg.InFlight.Max = *minIF, *maxIF
 	err = trainer.RunHost(ctx, cfg)
@@ -408,34 +332,19 @@ func runHostCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runJobCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", stderr)
+	fs := commands.NewFlags("run", stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "gRPC address of the controller service")
 	inproc := fs.Int("in-process-readers", 2, "readers to run in the process when --readers is empty")
 	f := addJobFlags(fs)
-	cli.UsageWithEnv(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := cli.ApplyEnv(fs); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	log, err := logger(f.logLevel, stderr)
+	cfg, closeMetrics, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := f.config(log)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
-	if err := serveMetrics(ctx, f.metrics, reg, log); err != nil {
-		return err
-	}
+	defer closeMetrics()
 	job := trainer.JobConfig{ControllerConfig: cfg, Listen: *listen, InProcessReaders: *inproc,
 		OnController: func(c *trainer.Controller, addr string) {
 			fmt.Fprintf(stderr, "listening on %s\n", addr)
-			preemptOnSIGTERM(ctx, c, f.preemptNotice, log)
+			preemptOnSIGTERM(ctx, c, f.preemptNotice, cfg.Logger)
 		}}
 	rep, runErr := trainer.RunJob(ctx, job)
 	return f.finish(rep, runErr, stdout)

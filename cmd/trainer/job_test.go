@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/sigdata/sig/internal/cli"
 )
 
 func TestJobCommandsRejectBadFlags(t *testing.T) {
@@ -23,6 +27,8 @@ func TestJobCommandsRejectBadFlags(t *testing.T) {
 	}
 }
 
+// TestParseRange: a job's --range, read as the controller's event range
+// (TO may be empty: the job follows the stream).
 func TestParseRange(t *testing.T) {
 	for _, c := range []struct {
 		in       string
@@ -32,11 +38,24 @@ func TestParseRange(t *testing.T) {
 		{"100:", 100, 0},
 		{"2026-01-01T00:00:00Z:2026-01-01T01:00:00Z", 1767225600000000, 1767229200000000},
 	} {
-		from, to, err := parseRange(c.in)
+		from, to, err := parseRange(t, c.in)
 		if err != nil || from != c.from || to != c.to {
 			t.Errorf("%q: %d %d %v", c.in, from, to, err)
 		}
 	}
+}
+
+// parseRange parses a controller's flags with --range s and returns the
+// event range of its config.
+func parseRange(t *testing.T, s string) (from, to int64, err error) {
+	t.Helper()
+	fs := commands.NewFlags("controller", io.Discard)
+	f := addJobFlags(fs)
+	if err := cli.ParseEnv(fs, []string{"--client", "c", "--pipeline", "p", "--s3-endpoint", "x:1", "--range", s}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.config(slog.New(slog.DiscardHandler))
+	return cfg.From, cfg.To, err
 }
 
 func TestFleetJSON(t *testing.T) {

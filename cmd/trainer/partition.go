@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/trainer/embedding/partition"
 )
 
@@ -34,10 +35,10 @@ import (
 //	                                unique_rows_per_batch, bytes_per_step, time_ns
 //	sparsecore_time_ns, sparsecore_bytes_per_step, chip_hbm_bytes
 func init() {
-	register(&command{
-		name:  "partition",
-		usage: "--config FILE.json [--solver heuristic|exact] [--json]: plan embedding table placement",
-		run:   runPartition,
+	commands.Register(cli.Command{
+		Name:  "partition",
+		Usage: "--config FILE.json [--solver heuristic|exact] [--json]: plan embedding table placement",
+		Run:   runPartition,
 	})
 }
 
@@ -69,7 +70,7 @@ type baselineOutput struct {
 }
 
 func runPartition(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("partition", stderr)
+	fs := commands.NewFlags("partition", stderr)
 	config := fs.String("config", "", "partitioner configuration `FILE.json` (required)")
 	solver := fs.String("solver", "heuristic", "heuristic or exact")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
@@ -77,18 +78,18 @@ func runPartition(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	budget := fs.Duration("time-budget", 0, "exact solver: stop after this long (0: no limit beyond --node-limit)")
 	tolerance := fs.Float64("gap-tolerance", 0, "exact solver: stop once proved within this relative gap")
 	seed := fs.Uint64("seed", 0, "heuristic: seed of the random perturbations")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *config == "" {
-		return fmt.Errorf("%w: --config is required", errUsage)
+		return fmt.Errorf("%w: --config is required", cli.ErrUsage)
 	}
 	s, err := partition.ParseSolver(*solver)
 	if err != nil {
-		return fmt.Errorf("%w: --solver: %v", errUsage, err)
+		return fmt.Errorf("%w: --solver: %v", cli.ErrUsage, err)
 	}
 	if *nodeLimit <= 0 || *budget < 0 || !(*tolerance >= 0 && *tolerance < 1) {
-		return fmt.Errorf("%w: --node-limit must be > 0, --time-budget >= 0, --gap-tolerance in [0, 1)", errUsage)
+		return fmt.Errorf("%w: --node-limit must be > 0, --time-budget >= 0, --gap-tolerance in [0, 1)", cli.ErrUsage)
 	}
 	f, err := os.Open(*config)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 
 	"github.com/sigdata/sig/internal/auth"
@@ -25,15 +24,15 @@ import (
 // prints "listening on ADDR" once it serves, and stops on SIGINT/SIGTERM;
 // killed outright, it restarts from its newest checkpoint.
 func init() {
-	register(&command{
-		name:  "ps",
-		usage: "--listen ADDR --shard I --shards N --data DIR: run a CPU parameter server (caught-up training)",
-		run:   runPS,
+	commands.Register(cli.Command{
+		Name:  "ps",
+		Usage: "--listen ADDR --shard I --shards N --data DIR: run a CPU parameter server (caught-up training)",
+		Run:   runPS,
 	})
 }
 
 func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("ps", stderr)
+	fs := commands.NewFlags("ps", stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "gRPC listen address")
 	shard := fs.Int("shard", 0, "this server's shard index, in [0, --shards)")
 	shards := fs.Int("shards", 1, "number of parameter servers")
@@ -42,22 +41,23 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may call (empty: no authentication, loopback only)")
 	sc := objstore.Flags(fs, "S3 endpoint for checkpoints in the warehouse bucket (instead of --data)")
 	pipeline := fs.String("pipeline", "", "pipeline whose checkpoints these are (with --s3-endpoint)")
-	cli.UsageWithEnv(fs)
-	if err := parseFlags(fs, args); err != nil {
+	newLogger := cli.LogFlag(fs)
+	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
 	}
-	if err := cli.ApplyEnv(fs); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	log, err := newLogger(stderr)
+	if err != nil {
+		return err
 	}
 	var store ps.Store
 	switch {
 	case *data != "" && sc.Endpoint != "":
-		return fmt.Errorf("%w: give --data or --s3-endpoint, not both", errUsage)
+		return fmt.Errorf("%w: give --data or --s3-endpoint, not both", cli.ErrUsage)
 	case *data != "":
 		store = ps.DirStore{Dir: *data}
 	case sc.Endpoint != "":
 		if *pipeline == "" {
-			return fmt.Errorf("%w: --s3-endpoint needs --pipeline", errUsage)
+			return fmt.Errorf("%w: --s3-endpoint needs --pipeline", cli.ErrUsage)
 		}
 		st, err := objstore.New(*sc)
 		if err != nil {
@@ -65,10 +65,10 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		store = ps.ObjectStore{S: st, Pipeline: *pipeline}
 	default:
-		return fmt.Errorf("%w: --data DIR or --s3-endpoint is required (checkpoints)", errUsage)
+		return fmt.Errorf("%w: --data DIR or --s3-endpoint is required (checkpoints)", cli.ErrUsage)
 	}
 	if *shards < 1 || *shard < 0 || *shard >= *shards {
-		return fmt.Errorf("%w: --shard %d of --shards %d", errUsage, *shard, *shards)
+		return fmt.Errorf("%w: --shard %d of --shards %d", cli.ErrUsage, *shard, *shards)
 	}
 	var toks *auth.Tokens
 	if *tokens != "" {
@@ -78,7 +78,6 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		toks = t
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	srv, err := ps.NewServer(ctx, ps.Config{Shard: *shard, Shards: *shards, Store: store, Keep: *keep, Logger: log})
 	if err != nil {
 		return err
@@ -94,8 +93,7 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	go func() { errc <- g.Serve(lis) }()
 	select {
 	case <-ctx.Done():
-		hs.Shutdown()
-		g.GracefulStop()
+		hs.Stop(-1)
 		return nil
 	case err := <-errc:
 		return err

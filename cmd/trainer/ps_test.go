@@ -100,16 +100,6 @@ func (p *psProcess) kill() {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func dialAll(t *testing.T, addrs []string) []grpc.ClientConnInterface {
 	t.Helper()
 	var out []grpc.ClientConnInterface
@@ -208,7 +198,7 @@ func TestPSKilledRestartsFromCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	tables := psTables()
 	dir := t.TempDir()
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	addrs := []string{sigdtest.FreeAddr(t), sigdtest.FreeAddr(t)}
 	procs := make([]*psProcess, shards)
 	for i := range shards {
 		procs[i] = startPS(t, addrs[i], i, shards, dir)

@@ -170,22 +170,6 @@ func Components(sol *sigv1.ReadSolution) []canon.Key {
 	return out
 }
 
-// InputKey returns the component of a named model input.
-func InputKey(tb testing.TB, sol *sigv1.ReadSolution, input string) canon.Key {
-	tb.Helper()
-	for _, in := range sol.Inputs {
-		if in.Input == input {
-			k, err := canon.ParseKey(in.ComponentKey)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return k
-		}
-	}
-	tb.Fatalf("no input %q in %s/%s", input, sol.Client, sol.Pipeline)
-	return canon.Key{}
-}
-
 // Objects lists the memo objects of a component in the bucket.
 func (e *Env) Objects(k canon.Key) []string {
 	e.TB.Helper()

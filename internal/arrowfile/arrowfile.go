@@ -12,8 +12,9 @@
 // vector within the footer, fields nested at most MaxNesting deep and no
 // more of them than the footer has bytes for, every record batch within
 // the file); it gives Arrow an allocator with a budget proportional to the
-// file (Budget); and it turns any remaining panic into an error naming the
-// file.
+// file (BudgetBase, BudgetPerByte; the allocator is BudgetAllocator, which
+// the reader's client gives Arrow for the IPC streams it receives); and it
+// turns any remaining panic into an error naming the file.
 //
 // What it does not check: the arrays' contents (lengths, offsets) against
 // their buffers; transform.Conform does that for the columns a caller
@@ -61,10 +62,10 @@ func ReadFile(path string, fn func(i int, rec arrow.Record) error) error {
 	if err := checkFile(f, size); err != nil {
 		return fmt.Errorf("%s: not a valid Arrow IPC file: %w", path, err)
 	}
-	alloc := &budget{}
+	alloc := NewBudgetAllocator(0, "the file")
 	var r *ipc.FileReader
 	err = guard(func() error {
-		alloc.reset(BudgetBase + BudgetPerByte*size)
+		alloc.Reset(BudgetBase + BudgetPerByte*size)
 		r, err = ipc.NewFileReader(f, ipc.WithAllocator(alloc))
 		return err
 	})
@@ -75,7 +76,7 @@ func ReadFile(path string, fn func(i int, rec arrow.Record) error) error {
 	for i := 0; i < r.NumRecords(); i++ {
 		var rec arrow.Record
 		err := guard(func() error {
-			alloc.reset(BudgetBase + BudgetPerByte*size)
+			alloc.Reset(BudgetBase + BudgetPerByte*size)
 			rec, err = r.Record(i)
 			return err
 		})
@@ -99,41 +100,52 @@ func guard(fn func() error) (err error) {
 	return fn()
 }
 
-// budget is an allocator that panics (recovered by guard) once what it
-// has handed out since reset exceeds the limit.
-type budget struct {
+// BudgetAllocator is an Arrow allocator that hands out Go heap until what it
+// has handed out since its budget was set exceeds it, then panics: Arrow's
+// readers size allocations by the lengths the bytes claim, and the panic,
+// which the caller recovers, turns a lie about them into an error rather
+// than an out-of-memory crash. Safe for concurrent use.
+type BudgetAllocator struct {
 	mu   sync.Mutex
 	left int64
+	what string
 }
 
-func (b *budget) reset(n int64) {
+// NewBudgetAllocator returns an allocator with a budget of n bytes for
+// reading what (named in its panic: "the file").
+func NewBudgetAllocator(n int64, what string) *BudgetAllocator {
+	return &BudgetAllocator{left: n, what: what}
+}
+
+// Reset sets the budget to n bytes.
+func (b *BudgetAllocator) Reset(n int64) {
 	b.mu.Lock()
 	b.left = n
 	b.mu.Unlock()
 }
 
-func (b *budget) spend(n int) {
+func (b *BudgetAllocator) spend(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n < 0 || int64(n) > b.left {
-		panic(fmt.Sprintf("buffers of %d bytes, more than the file can hold", n))
+		panic(fmt.Sprintf("buffers of %d bytes, more than %s can hold", n, b.what))
 	}
 	b.left -= int64(n)
 }
 
-func (b *budget) Allocate(size int) []byte {
+func (b *BudgetAllocator) Allocate(size int) []byte {
 	b.spend(size)
 	return memory.DefaultAllocator.Allocate(size)
 }
 
-func (b *budget) Reallocate(size int, buf []byte) []byte {
+func (b *BudgetAllocator) Reallocate(size int, buf []byte) []byte {
 	if size > len(buf) {
 		b.spend(size - len(buf))
 	}
 	return memory.DefaultAllocator.Reallocate(size, buf)
 }
 
-func (b *budget) Free(buf []byte) { memory.DefaultAllocator.Free(buf) }
+func (b *BudgetAllocator) Free(buf []byte) { memory.DefaultAllocator.Free(buf) }
 
 // The Arrow file format's trailer and the flatbuffer slots checked below
 // (File.fbs and Schema.fbs of the Arrow format).

@@ -45,7 +45,7 @@ func ConnFlags(fs *flag.FlagSet, name, addr, what, token string) *Conn {
 	c := &Conn{}
 	fs.StringVar(&c.Addr, name, addr, what)
 	fs.StringVar(&c.Token, "token", "", token)
-	fs.BoolVar(&c.TLS, "tls", false, "connect with TLS")
+	fs.BoolVar(&c.TLS, "tls", false, "connect to --"+name+" with TLS")
 	return c
 }
 

@@ -22,7 +22,8 @@
 // which stop the servers themselves.
 //
 // SyncBuffer is where the tests and the demo capture a server's log while
-// it still writes (one type for all of them).
+// it still writes (one type for all of them); FreeAddr is how MinIO here
+// and the processes tests start get a port to listen on.
 //
 // What this package does not own: the object-store client (warehouse/objstore)
 // and Kafka clients (callers build them from the addresses given here).

@@ -3,8 +3,6 @@ package devenv
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sigdata/sig/internal/randid"
 )
 
 // ErrNoMinIO is returned when the MinIO binary cannot be found.
@@ -111,22 +111,17 @@ func RepoRoot() (string, error) {
 	}
 }
 
-func randomString(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
+// FreeAddr returns an address on 127.0.0.1 whose port was free a moment
+// ago, for a server that is told where to listen (MinIO here, a command a
+// test starts): another process may take it first, so a caller that can
+// retries on a fresh one.
+func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().String(), nil
 }
 
 // StartMinIO starts a MinIO server on free ports of 127.0.0.1 and waits until
@@ -143,10 +138,10 @@ func StartMinIO(ctx context.Context, cfg MinIOConfig) (*MinIO, error) {
 		cfg.Binary = bin
 	}
 	if cfg.AccessKey == "" {
-		cfg.AccessKey = "sig" + randomString(8)
+		cfg.AccessKey = "sig" + randid.Hex(8)
 	}
 	if cfg.SecretKey == "" {
-		cfg.SecretKey = randomString(16)
+		cfg.SecretKey = randid.Hex(16)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
@@ -161,20 +156,19 @@ func StartMinIO(ctx context.Context, cfg MinIOConfig) (*MinIO, error) {
 	if err := os.MkdirAll(m.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	// Another process may take a port between freePort and the server's
+	// Another process may take a port between FreeAddr and the server's
 	// bind; try fresh ports a few times.
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		api, err1 := freePort()
+		api, err1 := FreeAddr()
 		if cfg.Port != 0 {
-			api = cfg.Port
+			api = fmt.Sprintf("127.0.0.1:%d", cfg.Port)
 		}
-		console, err2 := freePort()
+		console, err2 := FreeAddr()
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, err
 		}
-		m.Endpoint = fmt.Sprintf("127.0.0.1:%d", api)
-		m.consoleAddr = fmt.Sprintf("127.0.0.1:%d", console)
+		m.Endpoint, m.consoleAddr = api, console
 		if lastErr = m.start(ctx); lastErr == nil {
 			return m, nil
 		}

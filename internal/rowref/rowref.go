@@ -617,33 +617,26 @@ func Clip(c Column, lo, hi float64) Column {
 // FillMissing is fill_missing(x, default): def must be a string, an int64
 // or a float64 matching the column's type. Never null.
 func FillMissing(c Column, def any) Column {
-	n := c.Len()
 	out := Column{Type: c.Type}
 	switch c.Type {
 	case String:
-		out.Str = make([]string, n)
-		for i, s := range c.Str {
-			if c.IsNull(i) {
-				s = def.(string)
-			}
-			out.Str[i] = s
-		}
+		out.Str = fill(&c, c.Str, def.(string))
 	case Int64:
-		out.I64 = make([]int64, n)
-		for i, v := range c.I64 {
-			if c.IsNull(i) {
-				v = def.(int64)
-			}
-			out.I64[i] = v
-		}
+		out.I64 = fill(&c, c.I64, def.(int64))
 	case Float64:
-		out.F64 = make([]float64, n)
-		for i, v := range c.F64 {
-			if c.IsNull(i) {
-				v = def.(float64)
-			}
-			out.F64[i] = v
+		out.F64 = fill(&c, c.F64, def.(float64))
+	}
+	return out
+}
+
+// fill is c's values with def in place of each null.
+func fill[T any](c *Column, vals []T, def T) []T {
+	out := make([]T, len(vals))
+	for i, v := range vals {
+		if c.IsNull(i) {
+			v = def
 		}
+		out[i] = v
 	}
 	return out
 }

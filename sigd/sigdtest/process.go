@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sigdata/sig/internal/devenv"
 )
 
 // builds caches the binaries built by this test process.
@@ -21,6 +23,17 @@ var builds struct {
 	dir  string
 	bins map[string]string
 	errs map[string]error
+}
+
+// FreeAddr returns an address on 127.0.0.1 that was free a moment ago, to
+// tell a process to listen on (devenv.FreeAddr).
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	addr, err := devenv.FreeAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return addr
 }
 
 // BuildCommand builds a command of the repository (e.g. "cmd/sigd") once

@@ -35,6 +35,7 @@ import (
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/devenv"
+	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/transform"
@@ -427,4 +428,20 @@ func repoRoot(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	return root
+}
+
+// InputKey returns the component of a named model input.
+func InputKey(tb testing.TB, sol *sigv1.ReadSolution, input string) canon.Key {
+	tb.Helper()
+	for _, in := range sol.Inputs {
+		if in.Input == input {
+			k, err := canon.ParseKey(in.ComponentKey)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return k
+		}
+	}
+	tb.Fatalf("no input %q in %s/%s", input, sol.Client, sol.Pipeline)
+	return canon.Key{}
 }

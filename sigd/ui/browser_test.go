@@ -20,6 +20,7 @@ import (
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
 // chromiumPath is Debian's chromium (make deps installs it).
@@ -92,8 +93,8 @@ func TestBrowserEvictSubgraph(t *testing.T) {
 	e := evictiontest.New(t, evictiontest.Config{})
 	e.Pipelines()
 	ctrSol, cvrSol := e.Solution("ctr", "ctr-small"), e.Solution("cvr", evictiontest.XSSPipeline)
-	qa, qids, price := evictiontest.InputKey(t, ctrSol, "qa_overlap"), evictiontest.InputKey(t, ctrSol, "query_ids"), evictiontest.InputKey(t, ctrSol, "price_bin")
-	qsmall := evictiontest.InputKey(t, cvrSol, "q_small")
+	qa, qids, price := sigdtest.InputKey(t, ctrSol, "qa_overlap"), sigdtest.InputKey(t, ctrSol, "query_ids"), sigdtest.InputKey(t, ctrSol, "price_bin")
+	qsmall := sigdtest.InputKey(t, cvrSol, "q_small")
 	affected := []canon.Key{qa, qids, qsmall}
 
 	bctx := newChromium(t)

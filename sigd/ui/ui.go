@@ -2,10 +2,8 @@ package ui
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -21,6 +19,7 @@ import (
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/internal/units"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
@@ -180,7 +179,7 @@ func (u *UI) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
 // loginPage uses a double-submit token (cookie and form field) so that a
 // login form cannot be posted from another site (login CSRF).
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
-	tok := randomHex(32)
+	tok := randid.Hex(32)
 	u.setCookie(w, loginCookie, tok, 600)
 	u.render(w, http.StatusOK, "login", page{Title: "Log in", CSRF: tok})
 }
@@ -198,7 +197,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	}
 	p, ok := u.cfg.Tokens.Lookup(strings.TrimSpace(r.PostFormValue("token")))
 	if !ok {
-		tok := randomHex(32)
+		tok := randid.Hex(32)
 		u.setCookie(w, loginCookie, tok, 600)
 		u.render(w, http.StatusUnauthorized, "login", page{Title: "Log in", CSRF: tok, Error: "Unknown token."})
 		return
@@ -207,22 +206,14 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		u.render(w, http.StatusForbidden, "error", page{Title: "Forbidden: the web UI is for operators"})
 		return
 	}
-	id := randomHex(32)
+	id := randid.Hex(32)
 	u.mu.Lock()
 	u.gcSessions()
-	u.sessions[id] = &session{p: p, csrf: randomHex(32), expires: u.cfg.Clock.Now().Add(u.cfg.SessionTTL)}
+	u.sessions[id] = &session{p: p, csrf: randid.Hex(32), expires: u.cfg.Clock.Now().Add(u.cfg.SessionTTL)}
 	u.mu.Unlock()
 	u.setCookie(w, sessionCookie, id, int(u.cfg.SessionTTL.Seconds()))
 	u.setCookie(w, loginCookie, "", -1)
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
-}
-
-// randomHex returns n random bytes in hex: session ids and CSRF tokens
-// (32 bytes).
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func sameToken(a, b string) bool {

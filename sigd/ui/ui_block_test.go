@@ -9,6 +9,7 @@ import (
 	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
 // TestUIBlockActions: an operator recomputes one block and evicts another
@@ -17,8 +18,8 @@ import (
 func TestUIBlockActions(t *testing.T) {
 	e := evictiontest.New(t, evictiontest.Config{Blocks: 2, Rows: 50})
 	e.Pipelines()
-	k := evictiontest.InputKey(t, e.Solution("ctr", "ctr-small"), "price_bin")
-	other := evictiontest.InputKey(t, e.Solution("ctr", "ctr-small"), "query_ids")
+	k := sigdtest.InputKey(t, e.Solution("ctr", "ctr-small"), "price_bin")
+	other := sigdtest.InputKey(t, e.Solution("ctr", "ctr-small"), "query_ids")
 	b0, b1 := e.Blocks[0].ID, e.Blocks[1].ID
 	b := newBrowser(t, e)
 	csrf := b.operator(e)

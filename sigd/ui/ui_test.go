@@ -11,6 +11,7 @@ import (
 
 	"github.com/sigdata/sig/eviction/evictiontest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
 // browser is an HTTP client with a cookie jar, as a browser would be.
@@ -116,7 +117,7 @@ func TestUISecurity(t *testing.T) {
 	e.Pipelines()
 	cvrSol := e.Solution("cvr", evictiontest.XSSPipeline)
 	ctrSol := e.Solution("ctr", "ctr-small")
-	affected := append(evictiontest.Components(cvrSol)[:1], evictiontest.InputKey(t, ctrSol, "qa_overlap"), evictiontest.InputKey(t, ctrSol, "query_ids"))
+	affected := append(evictiontest.Components(cvrSol)[:1], sigdtest.InputKey(t, ctrSol, "qa_overlap"), sigdtest.InputKey(t, ctrSol, "query_ids"))
 	evictForm := url.Values{"subgraph": {evictiontest.FaultySubgraph}, "reason": {"tokenizer bug"}}
 
 	t.Run("anonymous", func(t *testing.T) {

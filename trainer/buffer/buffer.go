@@ -43,21 +43,34 @@ func (b *Buffer) notify() {
 // ctx ends first, or ErrClosed.
 func (b *Buffer) Put(ctx context.Context, unit string, e *model.Examples) error {
 	n := e.Len()
+	return b.await(ctx, func() bool {
+		if b.ex.Len() > 0 && b.ex.Len()+n > b.capacity {
+			return false
+		}
+		b.ex.Append(e)
+		if k := len(b.segs); k > 0 && b.segs[k-1].Unit == unit {
+			b.segs[k-1].Rows += n
+		} else {
+			b.segs = append(b.segs, Segment{unit, n})
+		}
+		b.added += n
+		b.notify()
+		return true
+	})
+}
+
+// await is the one wait of Put and Wait: it runs ready under b.mu until
+// ready reports true, waiting for the buffer's next change after each
+// false. It returns ErrClosed once the buffer is closed, ctx's error if ctx
+// ends first.
+func (b *Buffer) await(ctx context.Context, ready func() bool) error {
 	for {
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
 			return ErrClosed
 		}
-		if b.ex.Len() == 0 || b.ex.Len()+n <= b.capacity {
-			b.ex.Append(e)
-			if k := len(b.segs); k > 0 && b.segs[k-1].Unit == unit {
-				b.segs[k-1].Rows += n
-			} else {
-				b.segs = append(b.segs, Segment{unit, n})
-			}
-			b.added += n
-			b.notify()
+		if ready() {
 			b.mu.Unlock()
 			return nil
 		}
@@ -119,27 +132,16 @@ func Rows(segs []Segment) map[string]int64 {
 // Wait returns when the buffer holds at least n examples, or changes at
 // all when n <= 0, or ctx ends.
 func (b *Buffer) Wait(ctx context.Context, n int) error {
-	for {
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			return ErrClosed
+	changed := false
+	return b.await(ctx, func() bool {
+		if n <= 0 {
+			// The first call sees the buffer before any change.
+			done := changed
+			changed = true
+			return done
 		}
-		if n > 0 && b.ex.Len() >= n {
-			b.mu.Unlock()
-			return nil
-		}
-		ch := b.changed
-		b.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-			if n <= 0 {
-				return nil
-			}
-		}
-	}
+		return b.ex.Len() >= n
+	})
 }
 
 // Len is the number of buffered examples.

@@ -101,6 +101,31 @@ func TestPutBlocksWhileFull(t *testing.T) {
 	}
 }
 
+// TestWaitForAnyChange: Wait with n <= 0 returns at the buffer's next
+// change, and Close wakes it with ErrClosed like every other waiter.
+func TestWaitForAnyChange(t *testing.T) {
+	f := features(t)
+	b := New(f, 10)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(ctx, 0) }()
+	select {
+	case err := <-done:
+		t.Fatalf("wait returned %v before any change", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	_ = b.Put(ctx, "u", rows(f, 0, 1))
+	if err := <-done; err != nil {
+		t.Fatalf("wait after a put: %v", err)
+	}
+	go func() { done <- b.Wait(ctx, 0) }()
+	time.Sleep(10 * time.Millisecond)
+	b.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("wait woken by close: %v, want ErrClosed", err)
+	}
+}
+
 func TestDecide(t *testing.T) {
 	s := Scaling{Min: 1, Max: 4}
 	cases := []struct {

@@ -3,8 +3,6 @@ package checkpoint
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -121,11 +120,7 @@ type Checkpoint struct {
 }
 
 // newSaveID names the objects of one Save.
-func newSaveID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func newSaveID() string { return randid.Hex(8) }
 
 // Save writes the checkpoint's objects, then its manifest. The checkpoint is
 // committed when Save returns nil, and only then — but it may be committed

@@ -71,21 +71,10 @@ func TestPlacementIsBitIdentical(t *testing.T) {
 	}
 	// A hand-made hybrid plan: table 0 block-partitioned in 3 parts, table 1
 	// split into column ranges [0,3) and [3,8), the rest whole on SparseCore 3.
-	hybrid := &partition.Plan{SparseCores: 4, SparseCoresPerChip: 2}
-	for i, tb := range tables {
-		switch i {
-		case 0:
-			for k := 0; k < 3; k++ {
-				hybrid.Shards = append(hybrid.Shards, partition.Shard{Table: tb.Name, ColTo: tb.Dim, RowDist: partition.RowsBlock, RowPart: k, RowParts: 3, SparseCore: k})
-			}
-		case 1:
-			hybrid.Shards = append(hybrid.Shards,
-				partition.Shard{Table: tb.Name, ColFrom: 0, ColTo: 3, RowParts: 1, SparseCore: 1},
-				partition.Shard{Table: tb.Name, ColFrom: 3, ColTo: tb.Dim, RowParts: 1, SparseCore: 2})
-		default:
-			hybrid.Shards = append(hybrid.Shards, partition.Shard{Table: tb.Name, ColTo: tb.Dim, RowParts: 1, SparseCore: 3})
-		}
-	}
+	hybrid := handMadePlan(tables, map[int][]partition.Shard{
+		0: blockRows(tables[0], 3),
+		1: columnSplit(tables[1], 0, 3, tables[1].Dim),
+	})
 	for name, plan := range map[string]*partition.Plan{"row-sharding": rows, "hybrid": hybrid} {
 		checkPlanBitIdentical(t, name, base, plan, ex)
 	}

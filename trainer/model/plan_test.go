@@ -33,27 +33,18 @@ func TestAnyPlanIsBitIdentical(t *testing.T) {
 	// Hand-made: table 0 in 3 block row parts, table 1 a 2x2 column+row
 	// (cyclic) grid with uneven column ranges, table 2 column-split in 3,
 	// the rest whole on SparseCore 3.
-	hybrid := &partition.Plan{SparseCores: 4, SparseCoresPerChip: 2}
-	for i, tb := range tables {
-		switch i {
-		case 0:
-			for k := 0; k < 3; k++ {
-				hybrid.Shards = append(hybrid.Shards, partition.Shard{Table: tb.Name, ColTo: tb.Dim, RowDist: partition.RowsBlock, RowPart: k, RowParts: 3, SparseCore: k})
-			}
-		case 1:
-			for k := 0; k < 2; k++ {
-				hybrid.Shards = append(hybrid.Shards,
-					partition.Shard{Table: tb.Name, ColFrom: 0, ColTo: 2, RowDist: partition.RowsCyclic, RowPart: k, RowParts: 2, SparseCore: 2 * k},
-					partition.Shard{Table: tb.Name, ColFrom: 2, ColTo: tb.Dim, RowDist: partition.RowsCyclic, RowPart: k, RowParts: 2, SparseCore: 2*k + 1})
-			}
-		case 2:
-			for c := 0; c < 3; c++ {
-				hybrid.Shards = append(hybrid.Shards, partition.Shard{Table: tb.Name, ColFrom: []int{0, 5, 11}[c], ColTo: []int{5, 11, 16}[c], RowParts: 1, SparseCore: c + 1})
-			}
-		default:
-			hybrid.Shards = append(hybrid.Shards, partition.Shard{Table: tb.Name, ColTo: tb.Dim, RowParts: 1, SparseCore: 3})
-		}
+	var grid []partition.Shard
+	for k := 0; k < 2; k++ {
+		tb := tables[1]
+		grid = append(grid,
+			partition.Shard{Table: tb.Name, ColFrom: 0, ColTo: 2, RowDist: partition.RowsCyclic, RowPart: k, RowParts: 2, SparseCore: 2 * k},
+			partition.Shard{Table: tb.Name, ColFrom: 2, ColTo: tb.Dim, RowDist: partition.RowsCyclic, RowPart: k, RowParts: 2, SparseCore: 2*k + 1})
 	}
+	hybrid := handMadePlan(tables, map[int][]partition.Shard{
+		0: blockRows(tables[0], 3),
+		1: grid,
+		2: columnSplit(tables[2], 0, 5, 11, 16),
+	})
 	probTables := append([]partition.Table(nil), tables...)
 	probTables[1].Valency = partition.Valency{Mean: 8}
 	solved, err := partition.Solve(&partition.Problem{Tables: probTables, Topology: topo, BatchSize: 200}, partition.Options{})
@@ -173,4 +164,37 @@ func TestWorkFollowsPlan(t *testing.T) {
 	if res.Values != 3 || res.Unique != 2 || res.PoolingFLOPs != 2*32*3 {
 		t.Errorf("values %d unique %d pooling FLOPs %v", res.Values, res.Unique, res.PoolingFLOPs)
 	}
+}
+
+// handMadePlan is a plan on 4 SparseCores, 2 a chip, written by hand: table
+// i has the shards byTable[i], or is whole on SparseCore 3.
+func handMadePlan(tables []partition.Table, byTable map[int][]partition.Shard) *partition.Plan {
+	p := &partition.Plan{SparseCores: 4, SparseCoresPerChip: 2}
+	for i, tb := range tables {
+		shards, ok := byTable[i]
+		if !ok {
+			shards = []partition.Shard{{Table: tb.Name, ColTo: tb.Dim, RowParts: 1, SparseCore: 3}}
+		}
+		p.Shards = append(p.Shards, shards...)
+	}
+	return p
+}
+
+// blockRows is tb in n block row parts, part k on SparseCore k.
+func blockRows(tb partition.Table, n int) []partition.Shard {
+	var out []partition.Shard
+	for k := 0; k < n; k++ {
+		out = append(out, partition.Shard{Table: tb.Name, ColTo: tb.Dim, RowDist: partition.RowsBlock, RowPart: k, RowParts: n, SparseCore: k})
+	}
+	return out
+}
+
+// columnSplit is tb split into the column ranges between consecutive
+// bounds, range c on SparseCore c+1.
+func columnSplit(tb partition.Table, bounds ...int) []partition.Shard {
+	var out []partition.Shard
+	for c := 0; c+1 < len(bounds); c++ {
+		out = append(out, partition.Shard{Table: tb.Name, ColFrom: bounds[c], ColTo: bounds[c+1], RowParts: 1, SparseCore: c + 1})
+	}
+	return out
 }

@@ -7,14 +7,13 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/block/blocktest"
 	"github.com/sigdata/sig/workers"
 	"github.com/sigdata/sig/workers/memo"
 )
@@ -36,21 +35,8 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Release()
-	floats := func(name string) arrow.Array {
-		col := rec.Column(rec.Schema().FieldIndices(name)[0]).(*array.Int64)
-		b := array.NewFloat64Builder(memory.DefaultAllocator)
-		for _, v := range col.Int64Values() {
-			b.Append(float64(v))
-		}
-		return b.NewArray()
-	}
-	strs := func(name string) arrow.Array {
-		b := array.NewStringBuilder(memory.DefaultAllocator)
-		for range rec.NumRows() {
-			b.Append(name)
-		}
-		return b.NewArray()
-	}
+	floats := func(name string) arrow.Array { return blocktest.Float64s(rec, name) }
+	strs := func(s string) arrow.Array { return blocktest.Strings(s, rec.NumRows()) }
 	cases := []struct {
 		name, column string
 		col          arrow.Array
@@ -63,19 +49,11 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 	r := &memo.Runner{Store: w.Store}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fields := rec.Schema().Fields()
-			cols := append([]arrow.Array(nil), rec.Columns()...)
-			for j := range fields {
-				if fields[j].Name == tc.column {
-					fields[j].Type, cols[j] = tc.col.DataType(), tc.col
-				}
-			}
-			bad := array.NewRecord(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+			bad := blocktest.WithColumn(rec, tc.column, tc.col)
 			defer bad.Release()
 			tc.col.Release()
 			id := base.ID + "-foreign" + string(rune('a'+i))
-			meta := base
-			meta.ID, meta.Key, meta.Columns = id, block.RawKey("ads", id), nil
+			meta := blocktest.Renamed(base, id)
 			if _, err := block.Write(ctx, w.Store, meta, bad); err != nil {
 				t.Fatal(err)
 			}

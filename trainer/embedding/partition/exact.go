@@ -384,11 +384,18 @@ func (s *bcState) restWork(t int, bt float64, btab, R int) float64 {
 	m := math.Inf(1)
 	for i := range s.ls[t] {
 		l := &s.ls[t][i]
-		if l.n <= R && l.maxT <= s.theta && ranksAtOrAfter(l.maxT, t, bt, btab) && l.work < m {
+		if s.fits(l, t, bt, btab, R) && l.work < m {
 			m = l.work
 		}
 	}
 	return m
+}
+
+// fits reports whether uncommitted table t may commit to layout l with R
+// SparseCores open and its items ranking at or after (bt, btab): the
+// layout's shards fit in those SparseCores and none is over θ.
+func (s *bcState) fits(l *bcLayout, t int, bt float64, btab, R int) bool {
+	return l.n <= R && l.maxT <= s.theta && ranksAtOrAfter(l.maxT, t, bt, btab)
 }
 
 // bin opens SparseCore b. (pT, pTab) is the key of the previous SparseCore
@@ -483,7 +490,7 @@ func (s *bcState) bin(b int, pT float64, pTab int) {
 			}
 			for li := range s.ls[t] {
 				l := &s.ls[t][li]
-				if l.n > R || l.maxT > s.theta || !ranksAtOrAfter(l.maxT, t, s.gT, s.gTab) {
+				if !s.fits(l, t, s.gT, s.gTab, R) {
 					continue
 				}
 				if ctab >= 0 && !ranksAfter(ct, ctab, l.maxT, t) {
@@ -517,7 +524,7 @@ func (s *bcState) bin(b int, pT float64, pTab int) {
 		}
 		for li := range s.ls[t] {
 			l := &s.ls[t][li]
-			if l.n > R || l.maxT > s.theta || !ranksAtOrAfter(l.maxT, t, s.gT, s.gTab) {
+			if !s.fits(l, t, s.gT, s.gTab, R) {
 				continue
 			}
 			for k, c := range l.classes {
@@ -629,7 +636,7 @@ func (s *bcState) options(b, t int, kt float64, ktab int, f func(li, k int, w, r
 	}
 	for li := range s.ls[t] {
 		l := &s.ls[t][li]
-		if l.n > R || l.maxT > s.theta || !ranksAtOrAfter(l.maxT, t, s.gT, s.gTab) {
+		if !s.fits(l, t, s.gT, s.gTab, R) {
 			continue
 		}
 		for k, c := range l.classes {

@@ -159,13 +159,7 @@ func (st *hState) greedy(refs []ref) int {
 }
 
 func (st *hState) clear() {
-	for j := range st.load {
-		st.load[j] = 0
-		st.onSC[j] = st.onSC[j][:0]
-	}
-	for c := range st.chipMem {
-		st.chipMem[c] = 0
-	}
+	st.emptySparseCores()
 	for t := range st.sc {
 		for i := range st.sc[t] {
 			st.sc[t][i] = -1
@@ -212,7 +206,9 @@ func (st *hState) snapshot() *assignment {
 	return a
 }
 
-func (st *hState) restore(a *assignment) {
+// emptySparseCores takes every shard off the SparseCores and chips (their
+// loads, shard lists and HBM), not off the tables' assignments.
+func (st *hState) emptySparseCores() {
 	for j := range st.load {
 		st.load[j] = 0
 		st.onSC[j] = st.onSC[j][:0]
@@ -220,6 +216,10 @@ func (st *hState) restore(a *assignment) {
 	for c := range st.chipMem {
 		st.chipMem[c] = 0
 	}
+}
+
+func (st *hState) restore(a *assignment) {
+	st.emptySparseCores()
 	for t := range a.layouts {
 		st.setLayout(t, a.layouts[t])
 		for i, j := range a.scs[t] {

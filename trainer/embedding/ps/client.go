@@ -295,15 +295,22 @@ func (c *Client) lookupCoalesced(ctx context.Context, f *Fetched) error {
 	for core := range f.uniq {
 		for t, rows := range f.uniq[core] {
 			for k, r := range rows {
-				v, g := c.layout.Locate(t, r)
-				s := c.layout.Server(g)
-				d := c.layout.Variables[v].Dim
-				o := f.packets[s].off[v] + int(f.where[core][t][k])*d
+				s, o, d := c.slot(f, core, t, k, r)
 				f.values[core][t][k] = resp[s][o : o+d : o+d]
 			}
 		}
 	}
 	return nil
+}
+
+// slot is where core's distinct row k of table t (row r) sits in the
+// coalesced packets, for its value and its gradient alike: the floats
+// [o, o+d) of server s's packet.
+func (c *Client) slot(f *Fetched, core, t, k int, r int64) (s, o, d int) {
+	v, g := c.layout.Locate(t, r)
+	s = c.layout.Server(g)
+	d = c.layout.Variables[v].Dim
+	return s, f.packets[s].off[v] + int(f.where[core][t][k])*d, d
 }
 
 // byServer is one (core, table)'s distinct rows grouped by server: the
@@ -438,10 +445,7 @@ func (c *Client) applyCoalesced(ctx context.Context, f *Fetched, sums [][][]floa
 	for core := range sums {
 		for t, rows := range f.uniq[core] {
 			for k, r := range rows {
-				v, g := c.layout.Locate(t, r)
-				s := c.layout.Server(g)
-				d := c.layout.Variables[v].Dim
-				o := f.packets[s].off[v] + int(f.where[core][t][k])*d
+				s, o, d := c.slot(f, core, t, k, r)
 				dst, src := grads[s][o:o+d], sums[core][t][k*d:(k+1)*d]
 				for e := range dst {
 					dst[e] += src[e]
