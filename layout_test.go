@@ -30,7 +30,7 @@ var layers = [][]string{
 }
 
 // harnesses start what they test and are imported by tests only.
-var harnesses = []string{"sigd/sigdtest", "eviction/evictiontest"}
+var harnesses = []string{"sigd/sigdtest", "eviction/evictiontest", "warehouse/block/blocktest"}
 
 type pkg struct {
 	ImportPath string

@@ -1,5 +1,3 @@
-// Package examples embeds the example model graphs, so that `sigctl demo`
-// runs on built-in defaults from any directory.
 package examples
 
 import "embed"

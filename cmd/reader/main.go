@@ -1,26 +1,3 @@
-// Command reader runs a stateless input reader (paper IV.B): a gRPC server
-// that streams work units of training examples as Arrow record batches,
-// reading memoized columns from the warehouse (SIG) or computing them from
-// raw blocks (LIG). See package reader.
-//
-// Usage:
-//
-//	reader --listen 127.0.0.1:7090 --s3-endpoint HOST:PORT --s3-access-key K \
-//	       --s3-secret-key S --s3-bucket sig --tokens tokens.json
-//
-// Every flag can also be set with its SIG_* environment variable
-// (--s3-endpoint: SIG_S3_ENDPOINT). The reader prints "listening on ADDR"
-// once it serves (then, with --metrics, "metrics on http://ADDR/metrics"),
-// and stops gracefully on SIGINT or SIGTERM. Besides the Reader service it
-// serves health and reflection (internal/grpcsvc), and with --metrics the
-// reader's Prometheus metrics (package reader, metrics.go) over HTTP.
-//
-// With --sigd ADDR --sigd-token T (a token of role reader in sigd's token
-// file; `sigd dev` writes one named "reader"), the reader reports every memo
-// object it finds corrupt, or missing though the unit said it was ready, to
-// sigd, which verifies it and recomputes that block (reader.Reporter).
-// Without them a corrupt memo object keeps failing units with DataLoss
-// until an operator evicts or recomputes its block.
 package main
 
 import (

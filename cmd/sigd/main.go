@@ -1,15 +1,3 @@
-// Command sigd is the SIG daemon: the matching frontend, work queues,
-// in-process workers, ingestion, metrics and (with the eviction package) the
-// operator web UI.
-//
-//	sigd serve  [flags]            the service; every flag also reads SIG_<FLAG>
-//	sigd dev    [flags]            the same with embedded MinIO and Kafka, ingesting "ads"
-//	sigd worker --sigd ADDR [...]  a remote memoization worker (lease protocol)
-//
-// Test-only: SIG_TEST_TASK_DELAY (a Go duration) makes every memoization
-// run of serve, dev and worker wait that long before it starts (or until
-// its lease is lost), so reliability tests can kill a process while it
-// holds leases. It only slows work down; never set it in production.
 package main
 
 import (

@@ -1,7 +1,3 @@
-// Command trainer runs the emulated TPU trainer and its tools. Each
-// subcommand lives in its own file and registers itself in init, so that work
-// on one command never touches another (the same pattern as cmd/sigctl; the
-// dispatcher is internal/cli's).
 package main
 
 import (

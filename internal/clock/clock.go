@@ -1,6 +1,3 @@
-// Package clock is the one clock of the project. Hard logic (schedulers,
-// autoscaler, eviction policy, the trainer's controller) takes a Clock so that
-// tests drive time by hand instead of sleeping.
 package clock
 
 import (

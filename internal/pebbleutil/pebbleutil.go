@@ -1,7 +1,3 @@
-// Package pebbleutil holds what every Pebble store of the project shares:
-// opening a database with a chosen durability and without Pebble writing to
-// stderr, an error that names the process holding a store another process
-// has open (LockedError), and prefix scans.
 package pebbleutil
 
 import (

@@ -1,8 +1,3 @@
-// Package randid makes the project's random names: session ids and CSRF
-// tokens of the operator console, audit ids, generated tokens and
-// credentials, and the ids of a controller's run or a checkpoint's save.
-// All are crypto/rand bytes in hex, so that none can be guessed and all
-// read the same in logs.
 package randid
 
 import (

@@ -1,4 +1,3 @@
-// Package units formats quantities for people (CLIs, the web UI).
 package units
 
 import "fmt"

@@ -1,5 +1,3 @@
-// Package graphpb converts between the graph model of package transform and
-// its protobuf form in proto/sig/v1, checking every field on the way in.
 package graphpb
 
 import (
