@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench
 for s in bench/*.sh; do
-  [ "$(basename "$s")" = run.sh ] && continue
+  case "$(basename "$s")" in run.sh|lib.sh) continue ;; esac
   echo "== $s"
   bash "$s"
 done
