@@ -217,6 +217,10 @@ func OpenCache(dir string, opts CacheOptions) (*Cache, error) {
 // Close closes the cache.
 func (c *Cache) Close() error { return c.db.Close() }
 
+// PebbleMetrics returns the store's Pebble figures (block cache,
+// compactions, levels), for pebbleutil.Collector.
+func (c *Cache) PebbleMetrics() *pebble.Metrics { return c.db.Metrics() }
+
 // Compact flushes and compacts the whole cache, so that reads and writes
 // no longer compete with compactions owed by earlier writes (after a bulk
 // load, before measuring a settled cache).

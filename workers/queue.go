@@ -227,6 +227,20 @@ func (q *Queue) Close() error {
 	return q.db.Close()
 }
 
+// PebbleMetrics returns the store's Pebble figures, for
+// pebbleutil.Collector; empty once the queue is closed.
+func (q *Queue) PebbleMetrics() *pebble.Metrics {
+	q.closeMu.RLock()
+	defer q.closeMu.RUnlock()
+	q.mu.Lock()
+	closed := q.closed
+	q.mu.Unlock()
+	if closed {
+		return &pebble.Metrics{}
+	}
+	return q.db.Metrics()
+}
+
 // ------------------------------------------------------------ changes
 
 // change applies o to the state and makes it durable: under the lock it

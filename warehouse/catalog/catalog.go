@@ -163,6 +163,10 @@ func Open(dir string) (*Catalog, error) {
 // Close closes the catalog.
 func (c *Catalog) Close() error { return c.db.Close() }
 
+// PebbleMetrics returns the store's Pebble figures, for
+// pebbleutil.Collector.
+func (c *Catalog) PebbleMetrics() *pebble.Metrics { return c.db.Metrics() }
+
 // Add records a raw block, durably. Adding a block with an id already
 // catalogued replaces it (re-sealing after a crash writes the same block
 // again). A block whose Kafka range overlaps a different block of the same
