@@ -104,7 +104,7 @@ func (m *metrics) reuseStats() (matching.Reuse, error) {
 	if !m.reuseAt.IsZero() && now.Sub(m.reuseAt) < 2*time.Second {
 		return m.reuse, nil
 	}
-	r, err := m.s.cache.Reuse()
+	r, err := m.s.frontend.Reuse()
 	if err != nil {
 		return r, err
 	}
