@@ -24,7 +24,7 @@ var layers = [][]string{
 	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},
 	{"reader", "trainer"},
 	{"warehouse", "warehouse/block", "warehouse/ready", "warehouse/objstore"},
-	{"matching/canon", "transform/graphpb", "warehouse/record", "warehouse/gen"},
+	{"matching/canon", "transform/graphpb", "warehouse/record", "warehouse/gen", "fleet/gen"},
 	{"transform"},
 	{"internal/", "proto/", "examples"},
 }
