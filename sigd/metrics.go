@@ -178,6 +178,9 @@ func (s *Server) StatsSnapshot() (*sigv1.StatsResponse, error) {
 		Components: uint32(r.Components), MemoBlocks: uint64(r.ReadyBlocks), MemoBytes: r.ReadyBytes,
 		Pipelines: uint32(r.Pipelines), Queues: depthsToProto(s.queue.Depths()),
 	}
+	for _, n := range r.BlocksByPipelines {
+		out.MemoBlocksByPipelines = append(out.MemoBlocksByPipelines, uint64(n))
+	}
 	if fs.Components > 0 {
 		out.ComponentHitRate = float64(fs.ComponentHits) / float64(fs.Components)
 	}
