@@ -30,7 +30,7 @@ import (
 // deciding ones. The config is a JSON trainer/accounting/fleet.SimConfig
 // (durations as "36h"); absent fields take the documented defaults.
 // --measured reads the measurements of this system that replace constants
-// (bench/preemption.json: program goodput, input stall, notice-to-exit
+// (bench/preemption.json: program goodput, input stall, notice-to-checkpoint
 // times of real preemptions).
 func init() {
 	commands.Register(cli.Command{Name: "fleet", Run: runFleet,

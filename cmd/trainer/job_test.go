@@ -109,7 +109,7 @@ func TestFleetMeasured(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "preemption.json")
 	if err := os.WriteFile(path, []byte(`{"figures": {}, "measured": {"program_goodput": 0.05, "input_stall": 0.02,
-		"exit_times": ["0.5s", "0.7s", "0.9s"], "how": {"program_goodput": "ideal over productive time of 4 real jobs"}}}`), 0o644); err != nil {
+		"drain_save_times": ["0.5s", "0.7s", "0.9s"], "how": {"program_goodput": "ideal over productive time of 4 real jobs"}}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
@@ -130,7 +130,7 @@ func TestFleetMeasured(t *testing.T) {
 		t.Errorf("fleet PG: %+v", pg)
 	}
 	c := got.Figures[fleet.FigCommitted].Constants
-	if e, ok := c["exit_time_median"]; !ok || e.Value != 0.7 || !strings.HasPrefix(e.Source, figure.MeasuredPrefix) {
+	if e, ok := c["drain_save_median"]; !ok || e.Value != 0.7 || !strings.HasPrefix(e.Source, figure.MeasuredPrefix) {
 		t.Errorf("preemption constants: %+v", c)
 	}
 	if s := got.Figures[fleet.FigRG].Constants["input_stall"]; s.Value != 0.02 || !strings.HasPrefix(s.Source, figure.MeasuredPrefix) {

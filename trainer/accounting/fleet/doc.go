@@ -59,7 +59,7 @@
 // drain) up to sampling. Where this system can measure a constant,
 // Measured replaces it: the program goodput and input stall of real
 // training jobs (the trainer's step records and goodput accounting) and
-// the notice-to-exit times of real preemptions (BenchmarkPreemptionCommits
+// the notice-to-checkpoint times of real preemptions (BenchmarkPreemptionCommits
 // writes them to bench/preemption.json; `trainer fleet --measured`), and
 // the constant's source says how it was measured.
 //

@@ -10,31 +10,31 @@ import (
 )
 
 // CommitClosedForm is the probability that a preempted epoch commits under
-// c's preemption model, without simulating: P(exit ≤ notice) with the
-// notice exponential of mean N. With exit = drain + Save and the drain
+// c's preemption model, without simulating: P(drain + save ≤ notice)
+// with the notice exponential of mean N. With the save Save and the drain
 // exponential of mean D it is e^(−Save/N) · N/(N+D); with measured
-// ExitTimes it is the mean of e^(−t/N) over them. The simulation decides
+// DrainSaveTimes it is the mean of e^(−t/N) over them. The simulation decides
 // each preempted epoch by exactly this draw, so its committed fraction
 // differs from this only by sampling: the figure is the constants'.
 func (c SimConfig) CommitClosedForm() float64 {
 	c.EnsureDefaults()
 	n := float64(c.NoticeMean)
-	if len(c.ExitTimes) > 0 {
+	if len(c.DrainSaveTimes) > 0 {
 		var sum float64
-		for _, t := range c.ExitTimes {
+		for _, t := range c.DrainSaveTimes {
 			sum += math.Exp(-float64(t) / n)
 		}
-		return sum / float64(len(c.ExitTimes))
+		return sum / float64(len(c.DrainSaveTimes))
 	}
 	d, s := float64(c.DrainMean), float64(c.Save)
 	return math.Exp(-s/n) * n / (n + d)
 }
 
-// exitMedian is the median time a preempted epoch needs to commit: of the
-// measured exit times, or Save + DrainMean·ln 2.
-func (c SimConfig) exitMedian() time.Duration {
-	if len(c.ExitTimes) > 0 {
-		ts := slices.Clone(c.ExitTimes)
+// drainSaveMedian is the median time a preempted epoch needs to commit: of the
+// measured drain and save times, or Save + DrainMean·ln 2.
+func (c SimConfig) drainSaveMedian() time.Duration {
+	if len(c.DrainSaveTimes) > 0 {
+		ts := slices.Clone(c.DrainSaveTimes)
 		slices.Sort(ts)
 		return time.Duration(ts[len(ts)/2])
 	}
@@ -44,14 +44,14 @@ func (c SimConfig) exitMedian() time.Duration {
 // Measured is what real runs of this system measured that replaces the
 // simulation's constants: the program goodput and input stall of real
 // jobs (the trainer's step records and goodput accounting) and the
-// notice-to-exit times of real preemptions. bench/preemption.json carries
+// times from notice to committed checkpoint of real preemptions. bench/preemption.json carries
 // one, written by BenchmarkPreemptionCommits.
 type Measured struct {
 	ProgramGoodput float64    `json:"program_goodput,omitempty"`
 	InputStall     float64    `json:"input_stall,omitempty"`
-	ExitTimes      []Duration `json:"exit_times,omitempty"`
+	DrainSaveTimes []Duration `json:"drain_save_times,omitempty"`
 	// How says, by constant name (program_goodput, input_stall,
-	// exit_times), what was measured and how.
+	// drain_save_times), what was measured and how.
 	How map[string]string `json:"how"`
 }
 
@@ -73,9 +73,9 @@ func (m Measured) Apply(cfg *SimConfig) map[string]string {
 		cfg.InputStall = m.InputStall
 		src["input_stall"] = how("input_stall")
 	}
-	if len(m.ExitTimes) > 0 {
-		cfg.ExitTimes = slices.Clone(m.ExitTimes)
-		src["exit_time_median"] = how("exit_times")
+	if len(m.DrainSaveTimes) > 0 {
+		cfg.DrainSaveTimes = slices.Clone(m.DrainSaveTimes)
+		src["drain_save_median"] = how("drain_save_times")
 	}
 	return src
 }
@@ -132,16 +132,16 @@ var simConstants = []simConstant{
 	durConstant("maintenance_mtbf", time.Hour, "h", figure.Guess, func(c *SimConfig) *Duration { return &c.MaintenanceMTBF }),
 	durConstant("notice_mean", time.Second, "s", srcNotice, func(c *SimConfig) *Duration { return &c.NoticeMean }),
 	durConstant("drain_mean", time.Second, "s", figure.Guess, func(c *SimConfig) *Duration { return &c.DrainMean }),
-	// Only with measured ExitTimes: their median; a sweep scales them all.
-	{name: "exit_time_median", unit: "s", source: figure.MeasuredPrefix + "real preemptions",
-		get: func(c SimConfig) float64 { return c.exitMedian().Seconds() },
+	// Only with measured DrainSaveTimes: their median; a sweep scales them all.
+	{name: "drain_save_median", unit: "s", source: figure.MeasuredPrefix + "real preemptions",
+		get: func(c SimConfig) float64 { return c.drainSaveMedian().Seconds() },
 		set: func(c *SimConfig, v float64) {
-			f := v / c.exitMedian().Seconds()
-			ts := make([]Duration, len(c.ExitTimes))
-			for i, t := range c.ExitTimes {
+			f := v / c.drainSaveMedian().Seconds()
+			ts := make([]Duration, len(c.DrainSaveTimes))
+			for i, t := range c.DrainSaveTimes {
 				ts[i] = Duration(float64(t) * f)
 			}
-			c.ExitTimes = ts
+			c.DrainSaveTimes = ts
 		}},
 }
 
@@ -175,10 +175,10 @@ type figureSpec struct {
 }
 
 // preemption is the preemption model's constants: the notice and either
-// the drain and save or the measured exit times.
+// the drain and save or their measured times.
 func (c SimConfig) preemptionConstants() []string {
-	if len(c.ExitTimes) > 0 {
-		return []string{"notice_mean", "exit_time_median"}
+	if len(c.DrainSaveTimes) > 0 {
+		return []string{"notice_mean", "drain_save_median"}
 	}
 	return []string{"notice_mean", "drain_mean", "save"}
 }
@@ -215,14 +215,14 @@ func figureSpecs(c SimConfig) []figureSpec {
 }
 
 func closedFormText(c SimConfig) string {
-	if len(c.ExitTimes) > 0 {
-		return "mean over the measured exit times t of e^(-t/notice_mean)"
+	if len(c.DrainSaveTimes) > 0 {
+		return "mean over the measured drain and save times t of e^(-t/notice_mean)"
 	}
 	return "e^(-save/notice_mean) · notice_mean/(notice_mean+drain_mean)"
 }
 
 // sweepPoints are the values a constant is swept over: multiples of its
-// value, and for the notice multiples of the median exit time (where the
+// value, and for the notice multiples of the median drain and save (where the
 // committed fraction moves), always with the configured value.
 func sweepPoints(c SimConfig, name string) []float64 {
 	k := constantNamed(name)
@@ -237,7 +237,7 @@ func sweepPoints(c SimConfig, name string) []float64 {
 	var pts []float64
 	switch name {
 	case "notice_mean":
-		e := c.exitMedian().Seconds()
+		e := c.drainSaveMedian().Seconds()
 		pts = []float64{e / 4, e / 2, e, 2 * e, 4 * e, 16 * e, v}
 	case "human_response":
 		pts = mult(0.2, 0.4, 1, 2)

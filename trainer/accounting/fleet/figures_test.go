@@ -21,7 +21,7 @@ func TestCommitClosedForm(t *testing.T) {
 	}{
 		{"drain+save", SimConfig{}},
 		{"short notice", SimConfig{NoticeMean: Duration(4 * time.Minute)}},
-		{"measured exits", SimConfig{ExitTimes: []Duration{Duration(3 * time.Minute), Duration(9 * time.Minute), Duration(20 * time.Minute)}}},
+		{"measured exits", SimConfig{DrainSaveTimes: []Duration{Duration(3 * time.Minute), Duration(9 * time.Minute), Duration(20 * time.Minute)}}},
 	} {
 		var committed, preempted int
 		for seed := uint64(1); seed <= 4; seed++ {
@@ -95,7 +95,7 @@ func TestStudyFigures(t *testing.T) {
 		t.Errorf("MPG from the lowest to the highest PG: %.3f to %.3f", lo, hi)
 	}
 
-	m := Measured{ProgramGoodput: 0.05, ExitTimes: []Duration{Duration(time.Second), Duration(2 * time.Second)},
+	m := Measured{ProgramGoodput: 0.05, DrainSaveTimes: []Duration{Duration(time.Second), Duration(2 * time.Second)},
 		How: map[string]string{"program_goodput": "ideal over productive time of 3 real jobs"}}
 	mc := SimConfig{Seed: 1, Duration: Duration(3 * 24 * time.Hour)}
 	src := m.Apply(&mc)
@@ -111,7 +111,7 @@ func TestStudyFigures(t *testing.T) {
 		t.Errorf("fleet PG with a measured program goodput: %+v", pg)
 	}
 	c := ms.Figures[FigCommitted]
-	if _, ok := c.Constants["exit_time_median"]; !ok || c.Constants["exit_time_median"].Value != 2 {
+	if _, ok := c.Constants["drain_save_median"]; !ok || c.Constants["drain_save_median"].Value != 2 {
 		t.Errorf("committed fraction with measured exit times: constants %+v", c.Constants)
 	}
 	if _, ok := c.Constants["drain_mean"]; ok {

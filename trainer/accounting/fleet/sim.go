@@ -78,12 +78,13 @@ type SimConfig struct {
 	// 12m and 5m.
 	NoticeMean Duration `json:"notice_mean"`
 	DrainMean  Duration `json:"drain_mean"`
-	// ExitTimes, when set, are notice-to-exit times (drain, save and exit)
-	// measured on real preemptions of this system's trainer
-	// (BenchmarkPreemptionCommits, Measured): a preempted epoch's drain and
-	// save take one of them, drawn uniformly, instead of DrainMean and
-	// Save, and it commits when that fits in the notice.
-	ExitTimes []Duration `json:"exit_times,omitempty"`
+	// DrainSaveTimes, when set, are the times from a preemption notice to
+	// the committed checkpoint (drain and save) measured on real
+	// preemptions of this system's trainer (BenchmarkPreemptionCommits,
+	// Measured): a preempted epoch's drain and save take one of them,
+	// drawn uniformly, instead of DrainMean and Save, and it commits when
+	// that fits in the notice.
+	DrainSaveTimes []Duration `json:"drain_save_times,omitempty"`
 	// NoBackfill makes the scheduler's queue strict.
 	NoBackfill bool `json:"no_backfill"`
 }
@@ -156,9 +157,9 @@ func (c *SimConfig) validate() error {
 			return fmt.Errorf("fleet: slice of %d chips on a fleet of %d", s, c.Chips)
 		}
 	}
-	for _, t := range c.ExitTimes {
+	for _, t := range c.DrainSaveTimes {
 		if t <= 0 {
-			return fmt.Errorf("fleet: exit time %v is not positive", time.Duration(t))
+			return fmt.Errorf("fleet: drain and save time %v is not positive", time.Duration(t))
 		}
 	}
 	if c.InputStall < 0 || c.InputStall >= 1 || c.ProgramGoodput <= 0 || c.ProgramGoodput > 1 ||
@@ -231,7 +232,7 @@ type event struct {
 	gen    uint64
 	intr   interruptKind
 	commit bool
-	save   time.Duration // evPreemptDone: the final part of the exit that wrote the checkpoint
+	save   time.Duration // evPreemptDone: the final part of the drain and save that wrote the checkpoint
 }
 
 type eventQueue []*event
@@ -591,19 +592,20 @@ func (s *sim) preempt(j *simJob) {
 	j.preempted = true
 	notice := s.exp(s.cfg.NoticeMean)
 	save := time.Duration(s.cfg.Save)
-	var exit time.Duration // drain and save
-	if n := len(s.cfg.ExitTimes); n > 0 {
-		exit = time.Duration(s.cfg.ExitTimes[s.r.IntN(n)])
+	var need time.Duration // drain and save
+	if n := len(s.cfg.DrainSaveTimes); n > 0 {
+		need = time.Duration(s.cfg.DrainSaveTimes[s.r.IntN(n)])
 	} else {
-		exit = s.exp(s.cfg.DrainMean) + save
+		need = s.exp(s.cfg.DrainMean) + save
 	}
 	j.gen++
 	switch {
 	case j.inEpoch:
 		s.res.PreemptedEpochs++
-		if exit <= notice {
-			// A measured exit shorter than Save saved for all of it.
-			s.push(&event{at: s.now + exit, kind: evPreemptDone, job: j, commit: true, save: min(save, exit)})
+		if need <= notice {
+			// A measured drain and save shorter than Save saved for all
+			// of it.
+			s.push(&event{at: s.now + need, kind: evPreemptDone, job: j, commit: true, save: min(save, need)})
 		} else {
 			s.push(&event{at: s.now + notice, kind: evPreemptDone, job: j})
 		}
