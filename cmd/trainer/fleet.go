@@ -186,6 +186,9 @@ func writeFleetText(w io.Writer, out fleetOutput) error {
 	fmt.Fprintf(&b, "preempted epochs that commit: simulated %.0f%% (%d of %d, seeds pooled), closed form %.0f%% (%s); paper 61%% (VII.G)\n",
 		100*sim.Value, com, pre, 100*closed.Value, strings.TrimPrefix(closed.How, "closed form of the same model, no simulation: "))
 	fmt.Fprintf(&b, "  %s\n", sim.Label())
+	if n, ok := fleet.NoticeForCommitted(out.Config, 0.61); ok {
+		fmt.Fprintf(&b, "  the closed form reaches the paper's 61%% at notice_mean = %.4g s (configured: %.4g s)\n", n.Seconds(), time.Duration(out.Config.NoticeMean).Seconds())
+	}
 	for _, k := range sweptConstants(sim) {
 		fmt.Fprintf(&b, "  sweep %s (%s), simulated / closed form:", k, sim.Constants[k].Unit)
 		cl := closed.SweepOf(k)
@@ -206,9 +209,6 @@ func writeFleetText(w io.Writer, out fleetOutput) error {
 	}
 	for _, r := range out.Runs {
 		row(fmt.Sprintf("seed %d fleet", r.Seed), r.Goodput)
-		for _, p := range r.Phases {
-			row("  "+p.Phase, p)
-		}
 	}
 	fmt.Fprintf(tw, "mean (modelled)\t%.3f\t%.3f\t%.3f\t%.3f\t\t\t\t\n", figs[fleet.FigSG].Value, figs[fleet.FigRG].Value, figs[fleet.FigPG].Value, figs[fleet.FigMPG].Value)
 	tw.Flush()
@@ -238,7 +238,7 @@ func figureLine(b *strings.Builder, name string, f figure.Figure, format string)
 	}
 	if f.Kind == figure.Modelled && len(swept) == 0 {
 		b.WriteString("; " + strings.TrimPrefix(f.Label(), "modelled; "))
-	} else if rest := len(f.Constants) - len(swept); rest > 0 {
+	} else if rest := len(f.Constants) - len(swept); rest > 0 && f.Kind == figure.Modelled {
 		fmt.Fprintf(b, "; and %d more constants (listed above)", rest)
 	}
 	b.WriteString("\n")

@@ -143,3 +143,33 @@ func TestFleetMeasured(t *testing.T) {
 		t.Errorf("file without measurements: exit %d, %s", code, errb.String())
 	}
 }
+
+// TestFiguresCommand prints a report's figures with their kind, constants
+// and sweeps, and refuses a report whose figures are not labelled.
+func TestFiguresCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"figures": {"committed": {"value": 0.55, "unit": "fraction", "kind": "modelled", "how": "P(t <= notice)",
+		"paper": {"value": 0.61, "where": "Ads paper VII.G"},
+		"constants": {"notice_max": {"value": 1.5, "unit": "s", "source": "guess"}},
+		"sweep": [{"constant": "notice_max", "at": 1, "value": 0.32}, {"constant": "notice_max", "at": 1.5, "value": 0.55}]}}}`), 0o644)
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"figures", good}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, s := range []string{"committed = 0.55 fraction: MODELLED", "paper: 0.61 (Ads paper VII.G)", "constant notice_max = 1.5 s: guess",
+		"sweep notice_max (s): 1: 0.32 1.5: 0.55"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"figures": {"x": {"value": 1, "kind": "modelled", "how": "a constant"}}}`), 0o644)
+	errb.Reset()
+	if code := runMain([]string{"figures", bad}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "figure x: modelled without constants") {
+		t.Errorf("unlabelled figure: exit %d, %s", code, errb.String())
+	}
+	if code := runMain([]string{"figures"}, &out, &errb); code != 2 {
+		t.Errorf("no file: exit %d", code)
+	}
+}

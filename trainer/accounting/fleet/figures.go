@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sigdata/sig/internal/figure"
@@ -28,6 +29,39 @@ func (c SimConfig) CommitClosedForm() float64 {
 	}
 	d, s := float64(c.DrainMean), float64(c.Save)
 	return math.Exp(-s/n) * n / (n + d)
+}
+
+// NoticeForCommitted is the notice mean at which the closed form gives
+// the committed fraction p, the other constants as in c: where a reader
+// finds the paper's figure on the notice sweep. ok is false when no notice
+// reaches p (p outside (0, 1)).
+func NoticeForCommitted(c SimConfig, p float64) (notice time.Duration, ok bool) {
+	c.EnsureDefaults()
+	if !(p > 0 && p < 1) {
+		return 0, false
+	}
+	// The closed form grows with the notice from 0 to 1.
+	lo, hi := time.Nanosecond, time.Duration(1)
+	for {
+		c.NoticeMean = Duration(hi)
+		if c.CommitClosedForm() >= p {
+			break
+		}
+		if hi > 1<<60 {
+			return 0, false
+		}
+		lo, hi = hi, 2*hi
+	}
+	for hi-lo > max(lo/1e4, 1) {
+		mid := lo + (hi-lo)/2
+		c.NoticeMean = Duration(mid)
+		if c.CommitClosedForm() >= p {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, true
 }
 
 // drainSaveMedian is the median time a preempted epoch needs to commit: of the
@@ -301,7 +335,8 @@ func RunStudy(cfg SimConfig, o StudyOptions) (*Study, error) {
 		}
 		if sp.name == FigPG && isMeasured(f.Constants["program_goodput"].Source) {
 			f.Kind = figure.Measured
-			f.How = "the program goodput of real jobs of this system (" + f.Constants["program_goodput"].Source +
+			f.How = "the program goodput of real jobs of this system (program_goodput, " +
+				strings.TrimPrefix(f.Constants["program_goodput"].Source, figure.MeasuredPrefix) +
 				"), passed through the simulation: a simulated step's ideal time is its time × program_goodput"
 		}
 		st.Figures[sp.name] = f
@@ -342,9 +377,7 @@ func RunStudy(cfg SimConfig, o StudyOptions) (*Study, error) {
 	return st, nil
 }
 
-func isMeasured(source string) bool {
-	return len(source) >= len(figure.MeasuredPrefix) && source[:len(figure.MeasuredPrefix)] == figure.MeasuredPrefix
-}
+func isMeasured(source string) bool { return strings.HasPrefix(source, figure.MeasuredPrefix) }
 
 // evaluate simulates c for seeds c.Seed, c.Seed+1, … and returns each
 // figure's value (means over seeds; the committed fraction pooled).

@@ -118,3 +118,22 @@ func TestStudyFigures(t *testing.T) {
 		t.Errorf("drain_mean listed although measured exit times replaced it: %+v", c.Constants)
 	}
 }
+
+// TestNoticeForCommitted finds the notice at which the closed form gives a
+// fraction: the paper's 61% with the default drain and save, and with
+// measured drain-and-save times of about a second.
+func TestNoticeForCommitted(t *testing.T) {
+	for _, c := range []SimConfig{{}, {DrainSaveTimes: []Duration{Duration(500 * time.Millisecond), Duration(900 * time.Millisecond)}}} {
+		n, ok := NoticeForCommitted(c, 0.61)
+		if !ok {
+			t.Fatalf("%+v: no notice", c)
+		}
+		c.NoticeMean = Duration(n)
+		if got := c.CommitClosedForm(); math.Abs(got-0.61) > 1e-3 {
+			t.Errorf("notice %v gives %.4f, want 0.61", n, got)
+		}
+	}
+	if _, ok := NoticeForCommitted(SimConfig{}, 1); ok {
+		t.Error("a fraction of 1 reached")
+	}
+}
