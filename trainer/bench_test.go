@@ -189,7 +189,7 @@ const noticeMax = 1500 * time.Millisecond
 
 // preemptionMeasurements are the last run of each sub-benchmark.
 type preemptionMeasurements struct {
-	runs, preempted, committed int     // short notices
+	runs, preempted, committed int       // short notices
 	drainSave, exit            []float64 // long notices: seconds from notice to checkpoint, to exit
 	longPreempted              int
 	pg, stall                  float64 // the complete job
