@@ -13,6 +13,7 @@ type Ledger struct {
 	components map[string]bool
 	requested  map[[2]string]bool
 	pairs      [][2]string          // requested pairs, in first-request order
+	added      int                  // pairs[added:] are the last submission's new ones
 	reg        map[string]ledgerReg // a pipeline's latest registration
 }
 
@@ -47,6 +48,7 @@ func NewLedger() *Ledger {
 // registration becomes this one (a re-submit replaces the range and graph).
 func (l *Ledger) Submit(s Submission) Count {
 	var c Count
+	l.added = len(l.pairs)
 	comps := uniq(s.Components)
 	blocks := uniq(s.Blocks)
 	for _, k := range comps {
@@ -70,6 +72,17 @@ func (l *Ledger) Submit(s Submission) Count {
 	}
 	l.reg[s.Pipeline] = ledgerReg{components: comps, blocks: blocks}
 	return c
+}
+
+// Added returns the pairs the last submission asked for first: those its
+// memoization computed.
+func (l *Ledger) Added() [][2]string { return l.pairs[l.added:] }
+
+// Registered returns a pipeline's latest registration: its components and
+// the blocks its range covers.
+func (l *Ledger) Registered(pipeline string) (components, blocks []string) {
+	r := l.reg[pipeline]
+	return r.components, r.blocks
 }
 
 // Users returns, for every pair ever requested (all memoized), how many
