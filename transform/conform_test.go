@@ -61,6 +61,10 @@ func TestConformForeignTypes(t *testing.T) {
 			b := array.NewUint64Builder(mem)
 			return build(b, func(v int64) { b.Append(uint64(v)) })
 		},
+		"dictionary<values=int64, indices=int32, ordered=false>": func() arrow.Array {
+			b := array.NewDictionaryBuilder(mem, &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.PrimitiveTypes.Int64}).(*array.Int64DictionaryBuilder)
+			return build(b, func(v int64) { b.Append(v) })
+		},
 	}
 	refused := map[string]mk{
 		"float16": func() arrow.Array {
@@ -95,10 +99,6 @@ func TestConformForeignTypes(t *testing.T) {
 		"timestamp[us, tz=UTC]": func() arrow.Array {
 			b := array.NewTimestampBuilder(mem, &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"})
 			return build(b, func(v int64) { b.Append(arrow.Timestamp(v)) })
-		},
-		"dictionary<values=int64, indices=int32, ordered=false>": func() arrow.Array {
-			b := array.NewDictionaryBuilder(mem, &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.PrimitiveTypes.Int64}).(*array.Int64DictionaryBuilder)
-			return build(b, func(v int64) { b.Append(v) })
 		},
 		"list<item: int64, nullable>": func() arrow.Array {
 			b := array.NewListBuilder(mem, arrow.PrimitiveTypes.Int64)
@@ -226,7 +226,7 @@ func TestConformLimitsAndLayout(t *testing.T) {
 	// A list<string> column whose offsets run past its elements.
 	q := Field{Name: "q", Type: ListString}
 	bad := array.MakeFromData(array.NewData(ListString.ArrowType(), 2, []*memory.Buffer{nil, offsets(0, 2, 5)}, []arrow.ArrayData{strs.Data()}, 0, 0))
-	if _, err := conformColumn(q, bad); err == nil || !strings.Contains(err.Error(), "last offset 5 beyond the 3 values") {
+	if _, err := ConformArray(q, bad); err == nil || !strings.Contains(err.Error(), "last offset 5 beyond the 3 values") {
 		t.Errorf("list offsets past the elements: %v", err)
 	}
 }

@@ -316,9 +316,22 @@
 // a malformed block fails with a clear error rather than in a kernel.
 // Conform is where Arrow from outside SIG (a raw Arrow file, a raw block
 // object) meets the schema, once, before anything reads it: it checks each
-// column's layout against its buffers, converts integer columns of other
-// widths to int64 when every value fits, and refuses every other foreign
-// type (float64 for int64 included) naming the column and both types.
+// column's layout against its buffers and converts every Arrow encoding
+// another producer may write for a DSL type to the type above:
+//
+//	string        large_utf8, string_view (utf8_view)
+//	int64         int8, int16, int32, uint8, uint16, uint32; uint64 when every value fits
+//	float64       float32, float16 (exact)
+//	any scalar    dictionary-encoded (any integer index type; the dictionary in any
+//	              encoding above), run-end encoded (int16, int32 or int64 run ends)
+//	list<T>       large_list, list_view, large_list_view, fixed_size_list, whatever the
+//	              element field's name ("element", as Parquet readers name it) or
+//	              nullability, with elements in any encoding of T
+//
+// A converted column's buffers are exactly as long as its rows need, as
+// Arrow C++ makes them. Every other type is refused (float64 for int64,
+// binary for string) with an error naming the column and both types, and
+// so is a column too large for 32-bit offsets.
 //
 // bench/transform.sh measures every kernel against rowref's plain Go loop
 // on a million rows of Ads-like data; bench/transform.txt holds the last

@@ -150,7 +150,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	serve := fs.Bool("serve", false, "keep sigd and its web UI running at the end (Ctrl-C stops)")
 	dataDir := fs.String("data-dir", "", "sigd data directory (default: a temporary directory, removed at the end unless --serve)")
 	verbose := fs.Bool("v", false, "show sigd's logs")
-	if _, err := cli.ParseInterspersed(fs, args); err != nil {
+	pos, err := cli.ParseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := cli.NoArgs(pos); err != nil {
 		return err
 	}
 	s := transform.AdsSchema()

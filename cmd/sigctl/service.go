@@ -92,7 +92,10 @@ func submitFlags(fs *flag.FlagSet) func(*session, []string) error {
 func watchFlags(fs *flag.FlagSet) func(*session, []string) error {
 	client := fs.String("client", "", "client")
 	pipeline := fs.String("pipeline", "", "pipeline name")
-	return func(s *session, _ []string) error {
+	return func(s *session, pos []string) error {
+		if err := cli.NoArgs(pos); err != nil {
+			return err
+		}
 		sc, err := s.sigd()
 		if err != nil {
 			return err
@@ -131,7 +134,10 @@ func setPriorityFlags(fs *flag.FlagSet) func(*session, []string) error {
 	client := fs.String("client", "", "client")
 	pipeline := fs.String("pipeline", "", "pipeline name")
 	prio := fs.Int("priority", 0, "new priority")
-	return func(s *session, _ []string) error {
+	return func(s *session, pos []string) error {
+		if err := cli.NoArgs(pos); err != nil {
+			return err
+		}
 		resp, err := call(s, sigv1.SIGClient.SetPriority, &sigv1.SetPriorityRequest{Client: *client, Pipeline: *pipeline, Priority: int32(*prio)})
 		if err != nil {
 			return err
@@ -150,7 +156,10 @@ func printQueues(w io.Writer, qs []*sigv1.QueueDepth) error {
 }
 
 func queuesFlags(*flag.FlagSet) func(*session, []string) error {
-	return func(s *session, _ []string) error {
+	return func(s *session, pos []string) error {
+		if err := cli.NoArgs(pos); err != nil {
+			return err
+		}
 		resp, err := call(s, sigv1.SIGClient.ListQueues, &sigv1.ListQueuesRequest{})
 		if err != nil {
 			return err
@@ -160,7 +169,10 @@ func queuesFlags(*flag.FlagSet) func(*session, []string) error {
 }
 
 func statsFlags(*flag.FlagSet) func(*session, []string) error {
-	return func(s *session, _ []string) error {
+	return func(s *session, pos []string) error {
+		if err := cli.NoArgs(pos); err != nil {
+			return err
+		}
 		st, err := call(s, sigv1.SIGClient.Stats, &sigv1.StatsRequest{})
 		if err != nil {
 			return err

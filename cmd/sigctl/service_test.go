@@ -52,6 +52,10 @@ func TestServiceCommands(t *testing.T) {
 		{"submit", graph, "--client", "ctr", "--pipeline", "p", "--range", rng, "--bogus"}, // unknown flag
 		{"quarantine", "release", "k"}, // no block
 		{"quarantine", "frob"},         // no such subcommand
+		{"stats", "extra"},             // a stray argument is refused, not ignored
+		{"queues", "extra"},
+		{"watch", "extra", "--client", "ctr", "--pipeline", "p"},
+		{"set-priority", "extra", "--client", "ctr", "--pipeline", "p", "--priority", "3"},
 	} {
 		run(2, append(args, ctr...)...)
 	}

@@ -68,7 +68,7 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	late := fs.Float64("late-fraction", 0.001, "fraction of late events (negative: none)")
 	firstID := fs.Int64("first-event-id", 1, "id of the first event")
 	format := fs.String("format", "row", "record encoding: row (compact binary) or json")
-	if _, err := cli.ParseEnvArgs(fs, args); err != nil {
+	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
 	}
 	if (len(brokers) == 0) == (*out == "") {
@@ -144,7 +144,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	instance := fs.String("instance-id", "", "static group member id (restarts reclaim partitions at once)")
 	maxBytes := fs.Int("max-record-bytes", record.DefaultMaxBytes, "larger records go to the dead-letter topic")
 	newLogger := cli.LogFlag(fs)
-	if _, err := cli.ParseEnvArgs(fs, args); err != nil {
+	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
 	}
 	logger, err := newLogger(stderr)
@@ -295,7 +295,7 @@ func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		catDir := fs.String("catalog", "", "block catalog directory (Pebble)")
 		var s3 s3Flags
 		s3.register(fs)
-		if _, err := cli.ParseEnvArgs(fs, args[1:]); err != nil {
+		if err := cli.ParseEnv(fs, args[1:]); err != nil {
 			return err
 		}
 		if *catDir == "" {

@@ -17,10 +17,19 @@ import (
 // variable named.
 func ParseEnv(fs *flag.FlagSet, args []string) error {
 	pos, err := ParseEnvArgs(fs, args)
-	if err == nil && len(pos) > 0 {
-		err = fmt.Errorf("%w: unexpected arguments %q", ErrUsage, pos)
+	if err != nil {
+		return err
 	}
-	return err
+	return NoArgs(pos)
+}
+
+// NoArgs is the usage error of a command that takes no positional
+// arguments and was given some: a stray word is refused, not ignored.
+func NoArgs(pos []string) error {
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", ErrUsage, pos)
+	}
+	return nil
 }
 
 // ParseEnvArgs is ParseEnv for a command that takes positional arguments:
