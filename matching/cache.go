@@ -749,26 +749,73 @@ type Reuse struct {
 	BlocksByPipelines []int64
 }
 
-// Reuse scans the cache (cost linear in its size and in the blocks the
-// pipelines' ranges cover; callers cache the result). A ready memo block
-// (component k, block b) is used by the registered pipelines that have k
-// as a model input's component and whose event range covers b, as blocks
-// lists it: the very walk a read solution makes (Frontend.resolve), so a
-// pipeline counts for the blocks its read solution names and no others.
+// Reuse walks the cache (cost linear in its size; callers cache the
+// result). A ready memo block (component k, block b) is used by the
+// registered pipelines that have k as a model input's component and whose
+// event range covers b, as blocks lists it: the very walk a read solution
+// makes (Frontend.resolve), so a pipeline counts for the blocks its read
+// solution names and no others.
+//
+// Its memory is the pipelines' and the blocks their ranges cover, not the
+// cache's: it reads each pipeline's range, then walks the memo entries and
+// the user index together, both in component order, counting one
+// component's users at a time. (A map of every component's users per
+// block, built first, was 4 GB of sigd's RSS at a million components:
+// bench/scale.txt.)
 func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 	var r Reuse
-	var uses map[canon.Key]map[string]int
-	var err error
-	if r.Pipelines, uses, err = c.blockUsers(blocks); err != nil {
+	ranges, err := c.pipelineRanges(blocks)
+	if err != nil {
 		return r, err
 	}
+	r.Pipelines = len(ranges.of)
+	users, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxUser}, UpperBound: []byte{pfxUser + 1}})
+	if err != nil {
+		return r, err
+	}
+	defer users.Close()
+	// uses are the current component's users by range: (range, pipelines).
+	var uses [][2]int
+	var pfx []byte
+	cur, started := canon.Key{}, false
 	var sum int64
-	err = c.eachMemoOfAll(func(e MemoEntry) {
-		switch e.State {
+	err = pebbleutil.Scan(c.db, memosPrefix, func(key, v []byte) (bool, error) {
+		k := keyAt(key, 1)
+		if !started || k != cur {
+			cur, started, uses = k, true, uses[:0]
+			pfx = append(append(pfx[:0], pfxUser), k[:]...) // userPrefix(k), without an allocation per component
+			for ok := users.SeekGE(pfx); ok && bytes.HasPrefix(users.Key(), pfx); ok = users.Next() {
+				ri, ok := ranges.of[string(users.Key()[len(pfx):])]
+				if !ok {
+					continue // not a registered pipeline
+				}
+				i := 0
+				for i < len(uses) && uses[i][0] != ri {
+					i++
+				}
+				if i == len(uses) {
+					uses = append(uses, [2]int{ri, 0})
+				}
+				uses[i][1]++
+			}
+			if err := users.Error(); err != nil {
+				return false, err
+			}
+		}
+		state, size, err := memoStateBytes(v)
+		if err != nil {
+			return false, fmt.Errorf("memo entry %s/%s: %w", k.Short(), key[1+keyLen:], err)
+		}
+		switch state {
 		case MemoReady:
 			r.ReadyBlocks++
-			r.ReadyBytes += e.Bytes
-			u := uses[e.Component][e.Block]
+			r.ReadyBytes += size
+			u := 0
+			for _, ru := range uses {
+				if ranges.covers[ru[0]][string(key[1+keyLen:])] {
+					u += ru[1]
+				}
+			}
 			sum += int64(u)
 			r.PipelinesPerBlockMax = max(r.PipelinesPerBlockMax, u)
 			for len(r.BlocksByPipelines) <= u {
@@ -780,6 +827,7 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 		case MemoFailed:
 			r.FailedBlocks++
 		}
+		return true, nil
 	})
 	if err != nil {
 		return r, err
@@ -791,50 +839,50 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 	return r, err
 }
 
-// blockUsers counts, per component and block, the registered pipelines
-// whose read solution names the block for the component (uses[k][b]), and
-// returns the number of pipelines.
-func (c *Cache) blockUsers(blocks Blocks) (int, map[canon.Key]map[string]int, error) {
-	n := 0
-	uses := map[canon.Key]map[string]int{}
+// pipelineRanges are the registered pipelines' event ranges: of maps a
+// pipeline (client\x00name, as its user keys end) to its range's index,
+// covers[i] is the set of block ids range i covers. Ranges repeat across a
+// fleet, so there are few.
+type pipelineRanges struct {
+	of     map[string]int
+	covers []map[string]bool
+}
+
+func (c *Cache) pipelineRanges(blocks Blocks) (pipelineRanges, error) {
 	type span struct {
 		source   string
 		from, to int64
 	}
-	spans := map[span][]Block{} // ranges repeat across a fleet
-	err := pebbleutil.Scan(c.db, pipelinePrefix(""), func(_, v []byte) (bool, error) {
-		n++
-		var p Pipeline
+	index := map[span]int{}
+	out := pipelineRanges{of: map[string]int{}}
+	err := pebbleutil.Scan(c.db, pipelinePrefix(""), func(key, v []byte) (bool, error) {
+		var p struct { // the range only: the inputs are the user index's
+			Source string `json:"source"`
+			From   int64  `json:"from"`
+			To     int64  `json:"to"`
+		}
 		if err := json.Unmarshal(v, &p); err != nil {
-			return false, err
+			return false, fmt.Errorf("pipeline %q: %w", key[1:], err)
 		}
 		sp := span{p.Source, p.From, p.To}
-		bs, ok := spans[sp]
+		i, ok := index[sp]
 		if !ok {
-			var err error
-			if bs, err = blocks.Range(p.Source, p.From, p.To); err != nil {
+			bs, err := blocks.Range(p.Source, p.From, p.To)
+			if err != nil {
 				return false, err
 			}
-			spans[sp] = bs
-		}
-		seen := map[canon.Key]bool{}
-		for _, in := range p.Inputs {
-			if seen[in.Component] {
-				continue // two inputs on one component: one user
-			}
-			seen[in.Component] = true
-			m := uses[in.Component]
-			if m == nil {
-				m = map[string]int{}
-				uses[in.Component] = m
-			}
+			ids := make(map[string]bool, len(bs))
 			for _, b := range bs {
-				m[b.ID]++
+				ids[b.ID] = true
 			}
+			i = len(out.covers)
+			index[sp] = i
+			out.covers = append(out.covers, ids)
 		}
+		out.of[string(key[1:])] = i
 		return true, nil
 	})
-	return n, uses, err
+	return out, err
 }
 
 // AuditEntry records one eviction: who, when, what, why, and its impact.

@@ -2,6 +2,7 @@ package matching
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -164,6 +165,23 @@ func encodeMemo(e *MemoEntry) []byte {
 	b = append(b, e.Object...)
 	b = binary.AppendUvarint(b, uint64(len(e.Error)))
 	return append(b, e.Error...)
+}
+
+// memoStateBytes decodes only a memo entry's state and object size, what
+// Reuse counts, without the strings decodeMemo allocates.
+func memoStateBytes(v []byte) (MemoState, int64, error) {
+	if len(v) < 1 {
+		return 0, 0, errors.New("corrupt")
+	}
+	_, n := binary.Uvarint(v[1:]) // rows
+	if n <= 0 {
+		return 0, 0, errors.New("corrupt")
+	}
+	size, m := binary.Uvarint(v[1+n:])
+	if m <= 0 {
+		return 0, 0, errors.New("corrupt")
+	}
+	return MemoState(v[0]), int64(size), nil
 }
 
 func decodeMemo(k canon.Key, block string, v []byte) (MemoEntry, error) {

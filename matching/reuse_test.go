@@ -1,12 +1,16 @@
 package matching
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/matching/canon"
 )
 
 // TestReuse runs testdata/reuse.txt: pipelines submitted over event ranges,
@@ -78,10 +82,11 @@ func TestReuse(t *testing.T) {
 				r.PipelinesPerBlockMean, r.PipelinesPerBlockMax, r.BlocksByPipelines)
 			// Per ready block, the count Reuse aggregates: the block, its
 			// users, the component's canonical DSL.
-			_, uses, err := f.Cache().blockUsers(f.cfg.Blocks)
+			_, uses, err := blockUsers(f.Cache(), f.cfg.Blocks)
 			if err != nil {
 				t.Fatal(err)
 			}
+			var hist []int64
 			keys, err := f.Cache().ComponentKeys()
 			if err != nil {
 				t.Fatal(err)
@@ -99,8 +104,15 @@ func TestReuse(t *testing.T) {
 				for id, e := range memos {
 					if e.State == MemoReady {
 						lines = append(lines, fmt.Sprintf("%s used by %d: %s", id, uses[k][id], strings.TrimPrefix(rec.DSL, "input out = ")))
+						for len(hist) <= uses[k][id] {
+							hist = append(hist, 0)
+						}
+						hist[uses[k][id]]++
 					}
 				}
+			}
+			if !slices.Equal(hist, r.BlocksByPipelines) {
+				t.Errorf("Reuse counts blocks by pipelines %v, the pipeline records %v", r.BlocksByPipelines, hist)
 			}
 			slices.Sort(lines)
 			for _, l := range lines {
@@ -111,4 +123,114 @@ func TestReuse(t *testing.T) {
 		td.Fatalf(t, "unknown command %q", td.Cmd)
 		return ""
 	})
+}
+
+// TestReuseMemoryIsNotTheCache: Reuse's allocations do not grow with the
+// components and memo entries it walks, only with the pipelines and their
+// ranges. Reuse used to build a map of every component's users per block
+// first: 4 GB of sigd's RSS at a million components (bench/scale.txt), on
+// every Stats or /metrics scrape after a submit.
+func TestReuseMemoryIsNotTheCache(t *testing.T) {
+	f, _, _ := newTestFrontend(t, 4)
+	graph := func(first, n int) string {
+		var b strings.Builder
+		for i := first; i < first+n; i++ {
+			fmt.Fprintf(&b, "input c%d = hash(unigrams(lower(col(\"query\"))), buckets=%d)\n", i, 1000+i)
+		}
+		return b.String()
+	}
+	submit := func(pipeline string, first, n int) {
+		t.Helper()
+		if _, err := f.Submit(SubmitRequest{Client: "c", Pipeline: pipeline, Graph: mustParse(t, graph(first, n)), From: 0, To: 400}); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := f.Cache().ComponentKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			memos, err := f.Cache().Memos(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id, e := range memos {
+				if e.State == MemoPending {
+					if err := f.MarkReady(k, id, e.Gen, 100, 1000); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	allocs := func() (float64, Reuse) {
+		var r Reuse
+		n := testing.AllocsPerRun(3, func() {
+			var err error
+			if r, err = f.Reuse(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return n, r
+	}
+	submit("a", 0, 20)
+	submit("b", 20, 20)
+	small, r := allocs()
+	if r.Components != 40 || r.ReadyBlocks != 160 || r.PipelinesPerBlockMax != 1 {
+		t.Fatalf("%+v", r)
+	}
+	submit("b", 20, 400) // the same pipelines, ten times the components
+	large, r := allocs()
+	if r.Components != 420 || r.ReadyBlocks != 1680 || r.Pipelines != 2 {
+		t.Fatalf("%+v", r)
+	}
+	if large > small+50 {
+		t.Errorf("Reuse allocates %.0f times over 40 components, %.0f over 420 (1680 ready blocks) of the same 2 pipelines: it grows with the cache", small, large)
+	}
+}
+
+// blockUsers is the reference count TestReuse checks Reuse against, made
+// from the pipeline records rather than the user index Reuse walks: per
+// component and block, the registered pipelines whose read solution names
+// the block for the component (uses[k][b]), and the number of pipelines.
+func blockUsers(c *Cache, blocks Blocks) (int, map[canon.Key]map[string]int, error) {
+	n := 0
+	uses := map[canon.Key]map[string]int{}
+	type span struct {
+		source   string
+		from, to int64
+	}
+	spans := map[span][]Block{} // ranges repeat across a fleet
+	err := pebbleutil.Scan(c.db, pipelinePrefix(""), func(_, v []byte) (bool, error) {
+		n++
+		var p Pipeline
+		if err := json.Unmarshal(v, &p); err != nil {
+			return false, err
+		}
+		sp := span{p.Source, p.From, p.To}
+		bs, ok := spans[sp]
+		if !ok {
+			var err error
+			if bs, err = blocks.Range(p.Source, p.From, p.To); err != nil {
+				return false, err
+			}
+			spans[sp] = bs
+		}
+		seen := map[canon.Key]bool{}
+		for _, in := range p.Inputs {
+			if seen[in.Component] {
+				continue // two inputs on one component: one user
+			}
+			seen[in.Component] = true
+			m := uses[in.Component]
+			if m == nil {
+				m = map[string]int{}
+				uses[in.Component] = m
+			}
+			for _, b := range bs {
+				m[b.ID]++
+			}
+		}
+		return true, nil
+	})
+	return n, uses, err
 }
