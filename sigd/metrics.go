@@ -22,11 +22,18 @@ type metrics struct {
 	phases                             *prometheus.HistogramVec
 	trainerGoodput                     *prometheus.GaugeVec
 
-	reuseMu   sync.Mutex
-	reuse     matching.Reuse
-	reuseAt   time.Time
-	latencyMu sync.Mutex
-	latencies []float64 // recent task latencies, for p50/p99 in Stats
+	reuseMu sync.Mutex
+	reuse   matching.Reuse
+	reuseAt time.Time // by the server's clock; zero before the first walk
+	// reuseChanged: a submit since the last walk. walkEnd and walkTook are
+	// the last walk's, in real time: the walk's cost is the machine's.
+	reuseChanged bool
+	walkEnd      time.Time
+	walkTook     time.Duration
+	walks        prometheus.Counter
+	walkSeconds  prometheus.Counter
+	latencyMu    sync.Mutex
+	latencies    []float64 // recent task latencies, for p50/p99 in Stats
 }
 
 var (
@@ -56,13 +63,17 @@ func newMetrics(s *Server) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"phase"}),
 		trainerGoodput: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sig_trainer_reported_goodput_ratio",
 			Help: "Goodput reported by trainer jobs."}, []string{"client", "training_job", "kind"}),
+		walks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_reuse_walks_total",
+			Help: "Walks of the matching cache for the reuse figures (Stats, /metrics)."}),
+		walkSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_reuse_walk_seconds_total",
+			Help: "Time spent walking the matching cache for the reuse figures."}),
 	}
 }
 
 // kept are the metrics m keeps (the others it computes when collected).
 func (m *metrics) kept() []prometheus.Collector {
 	return []prometheus.Collector{m.submits, m.components, m.componentHits, m.blockRequests, m.blockHits, m.taskLatency,
-		m.phases, m.trainerGoodput}
+		m.phases, m.trainerGoodput, m.walks, m.walkSeconds}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -96,19 +107,42 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descPipelines, prometheus.GaugeValue, float64(r.Pipelines))
 }
 
-// reuseStats scans the cache at most every two seconds.
+// reuseWalkSpacing: after a walk of the cache for the reuse figures, the
+// next one waits at least this many times the walk's duration. A walk is
+// linear in the cache (seconds at a million components, bench/scale.txt)
+// and every submit changes the figures, while Stats and /metrics are asked
+// often (the web UI every 5 s, a fleet's autoscaler every second,
+// Prometheus): without the spacing, a busy sigd with a large cache walked
+// it on nearly every call. With it the walks take at most
+// 1/(1+reuseWalkSpacing) of the time whatever the cache's size; until the
+// next walk, the figures are the last walk's.
+const reuseWalkSpacing = 10
+
+// reuseStats returns the reuse figures, walking the cache when they are
+// older than two seconds or a submit came since, and the last walk is
+// reuseWalkSpacing of its durations behind.
 func (m *metrics) reuseStats() (matching.Reuse, error) {
 	m.reuseMu.Lock()
 	defer m.reuseMu.Unlock()
 	now := m.s.clock.Now()
-	if !m.reuseAt.IsZero() && now.Sub(m.reuseAt) < 2*time.Second {
-		return m.reuse, nil
+	if !m.reuseAt.IsZero() {
+		if !m.reuseChanged && now.Sub(m.reuseAt) < 2*time.Second {
+			return m.reuse, nil
+		}
+		if time.Since(m.walkEnd) < reuseWalkSpacing*m.walkTook {
+			return m.reuse, nil
+		}
 	}
+	t0 := time.Now()
 	r, err := m.s.frontend.Reuse()
 	if err != nil {
 		return r, err
 	}
-	m.reuse, m.reuseAt = r, now
+	m.walkEnd = time.Now()
+	m.walkTook = m.walkEnd.Sub(t0)
+	m.walks.Inc()
+	m.walkSeconds.Add(m.walkTook.Seconds())
+	m.reuse, m.reuseAt, m.reuseChanged = r, now, false
 	return r, nil
 }
 
@@ -120,7 +154,7 @@ func (m *metrics) observeSubmit(r *matching.SubmitResult) {
 	m.blockRequests.Add(float64(r.BlockHits + r.BlockMisses))
 	m.blockHits.Add(float64(r.BlockHits))
 	m.reuseMu.Lock()
-	m.reuseAt = time.Time{} // reuse changed
+	m.reuseChanged = true
 	m.reuseMu.Unlock()
 }
 
