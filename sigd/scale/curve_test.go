@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,6 +134,7 @@ type env struct {
 	// far, for reads.
 	grpcPipes, inprocPipes [][2]string
 	r                      *rand.Rand
+	profDir                string // SIG_SCALE_PROFILE_DIR
 }
 
 func newEnv(tb testing.TB, cfg scale.Config) *env {
@@ -149,7 +152,7 @@ func newEnv(tb testing.TB, cfg scale.Config) *env {
 	w.Catalog(tb, dir)
 	tokF, toks := sigdtest.WriteTokens(tb, tb.TempDir())
 	return &env{tb: tb, cfg: cfg, w: w, dir: dir, toks: toks, tokF: tokF, bin: sigdtest.BuildCommand(tb, "cmd/sigd"),
-		rng: w.All(), r: rand.New(rand.NewPCG(cfg.Seed, 1)), backlog: map[canon.Key]bool{}}
+		rng: w.All(), r: rand.New(rand.NewPCG(cfg.Seed, 1)), backlog: map[canon.Key]bool{}, profDir: os.Getenv("SIG_SCALE_PROFILE_DIR")}
 }
 
 // stores are sigd's stores opened in the benchmark's process while sigd is
@@ -463,7 +466,9 @@ func (e *env) inProcess(s *stores, p *scale.Point) {
 		return lat
 	}
 	run(e.cfg.Submits/20, "warm")
+	stop := e.profile("submit")
 	p.SubmitFrontend = scale.Summarize(run(e.cfg.Submits, "m"))
+	stop()
 
 	var lat []time.Duration
 	for range e.cfg.Reads {
@@ -488,6 +493,47 @@ func (e *env) inProcess(s *stores, p *scale.Point) {
 		lat = append(lat, time.Since(t0))
 	}
 	p.SearchFrontend = scale.Summarize(lat)
+
+	// The reuse figures: what Stats and a /metrics scrape recompute after
+	// any submit. Three walks, fewer when one takes seconds.
+	lat = lat[:0]
+	stop = e.profile("reuse")
+	for len(lat) < 3 {
+		t0 := time.Now()
+		if _, err := s.f.Reuse(); err != nil {
+			e.tb.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		if lat[len(lat)-1] > 3*time.Second {
+			break
+		}
+	}
+	stop()
+	p.Reuse = scale.Summarize(lat)
+}
+
+// profile starts a CPU profile of the benchmark's process, written to
+// SIG_SCALE_PROFILE_DIR/<components>-<what>.cpu.pprof when stop is called;
+// it does nothing without that directory. The in-process figures run the
+// code sigd runs (matching.Frontend on its stores), so their profile is
+// where a submit's time goes, without gRPC.
+func (e *env) profile(what string) (stop func()) {
+	if e.profDir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(e.profDir, fmt.Sprintf("%d-%s.cpu.pprof", len(e.keys), what)))
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		e.tb.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			e.tb.Fatal(err)
+		}
+	}
 }
 
 // queueCycles reopens the queue (timed: the backlog is rebuilt in memory)
@@ -685,17 +731,9 @@ func (e *env) overGRPC(pr *proc, p *scale.Point, point int) {
 		return lat
 	}
 	run(e.cfg.Submits/20, "warm", false)
-	var prof *exec.Cmd
-	if d := os.Getenv("SIG_SCALE_PROFILE_DIR"); d != "" { // HACK
-		prof = exec.Command("curl", "-s", "-o", fmt.Sprintf("%s/%d-cpu.pb.gz", d, len(e.keys)), "http://"+os.Getenv("SIG_PPROF_ADDR")+"/debug/pprof/profile?seconds=4")
-		prof.Start()
-	}
 	cpu0 := procCPU(e.tb, pid)
 	p.Submit = scale.Summarize(run(e.cfg.Submits, "m", true))
 	p.Sigd.CPUMsPerSubmit = float64(procCPU(e.tb, pid)-cpu0) / float64(time.Millisecond) / float64(e.cfg.Submits)
-	if prof != nil {
-		prof.Wait()
-	}
 	if req := shape.BlockHits + shape.BlockMisses; req > 0 {
 		shape.BlockHitRate = shape.BlockHits / req
 	}
@@ -756,12 +794,6 @@ func (e *env) overGRPC(pr *proc, p *scale.Point, point int) {
 	p.Stats = scale.Summarize(lat)
 	p.ReadyBlocks, p.Pipelines = int64(st.MemoBlocks), int(st.Pipelines)
 
-	if d := os.Getenv("SIG_SCALE_PROFILE_DIR"); d != "" { // HACK
-		for _, kind := range []string{"heap"} {
-			out, _ := exec.Command("curl", "-s", "-o", fmt.Sprintf("%s/%d-%s.pb.gz", d, len(e.keys), kind[:4]), "http://"+os.Getenv("SIG_PPROF_ADDR")+"/debug/pprof/"+kind).CombinedOutput()
-			e.tb.Log(string(out))
-		}
-	}
 	p.Sigd.RSSBytes = procStatus(e.tb, pid, "VmRSS")
 	p.Sigd.PeakRSSBytes = procStatus(e.tb, pid, "VmHWM")
 	p.Sigd.GoHeapBytes = int64(metric(e.tb, pr.p.HTTPAddr, "go_memstats_heap_inuse_bytes"))
@@ -849,7 +881,9 @@ func (e *env) run(res *scale.Results) {
 		s := e.open()
 		e.drain(s)
 		t0 := time.Now()
+		stop := e.profile(fmt.Sprintf("fill-to-%d", n))
 		e.grow(s, n)
+		stop()
 		p.FillSeconds = time.Since(t0).Seconds()
 		t0 = time.Now()
 		if err := s.cache.Compact(context.Background()); err != nil {
@@ -868,6 +902,7 @@ func (e *env) run(res *scale.Results) {
 		e.overGRPC(pr, &p, i)
 		pr.stop(e.tb)
 		p.LoadAvg[1] = loadAvg()
+		p.Summarize()
 		res.Points = append(res.Points, p)
 		e.tb.Logf("%d components: submit p50 %.2f p99 %.2f ms (in process %.2f, %.2f), rss %.0f MiB, cache %.0f MiB, fill %.0f s",
 			n, p.Submit.P50Ms, p.Submit.P99Ms, p.SubmitFrontend.P50Ms, p.SubmitFrontend.P99Ms,
@@ -931,21 +966,69 @@ func BenchmarkScaleCurve(b *testing.B) {
 	b.ReportMetric(last.SubmitFrontend.P99Ms, "frontend-p99-ms")
 	b.ReportMetric(float64(last.Sigd.RSSBytes)/(1<<20), "sigd-rss-MiB")
 	if out := os.Getenv("SIG_SCALE_OUT"); out != "" {
+		if f := os.Getenv("SIG_SCALE_NOTES"); f != "" {
+			text, err := os.ReadFile(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, line := range strings.Split(string(text), "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					res.Notes = append(res.Notes, line)
+				}
+			}
+		}
 		writeResults(b, res, out)
 	}
+}
+
+// notes are what the figures themselves say about scaling: the target at
+// the largest point, and how each figure grew from the smallest point to
+// the largest against the cache (x the components).
+func notes(res *scale.Results) []string {
+	if len(res.Points) == 0 {
+		return nil
+	}
+	a, z := res.Points[0], res.Points[len(res.Points)-1]
+	met := "met"
+	if z.SubmitP99Ms >= 5 {
+		met = "NOT met"
+	}
+	out := []string{fmt.Sprintf("target submit p99 < 5 ms at 1M components: at %d components p99 is %.2f ms over gRPC (%.2f ms in process, p50 %.2f/%.2f), %s; load average %.1f-%.1f during that point on %d CPUs",
+		z.Components, z.SubmitP99Ms, z.SubmitFrontend.P99Ms, z.SubmitP50Ms, z.SubmitFrontend.P50Ms, met, z.LoadAvg[0], z.LoadAvg[1], res.MachineDetail.CPUs)}
+	if z.Components < 1_000_000 {
+		out = append(out, fmt.Sprintf("the curve stops at %d components: 1M was not measured in this run", z.Components))
+	}
+	if len(res.Points) < 2 {
+		return out
+	}
+	x := func(v0, v1 float64) string {
+		if v0 <= 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("x%.2f", v1/v0)
+	}
+	out = append(out, fmt.Sprintf("from %d to %d components (x%.0f): submit p50 %s, p99 %s (in process p50 %s); read solution p50 %s; "+
+		"reuse walk (Stats, /metrics) %s; search p50 %s; queue ops/s %s; pebble bytes %s; sigd RSS %s (Go heap in use %s); sigd start %s; eviction blocks/s %s",
+		a.Components, z.Components, float64(z.Components)/float64(a.Components),
+		x(a.SubmitP50Ms, z.SubmitP50Ms), x(a.SubmitP99Ms, z.SubmitP99Ms), x(a.SubmitFrontend.P50Ms, z.SubmitFrontend.P50Ms),
+		x(a.ReadSolution.P50Ms, z.ReadSolution.P50Ms), x(a.Reuse.P50Ms, z.Reuse.P50Ms), x(a.Search.P50Ms, z.Search.P50Ms),
+		x(a.QueueOpsPerS, z.QueueOpsPerS), x(float64(a.PebbleBytes), float64(z.PebbleBytes)), x(float64(a.SigdRSSBytes), float64(z.SigdRSSBytes)),
+		x(float64(a.Sigd.GoHeapBytes), float64(z.Sigd.GoHeapBytes)), x(a.Sigd.StartSeconds, z.Sigd.StartSeconds), x(a.EvictPerS, z.EvictPerS)))
+	return out
 }
 
 func runCurve(tb testing.TB, cfg scale.Config) *scale.Results {
 	old := debug.SetGCPercent(cfg.GCPercent)
 	tb.Cleanup(func() { debug.SetGCPercent(old) })
-	res := &scale.Results{Started: time.Now().UTC(), Config: cfg, Machine: scale.Machine{CPUs: runtime.NumCPU(),
-		GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, MemoryBytes: memTotal()}}
+	m := scale.Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, MemoryBytes: memTotal()}
+	res := &scale.Results{Started: time.Now().UTC(), Config: cfg, Machine: m.String(), MachineDetail: m}
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		res.Commit = strings.TrimSpace(string(out))
 	}
 	e := newEnv(tb, cfg)
 	e.run(res)
 	res.Seconds = time.Since(res.Started).Seconds()
+	res.Notes = notes(res)
 	return res
 }
 
@@ -976,5 +1059,81 @@ func writeResults(tb testing.TB, res *scale.Results, out string) {
 	}
 	if err := os.WriteFile(out+".txt", t.Bytes(), 0o644); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// TestScaleCurveSmall runs the curve end to end on a few thousand
+// components (the benchmark's machinery at make-test size: seconds), and
+// checks what the benchmark's readers rely on: every summary figure
+// measured, the stores growing with the cache, and the JSON's contract
+// (schema, machine, the point fields `sigctl report` reads).
+func TestScaleCurveSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MinIO, kfake and a sigd process")
+	}
+	cfg := defaultConfig()
+	cfg.Sizes = []int{1000, 3000}
+	cfg.Blocks, cfg.Submits, cfg.Reads, cfg.Searches, cfg.QueueCycles, cfg.MaxNodes = 4, 60, 20, 7, 300, 100
+	res := runCurve(t, cfg)
+	for i, p := range res.Points {
+		if p.Components != cfg.Sizes[i] || p.Submits != cfg.Submits || p.SubmitP50Ms <= 0 || p.SubmitP99Ms < p.SubmitP50Ms {
+			t.Errorf("point %d: %d components, %d submits, p50 %v p99 %v ms; want %d, %d, 0 < p50 <= p99",
+				i, p.Components, p.Submits, p.SubmitP50Ms, p.SubmitP99Ms, cfg.Sizes[i], cfg.Submits)
+		}
+		if p.QueueOpsPerS <= 0 || p.SigdRSSBytes <= 0 || p.EvictPerS <= 0 || p.Reuse.N == 0 || p.Evict.Components == 0 {
+			t.Errorf("point %d: queue %v ops/s, rss %d, evict %v blocks/s (%d components), %d reuse walks: want each measured",
+				i, p.QueueOpsPerS, p.SigdRSSBytes, p.EvictPerS, p.Evict.Components, p.Reuse.N)
+		}
+		if want := p.Store.CacheBytes + p.Store.QueueBytes + p.Store.CatalogBytes; p.PebbleBytes != want || want == 0 {
+			t.Errorf("point %d: pebble_bytes %d, stores %+v", i, p.PebbleBytes, p.Store)
+		}
+		// Every cached component but those the fill left pending is
+		// ready over every block, as sigd's own Stats counts them (the
+		// point's eviction came after Stats).
+		backlog := 0
+		for c := range p.Components {
+			if (&env{cfg: cfg}).backlogged(c) {
+				backlog++
+			}
+		}
+		if min := int64((p.Components - backlog) * cfg.Blocks); p.ReadyBlocks < min {
+			t.Errorf("point %d: sigd counts %d ready blocks, want at least %d", i, p.ReadyBlocks, min)
+		}
+	}
+	if a, b := res.Points[0].Store.CacheBytes, res.Points[1].Store.CacheBytes; b <= a {
+		t.Errorf("the cache store did not grow with the cache: %d then %d bytes", a, b)
+	}
+
+	var buf bytes.Buffer
+	if err := res.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Schema  string           `json:"schema"`
+		Machine string           `json:"machine"`
+		Points  []map[string]any `json:"points"`
+		Notes   []string         `json:"notes"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Schema != "sig.scale/v1" || raw.Machine == "" || len(raw.Points) != 2 {
+		t.Fatalf("schema %q, machine %q, %d points", raw.Schema, raw.Machine, len(raw.Points))
+	}
+	for _, k := range []string{"components", "submit_p50_ms", "submit_p99_ms", "submits", "queue_ops_per_s", "pebble_bytes", "sigd_rss_bytes", "evict_per_s"} {
+		if v, ok := raw.Points[1][k].(float64); !ok || v <= 0 {
+			t.Errorf("point 1's %q is %v, want a positive number", k, raw.Points[1][k])
+		}
+	}
+	back, err := scale.Read(bytes.NewReader(buf.Bytes()))
+	if err != nil || len(back.Points) != 2 || back.Points[1].SubmitP99Ms != res.Points[1].SubmitP99Ms {
+		t.Fatalf("read back: %v, %+v", err, back)
+	}
+	if _, err := scale.Read(strings.NewReader(`{"schema":"sig.fleet/v1"}`)); !errors.Is(err, scale.ErrSchema) {
+		t.Errorf("reading another report: %v, want ErrSchema", err)
+	}
+	var txt bytes.Buffer
+	if err := res.WriteText(&txt); err != nil || !strings.Contains(txt.String(), "submit-p99") {
+		t.Errorf("text: %v\n%s", err, txt.String())
 	}
 }

@@ -4,24 +4,29 @@
 // thousand to a million components, and how fast a subgraph is evicted.
 //
 // The package holds the results' schema (Results, one Point per cache size;
-// Kind "sig.scale", Version 1; JSON with Write and Read, a text table with
+// Schema "sig.scale/v1"; JSON with Write and Read, a text table with
 // WriteText), which bench/scale.sh writes to bench/scale.json and
-// bench/scale.txt and which a report reads. Its tests hold the benchmark
-// that measures them (BenchmarkScaleCurve):
+// bench/scale.txt and which `sigctl report` reads: a Point's summary
+// fields (components, submit_p50_ms, submit_p99_ms, submits,
+// queue_ops_per_s, pebble_bytes, sigd_rss_bytes, evict_per_s) keep their
+// names and units. Its tests hold the benchmark that measures them
+// (BenchmarkScaleCurve) and the same run on a few thousand components
+// (TestScaleCurveSmall):
 //
-//   - the cache grows through its own API (matching.Frontend.Submit of
-//     pipelines of 200 components over 8 raw blocks, their ready memo
-//     entries written with Cache.SetMemo first), in sigd's data directory
-//     while sigd is stopped; one fill pipeline in 40 is left pending, so
-//     the queue's backlog grows with the cache (a fifth of a task per
-//     component);
+//   - the cache grows through the code sigd runs, in bulk, not by RPCs:
+//     matching.Frontend.Submit of pipelines of 200 components over 8 raw
+//     blocks (one Pebble batch each for its component records, search index
+//     and users), their ready memo entries written with Cache.SetMemo
+//     first, in sigd's data directory while sigd is stopped; one component
+//     in 40 is left pending, so the queue's backlog grows with the cache (a
+//     fifth of a task per component);
 //   - at each point the same workload runs into matching.Frontend in the
 //     benchmark's process and over gRPC to `sigd serve`, a subprocess on
 //     those stores with its real MinIO and Kafka: submits of 10-200-node
 //     graphs whose inputs are cached components drawn by Zipf popularity,
 //     5% never seen (misses: pending entries and queued tasks), read
 //     solutions of the pipelines submitted, subgraph searches, the Stats
-//     RPC;
+//     RPC, and the reuse walk Stats and /metrics make (in process);
 //   - the queue's enqueue-lease-complete cycles run on sigd's queue store
 //     with its backlog; sizes are the stores' files on disk; sigd's memory
 //     and CPU come from /proc/<pid> of the process; the eviction is the

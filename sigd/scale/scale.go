@@ -11,44 +11,53 @@ import (
 	"time"
 )
 
-// Kind names these results in their JSON ("kind"), so a reader handed
-// another report (the fleet's) says so instead of reading zeros.
-const Kind = "sig.scale"
+// Schema names these results and their version in the JSON ("schema"),
+// so a reader handed another report (the fleet's) says so instead of
+// reading zeros. The version changes when a field changes meaning or
+// unit, or goes; adding a field does not change it (readers ignore fields
+// they do not know, and a missing field reads as zero, which every field
+// documents as "not measured").
+const Schema = "sig.scale/v1"
 
-// Version is the schema version this package writes and reads. It changes
-// when a field changes meaning or unit, or goes; adding a field does not
-// change it (readers ignore fields they do not know, and a missing field
-// reads as zero, which every field documents as "not measured").
-const Version = 1
-
-// ErrSchema: the file is not scale results of this Version.
-var ErrSchema = errors.New("scale: not scale results of schema version 1")
+// ErrSchema: the file is not scale results of this Schema.
+var ErrSchema = errors.New("scale: not scale results of schema " + Schema)
 
 // Results is one run of the scale curve: the machine, the settings, and
-// one Point per cache size, smallest first.
+// one Point per cache size, smallest first. Its JSON is the contract with
+// its readers (`sigctl report`): the fields named in Point's first block
+// keep their names and units.
 type Results struct {
-	Kind    string    `json:"kind"`    // Kind
-	Version int       `json:"version"` // Version
-	Started time.Time `json:"started"`
+	Schema string `json:"schema"` // Schema
+	// Machine says where it ran, in one line (CPUs, memory, Go, OS);
+	// MachineDetail is the same as fields.
+	Machine       string    `json:"machine"`
+	MachineDetail Machine   `json:"machine_detail"`
+	Started       time.Time `json:"started"`
 	// Seconds is the whole run's wall time, fills included.
 	Seconds float64 `json:"seconds"`
 	Commit  string  `json:"commit,omitempty"`
-	Machine Machine `json:"machine"`
 	Config  Config  `json:"config"`
 	Points  []Point `json:"points"`
-	// Notes say where the curve stops scaling and why (the bench script
-	// adds them; the run itself only measures).
+	// Notes say where the curve stops scaling and why: the run adds those
+	// its figures decide (the target, what grew with the cache), the
+	// bench script those its profiles explain.
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Machine is where the run ran. The load averages show how much of the
-// machine other processes took: the figures are wall-clock latencies.
+// Machine is where the run ran. The load averages (Point.LoadAvg) show how
+// much of the machine other processes took: the figures are wall-clock
+// latencies.
 type Machine struct {
 	CPUs      int    `json:"cpus"`
 	GoVersion string `json:"go"`
 	OS        string `json:"os"`
 	// MemoryBytes is the machine's memory (MemTotal).
 	MemoryBytes int64 `json:"memory_bytes"`
+}
+
+// String is the one-line Results.Machine.
+func (m Machine) String() string {
+	return fmt.Sprintf("%d CPUs, %.1f GiB, %s, %s", m.CPUs, float64(m.MemoryBytes)/(1<<30), m.GoVersion, m.OS)
 }
 
 // Config are the run's settings (the benchmark's knobs, bench/scale.sh).
@@ -89,11 +98,31 @@ type Config struct {
 	Seed     uint64 `json:"seed"`
 }
 
-// Point is every figure at one cache size.
+// Point is every figure at one cache size. The first block is the
+// summary a report plots; the rest are the details behind it.
 type Point struct {
 	// Components is the cached components when the point was measured
 	// (the fill's; the measured submits' misses add a few more).
 	Components int `json:"components"`
+	// SubmitP50Ms, SubmitP99Ms: SubmitGraph over gRPC to the sigd process
+	// (Submit), Submits of them.
+	SubmitP50Ms float64 `json:"submit_p50_ms"`
+	SubmitP99Ms float64 `json:"submit_p99_ms"`
+	Submits     int     `json:"submits"`
+	// QueueOpsPerS is the work queue's durable operations per second with
+	// the point's backlog (Queue.OpsPerSecond).
+	QueueOpsPerS float64 `json:"queue_ops_per_s"`
+	// PebbleBytes is the size on disk of sigd's three Pebble stores
+	// (cache, queue, catalog: Store's sum).
+	PebbleBytes int64 `json:"pebble_bytes"`
+	// SigdRSSBytes is the sigd process's resident memory after the
+	// measured calls (Sigd.RSSBytes).
+	SigdRSSBytes int64 `json:"sigd_rss_bytes"`
+	// EvictPerS is memo blocks evicted per second by the Evict RPC of a
+	// subgraph (each block a memo entry and its object in MinIO:
+	// Evict.BlocksPerSecond; Evict.ComponentsPerSecond is per component).
+	EvictPerS float64 `json:"evict_per_s"`
+
 	// ReadyBlocks and Pipelines are sigd's own count (the Stats RPC) at
 	// the end of the point: ready memo entries, registered pipelines.
 	ReadyBlocks int64 `json:"ready_blocks"`
@@ -131,6 +160,10 @@ type Point struct {
 	// Stats is the Stats RPC just after a submit (its reuse figures scan
 	// the whole cache; the web UI asks every 5 s).
 	Stats Latency `json:"stats"`
+	// Reuse is matching.Frontend.Reuse in the benchmark's process, what
+	// Stats and every /metrics scrape recompute after any submit: a walk
+	// of every pipeline's inputs and every memo entry.
+	Reuse Latency `json:"reuse"`
 
 	Queue Queue `json:"queue"`
 	Store Store `json:"store"`
@@ -237,9 +270,18 @@ type Evict struct {
 	BlocksPerSecond     float64 `json:"blocks_per_second"`
 }
 
+// Summarize fills p's summary (the contract fields) from its details.
+func (p *Point) Summarize() {
+	p.SubmitP50Ms, p.SubmitP99Ms, p.Submits = p.Submit.P50Ms, p.Submit.P99Ms, p.Submit.N
+	p.QueueOpsPerS = p.Queue.OpsPerSecond
+	p.PebbleBytes = p.Store.CacheBytes + p.Store.QueueBytes + p.Store.CatalogBytes
+	p.SigdRSSBytes = p.Sigd.RSSBytes
+	p.EvictPerS = p.Evict.BlocksPerSecond
+}
+
 // Write writes r as indented JSON.
 func (r *Results) Write(w io.Writer) error {
-	r.Kind, r.Version = Kind, Version
+	r.Schema = Schema
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
@@ -251,8 +293,8 @@ func Read(rd io.Reader) (*Results, error) {
 	if err := json.NewDecoder(rd).Decode(&r); err != nil {
 		return nil, fmt.Errorf("scale: %w", err)
 	}
-	if r.Kind != Kind || r.Version != Version {
-		return nil, fmt.Errorf("%w (kind %q, version %d)", ErrSchema, r.Kind, r.Version)
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("%w (schema %q)", ErrSchema, r.Schema)
 	}
 	return &r, nil
 }
@@ -275,9 +317,9 @@ func ReadFile(path string) (*Results, error) {
 func (r *Results) WriteText(w io.Writer) error {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "# SIG control plane at scale (schema %s v%d), %s, %.0f s, commit %s\n", Kind, Version,
+	fmt.Fprintf(&b, "# SIG control plane at scale (schema %s), %s, %.0f s, commit %s\n", Schema,
 		r.Started.UTC().Format(time.RFC3339), r.Seconds, r.Commit)
-	fmt.Fprintf(&b, "# %d CPUs, %.1f GiB, %s, %s\n", r.Machine.CPUs, float64(r.Machine.MemoryBytes)/(1<<30), r.Machine.GoVersion, r.Machine.OS)
+	fmt.Fprintf(&b, "# %s; load average (1 min) at each point's start and end in the last table: other processes share the CPUs\n", r.Machine)
 	fmt.Fprintf(&b, "# each component memoized over %d blocks; fill pipelines of %d inputs, 1 in %d left pending (the queue's backlog)\n",
 		c.Blocks, c.FillInputs, c.BacklogEvery)
 	fmt.Fprintf(&b, "# measured submits: %d per point, %d-%d nodes each, %.0f%% never-seen components, the rest Zipf(s=%.2f) over the cache; %d reads, %d searches\n",
@@ -310,15 +352,21 @@ func (r *Results) WriteText(w io.Writer) error {
 	}
 	f := func(format string, v float64) string { return fmt.Sprintf(format, v) }
 	lat := func(l Latency) []string { return []string{f("%.2f", l.P50Ms), f("%.2f", l.P99Ms)} }
-	table("SubmitGraph (target p99 < 5 ms at 1M)", []string{"grpc-p50", "grpc-p99", "grpc-max", "inproc-p50", "inproc-p99", "comps/submit", "block-hit", "tasks/submit"},
+	table("Summary (bench/scale.json's points; target: submit p99 < 5 ms at 1M components)",
+		[]string{"submit-p50", "submit-p99", "submits", "queue-ops/s", "pebble-MiB", "sigd-rss-MiB", "evict-blocks/s"},
+		func(p *Point) []string {
+			return []string{f("%.2f", p.SubmitP50Ms), f("%.2f", p.SubmitP99Ms), fmt.Sprint(p.Submits), f("%.0f", p.QueueOpsPerS),
+				f("%.1f", float64(p.PebbleBytes)/(1<<20)), f("%.1f", float64(p.SigdRSSBytes)/(1<<20)), f("%.0f", p.EvictPerS)}
+		})
+	table("SubmitGraph", []string{"grpc-p50", "grpc-p99", "grpc-max", "inproc-p50", "inproc-p99", "comps/submit", "block-hit", "tasks/submit"},
 		func(p *Point) []string {
 			return append(append(lat(p.Submit), f("%.2f", p.Submit.MaxMs)), append(lat(p.SubmitFrontend),
 				f("%.1f", p.SubmitShape.Components), f("%.3f", p.SubmitShape.BlockHitRate), f("%.1f", p.SubmitShape.TasksEnqueued))...)
 		})
-	table("GetReadSolution, SearchComponents, Stats", []string{"read-p50", "read-p99", "inproc-read-p99", "search-p50", "search-p99", "inproc-search-p99", "stats-p50"},
+	table("GetReadSolution, SearchComponents, Stats; reuse = the cache walk Stats and /metrics redo after a submit", []string{"read-p50", "read-p99", "inproc-read-p99", "search-p50", "search-p99", "inproc-search-p99", "stats-p50", "inproc-reuse-p50"},
 		func(p *Point) []string {
 			return []string{f("%.2f", p.ReadSolution.P50Ms), f("%.2f", p.ReadSolution.P99Ms), f("%.2f", p.ReadSolutionFrontend.P99Ms),
-				f("%.2f", p.Search.P50Ms), f("%.2f", p.Search.P99Ms), f("%.2f", p.SearchFrontend.P99Ms), f("%.1f", p.Stats.P50Ms)}
+				f("%.2f", p.Search.P50Ms), f("%.2f", p.Search.P99Ms), f("%.2f", p.SearchFrontend.P99Ms), f("%.1f", p.Stats.P50Ms), f("%.1f", p.Reuse.P50Ms)}
 		})
 	mib := func(n int64) string { return f("%.1f", float64(n)/(1<<20)) }
 	table("Stores and the sigd process", []string{"ready-blocks", "cache-MiB", "queue-MiB", "backlog", "queue-open-s", "cycles/s", "rss-MiB", "peak-rss-MiB", "heap-MiB", "start-s", "cpu-ms/submit"},
