@@ -118,9 +118,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // next walk, the figures are the last walk's.
 const reuseWalkSpacing = 10
 
+// reuseWalkFree: a walk shorter than this is redone whenever the figures
+// are stale, with no spacing: a small cache's figures stay exact right
+// after a submit (a fleet run checks them against its own count), at a cost
+// of at most this per Stats call.
+const reuseWalkFree = 5 * time.Millisecond
+
 // reuseStats returns the reuse figures, walking the cache when they are
 // older than two seconds or a submit came since, and the last walk is
-// reuseWalkSpacing of its durations behind.
+// reuseWalkSpacing of its durations behind (or took less than
+// reuseWalkFree).
 func (m *metrics) reuseStats() (matching.Reuse, error) {
 	m.reuseMu.Lock()
 	defer m.reuseMu.Unlock()
@@ -129,7 +136,7 @@ func (m *metrics) reuseStats() (matching.Reuse, error) {
 		if !m.reuseChanged && now.Sub(m.reuseAt) < 2*time.Second {
 			return m.reuse, nil
 		}
-		if time.Since(m.walkEnd) < reuseWalkSpacing*m.walkTook {
+		if m.walkTook >= reuseWalkFree && time.Since(m.walkEnd) < reuseWalkSpacing*m.walkTook {
 			return m.reuse, nil
 		}
 	}
