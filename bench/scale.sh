@@ -22,8 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export SIG_MINIO_BIN=${SIG_MINIO_BIN:-$PWD/bin/minio}
 export SIG_SCALE_SIZES=${SIG_SCALE_SIZES:-1000,10000,100000,1000000}
-export SIG_SCALE_OUT=bench/scale
-export SIG_SCALE_NOTES=bench/scale.notes
+export SIG_SCALE_OUT=$PWD/bench/scale
+export SIG_SCALE_NOTES=$PWD/bench/scale.notes
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "running: go test ./sigd/scale -run '^\$' -bench ScaleCurve -benchtime 1x (sizes $SIG_SCALE_SIZES; load average $load0)" >&2
 go test ./sigd/scale -run '^$' -bench ScaleCurve -benchtime 1x -timeout 90m -v 2>&1 | grep -v '^time=' >&2

@@ -942,6 +942,9 @@ func defaultConfig() scale.Config {
 //	SIG_SCALE_SIZES      cached components at each point (1000,10000,100000)
 //	SIG_SCALE_SUBMITS    measured submits per point, each way (2000)
 //	SIG_SCALE_OUT        write OUT.json and OUT.txt (bench/scale.sh)
+//	SIG_SCALE_NOTES      a file of notes for the results, one a line
+//	SIG_SCALE_PROFILE_DIR  CPU profiles of the fills, the in-process
+//	                     submits and the reuse walks
 //	SIG_SCALE_MINIO_DIR  where MinIO keeps its data (default: a temporary
 //	                     directory on disk)
 func BenchmarkScaleCurve(b *testing.B) {
@@ -958,6 +961,19 @@ func BenchmarkScaleCurve(b *testing.B) {
 	}
 	cfg.Submits = envInt(b, "SIG_SCALE_SUBMITS", cfg.Submits)
 	cfg.MinIODir = os.Getenv("SIG_SCALE_MINIO_DIR")
+	// The files are checked before the run, not after its half hour (go
+	// test runs in this package's directory: relative paths are from it).
+	out, notesFile := os.Getenv("SIG_SCALE_OUT"), os.Getenv("SIG_SCALE_NOTES")
+	if notesFile != "" {
+		if _, err := os.Stat(notesFile); err != nil {
+			b.Fatalf("SIG_SCALE_NOTES: %v", err)
+		}
+	}
+	if out != "" {
+		if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
+			b.Fatalf("SIG_SCALE_OUT=%s: no directory %s (%v)", out, filepath.Dir(out), err)
+		}
+	}
 	res := runCurve(b, cfg)
 	last := res.Points[len(res.Points)-1]
 	b.ReportMetric(float64(last.Components), "components")
@@ -965,9 +981,9 @@ func BenchmarkScaleCurve(b *testing.B) {
 	b.ReportMetric(last.Submit.P99Ms, "submit-p99-ms")
 	b.ReportMetric(last.SubmitFrontend.P99Ms, "frontend-p99-ms")
 	b.ReportMetric(float64(last.Sigd.RSSBytes)/(1<<20), "sigd-rss-MiB")
-	if out := os.Getenv("SIG_SCALE_OUT"); out != "" {
-		if f := os.Getenv("SIG_SCALE_NOTES"); f != "" {
-			text, err := os.ReadFile(f)
+	if out != "" {
+		if notesFile != "" {
+			text, err := os.ReadFile(notesFile)
 			if err != nil {
 				b.Fatal(err)
 			}
