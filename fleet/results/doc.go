@@ -1,6 +1,6 @@
-// Package results is the schema of a fleet run's results (`sigctl fleet
-// run` writes it as JSON, bench/fleet.json holds the last one, and the
-// report reads it): what was measured on the running system, what was
+// Package results is the schema of a fleet run's results (`sigctl fleet`
+// writes it as JSON; bench/fleet-run.json holds make bench's reduced fleet
+// and bench/fleet-full.json the full run; `sigctl report` reads it): what was measured on the running system, what was
 // counted independently, and the modelled constants some figures also
 // depend on, each named beside its figure. It is pure: types, their JSON
 // form, and the arithmetic every reader of the file needs (percentiles,
@@ -13,6 +13,34 @@
 // Results.Schema is SchemaVersion ("sig.fleet.results/v1"). A reader
 // refuses any other (Read): a change that removes or redefines a field
 // needs a new version; adding a field does not.
+//
+// # Contents
+//
+// Besides the run's configuration (Fleet, with the seed the whole fleet;
+// Run; Machine, with the load averages) and the raw records (Steps, one
+// per submission; Epochs; Pipelines), the series a report plots:
+//
+//   - HitRates: an epoch a point, block and component hit rates of the
+//     epoch's submissions, per phase, and cumulative (cold start to
+//     steady state); SteadyState sums the last third of the epochs.
+//   - Amortization: an epoch a point, the pipelines submitted so far and
+//     each side's cumulative CPU (SIG = workers + SIG reader, LIG = LIG
+//     reader), their ratio, and the ratio over the epoch alone.
+//   - Reuse: the distribution of pipelines per ready memo block at the
+//     end (histogram, mean, p50/p90/p99, max), sigd's and the Ledger's;
+//     ReuseSweep: the plan's reuse with one knob changed (counted, not
+//     run, labelled so).
+//   - TableI (percentiles per phase, and the sensitivity rows), Figure6
+//     (a row per pipeline, reductions), Targets (the issue's, met or
+//     not, with notes), Checks.
+//
+// Phases: "initial" is a pipeline's first submission, training over its
+// history; "caught-up" its later ones, one new slot each. Every unit is
+// read in both modes; Table I takes SIG readers for the initial phase and
+// LIG readers for the caught-up one, as the paper's two phases.
+//
+// WriteSummary prints all of it as text (`sigctl fleet`'s output,
+// bench/fleet-*.txt).
 //
 // # What is measured and what is modelled
 //
@@ -31,5 +59,6 @@
 // example with them; the sensitivity rows show the same percentiles with
 // each constant halved and doubled (the figures are linear in them).
 //
-// It does not run anything (fleet/run) or draw anything (the report).
+// It does not run anything (fleet/run) or draw anything (the report);
+// the sweep only counts (gen.Plan).
 package results

@@ -37,8 +37,16 @@ type Results struct {
 	Steps []Step `json:"steps"`
 	// SteadyState is the hit rate over the last third of the epochs.
 	SteadyState SteadyState `json:"steady_state"`
+	// HitRates is the hit rate over time, an epoch a point, and
+	// Amortization the CPU of SIG against LIG as the fleet grows (both
+	// from Epochs: NewHitRates, NewAmortization).
+	HitRates     []HitRatePoint      `json:"hit_rates"`
+	Amortization []AmortizationPoint `json:"amortization"`
 	// Reuse is how many pipelines use each memoized block at the end.
 	Reuse Reuse `json:"reuse"`
+	// ReuseSweep is the fleet's plan with the knobs that decide reuse
+	// changed one at a time (counted, not run: NewReuseSweep).
+	ReuseSweep []PlanPoint `json:"reuse_sweep"`
 	// CPU totals at the end.
 	CPU CPU `json:"cpu"`
 	// Pipelines are per-pipeline measurements.
@@ -49,6 +57,8 @@ type Results struct {
 	// Checks are the run's own verifications (sigd against the Ledger,
 	// SIG bytes against LIG bytes); a run with a failed check says so.
 	Checks []Check `json:"checks"`
+	// Targets are the issue's targets against what the run measured.
+	Targets []Target `json:"targets"`
 }
 
 // Machine describes where the run ran.
@@ -57,6 +67,12 @@ type Machine struct {
 	Cores     int    `json:"cores"`
 	GoVersion string `json:"go_version"`
 	Commit    string `json:"commit,omitempty"`
+	// LoadStart and LoadEnd are the 1, 5 and 15 minute load averages
+	// (/proc/loadavg) when the run started and ended: other work on the
+	// machine slows the run but not its CPU figures, which are per
+	// process.
+	LoadStart []float64 `json:"load_start,omitempty"`
+	LoadEnd   []float64 `json:"load_end,omitempty"`
 }
 
 // RunConfig is the run's own layout and process settings.
@@ -267,6 +283,11 @@ func (c CPU) LIG() float64 { return c.LIGReader }
 
 // Ratio is SIG()/LIG() (0 without LIG CPU).
 func (c CPU) Ratio() float64 { return ratio(c.SIG(), c.LIG()) }
+
+// ReaderRatio is SIGReader/LIGReader: the floor Ratio falls towards as the
+// workers' CPU is shared by more pipelines (each example is still served
+// once per pipeline on either side).
+func (c CPU) ReaderRatio() float64 { return ratio(c.SIGReader, c.LIGReader) }
 
 // Sub returns c - d, for deltas.
 func (c CPU) Sub(d CPU) CPU {

@@ -1,5 +1,5 @@
 // Package run runs a generated fleet (fleet/gen) on a real SIG and
-// measures it (paper VII.B-C; `sigctl fleet run`, bench/fleet.sh): the
+// measures it (paper VII.B-C; `sigctl fleet`, bench/fleet-run.sh): the
 // processes are the system's own binaries, each measured by its own CPU
 // clock, and the results are fleet/results'.
 //
@@ -51,6 +51,38 @@
 // (gen.Fleet.Plan, from the spec alone) must give the same per epoch.
 // Results.Checks records each; TestFleetAccounting asserts them on a
 // reduced fleet.
+//
+// # Figures
+//
+// From the epochs: the hit rate over time (results.NewHitRates) and the
+// amortization curve (results.NewAmortization: cumulative CPU of SIG and
+// LIG at each epoch's end against the pipelines submitted so far, from
+// FirstEpoch up to Pipelines, and the ratio over each epoch alone). At the
+// end: the reuse distribution, Table I (per-pipeline reader CPU per
+// example, times a modelled examples/s, over a modelled host budget; the
+// phases are a pipeline's initial submission, its history, read from SIG,
+// and its caught-up ones, a new slot each, read LIG, each unit being read
+// both ways), the Figure 6 analog, the plan's reuse at other settings of
+// the knobs that decide it (results.NewReuseSweep) and the issue's targets
+// (results.NewTargets).
+//
+// # Scale knobs
+//
+// The fleet's are gen.Config's (fleet/gen's doc). The run's:
+//
+//	RowsPerBlock       10000  events per raw block (one per second of event time)
+//	BlocksPerSlot      2      raw blocks per slot (one ingestion window)
+//	WorkersMax         2      `sigd worker` processes at most (the autoscaler decides)
+//	WorkerConcurrency  1      tasks per worker process
+//	ReadConcurrency    2      units of a pipeline in flight at each reader
+//
+// The work is about pipelines x inputs x slots read x RowsPerBlock x
+// BlocksPerSlot for the LIG reader (every pipeline computes its inputs),
+// the same examples served from memo objects for the SIG reader, and
+// distinct components x blocks for the workers. The defaults (300
+// pipelines, 23 slots of 2 blocks of 10000 rows, 68M examples read each
+// way) take about 7 minutes on 2 shared cores; TestFleetAccounting's
+// fleet (12 pipelines, 500-row blocks) about 20 seconds.
 //
 // It does not own the generator (fleet/gen), the results' schema and
 // figures (fleet/results), or any of the processes it starts.

@@ -626,6 +626,10 @@ func (r *runner) finish(ctx context.Context) error {
 	res.Reuse = results.Reuse{Sigd: results.NewDistribution(h), Ledger: results.NewDistribution(gen.Histogram(users)),
 		Pipelines: int(st.Pipelines), Active: r.f.Active(r.f.Config.Epochs - 1)}
 	res.SteadyState = results.NewSteadyState(res.Epochs)
+	res.HitRates, res.Amortization = results.NewHitRates(res.Epochs), results.NewAmortization(res.Epochs)
+	if res.ReuseSweep, err = results.NewReuseSweep(r.f.Config); err != nil {
+		return err
+	}
 
 	// Checks: sigd's accounting against the Ledger's, submission by
 	// submission, and the reuse distribution; the whole run against
@@ -672,7 +676,9 @@ func (r *runner) finish(ctx context.Context) error {
 	}
 	res.TableI = results.NewTableI(res.Pipelines, res.Constants)
 	res.Figure6 = results.NewFigure6(res.Pipelines, res.Constants)
+	res.Targets = results.NewTargets(res)
 	res.Finished = time.Now().UTC()
+	res.Machine.LoadEnd = loadAvg()
 	r.progress("done: %d submissions in %s; checks: %s", len(res.Steps), time.Since(r.began).Round(time.Second), checkSummary(res.Checks))
 	return nil
 }
@@ -755,7 +761,7 @@ func checkSummary(cs []results.Check) string {
 }
 
 func machine() results.Machine {
-	m := results.Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version()}
+	m := results.Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadAvg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "model name") {
@@ -770,4 +776,18 @@ func machine() results.Machine {
 		m.Commit = strings.TrimSpace(string(out))
 	}
 	return m
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages (nil where there is no
+// /proc/loadavg).
+func loadAvg() []float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	var l [3]float64
+	if _, err := fmt.Sscan(string(b), &l[0], &l[1], &l[2]); err != nil {
+		return nil
+	}
+	return l[:]
 }
