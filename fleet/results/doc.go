@@ -31,7 +31,7 @@
 //     ReuseSweep: the plan's reuse with one knob changed (counted, not
 //     run, labelled so).
 //   - TableI (percentiles per phase, and the sensitivity rows), Figure6
-//     (a row per pipeline, reductions), Targets (the issue's, met or
+//     (a row per pipeline, reductions, sensitivity), Targets (the issue's, met or
 //     not, with notes), Checks.
 //
 // Phases: "initial" is a pipeline's first submission, training over its
@@ -52,12 +52,16 @@
 // the Ledger's independent count), and whether SIG and LIG sent the same
 // bytes.
 //
-// Modelled (Constant, with Modelled set and its source): the CPU a TPU
+// Modelled (Constant: its value, unit and source): the CPU a TPU
 // host offers to input reading, the examples per second an accelerator
 // demands, accelerator chips per host and the prices of chip-hours and
 // core-hours. Table I and the Figure 6 analog combine measured CPU per
-// example with them; the sensitivity rows show the same percentiles with
-// each constant halved and doubled (the figures are linear in them).
+// example with them. Table I's sensitivity rows show the same percentiles
+// with each of its constants halved and doubled (the ratios are linear in
+// them); Figure 6's show its total cost reduction with examples/s at 0.1x
+// to 100x, the chip-hour at 0.1x and the core-hour at 10x (what an example
+// costs on the accelerator against what its input costs on CPU decides
+// it). The reader reduction is free of constants.
 //
 // It does not run anything (fleet/run) or draw anything (the report);
 // the sweep only counts (gen.Plan).

@@ -101,6 +101,10 @@ func (r *Results) WriteSummary(w io.Writer) error {
 	f6 := r.Figure6
 	p("Figure 6 analog (modelled: prices and accelerator time; measured: every CPU figure): per pipeline, LIG reader cost over SIG's (readers + worker share) geomean %.2fx (min %.2f, max %.2f); total cost reduction with SIG geomean %.2f%% (min %.2f%%, max %.2f%%), %d pipelines",
 		f6.ReaderReductionGeoMean, f6.ReaderReductionMin, f6.ReaderReductionMax, 100*f6.TotalReductionGeoMean, 100*f6.TotalReductionMin, 100*f6.TotalReductionMax, len(f6.Rows))
+	for _, v := range f6.Sensitivity {
+		p("  %s (%g examples/s, chip-hour %g, core-hour %g USD): total cost reduction geomean %.2f%% (min %.2f%%, max %.2f%%)", v.Label,
+			v.ExamplesPerSecond, v.ChipHourUSD, v.CoreHourUSD, 100*v.TotalReductionGeoMean, 100*v.TotalReductionMin, 100*v.TotalReductionMax)
+	}
 	p("")
 
 	p("Constants (modelled inputs):")
