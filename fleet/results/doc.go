@@ -47,7 +47,8 @@
 // Measured, from the running processes: every CPU figure (each process's
 // CPU time, user plus system: the kernel's per-process CPU clock while it
 // runs, which is what getrusage and /proc/<pid>/stat report, and the
-// rusage of Wait4 for a worker process that has exited), examples read,
+// rusage of Wait4 for a worker process that has exited; MinIO's split by
+// the phase of the run that caused it), examples read,
 // hit counts (sigd's answers to each submission), reuse (sigd's Stats and
 // the Ledger's independent count), and whether SIG and LIG sent the same
 // bytes.

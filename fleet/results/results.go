@@ -160,6 +160,11 @@ type Step struct {
 	Examples   int64   `json:"examples"`
 	SIGSeconds float64 `json:"sig_seconds"`
 	LIGSeconds float64 `json:"lig_seconds"`
+	// MinIO's CPU while the workers memoized the step, while the SIG
+	// reader read it and while the LIG reader did (one after the other).
+	MinIOWorkerSeconds float64 `json:"minio_worker_seconds"`
+	MinIOSIGSeconds    float64 `json:"minio_sig_seconds"`
+	MinIOLIGSeconds    float64 `json:"minio_lig_seconds"`
 }
 
 // Epoch is one epoch of the timeline.
@@ -272,6 +277,13 @@ type CPU struct {
 	MinIO     float64 `json:"minio"`
 	// Examples read in each mode (the same units both ways).
 	Examples int64 `json:"examples"`
+	// MinIO's CPU attributed to each side's processes: the sums of the
+	// steps' (the run does one thing at a time, so MinIO's CPU during a
+	// phase is the phase's); the rest of MinIO is ingestion, idle work and
+	// the moments between phases.
+	MinIOWorker    float64 `json:"minio_worker"`
+	MinIOSIGReader float64 `json:"minio_sig_reader"`
+	MinIOLIGReader float64 `json:"minio_lig_reader"`
 }
 
 // SIG is the CPU of shared input generation: the workers and the SIG
@@ -289,10 +301,17 @@ func (c CPU) Ratio() float64 { return ratio(c.SIG(), c.LIG()) }
 // once per pipeline on either side).
 func (c CPU) ReaderRatio() float64 { return ratio(c.SIGReader, c.LIGReader) }
 
+// SIGWithStorage is SIG() plus the MinIO CPU its processes caused;
+// LIGWithStorage likewise; RatioWithStorage is their ratio.
+func (c CPU) SIGWithStorage() float64   { return c.SIG() + c.MinIOWorker + c.MinIOSIGReader }
+func (c CPU) LIGWithStorage() float64   { return c.LIG() + c.MinIOLIGReader }
+func (c CPU) RatioWithStorage() float64 { return ratio(c.SIGWithStorage(), c.LIGWithStorage()) }
+
 // Sub returns c - d, for deltas.
 func (c CPU) Sub(d CPU) CPU {
 	return CPU{c.Worker - d.Worker, c.SIGReader - d.SIGReader, c.LIGReader - d.LIGReader, c.Sigd - d.Sigd,
-		c.MinIO - d.MinIO, c.Examples - d.Examples}
+		c.MinIO - d.MinIO, c.Examples - d.Examples, c.MinIOWorker - d.MinIOWorker, c.MinIOSIGReader - d.MinIOSIGReader,
+		c.MinIOLIGReader - d.MinIOLIGReader}
 }
 
 // Pipeline is one pipeline's measurements.

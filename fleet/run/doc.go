@@ -15,8 +15,9 @@
 // processes' plus the SIG reader's, and the CPU of LIG is the LIG
 // reader's, each read from the kernel per process (proc.go: the process's
 // CPU clock, what getrusage counts, checked against /proc/<pid>/stat at the
-// end; the rusage of Wait4 for a worker stopped on the way). sigd's and
-// MinIO's CPU are reported apart: both sides pay them.
+// end; the rusage of Wait4 for a worker stopped on the way). sigd's CPU is
+// reported apart (both sides pay it); MinIO's is reported whole and, as
+// the timeline does one thing at a time, split by the side that caused it.
 //
 // # The data
 //
@@ -27,18 +28,19 @@
 //
 // # The timeline
 //
-// The fleet's steps (gen.Fleet.Steps) run in order. Each submission is
-// memoized whole before the next is made (the run polls its read
-// solution), so a block hit is exactly a (component, block) pair an
-// earlier submission asked for, and the worker processes' CPU meanwhile
-// is that submission's memoization. As the next submission is memoized,
-// the step before it is read: every unit of its new range, in SIG mode on
-// one reader and LIG mode on the other at once, one step at a time per
-// reader, so each reader process's CPU delta around a step's units is
-// that step's. Every unit's bytes are hashed and SIG's must equal LIG's.
-// After an epoch's last step is read the run records the cumulative CPU
-// of every process and sigd's reuse (the curve of SIG against LIG as the
-// fleet grows).
+// The fleet's steps (gen.Fleet.Steps) run in order, one thing at a time.
+// Each submission is memoized whole before anything else happens (the run
+// polls its read solution), so a block hit is exactly a (component, block)
+// pair an earlier submission asked for, and the worker processes' CPU
+// meanwhile is that submission's memoization. Then every unit of the
+// step's new range is read, first in SIG mode from one reader, then in LIG
+// mode from the other, so each reader process's CPU delta around a step's
+// units is that step's, and MinIO's CPU during each phase is the storage
+// that phase's side caused (the workers', the SIG reader's, the LIG
+// reader's). Every unit's bytes are hashed and SIG's must equal LIG's.
+// After an epoch's last step the run records the cumulative CPU of every
+// process and sigd's reuse (the curve of SIG against LIG as the fleet
+// grows).
 //
 // # The checks
 //
