@@ -8,7 +8,7 @@
 # make bench runs a reduced fleet (100 pipelines over 12 clients, 8 epochs,
 # 2000-row blocks; a couple of minutes) into bench/fleet-run.json and
 # bench/fleet-run.txt. FLEET_FULL=1 runs the full default fleet (300
-# pipelines over 24 clients, 12 epochs, 10000-row blocks; about 7 minutes on
+# pipelines over 24 clients, 12 epochs, 10000-row blocks; about 9 minutes on
 # 2 busy cores) into bench/fleet-full.json and bench/fleet-full.txt.
 #
 # FLEET_BLOCKS=1 measures what bounds the CPU ratio: the same small fleet

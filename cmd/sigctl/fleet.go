@@ -75,7 +75,7 @@ reuse per memo block, each process's CPU (SIG: workers + SIG reader; LIG: the
 LIG reader) as the fleet grows, Table I and a Figure 6 analog, checks sigd's
 accounting against its own count, and writes the results (--out, schema
 sig.fleet.results/v1) and a summary. The defaults (300 pipelines, 24 clients,
-12 epochs, 460k events) take about 7 minutes on 2 busy cores; the work grows
+12 epochs, 460k events) take about 9 minutes on 2 busy cores; the work grows
 with pipelines x inputs x slots x rows-per-block. sigd and reader are found
 next to sigctl (make build puts them in bin/), else on PATH.
 

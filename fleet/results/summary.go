@@ -63,7 +63,7 @@ func (r *Results) WriteSummary(w io.Writer) error {
 	p("")
 
 	c := r.CPU
-	p("CPU (measured, seconds per process): workers %.1f, SIG reader %.1f, LIG reader %.1f; sigd %.1f and MinIO %.1f (both sides pay them, counted in neither)",
+	p("CPU (measured, seconds per process): workers %.1f, SIG reader %.1f, LIG reader %.1f; sigd %.1f (both sides pay it, counted in neither) and MinIO %.1f (split by side below)",
 		c.Worker, c.SIGReader, c.LIGReader, c.Sigd, c.MinIO)
 	p("  SIG total %.1f s (workers + SIG reader), LIG total %.1f s (LIG reader), SIG/LIG %.3f (LIG/SIG %.2fx), over %d examples read each way",
 		c.SIG(), c.LIG(), c.Ratio(), ratio(c.LIG(), c.SIG()), c.Examples)
@@ -105,7 +105,7 @@ func (r *Results) WriteSummary(w io.Writer) error {
 	p("Figure 6 analog (modelled: prices and accelerator time; measured: every CPU figure): per pipeline, LIG reader cost over SIG's (readers + worker share) geomean %.2fx (min %.2f, max %.2f); total cost reduction with SIG geomean %.2f%% (min %.2f%%, max %.2f%%), %d pipelines",
 		f6.ReaderReductionGeoMean, f6.ReaderReductionMin, f6.ReaderReductionMax, 100*f6.TotalReductionGeoMean, 100*f6.TotalReductionMin, 100*f6.TotalReductionMax, len(f6.Rows))
 	for _, v := range f6.Sensitivity {
-		p("  %s (%g examples/s, chip-hour %g, core-hour %g USD): total cost reduction geomean %.2f%% (min %.2f%%, max %.2f%%)", v.Label,
+		p("  %s (%.4g examples/s, chip-hour %.4g, core-hour %.4g USD): total cost reduction geomean %.2f%% (min %.2f%%, max %.2f%%)", v.Label,
 			v.ExamplesPerSecond, v.ChipHourUSD, v.CoreHourUSD, 100*v.TotalReductionGeoMean, 100*v.TotalReductionMin, 100*v.TotalReductionMax)
 	}
 	p("")

@@ -83,8 +83,9 @@
 // the same examples served from memo objects for the SIG reader, and
 // distinct components x blocks for the workers. The defaults (300
 // pipelines, 23 slots of 2 blocks of 10000 rows, 68M examples read each
-// way) take about 7 minutes on 2 shared cores; TestFleetAccounting's
-// fleet (12 pipelines, 500-row blocks) about 20 seconds.
+// way) take about 9 minutes on 2 cores shared with other work (load
+// 16-21); TestFleetAccounting's fleet (12 pipelines, 500-row blocks) 20
+// to 40 seconds.
 //
 // It does not own the generator (fleet/gen), the results' schema and
 // figures (fleet/results), or any of the processes it starts.
