@@ -82,6 +82,15 @@ func TestFleetJSON(t *testing.T) {
 	if len(got.Runs) != 2 || got.Config == nil {
 		t.Fatalf("runs %d, config %v", len(got.Runs), got.Config)
 	}
+	var run struct {
+		JobGoodput []struct {
+			Job string  `json:"job"`
+			MPG float64 `json:"mpg"`
+		} `json:"job_goodput"`
+	}
+	if err := json.Unmarshal(got.Runs[0], &run); err != nil || len(run.JobGoodput) == 0 || run.JobGoodput[0].Job == "" {
+		t.Errorf("a run's job_goodput: %v %+v", err, run)
+	}
 	if err := got.Figures.Check(); err != nil {
 		t.Fatal(err)
 	}
