@@ -228,14 +228,14 @@ func figure6Section(s *Section, r *results.Results) {
 		Header: []string{"bars", "pipeline", "examples", "SIG", "LIG", "SIG / LIG"}}
 	for i, row := range rows {
 		// Pipeline names are long: the bars are numbered, the table names them.
-		cats = append(cats, fmt.Sprintf("%d SIG", i+1), fmt.Sprintf("%d LIG", i+1))
+		cats = append(cats, fmt.Sprintf("S%d", i+1), fmt.Sprintf("L%d", i+1))
 		acc = append(acc, row.Accelerator, row.Accelerator)
 		readers = append(readers, row.SIGReaders, row.LIGReaders)
 		workers = append(workers, row.SIGWorkers, math.NaN())
 		key.Rows = append(key.Rows, []string{fmt.Sprint(i + 1), row.Pipeline, fmt.Sprint(row.Examples), num(row.SIG()), num(row.LIG()), fixed(row.SIG()/row.LIG(), 3)})
 	}
 	s.plot("figure-6", Plot{Title: "Figure 6: cost of a pipeline's training, SIG and LIG", Kind: figure.Modelled, Paper: "paper Figure 6",
-		Caption: fmt.Sprintf("Measured: the examples read, the readers' CPU and each pipeline's share of the workers' CPU (a memo block's CPU divided among the pipelines using it). "+
+		Caption: fmt.Sprintf("Bars S1, L1, ...: pipeline 1 with SIG and with LIG (the table below names them). Measured: the examples read, the readers' CPU and each pipeline's share of the workers' CPU (a memo block's CPU divided among the pipelines using it). "+
 			"Modelled: accelerator time and prices: %s. Across %d pipelines, reader cost LIG / SIG: geometric mean %s (min %s, max %s); total cost reduction: geometric mean %s (min %s, max %s).",
 			constantsText(cs), len(f6.Rows), fixed(f6.ReaderReductionGeoMean, 2), fixed(f6.ReaderReductionMin, 2), fixed(f6.ReaderReductionMax, 2),
 			pct(f6.TotalReductionGeoMean), pct(f6.TotalReductionMin), pct(f6.TotalReductionMax)),
