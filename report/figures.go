@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sigdata/sig/internal/figure"
@@ -38,7 +39,7 @@ func figureTables(s *Section, set figure.Set, caption string) {
 			Header: []string{"constant", "value", "source"}}
 		for _, n := range slices.Sorted(maps.Keys(consts)) {
 			c := consts[n]
-			ct.Rows = append(ct.Rows, []string{n, num(c.Value) + unit(c.Unit), c.Source})
+			ct.Rows = append(ct.Rows, []string{n, strconv.FormatFloat(c.Value, 'g', 6, 64) + unit(c.Unit), c.Source})
 		}
 		s.table(ct)
 	}
