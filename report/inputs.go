@@ -28,7 +28,7 @@ const (
 
 // makes says which command writes each input.
 var makes = map[string]string{
-	FleetFull:    "`sigctl fleet --out bench/fleet-full.json` (the full fleet: at least 300 pipelines; about an hour on 2 cores)",
+	FleetFull:    "`sigctl fleet --out bench/fleet-full.json` (the full fleet: 300 pipelines or more)",
 	FleetRun:     "`sigctl fleet --out bench/fleet-run.json` with a reduced fleet (`make bench` runs it)",
 	TrainerFleet: "`bash bench/trainer.sh` (`trainer fleet --seeds 8 --measured bench/preemption.json --report bench/fleet.json`)",
 	Preemption:   "`bash bench/trainer.sh` (BenchmarkPreemptionCommits with SIG_BENCH_PREEMPTION_JSON)",

@@ -448,15 +448,16 @@ func (b Bars) SVG() string {
 	c.xLabel(b.XLabel)
 	n := max(1, len(b.Categories))
 	band := (plotR - plotL) / float64(n)
-	// Label every k-th category so that labels do not overlap; a label
-	// longer than its room is cut, its whole text in the bars' titles.
+	// Label every k-th category, k the smallest that leaves room for
+	// labels of up to 8 characters; a longer label is cut, its whole text
+	// in the bars' titles.
 	room := band
 	every := 1
 	for maxLen := 0; ; {
 		for _, cat := range b.Categories {
 			maxLen = max(maxLen, len([]rune(cat)))
 		}
-		if charW*float64(min(maxLen, 4)) <= room || every >= n {
+		if charW*float64(min(maxLen, 8)) <= room || every >= n {
 			break
 		}
 		every++
