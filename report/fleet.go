@@ -91,7 +91,8 @@ func fleetSection(id, title, path string, r *results.Results) Section {
 			r.Reuse.Sigd.Blocks, fixed(r.Reuse.Sigd.Mean, 2), r.Reuse.Sigd.P50, r.Reuse.Sigd.P90, r.Reuse.Sigd.P99, r.Reuse.Sigd.Max,
 			fixed(r.Reuse.Ledger.Mean, 2), r.Reuse.Ledger.Max),
 		SVG: svgplot.Bars{Title: "Memo blocks by the pipelines that use them", XLabel: "pipelines using the block", Categories: cats,
-			Y: svgplot.Axis{Label: "memo blocks"}, Groups: []svgplot.Group{{Name: "sigd", Values: sig}, {Name: "Ledger", Values: ledger}}}.SVG()})
+			// A log axis: the blocks most pipelines share are few.
+			Y: svgplot.Axis{Label: "memo blocks (log scale)", Log: true}, Groups: []svgplot.Group{{Name: "sigd", Values: sig}, {Name: "Ledger", Values: ledger}}}.SVG()})
 
 	// CPU of SIG and LIG as the fleet grows.
 	var n, sigCPU, ligCPU, ratio []float64
@@ -189,7 +190,7 @@ func tableISection(s *Section, r *results.Results) {
 		Header: []string{"readers", "pipelines", "p50", "p90", "p95", "p99", "mean"}}
 	var groups []svgplot.Group
 	for _, row := range rows {
-		t.Rows = append(t.Rows, []string{row.name, fmt.Sprint(row.p.N), fixed(row.p.P50, 3), fixed(row.p.P90, 3), fixed(row.p.P95, 3), fixed(row.p.P99, 3), fixed(row.p.Mean, 3)})
+		t.Rows = append(t.Rows, []string{row.name, fmt.Sprint(row.p.N), num(row.p.P50), num(row.p.P90), num(row.p.P95), num(row.p.P99), num(row.p.Mean)})
 		groups = append(groups, svgplot.Group{Name: row.name, Values: []float64{row.p.P50, row.p.P90, row.p.P95, row.p.P99}})
 	}
 	s.plot("table-i", Plot{Title: "Table I: reader CPU per pipeline over the host's budget", Kind: figure.Modelled, Paper: "paper Table I",
@@ -202,7 +203,7 @@ func tableISection(s *Section, r *results.Results) {
 		st := Table{Caption: "Table I's sensitivity to its modelled constants (p50 / p99)", Header: []string{"constants", "host cores", "examples/s", "SIG initial", "LIG caught-up"}}
 		for _, row := range ti.Sensitivity {
 			st.Rows = append(st.Rows, []string{row.Label, num(row.HostCores), num(row.ExamplesPerSecond),
-				fixed(row.SIGInitial.P50, 3) + " / " + fixed(row.SIGInitial.P99, 3), fixed(row.LIGCaughtUp.P50, 3) + " / " + fixed(row.LIGCaughtUp.P99, 3)})
+				num(row.SIGInitial.P50) + " / " + num(row.SIGInitial.P99), num(row.LIGCaughtUp.P50) + " / " + num(row.LIGCaughtUp.P99)})
 		}
 		s.table(st)
 	}

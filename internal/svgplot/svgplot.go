@@ -276,8 +276,11 @@ func (c *canvas) xLabel(label string) {
 }
 
 // marks draws the reference lines that fall on the axis, their labels at
-// the right end above the line.
+// the left end above the line (below it near the top): where a curve
+// starting cold is least likely to be.
 func (c *canvas) marks(ms []Mark, s scale) {
+	type placed struct{ x0, x1, y float64 }
+	var labels []placed
 	for _, m := range ms {
 		if !s.ok(m.Y) || m.Y < s.lo || m.Y > s.hi {
 			continue
@@ -285,7 +288,22 @@ func (c *canvas) marks(ms []Mark, s scale) {
 		y := s.at(m.Y)
 		c.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#555555" stroke-dasharray="5 4"><title>%s</title></line>`+"\n",
 			f(plotL), f(y), f(plotR), f(y), esc(m.Label))
-		c.printf(`<text x="%s" y="%s" text-anchor="end" fill="#555555">%s</text>`+"\n", f(plotR-2), f(y-4), esc(m.Label))
+		ty := y - 4
+		if ty < plotT+12 {
+			ty = y + 13
+		}
+		// Labels of close marks go side by side, not over each other.
+		x, w := plotL+4, charW*float64(len([]rune(m.Label)))
+		for moved := true; moved; {
+			moved = false
+			for _, p := range labels {
+				if math.Abs(p.y-ty) < 12 && x < p.x1 && x+w > p.x0 {
+					x, moved = p.x1+10, true
+				}
+			}
+		}
+		labels = append(labels, placed{x, x + w, ty})
+		c.printf(`<text x="%s" y="%s" fill="#555555">%s</text>`+"\n", f(x), f(ty), esc(m.Label))
 	}
 }
 
@@ -463,7 +481,7 @@ func (b Bars) SVG() string {
 		every++
 		room = band * float64(every)
 	}
-	fit := max(1, int(room/charW)-1)
+	fit := max(1, int(room/charW))
 	base := ys.at(math.Max(ys.lo, math.Min(0, ys.hi)))
 	if b.Y.Log {
 		base = plotB
