@@ -17,7 +17,9 @@
 //     sigd's memory, eviction throughput against cached components;
 //   - fleet.json: the training fleet simulation (`trainer fleet`,
 //     bench/trainer.sh): Table II, preempted epochs that commit, MPG per
-//     job and of the fleet;
+//     job and of the fleet; beside it fleet-defaults.json, the same
+//     simulation on its default constants alone, shows what this system's
+//     measurements changed;
 //   - preemption.json: real preemptions (trainer's
 //     BenchmarkPreemptionCommits): the committed fraction and its sweep
 //     over the notice bound, notice-to-checkpoint and notice-to-exit times;

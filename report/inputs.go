@@ -24,6 +24,10 @@ const (
 	Preemption   = "preemption.json"
 	Scale        = "scale.json"
 	Embeddings   = "embeddings.json"
+	// TrainerFleetDefaults is the training fleet simulation with its
+	// default constants alone: shown beside fleet.json, not a section of
+	// its own.
+	TrainerFleetDefaults = "fleet-defaults.json"
 )
 
 // makes says which command writes each input.
@@ -191,16 +195,16 @@ type goodputSummary struct {
 	MPG float64 `json:"mpg"`
 }
 
-func readTrainerFleet(dir string) (*trainerFleet, bool, error) {
+func readTrainerFleet(dir, name string) (*trainerFleet, bool, error) {
 	var f trainerFleet
-	ok, err := readJSON(dir, TrainerFleet, &f)
+	ok, err := readJSON(dir, name, &f)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
 	if len(f.Runs) == 0 {
-		return nil, true, malformed(dir, TrainerFleet, "runs", "missing or empty")
+		return nil, true, malformed(dir, name, "runs", "missing or empty")
 	}
-	return &f, true, checkFigures(dir, TrainerFleet, f.Figures)
+	return &f, true, checkFigures(dir, name, f.Figures)
 }
 
 // preemptionFile is bench/preemption.json (trainer's

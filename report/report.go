@@ -96,14 +96,20 @@ func build(dir, name string) (Section, error) {
 		}
 		return scaleSection(dir+"/"+name, s), nil
 	case TrainerFleet:
-		f, ok, err := readTrainerFleet(dir)
+		f, ok, err := readTrainerFleet(dir, name)
 		if err != nil || !ok {
 			return missing("training-fleet", "Training fleet: Table II, preemptions, MPG"), err
+		}
+		// The same simulation with its defaults alone shows what this
+		// system's measurements changed.
+		defaults, _, err := readTrainerFleet(dir, TrainerFleetDefaults)
+		if err != nil {
+			return Section{}, err
 		}
 		// The measured job's MPG, if the preemption bench ran, sits next
 		// to the simulated jobs'.
 		p, _, _ := readPreemption(dir)
-		return trainerFleetSection(dir+"/"+name, f, p), nil
+		return trainerFleetSection(dir+"/"+name, f, defaults, p), nil
 	case Preemption:
 		p, ok, err := readPreemption(dir)
 		if err != nil || !ok {

@@ -223,3 +223,24 @@ func TestMarkdownEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedDefaults: fleet-defaults.json, shown beside fleet.json, is
+// held to the same rules.
+func TestMalformedDefaults(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{TrainerFleet, TrainerFleetDefaults} {
+		b, err := os.ReadFile(filepath.Join("testdata", "all", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == TrainerFleetDefaults {
+			b = []byte(`{"runs": []}`)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Build(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, TrainerFleetDefaults)+": field runs: missing or empty") {
+		t.Errorf("got %v", err)
+	}
+}

@@ -2,8 +2,11 @@ package report
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/sigdata/sig/internal/figure"
 	"github.com/sigdata/sig/internal/svgplot"
@@ -60,7 +63,7 @@ func scaleSection(path string, sf *scaleFile) Section {
 // trainerFleetSection reports the virtual-time fleet simulation
 // (trainer/accounting/fleet): every figure modelled unless its file says
 // measured.
-func trainerFleetSection(path string, f *trainerFleet, p *preemptionFile) Section {
+func trainerFleetSection(path string, f, defaults *trainerFleet, p *preemptionFile) Section {
 	s := Section{ID: "training-fleet", Title: "Training fleet: Table II, preemptions, MPG"}
 	s.text("Source: `%s`, written by `trainer fleet` (trainer/accounting/fleet): a shared fleet of training jobs simulated in virtual time over %d seeds. "+
 		"Its figures are **modelled**: the constants listed below decide them (a constant whose source starts with \"measured:\" was replaced by a measurement of this system, bench/preemption.json).", path, len(f.Runs))
@@ -132,8 +135,39 @@ func trainerFleetSection(path string, f *trainerFleet, p *preemptionFile) Sectio
 		Caption: fmt.Sprintf("SG, RG, PG and MPG of the whole fleet, each seed (the figures, kinds and constants are in the table below). Deciding MPG: %s.", decidingText(mf)),
 		SVG: svgplot.Bars{Title: "Fleet SG, RG, PG and MPG", XLabel: "seed", Categories: seedCats, Y: svgplot.Axis{Label: "goodput", Percent: true, Max: 1},
 			Groups: []svgplot.Group{{Name: "SG", Values: sgs}, {Name: "RG", Values: rgs}, {Name: "PG", Values: pgs}, {Name: "MPG", Values: mpgFleet}}}.SVG()})
+	if defaults != nil {
+		measuredFleetTable(&s, f, defaults)
+	}
 	figureTables(&s, f.Figures, "Every figure of the simulation with its kind, the paper's value and what decides it")
 	return s
+}
+
+// measuredFleetTable sets the simulation fed with this system's
+// measurements beside the same simulation on its default constants alone
+// (fleet-defaults.json): what the measurements changed.
+func measuredFleetTable(s *Section, f, d *trainerFleet) {
+	t := Table{Caption: "The simulation fed with this system's measurements (" + TrainerFleet + ") beside the same simulation on its default constants alone (" +
+		TrainerFleetDefaults + "): what replacing the constants changed",
+		Header: []string{"figure", "with measurements", "defaults alone", "constants replaced by measurements"}}
+	for _, n := range slices.Sorted(maps.Keys(f.Figures)) {
+		fm, fd := f.Figures[n], d.Figures[n]
+		var replaced []string
+		for _, k := range slices.Sorted(maps.Keys(fm.Constants)) {
+			if c := fm.Constants[k]; strings.HasPrefix(c.Source, figure.MeasuredPrefix) {
+				was := "not a constant of the defaults' model"
+				if dc, ok := fd.Constants[k]; ok {
+					was = "defaults: " + num(dc.Value)
+				}
+				replaced = append(replaced, fmt.Sprintf("%s %s (%s)", k, num(c.Value), was))
+			}
+		}
+		dv := "–"
+		if _, ok := d.Figures[n]; ok {
+			dv = num(fd.Value) + " (" + string(fd.Kind) + ")"
+		}
+		t.Rows = append(t.Rows, []string{n, num(fm.Value) + " (" + string(fm.Kind) + ")", dv, strings.Join(replaced, "; ")})
+	}
+	s.table(t)
 }
 
 // histogram bins xs (in [min, max]) into n equal bins.
