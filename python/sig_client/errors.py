@@ -139,22 +139,30 @@ def _error_info(details: bytes):
     return code, "", {}
 
 
-_FLIGHT_MESSAGE = re.compile(r"Flight returned (.+?) error, with message: (.*)", re.S)
+_FLIGHT_MESSAGE = re.compile(r"(?:Flight|gRPC) returned (.+?) error, with message: (.*)", re.S)
+# gRPC's debug context, which pyarrow appends, has the status code itself.
+_GRPC_STATUS = re.compile(r"grpc_status:(\d+)")
 # The phrases Arrow's gRPC transport writes for a code, where they are not
 # the code's name in lower case with spaces.
 _PHRASES = {"unauthorized": "PERMISSION_DENIED", "timed out": "DEADLINE_EXCEEDED", "cancelled": "CANCELLED"}
 
 
 def _server_message(msg: str) -> tuple[str, str]:
-    """The code (from Arrow's phrase) and the server's own message in a
-    pyarrow.flight error's text, which wraps it as "Flight returned <code>
-    error, with message: <message>" and may append ". Detail: ..." and a
-    "gRPC client debug context"."""
+    """The code and the server's own message in a pyarrow.flight error's
+    text, which wraps it as "Flight returned <code> error, with message:
+    <message>" (or "gRPC returned ..." for codes Flight has no class of, such
+    as DATA_LOSS, raised as FlightInternalError) and may append ". Detail:
+    ..." and a "gRPC client debug context" holding grpc_status, the code's
+    number, which decides when present."""
     code = ""
+    st = _GRPC_STATUS.search(msg)
+    if st:
+        code = _CODE_OF_NUMBER.get(int(st.group(1)), "")
     m = _FLIGHT_MESSAGE.search(msg)
     if m:
-        phrase = m.group(1).strip().lower()
-        code = _PHRASES.get(phrase, phrase.upper().replace(" ", "_"))
+        if not code:
+            phrase = m.group(1).strip().lower()
+            code = _PHRASES.get(phrase, phrase.upper().replace(" ", "_"))
         msg = m.group(2)
     for sep in (". Detail:", ". gRPC client debug context:", "\n"):
         if sep in msg:
@@ -186,6 +194,7 @@ def _classify(message: str, code: str, reason: str, metadata: dict) -> SigError:
 
 
 _CODE_NAMES = {c.name for c in grpc.StatusCode}
+_CODE_OF_NUMBER = {c.value[0]: c.name for c in grpc.StatusCode}
 
 # pyarrow.flight's classes for the gRPC codes that reach it without a detail.
 _FLIGHT_CODES = [
@@ -220,7 +229,8 @@ def from_flight(err: Exception) -> SigError:
     out = _classify(message, code, reason, md)
     if code == "INTERNAL" and reason == "":
         # gRPC reports a stream reset by a dying reader so (the Go client
-        # retries it too).
+        # retries it too); pyarrow raises FlightInternalError for DATA_LOSS
+        # as well, which its grpc_status tells apart (above).
         out = UnavailableError(message, code=code)
     return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import sys
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 import sig_client
 from sig_client import errors
 from sig_client.arrays import to_numpy
-from conftest import CTR_GRAPH, END, EVENTS, START, go_read, ipc_parts, received_body
+from conftest import CTR_GRAPH, END, EVENTS, ROWS_PER_BLOCK, START, go_read, ipc_parts, received_body
 
 
 def assert_same_as_go(batches, units):
@@ -218,3 +219,42 @@ def test_typed_errors(stack, ctr_pipeline):
         else:
             pytest.fail("a malformed ticket was accepted")
         fc.close()
+
+
+def test_corrupt_memo_object_is_data_loss(stack):
+    """A memo object truncated in the store after its block was ready:
+    reading the block raises DataLossError (DATA_LOSS), after the blocks
+    before it were delivered; the reader reports it to sigd, which
+    recomputes the block, and the pipeline then reads whole again."""
+    from pyarrow import fs
+
+    c = stack.client()
+    c.submit('input cat_ids = hash(col("ad_category"), buckets=991)', client="ctr", pipeline="corrupt",
+             start=START, end=END)
+    sol = c.wait("ctr", "corrupt", timeout=120)
+    key = sol.inputs[0].blocks[1].memo_object
+    s3 = fs.S3FileSystem(access_key=stack.dev["s3_access_key"], secret_key=stack.dev["s3_secret_key"],
+                         endpoint_override=stack.dev["s3_endpoint"], scheme="http", region="us-east-1")
+    with s3.open_input_stream("sig/" + key) as f:
+        data = f.read()
+    with s3.open_output_stream("sig/" + key) as f:
+        f.write(data[: len(data) // 2])
+    stream = c.read("ctr", "corrupt")
+    with pytest.raises(sig_client.DataLossError) as ei:
+        for _ in stream:
+            pass
+    assert ei.value.code == "DATA_LOSS" and not ei.value.retryable, ei.value
+    assert stream.state.block_index == 1 and stream.state.row == 0
+    assert stream.state.rows == ROWS_PER_BLOCK  # block 0, delivered whole
+    # sigd recomputes the block the reader reported; the read then succeeds.
+    c.wait("ctr", "corrupt", timeout=120)
+    deadline = time.time() + 60
+    while True:
+        try:
+            assert sum(b.num_rows for b in c.read("ctr", "corrupt")) == EVENTS
+            break
+        except (sig_client.DataLossError, sig_client.MemoPendingError):
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    c.close()
