@@ -53,6 +53,7 @@ func TestReadCommand(t *testing.T) {
 	for _, args := range [][]string{
 		{"--pipeline", "p", "--readers", addr, "--out", out}, // no client
 		{"--client", "ctr", "--pipeline", "p", "--out", out}, // no readers
+		{"--client", "ctr", "--readers", addr},               // no pipeline
 		{"--client", "ctr", "--pipeline", "p", "--readers", addr, "--out", out, "--mode", "lig"},
 		{"--client", "ctr", "--pipeline", "p", "--readers", addr, "--out", out, "extra"},
 	} {
@@ -72,6 +73,13 @@ func TestReadCommand(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "read 2 units, 6 batches, 600 rows") {
 		t.Errorf("read output: %s", stdout)
+	}
+
+	// Without --out: read and counted only.
+	if code, stdout, errs := sigctl(t, append([]string{"read", "--client", "ctr", "--pipeline", "p", "--readers", addr,
+		"--batch-rows", "100"}, conn...)...); code != 0 || !strings.Contains(stdout, "read 2 units, 6 batches, 600 rows") ||
+		strings.Contains(stdout, " into ") {
+		t.Errorf("read without --out: exit %d (%s): %s", code, errs, stdout)
 	}
 
 	units, err := reader.UnitsFromSolution(sol, reader.UnitOptions{BatchRows: 128})
