@@ -9,6 +9,11 @@ batches are padded to batch_rows rows and list values to a multiple of
 values_bucket: padded rows have weight 0, padded values point at row
 batch_rows (one past the last), which segment_sum with num_segments=
 batch_rows drops.
+
+JAX keeps integers as int32 unless jax_enable_x64 is set: int64 columns are
+then narrowed, and a value beyond int32 (a hash with more than 2^31
+buckets) is an error naming the column rather than a silently wrapped id.
+event_id stays a numpy int64 array on the host, exact, for bookkeeping.
 """
 
 from __future__ import annotations
@@ -72,8 +77,25 @@ class JaxIterator:
         return getattr(self.source, "state", None)
 
     def __iter__(self) -> Iterator[dict]:
-        import jax
-        import jax.numpy as jnp
-
         for b in self.source:
-            yield jax.tree_util.tree_map(jnp.asarray, pad_batch(b, self.batch_rows, self.values_bucket))
+            x = pad_batch(b, self.batch_rows, self.values_bucket)
+            ids = x.pop("event_id", None)
+            out = {name: _to_device(name, v) for name, v in x.items()}
+            if ids is not None:
+                out["event_id"] = ids
+            yield out
+
+
+def _to_device(name: str, v):
+    """A column (or a list column's dict) as jax arrays (see the module doc)."""
+    import jax
+    import jax.numpy as jnp
+
+    if isinstance(v, dict):
+        return {k: _to_device(f"{name}.{k}", a) for k, a in v.items()}
+    if v.dtype == np.int64 and not jax.config.jax_enable_x64:
+        if v.size and (v.min() < np.iinfo(np.int32).min or v.max() > np.iinfo(np.int32).max):
+            raise ValueError(f"column {name!r} has int64 values beyond int32, which JAX keeps without "
+                             "jax_enable_x64: enable it, or hash into fewer buckets")
+        v = v.astype(np.int32)
+    return jnp.asarray(v)

@@ -86,7 +86,21 @@ def test_numpy_and_jax(stack, ctr_pipeline):
         assert (seg[off[n]:] == 512).all()
     assert rows == EVENTS and it.state.rows == EVENTS
     assert {s[0] for s in shapes} == {(512,)} and {s[1] for s in shapes} == {0}
+    assert x["event_id"].dtype == np.int64 and x["query"]["values"].dtype == np.int32
     c.close()
+
+
+def test_jax_refuses_ids_beyond_int32():
+    """Without jax_enable_x64 an id that does not fit int32 is an error
+    naming its column, not a wrapped id."""
+    from sig_client.jax_input import JaxIterator
+
+    ok = pa.record_batch({"event_id": pa.array([2**40], pa.int64()), "q": pa.array([[1, 2]], pa.list_(pa.int64()))})
+    x = next(iter(JaxIterator([ok], batch_rows=4, values_bucket=4)))
+    assert int(x["event_id"][0]) == 2**40 and list(np.asarray(x["q"]["values"])) == [1, 2, 0, 0]
+    big = pa.record_batch({"event_id": pa.array([1], pa.int64()), "q": pa.array([[1, 2**33]], pa.list_(pa.int64()))})
+    with pytest.raises(ValueError, match="'q.values'"):
+        next(iter(JaxIterator([big], batch_rows=4, values_bucket=4)))
 
 
 CHILD = """
