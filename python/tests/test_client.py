@@ -188,9 +188,18 @@ def test_memo_pending_is_typed_error(stack):
         assert e.input == "title_ids" and e.block and e.component, e.metadata
         rows = sum(b.num_rows for b in c.read("ctr", "pending", mode="ready_else_local"))
         assert rows == EVENTS
+        watch = c.watch("ctr", "pending", timeout=120)
+        seen = [next(watch)]
     finally:
         stack.start_workers()
-    c.wait("ctr", "pending", timeout=120)
+    # The watch, begun while nothing could be memoized, reports the blocks
+    # turning ready (its changes applied to the first full solution).
+    for p in watch:
+        seen.append(p)
+        if p.complete:
+            break
+    watch.close()
+    assert seen[0].pending == 4 and seen[-1].complete and seen[-1].ready == 4, [str(p) for p in seen]
     assert sum(b.num_rows for b in c.read("ctr", "pending")) == EVENTS
     c.close()
 
