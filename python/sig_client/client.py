@@ -327,7 +327,6 @@ class Stream:
         backoff = c.initial_backoff
         while True:
             c.stats["attempts"] += 1
-            progressed = False
             try:
                 req.start_row = st.row
                 done = yield from self._attempt(locs[at], req)
