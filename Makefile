@@ -65,12 +65,14 @@ test: deps
 # git-ignored) with exactly python/requirements.lock from PyPI, and the
 # package itself installed editable (pip install -e ./python, built with the
 # lock's setuptools). Made anew when the lock or pyproject.toml changes.
+# --no-compile: Python compiles what is imported on first use, not all of
+# JAX and SciPy up front (about half the install's time on 2 busy cores).
 PYTHON ?= python3.11
 VENV   := $(CURDIR)/.venv
 $(VENV)/.installed: python/requirements.lock python/pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements.lock
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile -r python/requirements.lock
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e ./python
 	touch $@
 
