@@ -168,8 +168,11 @@
 // # Operations
 //
 // With Config.Registerer a Server exports its metrics (metrics.go): units
-// served, rows and bytes sent, input columns by mode, failed calls by the
-// gRPC code the caller got, and the time to fetch a unit's block. cmd/reader
+// served, rows and bytes sent (Read and Flight's DoGet alike), input columns
+// by mode, calls by API (read, flight_do_get, flight_get_flight_info),
+// failed calls by the gRPC code the caller got (counted by an interceptor
+// outside authentication, so a refused token counts), and the time to
+// fetch a unit's block. cmd/reader
 // serves them on --metrics, and health and reflection beside the Reader
 // service (internal/grpcsvc).
 package reader

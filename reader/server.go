@@ -167,18 +167,23 @@ func StreamServerOptions() []grpc.ServerOption {
 }
 
 // GRPCServer returns a gRPC server with the Reader service and the Arrow
-// Flight service (FlightService) registered, the
-// StreamServerOptions, the request size limit, and (when Config.Tokens is
-// set) the auth interceptors; opts come after them, except that the
-// serverCodec stays: Read sends batches marshaled already (batchMessage),
-// which only it can send.
+// Flight service (FlightService) registered, the StreamServerOptions and
+// the request size limit (opts may override them), then the serverCodec,
+// which stays (Read sends batches marshaled already, batchMessage, which
+// only it can send), the metrics' interceptors and (when Config.Tokens is
+// set) the auth interceptors, in that order after any interceptor of opts.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append(append(StreamServerOptions(), grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes)), opts...)
 	opts = append(opts, grpc.ForceServerCodecV2(serverCodec{}))
+	// The metrics see each call first and its outcome last, whatever
+	// refused it.
+	unary, stream := s.metrics.interceptors()
+	unaries, streams := []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream}
 	if s.cfg.Tokens != nil {
-		opts = append(opts, grpc.UnaryInterceptor(s.cfg.Tokens.UnaryInterceptor()),
-			grpc.StreamInterceptor(s.cfg.Tokens.StreamInterceptor()))
+		unaries = append(unaries, s.cfg.Tokens.UnaryInterceptor())
+		streams = append(streams, s.cfg.Tokens.StreamInterceptor())
 	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(unaries...), grpc.ChainStreamInterceptor(streams...))
 	gs := grpc.NewServer(opts...)
 	readerv1.RegisterReaderServer(gs, s)
 	flightpb.RegisterFlightServiceServer(gs, s.FlightService())
@@ -187,12 +192,6 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 
 // Read implements readerv1.ReaderServer.
 func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServer) (err error) {
-	defer func() {
-		if err != nil {
-			s.metrics.failed(status.Code(err))
-		}
-	}()
-	s.metrics.called(apiRead)
 	ctx := stream.Context()
 	if err := s.authorize(ctx, req.GetUnit().GetClient()); err != nil {
 		return err

@@ -22,18 +22,23 @@ type metrics struct {
 	phases                             *prometheus.HistogramVec
 	trainerGoodput                     *prometheus.GaugeVec
 
+	// walkMu: one walk of the cache for the reuse figures at a time (with
+	// its wait). reuseMu guards the figures and the rest, never held
+	// during a walk or a wait: submits and completions take it.
+	walkMu  sync.Mutex
 	reuseMu sync.Mutex
 	reuse   matching.Reuse
 	reuseAt time.Time // by the server's clock; zero before the first walk
-	// reuseChanged: a submit since the last walk. walkEnd and walkTook are
-	// the last walk's, in real time: the walk's cost is the machine's.
-	reuseChanged bool
-	walkEnd      time.Time
-	walkTook     time.Duration
-	walks        prometheus.Counter
-	walkSeconds  prometheus.Counter
-	latencyMu    sync.Mutex
-	latencies    []float64 // recent task latencies, for p50/p99 in Stats
+	// reuseDirty: a submit or a completion since the last walk began.
+	// walkEnd and walkTook are the last walk's, in real time: the walk's
+	// cost is the machine's.
+	reuseDirty  bool
+	walkEnd     time.Time
+	walkTook    time.Duration
+	walks       prometheus.Counter
+	walkSeconds prometheus.Counter
+	latencyMu   sync.Mutex
+	latencies   []float64 // recent task latencies, for p50/p99 in Stats
 }
 
 var (
@@ -108,48 +113,67 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // reuseWalkSpacing: after a walk of the cache for the reuse figures, the
-// next one waits at least this many times the walk's duration. A walk is
-// linear in the cache (seconds at a million components, bench/scale.txt)
-// and every submit changes the figures, while Stats and /metrics are asked
-// often (the web UI every 5 s, a fleet's autoscaler every second,
-// Prometheus): without the spacing, a busy sigd with a large cache walked
-// it on nearly every call. With it the walks take at most
-// 1/(1+reuseWalkSpacing) of the time whatever the cache's size; until the
-// next walk, the figures are the last walk's.
+// next one begins no sooner than this many of its durations after it. A
+// walk is linear in the cache (seconds at a million components,
+// bench/scale.txt), every submit and completion changes the figures, and
+// Stats and /metrics are asked often (the web UI's sampler, a fleet's
+// autoscaler every second, Prometheus): a busy sigd with a large cache
+// used to walk it on nearly every call. With the spacing, walks take at
+// most 1/(1+reuseWalkSpacing) of the time whatever the cache's size.
 const reuseWalkSpacing = 10
 
 // reuseWalkFree: a walk shorter than this is redone whenever the figures
-// are stale, with no spacing: a small cache's figures stay exact right
-// after a submit (a fleet run checks them against its own count), at a cost
-// of at most this per Stats call.
+// are stale, without the spacing (a small cache; at most this per call).
 const reuseWalkFree = 5 * time.Millisecond
 
+// reuseWalkMaxWait: a call waits for the spacing to pass, then walks, when
+// that is at most this long: the figures after a change stay exact (a fleet
+// run checks them against its own count as soon as its last block is
+// ready) for walks up to reuseWalkMaxWait/reuseWalkSpacing (200 ms: tens of
+// thousands of components). A longer wait answers the last walk's figures.
+const reuseWalkMaxWait = 2 * time.Second
+
 // reuseStats returns the reuse figures, walking the cache when they are
-// older than two seconds or a submit came since, and the last walk is
-// reuseWalkSpacing of its durations behind (or took less than
-// reuseWalkFree).
+// older than two seconds or changed since the last walk began, within the
+// spacing above.
 func (m *metrics) reuseStats() (matching.Reuse, error) {
+	m.walkMu.Lock()
+	defer m.walkMu.Unlock()
 	m.reuseMu.Lock()
-	defer m.reuseMu.Unlock()
-	now := m.s.clock.Now()
-	if !m.reuseAt.IsZero() {
-		if !m.reuseChanged && now.Sub(m.reuseAt) < 2*time.Second {
-			return m.reuse, nil
+	r, at, dirty, end, took := m.reuse, m.reuseAt, m.reuseDirty, m.walkEnd, m.walkTook
+	m.reuseMu.Unlock()
+	if !at.IsZero() {
+		if !dirty && m.s.clock.Now().Sub(at) < 2*time.Second {
+			return r, nil
 		}
-		if m.walkTook >= reuseWalkFree && time.Since(m.walkEnd) < reuseWalkSpacing*m.walkTook {
-			return m.reuse, nil
+		if took >= reuseWalkFree {
+			wait := reuseWalkSpacing*took - time.Since(end)
+			if wait > reuseWalkMaxWait {
+				return r, nil
+			}
+			if wait > 0 {
+				time.Sleep(wait)
+			}
 		}
 	}
-	t0 := time.Now()
+	// Changes from here on are not in this walk's view.
+	m.reuseMu.Lock()
+	m.reuseDirty = false
+	m.reuseMu.Unlock()
+	now, t0 := m.s.clock.Now(), time.Now()
 	r, err := m.s.frontend.Reuse()
 	if err != nil {
+		m.reuseMu.Lock()
+		m.reuseDirty = true
+		m.reuseMu.Unlock()
 		return r, err
 	}
-	m.walkEnd = time.Now()
-	m.walkTook = m.walkEnd.Sub(t0)
+	end = time.Now()
 	m.walks.Inc()
-	m.walkSeconds.Add(m.walkTook.Seconds())
-	m.reuse, m.reuseAt, m.reuseChanged = r, now, false
+	m.walkSeconds.Add(end.Sub(t0).Seconds())
+	m.reuseMu.Lock()
+	m.reuse, m.reuseAt, m.walkEnd, m.walkTook = r, now, end, end.Sub(t0)
+	m.reuseMu.Unlock()
 	return r, nil
 }
 
@@ -160,8 +184,16 @@ func (m *metrics) observeSubmit(r *matching.SubmitResult) {
 	m.componentHits.WithLabelValues(c).Add(float64(r.ComponentHits))
 	m.blockRequests.Add(float64(r.BlockHits + r.BlockMisses))
 	m.blockHits.Add(float64(r.BlockHits))
+	m.reuseChanged()
+}
+
+// reuseChanged marks the reuse figures stale: a submit registered a range,
+// or a memo block became ready. The next Stats or scrape walks the cache
+// again, within reuseWalkSpacing (reuseStats); between changes the figures
+// spare rescans (scrapes, the autoscaler's Stats every second).
+func (m *metrics) reuseChanged() {
 	m.reuseMu.Lock()
-	m.reuseChanged = true
+	m.reuseDirty = true
 	m.reuseMu.Unlock()
 }
 
@@ -170,6 +202,7 @@ func (m *metrics) phase(name string, d time.Duration) {
 }
 
 func (m *metrics) taskDone(d time.Duration) {
+	m.reuseChanged() // a memo block is ready
 	m.taskLatency.Observe(d.Seconds())
 	m.latencyMu.Lock()
 	m.latencies = append(m.latencies, d.Seconds())
