@@ -257,6 +257,7 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 		SecureCookies: s.cfg.HTTPBehindTLSProxy,
 		ReportsDir:    s.cfg.ReportsDir,
 		Stats:         s.StatsSnapshot,
+		Sample:        func() (*sigv1.StatsResponse, error) { return s.statsSnapshot(false) },
 		Quarantine: func() []*sigv1.QuarantinedTask {
 			var out []*sigv1.QuarantinedTask
 			for _, t := range s.queue.ListQuarantine() {

@@ -238,11 +238,21 @@ func (m *metrics) latencyQuantiles() (p50, p99 float64) {
 
 // StatsSnapshot gathers the Stats RPC's answer (paper IV.A's hit rate and
 // reuse figures, queues and workers).
-func (s *Server) StatsSnapshot() (*sigv1.StatsResponse, error) {
+func (s *Server) StatsSnapshot() (*sigv1.StatsResponse, error) { return s.statsSnapshot(true) }
+
+// statsSnapshot is StatsSnapshot, without the figures of the reuse walk
+// (components, pipelines, memo blocks and their reuse, all zero) unless
+// reuse: the web UI's charts sample it every 5 s and plot none of those,
+// and at a million components the walk they caused took one of the
+// machine's two cores for seconds while submits waited (bench/scale.txt).
+func (s *Server) statsSnapshot(reuse bool) (*sigv1.StatsResponse, error) {
 	fs := s.frontend.Stats()
-	r, err := s.metrics.reuseStats()
-	if err != nil {
-		return nil, err
+	var r matching.Reuse
+	if reuse {
+		var err error
+		if r, err = s.metrics.reuseStats(); err != nil {
+			return nil, err
+		}
 	}
 	qs := s.queue.Stats()
 	out := &sigv1.StatsResponse{

@@ -112,3 +112,31 @@ func gauge(tb testing.TB, srv *sigdtest.Server, name string) float64 {
 	tb.Fatalf("no metric %s", name)
 	return 0
 }
+
+// TestUISamplerDoesNotWalk: the web UI's charts sample hit rate, workers
+// and queues every 5 s from the moment sigd serves; they plot none of the
+// reuse figures, and used to walk the whole cache for them anyway: at a
+// million components that walk (10 s) started with sigd and took one of
+// the machine's two cores while the first submits waited (bench/scale.txt).
+func TestUISamplerDoesNotWalk(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 10})
+	srv := sigdtest.Start(t, w, sigd.Config{RemoteWorkers: true}, sigd.Options{UISampleEvery: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := srv.SIG(t, "ctr").SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 10, hashGraph(7), w.All())); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // some 15 samples, since the submit too
+	// This gather's own collection of the reuse gauges walks once (the
+	// counter is read after it); any other walk was the sampler's.
+	if n := gauge(t, srv, "sig_reuse_walks_total"); n != 1 {
+		t.Errorf("%v walks of the cache, one of them this gather's: the UI's sampler walks", n)
+	}
+	st, err := srv.SIG(t, "operator").Stats(ctx, &sigv1.StatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pipelines != 1 || st.Components != 2 || st.Submits != 1 {
+		t.Errorf("Stats: %d pipelines, %d components, %d submits; want 1, 2, 1", st.Pipelines, st.Components, st.Submits)
+	}
+}
