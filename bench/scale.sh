@@ -16,8 +16,9 @@
 # Knobs (environment): SIG_SCALE_SIZES (default 1000,10000,100000,1000000),
 # SIG_SCALE_SUBMITS (measured submits per point, each way; default 2000),
 # SIG_SCALE_PROFILE_DIR (CPU profiles of the in-process submits and of the
-# reuse walk at each point). Needs bin/minio (make deps); about 20 minutes
-# on 2 CPUs, most of it building the 1M point.
+# reuse walk at each point). Needs bin/minio (make deps); 11 minutes on 2
+# CPUs at load average 2-6, 25 at 15-20, most of it building the 1M point
+# (sigd's RSS reaches 1.9 GiB, the benchmark's 2 GiB, the stores 1.6 GiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SIG_MINIO_BIN=${SIG_MINIO_BIN:-$PWD/bin/minio}
