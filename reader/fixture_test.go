@@ -49,6 +49,9 @@ type fixtureInput struct {
 	typ     transform.Type
 	dsl     string
 	columns []string
+	// nodes are the non-col nodes of the component (its root included),
+	// each as the component it roots, when fixtureConfig.Nodes is set.
+	nodes []fixtureInput
 }
 
 type fixtureConfig struct {
@@ -62,6 +65,8 @@ type fixtureConfig struct {
 	Nulls bool
 	// NoMemos leaves the memo objects unwritten.
 	NoMemos bool
+	// Nodes memoizes every non-col node of every component too (covers).
+	Nodes bool
 }
 
 func fleetGraphs(tb testing.TB, names ...string) []string {
@@ -107,8 +112,19 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		}
 		for i := range c.Components {
 			comp := &c.Components[i]
-			f.inputs = append(f.inputs, fixtureInput{name: fmt.Sprintf("g%d_%s", gi, comp.Input), key: comp.Key,
-				typ: comp.Type, dsl: c.DSL(comp, "out"), columns: comp.Columns})
+			in := fixtureInput{name: fmt.Sprintf("g%d_%s", gi, comp.Input), key: comp.Key,
+				typ: comp.Type, dsl: c.DSL(comp, "out"), columns: comp.Columns}
+			if cfg.Nodes {
+				for _, j := range comp.Nodes {
+					if c.Nodes[j].Op == "col" {
+						continue
+					}
+					cone := c.Cone(j, "out")
+					in.nodes = append(in.nodes, fixtureInput{name: in.name + "_" + cone.Key.Short(), key: cone.Key,
+						typ: cone.Type, dsl: c.DSL(&cone, "out"), columns: cone.Columns})
+				}
+			}
+			f.inputs = append(f.inputs, in)
 		}
 	}
 	gn := gen.New(gen.Config{Seed: 7})
@@ -133,9 +149,16 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		}
 		f.blocks = append(f.blocks, fixtureBlock{id: id, meta: meta, rows: meta.Rows})
 		if !cfg.NoMemos {
+			done := map[canon.Key]bool{}
 			for i := range f.inputs {
-				if err := f.memoize(ctx, b, i); err != nil {
-					tb.Fatal(err)
+				for _, in := range append([]fixtureInput{f.inputs[i]}, f.inputs[i].nodes...) {
+					if done[in.key] {
+						continue
+					}
+					done[in.key] = true
+					if err := f.memoize(ctx, b, in); err != nil {
+						tb.Fatal(err)
+					}
 				}
 			}
 		}
@@ -143,11 +166,10 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 	return f
 }
 
-// memoize writes the memo object of input i for block b exactly as a SIG
+// memoize writes the memo object of component in for block b exactly as a SIG
 // worker does (sigd Runner.compute): parse the canonical DSL, read
 // only the component's columns, run it, write {event_id, value}.
-func (f *fixture) memoize(ctx context.Context, b, i int) error {
-	in := f.inputs[i]
+func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput) error {
 	blk := f.blocks[b]
 	g, _, err := transform.ParseAndCheck([]byte(in.dsl), "component", f.schema, transform.Default(), transform.Limits{})
 	if err != nil {

@@ -116,6 +116,7 @@ type Server struct {
 
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
+	memoNodes                                      atomic.Int64
 }
 
 // NewServer returns a Server reading from cfg.Store.
@@ -141,6 +142,9 @@ type ServerStats struct {
 	Units, Rows, Batches, Bytes int64
 	// MemoInputs and LocalInputs count input columns served per mode.
 	MemoInputs, LocalInputs int64
+	// MemoNodes counts the memo node columns LOCAL inputs were computed
+	// from (covers).
+	MemoNodes int64
 	// MemoPending counts calls refused because memo data was pending;
 	// Failures counts every other failed call.
 	MemoPending, Failures int64
@@ -149,7 +153,7 @@ type ServerStats struct {
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Units: s.units.Load(), Rows: s.rows.Load(), Batches: s.batches.Load(),
-		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(),
+		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(), MemoNodes: s.memoNodes.Load(),
 		MemoPending: s.pending.Load(), Failures: s.failures.Load()}
 }
 
@@ -297,7 +301,7 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink)
 		return invalid("start_row", "%d is negative", req.StartRow)
 	}
 	// Fail fast, before any I/O, when a memo object cannot be there.
-	for _, in := range p.inputs {
+	for _, in := range p.reads() {
 		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO {
 			continue
 		}
@@ -378,13 +382,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.Array, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	memos := make([]memoRead, len(p.inputs))
+	// One read per MEMO input, then one per memo node of the LOCAL inputs.
+	reads := p.reads()
+	memos := make([]memoRead, len(reads))
 	// The raw block's footer decides how memo objects are read (readMemo),
 	// so memo reads wait for it.
 	var rawMeta block.Meta
 	rawReady := make(chan struct{})
 	var wg sync.WaitGroup
-	for i, in := range p.inputs {
+	for i, in := range reads {
 		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO {
 			continue
 		}
@@ -442,7 +448,7 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 		if m.err == nil {
 			continue
 		}
-		in := p.inputs[i]
+		in := reads[i]
 		s.noteMemoError(p, in, m.err)
 		switch {
 		case errors.Is(m.err, ErrCorrupt):
@@ -489,7 +495,26 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 		if err := transform.CheckRecord(p.local, p.schema, raw.rec); err != nil {
 			return fail(fmt.Errorf("%w: raw block %s: %v", ErrCorrupt, p.unit.RawObject, err))
 		}
-		out, err := transform.Run(p.local, p.reg, raw.rec, p.localNodes...)
+		// The memo nodes' columns are given: only the residual above them
+		// runs.
+		given := make(map[int]arrow.Array, len(p.nodes))
+		releaseGiven := func() {
+			for _, c := range given {
+				c.Release()
+			}
+		}
+		for j, nd := range p.nodes {
+			c, err := memoColumn(p, nd, &memos[len(p.inputs)+j], raw.eventIDSeg, eventIDs)
+			if err != nil {
+				s.noteMemoError(p, nd, err)
+				releaseGiven()
+				return fail(err)
+			}
+			given[p.nodeIdx[j]] = c
+			s.memoNodes.Add(1)
+		}
+		out, err := transform.RunGiven(p.local, p.reg, raw.rec, given, p.localNodes...)
+		releaseGiven()
 		if err != nil {
 			return fail(fmt.Errorf("%w: block %s: %v", ErrCompute, p.unit.BlockId, err))
 		}
