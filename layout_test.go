@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},
 	{"reader", "trainer"},
 	{"warehouse", "warehouse/block", "warehouse/ready", "warehouse/objstore"},
-	{"matching/canon", "transform/graphpb", "warehouse/record", "warehouse/gen", "fleet/gen", "fleet/results"},
+	{"matching/canon", "matching/insertion", "transform/graphpb", "warehouse/record", "warehouse/gen", "fleet/gen", "fleet/results"},
 	{"transform"},
 	{"internal/", "proto/", "examples"},
 }
