@@ -12,6 +12,7 @@ import (
 
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )
@@ -66,7 +67,10 @@ func newTestFrontend(t *testing.T, nblocks int) (*Frontend, *fakeSched, *clock.F
 	}
 	sched := &fakeSched{}
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	// The frontend's mechanics under the paper's insertion policy: every
+	// component memoized whole (covers have their own tests, cover_test.go).
 	f := NewFrontend(FrontendConfig{Cache: cache, Blocks: fb, Scheduler: sched, Clock: clk,
+		Insertion: insertion.Config{MemoizeAll: true},
 		Schema: func(src string) (*transform.Schema, error) {
 			if src != "ads" {
 				return nil, fmt.Errorf("unknown source %q", src)

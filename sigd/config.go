@@ -127,7 +127,21 @@ type Config struct {
 	// --sync: fsync every Pebble write (machine-crash durability) instead
 	// of relying on the OS page cache (process-crash durability).
 	Sync bool
+
+	// --insertion: the insertion policy (matching/insertion). "all"
+	// (the default) memoizes every model input's whole component, the
+	// paper's SIG; "cost" decides per input which nodes to memoize and
+	// leaves the rest to readers (issue 20). "all" stays the default until
+	// bench/insertion.sh shows the cost-aware policy meets its targets on
+	// a fleet; a cache serves pipelines registered under either.
+	Insertion string
 }
+
+// Insertion policies (Config.Insertion).
+const (
+	InsertionAll  = "all"
+	InsertionCost = "cost"
+)
 
 // EnsureDefaults fills zero fields.
 func (c *Config) EnsureDefaults() {
@@ -174,6 +188,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 4 << 20
 	}
+	if c.Insertion == "" {
+		c.Insertion = InsertionAll
+	}
 }
 
 // Validate reports settings that cannot work, before anything is opened.
@@ -184,6 +201,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Lease <= 0 || c.MaxAttempts < 1 {
 		return fmt.Errorf("--lease %v, --max-attempts %d: both must be positive", c.Lease, c.MaxAttempts)
+	}
+	if c.Insertion != InsertionAll && c.Insertion != InsertionCost {
+		return fmt.Errorf("--insertion %q: want %s (memoize every component whole) or %s (cost-aware covers)", c.Insertion, InsertionAll, InsertionCost)
 	}
 	return nil
 }

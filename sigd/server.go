@@ -31,6 +31,7 @@ import (
 	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/ui"
 	"github.com/sigdata/sig/transform"
@@ -155,6 +156,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	s.frontend = matching.NewFrontend(matching.FrontendConfig{
 		Cache: s.cache, Blocks: catalogBlocks{s.catalog}, Scheduler: queueScheduler{s.queue},
 		Schema: s.schema, Clock: s.clock,
+		Insertion: insertion.Config{MemoizeAll: cfg.Insertion != InsertionCost},
 	})
 	s.evictor = s.newEvictor()
 	s.reg = prometheus.NewRegistry()
@@ -493,6 +495,15 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	if pending {
+		// A memo node no pipeline's cover names any more (its pipelines
+		// re-submitted under other covers) is not computed.
+		needed, err := s.frontend.Needed(k)
+		if err != nil {
+			return nil, err
+		}
+		pending = needed
+	}
 	if !pending {
 		gen = 0
 	}
@@ -541,6 +552,17 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 	}
 	if err := s.frontend.MarkReady(k, block, gen, res.Rows, res.Bytes); err != nil {
 		return err
+	}
+	// The workers' measurements, for the insertion policy: statistics, so
+	// a failure to keep them fails nothing.
+	if len(res.OpNanos) > 0 && res.Rows > 0 {
+		ops := make(map[string]matching.OpStat, len(res.OpNanos))
+		for class, ns := range res.OpNanos {
+			ops[class] = matching.OpStat{Nanos: ns, Rows: res.Rows}
+		}
+		if err := s.cache.AddOpStats(ops); err != nil {
+			s.log.Warn("op statistics", "err", err)
+		}
 	}
 	s.metrics.taskDone(s.clock.Now().Sub(t.Since))
 	source := ""

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -38,6 +39,18 @@ func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.A
 // nodes plus residual ops computable (matching's covers, the reader's
 // LOCAL inputs with memo nodes).
 func RunGiven(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, nodes ...int) (out []arrow.Array, err error) {
+	return run(g, reg, rec, given, nil, nodes)
+}
+
+// RunObserved is Run telling observe how long each node's kernel took:
+// workers measure the cost of ops this way, for the insertion policy
+// (matching/insertion). The time of making a list-view contiguous for the
+// next kernel counts to the node that made it.
+func RunObserved(g *Graph, reg *Registry, rec arrow.Record, observe func(node int, d time.Duration), nodes ...int) (out []arrow.Array, err error) {
+	return run(g, reg, rec, nil, observe, nodes)
+}
+
+func run(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, observe func(int, time.Duration), nodes []int) (out []arrow.Array, err error) {
 	if len(given) > 0 {
 		// A given node has no inputs as far as this run goes: the nodes
 		// beneath it are not needed for it.
@@ -118,9 +131,16 @@ func RunGiven(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Arr
 			}
 			in[x] = vals[j]
 		}
+		var start time.Time
+		if observe != nil {
+			start = time.Now()
+		}
 		v, err := runKernel(k, in, n)
 		if err != nil {
 			return nil, err
+		}
+		if observe != nil {
+			observe(i, time.Since(start))
 		}
 		vals[i] = v
 		for _, j := range n.Inputs {

@@ -80,6 +80,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.DurationVar(&cfg.EvictInterval, "evict-interval", time.Minute, "how often last-requested eviction runs")
 	fs.Int64Var(&cfg.WorkerCacheBytes, "worker-cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes in-process workers keep for the next tasks of a block (0: the default; negative: none)")
 	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")
+	fs.StringVar(&cfg.Insertion, "insertion", sigd.InsertionAll, "insertion policy: all (memoize every model input's whole component) or cost (memoize the nodes worth it, readers compute the rest)")
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error {

@@ -130,9 +130,9 @@ type Config struct {
 	ReaderWeight float64
 	// CheapFactor: a node whose computing costs a reader at most this
 	// times what fetching it would is computed by readers, whatever its
-	// reuse. Default 2: below it a memo object saves a reader at most what
-	// it costs the reader to fetch it, for a task, an object and a GET per
-	// block.
+	// reuse. Default 1.25: the reader-CPU budget of issue 20 (readers may
+	// spend at most 1.2x what reading every input memoized costs) leaves
+	// no room for more on any one input.
 	CheapFactor float64
 	// ReadsPerUser is how often each pipeline reads a block. Default 1:
 	// recommendation models train one pass over fresh data (paper III).
@@ -175,7 +175,7 @@ func (c Config) EnsureDefaults() Config {
 	def(&c.BlockRows, 50000)
 	def(&c.StorageNsPerByte, 2)
 	def(&c.ReaderWeight, 4)
-	def(&c.CheapFactor, 2)
+	def(&c.CheapFactor, 1.25)
 	def(&c.ReadsPerUser, 1)
 	return c
 }

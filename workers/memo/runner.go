@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 
+	"github.com/sigdata/sig/matching/insertion"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
@@ -81,9 +82,18 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	if reg == nil {
 		reg = transform.Default()
 	}
-	g, _, err := transform.ParseAndCheck([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
+	g, types, err := transform.ParseAndCheck([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
 	if err != nil {
 		return nil, taskError("%v", err)
+	}
+	// Each node's op class, under which its kernel's time is reported.
+	classes := make([]string, len(g.Nodes))
+	for i, n := range g.Nodes {
+		ins := make([]transform.Type, len(n.Inputs))
+		for x, j := range n.Inputs {
+			ins[x] = types[j]
+		}
+		classes[i] = insertion.OpClass(n.Op, ins)
 	}
 	var meta block.Meta
 	if r.Catalog != nil {
@@ -112,7 +122,7 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 		raw.Release()
 		return nil, taskError("block %s: %v", spec.BlockId, err)
 	}
-	return &memoTask{r: r, spec: spec, g: g, reg: reg, meta: meta, raw: raw}, nil
+	return &memoTask{r: r, spec: spec, g: g, reg: reg, meta: meta, raw: raw, classes: classes}, nil
 }
 
 // recordColumns is the names of rec's columns, in order.
@@ -134,6 +144,9 @@ type memoTask struct {
 	meta block.Meta
 	raw  arrow.Record // until Transform
 	memo arrow.Record // from Transform until Write
+	// classes[i] is node i's op class; opNanos what its kernels took.
+	classes []string
+	opNanos map[string]int64
 }
 
 // Transform runs the component's ops over the raw columns and builds the
@@ -145,7 +158,10 @@ func (m *memoTask) Transform(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	out, err := transform.Run(m.g, m.reg, m.raw, m.g.Inputs[0].Node)
+	m.opNanos = map[string]int64{}
+	out, err := transform.RunObserved(m.g, m.reg, m.raw, func(node int, d time.Duration) {
+		m.opNanos[m.classes[node]] += d.Nanoseconds()
+	}, m.g.Inputs[0].Node)
 	if err != nil {
 		return err
 	}
@@ -175,7 +191,7 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 		return workers.Result{}, err
 	}
 	m.r.observe("write", start)
-	return workers.Result{Rows: written.Rows, Bytes: written.Size}, nil
+	return workers.Result{Rows: written.Rows, Bytes: written.Size, OpNanos: m.opNanos}, nil
 }
 
 // Release frees the raw columns or the memo record, whichever the task

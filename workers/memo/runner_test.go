@@ -73,3 +73,30 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnerReportsOpCosts: a task's result carries the time each op class
+// of its component took (the hash of a list apart from a scalar's), which
+// sigd keeps for the insertion policy (issue 20).
+func TestRunnerReportsOpCosts(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 2000})
+	ctx := context.Background()
+	schemaJSON, _ := json.Marshal(transform.AdsSchema())
+	base := w.Blocks[0]
+	r := &memo.Runner{Store: w.Store}
+	res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: base.ID}, Spec: &sigv1.Task{
+		ComponentKey: "c", BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: "memo/test/" + base.ID + ".arrow",
+		CanonicalDsl: `input out = concat(hash(unigrams(lower(col("query"))), buckets=100), hash(col("advertiser_id"), buckets=7))`,
+		Columns:      []string{"advertiser_id", "query"}, SchemaJson: string(schemaJSON), MemoGeneration: 1,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, class := range []string{"lower", "unigrams", "hash/list", "hash", "concat"} {
+		if res.OpNanos[class] <= 0 {
+			t.Errorf("op class %s: %d ns", class, res.OpNanos[class])
+		}
+	}
+	if _, ok := res.OpNanos["col"]; ok || len(res.OpNanos) != 5 || res.Rows != 2000 {
+		t.Errorf("result %+v: want the five op classes (no col) over 2000 rows", res)
+	}
+}

@@ -1066,12 +1066,17 @@ func (x *ReadSolution) GetRawSchemaJson() string {
 }
 
 type SubmitGraphRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Client        string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
-	Pipeline      string                 `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
-	Priority      int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
-	Graph         *GraphSpec             `protobuf:"bytes,4,opt,name=graph,proto3" json:"graph,omitempty"`
-	Range         *EventRange            `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Client   string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Pipeline string                 `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Priority int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Graph    *GraphSpec             `protobuf:"bytes,4,opt,name=graph,proto3" json:"graph,omitempty"`
+	Range    *EventRange            `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
+	// Overrides of the insertion policy by model input name (issue 20):
+	// "always" memoizes the input's whole component, "never" nothing of it
+	// (readers compute it from raw columns), "auto" (or absent) lets the
+	// policy decide. Honoured whichever policy sigd runs (--insertion).
+	Memoize       map[string]string `protobuf:"bytes,6,rep,name=memoize,proto3" json:"memoize,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1137,6 +1142,13 @@ func (x *SubmitGraphRequest) GetGraph() *GraphSpec {
 func (x *SubmitGraphRequest) GetRange() *EventRange {
 	if x != nil {
 		return x.Range
+	}
+	return nil
+}
+
+func (x *SubmitGraphRequest) GetMemoize() map[string]string {
+	if x != nil {
+		return x.Memoize
 	}
 	return nil
 }
@@ -4207,10 +4219,14 @@ func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
 }
 
 type CompleteTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Rows          int64                  `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
-	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Rows    int64                  `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	Bytes   int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// The time the task's kernels took, by op class (matching/insertion's
+	// OpClass), over rows: the measurements the insertion policy decides
+	// with.
+	OpNanos       map[string]int64 `protobuf:"bytes,4,rep,name=op_nanos,json=opNanos,proto3" json:"op_nanos,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4264,6 +4280,13 @@ func (x *CompleteTaskRequest) GetBytes() int64 {
 		return x.Bytes
 	}
 	return 0
+}
+
+func (x *CompleteTaskRequest) GetOpNanos() map[string]int64 {
+	if x != nil {
+		return x.OpNanos
+	}
+	return nil
 }
 
 type CompleteTaskResponse struct {
@@ -4830,13 +4853,17 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\n" +
 	"raw_source\x18\n" +
 	" \x01(\tR\trawSource\x12&\n" +
-	"\x0fraw_schema_json\x18\v \x01(\tR\rrawSchemaJson\"\xb7\x01\n" +
+	"\x0fraw_schema_json\x18\v \x01(\tR\rrawSchemaJson\"\xb6\x02\n" +
 	"\x12SubmitGraphRequest\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1a\n" +
 	"\bpriority\x18\x03 \x01(\x05R\bpriority\x12'\n" +
 	"\x05graph\x18\x04 \x01(\v2\x11.sig.v1.GraphSpecR\x05graph\x12(\n" +
-	"\x05range\x18\x05 \x01(\v2\x12.sig.v1.EventRangeR\x05range\"\xf7\x01\n" +
+	"\x05range\x18\x05 \x01(\v2\x12.sig.v1.EventRangeR\x05range\x12A\n" +
+	"\amemoize\x18\x06 \x03(\v2'.sig.v1.SubmitGraphRequest.MemoizeEntryR\amemoize\x1a:\n" +
+	"\fMemoizeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf7\x01\n" +
 	"\x13SubmitGraphResponse\x120\n" +
 	"\bsolution\x18\x01 \x01(\v2\x14.sig.v1.ReadSolutionR\bsolution\x12\x1e\n" +
 	"\n" +
@@ -5094,11 +5121,15 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\"K\n" +
 	"\x11HeartbeatResponse\x126\n" +
-	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"Z\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xdb\x01\n" +
 	"\x13CompleteTaskRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x03R\x04rows\x12\x14\n" +
-	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"\x16\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12C\n" +
+	"\bop_nanos\x18\x04 \x03(\v2(.sig.v1.CompleteTaskRequest.OpNanosEntryR\aopNanos\x1a:\n" +
+	"\fOpNanosEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x16\n" +
 	"\x14CompleteTaskResponse\"B\n" +
 	"\x0fFailTaskRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x14\n" +
@@ -5179,7 +5210,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -5248,9 +5279,11 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*PutFeatureStatisticsResponse)(nil), // 64: sig.v1.PutFeatureStatisticsResponse
 	(*GetFeatureStatisticsRequest)(nil),  // 65: sig.v1.GetFeatureStatisticsRequest
 	(*GetFeatureStatisticsResponse)(nil), // 66: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 67: sig.v1.TrainerStatus.ChipSecondsEntry
-	(*timestamppb.Timestamp)(nil),        // 68: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 69: google.protobuf.Duration
+	nil,                                  // 67: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 68: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 69: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 70: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 71: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -5269,89 +5302,91 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 13: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
 	7,  // 14: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
 	8,  // 15: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	12, // 16: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
-	8,  // 17: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	8,  // 18: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	9,  // 19: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
-	12, // 20: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
-	17, // 21: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	68, // 22: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
-	22, // 23: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
-	22, // 24: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
-	9,  // 25: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
-	0,  // 26: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
-	0,  // 27: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	68, // 28: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
-	33, // 29: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
-	36, // 30: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
-	36, // 31: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
-	8,  // 32: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
-	8,  // 33: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
-	41, // 34: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	68, // 35: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	43, // 36: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	68, // 37: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	67, // 38: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	48, // 39: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	69, // 40: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	52, // 41: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	68, // 42: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	68, // 43: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	62, // 44: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	68, // 45: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	61, // 46: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	61, // 47: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	13, // 48: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	15, // 49: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	16, // 50: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	19, // 51: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	21, // 52: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	24, // 53: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	26, // 54: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	28, // 55: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	30, // 56: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	32, // 57: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	35, // 58: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	38, // 59: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	40, // 60: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	44, // 61: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	46, // 62: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	48, // 63: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	50, // 64: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	53, // 65: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	55, // 66: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	57, // 67: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	59, // 68: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	63, // 69: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	65, // 70: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 71: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 72: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 73: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	20, // 74: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	23, // 75: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	25, // 76: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	27, // 77: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	29, // 78: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	31, // 79: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	34, // 80: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	37, // 81: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	39, // 82: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	42, // 83: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	45, // 84: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	47, // 85: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	49, // 86: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	51, // 87: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	54, // 88: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	56, // 89: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	58, // 90: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	60, // 91: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	64, // 92: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	66, // 93: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	71, // [71:94] is the sub-list for method output_type
-	48, // [48:71] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	67, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	12, // 17: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
+	8,  // 18: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	8,  // 19: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	9,  // 20: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
+	12, // 21: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
+	17, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
+	70, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	22, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
+	22, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
+	9,  // 26: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
+	0,  // 27: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
+	0,  // 28: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
+	70, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	33, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
+	36, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
+	36, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
+	8,  // 33: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
+	8,  // 34: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
+	41, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
+	70, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	43, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	70, // 38: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	68, // 39: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	48, // 40: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	71, // 41: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	52, // 42: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	70, // 43: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	70, // 44: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	69, // 45: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	62, // 46: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	70, // 47: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	61, // 48: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	61, // 49: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	13, // 50: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	15, // 51: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	16, // 52: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	19, // 53: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	21, // 54: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	24, // 55: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	26, // 56: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	28, // 57: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	30, // 58: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	32, // 59: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	35, // 60: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	38, // 61: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	40, // 62: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	44, // 63: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	46, // 64: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	48, // 65: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	50, // 66: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	53, // 67: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	55, // 68: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	57, // 69: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	59, // 70: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	63, // 71: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	65, // 72: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 73: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 74: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 75: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	20, // 76: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	23, // 77: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	25, // 78: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	27, // 79: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	29, // 80: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	31, // 81: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	34, // 82: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	37, // 83: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	39, // 84: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	42, // 85: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	45, // 86: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	47, // 87: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	49, // 88: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	51, // 89: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	54, // 90: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	56, // 91: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	58, // 92: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	60, // 93: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	64, // 94: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	66, // 95: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	73, // [73:96] is the sub-list for method output_type
+	50, // [50:73] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -5379,7 +5414,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
