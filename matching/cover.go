@@ -63,7 +63,8 @@ func (f *Frontend) covers(c *canon.Canonical, req *SubmitRequest, blocks []Block
 				ins[y] = c.Nodes[k].Type
 			}
 			nd.OpNsPerRow = stats.Ops[insertion.OpClass(cn.Op, ins)].NsPerRow()
-			nd.BytesPerRow = stats.Nodes[cn.Key].BytesPerRow()
+			size := stats.Nodes[cn.Key]
+			nd.BytesPerRow, nd.Memoized = size.BytesPerRow(), size.Rows > 0
 			// Reuse only decides automatic covers of nodes that can be
 			// memoized: spare the scans otherwise.
 			if cn.Op != "col" && ov == insertion.Auto && !cfg.MemoizeAll {

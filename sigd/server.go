@@ -100,6 +100,9 @@ type Options struct {
 	// UISampleEvery is the period of the web UI's charts (default 5s;
 	// tests shorten it).
 	UISampleEvery time.Duration
+	// Insertion, if set, replaces the insertion policy's constants under
+	// --insertion=cost (bench/insertion.sh sweeps them).
+	Insertion *insertion.Config
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -156,7 +159,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	s.frontend = matching.NewFrontend(matching.FrontendConfig{
 		Cache: s.cache, Blocks: catalogBlocks{s.catalog}, Scheduler: queueScheduler{s.queue},
 		Schema: s.schema, Clock: s.clock,
-		Insertion: insertion.Config{MemoizeAll: cfg.Insertion != InsertionCost},
+		Insertion: insertionConfig(cfg, opts),
 	})
 	s.evictor = s.newEvictor()
 	s.reg = prometheus.NewRegistry()
@@ -442,6 +445,20 @@ func (s *Server) loadTokens() error {
 	}
 	s.tokens = t
 	return nil
+}
+
+// insertionConfig is the insertion policy's configuration: the paper's
+// (every component whole) unless --insertion=cost.
+func insertionConfig(cfg Config, opts Options) insertion.Config {
+	if cfg.Insertion != InsertionCost {
+		return insertion.Config{MemoizeAll: true}
+	}
+	if opts.Insertion != nil {
+		c := *opts.Insertion
+		c.MemoizeAll = false
+		return c
+	}
+	return insertion.Config{}
 }
 
 // queueScheduler adapts the work queues to the matching frontend.

@@ -61,6 +61,11 @@ type Node struct {
 	// Users are the registered pipelines whose graphs need the node, the
 	// submitting one included (at least 1).
 	Users int
+	// Memoized: the node has memo objects already (some pipeline's cover
+	// memoized it). Their cost is sunk: memoizing it costs nothing more,
+	// so a node once memoized stays in the covers that can use it and
+	// covers do not wander as reuse grows.
+	Memoized bool
 }
 
 // Input is one model input's component.
@@ -245,40 +250,53 @@ func Decide(in Input, cfg Config) Decision {
 		}
 		worker[i] += bytes[i] * cfg.FetchNsPerByte
 	}
-	have := make([]float64, n)    // a reader's cost per row to have node i
-	compute := make([]float64, n) // ... computing it over its inputs
+	// Bottom-up, each node's cheapest way for a reader to have it, in
+	// weighted ns per row read: fetching it (with its share, over its
+	// users, of what memoizing it costs once) or computing it over its
+	// inputs had their cheapest ways. reader[i] is the unweighted reader
+	// CPU of the way chosen.
+	have := make([]float64, n)
+	reader := make([]float64, n)
 	memo := make([]bool, n)
 	why := make([]string, n)
 	for i := range in.Nodes {
 		nd := &in.Nodes[i]
 		if nd.Op == "col" {
-			have[i] = bytes[i] * cfg.FetchNsPerByte
+			reader[i] = bytes[i] * cfg.FetchNsPerByte
+			have[i] = cfg.ReaderWeight * reader[i]
 			continue
 		}
-		compute[i] = opCost[i]
+		computeReader, computeCost := opCost[i], cfg.ReaderWeight*opCost[i]
 		for x, j := range nd.Inputs {
 			if !slices.Contains(nd.Inputs[:x], j) {
-				compute[i] += have[j]
+				computeReader += reader[j]
+				computeCost += have[j]
 			}
 		}
-		users := float64(max(nd.Users, 1))
-		saving := (compute[i] - fetch(i)) * cfg.ReaderWeight * users * cfg.ReadsPerUser
-		cost := worker[i] + bytes[i]*cfg.StorageNsPerByte
+		users := float64(max(nd.Users, 1)) * cfg.ReadsPerUser
+		once := worker[i] + bytes[i]*cfg.StorageNsPerByte
+		if nd.Memoized {
+			once = 0 // its objects exist: their cost is sunk
+		}
+		fetchCost := cfg.ReaderWeight*fetch(i) + once/users
 		switch {
-		case compute[i] <= cfg.CheapFactor*fetch(i):
-			why[i] = fmt.Sprintf("cheap: readers compute it for %.1f ns/row, fetching it would cost %.1f", compute[i], fetch(i))
-		case saving > cost:
+		case nd.Memoized && computeReader > fetch(i):
 			memo[i] = true
-			why[i] = fmt.Sprintf("memoized: saves readers %.1f ns/row (weighted, %d pipeline(s)), costs %.1f once (workers %.1f, %.0f B/row stored)",
-				saving, max(nd.Users, 1), cost, worker[i], bytes[i])
+			why[i] = fmt.Sprintf("already memoized: fetching it costs readers %.1f ns/row, computing it %.1f", fetch(i), computeReader)
+		case computeReader <= cfg.CheapFactor*fetch(i):
+			why[i] = fmt.Sprintf("cheap: readers compute it for %.1f ns/row, fetching it would cost %.1f", computeReader, fetch(i))
+		case fetchCost < computeCost:
+			memo[i] = true
+			why[i] = fmt.Sprintf("memoized: fetching costs %.1f a row read (readers %.1f weighted, plus %.1f once for workers and %.0f B/row stored, over %d pipeline(s)), computing %.1f",
+				fetchCost, cfg.ReaderWeight*fetch(i), worker[i], bytes[i], max(nd.Users, 1), computeCost)
 		default:
-			why[i] = fmt.Sprintf("not worth it: saves readers %.1f ns/row (weighted, %d pipeline(s)), would cost %.1f once (workers %.1f, %.0f B/row stored)",
-				saving, max(nd.Users, 1), cost, worker[i], bytes[i])
+			why[i] = fmt.Sprintf("computed by readers: %.1f a row read (weighted), fetching would cost %.1f (readers %.1f weighted, plus %.1f once for workers and %.0f B/row stored, over %d pipeline(s))",
+				computeCost, fetchCost, cfg.ReaderWeight*fetch(i), worker[i], bytes[i], max(nd.Users, 1))
 		}
 		if memo[i] {
-			have[i] = fetch(i)
+			have[i], reader[i] = fetchCost, fetch(i)
 		} else {
-			have[i] = compute[i]
+			have[i], reader[i] = computeCost, computeReader
 		}
 	}
 	d := Decision{}

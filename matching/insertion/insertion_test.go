@@ -22,7 +22,7 @@ import (
 // shared=OP:N (the first node of op OP, bottom-up, and its cone are needed
 // by N pipelines), cost=CLASS:NS and bytes=OP:B (measured statistics of
 // the nodes of op OP), override=always|never, policy=all (MemoizeAll),
-// rows=N (BlockRows).
+// rows=N (BlockRows), memoized=OP (the nodes of op OP have memo objects).
 func TestDecideData(t *testing.T) {
 	datadriven.RunTest(t, "testdata/decide.txt", func(t *testing.T, td *datadriven.TestData) string {
 		if td.Cmd != "decide" {
@@ -34,6 +34,7 @@ func TestDecideData(t *testing.T) {
 		shared := map[string]int{}
 		cost := map[string]float64{}
 		bytes := map[string]float64{}
+		memoized := map[string]bool{}
 		for _, a := range td.CmdArgs {
 			for _, v := range a.Vals {
 				op, num, _ := strings.Cut(v, ":")
@@ -57,6 +58,8 @@ func TestDecideData(t *testing.T) {
 					cfg.MemoizeAll = v == "all"
 				case "rows":
 					in.BlockRows = f
+				case "memoized":
+					memoized[v] = true
 				default:
 					td.Fatalf(t, "unknown argument %q", a.Key)
 				}
@@ -66,7 +69,7 @@ func TestDecideData(t *testing.T) {
 		for x, i := range comp.Nodes {
 			pos[i] = x
 			cn := &c.Nodes[i]
-			nd := Node{Key: cn.Key, Op: cn.Op, Type: cn.Type, Users: users, BytesPerRow: bytes[cn.Op]}
+			nd := Node{Key: cn.Key, Op: cn.Op, Type: cn.Type, Users: users, BytesPerRow: bytes[cn.Op], Memoized: memoized[cn.Op]}
 			var ins []transform.Type
 			for _, j := range cn.Inputs {
 				nd.Inputs = append(nd.Inputs, pos[j])
