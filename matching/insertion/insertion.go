@@ -300,15 +300,16 @@ func Decide(in Input, cfg Config) Decision {
 		}
 	}
 	d := Decision{}
+	// An owner's override wins over any policy.
 	switch {
-	case cfg.MemoizeAll || in.Override == Always:
+	case in.Override == Always:
 		d.Memo = []int{root}
 		d.Reason = "always memoized whole (the pipeline input's override)"
-		if in.Override != Always {
-			d.Reason = "memoized whole (policy: memoize every component)"
-		}
 	case in.Override == Never:
 		d.Reason = "never memoized (the pipeline input's override): readers compute it from raw columns"
+	case cfg.MemoizeAll:
+		d.Memo = []int{root}
+		d.Reason = "memoized whole (policy: memoize every component)"
 	default:
 		d.Memo = frontier(in.Nodes, root, memo)
 		d.Reason = reason(in, root, d.Memo, why)
