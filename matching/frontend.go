@@ -502,11 +502,17 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 			return nil, 0, 0, 0, err
 		}
 	}
-	memos := make([]map[string]MemoEntry, len(comps))
-	for i, k := range comps {
+	for _, k := range comps {
 		if _, err := record(k); err != nil {
 			return nil, 0, 0, 0, err
 		}
+	}
+	// Smaller cones first, so that a block's nested memo nodes are queued
+	// before the memo nodes containing them, which workers then compute
+	// over them (sigd's task descriptions name the ready ones).
+	slices.SortStableFunc(comps, func(a, b canon.Key) int { return recs[a].Nodes - recs[b].Nodes })
+	memos := make([]map[string]MemoEntry, len(comps))
+	for i, k := range comps {
 		if memos[i], err = scan.memos(k); err != nil {
 			return nil, 0, 0, 0, err
 		}

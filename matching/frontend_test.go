@@ -358,8 +358,9 @@ func TestInvalidateOneIncarnation(t *testing.T) {
 // TestEnqueueBlockByBlock: a submit schedules its missing tasks block by
 // block in event order, every component of a block together, so that a
 // worker draining the queue in order reads each block's raw columns once
-// for all its components. A second input sharing a component schedules
-// nothing more.
+// for all its components, smaller cones first (a nested memo node before
+// the memo nodes containing it, which workers then compute over it). A
+// second input sharing a component schedules nothing more.
 func TestEnqueueBlockByBlock(t *testing.T) {
 	f, sched, _ := newTestFrontend(t, 3)
 	const graph = `input a = hash(unigrams(lower(col("query"))), buckets=100)
@@ -378,7 +379,7 @@ input c = hash(unigrams(lower(col("query"))), buckets=100)`
 		got = append(got, c.block+" "+c.comp.String()[:8])
 	}
 	for _, b := range []string{"b000", "b001", "b002"} {
-		want = append(want, b+" "+ka.String()[:8], b+" "+kb.String()[:8])
+		want = append(want, b+" "+kb.String()[:8], b+" "+ka.String()[:8]) // b's cone has 2 nodes, a's 4
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("enqueued\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -314,7 +314,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 	}
 	// What runs is the residual above the memo nodes; its raw columns are
 	// the only ones read for the LOCAL inputs.
-	g, given := c.Residual(memo)
+	g, given, _ := c.Residual(memo)
 	isGiven := map[int]bool{}
 	for _, gi := range given {
 		isGiven[gi] = true

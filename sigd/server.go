@@ -528,11 +528,25 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("block %s: %w", id.Block, err)
 	}
-	return &sigv1.Task{
+	t := &sigv1.Task{
 		ComponentKey: k.String(), BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
 		RawObject: meta.Key, MemoObject: block.MemoKey(k, id.Block), Columns: rec.Columns,
 		SchemaJson: sj, MemoGeneration: gen,
-	}, nil
+	}
+	if gen != 0 {
+		// Memo nodes inside the cone, ready for this block: the worker
+		// computes only what is above them (a nested subexpression
+		// memoized for other covers is not computed again).
+		for _, nk := range rec.NodeKeys {
+			if nk == k {
+				continue
+			}
+			if e, err := s.cache.Memo(nk, id.Block); err == nil && e.State == matching.MemoReady {
+				t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: nk.String(), MemoObject: e.Object})
+			}
+		}
+	}
+	return t, nil
 }
 
 // completeHook marks a finished task's memo entry ready and announces it,

@@ -457,9 +457,9 @@ func (c *Canonical) Cone(i int, name string) Component {
 // reaches is a leaf there (its inputs are not needed; transform.RunGiven
 // takes its column), and given maps each such node's index in Nodes to its
 // index in the graph; memo nodes it does not reach (beneath another) are
-// not in given. The graph is for running, not printing: its memo nodes lack
-// their inputs.
-func (c *Canonical) Residual(memo map[int]bool) (g *transform.Graph, given map[int]int) {
+// not in given; types[j] is the type of the graph's node j. The graph is
+// for running, not printing: its memo nodes lack their inputs.
+func (c *Canonical) Residual(memo map[int]bool) (g *transform.Graph, given map[int]int, types []transform.Type) {
 	idx := map[int]int{}
 	given = map[int]int{}
 	g = &transform.Graph{}
@@ -480,12 +480,13 @@ func (c *Canonical) Residual(memo map[int]bool) (g *transform.Graph, given map[i
 		}
 		idx[i] = len(g.Nodes)
 		g.Nodes = append(g.Nodes, tn)
+		types = append(types, n.Type)
 	}
 	for _, comp := range c.Components {
 		visit(comp.Root)
 		g.Inputs = append(g.Inputs, transform.ModelInput{Name: comp.Input, Node: idx[comp.Root]})
 	}
-	return g, given
+	return g, given, types
 }
 
 // ResidualDSL writes a component with the nodes in memo as memo("<key

@@ -21,10 +21,13 @@
 //   - fetch = bytes per row x FetchNsPerByte + ObjectNs / BlockRows;
 //   - cheap when compute <= CheapFactor x fetch: a memo object would not
 //     save readers enough to be worth a task, an object and a GET per block;
-//   - otherwise memoized when the readers' saving, (compute - fetch) x
-//     ReaderWeight x users x ReadsPerUser, exceeds what memoizing costs once
-//     per block: the workers' cost of the whole cone (workers compute a
-//     node from raw columns) plus its bytes priced at StorageNsPerByte.
+//   - otherwise the cheaper, per row read, of computing it over its
+//     inputs' cheapest ways (ReaderWeight x reader CPU) and fetching it
+//     (ReaderWeight x fetch, plus its share over users x ReadsPerUser of
+//     what memoizing costs once per block: the workers' cost of the whole
+//     cone from raw columns, conservative since workers compute over memo
+//     nodes ready beneath it when they can, plus its bytes priced at
+//     StorageNsPerByte); a node already memoized costs nothing more.
 //
 // The cover is then the memoized nodes reached from the root without
 // passing through another memoized node: the root alone is the paper's

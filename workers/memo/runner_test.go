@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
 
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -98,5 +99,71 @@ func TestRunnerReportsOpCosts(t *testing.T) {
 	}
 	if _, ok := res.OpNanos["col"]; ok || len(res.OpNanos) != 5 || res.Rows != 2000 {
 		t.Errorf("result %+v: want the five op classes (no col) over 2000 rows", res)
+	}
+}
+
+// TestRunnerComputesOverMemoInputs: a task whose description names a memo
+// node of its cone ready for the block reads it and runs only the ops above
+// it (no lowercasing or tokenizing measured), writing the same column as
+// from raw columns; a memo input it cannot use (missing, or another node's
+// object) is skipped and the component computed from raw columns (issue 20).
+func TestRunnerComputesOverMemoInputs(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 3000})
+	ctx := context.Background()
+	s := transform.AdsSchema()
+	schemaJSON, _ := json.Marshal(s)
+	base := w.Blocks[0]
+	r := &memo.Runner{Store: w.Store}
+	key := func(expr string) canon.Key {
+		k, _, err := canon.KeyOf(expr, s, transform.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	tokens, root := key(`unigrams(lower(col("query")))`), key(`hash(unigrams(lower(col("query"))), buckets=100)`)
+	run := func(k canon.Key, dsl, object string, inputs ...*sigv1.MemoInput) workers.Result {
+		t.Helper()
+		res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: k, Block: base.ID}, Spec: &sigv1.Task{
+			ComponentKey: k.String(), BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: object,
+			CanonicalDsl: dsl, Columns: []string{"query"}, SchemaJson: string(schemaJSON), MemoGeneration: 1, MemoInputs: inputs,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	value := func(object string) arrow.Array {
+		t.Helper()
+		meta, err := block.ReadFooter(ctx, w.Store, object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := block.ReadColumns(ctx, w.Store, meta, []string{block.MemoColumn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rec.Release)
+		return rec.Column(1)
+	}
+	run(tokens, `input out = unigrams(lower(col("query")))`, block.MemoKey(tokens, base.ID))
+	rootDSL := `input out = hash(unigrams(lower(col("query"))), buckets=100, salt=0)`
+	fromRaw := run(root, rootDSL, "memo/test/raw.arrow")
+	over := run(root, rootDSL, "memo/test/over.arrow", &sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, base.ID)})
+	if fromRaw.OpNanos["unigrams"] <= 0 || over.OpNanos["unigrams"] != 0 || over.OpNanos["lower"] != 0 || over.OpNanos["hash/list"] <= 0 {
+		t.Fatalf("op costs from raw %v, over the tokens %v: want only the hash over the tokens", fromRaw.OpNanos, over.OpNanos)
+	}
+	if a, b := value("memo/test/raw.arrow"), value("memo/test/over.arrow"); !array.Equal(a, b) {
+		t.Fatal("the column computed over the memo input differs from the one computed from raw columns")
+	}
+	// Unusable memo inputs: computed from raw columns, same column.
+	bad := run(root, rootDSL, "memo/test/bad.arrow",
+		&sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, "other-block")},
+		&sigv1.MemoInput{Key: key(`lower(col("query"))`).String(), MemoObject: block.MemoKey(key(`lower(col("query"))`), base.ID)})
+	if bad.OpNanos["unigrams"] <= 0 || bad.OpNanos["lower"] <= 0 {
+		t.Fatalf("op costs %v: unusable memo inputs must leave the whole component to compute", bad.OpNanos)
+	}
+	if a, b := value("memo/test/raw.arrow"), value("memo/test/bad.arrow"); !array.Equal(a, b) {
+		t.Fatal("the fallback column differs")
 	}
 }

@@ -3898,8 +3898,13 @@ type Task struct {
 	// only that incarnation ready (an eviction in between makes it stale).
 	// 0 means there is nothing left to compute.
 	MemoGeneration uint64 `protobuf:"varint,12,opt,name=memo_generation,json=memoGeneration,proto3" json:"memo_generation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Memoized nodes of the component's cone whose objects were ready for
+	// this block when the task was described (issue 20): a worker reads them
+	// and computes only the ops above them. Any subset gives the same column,
+	// so a worker that cannot read one computes from raw columns instead.
+	MemoInputs    []*MemoInput `protobuf:"bytes,13,rep,name=memo_inputs,json=memoInputs,proto3" json:"memo_inputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -4016,6 +4021,66 @@ func (x *Task) GetMemoGeneration() uint64 {
 	return 0
 }
 
+func (x *Task) GetMemoInputs() []*MemoInput {
+	if x != nil {
+		return x.MemoInputs
+	}
+	return nil
+}
+
+// MemoInput is a memoized node a task may read instead of computing it.
+type MemoInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	MemoObject    string                 `protobuf:"bytes,2,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemoInput) Reset() {
+	*x = MemoInput{}
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemoInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemoInput) ProtoMessage() {}
+
+func (x *MemoInput) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemoInput.ProtoReflect.Descriptor instead.
+func (*MemoInput) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *MemoInput) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MemoInput) GetMemoObject() string {
+	if x != nil {
+		return x.MemoObject
+	}
+	return ""
+}
+
 type LeaseTaskRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
@@ -4027,7 +4092,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4039,7 +4104,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4052,7 +4117,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -4081,7 +4146,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4158,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4171,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -4139,7 +4204,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4216,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4229,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -4183,7 +4248,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +4260,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +4273,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -4233,7 +4298,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4245,7 +4310,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4258,7 +4323,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -4297,7 +4362,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4309,7 +4374,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4322,7 +4387,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 type FailTaskRequest struct {
@@ -4335,7 +4400,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4347,7 +4412,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4360,7 +4425,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -4386,7 +4451,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4398,7 +4463,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4411,7 +4476,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -4446,7 +4511,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4458,7 +4523,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4471,7 +4536,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -4561,7 +4626,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4573,7 +4638,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4586,7 +4651,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -4612,7 +4677,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4624,7 +4689,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4637,7 +4702,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -4655,7 +4720,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4667,7 +4732,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4680,7 +4745,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -4692,7 +4757,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4704,7 +4769,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4717,7 +4782,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -4736,7 +4801,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4748,7 +4813,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4761,7 +4826,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -5092,7 +5157,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x1bReportTrainerStatusResponse\"\x1a\n" +
 	"\x18ListTrainerStatusRequest\"N\n" +
 	"\x19ListTrainerStatusResponse\x121\n" +
-	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xfc\x02\n" +
+	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xb0\x03\n" +
 	"\x04Task\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12#\n" +
@@ -5110,7 +5175,13 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	" \x01(\tR\x06client\x12\x1f\n" +
 	"\vschema_json\x18\v \x01(\tR\n" +
 	"schemaJson\x12'\n" +
-	"\x0fmemo_generation\x18\f \x01(\x04R\x0ememoGeneration\"^\n" +
+	"\x0fmemo_generation\x18\f \x01(\x04R\x0ememoGeneration\x122\n" +
+	"\vmemo_inputs\x18\r \x03(\v2\x11.sig.v1.MemoInputR\n" +
+	"memoInputs\">\n" +
+	"\tMemoInput\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
+	"\vmemo_object\x18\x02 \x01(\tR\n" +
+	"memoObject\"^\n" +
 	"\x10LeaseTaskRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12-\n" +
 	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x88\x01\n" +
@@ -5210,7 +5281,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -5265,25 +5336,26 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*ListTrainerStatusRequest)(nil),     // 50: sig.v1.ListTrainerStatusRequest
 	(*ListTrainerStatusResponse)(nil),    // 51: sig.v1.ListTrainerStatusResponse
 	(*Task)(nil),                         // 52: sig.v1.Task
-	(*LeaseTaskRequest)(nil),             // 53: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 54: sig.v1.LeaseTaskResponse
-	(*HeartbeatRequest)(nil),             // 55: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 56: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 57: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 58: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 59: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 60: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 61: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 62: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 63: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 64: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 65: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 66: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 67: sig.v1.SubmitGraphRequest.MemoizeEntry
-	nil,                                  // 68: sig.v1.TrainerStatus.ChipSecondsEntry
-	nil,                                  // 69: sig.v1.CompleteTaskRequest.OpNanosEntry
-	(*timestamppb.Timestamp)(nil),        // 70: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 71: google.protobuf.Duration
+	(*MemoInput)(nil),                    // 53: sig.v1.MemoInput
+	(*LeaseTaskRequest)(nil),             // 54: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 55: sig.v1.LeaseTaskResponse
+	(*HeartbeatRequest)(nil),             // 56: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 57: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 58: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 59: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 60: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 61: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 62: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 63: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 64: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 65: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 66: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 67: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 68: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 69: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 70: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 71: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 72: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -5302,91 +5374,92 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 13: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
 	7,  // 14: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
 	8,  // 15: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	67, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	68, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
 	12, // 17: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
 	8,  // 18: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	8,  // 19: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	9,  // 20: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	12, // 21: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
 	17, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	70, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	71, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
 	22, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
 	22, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	9,  // 26: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
 	0,  // 27: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
 	0,  // 28: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	70, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	71, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
 	33, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
 	36, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
 	36, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
 	8,  // 33: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
 	8,  // 34: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
 	41, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	70, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	71, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
 	43, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	70, // 38: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	68, // 39: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	71, // 38: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	69, // 39: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
 	48, // 40: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	71, // 41: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	52, // 42: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	70, // 43: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	70, // 44: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	69, // 45: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	62, // 46: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	70, // 47: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	61, // 48: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	61, // 49: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	13, // 50: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	15, // 51: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	16, // 52: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	19, // 53: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	21, // 54: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	24, // 55: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	26, // 56: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	28, // 57: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	30, // 58: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	32, // 59: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	35, // 60: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	38, // 61: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	40, // 62: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	44, // 63: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	46, // 64: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	48, // 65: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	50, // 66: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	53, // 67: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	55, // 68: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	57, // 69: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	59, // 70: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	63, // 71: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	65, // 72: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 73: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 74: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 75: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	20, // 76: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	23, // 77: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	25, // 78: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	27, // 79: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	29, // 80: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	31, // 81: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	34, // 82: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	37, // 83: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	39, // 84: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	42, // 85: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	45, // 86: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	47, // 87: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	49, // 88: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	51, // 89: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	54, // 90: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	56, // 91: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	58, // 92: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	60, // 93: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	64, // 94: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	66, // 95: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	73, // [73:96] is the sub-list for method output_type
-	50, // [50:73] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	53, // 41: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	72, // 42: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	52, // 43: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	71, // 44: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	71, // 45: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	70, // 46: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	63, // 47: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	71, // 48: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	62, // 49: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	62, // 50: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	13, // 51: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	15, // 52: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	16, // 53: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	19, // 54: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	21, // 55: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	24, // 56: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	26, // 57: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	28, // 58: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	30, // 59: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	32, // 60: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	35, // 61: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	38, // 62: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	40, // 63: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	44, // 64: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	46, // 65: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	48, // 66: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	50, // 67: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	54, // 68: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	56, // 69: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	58, // 70: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	60, // 71: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	64, // 72: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	66, // 73: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 74: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 75: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 76: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	20, // 77: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	23, // 78: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	25, // 79: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	27, // 80: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	29, // 81: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	31, // 82: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	34, // 83: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	37, // 84: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	39, // 85: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	42, // 86: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	45, // 87: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	47, // 88: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	49, // 89: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	51, // 90: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	55, // 91: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	57, // 92: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	59, // 93: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	61, // 94: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	65, // 95: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	67, // 96: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	74, // [74:97] is the sub-list for method output_type
+	51, // [51:74] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -5414,7 +5487,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   69,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
