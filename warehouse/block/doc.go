@@ -35,8 +35,24 @@
 // CRC is kept by objstore in the object's metadata and verified on full reads.
 // Any mismatch, truncation or undecodable segment is ErrCorrupt, with the
 // object (and column) named, and so is a segment whose own Arrow schema is
-// not the type the footer gives its column (a checksum only says the bytes
-// are the ones written, not that the writer was SIG's).
+// no encoding of the type the footer gives its column (a checksum only says
+// the bytes are the ones written, not that the writer was SIG's).
+//
+// # Blocks other programs write
+//
+// The footer gives each column's DSL type ("string", "list<int64>"); the
+// segment's own Arrow schema says how it is encoded. SIG's encoder writes
+// each type as transform.Type.ArrowType in one record batch, and those
+// segments are decoded without copying. A raw block object another program
+// wrote (events ingested by something other than warehouse/ingest, with
+// Arrow JS's or pyarrow's encodings) may hold any Arrow IPC file of one
+// column instead: dictionary-encoded, large or view strings, list views,
+// several record batches. DecodeSegment reads such a segment with Arrow's
+// own reader (internal/arrowfile: bounded by the segment's size, never a
+// panic) and converts it, once, to the footer's type with
+// transform.ConformArray, so workers (memo objects) and readers (LIG)
+// compute from it exactly what they compute from the plain encoding
+// (TestRunnerForeignEncodings in workers/memo, on objects pyarrow wrote).
 //
 // # Block ids
 //

@@ -341,6 +341,14 @@ func (r *tailRead) release() {
 
 // DecodeSegment decodes one column segment holding rows rows of type t. It
 // never panics: a segment that does not decode is ErrCorrupt.
+//
+// A segment as Encode writes it is decoded without copying. Any other
+// Arrow IPC file of one field is a valid segment too: a block object
+// another program wrote may hold dictionary-encoded, large or view strings,
+// list views, several record batches (decodeForeign). Such a segment is read
+// by Arrow's own reader and converted, once, here, to the footer's type by
+// transform.ConformArray, the one place where Arrow from outside SIG meets
+// SIG's types; a segment of no encoding of the footer's type is ErrCorrupt.
 func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Array, err error) {
 	t, err := transform.ParseType(c.Type)
 	if err != nil {
@@ -355,22 +363,21 @@ func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Arra
 	// buffers alone cannot tell a float64 from an int64 (or a padded int32
 	// from either), and the footer is not checked against the segment by
 	// the CRCs, which only say that the bytes are the ones written.
-	if got, ok := segmentType(seg); !ok {
-		return nil, fmt.Errorf("block %s: column %s: segment has no readable Arrow schema: %w", key, c.Name, ErrCorrupt)
-	} else if got != t.String() {
-		return nil, fmt.Errorf("block %s: column %s: segment holds %s, footer says %s: %w", key, c.Name, got, c.Type, ErrCorrupt)
-	}
-	arr, ok := decodeZeroCopy(seg, t, rows)
+	got, ok := segmentType(seg)
 	if !ok {
-		return nil, fmt.Errorf("block %s: column %s: segment is not one uncompressed Arrow IPC batch of %d rows of %s as block.Encode writes: %w",
-			key, c.Name, rows, c.Type, ErrCorrupt)
+		return nil, fmt.Errorf("block %s: column %s: segment has no readable Arrow schema: %w", key, c.Name, ErrCorrupt)
 	}
-	if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
-		arr.Release()
-		return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
-			key, c.Name, arr.DataType(), arr.Len(), c.Type, rows, ErrCorrupt)
+	if got == t.String() {
+		if arr, ok := decodeZeroCopy(seg, t, rows); ok {
+			if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
+				arr.Release()
+				return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
+					key, c.Name, arr.DataType(), arr.Len(), c.Type, rows, ErrCorrupt)
+			}
+			return arr, nil
+		}
 	}
-	return arr, nil
+	return decodeForeign(key, c, t, got, seg, rows)
 }
 
 // Arrow IPC framing and the flatbuffer slots read below (Message.fbs,

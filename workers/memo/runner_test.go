@@ -1,8 +1,12 @@
 package memo_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/block/blocktest"
+	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
 	"github.com/sigdata/sig/workers/memo"
 )
@@ -71,5 +76,78 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 				t.Error("a memo object was written from a foreign raw block")
 			}
 		})
+	}
+}
+
+// TestRunnerForeignEncodings is ingestion by another program: raw block
+// objects that pyarrow wrote in the block layout
+// (testdata/foreign/make_blocks.py), the same events with their string
+// columns as utf8, dictionary<int32, utf8> (as Arrow JS writes strings),
+// large_utf8, and string_view in two record batches per segment. A worker
+// memoizes each component over each object, and every memo object is
+// byte for byte the one the utf8 object gives: the segments are converted
+// where they are decoded (block.DecodeSegment, transform.ConformArray).
+// The components include a pass-through (lower of lower-case ASCII
+// returns its input), whose memo holds the converted column's own bytes.
+// Before, the dictionary object failed its tasks ("segment is not one
+// uncompressed Arrow IPC batch").
+func TestRunnerForeignEncodings(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{})
+	ctx := context.Background()
+	s := transform.AdsSchema()
+	schemaJSON, _ := json.Marshal(s)
+	components := []struct{ dsl, column string }{
+		{`input out = hash(unigrams(lower(col("query"))), buckets=1000)`, "query"},
+		{`input out = unigrams(col("ad_title"))`, "ad_title"},
+		{`input out = fill_missing(col("ad_category"), default="none")`, "ad_category"},
+		{`input out = lower(col("country"))`, "country"},
+		{`input out = cross(col("ad_category"), col("advertiser_id"), buckets=1000)`, "ad_category"},
+	}
+	memos := func(file string) [][]byte {
+		data, err := os.ReadFile(filepath.Join("testdata/foreign", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _, err := block.Decode("fixture", data)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if meta.SchemaFingerprint != s.Fingerprint() {
+			t.Fatalf("%s: schema fingerprint %s, want the Ads schema's %s", file, meta.SchemaFingerprint, s.Fingerprint())
+		}
+		if _, err := w.Store.PutChecksummed(ctx, meta.Key, data, objstore.Checksum(data), nil); err != nil {
+			t.Fatal(err)
+		}
+		r := &memo.Runner{Store: w.Store}
+		var out [][]byte
+		for i, c := range components {
+			memoKey := fmt.Sprintf("memo/c%d/%s.arrow", i, meta.ID)
+			cols := []string{c.column}
+			if strings.Contains(c.dsl, "advertiser_id") {
+				cols = append(cols, "advertiser_id")
+			}
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(i)}, Block: meta.ID}, Spec: &sigv1.Task{
+				ComponentKey: fmt.Sprintf("c%d", i), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				CanonicalDsl: c.dsl, Columns: cols, SchemaJson: string(schemaJSON), MemoGeneration: 1,
+			}}
+			if _, err := r.Run(ctx, task); err != nil {
+				t.Fatalf("%s: component %d: %v", file, i, err)
+			}
+			b, _, err := w.Store.Get(ctx, memoKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	want := memos("block_utf8.arrow")
+	for _, f := range []string{"block_dict_int32.arrow", "block_large_utf8.arrow", "block_string_view.arrow"} {
+		for i, got := range memos(f) {
+			if !bytes.Equal(got, want[i]) {
+				t.Errorf("%s: component %d (%s): memo object of %d bytes differs from the utf8 block's (%d bytes)",
+					f, i, components[i].dsl, len(got), len(want[i]))
+			}
+		}
 	}
 }
