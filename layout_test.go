@@ -19,12 +19,13 @@ const module = "github.com/sigdata/sig/"
 // package is on the row of its longest listed prefix.
 var layers = [][]string{
 	{"cmd/"},
+	{"fleet/run"},
 	{"sigd", "sigd/ui"},
 	{"eviction", "featstats", "workers/memo"},
 	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},
 	{"reader", "trainer"},
 	{"warehouse", "warehouse/block", "warehouse/ready", "warehouse/objstore"},
-	{"matching/canon", "transform/graphpb", "warehouse/record", "warehouse/gen"},
+	{"matching/canon", "transform/graphpb", "warehouse/record", "warehouse/gen", "fleet/gen", "fleet/results"},
 	{"transform"},
 	{"internal/", "proto/", "examples"},
 }

@@ -8,7 +8,10 @@
 //     touch Pebble or a key's bytes;
 //   - the frontend: submit, read solutions, memo generations and watch
 //     (frontend.go), and the graph search index (search.go), both through
-//     Cache methods.
+//     Cache methods;
+//   - how memoized blocks are shared (Frontend.Reuse): a ready block counts
+//     the registered pipelines whose read solutions name it, those that use
+//     its component over an event range covering it (testdata/reuse.txt).
 //
 // A component key is a canon.Key throughout, in the records the cache
 // stores too (as hex in their JSON); it is never formatted and parsed back

@@ -723,6 +723,11 @@ func (f *Frontend) Evicting(keys []canon.Key, fn func() error) error {
 // Notify tells watchers of a change made outside the frontend (eviction).
 func (f *Frontend) Notify(e MemoEntry) { f.watch.notify(e.Component, e) }
 
+// Reuse summarizes how the cache's ready memo blocks are shared: each
+// counted with the pipelines whose read solutions name it (Cache.Reuse over
+// the frontend's blocks).
+func (f *Frontend) Reuse() (Reuse, error) { return f.cfg.Cache.Reuse(f.cfg.Blocks) }
+
 // Stats are the frontend's counters since start.
 type Stats struct {
 	Submits, Components, ComponentHits uint64

@@ -67,15 +67,12 @@ func componentPrefix(keyPrefix []byte) []byte { return append([]byte{pfxComponen
 // requestedKey is r<key32>.
 func requestedKey(k canon.Key) []byte { return key1(pfxRequested, k) }
 
-// userKey is u<key32><client>\x00<pipeline>; userPrefix(k) spans k's users,
-// usersPrefix every component's.
+// userKey is u<key32><client>\x00<pipeline>; userPrefix(k) spans k's users.
 func userKey(k canon.Key, client, pipeline string) []byte {
 	return key2(pfxUser, k, client+"\x00"+pipeline)
 }
 
 func userPrefix(k canon.Key) []byte { return key1(pfxUser, k) }
-
-var usersPrefix = []byte{pfxUser}
 
 // decodeUser splits the rest of a user key after userPrefix into client and
 // pipeline (ok=false without a separator).

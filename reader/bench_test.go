@@ -14,7 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/flight"
+	flightpb "github.com/apache/arrow/go/v15/arrow/flight/gen/flight"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
@@ -51,6 +56,9 @@ type loadCommand struct {
 	Addr  string
 	Units [][]byte
 	N     int
+	// Flight reads with Arrow Flight's DoGet (Arrow's own Flight reader
+	// decoding every batch) instead of Read.
+	Flight bool
 }
 
 type loadResult struct {
@@ -63,6 +71,7 @@ type loadResult struct {
 // batch as a trainer host would.
 func runLoadgen(in io.Reader, out io.Writer) error {
 	clients := map[string]*Client{}
+	flights := map[string]flightpb.FlightServiceClient{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(nil, 64<<20)
 	enc := json.NewEncoder(out)
@@ -85,6 +94,23 @@ func runLoadgen(in io.Reader, out io.Writer) error {
 			if err := proto.Unmarshal(cmd.Units[i%len(cmd.Units)], u); err != nil {
 				return err
 			}
+			if cmd.Flight {
+				fc := flights[cmd.Addr]
+				if fc == nil {
+					conn, err := grpc.NewClient(cmd.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+						grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)),
+						grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(16<<20), grpc.WithReadBufferSize(1<<20))
+					if err != nil {
+						return err
+					}
+					fc = flightpb.NewFlightServiceClient(conn)
+					flights[cmd.Addr] = fc
+				}
+				if err := flightLoad(fc, u, &res); err != nil {
+					res.Err = err.Error()
+				}
+				continue
+			}
 			for b, err := range c.ReadBatches(context.Background(), u) {
 				if err != nil {
 					res.Err = err.Error()
@@ -100,6 +126,47 @@ func runLoadgen(in io.Reader, out io.Writer) error {
 		}
 	}
 	return sc.Err()
+}
+
+// flightLoad reads unit u with DoGet, decoding every batch with Arrow's
+// own Flight reader, and counts it in res (Bytes: the batches' data_header
+// and data_body).
+func flightLoad(fc flightpb.FlightServiceClient, u *readerv1.WorkUnit, res *loadResult) error {
+	t, err := proto.Marshal(&readerv1.ReadRequest{Unit: u})
+	if err != nil {
+		return err
+	}
+	stream, err := fc.DoGet(context.Background(), &flightpb.Ticket{Ticket: t})
+	if err != nil {
+		return err
+	}
+	counted := &countingStream{FlightService_DoGetClient: stream}
+	rd, err := flight.NewRecordReader(counted)
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
+	for rd.Next() {
+		res.Rows += rd.Record().NumRows()
+		res.Batches++
+	}
+	res.Bytes += counted.bytes
+	return rd.Err()
+}
+
+// countingStream counts the Arrow bytes of the batches a DoGet stream
+// receives.
+type countingStream struct {
+	flightpb.FlightService_DoGetClient
+	bytes int64
+}
+
+func (c *countingStream) Recv() (*flightpb.FlightData, error) {
+	d, err := c.FlightService_DoGetClient.Recv()
+	if err == nil && len(d.DataBody) > 0 {
+		c.bytes += int64(len(d.DataHeader) + len(d.DataBody))
+	}
+	return d, err
 }
 
 // loadgen is the child process.
@@ -147,7 +214,17 @@ func (m measured) add(o measured) measured {
 // time, and what was delivered.
 func (l *loadgen) run(b *testing.B, addr string, units []*readerv1.WorkUnit, n int) measured {
 	b.Helper()
-	cmd := loadCommand{Addr: addr, N: n}
+	return l.runCommand(b, loadCommand{Addr: addr, N: n}, units)
+}
+
+// runFlight is run with DoGet.
+func (l *loadgen) runFlight(b *testing.B, addr string, units []*readerv1.WorkUnit, n int) measured {
+	b.Helper()
+	return l.runCommand(b, loadCommand{Addr: addr, N: n, Flight: true}, units)
+}
+
+func (l *loadgen) runCommand(b *testing.B, cmd loadCommand, units []*readerv1.WorkUnit) measured {
+	b.Helper()
 	for _, u := range units {
 		m, err := proto.Marshal(u)
 		if err != nil {
@@ -316,4 +393,104 @@ func BenchmarkInputCost(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// stockFlight serves DoGet as Arrow's own Flight writer would: the unit's
+// columns loaded as the reader loads them, then each batch written as a
+// record slice by flight.NewRecordWriter (which serializes the body into a
+// buffer, marshaled again by gRPC's codec). It is the baseline that shows
+// what hand-marshaling FlightData (encodeFlight) saves.
+type stockFlight struct {
+	flightpb.UnimplementedFlightServiceServer
+	s *Server
+}
+
+func (f *stockFlight) DoGet(t *flightpb.Ticket, stream flightpb.FlightService_DoGetServer) error {
+	req := &readerv1.ReadRequest{}
+	if err := proto.Unmarshal(t.GetTicket(), req); err != nil {
+		return err
+	}
+	p, err := newPlan(req.Unit, f.s.cfg.Registry, f.s.cfg.Limits)
+	if err != nil {
+		return err
+	}
+	bufs := &unitBuffers{}
+	defer bufs.release()
+	cols, n, err := f.s.load(stream.Context(), p, bufs.alloc)
+	if err != nil {
+		return err
+	}
+	rec := array.NewRecord(p.out, cols, n)
+	for _, c := range cols {
+		c.Release()
+	}
+	defer rec.Release()
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(p.out))
+	b := int64(p.batchRows)
+	for lo := req.StartRow; lo < n; {
+		hi := min((lo/b+1)*b, n)
+		meta, _ := proto.Marshal(&readerv1.ReadResponse{StartRow: lo, Rows: hi - lo})
+		slice := rec.NewSlice(lo, hi)
+		err := w.WriteWithAppMetadata(slice, meta)
+		slice.Release()
+		if err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return w.Close()
+}
+
+// BenchmarkFlight compares, in the same run and on the same SIG units of
+// ctr_small (100k-row blocks), a reader serving Read with the same reader
+// serving Arrow Flight's DoGet (hand-marshaled FlightData, encodeFlight),
+// and with DoGet written by Arrow's own Flight writer (stockFlight),
+// alternating, over loopback. Per core = per CPU-second of the server
+// process; ratio/core is Read's CPU over DoGet's (1: DoGet costs what Read
+// does). The consumer, in a child process, decodes every batch (Read with
+// the package's Client, DoGet with Arrow's Flight reader).
+func BenchmarkFlight(b *testing.B) {
+	f := newFixture(b, fixtureConfig{Blocks: 4, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
+	benchGC(b)
+	srv := f.server(b, Config{})
+	var units []*readerv1.WorkUnit
+	for i := range f.blocks {
+		units = append(units, f.unit(i, 4096, allMode(memo)))
+	}
+	addr := serveOn(b, func(gs *grpc.Server) {
+		readerv1.RegisterReaderServer(gs, srv)
+		flightpb.RegisterFlightServiceServer(gs, srv.FlightService())
+	})
+	stockAddr := serveOn(b, func(gs *grpc.Server) {
+		flightpb.RegisterFlightServiceServer(gs, &stockFlight{s: srv})
+	})
+	lg := startLoadgen(b)
+	lg.run(b, addr, units, 1) // warm up connections
+	lg.runFlight(b, addr, units, 1)
+	lg.runFlight(b, stockAddr, units, 1)
+	b.Run("read-vs-doget", func(b *testing.B) {
+		var rd, fl, st measured
+		// Alternate so that all see the same machine conditions.
+		for i := 0; i < b.N; i++ {
+			rd = rd.add(lg.run(b, addr, units, 1))
+			fl = fl.add(lg.runFlight(b, addr, units, 1))
+			st = st.add(lg.runFlight(b, stockAddr, units, 1))
+		}
+		if rd.rows != fl.rows || rd.rows != st.rows {
+			b.Fatalf("Read sent %d rows, DoGet %d, stock DoGet %d", rd.rows, fl.rows, st.rows)
+		}
+		ex := float64(rd.rows)
+		b.ReportMetric(ex/rd.cpu.Seconds(), "read-ex/cpu-s")
+		b.ReportMetric(ex/fl.cpu.Seconds(), "doget-ex/cpu-s")
+		b.ReportMetric(ex/st.cpu.Seconds(), "stock-ex/cpu-s")
+		b.ReportMetric(float64(rd.cpu.Nanoseconds())/ex, "read-cpu-ns/ex")
+		b.ReportMetric(float64(fl.cpu.Nanoseconds())/ex, "doget-cpu-ns/ex")
+		b.ReportMetric(float64(st.cpu.Nanoseconds())/ex, "stock-cpu-ns/ex")
+		b.ReportMetric(float64(rd.bytes)/1e6/rd.wall.Seconds(), "read-MB/s")
+		b.ReportMetric(float64(fl.bytes)/1e6/fl.wall.Seconds(), "doget-MB/s")
+		b.ReportMetric(rd.cpu.Seconds()/fl.cpu.Seconds(), "ratio/core")
+		b.ReportMetric(rd.cpu.Seconds()/st.cpu.Seconds(), "stock-ratio/core")
+		b.ReportMetric(rd.wall.Seconds()/fl.wall.Seconds(), "ratio/wall")
+		b.ReportMetric(0, "ns/op")
+	})
 }

@@ -29,6 +29,35 @@
 // carries a summary: rows sent, block rows, and the CRC-32C of the call's
 // arrow_ipc bytes.
 //
+// # Arrow Flight
+//
+// The same gRPC server serves Arrow Flight (flight.go), so that any Arrow
+// client (pyarrow.flight, the Python client in python/, Arrow's Go, Java,
+// C++ or Rust clients) reads units without SIG's own messages:
+//
+//   - DoGet: the ticket is a marshaled ReadRequest, a unit and its start_row,
+//     with Read's resume semantics. The stream is the batch schema, then
+//     Read's batches, each as Flight frames a record batch (its header in
+//     data_header, its body in data_body, the very bytes of Read's
+//     arrow_ipc; TestFlightDoGetSendsReadsBytes) with app_metadata a
+//     ReadResponse naming its start_row and rows; the block's last batch
+//     also carries Read's Summary. Errors, auth and metrics are Read's.
+//   - GetFlightInfo: the descriptor is a CMD holding a FlightCommand (client,
+//     pipeline, range, labels, batch rows, mode). The reader asks sigd for
+//     the read solution (Config.Solutions; cmd/reader --sigd) forwarding the
+//     caller's own bearer token, so sigd decides what the caller may read,
+//     and answers one endpoint per raw block in event order: the DoGet
+//     ticket of the block's unit (UnitsFromSolution) and the readers'
+//     locations (Config.FlightLocations). The caller's token must therefore
+//     be valid at sigd and at the readers alike (one token file, as
+//     `sigd dev` writes).
+//
+// FlightData messages are marshaled by hand into pooled buffers, as Read's
+// responses are (encodeFlight): the body buffers are copied once, from the
+// columns into the message gRPC sends; data_header and data_body are what
+// Arrow's own Flight writer sends (TestFlightDataMatchesArrowWriter).
+// bench/flight.sh measures DoGet against Read in one run.
+//
 // # SIG, LIG and mixed
 //
 // Each input has a mode. MEMO (SIG) reads the memo object the read solution

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/bitutil"
@@ -43,10 +44,15 @@ import (
 // are, edge cases included, so that the bytes do not change. An Arrow
 // upgrade that changes what ipc.Writer writes fails the test above.
 type encoder struct {
+	schema    *arrow.Schema
 	schemaMsg []byte // the schema message, framed
-	nodes     []fieldNode
-	bufs      []bodyBuffer
-	fb        *flatbuffers.Builder
+	// The schema message as Flight sends it (flightSchema), made once.
+	flightOnce   sync.Once
+	flightHeader []byte
+	flightErr    error
+	nodes        []fieldNode
+	bufs         []bodyBuffer
+	fb           *flatbuffers.Builder
 	// The batch layout planned: its header, padded length and body length.
 	meta    []byte
 	metaLen int64
@@ -109,7 +115,7 @@ func newEncoder(schema *arrow.Schema) (*encoder, error) {
 	if !bytes.HasSuffix(msg, endOfStream[:]) {
 		return nil, fmt.Errorf("%w: schema stream does not end with end-of-stream", errEncode)
 	}
-	return &encoder{schemaMsg: msg[:len(msg)-len(endOfStream)], fb: flatbuffers.NewBuilder(1024)}, nil
+	return &encoder{schema: schema, schemaMsg: msg[:len(msg)-len(endOfStream)], fb: flatbuffers.NewBuilder(1024)}, nil
 }
 
 func encodable(t arrow.DataType) bool {
@@ -157,9 +163,16 @@ func (e *encoder) write(out []byte) {
 	n += 8
 	clear(out[n+copy(out[n:], e.meta) : n+int(e.metaLen)])
 	n += int(e.metaLen)
+	e.writeBody(out[n : n+int(e.body)])
+	copy(out[n+int(e.body):], endOfStream[:])
+}
+
+// writeBody writes the record batch body layout planned into out, which has
+// its length (e.body). Every byte of out is written.
+func (e *encoder) writeBody(out []byte) {
 	for i := range e.bufs {
 		b := &e.bufs[i]
-		dst := out[n+int(b.pos) : n+int(b.pos+pad(b.len, 8))]
+		dst := out[b.pos : b.pos+pad(b.len, 8)]
 		switch b.kind {
 		case bufCopy:
 			clear(dst[copy(dst, b.src):])
@@ -172,7 +185,6 @@ func (e *encoder) write(out []byte) {
 			rebase(dst, b.offs)
 		}
 	}
-	copy(out[n+int(e.body):], endOfStream[:])
 }
 
 // batchMessage is one batch response, marshaled: the protobuf encoding of

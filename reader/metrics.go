@@ -17,9 +17,12 @@ const (
 	MetricBytes = "sig_reader_bytes_total"
 	// MetricInputs counts input columns served, by mode (memo, local).
 	MetricInputs = "sig_reader_inputs_total"
-	// MetricErrors counts Read calls that failed, by the gRPC code the
-	// caller got (code): Unavailable is mostly a pending memo (a training
-	// hold, see doc.go), DataLoss a corrupt object.
+	// MetricCalls counts calls by API (api): read (Read), flight_do_get
+	// and flight_get_flight_info (Arrow Flight's DoGet and GetFlightInfo).
+	MetricCalls = "sig_reader_calls_total"
+	// MetricErrors counts calls of every API that failed, by the gRPC code
+	// the caller got (code): Unavailable is mostly a pending memo (a
+	// training hold, see doc.go), DataLoss a corrupt object.
 	MetricErrors = "sig_reader_errors_total"
 	// MetricFetch is the time to fetch a unit's block: its raw columns and
 	// memo objects, read concurrently, until all are decoded (units whose
@@ -38,14 +41,24 @@ var (
 // read at scrape time), its errors by code and its fetch latency.
 type serverMetrics struct {
 	s      *Server
+	calls  *prometheus.CounterVec
 	errors *prometheus.CounterVec
 	fetch  prometheus.Histogram
 }
 
+// The APIs of MetricCalls.
+const (
+	apiRead          = "read"
+	apiDoGet         = "flight_do_get"
+	apiGetFlightInfo = "flight_get_flight_info"
+)
+
 func newServerMetrics(s *Server) *serverMetrics {
 	return &serverMetrics{s: s,
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCalls,
+			Help: "Calls, by API: read, flight_do_get, flight_get_flight_info."}, []string{"api"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricErrors,
-			Help: "Read calls that failed, by gRPC code."}, []string{"code"}),
+			Help: "Calls (Read, Flight DoGet and GetFlightInfo) that failed, by gRPC code."}, []string{"code"}),
 		// 1 ms to 33 s: a block from a local store is milliseconds, from a
 		// remote one under load seconds.
 		fetch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricFetch,
@@ -55,6 +68,8 @@ func newServerMetrics(s *Server) *serverMetrics {
 
 func (m *serverMetrics) failed(code codes.Code) { m.errors.WithLabelValues(code.String()).Inc() }
 
+func (m *serverMetrics) called(api string) { m.calls.WithLabelValues(api).Inc() }
+
 func (m *serverMetrics) fetched(d time.Duration) { m.fetch.Observe(d.Seconds()) }
 
 // Describe implements prometheus.Collector.
@@ -63,6 +78,7 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRows
 	ch <- descBytes
 	ch <- descInputs
+	m.calls.Describe(ch)
 	m.errors.Describe(ch)
 	m.fetch.Describe(ch)
 }
@@ -75,6 +91,7 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(st.Bytes))
 	ch <- prometheus.MustNewConstMetric(descInputs, prometheus.CounterValue, float64(st.MemoInputs), "memo")
 	ch <- prometheus.MustNewConstMetric(descInputs, prometheus.CounterValue, float64(st.LocalInputs), "local")
+	m.calls.Collect(ch)
 	m.errors.Collect(ch)
 	m.fetch.Collect(ch)
 }

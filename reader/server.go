@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
+	flightpb "github.com/apache/arrow/go/v15/arrow/flight/gen/flight"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
@@ -72,6 +73,19 @@ type Config struct {
 	// Registerer, if set, gets the server's metrics (metrics.go; cmd/reader
 	// serves them on --metrics).
 	Registerer prometheus.Registerer
+	// Solutions resolves read solutions for Arrow Flight's GetFlightInfo
+	// (flight.go): sigd's SIG service (cmd/reader --sigd), called with the
+	// caller's own bearer token, forwarded, so that sigd decides what the
+	// caller may see. Its connection must not add a token of its own. Nil:
+	// GetFlightInfo fails with FailedPrecondition; DoGet still serves
+	// tickets.
+	Solutions SolutionResolver
+	// FlightLocations are the Flight locations (URIs such as
+	// grpc+tcp://host:port) of the readers that serve this one's tickets,
+	// given with every endpoint of GetFlightInfo (cmd/reader
+	// --flight-locations, default its own address). Any reader serves any
+	// ticket.
+	FlightLocations []string
 }
 
 // EnsureDefaults fills zero fields.
@@ -152,7 +166,8 @@ func StreamServerOptions() []grpc.ServerOption {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second})}
 }
 
-// GRPCServer returns a gRPC server with the Reader service registered, the
+// GRPCServer returns a gRPC server with the Reader service and the Arrow
+// Flight service (FlightService) registered, the
 // StreamServerOptions, the request size limit, and (when Config.Tokens is
 // set) the auth interceptors; opts come after them, except that the
 // serverCodec stays: Read sends batches marshaled already (batchMessage),
@@ -166,6 +181,7 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	}
 	gs := grpc.NewServer(opts...)
 	readerv1.RegisterReaderServer(gs, s)
+	flightpb.RegisterFlightServiceServer(gs, s.FlightService())
 	return gs
 }
 
@@ -176,14 +192,10 @@ func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServ
 			s.metrics.failed(status.Code(err))
 		}
 	}()
+	s.metrics.called(apiRead)
 	ctx := stream.Context()
-	if s.cfg.Tokens != nil {
-		if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator); err != nil {
-			return err
-		}
-		if _, err := auth.RequireClient(ctx, req.GetUnit().GetClient()); err != nil {
-			return err
-		}
+	if err := s.authorize(ctx, req.GetUnit().GetClient()); err != nil {
+		return err
 	}
 	// Batches go out marshaled already (batchMessage, serverCodec): the
 	// codec hands the message's buffer to gRPC.
@@ -191,7 +203,7 @@ func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServ
 		defer m.free() // if gRPC did not take it
 		return stream.SendMsg(m)
 	}
-	err = s.run(ctx, req, sendBatch, stream.Send)
+	err = s.run(ctx, req, readSink{sendBatch, stream.Send})
 	if err == nil {
 		return nil
 	}
@@ -213,13 +225,51 @@ func (s *Server) Serve(ctx context.Context, req *readerv1.ReadRequest, send func
 		defer m.free()
 		return send(m.response())
 	}
-	return s.run(ctx, req, sendBatch, send)
+	return s.run(ctx, req, readSink{sendBatch, send})
 }
 
-// run is Serve with batches sent by sendBatch, which owns each message
-// from the call on.
-func (s *Server) run(ctx context.Context, req *readerv1.ReadRequest, sendBatch func(*batchMessage) error, send func(*readerv1.ReadResponse) error) error {
-	err := s.serve(ctx, req, sendBatch, send)
+// sink is where a unit's stream goes: Read's ReadResponses (readSink) or
+// Flight's FlightData (flightSink). Both send the same batches, encoded by
+// the same encoder.
+type sink interface {
+	// begin is called once the unit's columns are loaded, before its first
+	// batch.
+	begin(enc *encoder) error
+	// batch encodes rows [lo, hi) of cols, of a block of n rows, sends them,
+	// and returns the CRC-32C of the arrow_ipc bytes Read sends for them,
+	// continued from crc (the call's batches so far, of sent rows), and
+	// their length.
+	batch(enc *encoder, cols []arrow.Array, lo, hi, n, sent int64, crc uint32) (uint32, int64, error)
+	// end sends the summary, if the sink sends it apart.
+	end(*readerv1.Summary) error
+}
+
+// readSink is Read's: batches as marshaled ReadResponses given to
+// sendBatch, which owns each message from the call on; the summary to send.
+type readSink struct {
+	sendBatch func(*batchMessage) error
+	send      func(*readerv1.ReadResponse) error
+}
+
+func (readSink) begin(*encoder) error { return nil }
+
+func (r readSink) batch(enc *encoder, cols []arrow.Array, lo, hi, _, _ int64, crc uint32) (uint32, int64, error) {
+	m, err := enc.encodeMessage(cols, lo, hi)
+	if err != nil {
+		return crc, 0, err
+	}
+	crc = crc32.Update(crc, castagnoli, m.ipc) // while the bytes are in cache
+	size := int64(len(m.ipc))
+	return crc, size, r.sendBatch(m)
+}
+
+func (r readSink) end(sum *readerv1.Summary) error {
+	return r.send(&readerv1.ReadResponse{Summary: sum})
+}
+
+// run serves one unit into out and counts it.
+func (s *Server) run(ctx context.Context, req *readerv1.ReadRequest, out sink) error {
+	err := s.serve(ctx, req, out)
 	switch {
 	case err == nil:
 		s.units.Add(1)
@@ -238,7 +288,7 @@ func (s *Server) run(ctx context.Context, req *readerv1.ReadRequest, sendBatch f
 	return err
 }
 
-func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, sendBatch func(*batchMessage) error, send func(*readerv1.ReadResponse) error) error {
+func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink) error {
 	p, err := newPlan(req.GetUnit(), s.cfg.Registry, s.cfg.Limits)
 	if err != nil {
 		return err
@@ -290,18 +340,20 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, sendBatch
 	if err != nil {
 		return err
 	}
+	if err := out.begin(enc); err != nil {
+		return err
+	}
 	crc := uint32(0)
 	sent := int64(0)
 	b := int64(p.batchRows)
 	for lo := req.StartRow; lo < n; {
 		hi := min((lo/b+1)*b, n) // batches are aligned to the block
-		m, err := enc.encodeMessage(cols, lo, hi)
-		if err != nil {
+		var size int64
+		crc, size, err = out.batch(enc, cols, lo, hi, n, sent, crc)
+		if errors.Is(err, errEncode) {
 			return fmt.Errorf("encoding rows [%d, %d) of block %s: %w", lo, hi, p.unit.BlockId, err)
 		}
-		crc = crc32.Update(crc, castagnoli, m.ipc) // while the bytes are in cache
-		size := int64(len(m.ipc))
-		if err := sendBatch(m); err != nil {
+		if err != nil {
 			return err
 		}
 		s.batches.Add(1)
@@ -310,7 +362,7 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, sendBatch
 		sent += hi - lo
 		lo = hi
 	}
-	return send(&readerv1.ReadResponse{Summary: &readerv1.Summary{Rows: sent, BlockRows: n, Crc32C: crc}})
+	return out.end(&readerv1.Summary{Rows: sent, BlockRows: n, Crc32C: crc})
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -104,7 +104,7 @@ func (m *metrics) reuseStats() (matching.Reuse, error) {
 	if !m.reuseAt.IsZero() && now.Sub(m.reuseAt) < 2*time.Second {
 		return m.reuse, nil
 	}
-	r, err := m.s.cache.Reuse()
+	r, err := m.s.frontend.Reuse()
 	if err != nil {
 		return r, err
 	}
@@ -177,6 +177,9 @@ func (s *Server) StatsSnapshot() (*sigv1.StatsResponse, error) {
 		Quarantined: uint32(qs.Quarantined), TasksCompleted: qs.Completed,
 		Components: uint32(r.Components), MemoBlocks: uint64(r.ReadyBlocks), MemoBytes: r.ReadyBytes,
 		Pipelines: uint32(r.Pipelines), Queues: depthsToProto(s.queue.Depths()),
+	}
+	for _, n := range r.BlocksByPipelines {
+		out.MemoBlocksByPipelines = append(out.MemoBlocksByPipelines, uint64(n))
 	}
 	if fs.Components > 0 {
 		out.ComponentHitRate = float64(fs.ComponentHits) / float64(fs.Components)

@@ -22,6 +22,14 @@
 // Without them a corrupt memo object keeps failing units with DataLoss
 // until an operator evicts or recomputes its block.
 //
+// The same server serves Arrow Flight (package reader, "Arrow Flight"):
+// DoGet reads a unit from its ticket with any Flight client. GetFlightInfo
+// needs --sigd: the reader resolves the pipeline's read solution there with
+// the caller's own token (forwarded; the --sigd-token is for reports only),
+// and names --flight-locations (default grpc+tcp://ADDR of --listen, none
+// when it listens on all interfaces: then clients redeem tickets on the
+// reader they asked) as the readers of every endpoint.
+//
 // It holds flags and wiring only; reading, checking and encoding are
 // package reader's.
 package main

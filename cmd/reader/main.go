@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sigdToken := fs.String("sigd-token", "", "token of role reader for --sigd")
 	sigdTLS := fs.Bool("sigd-tls", false, "connect to --sigd with TLS")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics over HTTP on this address (empty: none)")
+	var flightLocations cli.List
+	fs.Var(&flightLocations, "flight-locations", "Arrow Flight locations (grpc+tcp://HOST:PORT, comma-separated) of the readers GetFlightInfo's endpoints name (default: this reader's address, none if it listens on all interfaces)")
 	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
 	}
@@ -69,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--tokens: %w", err)
 	}
 	var reporter reader.Reporter
+	var solutions reader.SolutionResolver
 	if *sigdAddr != "" {
 		if *sigdToken == "" {
 			return errors.New("--sigd needs --sigd-token (role reader)")
@@ -79,16 +83,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer conn.Close()
 		reporter = reader.SIGReporter(sigv1.NewSIGClient(conn))
+		// Flight's GetFlightInfo asks sigd for read solutions with the
+		// caller's own token (reader.Config.Solutions): a connection that
+		// adds none of its own.
+		fconn, err := cli.Dial(*sigdAddr, "", *sigdTLS)
+		if err != nil {
+			return fmt.Errorf("--sigd: %w", err)
+		}
+		defer fconn.Close()
+		solutions = sigv1.NewSIGClient(fconn)
 	}
 	sc.RetryFor, sc.Logger = *s3Retry, logger
 	store, err := objstore.New(*sc)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
-		MaxRequestBytes: *maxRequest, Logger: logger, Reporter: reporter, Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -96,13 +102,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	gs := srv.GRPCServer(opts...)
-	hs := grpcsvc.Register(gs)
-
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
+	if len(flightLocations) == 0 {
+		if ap, err := netip.ParseAddrPort(lis.Addr().String()); err == nil && !ap.Addr().IsUnspecified() {
+			scheme := "grpc+tcp://"
+			if len(opts) > 0 { // --tls-cert
+				scheme = "grpc+tls://"
+			}
+			flightLocations = cli.List{scheme + lis.Addr().String()}
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
+		MaxRequestBytes: *maxRequest, Logger: logger, Reporter: reporter, Registerer: reg,
+		Solutions: solutions, FlightLocations: flightLocations})
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	gs := srv.GRPCServer(opts...)
+	hs := grpcsvc.Register(gs)
+
 	metricsURL := ""
 	if *metricsAddr != "" {
 		url, closeMetrics, err := cli.ServeMetrics(*metricsAddr, reg)

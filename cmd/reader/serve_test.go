@@ -59,12 +59,15 @@ var listeningLine = regexp.MustCompile(`listening on (\S+)\n`)
 
 // TestReaderHealthAndReflection: grpcurl lists the reader's services
 // through reflection, without a token, and health answers SERVING for each
-// (sig.reader.v1.Reader answered NotFound, and reflection was not served).
+// (sig.reader.v1.Reader answered NotFound, and reflection was not served):
+// the Reader service and Arrow Flight's.
 func TestReaderHealthAndReflection(t *testing.T) {
 	addr := startReader(t, devenv.NewMinIO(t), listeningLine)[1]
 	services := sigdtest.CheckHealth(t, addr)
-	if !slices.Contains(services, "sig.reader.v1.Reader") {
-		t.Fatalf("grpcurl lists %v, not sig.reader.v1.Reader", services)
+	for _, want := range []string{"sig.reader.v1.Reader", "arrow.flight.protocol.FlightService"} {
+		if !slices.Contains(services, want) {
+			t.Fatalf("grpcurl lists %v, not %s", services, want)
+		}
 	}
 }
 
@@ -120,6 +123,7 @@ func TestReaderMetrics(t *testing.T) {
 		reader.MetricUnits + " 1\n",
 		reader.MetricRows + " 500\n",
 		reader.MetricErrors + `{code="NotFound"} 1` + "\n",
+		reader.MetricCalls + `{api="read"} 2` + "\n",
 		reader.MetricFetch + "_count 1\n",
 		"go_goroutines ",
 	} {

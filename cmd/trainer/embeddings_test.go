@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sigdata/sig/internal/figure"
 )
 
 func TestEmbeddingsReportCommand(t *testing.T) {
@@ -32,6 +34,7 @@ func TestEmbeddingsReportCommand(t *testing.T) {
 			Model   string
 			Configs []struct{ Config string }
 		}
+		Figures figure.Set
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
@@ -39,9 +42,17 @@ func TestEmbeddingsReportCommand(t *testing.T) {
 	if len(rep.Models) != 1 || rep.Models[0].Model != "C" || len(rep.Models[0].Configs) != 4 {
 		t.Errorf("JSON report: %s", b)
 	}
+	if err := rep.Figures.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Figures["geomean_speedup"]; f.Kind != figure.Modelled || len(f.SweepOf("shard_overhead_ns")) != 4 {
+		t.Errorf("geomean speedup: %+v", f)
+	}
 	for _, bad := range [][]string{
 		{"embeddings-report", "--steps", "0"},
 		{"embeddings-report", "--bogus"},
+		{"embeddings-report", "--shard-overheads", "0,x"},
+		{"embeddings-report", "--contentions", "-1"},
 	} {
 		out.Reset()
 		errb.Reset()

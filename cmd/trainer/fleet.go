@@ -6,107 +6,258 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/figure"
 	"github.com/sigdata/sig/trainer/accounting/fleet"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
 )
 
-// trainer fleet [--config FILE.json] [--seed N] [--days D] [--json]
+// trainer fleet [--config FILE.json] [--seed N] [--seeds K] [--days D]
+// [--measured FILE] [--sweeps=false] [--json] [--report FILE]
 //
-// Simulates a fleet of training jobs in virtual time (trainer/accounting/fleet) and
-// prints the Ads paper's Table II (chips training, queued, on hold), the
-// preempted epochs that committed, and the fleet's goodput by phase. The
-// config is a JSON trainer/accounting/fleet.SimConfig (durations as "36h"); absent
-// fields take the documented defaults, which are printed.
+// Simulates a fleet of training jobs in virtual time (trainer/accounting/fleet)
+// for K seeds and prints the Ads paper's Table II (chips training, queued,
+// on hold), the preempted epochs that committed next to their closed form,
+// and the fleet's goodput by phase. Every figure is modelled: it is printed
+// with the constants that decide it, their sources, and a sweep of the
+// deciding ones. The config is a JSON trainer/accounting/fleet.SimConfig
+// (durations as "36h"); absent fields take the documented defaults.
+// --measured reads the measurements of this system that replace constants
+// (bench/preemption.json: program goodput, input stall, notice-to-checkpoint
+// times of real preemptions).
 func init() {
 	commands.Register(cli.Command{Name: "fleet", Run: runFleet,
-		Usage: "[--config FILE.json] [--seed N] [--days D] [--json]: simulate a shared fleet: Table II, preemptions, goodput"})
+		Usage: "[--config FILE.json] [--seed N] [--seeds K] [--days D] [--measured FILE] [--json] [--report FILE]: simulate a shared fleet: Table II, preemptions, goodput, each figure with its constants and sweeps"})
 }
 
+// fleetRun is one seed's simulation.
+type fleetRun struct {
+	Seed               uint64            `json:"seed"`
+	Jobs               int               `json:"jobs"`
+	Finished           int               `json:"finished"`
+	TableII            fleet.TableII     `json:"table_ii"`
+	Preemptions        int               `json:"preemptions"`
+	PreemptedEpochs    int               `json:"preempted_epochs"`
+	PreemptedCommitted int               `json:"preempted_committed"`
+	CommittedFraction  float64           `json:"committed_fraction"`
+	Failures           int               `json:"failures"`
+	PermanentHolds     int               `json:"permanent_holds"`
+	TransientHolds     int               `json:"transient_holds"`
+	Goodput            goodput.Summary   `json:"goodput"`
+	Phases             []goodput.Summary `json:"phases"`
+}
+
+// fleetOutput is the JSON report: the config, each seed's run and the
+// figures (internal/figure).
 type fleetOutput struct {
-	Config             fleet.SimConfig `json:"config"`
-	Jobs               int             `json:"jobs"`
-	Finished           int             `json:"finished"`
-	TableII            fleet.TableII   `json:"table_ii"`
-	Preemptions        int             `json:"preemptions"`
-	PreemptedEpochs    int             `json:"preempted_epochs"`
-	PreemptedCommitted int             `json:"preempted_committed"`
-	CommittedFraction  float64         `json:"committed_fraction"`
-	Failures           int             `json:"failures"`
-	PermanentHolds     int             `json:"permanent_holds"`
-	TransientHolds     int             `json:"transient_holds"`
-	Goodput            goodput.Report  `json:"goodput"`
+	Config  fleet.SimConfig `json:"config"`
+	Runs    []fleetRun      `json:"runs"`
+	Figures figure.Set      `json:"figures"`
 }
 
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := commands.NewFlags("fleet", stderr)
 	config := fs.String("config", "", "simulation config `FILE.json` (trainer/accounting/fleet.SimConfig); default: the defaults")
-	seed := fs.Uint64("seed", 1, "random seed (overrides the config's)")
+	seed := fs.Uint64("seed", 1, "first random seed (overrides the config's)")
+	seeds := fs.Int("seeds", 3, "seeds to simulate (seed, seed+1, ...); figures are means over them")
 	days := fs.Float64("days", 0, "simulated days (overrides the config's duration)")
+	measured := fs.String("measured", "", "replace constants with this system's measurements from `FILE` (bench/preemption.json)")
+	sweeps := fs.Bool("sweeps", true, "sweep each figure's deciding constants")
 	asJSON := fs.Bool("json", false, "print JSON")
+	report := fs.String("report", "", "also write the JSON report to `FILE`")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if *seeds <= 0 {
+		return fmt.Errorf("%w: --seeds must be positive", cli.ErrUsage)
+	}
 	var cfg fleet.SimConfig
 	if *config != "" {
-		b, err := os.ReadFile(*config)
-		if err != nil {
+		if err := decodeStrict(*config, &cfg); err != nil {
 			return err
-		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return fmt.Errorf("%s: %w", *config, err)
 		}
 	}
 	cfg.Seed = *seed
 	if *days > 0 {
 		cfg.Duration = fleet.Duration(time.Duration(*days * 24 * float64(time.Hour)))
 	}
-	r, err := fleet.Simulate(cfg)
+	var sources map[string]string
+	if *measured != "" {
+		var f struct {
+			Measured *fleet.Measured `json:"measured"`
+		}
+		b, err := os.ReadFile(*measured)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &f); err != nil {
+			return fmt.Errorf("%s: %w", *measured, err)
+		}
+		if f.Measured == nil {
+			return fmt.Errorf("%s: no \"measured\" object (write it with bench/trainer.sh)", *measured)
+		}
+		sources = f.Measured.Apply(&cfg)
+	}
+	st, err := fleet.RunStudy(cfg, fleet.StudyOptions{Seeds: *seeds, Sources: sources, NoSweeps: !*sweeps})
 	if err != nil {
 		return err
 	}
-	out := fleetOutput{Config: r.Config, Jobs: r.Jobs, Finished: r.Finished, TableII: r.TableII,
-		Preemptions: r.Preemptions, PreemptedEpochs: r.PreemptedEpochs, PreemptedCommitted: r.PreemptedCommitted,
-		CommittedFraction: r.CommittedFraction(), Failures: r.Failures, PermanentHolds: r.PermanentHolds,
-		TransientHolds: r.TransientHolds, Goodput: r.Goodput}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
+	out := fleetOutput{Config: st.Config, Figures: st.Figures}
+	for _, r := range st.Runs {
+		out.Runs = append(out.Runs, fleetRun{Seed: r.Config.Seed, Jobs: r.Jobs, Finished: r.Finished, TableII: r.TableII,
+			Preemptions: r.Preemptions, PreemptedEpochs: r.PreemptedEpochs, PreemptedCommitted: r.PreemptedCommitted,
+			CommittedFraction: r.CommittedFraction(), Failures: r.Failures, PermanentHolds: r.PermanentHolds,
+			TransientHolds: r.TransientHolds, Goodput: r.Goodput.Fleet, Phases: r.Goodput.Phases})
+	}
+	writeJSON := func(w io.Writer) error {
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	c := r.Config
-	fmt.Fprintf(stdout, "fleet of %d chips, %v simulated (seed %d); a job every %v on average, slices %v then %v when caught up\n",
-		c.Chips, time.Duration(c.Duration), c.Seed, time.Duration(c.ArrivalMean), c.Slices, c.CaughtUpSlices)
-	fmt.Fprintf(stdout, "epochs of %v; errors: temporary every %v, permanent every %v (released after %v), data pending at %.0f%% of epochs (%v); maintenance every %v; notices %v, drains %v (means)\n\n",
-		time.Duration(c.Epoch), time.Duration(c.FailureMTBF), time.Duration(c.PermanentMTBF), time.Duration(c.HumanResponse),
-		100*c.TransientProb, time.Duration(c.TransientMean), time.Duration(c.MaintenanceMTBF), time.Duration(c.NoticeMean), time.Duration(c.DrainMean))
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TPU chip demand (Table II)\tTraining\tQueued\tOn hold")
-	fmt.Fprintf(tw, "relative to training\t1\t%.2f\t%.2f\n", r.TableII.QueuedPerTraining, r.TableII.OnHoldPerTraining)
-	fmt.Fprintf(tw, "fraction of capacity\t%.3f\t%.3f\t%.3f\n", r.TableII.Training, r.TableII.Queued, r.TableII.OnHold)
-	fmt.Fprintf(tw, "paper (relative)\t1\t1.03\t2.49\n")
+	if *report != "" {
+		if err := writeFile(*report, writeJSON); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return writeJSON(stdout)
+	}
+	return writeFleetText(stdout, out)
+}
+
+func decodeStrict(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func writeFleetText(w io.Writer, out fleetOutput) error {
+	c, figs := out.Config, out.Figures
+	var b strings.Builder
+	fmt.Fprintf(&b, "fleet simulation (trainer/accounting/fleet), virtual time: %d chips, %v, seeds %d-%d; slices %v, then %v when caught up\n",
+		c.Chips, time.Duration(c.Duration), c.Seed, c.Seed+uint64(len(out.Runs))-1, c.Slices, c.CaughtUpSlices)
+	b.WriteString("Every figure below is MODELLED (the constants decide it) unless marked MEASURED. Each is printed with its deciding constants\n" +
+		"and a sweep of them; the constants' values and sources are listed here (\"guess\": no publication gives the value;\n" +
+		"\"measured:\": a measurement of this system replaced it).\n")
+	all := map[string]figure.Constant{}
+	for _, f := range figs {
+		maps.Copy(all, f.Constants)
+	}
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		k := all[name]
+		fmt.Fprintf(&b, "  %-20s %10.4g %-8s %s\n", name, k.Value, k.Unit, k.Source)
+	}
+	b.WriteString("\n")
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TPU chip demand (Table II)\tTraining\tQueued\tOn hold\t\tfraction of capacity: training\tqueued\ton hold")
+	for _, r := range out.Runs {
+		t := r.TableII
+		fmt.Fprintf(tw, "seed %d\t1\t%.2f\t%.2f\t\t%.3f\t%.3f\t%.3f\n", r.Seed, t.QueuedPerTraining, t.OnHoldPerTraining, t.Training, t.Queued, t.OnHold)
+	}
+	fmt.Fprintf(tw, "mean (modelled)\t1\t%.2f\t%.2f\t\t\t\t\n", figs[fleet.FigQueuedPerTraining].Value, figs[fleet.FigOnHoldPerTraining].Value)
+	fmt.Fprintf(tw, "paper (VII.F)\t1\t1.03\t2.49\t\t\t\t\n")
 	tw.Flush()
-	fmt.Fprintf(stdout, "\njobs %d (%d finished both phases); failures %d; permanent holds %d, transient holds %d\n",
-		r.Jobs, r.Finished, r.Failures, r.PermanentHolds, r.TransientHolds)
-	fmt.Fprintf(stdout, "preemptions %d: %d cut an epoch, %d of those committed an early epoch end (%.0f%%; paper: 61%%)\n\n",
-		r.Preemptions, r.PreemptedEpochs, r.PreemptedCommitted, 100*r.CommittedFraction())
-	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scope\tSG\tRG\tPG\tMPG\tproductive chip-h\tlost chip-h\thold chip-h\tinput stall chip-h\tunallocated chip-h")
+	figureLine(&b, "queued per training", figs[fleet.FigQueuedPerTraining], "%.2f")
+	figureLine(&b, "on hold per training", figs[fleet.FigOnHoldPerTraining], "%.2f")
+	b.WriteString("\n")
+
+	var pre, com int
+	for _, r := range out.Runs {
+		fmt.Fprintf(&b, "seed %d: %d jobs (%d finished both phases); failures %d; permanent holds %d, transient holds %d; preemptions %d, %d cut an epoch, %d of those committed\n",
+			r.Seed, r.Jobs, r.Finished, r.Failures, r.PermanentHolds, r.TransientHolds, r.Preemptions, r.PreemptedEpochs, r.PreemptedCommitted)
+		pre, com = pre+r.PreemptedEpochs, com+r.PreemptedCommitted
+	}
+	sim, closed := figs[fleet.FigCommitted], figs[fleet.FigCommittedClosed]
+	fmt.Fprintf(&b, "preempted epochs that commit: simulated %.0f%% (%d of %d, seeds pooled), closed form %.0f%% (%s); paper 61%% (VII.G)\n",
+		100*sim.Value, com, pre, 100*closed.Value, strings.TrimPrefix(closed.How, "closed form of the same model, no simulation: "))
+	fmt.Fprintf(&b, "  %s\n", sim.Label())
+	if n, ok := fleet.NoticeForCommitted(out.Config, 0.61); ok {
+		fmt.Fprintf(&b, "  the closed form reaches the paper's 61%% at notice_mean = %.4g s (configured: %.4g s)\n", n.Seconds(), time.Duration(out.Config.NoticeMean).Seconds())
+	}
+	for _, k := range sweptConstants(sim) {
+		fmt.Fprintf(&b, "  sweep %s (%s), simulated / closed form:", k, sim.Constants[k].Unit)
+		cl := closed.SweepOf(k)
+		for i, p := range sim.SweepOf(k) {
+			fmt.Fprintf(&b, " %.4g: %.2f/%.2f", p.At, p.Value, cl[i].Value)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "goodput (MPG paper)\tSG\tRG\tPG\tMPG\tproductive chip-h\tlost chip-h\tinput stall chip-h\tunallocated chip-h")
 	row := func(name string, s goodput.Summary) {
 		cs := s.ChipSeconds
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\n", name, s.SG, s.RG, s.PG, s.MPG,
-			fleet.ChipHours(cs[goodput.Productive]), fleet.ChipHours(cs[goodput.LostWork]), fleet.ChipHours(cs[goodput.Hold]),
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f\t%.0f\t%.0f\t%.0f\n", name, s.SG, s.RG, s.PG, s.MPG,
+			fleet.ChipHours(cs[goodput.Productive]), fleet.ChipHours(cs[goodput.LostWork]),
 			fleet.ChipHours(cs[goodput.InputStall]), fleet.ChipHours(cs[goodput.Unallocated]))
 	}
-	row("fleet", r.Goodput.Fleet)
-	for _, p := range r.Goodput.Phases {
-		row("  "+p.Phase, p)
+	for _, r := range out.Runs {
+		row(fmt.Sprintf("seed %d fleet", r.Seed), r.Goodput)
 	}
-	return tw.Flush()
+	fmt.Fprintf(tw, "mean (modelled)\t%.3f\t%.3f\t%.3f\t%.3f\t\t\t\t\n", figs[fleet.FigSG].Value, figs[fleet.FigRG].Value, figs[fleet.FigPG].Value, figs[fleet.FigMPG].Value)
+	tw.Flush()
+	figureLine(&b, "SG", figs[fleet.FigSG], "%.3f")
+	figureLine(&b, "RG", figs[fleet.FigRG], "%.3f")
+	figureLine(&b, "PG", figs[fleet.FigPG], "%.3f")
+	figureLine(&b, "MPG", figs[fleet.FigMPG], "%.3f")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// figureLine prints a figure with its kind, the constants it sweeps (value
+// and source), how many other constants decide it, and the sweeps.
+func figureLine(b *strings.Builder, name string, f figure.Figure, format string) {
+	fmt.Fprintf(b, "%s "+format+": %s", name, f.Value, strings.ToUpper(string(f.Kind)))
+	swept := sweptConstants(f)
+	if f.Kind == figure.Measured {
+		fmt.Fprintf(b, " (%s)", f.How)
+	}
+	for i, k := range swept {
+		sep := "; "
+		if i > 0 {
+			sep = ", "
+		}
+		c := f.Constants[k]
+		fmt.Fprintf(b, "%s%s %.4g %s (%s)", sep, k, c.Value, c.Unit, c.Source)
+	}
+	if f.Kind == figure.Modelled && len(swept) == 0 {
+		b.WriteString("; " + strings.TrimPrefix(f.Label(), "modelled; "))
+	} else if rest := len(f.Constants) - len(swept); rest > 0 && f.Kind == figure.Modelled {
+		fmt.Fprintf(b, "; and %d more constants (listed above)", rest)
+	}
+	b.WriteString("\n")
+	for _, k := range swept {
+		fmt.Fprintf(b, "  sweep %s (%s):", k, f.Constants[k].Unit)
+		for _, p := range f.SweepOf(k) {
+			fmt.Fprintf(b, " %.4g: "+format, p.At, p.Value)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// sweptConstants are the constants f's sweep varies, in sweep order.
+func sweptConstants(f figure.Figure) []string {
+	var out []string
+	for _, p := range f.Sweep {
+		if !slices.Contains(out, p.Constant) {
+			out = append(out, p.Constant)
+		}
+	}
+	return out
 }

@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/figure"
+	"github.com/sigdata/sig/trainer/accounting/fleet"
 )
 
 func TestJobCommandsRejectBadFlags(t *testing.T) {
@@ -58,22 +62,114 @@ func parseRange(t *testing.T, s string) (from, to int64, err error) {
 	return cfg.From, cfg.To, err
 }
 
+// TestFleetJSON: the fleet's JSON report carries each seed's run and its
+// figures, every one labelled (figure.Set.Check): modelled, its constants
+// with sources, its sweeps; the text says so beside each figure and shows
+// the committed fraction next to its closed form.
 func TestFleetJSON(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := runMain([]string{"fleet", "--days", "3", "--json"}, &out, &errb); code != 0 {
+	if code := runMain([]string{"fleet", "--days", "3", "--seeds", "2", "--json"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var got map[string]any
+	var got struct {
+		Config  map[string]any    `json:"config"`
+		Runs    []json.RawMessage `json:"runs"`
+		Figures figure.Set        `json:"figures"`
+	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"table_ii", "committed_fraction", "goodput", "config"} {
-		if _, ok := got[k]; !ok {
-			t.Errorf("no %q in %s", k, out.String())
+	if len(got.Runs) != 2 || got.Config == nil {
+		t.Fatalf("runs %d, config %v", len(got.Runs), got.Config)
+	}
+	if err := got.Figures.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{fleet.FigOnHoldPerTraining, fleet.FigCommitted, fleet.FigCommittedClosed, fleet.FigMPG} {
+		if f := got.Figures[name]; f.Kind != figure.Modelled || len(f.Sweep) == 0 {
+			t.Errorf("%s: %+v", name, f)
 		}
 	}
 	out.Reset()
-	if code := runMain([]string{"fleet", "--days", "3"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "Table II") {
+	if code := runMain([]string{"fleet", "--days", "3", "--seeds", "1"}, &out, &errb); code != 0 {
 		t.Fatalf("text: exit %d\n%s", code, out.String())
+	}
+	for _, s := range []string{"Table II", "on hold per training", "MODELLED; human_response 120 h (guess",
+		"sweep human_response (h): 24:", "closed form", "sweep notice_mean (s), simulated / closed form:", "program_goodput 0.55"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("text lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+// TestFleetMeasured: --measured replaces constants with this system's
+// measurements: fleet PG becomes a measured figure, the preemption model
+// takes the measured exit times, and the sources say how.
+func TestFleetMeasured(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "preemption.json")
+	if err := os.WriteFile(path, []byte(`{"figures": {}, "measured": {"program_goodput": 0.05, "input_stall": 0.02,
+		"drain_save_times": ["0.5s", "0.7s", "0.9s"], "how": {"program_goodput": "ideal over productive time of 4 real jobs"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"fleet", "--days", "3", "--seeds", "1", "--measured", path, "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var got struct {
+		Figures figure.Set `json:"figures"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Figures.Check(); err != nil {
+		t.Fatal(err)
+	}
+	pg := got.Figures[fleet.FigPG]
+	if pg.Kind != figure.Measured || pg.Value > 0.06 || !strings.Contains(pg.How, "4 real jobs") {
+		t.Errorf("fleet PG: %+v", pg)
+	}
+	c := got.Figures[fleet.FigCommitted].Constants
+	if e, ok := c["drain_save_median"]; !ok || e.Value != 0.7 || !strings.HasPrefix(e.Source, figure.MeasuredPrefix) {
+		t.Errorf("preemption constants: %+v", c)
+	}
+	if s := got.Figures[fleet.FigRG].Constants["input_stall"]; s.Value != 0.02 || !strings.HasPrefix(s.Source, figure.MeasuredPrefix) {
+		t.Errorf("input stall: %+v", s)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"figures": {}}`), 0o644)
+	errb.Reset()
+	if code := runMain([]string{"fleet", "--days", "1", "--measured", bad}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `no "measured"`) {
+		t.Errorf("file without measurements: exit %d, %s", code, errb.String())
+	}
+}
+
+// TestFiguresCommand prints a report's figures with their kind, constants
+// and sweeps, and refuses a report whose figures are not labelled.
+func TestFiguresCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"figures": {"committed": {"value": 0.55, "unit": "fraction", "kind": "modelled", "how": "P(t <= notice)",
+		"paper": {"value": 0.61, "where": "Ads paper VII.G"},
+		"constants": {"notice_max": {"value": 1.5, "unit": "s", "source": "guess"}},
+		"sweep": [{"constant": "notice_max", "at": 1, "value": 0.32}, {"constant": "notice_max", "at": 1.5, "value": 0.55}]}}}`), 0o644)
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"figures", good}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, s := range []string{"committed = 0.55 fraction: MODELLED", "paper: 0.61 (Ads paper VII.G)", "constant notice_max = 1.5 s: guess",
+		"sweep notice_max (s): 1: 0.32 1.5: 0.55"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"figures": {"x": {"value": 1, "kind": "modelled", "how": "a constant"}}}`), 0o644)
+	errb.Reset()
+	if code := runMain([]string{"figures", bad}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "figure x: modelled without constants") {
+		t.Errorf("unlabelled figure: exit %d, %s", code, errb.String())
+	}
+	if code := runMain([]string{"figures"}, &out, &errb); code != 2 {
+		t.Errorf("no file: exit %d", code)
 	}
 }

@@ -2683,6 +2683,10 @@ type StatsResponse struct {
 	MemoBlocks            uint64        `protobuf:"varint,15,opt,name=memo_blocks,json=memoBlocks,proto3" json:"memo_blocks,omitempty"`
 	MemoBytes             int64         `protobuf:"varint,16,opt,name=memo_bytes,json=memoBytes,proto3" json:"memo_bytes,omitempty"`
 	Pipelines             uint32        `protobuf:"varint,17,opt,name=pipelines,proto3" json:"pipelines,omitempty"`
+	// Element n: ready memoized blocks used by exactly n pipelines (those
+	// whose read solution names the block), the distribution behind
+	// pipelines_per_block_mean and _max.
+	MemoBlocksByPipelines []uint64 `protobuf:"varint,18,rep,packed,name=memo_blocks_by_pipelines,json=memoBlocksByPipelines,proto3" json:"memo_blocks_by_pipelines,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -2834,6 +2838,13 @@ func (x *StatsResponse) GetPipelines() uint32 {
 		return x.Pipelines
 	}
 	return 0
+}
+
+func (x *StatsResponse) GetMemoBlocksByPipelines() []uint64 {
+	if x != nil {
+		return x.MemoBlocksByPipelines
+	}
+	return nil
 }
 
 type ListQueuesRequest struct {
@@ -4828,7 +4839,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x16\n" +
 	"\x06queued\x18\x03 \x01(\rR\x06queued\x12\x16\n" +
-	"\x06leased\x18\x04 \x01(\rR\x06leased\"\xcb\x05\n" +
+	"\x06leased\x18\x04 \x01(\rR\x06leased\"\x84\x06\n" +
 	"\rStatsResponse\x12\x18\n" +
 	"\asubmits\x18\x01 \x01(\x04R\asubmits\x12,\n" +
 	"\x12component_hit_rate\x18\x02 \x01(\x01R\x10componentHitRate\x12%\n" +
@@ -4851,7 +4862,8 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"memoBlocks\x12\x1d\n" +
 	"\n" +
 	"memo_bytes\x18\x10 \x01(\x03R\tmemoBytes\x12\x1c\n" +
-	"\tpipelines\x18\x11 \x01(\rR\tpipelines\"\x13\n" +
+	"\tpipelines\x18\x11 \x01(\rR\tpipelines\x127\n" +
+	"\x18memo_blocks_by_pipelines\x18\x12 \x03(\x04R\x15memoBlocksByPipelines\"\x13\n" +
 	"\x11ListQueuesRequest\"@\n" +
 	"\x12ListQueuesResponse\x12*\n" +
 	"\x06queues\x18\x01 \x03(\v2\x12.sig.v1.QueueDepthR\x06queues\"g\n" +

@@ -39,10 +39,29 @@
 // checkpoints, failures, preemptions, phases), so the fleet's SG, RG, PG
 // and MPG come from the same code as a real run's. Table II is the time
 // average of Usage, as fractions of capacity and relative to the chips
-// training (the paper's 1 : 1.03 : 2.49). The defaults were chosen to give
-// a fleet whose holds and queues look like the paper's; the numbers are
-// assumptions, not measurements, and `trainer fleet` prints them with the
-// results.
+// training (the paper's 1 : 1.03 : 2.49).
+//
+// # Every figure is modelled (figures.go)
+//
+// The simulation measures nothing about SIG: its figures follow from its
+// constants. The defaults were set, when the simulation was written, to
+// give a fleet whose holds and queues look like the paper's, so a figure
+// near the paper's says nothing about the system. RunStudy therefore
+// reports each figure (internal/figure) as modelled, with the constants
+// that decide it and the source of each value (a paper's section, or
+// "guess"), and sweeps the deciding ones: Table II's on-hold ratio against
+// human_response (and the permanent-error and transient-hold rates), the
+// queued ratio against arrival_mean, RG against failure_mtbf and
+// input_stall, MPG against program_goodput. The preempted epochs that
+// commit are shown next to their closed form (CommitClosedForm): a
+// preempted epoch commits when its drain and save fit in the notice, one
+// draw each, so the simulated fraction is e^(−save/notice)·notice/(notice +
+// drain) up to sampling. Where this system can measure a constant,
+// Measured replaces it: the program goodput and input stall of real
+// training jobs (the trainer's step records and goodput accounting) and
+// the notice-to-checkpoint times of real preemptions (BenchmarkPreemptionCommits
+// writes them to bench/preemption.json; `trainer fleet --measured`), and
+// the constant's source says how it was measured.
 //
 // What the package does not own: the goodput arithmetic
 // (trainer/accounting/goodput), a real job's decisions (trainer/control: a

@@ -78,6 +78,13 @@ type SimConfig struct {
 	// 12m and 5m.
 	NoticeMean Duration `json:"notice_mean"`
 	DrainMean  Duration `json:"drain_mean"`
+	// DrainSaveTimes, when set, are the times from a preemption notice to
+	// the committed checkpoint (drain and save) measured on real
+	// preemptions of this system's trainer (BenchmarkPreemptionCommits,
+	// Measured): a preempted epoch's drain and save take one of them,
+	// drawn uniformly, instead of DrainMean and Save, and it commits when
+	// that fits in the notice.
+	DrainSaveTimes []Duration `json:"drain_save_times,omitempty"`
 	// NoBackfill makes the scheduler's queue strict.
 	NoBackfill bool `json:"no_backfill"`
 }
@@ -150,6 +157,11 @@ func (c *SimConfig) validate() error {
 			return fmt.Errorf("fleet: slice of %d chips on a fleet of %d", s, c.Chips)
 		}
 	}
+	for _, t := range c.DrainSaveTimes {
+		if t <= 0 {
+			return fmt.Errorf("fleet: drain and save time %v is not positive", time.Duration(t))
+		}
+	}
 	if c.InputStall < 0 || c.InputStall >= 1 || c.ProgramGoodput <= 0 || c.ProgramGoodput > 1 ||
 		c.TransientProb < 0 || c.TransientProb >= 1 || c.HighPriorityShare < 0 || c.HighPriorityShare > 1 {
 		return fmt.Errorf("fleet: input_stall, transient_prob in [0,1), program_goodput in (0,1], high_priority_share in [0,1]")
@@ -220,6 +232,7 @@ type event struct {
 	gen    uint64
 	intr   interruptKind
 	commit bool
+	save   time.Duration // evPreemptDone: the final part of the drain and save that wrote the checkpoint
 }
 
 type eventQueue []*event
@@ -399,7 +412,7 @@ func (s *sim) handle(e *event) {
 	case evInterrupt:
 		s.interrupt(j, e.intr)
 	case evPreemptDone:
-		s.preemptDone(j, e.commit)
+		s.preemptDone(j, e.commit, e.save)
 	}
 }
 
@@ -577,27 +590,34 @@ func (s *sim) preempt(j *simJob) {
 	}
 	s.res.Preemptions++
 	j.preempted = true
-	notice, drain := s.exp(s.cfg.NoticeMean), s.exp(s.cfg.DrainMean)
+	notice := s.exp(s.cfg.NoticeMean)
 	save := time.Duration(s.cfg.Save)
+	var need time.Duration // drain and save
+	if n := len(s.cfg.DrainSaveTimes); n > 0 {
+		need = time.Duration(s.cfg.DrainSaveTimes[s.r.IntN(n)])
+	} else {
+		need = s.exp(s.cfg.DrainMean) + save
+	}
 	j.gen++
 	switch {
 	case j.inEpoch:
 		s.res.PreemptedEpochs++
-		if drain+save <= notice {
-			s.push(&event{at: s.now + drain + save, kind: evPreemptDone, job: j, commit: true})
+		if need <= notice {
+			// A measured drain and save shorter than Save saved for all
+			// of it.
+			s.push(&event{at: s.now + need, kind: evPreemptDone, job: j, commit: true, save: min(save, need)})
 		} else {
 			s.push(&event{at: s.now + notice, kind: evPreemptDone, job: j})
 		}
 	case j.saving:
 		// The checkpoint being written commits if it fits in the notice.
-		s.push(&event{at: s.now + min(notice, save), kind: evPreemptDone, job: j, commit: save <= notice})
+		s.push(&event{at: s.now + min(notice, save), kind: evPreemptDone, job: j, commit: save <= notice, save: save})
 	default:
 		s.push(&event{at: s.now, kind: evPreemptDone, job: j})
 	}
 }
 
-func (s *sim) preemptDone(j *simJob, commit bool) {
-	save := time.Duration(s.cfg.Save)
+func (s *sim) preemptDone(j *simJob, commit bool, save time.Duration) {
 	switch {
 	case j.inEpoch && commit:
 		s.res.PreemptedCommitted++

@@ -81,6 +81,26 @@
 // paper's datacenter (where coalescing gains 6–10% of the caught-up step):
 // the step speedup here is essentially the parameter-server speedup.
 //
+// # Measured or modelled (figures.go)
+//
+// The report's figures (Report.Figures, internal/figure) say which is
+// which. Figure 7's speedups are modelled: the lookups are real, but the
+// device times that make the speedups are steptime's prices of them, and
+// constants decide those prices — TPU v4's peak FLOP/s and HBM bandwidth
+// (cloud.google.com/tpu/docs/v4) and SparseCores per chip (Jouppi et al.,
+// ISCA 2023), and four guesses: the HBM access granularity, the SparseCore's
+// fixed cost per row slice and per shard (partition.DefaultLookupOverheadNS,
+// DefaultShardOverheadNS: no public measurement exists) and pipelining's
+// contention (the paper reports a slowdown, not its size). The shard
+// overhead decides most of the gain: row sharding puts every table on every
+// SparseCore, so the baseline pays it tables × SparseCores times a step,
+// and table partitioning's advantage is largely not paying it. The report
+// therefore reruns the whole ladder (plans re-solved by the partitioner,
+// which weighs shards by the same overhead, re-run and re-priced) at each
+// Options.ShardOverheadSweep value (0, 250, 1000, 4000 ns) and re-prices it
+// at each Options.ContentionSweep value, and prints both next to Figure 7.
+// The coalescing speedups are measured (wall time of real RPCs).
+//
 // What the package does not own: the optimizations it measures (the
 // partitioner, the profiler and the parameter servers of trainer/embedding,
 // the model and step-time model of trainer/model and trainer/steptime); it

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sigdata/sig/internal/figure"
 )
 
 // TestReportSmall runs the whole report on two small models: the ladder's
@@ -85,6 +89,60 @@ func TestReportSmall(t *testing.T) {
 	if len(back.Models) != 2 || back.Models[1].Configs[3].Config != FDP || back.GeomeanFinal != rep.GeomeanFinal {
 		t.Errorf("JSON round trip: %+v", back)
 	}
+	checkFigures(t, rep)
+	if !strings.Contains(txt.String(), "MODELLED") || !strings.Contains(txt.String(), "by shard overhead") ||
+		!strings.Contains(txt.String(), "shard_overhead_ns") {
+		t.Errorf("text report does not label Figure 7 or show its sweeps:\n%s", txt.String())
+	}
+}
+
+// checkFigures: every figure is labelled (figure.Set.Check); Figure 7's are
+// modelled, list the shard overhead as a guess and sweep it (0, 250, 1000,
+// 4000 ns) and the contention, and the sweeps' points at the configured
+// values give the figures' own values: the sweep is the same computation
+// with one constant changed. The coalescing speedups are measured.
+func checkFigures(t *testing.T, rep *Report) {
+	t.Helper()
+	if err := rep.Figures.Check(); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{FigGeomean}
+	for _, m := range rep.Models {
+		names = append(names, FigSpeedup+m.Model, FigPipelining+m.Model, FigHybridGain+m.Model, FigFDPGain+m.Model)
+	}
+	for _, name := range names {
+		f, ok := rep.Figures[name]
+		if !ok {
+			t.Fatalf("no figure %s", name)
+		}
+		if f.Kind != figure.Modelled || !strings.HasPrefix(f.Constants["shard_overhead_ns"].Source, figure.Guess) {
+			t.Errorf("%s: %s, shard overhead %+v", name, f.Kind, f.Constants["shard_overhead_ns"])
+		}
+		var ats []float64
+		for _, p := range f.SweepOf("shard_overhead_ns") {
+			ats = append(ats, p.At)
+			if p.At == rep.ShardNS && math.Abs(p.Value-f.Value) > 1e-9*f.Value {
+				t.Errorf("%s: sweep at the configured %g ns gives %g, the figure %g", name, p.At, p.Value, f.Value)
+			}
+		}
+		if !slices.Equal(ats, []float64{0, 250, 1000, 4000}) {
+			t.Errorf("%s: shard overheads swept %v", name, ats)
+		}
+		for _, p := range f.SweepOf("contention") {
+			if p.At == rep.Contention && math.Abs(p.Value-f.Value) > 1e-9*f.Value {
+				t.Errorf("%s: sweep at the configured contention %g gives %g, the figure %g", name, p.At, p.Value, f.Value)
+			}
+		}
+		if len(f.SweepOf("contention")) != 5 {
+			t.Errorf("%s: contention sweep %+v", name, f.SweepOf("contention"))
+		}
+	}
+	if f := rep.Figures[FigStepGeomean]; f.Kind != figure.Measured || f.Value != rep.GeomeanPS {
+		t.Errorf("coalescing: %+v", f)
+	}
+	if f := rep.Figures[FigFDPGain+"B"]; f.Paper == nil || f.Paper.Value != 1.21 {
+		t.Errorf("model B's FDP gain without the paper's 21%%: %+v", f.Paper)
+	}
 }
 
 func TestUnknownModel(t *testing.T) {
@@ -106,6 +164,39 @@ func TestGenerateIsSeeded(t *testing.T) {
 			if ta.Vocab < MinVocab || ta.Vocab > MaxVocab || ta.Dim < 1 || ta.Dim > MaxDim || ta.MaxValency > MaxValency || ta.MeanValency < 1 {
 				t.Errorf("model %s table %d outside the paper's ranges: %+v", m.Name, i, ta)
 			}
+		}
+	}
+}
+
+// TestSweepIsARerun: a point of the shard-overhead sweep is the whole
+// ladder run with that overhead (re-planned, re-run, re-priced), not a
+// re-pricing of the configured plans.
+func TestSweepIsARerun(t *testing.T) {
+	o := Options{Models: []string{"A"}, Chips: 2, BatchPerChip: 32, Elements: 1 << 20, Steps: 2, ProfileSteps: 100, PSSteps: -1}
+	swept, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ShardOverheadNS, o.NoSweeps = 250, true
+	direct, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(direct.Models[0].ShardOverheadSweep) != 0 || direct.ShardNS != 250 {
+		t.Fatalf("NoSweeps swept, or the overhead is %g", direct.ShardNS)
+	}
+	var at250 *LadderPoint
+	for i, p := range swept.Models[0].ShardOverheadSweep {
+		if p.At == 250 {
+			at250 = &swept.Models[0].ShardOverheadSweep[i]
+		}
+	}
+	if at250 == nil {
+		t.Fatal("no sweep point at 250 ns")
+	}
+	for i, c := range direct.Models[0].Configs {
+		if c.DeviceUS != at250.DeviceUS[i] || c.Speedup != at250.Speedups[i] {
+			t.Errorf("%s: run at 250 ns %.4f us (%.4fx), sweep point %.4f us (%.4fx)", c.Config, c.DeviceUS, c.Speedup, at250.DeviceUS[i], at250.Speedups[i])
 		}
 	}
 }

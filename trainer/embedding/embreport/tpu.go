@@ -66,130 +66,104 @@ type ModelResult struct {
 	ProfiledBatches  uint64  `json:"profiled_batches"`
 	// Configs are Baseline, Pipelining, Hybrid and FDP in that order.
 	Configs []ConfigResult `json:"configs"`
-	PS      *PSResult      `json:"parameter_servers,omitempty"`
+	// ShardOverheadSweep and ContentionSweep are the ladder at each swept
+	// value (Options).
+	ShardOverheadSweep []LadderPoint `json:"shard_overhead_sweep,omitempty"`
+	ContentionSweep    []LadderPoint `json:"contention_sweep,omitempty"`
+	PS                 *PSResult     `json:"parameter_servers,omitempty"`
 }
 
-// tpuRun runs one model through the ladder.
-func tpuRun(ctx context.Context, sc Scaled, o Options) (ModelResult, error) {
-	res := ModelResult{Model: sc.Spec.Name, Note: sc.Spec.Note, Tables: len(sc.Tables), DenseWeights: sc.DenseWeights,
-		VocabCap: sc.VocabCap, HBMPerChip: sc.HBMPerChip, Elements: sc.Elements, MinVocab: math.MaxInt64, MinDim: math.MaxInt}
-	for _, t := range sc.Tables {
-		res.MinVocab, res.MinDim, res.MaxDim = min(res.MinVocab, t.Vocab), min(res.MinDim, t.Dim), max(res.MaxDim, t.Dim)
-	}
-	f, err := features(sc.Tables)
-	if err != nil {
-		return res, err
-	}
-	batch := o.Chips * o.BatchPerChip
-	chip := defaultChip()
-	topo := partition.Topology{Chips: o.Chips, SparseCoresPerChip: chip.SparseCoresPerChip, HBMBytesPerChip: sc.HBMPerChip,
+// LadderPoint is the ladder again with one constant changed: the
+// speedups of Baseline, Pipelining, Hybrid and FDP over the baseline at
+// that value, and their device times.
+type LadderPoint struct {
+	At       float64   `json:"at"`
+	Speedups []float64 `json:"speedups"`
+	DeviceUS []float64 `json:"device_us"`
+}
+
+// ladder is what a model's rungs share whatever the overheads: the
+// features, the compile-time and profiled tables, the held-out batches.
+type ladder struct {
+	sc             Scaled
+	o              Options
+	f              model.Features
+	shapes         []model.Shape
+	compileTables  []partition.Table
+	measuredTables []partition.Table
+	batches        []*model.Examples
+	batch          int
+}
+
+// run is one plan's real steps.
+type run struct {
+	plan    *partition.Plan
+	works   []steptime.Work
+	pooling []float64
+}
+
+func (l *ladder) topology(chip steptime.Chip) partition.Topology {
+	return partition.Topology{Chips: l.o.Chips, SparseCoresPerChip: chip.SparseCoresPerChip, HBMBytesPerChip: l.sc.HBMPerChip,
 		HBMBandwidth: chip.HBMBandwidth, AccessGranularity: chip.AccessGranularity,
 		LookupOverheadNS: chip.LookupOverheadNS, ShardOverheadNS: chip.ShardOverheadNS}
-	sgd, _ := partition.OptimizerByName("sgd")
+}
 
-	// Compile-time knowledge: sizes and the declared maximum valency;
-	// access assumed uniform.
-	compileTables := make([]partition.Table, len(sc.Tables))
-	for i, t := range sc.Tables {
-		compileTables[i] = partition.Table{Name: t.Name, Vocab: t.Vocab, Dim: t.Dim, Optimizer: sgd,
-			Valency: partition.Valency{Mean: float64(t.MaxValency)}}
+// runPlan trains the held-out batches through plan. Every plan trains
+// with one-step-stale embedding gradients, as the pipelined rungs do.
+func (l *ladder) runPlan(ctx context.Context, plan *partition.Plan, chip steptime.Chip) (*run, error) {
+	m, err := model.New(model.Config{Features: l.f, Shapes: l.shapes, Hidden: l.o.Hidden, Seed: l.o.Seed, Plan: plan,
+		Cost: steptime.Model{Chip: chip, Chips: l.o.Chips}, StaleEmbeddingGradients: true})
+	if err != nil {
+		return nil, err
 	}
-
-	// Feedback-directed partitioning: another model with the same
-	// features trained earlier, profiling ~3% of its batches (fdp.Sampled)
-	// and storing the statistics (here through their wire form, as sigd
-	// stores them).
-	prof := fdp.NewProfiler(profTables(sc.Tables))
-	prev := generator{prod: sc.Prod, seed: sc.Spec.Seed<<8 | 1}
-	for step := uint64(1); step <= uint64(o.ProfileSteps); step++ {
-		if !fdp.Sampled(sc.Spec.Seed, step, fdp.DefaultRate) {
-			continue
+	r := &run{plan: plan}
+	for _, b := range l.batches {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		prof.Observe(prev.batch(f, step, batch), nil)
-	}
-	res.ProfiledBatches = prof.Batches()
-	measuredTables := append([]partition.Table(nil), compileTables...)
-	var values float64
-	index := map[string]int{}
-	for i, t := range sc.Tables {
-		index[t.Name] = i
-	}
-	for _, st := range prof.Statistics("previous-" + sc.Spec.Name) {
-		st = fdp.FromProto(st.Proto())
-		i := index[st.Feature]
-		measuredTables[i].Measured = st.Measured(sc.Tables[i].Vocab, batch)
-		values += st.MeanValency
-		res.MaxMeanValency = math.Max(res.MaxMeanValency, st.MeanValency)
-	}
-	res.ValuesPerExample = values
-	measured := &partition.Problem{Tables: measuredTables, Topology: topo, BatchSize: batch}
-
-	rows, err := partition.RowSharding(compileTables, topo)
-	if err != nil {
-		return res, fmt.Errorf("model %s: row sharding: %w", sc.Spec.Name, err)
-	}
-	hybrid, err := partition.Solve(&partition.Problem{Tables: compileTables, Topology: topo, BatchSize: batch}, partition.Options{Seed: o.Seed})
-	if err != nil {
-		return res, fmt.Errorf("model %s: hybrid plan: %w", sc.Spec.Name, err)
-	}
-	withFDP, err := partition.Solve(measured, partition.Options{Seed: o.Seed})
-	if err != nil {
-		return res, fmt.Errorf("model %s: FDP plan: %w", sc.Spec.Name, err)
-	}
-
-	// The real runs: the same held-out batches through each plan.
-	held := generator{prod: sc.Prod, seed: sc.Spec.Seed<<8 | 2}
-	batches := make([]*model.Examples, o.Steps)
-	for i := range batches {
-		batches[i] = held.batch(f, uint64(i), batch)
-	}
-	shapes := make([]model.Shape, len(sc.Tables))
-	for i, t := range sc.Tables {
-		shapes[i] = model.Shape{Vocab: t.Vocab, Dim: t.Dim}
-	}
-	dev := steptime.Model{Chip: chip, Chips: o.Chips}
-	type run struct {
-		plan    *partition.Plan
-		works   []steptime.Work
-		pooling []float64
-	}
-	// Every plan trains with one-step-stale embedding gradients, as the
-	// pipelined rungs do.
-	runPlan := func(plan *partition.Plan) (*run, error) {
-		m, err := model.New(model.Config{Features: f, Shapes: shapes, Hidden: o.Hidden, Seed: o.Seed, Plan: plan,
-			Cost: dev, StaleEmbeddingGradients: true})
+		out, err := m.Step(b)
 		if err != nil {
 			return nil, err
 		}
-		r := &run{plan: plan}
-		for _, b := range batches {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			out, err := m.Step(b)
-			if err != nil {
-				return nil, err
-			}
-			r.works = append(r.works, out.Work)
-			r.pooling = append(r.pooling, out.PoolingFLOPs)
-		}
-		return r, nil
+		r.works = append(r.works, out.Work)
+		r.pooling = append(r.pooling, out.PoolingFLOPs)
 	}
-	// Row sharding runs once: its lookups move the same bytes whether the
-	// gradients are fresh or stale; serialized and pipelined price it.
-	rowRun, err := runPlan(rows)
+	return r, nil
+}
+
+// rungs solves the hybrid and FDP plans for chip's overheads, runs them
+// (rows, the row-sharded run, does not depend on the overheads) and prices
+// the four rungs with chip and contention.
+func (l *ladder) rungs(ctx context.Context, chip steptime.Chip, contention float64, rows *run) ([]ConfigResult, [3]*run, error) {
+	name := l.sc.Spec.Name
+	topo := l.topology(chip)
+	hybrid, err := partition.Solve(&partition.Problem{Tables: l.compileTables, Topology: topo, BatchSize: l.batch}, partition.Options{Seed: l.o.Seed})
 	if err != nil {
-		return res, err
+		return nil, [3]*run{}, fmt.Errorf("model %s: hybrid plan: %w", name, err)
 	}
-	hybridRun, err := runPlan(hybrid)
+	withFDP, err := partition.Solve(&partition.Problem{Tables: l.measuredTables, Topology: topo, BatchSize: l.batch}, partition.Options{Seed: l.o.Seed})
 	if err != nil {
-		return res, err
+		return nil, [3]*run{}, fmt.Errorf("model %s: FDP plan: %w", name, err)
 	}
-	fdpRun, err := runPlan(withFDP)
+	hybridRun, err := l.runPlan(ctx, hybrid, chip)
 	if err != nil {
-		return res, err
+		return nil, [3]*run{}, err
 	}
-	denseFLOPs := 6 * sc.DenseWeights * float64(batch) // forward 2·W, backward 4·W per example
+	fdpRun, err := l.runPlan(ctx, withFDP, chip)
+	if err != nil {
+		return nil, [3]*run{}, err
+	}
+	runs := [3]*run{rows, hybridRun, fdpRun}
+	configs, err := l.price(runs, chip, contention)
+	return configs, runs, err
+}
+
+// price prices the four rungs of runs (rows, hybrid, FDP) with chip and
+// contention (steptime.Model.Contention: negative for none).
+func (l *ladder) price(runs [3]*run, chip steptime.Chip, contention float64) ([]ConfigResult, error) {
+	dev := steptime.Model{Chip: chip, Chips: l.o.Chips, Contention: contention}
+	measured := &partition.Problem{Tables: l.measuredTables, Topology: l.topology(chip), BatchSize: l.batch}
+	denseFLOPs := 6 * l.sc.DenseWeights * float64(l.batch) // forward 2·W, backward 4·W per example
 	price := func(name string, r *run, mode steptime.Mode, planName string) (ConfigResult, error) {
 		d := dev
 		d.Mode = mode
@@ -206,35 +180,148 @@ func tpuRun(ctx context.Context, sc Scaled, o Options) (ModelResult, error) {
 			}
 		}
 		cr.MeasuredLoadImbalance = fdp.LoadImbalance(bytes)
-		for _, l := range r.plan.Layouts {
-			cr.Strategies[l.Strategy]++
+		for _, ly := range r.plan.Layouts {
+			cr.Strategies[ly.Strategy]++
 		}
 		ev := *r.plan
 		ev.Shards = append([]partition.Shard(nil), r.plan.Shards...)
 		if err := partition.Evaluate(measured, &ev); err != nil {
-			return cr, fmt.Errorf("model %s: evaluating the %s plan: %w", sc.Spec.Name, planName, err)
+			return cr, fmt.Errorf("model %s: evaluating the %s plan: %w", l.sc.Spec.Name, planName, err)
 		}
 		cr.ModelledCostUS, cr.ModelledLoadImbalance = ev.CostNS/1e3, ev.LoadImbalance
 		return cr, nil
 	}
+	var out []ConfigResult
 	for _, c := range []struct {
 		name, plan string
 		r          *run
 		mode       steptime.Mode
 	}{
-		{Baseline, "row sharding", rowRun, steptime.Serialized},
-		{Pipelining, "row sharding", rowRun, steptime.Pipelined},
-		{Hybrid, "heuristic, compile-time statistics", hybridRun, steptime.Pipelined},
-		{FDP, "heuristic, profiled statistics", fdpRun, steptime.Pipelined},
+		{Baseline, "row sharding", runs[0], steptime.Serialized},
+		{Pipelining, "row sharding", runs[0], steptime.Pipelined},
+		{Hybrid, "heuristic, compile-time statistics", runs[1], steptime.Pipelined},
+		{FDP, "heuristic, profiled statistics", runs[2], steptime.Pipelined},
 	} {
 		cr, err := price(c.name, c.r, c.mode, c.plan)
 		if err != nil {
+			return nil, err
+		}
+		out = append(out, cr)
+	}
+	for i := range out {
+		out[i].Speedup = out[0].DeviceUS / out[i].DeviceUS
+	}
+	return out, nil
+}
+
+func ladderPoint(at float64, cs []ConfigResult) LadderPoint {
+	p := LadderPoint{At: at}
+	for _, c := range cs {
+		p.Speedups = append(p.Speedups, c.Speedup)
+		p.DeviceUS = append(p.DeviceUS, c.DeviceUS)
+	}
+	return p
+}
+
+// tpuRun runs one model through the ladder, then again for each swept
+// shard overhead (plans re-solved and re-run: the partitioner weighs
+// shards by it) and each swept contention (the same runs re-priced).
+func tpuRun(ctx context.Context, sc Scaled, o Options) (ModelResult, error) {
+	res := ModelResult{Model: sc.Spec.Name, Note: sc.Spec.Note, Tables: len(sc.Tables), DenseWeights: sc.DenseWeights,
+		VocabCap: sc.VocabCap, HBMPerChip: sc.HBMPerChip, Elements: sc.Elements, MinVocab: math.MaxInt64, MinDim: math.MaxInt}
+	for _, t := range sc.Tables {
+		res.MinVocab, res.MinDim, res.MaxDim = min(res.MinVocab, t.Vocab), min(res.MinDim, t.Dim), max(res.MaxDim, t.Dim)
+	}
+	f, err := features(sc.Tables)
+	if err != nil {
+		return res, err
+	}
+	l := &ladder{sc: sc, o: o, f: f, batch: o.Chips * o.BatchPerChip}
+	chip := o.chip()
+	sgd, _ := partition.OptimizerByName("sgd")
+
+	// Compile-time knowledge: sizes and the declared maximum valency;
+	// access assumed uniform.
+	l.compileTables = make([]partition.Table, len(sc.Tables))
+	for i, t := range sc.Tables {
+		l.compileTables[i] = partition.Table{Name: t.Name, Vocab: t.Vocab, Dim: t.Dim, Optimizer: sgd,
+			Valency: partition.Valency{Mean: float64(t.MaxValency)}}
+	}
+
+	// Feedback-directed partitioning: another model with the same
+	// features trained earlier, profiling ~3% of its batches (fdp.Sampled)
+	// and storing the statistics (here through their wire form, as sigd
+	// stores them).
+	prof := fdp.NewProfiler(profTables(sc.Tables))
+	prev := generator{prod: sc.Prod, seed: sc.Spec.Seed<<8 | 1}
+	for step := uint64(1); step <= uint64(o.ProfileSteps); step++ {
+		if !fdp.Sampled(sc.Spec.Seed, step, fdp.DefaultRate) {
+			continue
+		}
+		prof.Observe(prev.batch(f, step, l.batch), nil)
+	}
+	res.ProfiledBatches = prof.Batches()
+	l.measuredTables = append([]partition.Table(nil), l.compileTables...)
+	var values float64
+	index := map[string]int{}
+	for i, t := range sc.Tables {
+		index[t.Name] = i
+	}
+	for _, st := range prof.Statistics("previous-" + sc.Spec.Name) {
+		st = fdp.FromProto(st.Proto())
+		i := index[st.Feature]
+		l.measuredTables[i].Measured = st.Measured(sc.Tables[i].Vocab, l.batch)
+		values += st.MeanValency
+		res.MaxMeanValency = math.Max(res.MaxMeanValency, st.MeanValency)
+	}
+	res.ValuesPerExample = values
+
+	// The real runs: the same held-out batches through each plan.
+	held := generator{prod: sc.Prod, seed: sc.Spec.Seed<<8 | 2}
+	l.batches = make([]*model.Examples, o.Steps)
+	for i := range l.batches {
+		l.batches[i] = held.batch(f, uint64(i), l.batch)
+	}
+	l.shapes = make([]model.Shape, len(sc.Tables))
+	for i, t := range sc.Tables {
+		l.shapes[i] = model.Shape{Vocab: t.Vocab, Dim: t.Dim}
+	}
+	rows, err := partition.RowSharding(l.compileTables, l.topology(chip))
+	if err != nil {
+		return res, fmt.Errorf("model %s: row sharding: %w", sc.Spec.Name, err)
+	}
+	// Row sharding runs once: its lookups move the same bytes whether the
+	// gradients are fresh or stale, and whatever the overheads;
+	// serialized and pipelined price it.
+	rowRun, err := l.runPlan(ctx, rows, chip)
+	if err != nil {
+		return res, err
+	}
+	var runs [3]*run
+	if res.Configs, runs, err = l.rungs(ctx, chip, o.Contention, rowRun); err != nil {
+		return res, err
+	}
+	for _, at := range o.ShardOverheadSweep {
+		cs := res.Configs
+		if at != chip.ShardOverheadNS {
+			c := chip
+			c.ShardOverheadNS = at
+			if cs, _, err = l.rungs(ctx, c, o.Contention, rowRun); err != nil {
+				return res, fmt.Errorf("shard overhead %g ns: %w", at, err)
+			}
+		}
+		res.ShardOverheadSweep = append(res.ShardOverheadSweep, ladderPoint(at, cs))
+	}
+	for _, at := range o.ContentionSweep {
+		k := at
+		if at == 0 {
+			k = -1 // steptime: negative is none, zero the default
+		}
+		cs, err := l.price(runs, chip, k)
+		if err != nil {
 			return res, err
 		}
-		res.Configs = append(res.Configs, cr)
-	}
-	for i := range res.Configs {
-		res.Configs[i].Speedup = res.Configs[0].DeviceUS / res.Configs[i].DeviceUS
+		res.ContentionSweep = append(res.ContentionSweep, ladderPoint(at, cs))
 	}
 	return res, nil
 }
@@ -258,10 +345,11 @@ func strategiesText(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// defaultChip is the report's chip: TPU v4 peaks and the partitioner's
-// default overheads, so the step-time model and the cost model agree.
-func defaultChip() steptime.Chip {
-	c := steptime.Chip{LookupOverheadNS: partition.DefaultLookupOverheadNS, ShardOverheadNS: partition.DefaultShardOverheadNS}
+// chip is the report's chip: TPU v4 peaks and the options' overheads (by
+// default the partitioner's), so the step-time model and the cost model
+// agree.
+func (o Options) chip() steptime.Chip {
+	c := steptime.Chip{LookupOverheadNS: o.LookupOverheadNS, ShardOverheadNS: o.ShardOverheadNS}
 	c.EnsureDefaults()
 	return c
 }

@@ -195,9 +195,12 @@ type Topology struct {
 	ShardOverheadNS float64
 }
 
-// Defaults for optional fields. The bandwidth is a TPU v4 chip's; the
-// overheads are illustrative orders of magnitude, to be replaced by measured
-// values.
+// Defaults for optional fields. The bandwidth is a TPU v4 chip's
+// (cloud.google.com/tpu/docs/v4). The access granularity and the overheads
+// are guesses — orders of magnitude; no public source measures a
+// SparseCore's fixed cost per row slice or per shard, and this emulator
+// cannot — so every report that uses them labels what they decide as
+// modelled and sweeps them (trainer/embedding/embreport).
 const (
 	DefaultBytesPerElement   = 4
 	DefaultHBMBandwidth      = 1.2e12 // bytes/s per chip

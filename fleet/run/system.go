@@ -1,0 +1,333 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/cli"
+	"github.com/sigdata/sig/internal/devenv"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+)
+
+// system is the running SIG the fleet is served by: `sigd dev` (which
+// starts MinIO and a kfake Kafka) with no in-process workers, `sigd
+// worker` processes as many as sigd's autoscaler asks for, and two
+// `reader` processes, one serving SIG units and one LIG units, so that
+// each side's CPU is its own processes'.
+type system struct {
+	cfg  *Config
+	dir  string
+	sigd *proc
+	// minio is the pid of the MinIO sigd started (its CPU is read from
+	// the kernel like the others', though it is not our child).
+	minio int
+
+	addr             string
+	operator, worker string // tokens
+	tokensFile       string
+	s3               devState
+	brokers          []string
+	conn             *grpc.ClientConn
+	sig              sigv1.SIGClient
+
+	sigReader, ligReader *proc
+	sigAddr, ligAddr     string
+	workers              *workerPool
+}
+
+// devState is sigd dev's dev.json (sigd.devState).
+type devState struct {
+	S3Endpoint   string `json:"s3_endpoint"`
+	S3AccessKey  string `json:"s3_access_key"`
+	S3SecretKey  string `json:"s3_secret_key"`
+	KafkaBrokers string `json:"kafka_brokers"`
+}
+
+// startSystem starts sigd, the readers and one worker.
+func startSystem(ctx context.Context, cfg *Config, dir string) (_ *system, err error) {
+	s := &system{cfg: cfg, dir: dir}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
+	free := func() string {
+		a, ferr := devenv.FreeAddr()
+		if ferr != nil && err == nil {
+			err = ferr
+		}
+		return a
+	}
+	listen, http := free(), free()
+	if err != nil {
+		return nil, err
+	}
+	window := cfg.RowsPerBlock * cfg.BlocksPerSlot
+	s.sigd, err = startProc("sigd", cfg.SigdBin, []string{"dev", "--data-dir", filepath.Join(dir, "sigd"),
+		"--listen", listen, "--http", http,
+		// Only `sigd worker` processes memoize, so that their CPU is
+		// theirs; the autoscaler still decides how many (workerPool).
+		"--remote-workers", "--workers-min", "1", "--workers-max", strconv.Itoa(cfg.WorkersMax),
+		"--target-drain", "5s", "--scale-down-cooldown", "10s",
+		// A slot is one ingestion window of BlocksPerSlot blocks: the
+		// generator writes one event per second of event time, so a
+		// window of RowsPerBlock*BlocksPerSlot seconds seals into
+		// BlocksPerSlot blocks of RowsPerBlock rows.
+		"--rows-per-block", strconv.Itoa(cfg.RowsPerBlock), "--window", fmt.Sprintf("%ds", window),
+		"--seal-after", "2s"})
+	if err != nil {
+		return nil, err
+	}
+	if _, err = s.sigd.waitLine(ctx, 2*time.Minute, func(l string) string {
+		if i := strings.Index(l, "sigd: listening grpc="); i >= 0 {
+			return "ok"
+		}
+		return ""
+	}); err != nil {
+		return nil, err
+	}
+	s.addr = listen
+	s.tokensFile = filepath.Join(dir, "sigd", "tokens.json")
+	if err = s.loadTokens(); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sigd", "dev.json"))
+	if err != nil {
+		return nil, err
+	}
+	if err = json.Unmarshal(b, &s.s3); err != nil {
+		return nil, fmt.Errorf("dev.json: %w", err)
+	}
+	s.brokers = strings.Split(s.s3.KafkaBrokers, ",")
+	if ms := childrenOf(s.sigd.pid, "minio"); len(ms) == 1 {
+		s.minio = ms[0]
+	} else {
+		return nil, fmt.Errorf("sigd (pid %d) has %d MinIO children, want 1", s.sigd.pid, len(ms))
+	}
+	if s.conn, err = cli.Dial(s.addr, s.operator, false); err != nil {
+		return nil, err
+	}
+	s.sig = sigv1.NewSIGClient(s.conn)
+
+	s3 := []string{"--s3-endpoint", s.s3.S3Endpoint, "--s3-access-key", s.s3.S3AccessKey, "--s3-secret-key", s.s3.S3SecretKey}
+	for _, r := range []struct {
+		name string
+		p    **proc
+		addr *string
+	}{{"reader-sig", &s.sigReader, &s.sigAddr}, {"reader-lig", &s.ligReader, &s.ligAddr}} {
+		*r.addr = free()
+		if err != nil {
+			return nil, err
+		}
+		if *r.p, err = startProc(r.name, cfg.ReaderBin, append([]string{"--listen", *r.addr, "--tokens", s.tokensFile}, s3...)); err != nil {
+			return nil, err
+		}
+		if _, err = (*r.p).waitLine(ctx, time.Minute, func(l string) string {
+			if strings.HasPrefix(l, "listening on ") {
+				return "ok"
+			}
+			return ""
+		}); err != nil {
+			return nil, err
+		}
+	}
+	s.workers = &workerPool{bin: cfg.SigdBin, max: cfg.WorkersMax,
+		args: append([]string{"worker", "--sigd", s.addr, "--token", s.worker,
+			"--concurrency", strconv.Itoa(cfg.WorkerConcurrency)}, s3...)}
+	if err = s.workers.resize(1); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *system) loadTokens() error {
+	b, err := os.ReadFile(s.tokensFile)
+	if err != nil {
+		return err
+	}
+	var f auth.File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("%s: %w", s.tokensFile, err)
+	}
+	for _, t := range f.Tokens {
+		switch {
+		case t.Role == auth.RoleOperator && s.operator == "":
+			s.operator = t.Token
+		case t.Role == auth.RoleWorker && s.worker == "":
+			s.worker = t.Token
+		}
+	}
+	if s.operator == "" || s.worker == "" {
+		return fmt.Errorf("%s: no operator or worker token", s.tokensFile)
+	}
+	return nil
+}
+
+// cpu reads every process's CPU time, in seconds.
+func (s *system) cpu() (worker, sigReader, ligReader, sigd, minio float64) {
+	sec := func(d time.Duration) float64 { return d.Seconds() }
+	m, _ := cpuOf(s.minio)
+	return sec(s.workers.cpu()), sec(s.sigReader.cpu()), sec(s.ligReader.cpu()), sec(s.sigd.cpu()), sec(m)
+}
+
+// logs returns the tail of every process's output, for a failed run.
+func (s *system) logs() string {
+	var b strings.Builder
+	for _, p := range []*proc{s.sigd, s.sigReader, s.ligReader} {
+		if p != nil {
+			fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, lastLines(p.log.String(), 40))
+		}
+	}
+	if s.workers != nil {
+		for _, p := range s.workers.all() {
+			fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, lastLines(p.log.String(), 20))
+		}
+	}
+	return b.String()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// stop stops the readers, the workers and sigd (which stops MinIO).
+func (s *system) stop() {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	var wg sync.WaitGroup
+	for _, p := range []*proc{s.sigReader, s.ligReader} {
+		if p != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.stop(10 * time.Second) }()
+		}
+	}
+	if s.workers != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.workers.resize(0) }()
+	}
+	wg.Wait()
+	if s.sigd != nil {
+		s.sigd.stop(20 * time.Second)
+	}
+}
+
+// workerPool runs `sigd worker` processes; the run resizes it to what
+// sigd's autoscaler asks for (Stats.workers_desired), as an orchestrator
+// would. Stopped workers' CPU is kept.
+type workerPool struct {
+	bin  string
+	args []string
+	max  int
+
+	mu      sync.Mutex
+	live    []*proc
+	stopped []*proc
+	started int
+	peak    int
+}
+
+func (w *workerPool) resize(n int) error {
+	w.mu.Lock()
+	n = min(n, w.max)
+	for len(w.live) < n {
+		w.started++
+		p, err := startProc(fmt.Sprintf("worker-%d", w.started), w.bin,
+			append(append([]string{}, w.args...), "--name", fmt.Sprintf("fleet-worker-%d", w.started)))
+		if err != nil {
+			w.mu.Unlock()
+			return err
+		}
+		w.live = append(w.live, p)
+	}
+	w.peak = max(w.peak, len(w.live))
+	var stopping []*proc
+	for len(w.live) > n {
+		p := w.live[len(w.live)-1]
+		w.live = w.live[:len(w.live)-1]
+		w.stopped = append(w.stopped, p) // its CPU counts while it stops
+		stopping = append(stopping, p)
+	}
+	w.mu.Unlock()
+	// A worker stopping finishes its leased tasks (the pool's graceful
+	// close).
+	for _, p := range stopping {
+		p.stop(40 * time.Second)
+	}
+	return nil
+}
+
+func (w *workerPool) cpu() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var d time.Duration
+	for _, p := range w.live {
+		d += p.cpu()
+	}
+	for _, p := range w.stopped {
+		d += p.cpu()
+	}
+	return d
+}
+
+func (w *workerPool) all() []*proc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append(append([]*proc{}, w.live...), w.stopped...)
+}
+
+// failed reports a worker that exited on its own.
+func (w *workerPool) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.live {
+		if p.exited() {
+			return fmt.Errorf("%s exited: %v\n%s", p.name, p.waitErr, lastLines(p.log.String(), 20))
+		}
+	}
+	return nil
+}
+
+// autoscale resizes the pool to sigd's desired worker count every second
+// until ctx ends.
+func (s *system) autoscale(ctx context.Context, errs chan<- error) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.workers.failed(); err != nil {
+			errs <- err
+			return
+		}
+		st, err := s.sig.Stats(ctx, &sigv1.StatsRequest{})
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				errs <- fmt.Errorf("stats: %w", err)
+			}
+			return
+		}
+		if err := s.workers.resize(max(1, int(st.WorkersDesired))); err != nil {
+			errs <- err
+			return
+		}
+	}
+}
