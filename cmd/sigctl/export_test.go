@@ -44,7 +44,9 @@ input price = fill_missing(col("bid_price"), default=0)
 // JSON are left there for pyarrow to check.
 func TestExport(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 700, Seed: 5})
-	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{})
+	// Memo objects LZ4-compressed over uncompressed raw blocks: pyarrow
+	// reads their compressed segments (test_formats_interop.py).
+	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1, SegmentCompression: "lz4"}, sigd.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ctr := srv.SIG(t, "ctr")
@@ -108,9 +110,12 @@ func TestExport(t *testing.T) {
 
 	// A memo object of list<string> values.
 	memoKey := sol.Inputs[1].Blocks[1].MemoObject
-	_, memoRec, err := block.ReadBlock(ctx, w.Store, memoKey)
+	memoMeta, memoRec, err := block.ReadBlock(ctx, w.Store, memoKey)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c, _ := memoMeta.Column(block.MemoColumn); c.Compression != block.LZ4Frame {
+		t.Fatalf("memo value segment compression %q, want lz4_frame", c.Compression)
 	}
 	defer memoRec.Release()
 	memoWant := array.NewTableFromRecords(memoRec.Schema(), []arrow.Record{memoRec})

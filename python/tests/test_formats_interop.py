@@ -4,8 +4,9 @@ writes at its edges (issue 19, "standard formats at the edges"):
   * a pipeline's inputs exported by `sigctl export` as Parquet and as an
     Arrow IPC file,
   * a memo object exported the same two ways,
-  * a memo object as stored in the warehouse: each column segment, cut out
-    of the object by the footer's offsets, is an Arrow IPC file on its own
+  * a memo object as stored in the warehouse, its value segment with Arrow
+    IPC buffer compression (LZ4 frame): each column segment, cut out of the
+    object by the footer's offsets, is an Arrow IPC file on its own
     (warehouse/block's layout),
 
 with values equal to the Go side's. The Go side is cmd/sigctl's TestExport
@@ -85,6 +86,7 @@ def test_memo_segments(exported):
     footer = json.loads(obj[len(obj) - 16 - flen:len(obj) - 16])
     cols = footer["columns"]
     assert [c["name"] for c in cols] == exp["memo_columns"]
+    assert [c.get("compression") for c in cols] == [None, "lz4_frame"], "TestExport writes LZ4 value segments"
     for c in cols:
         seg = obj[c["offset"]:c["offset"] + c["length"]]
         t = ipc.open_file(pa.BufferReader(seg)).read_all()

@@ -32,8 +32,9 @@ import (
 //   - a segment is decoded without copying: the arrays' buffers are slices
 //     of the fetched bytes (Arrow's IPC reader copies every buffer twice,
 //     into buffers as large as the metadata says). The decoder reads exactly
-//     the layout block.Encode writes (an IPC file of one uncompressed batch)
-//     and checks the segment's schema against the footer's type and every
+//     the layout block.Encode writes (an IPC file of one batch; compressed
+//     buffers are decompressed once, into memory of their own, bounded by
+//     what the rows need) and checks the segment's schema against the footer's type and every
 //     length and offset against the bytes it has, so a segment that passed
 //     its checksum but was written wrong (or by another writer) is
 //     ErrCorrupt, never a panic, a huge allocation or values of one type
@@ -404,6 +405,8 @@ const (
 	rbSlotNodes       = 6  // RecordBatch.nodes: [FieldNode{length, null_count}]
 	rbSlotBuffers     = 8  // RecordBatch.buffers: [Buffer{offset, length}]
 	rbSlotCompression = 10 // RecordBatch.compression
+	compSlotCodec     = 4  // BodyCompression.codec
+	compSlotMethod    = 6  // BodyCompression.method
 )
 
 // message returns the metadata flatbuffer and the body of the encapsulated
@@ -427,7 +430,8 @@ func message(b []byte, off int) (meta, body []byte, next int, ok bool) {
 }
 
 // decodeZeroCopy decodes a segment written by block.Encode (an IPC file: a
-// schema message, one uncompressed record batch) whose buffers it aliases.
+// schema message, one record batch) whose buffers it aliases, or, for a
+// compressed batch, decompresses.
 // ok is false when the segment is of another shape or inconsistent. The
 // footer's type, which DecodeSegment has checked against the segment's own
 // schema, gives the column's type.
@@ -449,10 +453,19 @@ func decodeZeroCopy(seg []byte, t transform.Type, rows int64) (arrow.Array, bool
 		return nil, false
 	}
 	rb := flatbuffers.Table{Bytes: meta, Pos: msg.Indirect(msg.Pos + flatbuffers.UOffsetT(o))}
-	if rb.GetInt64Slot(rbSlotLength, -1) != rows || rb.Offset(rbSlotCompression) != 0 {
+	if rb.GetInt64Slot(rbSlotLength, -1) != rows {
 		return nil, false
 	}
-	d := &zcDecoder{body: body, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
+	codec := codecNone
+	if comp, ok := child(&rb, rbSlotCompression); ok {
+		// BodyCompression{codec, method}: LZ4_FRAME or ZSTD, each buffer
+		// on its own (BUFFER, the only method the format defines).
+		codec = int(comp.GetInt8Slot(compSlotCodec, 0))
+		if codec != codecLZ4 && codec != codecZSTD || comp.GetInt8Slot(compSlotMethod, 0) != 0 {
+			return nil, false
+		}
+	}
+	d := &zcDecoder{body: body, codec: codec, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
 	data, ok := d.array(t)
 	if !ok || d.nodes.n != 0 || d.bufs.n != 0 {
 		if data != nil {
@@ -567,21 +580,41 @@ func (v *structVec) next() (a, b int64, ok bool) {
 
 type zcDecoder struct {
 	body        []byte
+	codec       int // codecNone, codecLZ4 or codecZSTD
 	nodes, bufs structVec
 }
 
 // buffer returns the next body buffer, which must hold at least min bytes.
-func (d *zcDecoder) buffer(min int64) (*memory.Buffer, []byte, bool) {
+// A compressed buffer is decompressed into memory of its own (its stated
+// length at most max, which bounds what a corrupt length can allocate);
+// one the caller does not use (use false) is skipped undecompressed.
+func (d *zcDecoder) buffer(min, max int64, use bool) (*memory.Buffer, []byte, bool) {
 	off, n, ok := d.bufs.next()
-	if !ok || off < 0 || n < min || off+n > int64(len(d.body)) || off%8 != 0 {
+	if !ok || off < 0 || n < 0 || off+n > int64(len(d.body)) || off%8 != 0 {
 		return nil, nil, false
 	}
 	if n == 0 {
-		return nil, nil, true
+		return nil, nil, min == 0
 	}
 	b := d.body[off : off+n : off+n]
+	if d.codec != codecNone {
+		if !use {
+			return nil, nil, true
+		}
+		if b, ok = decompress(d.codec, b, max); !ok {
+			return nil, nil, false
+		}
+	}
+	if int64(len(b)) < min {
+		return nil, nil, false
+	}
 	return memory.NewBufferBytes(b), b, true
 }
+
+// bound is the most a buffer of need bytes may state as its uncompressed
+// length: writers pad buffers to 64 bytes (Arrow C++ may write an array's
+// whole allocation).
+func bound(need int64) int64 { return (need+63)&^63 + 64 }
 
 // array decodes the next field node of type t (and its children).
 func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
@@ -589,8 +622,9 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 	if !ok || length < 0 || nulls < 0 || nulls > length || length > 1<<31-1 {
 		return nil, false
 	}
-	validity, vbytes, ok := d.buffer(0)
-	if !ok || nulls > 0 && int64(len(vbytes)) < (length+7)/8 {
+	vneed := (length + 7) / 8
+	validity, vbytes, ok := d.buffer(0, bound(vneed), nulls > 0)
+	if !ok || nulls > 0 && int64(len(vbytes)) < vneed {
 		return nil, false
 	}
 	if nulls == 0 {
@@ -599,23 +633,23 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 	n := int(length)
 	switch t {
 	case transform.Int64, transform.Float64:
-		values, _, ok := d.buffer(8 * length)
+		values, _, ok := d.buffer(8*length, bound(8*length), true)
 		if !ok {
 			return nil, false
 		}
 		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, values}, nil, int(nulls), 0), true
 	case transform.String:
-		offsets, obytes, ok := d.buffer(4 * (length + 1))
+		offsets, obytes, ok := d.buffer(4*(length+1), bound(4*(length+1)), true)
 		if !ok {
 			return nil, false
 		}
-		values, vb, ok := d.buffer(0)
+		values, vb, ok := d.buffer(0, bound(lastOffset(obytes, n)), true)
 		if !ok || !validOffsets(obytes, n, len(vb)) {
 			return nil, false
 		}
 		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, offsets, values}, nil, int(nulls), 0), true
 	case transform.ListString, transform.ListInt64:
-		offsets, obytes, ok := d.buffer(4 * (length + 1))
+		offsets, obytes, ok := d.buffer(4*(length+1), bound(4*(length+1)), true)
 		if !ok {
 			return nil, false
 		}
@@ -632,6 +666,15 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 		return data, true
 	}
 	return nil, false
+}
+
+// lastOffset is the last of n+1 int32 offsets (how many value bytes they
+// address), 0 when there are fewer; validOffsets checks them all.
+func lastOffset(b []byte, n int) int64 {
+	if len(b) < 4*(n+1) {
+		return 0
+	}
+	return max(0, int64(int32(binary.LittleEndian.Uint32(b[4*n:]))))
 }
 
 // validOffsets checks n+1 int32 offsets: starting at 0 (what block.Encode

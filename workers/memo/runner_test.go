@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
 
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -150,4 +151,63 @@ func TestRunnerForeignEncodings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunnerCompression: a worker writes its memo object's value segment
+// with its own Compression and its event_id segment exactly as the raw
+// block's (whatever that block's compression), so that a reader proves row
+// alignment from the two footers and fetches the value segment with the
+// footer in one request; the values are the uncompressed run's.
+func TestRunnerCompression(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 400})
+	ctx := context.Background()
+	schemaJSON, _ := json.Marshal(transform.AdsSchema())
+	base := w.Blocks[0]
+	_, rec, err := block.ReadBlock(ctx, w.Store, base.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	var want arrow.Record
+	for _, raw := range []block.Compression{block.Uncompressed, block.LZ4Frame, block.ZSTD} {
+		id := base.ID + "-" + raw.Flag()
+		meta, err := block.WriteWith(ctx, w.Store, blocktest.Renamed(base, id), rec, block.EncodeOptions{Compression: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rawEv, _ := meta.Column(transform.ColEventID)
+		for _, comp := range []block.Compression{block.Uncompressed, block.LZ4Frame, block.ZSTD} {
+			memoKey := fmt.Sprintf("memo/test/%s-%s.arrow", id, comp.Flag())
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: id}, Spec: &sigv1.Task{
+				ComponentKey: "c", BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				CanonicalDsl: `input out = unigrams(lower(col("query")))`, Columns: []string{"query"},
+				SchemaJson: string(schemaJSON), MemoGeneration: 1,
+			}}
+			if _, err := (&memo.Runner{Store: w.Store, Compression: comp}).Run(ctx, task); err != nil {
+				t.Fatalf("raw %s, memo %s: %v", raw.Flag(), comp.Flag(), err)
+			}
+			m, got, err := block.ReadBlock(ctx, w.Store, memoKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, _ := m.Column(transform.ColEventID)
+			val, _ := m.Column(block.MemoColumn)
+			if ev.Length != rawEv.Length || ev.CRC32C != rawEv.CRC32C || ev.Compression != raw {
+				t.Errorf("raw %s, memo %s: event_id segment (%d bytes, %q) is not the raw block's (%d bytes, %q)",
+					raw.Flag(), comp.Flag(), ev.Length, ev.Compression, rawEv.Length, rawEv.Compression)
+			}
+			if val.Compression != comp {
+				t.Errorf("raw %s, memo %s: value segment compression %q", raw.Flag(), comp.Flag(), val.Compression)
+			}
+			if want == nil {
+				want = got
+				continue
+			}
+			if !array.Equal(got.Column(1), want.Column(1)) || !array.Equal(got.Column(0), want.Column(0)) {
+				t.Errorf("raw %s, memo %s: values differ from the uncompressed run's", raw.Flag(), comp.Flag())
+			}
+			got.Release()
+		}
+	}
+	want.Release()
 }
