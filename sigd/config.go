@@ -73,6 +73,10 @@ type Config struct {
 	// cookies Secure. Without it they are not: over plain HTTP a browser
 	// would drop Secure cookies and login would fail.
 	HTTPBehindTLSProxy bool
+	// --reports: a directory of bench reports the web UI shows under
+	// /ui/reports (package report): the directory itself and each of its
+	// subdirectories that holds bench JSON files. Empty: none.
+	ReportsDir string
 
 	// --workers-min, --workers-max: the autoscaler's bounds: the size of
 	// the in-process pool, or with RemoteWorkers the desired replica count

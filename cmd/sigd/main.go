@@ -52,6 +52,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate file for gRPC")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "TLS key file for gRPC")
 	fs.BoolVar(&cfg.HTTPBehindTLSProxy, "http-behind-tls-proxy", false, "browsers reach --http through a TLS-terminating proxy (https://): mark web UI cookies Secure")
+	fs.StringVar(&cfg.ReportsDir, "reports", "", "directory of bench reports the web UI shows under /ui/reports: itself and each subdirectory holding bench JSON files (`sigctl report`'s inputs, e.g. bench/)")
 	fs.IntVar(&cfg.WorkersMin, "workers-min", 1, "memoization workers, minimum (in-process, or desired remote replicas with --remote-workers)")
 	fs.IntVar(&cfg.WorkersMax, "workers-max", 4, "memoization workers, maximum (at least 1)")
 	fs.BoolVar(&cfg.RemoteWorkers, "remote-workers", false, "run no in-process workers: only `sigd worker` processes drain the queues; sig_workers_desired says how many to run")

@@ -58,6 +58,8 @@ type Config struct {
 	WrapRunner    func(workers.Runner) workers.Runner
 	// UISampleEvery is the web UI charts' period (default sigd's, 5s).
 	UISampleEvery time.Duration
+	// ReportsDir is sigd's --reports (the web UI's bench reports).
+	ReportsDir string
 }
 
 // Env is a sigd with its warehouse (whose Blocks, All and Kafka it
@@ -90,7 +92,7 @@ func New(tb testing.TB, cfg Config) *Env {
 	w := sigdtest.NewWarehouse(tb, sigdtest.WarehouseConfig{Blocks: cfg.Blocks, RowsPerBlock: cfg.Rows})
 	srv := sigdtest.Start(tb, w, sigd.Config{
 		WorkersMin: cfg.Workers, WorkersMax: cfg.Workers, Lease: 10 * time.Second,
-		EvictTTL: cfg.EvictTTL, EvictInterval: cfg.EvictInterval,
+		EvictTTL: cfg.EvictTTL, EvictInterval: cfg.EvictInterval, ReportsDir: cfg.ReportsDir,
 	}, sigd.Options{Clock: cfg.Clock, WrapRunner: cfg.WrapRunner, UISampleEvery: cfg.UISampleEvery})
 	return &Env{Warehouse: w, Srv: srv, TB: tb, Ctx: tb.Context()}
 }

@@ -1,12 +1,13 @@
-// Package results is the schema of a fleet run's results (`sigctl fleet
-// run` writes it as JSON, bench/fleet.json holds the last one, and the
-// report reads it): what was measured on the running system, what was
-// counted independently, and the modelled constants some figures also
-// depend on, each named beside its figure. It is pure: types, their JSON
-// form, and the arithmetic every reader of the file needs (percentiles,
-// the figures derived from the measurements and the constants), so that
-// a report recomputing Table I at another host budget gets what the run
-// printed.
+// Package results is the schema of a fleet run's results (`sigctl fleet`
+// writes it as JSON: bench/fleet-run.json is make bench's reduced fleet,
+// bench/fleet-full.json the full run, and package report reads both;
+// bench/fleet.json is another file, the training fleet simulation's): what
+// was measured on the running system, what was counted independently, and
+// the modelled constants some figures also depend on, each named beside its
+// figure. It is pure: types, their JSON form, and the arithmetic every
+// reader of the file needs (percentiles, the figures derived from the
+// measurements and the constants), so that a report recomputing Table I at
+// another host budget gets what the run printed.
 //
 // # Versions
 //
