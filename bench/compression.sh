@@ -52,6 +52,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 
 			"$(ratio "$(median $t $c-reader-B/ex)" "$(median $t none-reader-B/ex)")"
 	done
 	echo
+	echo "medians of each run's ratio to uncompressed (same run, same blocks):"
+	for c in lz4 zstd; do
+		printf "%-6s reader CPU %s  worker CPU %s\n" "$c" "$(median $t $c/none-reader-cpu)" "$(median $t $c/none-worker-cpu)"
+	done
+	echo
 	echo "# break-even (derived from the medians above): the reader's extra CPU per byte it no longer fetches;"
 	echo "# compression lowers a reader's CPU only where moving a byte to it (network, TLS, kernel) costs more than this."
 	for c in lz4 zstd; do

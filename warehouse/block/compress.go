@@ -31,9 +31,10 @@ const (
 // DefaultCompression is what ingestion and workers write unless told
 // otherwise (--segment-compression): uncompressed, because compression
 // costs the readers CPU per example, the quantity SIG's memoization exists
-// to cut (bench/compression.txt: LZ4 frame +16%, ZSTD +68%), for bytes
-// (LZ4 -45%, ZSTD -65%) that matter only where storage, a memo budget or
-// the network binds; docs/ARCHITECTURE.md, "Segment compression".
+// to cut (bench/compression.txt: LZ4 frame +29%, ZSTD +62%, medians of
+// per-run ratios), for bytes (LZ4 -45%, ZSTD -65%) that matter only where
+// storage, a memo budget or the network binds; docs/ARCHITECTURE.md,
+// "Segment compression".
 const DefaultCompression = Uncompressed
 
 // ParseCompression reads a compression flag: none, lz4 (lz4_frame) or zstd.
@@ -103,8 +104,9 @@ var lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
 // length, then the codec's frame) of at most max bytes. A length of -1 is
 // a buffer the writer left uncompressed: its bytes are returned as they
 // are (aliased). ok is false for anything else that does not hold exactly
-// the length it states.
-func decompress(codec int, b []byte, max int64) ([]byte, bool) {
+// the length it states. The output goes into alloc's memory (make when
+// nil), all of it written.
+func decompress(codec int, b []byte, max int64, alloc Alloc) ([]byte, bool) {
 	if len(b) < 8 {
 		return nil, false
 	}
@@ -116,7 +118,12 @@ func decompress(codec int, b []byte, max int64) ([]byte, bool) {
 	if n < 0 || n > max {
 		return nil, false
 	}
-	out := make([]byte, n)
+	var out []byte
+	if alloc != nil {
+		out = alloc(int(n))[:n]
+	} else {
+		out = make([]byte, n)
+	}
 	switch codec {
 	case codecZSTD:
 		got, err := zstdDecoder.DecodeAll(src, out[:0])

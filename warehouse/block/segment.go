@@ -351,6 +351,16 @@ func (r *tailRead) release() {
 // transform.ConformArray, the one place where Arrow from outside SIG meets
 // SIG's types; a segment of no encoding of the footer's type is ErrCorrupt.
 func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Array, err error) {
+	return DecodeSegmentInto(key, c, seg, rows, nil)
+}
+
+// DecodeSegmentInto is DecodeSegment decompressing a compressed segment's
+// buffers into memory from alloc (make when nil), as FetchSegmentsInto
+// fetches into it: the array is then a view of those buffers too, and the
+// caller may recycle them only once nothing reads it (the reader's unit
+// buffers). alloc's bytes need not be zeroed: every byte of a buffer handed
+// to the array is written first.
+func DecodeSegmentInto(key string, c Column, seg []byte, rows int64, alloc Alloc) (arr arrow.Array, err error) {
 	t, err := transform.ParseType(c.Type)
 	if err != nil {
 		return nil, fmt.Errorf("block %s: column %s: %v: %w", key, c.Name, err, ErrCorrupt)
@@ -369,7 +379,7 @@ func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Arra
 		return nil, fmt.Errorf("block %s: column %s: segment has no readable Arrow schema: %w", key, c.Name, ErrCorrupt)
 	}
 	if got == t.String() {
-		if arr, ok := decodeZeroCopy(seg, t, rows); ok {
+		if arr, ok := decodeZeroCopy(seg, t, rows, alloc); ok {
 			if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
 				arr.Release()
 				return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
@@ -435,7 +445,7 @@ func message(b []byte, off int) (meta, body []byte, next int, ok bool) {
 // ok is false when the segment is of another shape or inconsistent. The
 // footer's type, which DecodeSegment has checked against the segment's own
 // schema, gives the column's type.
-func decodeZeroCopy(seg []byte, t transform.Type, rows int64) (arrow.Array, bool) {
+func decodeZeroCopy(seg []byte, t transform.Type, rows int64, alloc Alloc) (arrow.Array, bool) {
 	if len(seg) < 8 || string(seg[:8]) != ipcFileMagic {
 		return nil, false
 	}
@@ -465,7 +475,7 @@ func decodeZeroCopy(seg []byte, t transform.Type, rows int64) (arrow.Array, bool
 			return nil, false
 		}
 	}
-	d := &zcDecoder{body: body, codec: codec, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
+	d := &zcDecoder{body: body, codec: codec, alloc: alloc, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
 	data, ok := d.array(t)
 	if !ok || d.nodes.n != 0 || d.bufs.n != 0 {
 		if data != nil {
@@ -580,7 +590,8 @@ func (v *structVec) next() (a, b int64, ok bool) {
 
 type zcDecoder struct {
 	body        []byte
-	codec       int // codecNone, codecLZ4 or codecZSTD
+	codec       int   // codecNone, codecLZ4 or codecZSTD
+	alloc       Alloc // where decompressed buffers go; nil: make
 	nodes, bufs structVec
 }
 
@@ -601,7 +612,7 @@ func (d *zcDecoder) buffer(min, max int64, use bool) (*memory.Buffer, []byte, bo
 		if !use {
 			return nil, nil, true
 		}
-		if b, ok = decompress(d.codec, b, max); !ok {
+		if b, ok = decompress(d.codec, b, max, d.alloc); !ok {
 			return nil, nil, false
 		}
 	}

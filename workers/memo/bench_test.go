@@ -183,6 +183,15 @@ func BenchmarkCompression(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	// Per-run ratios to uncompressed: the runs' medians of these are
+	// steadier than ratios of medians on a shared machine.
+	base := arms[0]
+	perEx := func(a *arm) float64 { return float64(a.reader.Nanoseconds()) / float64(a.examples) }
+	for _, a := range arms[1:] {
+		n := a.comp.Flag()
+		b.ReportMetric(perEx(a)/perEx(base), n+"/none-reader-cpu")
+		b.ReportMetric(float64(a.workerCPU)/float64(base.workerCPU), n+"/none-worker-cpu")
+	}
 	for _, a := range arms {
 		n := a.comp.Flag()
 		b.ReportMetric(float64(a.rawBytes)/float64(len(a.raw)), n+"-raw-B/block")
