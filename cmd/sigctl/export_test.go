@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -78,7 +79,11 @@ func TestExport(t *testing.T) {
 	}
 	defer rc.Close()
 	var recs []arrow.Record
-	for _, u := range units {
+	firstUnit := 0 // records of the first unit
+	for ui, u := range units {
+		if ui == 1 {
+			firstUnit = len(recs)
+		}
 		for rec, err := range rc.Read(ctx, u) {
 			if err != nil {
 				t.Fatal(err)
@@ -107,6 +112,16 @@ func TestExport(t *testing.T) {
 	export("--client", "ctr", "--pipeline", "exp", "--readers", lis.Addr().String(), "--out", pipeArrow)
 	checkTable(t, pipeParquet, readParquet(t, pipeParquet), want)
 	checkTable(t, pipeArrow, readArrow(t, pipeArrow), want)
+
+	// --range: the second block's window only, its rows as the readers
+	// sent them.
+	r := w.Range(1, 2)
+	second := array.NewTableFromRecords(recs[0].Schema(), recs[firstUnit:])
+	defer second.Release()
+	rangeFile := filepath.Join(dir, "second.arrow")
+	export("--client", "ctr", "--pipeline", "exp", "--readers", lis.Addr().String(), "--out", rangeFile,
+		"--range", fmt.Sprintf("%d:%d", r.StartMicros, r.EndMicros))
+	checkTable(t, rangeFile, readArrow(t, rangeFile), second)
 
 	// A memo object of list<string> values.
 	memoKey := sol.Inputs[1].Blocks[1].MemoObject
