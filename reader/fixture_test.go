@@ -62,6 +62,10 @@ type fixtureConfig struct {
 	Nulls bool
 	// NoMemos leaves the memo objects unwritten.
 	NoMemos bool
+	// RawCompression and MemoCompression are the segment compression of
+	// the raw blocks and of the memo objects' value segments (zero:
+	// uncompressed, as every object before compression).
+	RawCompression, MemoCompression block.Compression
 }
 
 func fleetGraphs(tb testing.TB, names ...string) []string {
@@ -125,8 +129,9 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		kr := block.KafkaRange{Topic: "raw.ads", Partition: 0, First: first, Last: first + int64(cfg.RowsPerBlock) - 1}
 		first += int64(cfg.RowsPerBlock)
 		id := block.ID(window, kr)
-		meta, err := block.Write(ctx, f.store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
-			WindowStart: window, WindowLength: hour, SchemaFingerprint: f.schema.Fingerprint(), Kafka: &kr}, rec)
+		meta, err := block.WriteWith(ctx, f.store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
+			WindowStart: window, WindowLength: hour, SchemaFingerprint: f.schema.Fingerprint(), Kafka: &kr}, rec,
+			block.EncodeOptions{Compression: cfg.RawCompression})
 		rec.Release()
 		if err != nil {
 			tb.Fatal(err)
@@ -134,7 +139,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		f.blocks = append(f.blocks, fixtureBlock{id: id, meta: meta, rows: meta.Rows})
 		if !cfg.NoMemos {
 			for i := range f.inputs {
-				if err := f.memoize(ctx, b, i); err != nil {
+				if err := f.memoize(ctx, b, i, cfg.MemoCompression); err != nil {
 					tb.Fatal(err)
 				}
 			}
@@ -146,7 +151,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 // memoize writes the memo object of input i for block b exactly as a SIG
 // worker does (sigd Runner.compute): parse the canonical DSL, read
 // only the component's columns, run it, write {event_id, value}.
-func (f *fixture) memoize(ctx context.Context, b, i int) error {
+func (f *fixture) memoize(ctx context.Context, b, i int, comp block.Compression) error {
 	in := f.inputs[i]
 	blk := f.blocks[b]
 	g, _, err := transform.ParseAndCheck([]byte(in.dsl), "component", f.schema, transform.Default(), transform.Limits{})
@@ -169,9 +174,11 @@ func (f *fixture) memoize(ctx context.Context, b, i int) error {
 	memo := memoRecord(raw.Column(0), out[0])
 	defer memo.Release()
 	m := blk.meta
-	_, err = block.Write(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blk.id), ID: blk.id, Source: "ads",
+	ev, _ := m.Column(transform.ColEventID)
+	_, err = block.WriteWith(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blk.id), ID: blk.id, Source: "ads",
 		ComponentKey: in.key.String(), WindowStart: m.WindowStart, WindowLength: m.WindowLength,
-		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo)
+		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo,
+		block.EncodeOptions{Compression: comp, Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}})
 	return err
 }
 

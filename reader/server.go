@@ -508,7 +508,7 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 			s.localInputs.Add(1)
 			continue
 		}
-		c, err := memoColumn(p, in, &memos[i], raw.eventIDSeg, eventIDs)
+		c, err := memoColumn(p, in, &memos[i], raw.eventIDSeg, eventIDs, alloc)
 		if err != nil {
 			s.noteMemoError(p, in, err)
 			for _, c := range local[nextLocal:] {
@@ -646,7 +646,7 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc bl
 	}()
 	for i, name := range names {
 		c, _ := meta.Column(name)
-		if cols[i], err = block.DecodeSegment(key, c, segs[i], meta.Rows); err != nil {
+		if cols[i], err = block.DecodeSegmentInto(key, c, segs[i], meta.Rows, alloc); err != nil {
 			return nil, wrap(err)
 		}
 	}
@@ -703,7 +703,7 @@ func sameSegment(a, b block.Meta, name string) bool {
 // fetched; Config.ExactAlignment turns this step off); else the segments'
 // bytes are equal; else (another encoder wrote one of them) the decoded
 // event ids must be equal.
-func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64) (arrow.Array, error) {
+func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64, alloc block.Alloc) (arrow.Array, error) {
 	if m.meta.Rows != int64(len(eventIDs)) {
 		return nil, memoCorrupt(in, "%d rows, raw block has %d: not row-aligned", m.meta.Rows, len(eventIDs))
 	}
@@ -723,7 +723,7 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 		}
 		arr.Release()
 	}
-	c, err := block.DecodeSegment(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows)
+	c, err := block.DecodeSegmentInto(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows, alloc)
 	if err != nil {
 		return nil, memoCorrupt(in, "%v", err)
 	}

@@ -3,6 +3,8 @@ package sigd
 import (
 	"fmt"
 	"time"
+
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // DefaultGCPercent is the garbage collector setting cmd/sigd runs with (its
@@ -102,6 +104,10 @@ type Config struct {
 	// keep for the next tasks of the same block (block.SegmentCache); 0
 	// means DefaultWorkerCacheBytes, negative keeps none.
 	WorkerCacheBytes int64
+	// --segment-compression: the Arrow IPC buffer compression of the
+	// segments ingestion and the in-process workers write: none, lz4 or
+	// zstd ("": block.DefaultCompression). Readers read every kind.
+	SegmentCompression string
 
 	// --ingest: sources ingested inside sigd ("ads"); empty ingests none.
 	Ingest []string
@@ -166,6 +172,9 @@ func (c *Config) EnsureDefaults() {
 		c.MaxQueuedPerClient = DefaultMaxQueuedPerClient
 	}
 	c.WorkerCacheBytes = WorkerCacheBytes(c.WorkerCacheBytes)
+	if c.SegmentCompression == "" {
+		c.SegmentCompression = block.DefaultCompression.Flag()
+	}
 	if c.RowsPerBlock == 0 {
 		c.RowsPerBlock = 100_000
 	}
@@ -185,6 +194,9 @@ func (c *Config) Validate() error {
 	if c.WorkersMin < 0 || c.WorkersMax < 1 || c.WorkersMax < c.WorkersMin {
 		return fmt.Errorf("--workers-min %d, --workers-max %d: need 0 <= min <= max and max >= 1 (--remote-workers runs no in-process workers)",
 			c.WorkersMin, c.WorkersMax)
+	}
+	if _, err := block.ParseCompression(c.SegmentCompression); err != nil {
+		return fmt.Errorf("--segment-compression: %w", err)
 	}
 	if c.Lease <= 0 || c.MaxAttempts < 1 {
 		return fmt.Errorf("--lease %v, --max-attempts %d: both must be positive", c.Lease, c.MaxAttempts)
