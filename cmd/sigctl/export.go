@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/sigdata/sig/internal/cli"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
-	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/warehouse/block"
 )
@@ -84,13 +82,11 @@ func exportFlags(fs *flag.FlagSet) func(*session, []string) error {
 		if (*object == "") == (*pipeline == "") {
 			return fmt.Errorf("%w: give exactly one of --pipeline and --object", cli.ErrUsage)
 		}
-		modeOf, err := exportMode(*mode)
-		if err != nil {
+		if _, err := unitMode(*mode); err != nil { // a usage error before any I/O
 			return err
 		}
-		var r *sigv1.EventRange
 		if *rng != "" {
-			if r, err = parseRange(*rng); err != nil {
+			if _, err := parseRange(*rng); err != nil {
 				return err
 			}
 		}
@@ -112,11 +108,7 @@ func exportFlags(fs *flag.FlagSet) func(*session, []string) error {
 			}
 			rows = rec.NumRows()
 		} else {
-			sol, err := call(s, sigv1.SIGClient.GetReadSolution, &sigv1.GetReadSolutionRequest{Client: *client, Pipeline: *pipeline, Range: r})
-			if err != nil {
-				return err
-			}
-			units, err := reader.UnitsFromSolution(sol, reader.UnitOptions{BatchRows: *batchRows, Mode: modeOf})
+			units, err := pipelineUnits(s, *client, *pipeline, *rng, *mode, *batchRows)
 			if err != nil {
 				return err
 			}
@@ -146,31 +138,12 @@ func exportFlags(fs *flag.FlagSet) func(*session, []string) error {
 	}
 }
 
-// exportMode is --mode as the units' Mode.
-func exportMode(m string) (func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode, error) {
-	switch m {
-	case "memo":
-		return nil, nil
-	case "local":
-		return func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode {
-			return readerv1.InputMode_INPUT_MODE_LOCAL
-		}, nil
-	case "ready-else-local":
-		return reader.ModeReadyElseLocal, nil
-	}
-	return nil, fmt.Errorf("%w: --mode %q (want memo, local or ready-else-local)", cli.ErrUsage, m)
-}
-
 // unitReader reads units through the readers at addrs (with the session's
 // token) or, with none, through a reader served in this process over the
 // bucket. fn sees each batch in order; a record is valid only during fn.
 func unitReader(s *session, addrs []string, s3 *s3Flags) (read func(context.Context, *readerv1.WorkUnit, func(arrow.Record) error) error, closeFn func(), err error) {
 	if len(addrs) > 0 {
-		cfg := reader.ClientConfig{Addresses: addrs, Token: s.conn.Token}
-		if s.conn.TLS {
-			cfg.TLS = &tls.Config{}
-		}
-		c, err := reader.NewClient(cfg)
+		c, err := readerClient(s, addrs)
 		if err != nil {
 			return nil, nil, err
 		}
