@@ -13,7 +13,7 @@ GRPCURL_VERSION            := v1.9.3
 TEST_FLAGS ?= -timeout 30m
 ARGS ?=
 
-.PHONY: all deps proto build test bench demo fmt vet clean
+.PHONY: all deps proto build test python-venv python-test python-proto bench demo fmt vet clean
 
 all: build
 
@@ -55,10 +55,38 @@ build:
 	$(GO) build ./...
 	GOBIN=$(BIN) $(GO) install ./cmd/...
 
-## test: all tests, against a real MinIO, kfake and Chromium (installed first).
+## test: all tests, against a real MinIO, kfake and Chromium (installed first), then the Python client's.
 test: deps
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+	$(MAKE) python-test
+
+# The Python client's environment: a venv inside the repository (.venv,
+# git-ignored) with exactly python/requirements.lock from PyPI, and the
+# package itself installed editable (pip install -e ./python, built with the
+# lock's setuptools). Made anew when the lock or pyproject.toml changes.
+# --no-compile: Python compiles what is imported on first use, not all of
+# JAX and SciPy up front (about half the install's time on 2 busy cores).
+PYTHON ?= python3.11
+VENV   := $(CURDIR)/.venv
+$(VENV)/.installed: python/requirements.lock python/pyproject.toml
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile -r python/requirements.lock
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e ./python
+	touch $@
+
+## python-venv: the Python client's pinned environment in .venv.
+python-venv: $(VENV)/.installed
+
+## python-test: the Python client's tests (python/tests) against a real sigd dev and readers built from this tree.
+python-test: $(VENV)/.installed $(BIN)/minio
+	cd python && SIG_MINIO_BIN=$${SIG_MINIO_BIN:-$(BIN)/minio} $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+
+## python-proto: regenerate the Python client's committed gRPC stubs (grpcio-tools, pinned).
+python-proto: $(VENV)/.installed
+	$(VENV)/bin/pip install -q --disable-pip-version-check grpcio-tools==1.85.1
+	PY=$(VENV)/bin/python python/gen_proto.sh
 
 ## bench: benchmarks; reports are written under bench/.
 bench: deps build

@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"cmd/"},
 	{"fleet/run"},
 	{"sigd", "sigd/ui"},
-	{"eviction", "featstats", "workers/memo"},
+	{"eviction", "featstats", "workers/memo", "report"},
 	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},
 	{"reader", "trainer"},
 	{"warehouse", "warehouse/block", "warehouse/ready", "warehouse/objstore"},

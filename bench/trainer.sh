@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
   go test ./trainer -run '^$' -bench 'InputStall' -benchtime 1x -count 3
   echo
   echo "## 2. preemption notices on real runs: 18 runs with notices uniform in [0, 1.5s], 8 with 30s notices, one complete job"
-  SIG_BENCH_PREEMPTION_JSON=bench/preemption.json go test ./trainer -run '^$' -bench 'PreemptionCommits' -benchtime 1x -count 1
+  SIG_BENCH_PREEMPTION_JSON="$PWD/bench/preemption.json" go test ./trainer -run '^$' -bench 'PreemptionCommits' -benchtime 1x -count 1
   go build -o /tmp/sig-bench-trainer ./cmd/trainer
   echo
   echo "figures of bench/preemption.json (trainer figures):"

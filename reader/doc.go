@@ -104,10 +104,15 @@
 // would, and runs to the footer (block.FetchTail; an object laid out
 // otherwise is read footer first). Every segment is checked against its
 // CRC-32C and decoded without copying (block.FetchSegmentsInto,
-// block.DecodeSegment; Arrow's own IPC reader copies every buffer twice).
+// block.DecodeSegment; Arrow's own IPC reader copies every buffer twice);
+// a compressed segment (Arrow IPC buffer compression, LZ4 frame or ZSTD;
+// warehouse/block, "Compression") has each buffer decompressed once
+// instead. Old uncompressed and new compressed objects mix freely
+// (TestCompressedSegments).
 // A memo object must name the unit's component and block, have the input's
 // type, and be row-aligned with the raw block: its event_id column is the
-// raw block's, written by the same encoder, so equal segment lengths and
+// raw block's, written by the same encoder with the same compression
+// (workers/memo encodes it as the raw block's), so equal segment lengths and
 // CRC-32Cs in the two footers show it without fetching it; otherwise the
 // memo's event ids are fetched and compared (Config.ExactAlignment always
 // does).
@@ -180,8 +185,11 @@
 // # Operations
 //
 // With Config.Registerer a Server exports its metrics (metrics.go): units
-// served, rows and bytes sent, input columns by mode, failed calls by the
-// gRPC code the caller got, and the time to fetch a unit's block. cmd/reader
+// served, rows and bytes sent (Read and Flight's DoGet alike), input columns
+// by mode, calls by API (read, flight_do_get, flight_get_flight_info),
+// failed calls by the gRPC code the caller got (counted by an interceptor
+// outside authentication, so a refused token counts), and the time to
+// fetch a unit's block. cmd/reader
 // serves them on --metrics, and health and reflection beside the Reader
 // service (internal/grpcsvc).
 package reader

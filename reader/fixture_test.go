@@ -67,6 +67,10 @@ type fixtureConfig struct {
 	NoMemos bool
 	// Nodes memoizes every non-col node of every component too (covers).
 	Nodes bool
+	// RawCompression and MemoCompression are the segment compression of
+	// the raw blocks and of the memo objects' value segments (zero:
+	// uncompressed, as every object before compression).
+	RawCompression, MemoCompression block.Compression
 }
 
 func fleetGraphs(tb testing.TB, names ...string) []string {
@@ -141,8 +145,9 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		kr := block.KafkaRange{Topic: "raw.ads", Partition: 0, First: first, Last: first + int64(cfg.RowsPerBlock) - 1}
 		first += int64(cfg.RowsPerBlock)
 		id := block.ID(window, kr)
-		meta, err := block.Write(ctx, f.store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
-			WindowStart: window, WindowLength: hour, SchemaFingerprint: f.schema.Fingerprint(), Kafka: &kr}, rec)
+		meta, err := block.WriteWith(ctx, f.store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
+			WindowStart: window, WindowLength: hour, SchemaFingerprint: f.schema.Fingerprint(), Kafka: &kr}, rec,
+			block.EncodeOptions{Compression: cfg.RawCompression})
 		rec.Release()
 		if err != nil {
 			tb.Fatal(err)
@@ -156,7 +161,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 						continue
 					}
 					done[in.key] = true
-					if err := f.memoize(ctx, b, in); err != nil {
+					if err := f.memoize(ctx, b, in, cfg.MemoCompression); err != nil {
 						tb.Fatal(err)
 					}
 				}
@@ -169,7 +174,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 // memoize writes the memo object of component in for block b exactly as a SIG
 // worker does (sigd Runner.compute): parse the canonical DSL, read
 // only the component's columns, run it, write {event_id, value}.
-func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput) error {
+func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput, comp block.Compression) error {
 	blk := f.blocks[b]
 	g, _, err := transform.ParseAndCheck([]byte(in.dsl), "component", f.schema, transform.Default(), transform.Limits{})
 	if err != nil {
@@ -191,9 +196,11 @@ func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput) error {
 	memo := memoRecord(raw.Column(0), out[0])
 	defer memo.Release()
 	m := blk.meta
-	_, err = block.Write(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blk.id), ID: blk.id, Source: "ads",
+	ev, _ := m.Column(transform.ColEventID)
+	_, err = block.WriteWith(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blk.id), ID: blk.id, Source: "ads",
 		ComponentKey: in.key.String(), WindowStart: m.WindowStart, WindowLength: m.WindowLength,
-		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo)
+		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo,
+		block.EncodeOptions{Compression: comp, Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}})
 	return err
 }
 

@@ -68,12 +68,6 @@ func (s *Server) authorize(ctx context.Context, client string) error {
 // are Read's.
 func (f *flightService) DoGet(t *flightpb.Ticket, stream flightpb.FlightService_DoGetServer) (err error) {
 	s := f.s
-	s.metrics.called(apiDoGet)
-	defer func() {
-		if err != nil {
-			s.metrics.failed(status.Code(err))
-		}
-	}()
 	ctx := stream.Context()
 	req := &readerv1.ReadRequest{}
 	if err := proto.Unmarshal(t.GetTicket(), req); err != nil {
@@ -258,12 +252,6 @@ func (e *encoder) crcIPC(crc uint32, body []byte) uint32 {
 // pipeline, range, raw source, the block counts and complete).
 func (f *flightService) GetFlightInfo(ctx context.Context, d *flightpb.FlightDescriptor) (_ *flightpb.FlightInfo, err error) {
 	s := f.s
-	s.metrics.called(apiGetFlightInfo)
-	defer func() {
-		if err != nil {
-			s.metrics.failed(status.Code(err))
-		}
-	}()
 	if s.cfg.Tokens != nil {
 		if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator); err != nil {
 			return nil, err

@@ -1,10 +1,14 @@
 package reader
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 )
 
 // Metric names of a Server (Config.Registerer).
@@ -21,8 +25,9 @@ const (
 	// and flight_get_flight_info (Arrow Flight's DoGet and GetFlightInfo).
 	MetricCalls = "sig_reader_calls_total"
 	// MetricErrors counts calls of every API that failed, by the gRPC code
-	// the caller got (code): Unavailable is mostly a pending memo (a
-	// training hold, see doc.go), DataLoss a corrupt object.
+	// the caller got (code), a token refused by authentication included:
+	// Unavailable is mostly a pending memo (a training hold, see doc.go),
+	// DataLoss a corrupt object.
 	MetricErrors = "sig_reader_errors_total"
 	// MetricFetch is the time to fetch a unit's block: its raw columns and
 	// memo objects, read concurrently, until all are decoded (units whose
@@ -66,9 +71,41 @@ func newServerMetrics(s *Server) *serverMetrics {
 	}
 }
 
-func (m *serverMetrics) failed(code codes.Code) { m.errors.WithLabelValues(code.String()).Inc() }
+// The methods counted by MetricCalls and MetricErrors, by full method name
+// (Flight's other methods are unimplemented; health and reflection are not
+// the reader's API).
+var apiOfMethod = map[string]string{
+	readerv1.Reader_Read_FullMethodName:                  apiRead,
+	"/arrow.flight.protocol.FlightService/DoGet":         apiDoGet,
+	"/arrow.flight.protocol.FlightService/GetFlightInfo": apiGetFlightInfo,
+}
 
-func (m *serverMetrics) called(api string) { m.calls.WithLabelValues(api).Inc() }
+// interceptors count every call of the reader's APIs and every failure by
+// the code the caller got. They run outside the auth interceptors
+// (GRPCServer), so that a token refused before the handler runs is counted
+// too.
+func (m *serverMetrics) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	count := func(method string, call func() error) error {
+		api, ok := apiOfMethod[method]
+		if !ok {
+			return call()
+		}
+		m.calls.WithLabelValues(api).Inc()
+		err := call()
+		if err != nil {
+			m.errors.WithLabelValues(status.Code(err).String()).Inc()
+		}
+		return err
+	}
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		err = count(info.FullMethod, func() error { resp, err = h(ctx, req); return err })
+		return resp, err
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return count(info.FullMethod, func() error { return h(srv, ss) })
+	}
+	return unary, stream
+}
 
 func (m *serverMetrics) fetched(d time.Duration) { m.fetch.Observe(d.Seconds()) }
 

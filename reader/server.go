@@ -171,18 +171,23 @@ func StreamServerOptions() []grpc.ServerOption {
 }
 
 // GRPCServer returns a gRPC server with the Reader service and the Arrow
-// Flight service (FlightService) registered, the
-// StreamServerOptions, the request size limit, and (when Config.Tokens is
-// set) the auth interceptors; opts come after them, except that the
-// serverCodec stays: Read sends batches marshaled already (batchMessage),
-// which only it can send.
+// Flight service (FlightService) registered, the StreamServerOptions and
+// the request size limit (opts may override them), then the serverCodec,
+// which stays (Read sends batches marshaled already, batchMessage, which
+// only it can send), the metrics' interceptors and (when Config.Tokens is
+// set) the auth interceptors, in that order after any interceptor of opts.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append(append(StreamServerOptions(), grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes)), opts...)
 	opts = append(opts, grpc.ForceServerCodecV2(serverCodec{}))
+	// The metrics see each call first and its outcome last, whatever
+	// refused it.
+	unary, stream := s.metrics.interceptors()
+	unaries, streams := []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream}
 	if s.cfg.Tokens != nil {
-		opts = append(opts, grpc.UnaryInterceptor(s.cfg.Tokens.UnaryInterceptor()),
-			grpc.StreamInterceptor(s.cfg.Tokens.StreamInterceptor()))
+		unaries = append(unaries, s.cfg.Tokens.UnaryInterceptor())
+		streams = append(streams, s.cfg.Tokens.StreamInterceptor())
 	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(unaries...), grpc.ChainStreamInterceptor(streams...))
 	gs := grpc.NewServer(opts...)
 	readerv1.RegisterReaderServer(gs, s)
 	flightpb.RegisterFlightServiceServer(gs, s.FlightService())
@@ -191,12 +196,6 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 
 // Read implements readerv1.ReaderServer.
 func (s *Server) Read(req *readerv1.ReadRequest, stream readerv1.Reader_ReadServer) (err error) {
-	defer func() {
-		if err != nil {
-			s.metrics.failed(status.Code(err))
-		}
-	}()
-	s.metrics.called(apiRead)
 	ctx := stream.Context()
 	if err := s.authorize(ctx, req.GetUnit().GetClient()); err != nil {
 		return err
@@ -504,7 +503,7 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 			}
 		}
 		for j, nd := range p.nodes {
-			c, err := memoColumn(p, nd, &memos[len(p.inputs)+j], raw.eventIDSeg, eventIDs)
+			c, err := memoColumn(p, nd, &memos[len(p.inputs)+j], raw.eventIDSeg, eventIDs, alloc)
 			if err != nil {
 				s.noteMemoError(p, nd, err)
 				releaseGiven()
@@ -534,7 +533,7 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 			s.localInputs.Add(1)
 			continue
 		}
-		c, err := memoColumn(p, in, &memos[i], raw.eventIDSeg, eventIDs)
+		c, err := memoColumn(p, in, &memos[i], raw.eventIDSeg, eventIDs, alloc)
 		if err != nil {
 			s.noteMemoError(p, in, err)
 			for _, c := range local[nextLocal:] {
@@ -672,7 +671,7 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc bl
 	}()
 	for i, name := range names {
 		c, _ := meta.Column(name)
-		if cols[i], err = block.DecodeSegment(key, c, segs[i], meta.Rows); err != nil {
+		if cols[i], err = block.DecodeSegmentInto(key, c, segs[i], meta.Rows, alloc); err != nil {
 			return nil, wrap(err)
 		}
 	}
@@ -729,7 +728,7 @@ func sameSegment(a, b block.Meta, name string) bool {
 // fetched; Config.ExactAlignment turns this step off); else the segments'
 // bytes are equal; else (another encoder wrote one of them) the decoded
 // event ids must be equal.
-func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64) (arrow.Array, error) {
+func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64, alloc block.Alloc) (arrow.Array, error) {
 	if m.meta.Rows != int64(len(eventIDs)) {
 		return nil, memoCorrupt(in, "%d rows, raw block has %d: not row-aligned", m.meta.Rows, len(eventIDs))
 	}
@@ -749,7 +748,7 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 		}
 		arr.Release()
 	}
-	c, err := block.DecodeSegment(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows)
+	c, err := block.DecodeSegmentInto(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows, alloc)
 	if err != nil {
 		return nil, memoCorrupt(in, "%v", err)
 	}

@@ -3,6 +3,8 @@ package sigd
 import (
 	"fmt"
 	"time"
+
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // DefaultGCPercent is the garbage collector setting cmd/sigd runs with (its
@@ -71,6 +73,10 @@ type Config struct {
 	// cookies Secure. Without it they are not: over plain HTTP a browser
 	// would drop Secure cookies and login would fail.
 	HTTPBehindTLSProxy bool
+	// --reports: a directory of bench reports the web UI shows under
+	// /ui/reports (package report): the directory itself and each of its
+	// subdirectories that holds bench JSON files. Empty: none.
+	ReportsDir string
 
 	// --workers-min, --workers-max: the autoscaler's bounds: the size of
 	// the in-process pool, or with RemoteWorkers the desired replica count
@@ -98,6 +104,10 @@ type Config struct {
 	// keep for the next tasks of the same block (block.SegmentCache); 0
 	// means DefaultWorkerCacheBytes, negative keeps none.
 	WorkerCacheBytes int64
+	// --segment-compression: the Arrow IPC buffer compression of the
+	// segments ingestion and the in-process workers write: none, lz4 or
+	// zstd ("": block.DefaultCompression). Readers read every kind.
+	SegmentCompression string
 
 	// --ingest: sources ingested inside sigd ("ads"); empty ingests none.
 	Ingest []string
@@ -176,6 +186,9 @@ func (c *Config) EnsureDefaults() {
 		c.MaxQueuedPerClient = DefaultMaxQueuedPerClient
 	}
 	c.WorkerCacheBytes = WorkerCacheBytes(c.WorkerCacheBytes)
+	if c.SegmentCompression == "" {
+		c.SegmentCompression = block.DefaultCompression.Flag()
+	}
 	if c.RowsPerBlock == 0 {
 		c.RowsPerBlock = 100_000
 	}
@@ -198,6 +211,9 @@ func (c *Config) Validate() error {
 	if c.WorkersMin < 0 || c.WorkersMax < 1 || c.WorkersMax < c.WorkersMin {
 		return fmt.Errorf("--workers-min %d, --workers-max %d: need 0 <= min <= max and max >= 1 (--remote-workers runs no in-process workers)",
 			c.WorkersMin, c.WorkersMax)
+	}
+	if _, err := block.ParseCompression(c.SegmentCompression); err != nil {
+		return fmt.Errorf("--segment-compression: %w", err)
 	}
 	if c.Lease <= 0 || c.MaxAttempts < 1 {
 		return fmt.Errorf("--lease %v, --max-attempts %d: both must be positive", c.Lease, c.MaxAttempts)

@@ -255,6 +255,7 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 		// Secure only when browsers actually use HTTPS: sigd's HTTP
 		// listener never serves TLS (--tls-cert is gRPC's).
 		SecureCookies: s.cfg.HTTPBehindTLSProxy,
+		ReportsDir:    s.cfg.ReportsDir,
 		Stats:         s.StatsSnapshot,
 		Quarantine: func() []*sigv1.QuarantinedTask {
 			var out []*sigv1.QuarantinedTask

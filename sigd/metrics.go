@@ -119,8 +119,17 @@ func (m *metrics) observeSubmit(r *matching.SubmitResult) {
 	m.componentHits.WithLabelValues(c).Add(float64(r.ComponentHits))
 	m.blockRequests.Add(float64(r.BlockHits + r.BlockMisses))
 	m.blockHits.Add(float64(r.BlockHits))
+	m.reuseChanged()
+}
+
+// reuseChanged drops the cached reuse scan: a submit registered a range,
+// or a memo block became ready. The cache only spares rescans between
+// changes (scrapes, the autoscaler's Stats every second); a Stats after a
+// change must see it (a fleet run checks its reuse against its own count
+// as soon as its last block is ready).
+func (m *metrics) reuseChanged() {
 	m.reuseMu.Lock()
-	m.reuseAt = time.Time{} // reuse changed
+	m.reuseAt = time.Time{}
 	m.reuseMu.Unlock()
 }
 
@@ -129,6 +138,7 @@ func (m *metrics) phase(name string, d time.Duration) {
 }
 
 func (m *metrics) taskDone(d time.Duration) {
+	m.reuseChanged() // a memo block is ready
 	m.taskLatency.Observe(d.Seconds())
 	m.latencyMu.Lock()
 	m.latencies = append(m.latencies, d.Seconds())

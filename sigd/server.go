@@ -50,23 +50,26 @@ type Server struct {
 	log   *slog.Logger
 	clock clock.Clock
 
-	dev       *DevEnv
-	store     *objstore.Store
-	catalog   *catalog.Catalog
-	segments  *block.SegmentCache // the in-process workers'
-	cache     *matching.Cache
-	frontend  *matching.Frontend
-	queue     *workers.Queue
-	stats     *statsService // the feature statistics of FDP (package featstats)
-	pool      *workers.Pool
-	scaler    *workers.Autoscaler
-	kafka     *kgo.Client
-	publisher *ready.Publisher
-	ingesters []*ingest.Ingester
-	evictor   *eviction.Evictor
-	ui        *ui.UI
-	tokens    *auth.Tokens
-	schemas   map[string]*transform.Schema
+	dev      *DevEnv
+	store    *objstore.Store
+	catalog  *catalog.Catalog
+	segments *block.SegmentCache // the in-process workers'
+	// compression is cfg.SegmentCompression, parsed: what ingestion and
+	// the in-process workers write.
+	compression block.Compression
+	cache       *matching.Cache
+	frontend    *matching.Frontend
+	queue       *workers.Queue
+	stats       *statsService // the feature statistics of FDP (package featstats)
+	pool        *workers.Pool
+	scaler      *workers.Autoscaler
+	kafka       *kgo.Client
+	publisher   *ready.Publisher
+	ingesters   []*ingest.Ingester
+	evictor     *eviction.Evictor
+	ui          *ui.UI
+	tokens      *auth.Tokens
+	schemas     map[string]*transform.Schema
 	// schemaJSON is each schema as task descriptions and read solutions
 	// carry it, encoded once.
 	schemaJSON map[string]string
@@ -120,6 +123,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
 		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{})}
+	s.compression, _ = block.ParseCompression(cfg.SegmentCompression) // Validate checked it
 	ok := false
 	defer func() {
 		if !ok {
@@ -176,7 +180,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	var resizer workers.Resizer
 	if !cfg.RemoteWorkers {
 		s.segments = block.NewSegmentCache(cfg.WorkerCacheBytes)
-		var runner workers.Runner = &memo.Runner{Store: s.store, Catalog: s.catalog, Segments: s.segments, Observe: s.metrics.phase}
+		var runner workers.Runner = &memo.Runner{Store: s.store, Catalog: s.catalog, Segments: s.segments, Observe: s.metrics.phase,
+			Compression: s.compression}
 		if opts.WrapRunner != nil {
 			runner = opts.WrapRunner(runner)
 		}
@@ -214,7 +219,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		}
 		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
 			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
-			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock,
+			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: s.compression,
 			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src)})
 		if err != nil {
 			return nil, err

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	flightpb "github.com/apache/arrow/go/v15/arrow/flight/gen/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sigdata/sig/internal/devenv"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
@@ -74,8 +76,10 @@ func TestReaderHealthAndReflection(t *testing.T) {
 var metricsLine = regexp.MustCompile(`listening on (\S+)\nmetrics on (http://\S+/metrics)\n`)
 
 // TestReaderMetrics: with --metrics, the reader serves its Prometheus
-// metrics over HTTP: a unit served (rows, bytes, fetch latency) and a
-// failed read counted by its gRPC code. It served none before.
+// metrics over HTTP: units served by Read and by Flight's DoGet (rows,
+// bytes, fetch latency), calls by API, and failed calls counted by the gRPC
+// code the caller got, a token refused before any handler ran included
+// (those went uncounted: the handlers counted, after authentication).
 func TestReaderMetrics(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 500})
 	tokens, toks := sigdtest.WriteTokens(t, t.TempDir())
@@ -109,6 +113,38 @@ func TestReaderMetrics(t *testing.T) {
 	if _, err := read(strings.TrimSuffix(id, "499") + "999"); status.Code(err) != codes.NotFound {
 		t.Fatalf("read of a missing block: %v, want NotFound", err)
 	}
+	// The same unit through Flight's DoGet.
+	ticket, err := proto.Marshal(&readerv1.ReadRequest{Unit: &readerv1.WorkUnit{UnitId: "u", Client: "ctr",
+		Pipeline: "p", RawSource: "ads", BlockId: id, RawObject: block.RawKey("ads", id)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doGet := func(fc flightpb.FlightServiceClient) error {
+		stream, err := fc.DoGet(ctx, &flightpb.Ticket{Ticket: ticket})
+		if err != nil {
+			return err
+		}
+		for {
+			if _, err := stream.Recv(); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
+		}
+	}
+	if err := doGet(flightpb.NewFlightServiceClient(sigdtest.Dial(t, addr, toks["trainer"]))); err != nil {
+		t.Fatalf("DoGet: %v", err)
+	}
+	// A token the reader does not know: refused by the auth interceptor,
+	// before Read's or DoGet's handler.
+	bogus := sigdtest.Dial(t, addr, "not-a-token")
+	if err := doGet(flightpb.NewFlightServiceClient(bogus)); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("DoGet with an unknown token: %v, want Unauthenticated", err)
+	}
+	rc = readerv1.NewReaderClient(bogus)
+	if _, err := read(id); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Read with an unknown token: %v, want Unauthenticated", err)
+	}
 
 	resp, err := http.Get(metricsURL)
 	if err != nil {
@@ -120,11 +156,13 @@ func TestReaderMetrics(t *testing.T) {
 		t.Fatalf("GET %s: %s, %v", metricsURL, resp.Status, err)
 	}
 	for _, want := range []string{
-		reader.MetricUnits + " 1\n",
-		reader.MetricRows + " 500\n",
+		reader.MetricUnits + " 2\n",
+		reader.MetricRows + " 1000\n",
 		reader.MetricErrors + `{code="NotFound"} 1` + "\n",
-		reader.MetricCalls + `{api="read"} 2` + "\n",
-		reader.MetricFetch + "_count 1\n",
+		reader.MetricErrors + `{code="Unauthenticated"} 2` + "\n",
+		reader.MetricCalls + `{api="read"} 3` + "\n",
+		reader.MetricCalls + `{api="flight_do_get"} 2` + "\n",
+		reader.MetricFetch + "_count 2\n",
 		"go_goroutines ",
 	} {
 		if !strings.Contains(string(body), want) {

@@ -52,6 +52,18 @@ type fleetRun struct {
 	TransientHolds     int               `json:"transient_holds"`
 	Goodput            goodput.Summary   `json:"goodput"`
 	Phases             []goodput.Summary `json:"phases"`
+	// Jobs are each job's goodput over its phases (the MPG per job that
+	// the fleet's figures average over chip-time).
+	JobGoodput []fleetJob `json:"job_goodput"`
+}
+
+// fleetJob is one simulated job's goodput.
+type fleetJob struct {
+	Job string  `json:"job"`
+	SG  float64 `json:"sg"`
+	RG  float64 `json:"rg"`
+	PG  float64 `json:"pg"`
+	MPG float64 `json:"mpg"`
 }
 
 // fleetOutput is the JSON report: the config, each seed's run and the
@@ -111,10 +123,15 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	out := fleetOutput{Config: st.Config, Figures: st.Figures}
 	for _, r := range st.Runs {
-		out.Runs = append(out.Runs, fleetRun{Seed: r.Config.Seed, Jobs: r.Jobs, Finished: r.Finished, TableII: r.TableII,
+		run := fleetRun{Seed: r.Config.Seed, Jobs: r.Jobs, Finished: r.Finished, TableII: r.TableII,
 			Preemptions: r.Preemptions, PreemptedEpochs: r.PreemptedEpochs, PreemptedCommitted: r.PreemptedCommitted,
 			CommittedFraction: r.CommittedFraction(), Failures: r.Failures, PermanentHolds: r.PermanentHolds,
-			TransientHolds: r.TransientHolds, Goodput: r.Goodput.Fleet, Phases: r.Goodput.Phases})
+			TransientHolds: r.TransientHolds, Goodput: r.Goodput.Fleet, Phases: r.Goodput.Phases}
+		for _, j := range r.Goodput.Jobs {
+			t := j.Total
+			run.JobGoodput = append(run.JobGoodput, fleetJob{Job: j.Job, SG: t.SG, RG: t.RG, PG: t.PG, MPG: t.MPG})
+		}
+		out.Runs = append(out.Runs, run)
 	}
 	writeJSON := func(w io.Writer) error {
 		enc := json.NewEncoder(w)

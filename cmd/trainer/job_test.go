@@ -12,6 +12,7 @@ import (
 
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/figure"
+	"github.com/sigdata/sig/report"
 	"github.com/sigdata/sig/trainer/accounting/fleet"
 )
 
@@ -82,6 +83,15 @@ func TestFleetJSON(t *testing.T) {
 	if len(got.Runs) != 2 || got.Config == nil {
 		t.Fatalf("runs %d, config %v", len(got.Runs), got.Config)
 	}
+	var run struct {
+		JobGoodput []struct {
+			Job string  `json:"job"`
+			MPG float64 `json:"mpg"`
+		} `json:"job_goodput"`
+	}
+	if err := json.Unmarshal(got.Runs[0], &run); err != nil || len(run.JobGoodput) == 0 || run.JobGoodput[0].Job == "" {
+		t.Errorf("a run's job_goodput: %v %+v", err, run)
+	}
 	if err := got.Figures.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +108,30 @@ func TestFleetJSON(t *testing.T) {
 		"sweep human_response (h): 24:", "closed form", "sweep notice_mean (s), simulated / closed form:", "program_goodput 0.55"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("text lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+// TestFleetReportInBenchReport: the file `trainer fleet --report` writes
+// is what package report reads as bench/fleet.json: Table II, the
+// committed preempted epochs and the MPG per job are drawn from it.
+func TestFleetReportInBenchReport(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"fleet", "--days", "2", "--seeds", "2", "--report", filepath.Join(dir, report.TrainerFleet)}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	r, err := report.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plots := map[string]bool{}
+	for _, p := range r.Plots() {
+		plots[p.Name] = true
+	}
+	for _, name := range []string{"training-fleet-table-ii", "training-fleet-committed", "training-fleet-job-mpg", "training-fleet-fleet-goodput"} {
+		if !plots[name] {
+			t.Errorf("the report of trainer fleet's file has no plot %s", name)
 		}
 	}
 }

@@ -85,6 +85,7 @@
 //	Variants     3     parameter variants per family (the population's size)
 //	HistoryMin/Max 4/12 slots of a pipeline's initial training range
 //	RetireRate   0.1   probability that an active pipeline retires at each later epoch
+//	                   (negative: none retire; EnsureDefaults makes it -1)
 //
 // Rows per block, blocks per slot and the events they make are fleet/run's.
 package gen

@@ -36,7 +36,8 @@ type Config struct {
 	HistoryMin int `json:"history_min"`
 	HistoryMax int `json:"history_max"`
 	// RetireRate is the probability that an active pipeline retires at
-	// each epoch after its arrival. Default 0.1; negative: none retire.
+	// each epoch after its arrival. Default 0.1; negative (EnsureDefaults
+	// makes it -1): none retire.
 	RetireRate float64 `json:"retire_rate"`
 }
 
@@ -63,7 +64,7 @@ func (c Config) EnsureDefaults() Config {
 		c.RetireRate = 0.1
 	}
 	if c.RetireRate < 0 {
-		c.RetireRate = 0
+		c.RetireRate = -1 // none retire; stays negative, so that a fleet's Config regenerates it
 	}
 	return c
 }
@@ -99,8 +100,8 @@ func (c Config) Validate() error {
 	if c.HistoryMin < 1 || c.HistoryMax < c.HistoryMin || c.HistoryMax > 10_000 {
 		bad("history %d to %d slots: want 1 <= min <= max <= 10000", c.HistoryMin, c.HistoryMax)
 	}
-	if !(c.RetireRate >= 0 && c.RetireRate < 1) {
-		bad("retire-rate %v: want 0 <= rate < 1", c.RetireRate)
+	if !(c.RetireRate < 1) {
+		bad("retire-rate %v: want a rate below 1 (negative: none retire)", c.RetireRate)
 	}
 	return errors.Join(errs...)
 }

@@ -185,6 +185,26 @@ func TestValidateNamesTheKnob(t *testing.T) {
 	}
 }
 
+// TestConfigRegenerates: a fleet's Config (after defaults, as results
+// record it) generates the same fleet, for every way of setting a knob.
+// Before, a fleet where none retire (RetireRate < 0) recorded 0, which
+// regenerated with the default rate 0.1.
+func TestConfigRegenerates(t *testing.T) {
+	for _, c := range []gen.Config{{Seed: 5, Pipelines: 40}, {Seed: 5, Pipelines: 40, RetireRate: -1}, {Seed: 5, Pipelines: 40, RetireRate: -0.5}} {
+		f, err := gen.Generate(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := gen.Generate(f.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(f, g) {
+			t.Errorf("%+v: its Config %+v generates another fleet (%+v)", c, f.Config, g.Config)
+		}
+	}
+}
+
 // TestLedger counts a hand-made sequence: hits are pairs asked for before,
 // users the pipelines whose latest registration covers a pair.
 func TestLedger(t *testing.T) {

@@ -91,6 +91,23 @@ type Figure6 struct {
 	TotalReductionGeoMean  float64 `json:"total_reduction_geomean"`
 	TotalReductionMin      float64 `json:"total_reduction_min"`
 	TotalReductionMax      float64 `json:"total_reduction_max"`
+	// Sensitivity: the total reduction with the constants that decide it
+	// changed (the accelerator time an example costs against the CPU's:
+	// examples/s and the chip-hour's price against the core-hour's). The
+	// reader reduction depends on no constant (the core-hour's price
+	// cancels).
+	Sensitivity []Figure6Sweep `json:"sensitivity"`
+}
+
+// Figure6Sweep is Figure 6's total reduction under other constants.
+type Figure6Sweep struct {
+	Label                 string  `json:"label"`
+	ExamplesPerSecond     float64 `json:"examples_per_second"`
+	ChipHourUSD           float64 `json:"chip_hour_usd"`
+	CoreHourUSD           float64 `json:"core_hour_usd"`
+	TotalReductionGeoMean float64 `json:"total_reduction_geomean"`
+	TotalReductionMin     float64 `json:"total_reduction_min"`
+	TotalReductionMax     float64 `json:"total_reduction_max"`
 }
 
 // Figure6Row is one pipeline's costs in USD.
@@ -109,8 +126,30 @@ func (r Figure6Row) SIG() float64 { return r.Accelerator + r.SIGReaders + r.SIGW
 // LIG is its cost with LIG.
 func (r Figure6Row) LIG() float64 { return r.Accelerator + r.LIGReaders }
 
-// NewFigure6 prices every pipeline with reads.
+// NewFigure6 prices every pipeline with reads, and again under the
+// sensitivity's constants.
 func NewFigure6(ps []Pipeline, c Constants) Figure6 {
+	f := figure6(ps, c)
+	for _, v := range []struct {
+		label           string
+		eps, chip, core float64
+	}{
+		{"examples/s x0.1", 0.1, 1, 1}, {"examples/s x10", 10, 1, 1}, {"examples/s x100", 100, 1, 1},
+		{"chip-hour x0.1", 1, 0.1, 1}, {"core-hour x10", 1, 1, 10},
+	} {
+		k := c
+		k.ExamplesPerSecond.Value *= v.eps
+		k.ChipHourUSD.Value *= v.chip
+		k.CoreHourUSD.Value *= v.core
+		g := figure6(ps, k)
+		f.Sensitivity = append(f.Sensitivity, Figure6Sweep{Label: v.label, ExamplesPerSecond: k.ExamplesPerSecond.Value,
+			ChipHourUSD: k.ChipHourUSD.Value, CoreHourUSD: k.CoreHourUSD.Value,
+			TotalReductionGeoMean: g.TotalReductionGeoMean, TotalReductionMin: g.TotalReductionMin, TotalReductionMax: g.TotalReductionMax})
+	}
+	return f
+}
+
+func figure6(ps []Pipeline, c Constants) Figure6 {
 	var f Figure6
 	core := c.CoreHourUSD.Value / 3600
 	var readerLogs, totalLogs []float64

@@ -37,8 +37,16 @@ type Results struct {
 	Steps []Step `json:"steps"`
 	// SteadyState is the hit rate over the last third of the epochs.
 	SteadyState SteadyState `json:"steady_state"`
+	// HitRates is the hit rate over time, an epoch a point, and
+	// Amortization the CPU of SIG against LIG as the fleet grows (both
+	// from Epochs: NewHitRates, NewAmortization).
+	HitRates     []HitRatePoint      `json:"hit_rates"`
+	Amortization []AmortizationPoint `json:"amortization"`
 	// Reuse is how many pipelines use each memoized block at the end.
 	Reuse Reuse `json:"reuse"`
+	// ReuseSweep is the fleet's plan with the knobs that decide reuse
+	// changed one at a time (counted, not run: NewReuseSweep).
+	ReuseSweep []PlanPoint `json:"reuse_sweep"`
 	// CPU totals at the end.
 	CPU CPU `json:"cpu"`
 	// Pipelines are per-pipeline measurements.
@@ -49,6 +57,8 @@ type Results struct {
 	// Checks are the run's own verifications (sigd against the Ledger,
 	// SIG bytes against LIG bytes); a run with a failed check says so.
 	Checks []Check `json:"checks"`
+	// Targets are the issue's targets against what the run measured.
+	Targets []Target `json:"targets"`
 }
 
 // Machine describes where the run ran.
@@ -57,6 +67,12 @@ type Machine struct {
 	Cores     int    `json:"cores"`
 	GoVersion string `json:"go_version"`
 	Commit    string `json:"commit,omitempty"`
+	// LoadStart and LoadEnd are the 1, 5 and 15 minute load averages
+	// (/proc/loadavg) when the run started and ended: other work on the
+	// machine slows the run but not its CPU figures, which are per
+	// process.
+	LoadStart []float64 `json:"load_start,omitempty"`
+	LoadEnd   []float64 `json:"load_end,omitempty"`
 }
 
 // RunConfig is the run's own layout and process settings.
@@ -144,6 +160,11 @@ type Step struct {
 	Examples   int64   `json:"examples"`
 	SIGSeconds float64 `json:"sig_seconds"`
 	LIGSeconds float64 `json:"lig_seconds"`
+	// MinIO's CPU while the workers memoized the step, while the SIG
+	// reader read it and while the LIG reader did (one after the other).
+	MinIOWorkerSeconds float64 `json:"minio_worker_seconds"`
+	MinIOSIGSeconds    float64 `json:"minio_sig_seconds"`
+	MinIOLIGSeconds    float64 `json:"minio_lig_seconds"`
 }
 
 // Epoch is one epoch of the timeline.
@@ -256,6 +277,13 @@ type CPU struct {
 	MinIO     float64 `json:"minio"`
 	// Examples read in each mode (the same units both ways).
 	Examples int64 `json:"examples"`
+	// MinIO's CPU attributed to each side's processes: the sums of the
+	// steps' (the run does one thing at a time, so MinIO's CPU during a
+	// phase is the phase's); the rest of MinIO is ingestion, idle work and
+	// the moments between phases.
+	MinIOWorker    float64 `json:"minio_worker"`
+	MinIOSIGReader float64 `json:"minio_sig_reader"`
+	MinIOLIGReader float64 `json:"minio_lig_reader"`
 }
 
 // SIG is the CPU of shared input generation: the workers and the SIG
@@ -268,10 +296,22 @@ func (c CPU) LIG() float64 { return c.LIGReader }
 // Ratio is SIG()/LIG() (0 without LIG CPU).
 func (c CPU) Ratio() float64 { return ratio(c.SIG(), c.LIG()) }
 
+// ReaderRatio is SIGReader/LIGReader: the floor Ratio falls towards as the
+// workers' CPU is shared by more pipelines (each example is still served
+// once per pipeline on either side).
+func (c CPU) ReaderRatio() float64 { return ratio(c.SIGReader, c.LIGReader) }
+
+// SIGWithStorage is SIG() plus the MinIO CPU its processes caused;
+// LIGWithStorage likewise; RatioWithStorage is their ratio.
+func (c CPU) SIGWithStorage() float64   { return c.SIG() + c.MinIOWorker + c.MinIOSIGReader }
+func (c CPU) LIGWithStorage() float64   { return c.LIG() + c.MinIOLIGReader }
+func (c CPU) RatioWithStorage() float64 { return ratio(c.SIGWithStorage(), c.LIGWithStorage()) }
+
 // Sub returns c - d, for deltas.
 func (c CPU) Sub(d CPU) CPU {
 	return CPU{c.Worker - d.Worker, c.SIGReader - d.SIGReader, c.LIGReader - d.LIGReader, c.Sigd - d.Sigd,
-		c.MinIO - d.MinIO, c.Examples - d.Examples}
+		c.MinIO - d.MinIO, c.Examples - d.Examples, c.MinIOWorker - d.MinIOWorker, c.MinIOSIGReader - d.MinIOSIGReader,
+		c.MinIOLIGReader - d.MinIOLIGReader}
 }
 
 // Pipeline is one pipeline's measurements.

@@ -66,6 +66,15 @@ func TestFigure6(t *testing.T) {
 	if !near(r.Accelerator, 4) || !near(r.SIG(), 6) || !near(r.LIG(), 12) || !near(f.ReaderReductionGeoMean, 4) || !near(f.TotalReductionGeoMean, 0.5) {
 		t.Fatalf("%+v %+v", r, f)
 	}
+	// At 10x the examples/s the accelerator costs 0.4: 1 - 2.4/8.4.
+	for _, v := range f.Sensitivity {
+		if v.Label == "examples/s x10" && (v.ExamplesPerSecond != 10000 || !near(v.TotalReductionGeoMean, 1-2.4/8.4)) {
+			t.Errorf("%+v", v)
+		}
+	}
+	if len(f.Sensitivity) != 5 {
+		t.Errorf("%d sensitivity rows", len(f.Sensitivity))
+	}
 }
 
 func TestReadRefusesAnotherSchema(t *testing.T) {

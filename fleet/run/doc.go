@@ -1,5 +1,5 @@
 // Package run runs a generated fleet (fleet/gen) on a real SIG and
-// measures it (paper VII.B-C; `sigctl fleet run`, bench/fleet.sh): the
+// measures it (paper VII.B-C; `sigctl fleet`, bench/fleet-run.sh): the
 // processes are the system's own binaries, each measured by its own CPU
 // clock, and the results are fleet/results'.
 //
@@ -15,8 +15,9 @@
 // processes' plus the SIG reader's, and the CPU of LIG is the LIG
 // reader's, each read from the kernel per process (proc.go: the process's
 // CPU clock, what getrusage counts, checked against /proc/<pid>/stat at the
-// end; the rusage of Wait4 for a worker stopped on the way). sigd's and
-// MinIO's CPU are reported apart: both sides pay them.
+// end; the rusage of Wait4 for a worker stopped on the way). sigd's CPU is
+// reported apart (both sides pay it); MinIO's is reported whole and, as
+// the timeline does one thing at a time, split by the side that caused it.
 //
 // # The data
 //
@@ -27,18 +28,19 @@
 //
 // # The timeline
 //
-// The fleet's steps (gen.Fleet.Steps) run in order. Each submission is
-// memoized whole before the next is made (the run polls its read
-// solution), so a block hit is exactly a (component, block) pair an
-// earlier submission asked for, and the worker processes' CPU meanwhile
-// is that submission's memoization. As the next submission is memoized,
-// the step before it is read: every unit of its new range, in SIG mode on
-// one reader and LIG mode on the other at once, one step at a time per
-// reader, so each reader process's CPU delta around a step's units is
-// that step's. Every unit's bytes are hashed and SIG's must equal LIG's.
-// After an epoch's last step is read the run records the cumulative CPU
-// of every process and sigd's reuse (the curve of SIG against LIG as the
-// fleet grows).
+// The fleet's steps (gen.Fleet.Steps) run in order, one thing at a time.
+// Each submission is memoized whole before anything else happens (the run
+// polls its read solution), so a block hit is exactly a (component, block)
+// pair an earlier submission asked for, and the worker processes' CPU
+// meanwhile is that submission's memoization. Then every unit of the
+// step's new range is read, first in SIG mode from one reader, then in LIG
+// mode from the other, so each reader process's CPU delta around a step's
+// units is that step's, and MinIO's CPU during each phase is the storage
+// that phase's side caused (the workers', the SIG reader's, the LIG
+// reader's). Every unit's bytes are hashed and SIG's must equal LIG's.
+// After an epoch's last step the run records the cumulative CPU of every
+// process and sigd's reuse (the curve of SIG against LIG as the fleet
+// grows).
 //
 // # The checks
 //
@@ -51,6 +53,39 @@
 // (gen.Fleet.Plan, from the spec alone) must give the same per epoch.
 // Results.Checks records each; TestFleetAccounting asserts them on a
 // reduced fleet.
+//
+// # Figures
+//
+// From the epochs: the hit rate over time (results.NewHitRates) and the
+// amortization curve (results.NewAmortization: cumulative CPU of SIG and
+// LIG at each epoch's end against the pipelines submitted so far, from
+// FirstEpoch up to Pipelines, and the ratio over each epoch alone). At the
+// end: the reuse distribution, Table I (per-pipeline reader CPU per
+// example, times a modelled examples/s, over a modelled host budget; the
+// phases are a pipeline's initial submission, its history, read from SIG,
+// and its caught-up ones, a new slot each, read LIG, each unit being read
+// both ways), the Figure 6 analog, the plan's reuse at other settings of
+// the knobs that decide it (results.NewReuseSweep) and the issue's targets
+// (results.NewTargets).
+//
+// # Scale knobs
+//
+// The fleet's are gen.Config's (fleet/gen's doc). The run's:
+//
+//	RowsPerBlock       10000  events per raw block (one per second of event time)
+//	BlocksPerSlot      2      raw blocks per slot (one ingestion window)
+//	WorkersMax         2      `sigd worker` processes at most (the autoscaler decides)
+//	WorkerConcurrency  1      tasks per worker process
+//	ReadConcurrency    2      units of a pipeline in flight at each reader
+//
+// The work is about pipelines x inputs x slots read x RowsPerBlock x
+// BlocksPerSlot for the LIG reader (every pipeline computes its inputs),
+// the same examples served from memo objects for the SIG reader, and
+// distinct components x blocks for the workers. The defaults (300
+// pipelines, 23 slots of 2 blocks of 10000 rows, 68M examples read each
+// way) take about 9 minutes on 2 cores shared with other work (load
+// 16-21); TestFleetAccounting's fleet (12 pipelines, 500-row blocks) 20
+// to 40 seconds.
 //
 // It does not own the generator (fleet/gen), the results' schema and
 // figures (fleet/results), or any of the processes it starts.

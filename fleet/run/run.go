@@ -300,17 +300,11 @@ func (r *runner) blocksOf(from, to int) []string {
 	return out
 }
 
-// readJob is a step handed to the reading stage, or an epoch's barrier.
-type readJob struct {
-	i       int
-	st      gen.Step
-	barrier chan struct{}
-}
-
-// timeline submits every step in order, each memoized whole before the
-// next (so hits are exact), while a second stage reads the previous
-// step's units in SIG and LIG mode: the worker processes and each reader
-// process work for one step at a time, so each step's CPU is its own.
+// timeline submits every step in order, each memoized whole and then
+// read in SIG mode and in LIG mode before the next is submitted: one
+// thing happens at a time, so each process's CPU delta around a phase is
+// that phase's, MinIO's included (the workers', the SIG reader's and the
+// LIG reader's storage).
 func (r *runner) timeline(ctx context.Context) error {
 	steps := r.f.Steps()
 	for i := range r.f.Pipelines {
@@ -330,66 +324,20 @@ func (r *runner) timeline(ctx context.Context) error {
 	}
 	defer ligClient.Close()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan readJob, 1)
-	readErr := make(chan error, 1)
-	var readers sync.WaitGroup
-	readers.Add(1)
-	go func() {
-		defer readers.Done()
-		for j := range jobs {
-			if j.barrier != nil {
-				close(j.barrier)
-				continue
-			}
-			if err := r.read(ctx, sigClient, ligClient, j.i, j.st); err != nil {
-				readErr <- err
-				cancel()
-				for range jobs {
-				}
-				return
-			}
-		}
-	}()
-	defer func() { close(jobs); readers.Wait() }()
-
 	r.began, r.lastNote = time.Now(), time.Now()
 	for i, st := range steps {
 		select {
-		case err := <-readErr:
-			return err
 		case err := <-r.scaleErrs:
 			return err
 		default:
 		}
 		if err := r.submit(ctx, i, st); err != nil {
-			if e := ctx.Err(); e != nil {
-				select {
-				case rerr := <-readErr:
-					return rerr
-				default:
-				}
-			}
 			return err
 		}
-		select {
-		case jobs <- readJob{i: i, st: st}:
-		case err := <-readErr:
+		if err := r.read(ctx, sigClient, ligClient, i, st); err != nil {
 			return err
 		}
 		if i == len(steps)-1 || steps[i+1].Epoch != st.Epoch {
-			b := make(chan struct{})
-			select {
-			case jobs <- readJob{barrier: b}:
-			case err := <-readErr:
-				return err
-			}
-			select {
-			case <-b:
-			case err := <-readErr:
-				return err
-			}
 			if err := r.endEpoch(ctx, st.Epoch); err != nil {
 				return err
 			}
@@ -406,7 +354,7 @@ func (r *runner) timeline(ctx context.Context) error {
 func (r *runner) submit(ctx context.Context, i int, st gen.Step) error {
 	p := &r.f.Pipelines[st.Pipeline]
 	name := p.Client + "/" + p.Name
-	w0 := r.sys.workers.cpu()
+	w0, m0 := r.sys.workers.cpu(), r.sys.minioCPU()
 	resp, err := r.sys.sig.SubmitGraph(ctx, &sigv1.SubmitGraphRequest{Client: p.Client, Pipeline: p.Name, Priority: p.Priority,
 		Graph: &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: p.DSL}},
 		Range: &sigv1.EventRange{StartMicros: r.slotMicros(st.From), EndMicros: r.slotMicros(st.To)}})
@@ -425,6 +373,7 @@ func (r *runner) submit(ctx context.Context, i int, st gen.Step) error {
 		return err
 	}
 	s.WorkerSeconds = (r.sys.workers.cpu() - w0).Seconds()
+	s.MinIOWorkerSeconds = (r.sys.minioCPU() - m0).Seconds()
 	// The step's worker CPU went to the pairs it computed: each gets an
 	// equal part (components of one graph cost differently; the run does
 	// not time tasks one by one).
@@ -487,12 +436,12 @@ func (r *runner) read(ctx context.Context, sigClient, ligClient *reader.Client, 
 	if err != nil {
 		return err
 	}
-	var sig, lig readAll
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); sig = r.readAll(ctx, sigClient, sigUnits, r.sys.sigReader) }()
-	go func() { defer wg.Done(); lig = r.readAll(ctx, ligClient, ligUnits, r.sys.ligReader) }()
-	wg.Wait()
+	// One side after the other: MinIO's CPU meanwhile is that side's.
+	m0 := r.sys.minioCPU()
+	sig := r.readAll(ctx, sigClient, sigUnits, r.sys.sigReader)
+	m1 := r.sys.minioCPU()
+	lig := r.readAll(ctx, ligClient, ligUnits, r.sys.ligReader)
+	m2 := r.sys.minioCPU()
 	if err := errors.Join(sig.err, lig.err); err != nil {
 		return fmt.Errorf("reading %s/%s: %w", p.Client, p.Name, err)
 	}
@@ -503,6 +452,7 @@ func (r *runner) read(ctx context.Context, sigClient, ligClient *reader.Client, 
 	}
 	s := &r.res.Steps[i]
 	s.Examples, s.SIGSeconds, s.LIGSeconds = sig.rows, sig.cpu, lig.cpu
+	s.MinIOSIGSeconds, s.MinIOLIGSeconds = (m1 - m0).Seconds(), (m2 - m1).Seconds()
 	reads := results.Reads{Units: len(sigUnits), Examples: sig.rows, SIGSeconds: sig.cpu, LIGSeconds: lig.cpu}
 	pr := &r.res.Pipelines[st.Pipeline]
 	if st.Phase == gen.Initial {
@@ -604,6 +554,9 @@ func (r *runner) cpuNow() results.CPU {
 	c.Worker, c.SIGReader, c.LIGReader, c.Sigd, c.MinIO = r.sys.cpu()
 	for _, s := range r.res.Steps {
 		c.Examples += s.Examples
+		c.MinIOWorker += s.MinIOWorkerSeconds
+		c.MinIOSIGReader += s.MinIOSIGSeconds
+		c.MinIOLIGReader += s.MinIOLIGSeconds
 	}
 	return c
 }
@@ -626,6 +579,10 @@ func (r *runner) finish(ctx context.Context) error {
 	res.Reuse = results.Reuse{Sigd: results.NewDistribution(h), Ledger: results.NewDistribution(gen.Histogram(users)),
 		Pipelines: int(st.Pipelines), Active: r.f.Active(r.f.Config.Epochs - 1)}
 	res.SteadyState = results.NewSteadyState(res.Epochs)
+	res.HitRates, res.Amortization = results.NewHitRates(res.Epochs), results.NewAmortization(res.Epochs)
+	if res.ReuseSweep, err = results.NewReuseSweep(r.f.Config); err != nil {
+		return err
+	}
 
 	// Checks: sigd's accounting against the Ledger's, submission by
 	// submission, and the reuse distribution; the whole run against
@@ -672,7 +629,9 @@ func (r *runner) finish(ctx context.Context) error {
 	}
 	res.TableI = results.NewTableI(res.Pipelines, res.Constants)
 	res.Figure6 = results.NewFigure6(res.Pipelines, res.Constants)
+	res.Targets = results.NewTargets(res)
 	res.Finished = time.Now().UTC()
+	res.Machine.LoadEnd = loadAvg()
 	r.progress("done: %d submissions in %s; checks: %s", len(res.Steps), time.Since(r.began).Round(time.Second), checkSummary(res.Checks))
 	return nil
 }
@@ -755,7 +714,7 @@ func checkSummary(cs []results.Check) string {
 }
 
 func machine() results.Machine {
-	m := results.Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version()}
+	m := results.Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadAvg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "model name") {
@@ -770,4 +729,18 @@ func machine() results.Machine {
 		m.Commit = strings.TrimSpace(string(out))
 	}
 	return m
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages (nil where there is no
+// /proc/loadavg).
+func loadAvg() []float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	var l [3]float64
+	if _, err := fmt.Sscan(string(b), &l[0], &l[1], &l[2]); err != nil {
+		return nil
+	}
+	return l[:]
 }

@@ -107,6 +107,11 @@ func TestFleetAccounting(t *testing.T) {
 	if c.Examples != examples || c.Worker <= 0 || c.SIGReader <= 0 || c.LIGReader <= 0 || c.Sigd <= 0 || c.MinIO <= 0 {
 		t.Errorf("cpu %+v, want every process's CPU and %d examples", c, examples)
 	}
+	// MinIO's CPU split by the phase that caused it: each side used
+	// storage, and the parts are within the whole.
+	if c.MinIOWorker <= 0 || c.MinIOSIGReader <= 0 || c.MinIOLIGReader <= 0 || c.MinIOWorker+c.MinIOSIGReader+c.MinIOLIGReader > c.MinIO {
+		t.Errorf("MinIO's CPU %v split as workers %v, SIG reader %v, LIG reader %v", c.MinIO, c.MinIOWorker, c.MinIOSIGReader, c.MinIOLIGReader)
+	}
 	if res.TableI.SIGInitial.N != len(f.Pipelines) || res.TableI.SIGInitial.P50 <= 0 || len(res.Figure6.Rows) != len(f.Pipelines) {
 		t.Errorf("table I %+v, figure 6 %d rows", res.TableI.SIGInitial, len(res.Figure6.Rows))
 	}

@@ -181,6 +181,13 @@ func (s *system) cpu() (worker, sigReader, ligReader, sigd, minio float64) {
 	return sec(s.workers.cpu()), sec(s.sigReader.cpu()), sec(s.ligReader.cpu()), sec(s.sigd.cpu()), sec(m)
 }
 
+// minioCPU is MinIO's CPU so far (0 if it cannot be read: the run then
+// attributes nothing to storage rather than fail).
+func (s *system) minioCPU() time.Duration {
+	d, _ := cpuOf(s.minio)
+	return d
+}
+
 // logs returns the tail of every process's output, for a failed run.
 func (s *system) logs() string {
 	var b strings.Builder

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"math"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/report"
 	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
@@ -399,5 +401,163 @@ func TestBrowserOverviewCharts(t *testing.T) {
 	}
 	if !strings.HasPrefix(why, "ctr/train: PG 0.047 = 2.8 ns ideal") || !strings.Contains(why, "SparseCore's embedding lookups take 57 ns") {
 		t.Errorf("the overview does not say why PG is 4.7%%: %q", why)
+	}
+}
+
+// reportFixtures copies the report package's fixtures into dir.
+func reportFixtures(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join("..", "..", "report", "testdata", "all", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// plotInfo is what the browser drew of one of a report's plots.
+type plotInfo struct {
+	ID, Kind     string
+	Width        float64
+	Height       float64
+	Texts        int
+	InlineStyles int
+}
+
+const plotsJS = `[...document.querySelectorAll('figure.plot')].map(f => {
+	const svg = f.querySelector('svg'); const r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+	return {ID: f.id, Kind: (f.querySelector('p.kind strong') || {}).textContent || '', Width: r.width, Height: r.height,
+		Texts: svg ? svg.querySelectorAll('text').length : 0, InlineStyles: f.querySelectorAll('[style], style').length};
+})`
+
+// TestBrowserReports: the web UI serves the bench reports of sigd's
+// --reports directory behind the operator login: the list shows each
+// directory holding bench files (its name escaped), a report page draws
+// every plot of package report's report of it, each marked measured or
+// modelled, with no inline style or script; a missing input says which
+// command writes it; malformed inputs show an error naming the file and
+// field; a URL outside the list is not found.
+func TestBrowserReports(t *testing.T) {
+	root := t.TempDir()
+	reportFixtures(t, filepath.Join(root, "nightly"), "fleet-run.json", "scale.json", "fleet.json", "preemption.json", "embeddings.json")
+	reportFixtures(t, filepath.Join(root, `<b>odd&"x`), "scale.json")
+	if err := os.MkdirAll(filepath.Join(root, "bad"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bad", "scale.json"), []byte(`{"schema": "sig.scale/v1", "points": [{"components": 1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want, err := report.Build(filepath.Join(root, "nightly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 1, Rows: 100, ReportsDir: root})
+	base := "http://" + e.Srv.HTTPAddr()
+
+	// Without a session the reports redirect to the login.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/ui/reports", "/ui/reports/nightly"} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
+			t.Errorf("GET %s without a session: %s to %q", path, resp.Status, resp.Header.Get("Location"))
+		}
+	}
+
+	bctx := newChromium(t)
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), e.Srv.Tokens[evictiontest.Operator]), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("queue-chart")),
+		chromedp.Click(chromedp.CSS(`header a[href="/ui/reports"]`)), chromedp.WaitVisible(chromedp.ID("reports"))); err != nil {
+		t.Fatalf("log in and open the reports: %v", err)
+	}
+	names, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#reports a')].map(a => a.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names, ", "); got != `<b>odd&"x, bad, nightly` {
+		t.Errorf("reports listed: %q, want the three directories with bench files, names as text", got)
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#reports b').length`)); err != nil || n != 0 {
+		t.Errorf("a directory's name made markup: %d <b> elements (%v)", n, err)
+	}
+
+	// The odd name's link reaches its report (the URL escapes it).
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#reports li:first-child a`)), chromedp.WaitVisible(chromedp.ID("scale"))); err != nil {
+		t.Fatalf("open the odd report: %v", err)
+	}
+	if h, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("h1"))); err != nil || h != `Report <b>odd&"x` {
+		t.Errorf("the odd report's title: %q (%v)", h, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/reports"), chromedp.WaitVisible(chromedp.ID("reports")),
+		chromedp.Click(chromedp.CSS(`#reports a[href="/ui/reports/nightly"]`)), chromedp.WaitVisible(chromedp.ID("fleet-run"))); err != nil {
+		t.Fatalf("open the report: %v", err)
+	}
+	plots, err := chromedp.Run(ctx, chromedp.Evaluate[[]plotInfo](plotsJS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plots) != len(want.Plots()) {
+		t.Errorf("%d plots drawn, the report has %d", len(plots), len(want.Plots()))
+	}
+	for i, p := range plots {
+		if i < len(want.Plots()) && (p.ID != want.Plots()[i].Name || p.Kind != string(want.Plots()[i].Kind)) {
+			t.Errorf("plot %d: %q %q, want %q %q", i, p.ID, p.Kind, want.Plots()[i].Name, want.Plots()[i].Kind)
+		}
+		if p.Width < 300 || p.Height < 150 || p.Texts < 5 || p.InlineStyles != 0 {
+			t.Errorf("plot %s drawn %gx%g with %d texts and %d inline styles", p.ID, p.Width, p.Height, p.Texts, p.InlineStyles)
+		}
+	}
+	missing, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#fleet-full .missing")))
+	if err != nil || !strings.Contains(missing, "nightly/fleet-full.json is not there. sigctl fleet --out bench/fleet-full.json") {
+		t.Errorf("the missing full run: %q (%v)", missing, err)
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('script, [style]').length`)); err != nil || n != 0 {
+		t.Errorf("%d scripts or inline styles on the report page (%v)", n, err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(80))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(artifacts(t), "10-report.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.ScrollIntoView(chromedp.ID("fleet-run-figure-6"))); err != nil {
+		t.Fatal(err)
+	}
+	if png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(artifacts(t), "11-report-plot.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/reports/bad"), chromedp.WaitVisible(chromedp.ID("error"))); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("error"))); err != nil || !strings.Contains(msg, "scale.json: field points[0].submit_p50_ms, submit_p99_ms: missing") {
+		t.Errorf("malformed inputs: %q (%v)", msg, err)
+	}
+	for _, name := range []string{"empty", "..", "%2e%2e"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/reports/"+name)); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("h1"))); err != nil || h == "" || strings.HasPrefix(h, "Report") {
+			t.Errorf("/ui/reports/%s: %q (%v), want no report", name, h, err)
+		}
 	}
 }

@@ -4,7 +4,10 @@
 // subgraph eviction, evict or recompute one block, release quarantined
 // tasks, read the audit log, and watch the overview: block hit rate, queued
 // tasks and workers, and each training job's MPG with why its program
-// goodput is what it is (paper IV.A, "Eviction"; the MPG paper).
+// goodput is what it is (paper IV.A, "Eviction"; the MPG paper), and read
+// the bench reports of sigd's --reports directory (reports.go: a page per
+// directory of bench JSON files, package report's HTML with its SVG plots,
+// each marked measured or modelled).
 //
 // It owns what makes the console safe and readable:
 //
@@ -24,8 +27,9 @@
 //     UTC times, hover titles with each sample's values, current and largest
 //     values beside each chart; testdata/charts.txt and ticks.txt pin them).
 //
-// It does not own what it shows or does: eviction decides and orders
-// removals (eviction.Evictor: Plan, Evict, EvictBlock, RecomputeBlock, with
+// It does not own what it shows or does: the bench reports are package
+// report's (made from the files when a page is opened); eviction decides
+// and orders removals (eviction.Evictor: Plan, Evict, EvictBlock, RecomputeBlock, with
 // their audit entries), matching holds the components, memo entries and
 // audit log, workers the queues and quarantine, and sigd wires all of it
 // into a Config (the stats, quarantine and trainer statuses are sigd's
@@ -37,6 +41,6 @@
 // (eviction/evictiontest: a sigd in process on a real MinIO and kfake with
 // the pipelines that share a faulty subgraph), the same one eviction's
 // gRPC tests use: logins and roles, CSRF on every form, escaping of
-// user-supplied names, block actions, and the operator's path in a real
-// headless Chromium (screenshots under testartifacts/ui).
+// user-supplied names, block actions, the reports, and the operator's
+// path in a real headless Chromium (screenshots under testartifacts/ui).
 package ui

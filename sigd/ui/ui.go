@@ -68,6 +68,9 @@ type Config struct {
 	SecureCookies bool
 	// SessionTTL bounds a session. Default 12h.
 	SessionTTL time.Duration
+	// ReportsDir holds the bench reports shown under /ui/reports
+	// (reports.go); empty: none.
+	ReportsDir string
 	// SampleEvery is the period of the overview's charts. Default 5s.
 	SampleEvery time.Duration
 	Log         *slog.Logger
@@ -135,6 +138,8 @@ func (u *UI) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/quarantine/release", u.operator(u.release))
 	mux.HandleFunc("POST /ui/block", u.operator(u.block))
 	mux.HandleFunc("GET /ui/audit", u.operator(u.audit))
+	mux.HandleFunc("GET /ui/reports", u.operator(u.reports))
+	mux.HandleFunc("GET /ui/reports/{name}", u.operator(u.reportPage))
 	return securityHeaders(mux)
 }
 

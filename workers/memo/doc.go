@@ -15,6 +15,12 @@
 // (Result.OpNanos, transform.RunObserved), which sigd keeps for the
 // insertion policy.
 //
+// The value segment is compressed as Runner.Compression says (sigd's and `sigd
+// worker`'s --segment-compression); the event_id segment is encoded exactly
+// as the raw block's, so that the two are byte-identical and readers prove
+// alignment from the footers (TestRunnerCompression). bench/compression.sh
+// runs BenchmarkCompression here.
+//
 // The in-process pool of `sigd` and the remote `sigd worker` run this same
 // Runner. It does not mark a memo entry ready: that is the completion hook
 // the daemon puts on the lease protocol (package sigd), so that a block is

@@ -48,6 +48,13 @@ type Runner struct {
 	// them as sig_worker_phase_seconds. Pipelined stages overlap, so their
 	// sum can exceed the wall time.
 	Observe func(phase string, d time.Duration)
+	// Compression is the Arrow IPC buffer compression of the memo
+	// objects' value segments (block.Compression; zero: uncompressed).
+	// Their event_id segment is encoded as the raw block's is, whatever
+	// this says, so that the two stay byte-identical: readers then know a
+	// memo object row-aligned from the footers alone and fetch its value
+	// segment with its footer in one request (reader, block.FetchTail).
+	Compression block.Compression
 }
 
 var _ workers.StagedRunner = (*Runner)(nil)
@@ -311,7 +318,11 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 		SchemaFingerprint: meta.SchemaFingerprint, Late: meta.Late, Generation: meta.Generation,
 	}
 	start := time.Now()
-	written, err := block.Write(ctx, m.r.Store, mm, m.memo)
+	opts := block.EncodeOptions{Compression: m.r.Compression}
+	if c, ok := meta.Column(transform.ColEventID); ok {
+		opts.Columns = map[string]block.Compression{transform.ColEventID: c.Compression}
+	}
+	written, err := block.WriteWith(ctx, m.r.Store, mm, m.memo, opts)
 	if err != nil {
 		return workers.Result{}, err
 	}

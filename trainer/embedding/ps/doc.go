@@ -1,9 +1,10 @@
 // Package ps is CPU parameter servers as the Ads paper uses them in
-// caught-up training (III.B, V.B, VII.E): when a model trains on fresh data
-// with only a few TPU chips, its embedding tables live in the RAM of
-// parameter-server processes and the TPU host workers read rows and send
-// gradients over gRPC (proto/ps/v1). This package is the servers and their
-// client; who uses them today is at the end.
+// caught-up training (III.B, V.B, VII.E): in the paper, when a model trains
+// on fresh data with only a few TPU chips, its embedding tables live in the
+// RAM of parameter-server processes and the TPU host workers read rows and
+// send gradients over gRPC (proto/ps/v1). This package is the servers and
+// their client. No training job here uses them: what runs them today is at
+// the end ("Who runs it").
 //
 // # Placement: row sharding, table stacking, cyclic distribution
 //
@@ -57,13 +58,14 @@
 // holds every committed update and its optimizer state (tested by killing a
 // real `trainer ps` process with SIGKILL, cmd/trainer/ps_test.go). Servers
 // that come back at different steps are reported (Client.Step is -1) until
-// Client.Restore rolls them all back to the committed step, after which the
-// trainer retrains the steps after it, as it retrains a failed epoch (paper
-// III.C). The store is a local directory (DirStore, `trainer ps --data`) or
+// Client.Restore rolls them all back to the committed step; a client would
+// then redo the steps after it (the paper's trainer retrains them, as it
+// retrains a failed epoch, III.C; no trainer here does, see below). The
+// store is a local directory (DirStore, `trainer ps --data`) or
 // the warehouse bucket (ObjectStore, under checkpoints/<pipeline>/ps/), so a
 // server restarted on another machine finds its shard.
 //
-// # Who uses it
+// # Who runs it
 //
 // A client's training step is
 //
@@ -73,18 +75,28 @@
 //	err = client.Apply(ctx, f, grads)     // grads[core][table]: one gradient row per position
 //
 // with client.Checkpoint after some steps and client.Restore after a
-// restart. The embeddings report (trainer/embedding/embreport, paper VII.E)
-// runs a Lookup and an Apply per step of each model's caught-up batches on
-// real servers over loopback gRPC, uncoalesced and coalesced, and
-// measures them; `trainer ps` runs one server as a process of its own,
-// whose test kills and restarts it (cmd/trainer/ps_test.go). The job
-// runtime (package trainer) does not use the servers: its caught-up phase
-// keeps the tables on the emulated slice (trainer/model) like the initial
-// phase, and its checkpoints record no parameter-server step. Wiring them
-// in — gather reading Fetched.Value instead of the in-memory tables, the
-// update sent instead of applied locally, the servers' committed step
-// recorded in the controller's manifest and restored with it — is later
-// work.
+// restart. Two packages import it, and nothing else does:
+//
+//   - the embeddings report (trainer/embedding/embreport: `trainer
+//     embeddings-report`, bench/embeddings.sh, paper VII.E) starts
+//     in-process servers on loopback gRPC and runs a client's Lookup and
+//     Apply per step of each model's caught-up batches, uncoalesced and
+//     coalesced, and measures them; it neither checkpoints nor restores.
+//     bench/ps.sh runs this package's own benchmarks;
+//   - `trainer ps` (cmd/trainer/ps.go) runs one server as a process of its
+//     own, with checkpoints in a directory or the warehouse bucket; its
+//     test (cmd/trainer/ps_test.go) is the only client that checkpoints,
+//     kills a server with SIGKILL and restores.
+//
+// The job runtime (package trainer: `trainer run`, `trainer host` and `trainer
+// controller`) imports none of it, and no command starts parameter servers
+// for a job: a job's caught-up phase keeps its tables on the emulated
+// slice (trainer/model) like the initial phase, and its checkpoints record
+// no parameter-server step. Wiring them in (gather reading Fetched.Value
+// instead of the in-memory tables, the update sent instead of applied
+// locally, the servers' committed step recorded in the controller's
+// manifest and restored with it, the servers started with the job) is not
+// done.
 //
 // What the package does not own: the dense model (trainer/model), the
 // choice between TPU and CPU embeddings (nobody makes it yet: see above),

@@ -1,0 +1,395 @@
+"""The SIG client: submit a graph to sigd, wait for its read solution, and
+read the pipeline's batches from the readers through Arrow Flight."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+import sys
+import time
+from typing import Callable, Iterator, Sequence
+
+import grpc
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from . import errors
+from ._proto.reader.v1 import reader_pb2
+from ._proto.sig.v1 import sig_pb2, sig_pb2_grpc
+from .state import ReadState
+
+MODES = {
+    "memo": reader_pb2.FLIGHT_MODE_MEMO,
+    "local": reader_pb2.FLIGHT_MODE_LOCAL,
+    "ready_else_local": reader_pb2.FLIGHT_MODE_READY_ELSE_LOCAL,
+}
+
+
+def _micros(t) -> int:
+    if isinstance(t, _dt.datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=_dt.timezone.utc)
+        return int(t.timestamp() * 1_000_000)
+    if isinstance(t, str):
+        return _micros(_dt.datetime.fromisoformat(t.replace("Z", "+00:00")))
+    return int(t)
+
+
+def event_range(start, end) -> sig_pb2.EventRange:
+    """An event range [start, end): datetimes (naive ones are UTC), RFC 3339
+    strings or microseconds since the epoch."""
+    return sig_pb2.EventRange(start_micros=_micros(start), end_micros=_micros(end))
+
+
+class Progress:
+    """A read solution's progress, as Client.wait reports it."""
+
+    def __init__(self, sol: sig_pb2.ReadSolution):
+        self.solution = sol
+        self.ready = sol.blocks_ready
+        self.pending = sol.blocks_pending
+        self.failed = sol.blocks_failed
+        self.complete = sol.complete
+
+    @property
+    def total(self) -> int:
+        return self.ready + self.pending + self.failed
+
+    def __str__(self) -> str:
+        return f"{self.ready}/{self.total} blocks ready, {self.pending} pending, {self.failed} failed"
+
+
+def print_progress(p: Progress) -> None:
+    """A progress callback for long waits: one line per change on stderr."""
+    print(f"sig: {p}", file=sys.stderr, flush=True)
+
+
+class Client:
+    """Talks to sigd (gRPC, sig.v1.SIG) and to the readers (Arrow Flight).
+
+    sigd is sigd's gRPC address (host:port); readers are reader addresses
+    (host:port or grpc+tcp:// URIs), used for GetFlightInfo and for tickets
+    whose endpoints name no location. token is a bearer token valid at both
+    (role trainer, or operator; `sigd dev` writes trainer-<client>).
+    A block whose stream fails is retried up to max_attempts times in a row
+    without progress (jittered exponential backoff from initial_backoff to
+    max_backoff seconds), each time on the next of its locations.
+    """
+
+    def __init__(self, sigd: str | None = None, readers: Sequence[str] = (), token: str = "",
+                 max_attempts: int = 6, initial_backoff: float = 0.05, max_backoff: float = 2.0,
+                 flight_options: Sequence[tuple] = ()):
+        self.token = token
+        # gRPC channel arguments of the Flight connections (pyarrow's
+        # generic_options), e.g. ("grpc.http2.lookahead_bytes", n) to bound
+        # how far a stream is read ahead of the consumer.
+        self.flight_options = list(flight_options)
+        self.readers = [r if "://" in r else "grpc+tcp://" + r for r in readers]
+        self.max_attempts = max_attempts
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self._next_reader = random.randrange(len(self.readers)) if self.readers else 0
+        self._flights: dict[str, flight.FlightClient] = {}
+        self._sigd = None
+        self._channel = None
+        if sigd:
+            self._channel = grpc.insecure_channel(sigd, options=[("grpc.max_receive_message_length", 64 << 20)])
+            self._sigd = sig_pb2_grpc.SIGStub(self._channel)
+        self.stats = {"attempts": 0, "retries": 0, "resumes": 0}
+
+    def close(self) -> None:
+        for c in self._flights.values():
+            c.close()
+        self._flights.clear()
+        if self._channel is not None:
+            self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ sigd
+
+    def _md(self):
+        return [("authorization", "Bearer " + self.token)] if self.token else []
+
+    def _sigd_stub(self):
+        if self._sigd is None:
+            raise errors.SigError("this client has no sigd address")
+        return self._sigd
+
+    def submit(self, dsl: str, *, client: str, pipeline: str, start, end, priority: int = 0,
+               raw_source: str = "ads", timeout: float = 60) -> sig_pb2.SubmitGraphResponse:
+        """Submits a graph (DSL text) for a pipeline over the event range
+        [start, end); returns sigd's response (its read solution and what
+        the submit enqueued)."""
+        req = sig_pb2.SubmitGraphRequest(client=client, pipeline=pipeline, priority=priority,
+                                         graph=sig_pb2.GraphSpec(dsl=dsl, raw_source=raw_source),
+                                         range=event_range(start, end))
+        try:
+            return self._sigd_stub().SubmitGraph(req, metadata=self._md(), timeout=timeout)
+        except grpc.RpcError as e:
+            raise errors.from_grpc(e) from None
+
+    def solution(self, client: str, pipeline: str, rng: sig_pb2.EventRange | None = None,
+                 timeout: float = 60) -> sig_pb2.ReadSolution:
+        """The pipeline's read solution now."""
+        try:
+            return self._sigd_stub().GetReadSolution(
+                sig_pb2.GetReadSolutionRequest(client=client, pipeline=pipeline, range=rng),
+                metadata=self._md(), timeout=timeout)
+        except grpc.RpcError as e:
+            raise errors.from_grpc(e) from None
+
+    def watch(self, client: str, pipeline: str, rng: sig_pb2.EventRange | None = None,
+              timeout: float | None = None) -> Iterator[Progress]:
+        """Follows the read solution (WatchReadSolution): yields its progress
+        at once and at every change, until it is complete."""
+        try:
+            stream = self._sigd_stub().WatchReadSolution(
+                sig_pb2.WatchReadSolutionRequest(client=client, pipeline=pipeline, range=rng),
+                metadata=self._md(), timeout=timeout)
+            sol = None
+            for up in stream:
+                if up.HasField("solution"):
+                    sol = up.solution
+                elif sol is not None:
+                    # Changes between full solutions: count states anew.
+                    sol = _apply_changes(sol, up.changes)
+                if sol is not None:
+                    yield Progress(sol)
+        except grpc.RpcError as e:
+            raise errors.from_grpc(e) from None
+
+    def wait(self, client: str, pipeline: str, rng: sig_pb2.EventRange | None = None,
+             timeout: float | None = None, progress: Callable[[Progress], None] | None = None) -> sig_pb2.ReadSolution:
+        """Waits until the read solution is complete and returns it;
+        progress (e.g. print_progress) is called at every change."""
+        last = None
+        for p in self.watch(client, pipeline, rng, timeout):
+            if progress is not None:
+                progress(p)
+            last = p
+            if p.complete:
+                return p.solution
+        if last is not None and last.complete:
+            return last.solution
+        raise errors.UnavailableError("the watch ended before the read solution was complete", code="UNAVAILABLE")
+
+    # --------------------------------------------------------------- readers
+
+    def _flight(self, location: str) -> flight.FlightClient:
+        c = self._flights.get(location)
+        if c is None:
+            c = flight.FlightClient(location, generic_options=self.flight_options or None)
+            self._flights[location] = c
+        return c
+
+    def _options(self, timeout: float | None = None) -> flight.FlightCallOptions:
+        headers = [(b"authorization", ("Bearer " + self.token).encode())] if self.token else []
+        return flight.FlightCallOptions(headers=headers, timeout=timeout)
+
+    def command(self, client: str, pipeline: str, *, start=None, end=None, batch_rows: int = 0,
+                labels: Sequence[str] = (), mode: str = "memo") -> bytes:
+        """The marshaled FlightCommand of a pipeline's read: its event range
+        ([start, end); none: the range of its last submit), batch size
+        (0: the reader's 4096), label columns (none: click, conversion) and
+        mode ("memo": SIG, every input from its memo object; "local": LIG;
+        "ready_else_local")."""
+        if mode not in MODES:
+            raise errors.InvalidArgumentError(f"mode {mode!r}: want one of {sorted(MODES)}", code="INVALID_ARGUMENT")
+        cmd = reader_pb2.FlightCommand(client=client, pipeline=pipeline, batch_rows=batch_rows,
+                                       label_columns=list(labels), mode=MODES[mode])
+        if start is not None or end is not None:
+            cmd.range.CopyFrom(event_range(start, end))
+        return cmd.SerializeToString()
+
+    def flight_info(self, command: bytes, timeout: float = 60) -> flight.FlightInfo:
+        """GetFlightInfo of a command on the readers (the first that
+        answers): one endpoint per raw block, in event order."""
+        if not self.readers:
+            raise errors.SigError("this client has no reader addresses")
+        desc = flight.FlightDescriptor.for_command(command)
+        last = None
+        for i in range(len(self.readers)):
+            loc = self.readers[(self._next_reader + i) % len(self.readers)]
+            try:
+                return self._flight(loc).get_flight_info(desc, self._options(timeout))
+            except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds
+                last = errors.from_flight(e)
+                if not last.retryable or isinstance(last, errors.MemoPendingError):
+                    raise last from None
+        raise last
+
+    def read(self, client: str | None = None, pipeline: str | None = None, *, state: ReadState | None = None,
+             **command) -> "Stream":
+        """A pipeline's batches (see Stream). Either client and pipeline (and
+        the options of command()), or a saved state to resume from."""
+        if state is None:
+            if client is None or pipeline is None:
+                raise errors.InvalidArgumentError("read needs client and pipeline, or a state", code="INVALID_ARGUMENT")
+            state = ReadState(command=self.command(client, pipeline, **command))
+        return Stream(self, state)
+
+    def _locations(self, ep: flight.FlightEndpoint) -> list[str]:
+        locs = [loc.uri.decode() if isinstance(loc.uri, bytes) else loc.uri for loc in ep.locations]
+        return locs or list(self.readers)
+
+
+def _apply_changes(sol: sig_pb2.ReadSolution, changes) -> sig_pb2.ReadSolution:
+    out = sig_pb2.ReadSolution()
+    out.CopyFrom(sol)
+    by_key = {}
+    for inp in out.inputs:
+        by_key.setdefault(inp.component_key, []).append(inp)
+    for ch in changes:
+        for inp in by_key.get(ch.component_key, []):
+            for b in inp.blocks:
+                if b.block_id == ch.block.block_id:
+                    b.state = ch.block.state
+    counts = {sig_pb2.BLOCK_STATE_READY: 0, sig_pb2.BLOCK_STATE_PENDING: 0, sig_pb2.BLOCK_STATE_FAILED: 0}
+    for inp in out.inputs:
+        for b in inp.blocks:
+            if b.state in counts:
+                counts[b.state] += 1
+    out.blocks_ready = counts[sig_pb2.BLOCK_STATE_READY]
+    out.blocks_pending = counts[sig_pb2.BLOCK_STATE_PENDING]
+    out.blocks_failed = counts[sig_pb2.BLOCK_STATE_FAILED]
+    out.complete = out.blocks_pending == 0 and out.blocks_failed == 0
+    return out
+
+
+class Stream:
+    """The batches of a pipeline's read, as pyarrow.RecordBatch.
+
+    Iterating yields every batch of every block in event order: event_id,
+    the labels, then one column per model input. After each batch, state is
+    the ReadState of the rows not yet delivered: save it (ReadState.save) and
+    a new process resumes with Client.read(state=ReadState.load(path)),
+    delivering exactly the rows that follow. A reader that dies mid-stream
+    costs a retry on the next reader from the first row not yet delivered
+    (the batches are aligned to the block, so they are the same bytes).
+    Pending memo data raises MemoPendingError at once.
+    """
+
+    def __init__(self, client: Client, state: ReadState):
+        self.client = client
+        self.state = state.copy()
+        self.info: flight.FlightInfo | None = None
+        # The reader the current block is read from (its Flight location).
+        self.location = ""
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return self._batches()
+
+    def numpy(self) -> Iterator[dict]:
+        """The batches as dicts of numpy arrays (sig_client.arrays.to_numpy)."""
+        from .arrays import to_numpy
+
+        for b in self:
+            yield to_numpy(b)
+
+    @property
+    def schema(self) -> pa.Schema:
+        if self.info is None:
+            self.info = self.client.flight_info(self.state.command)
+        return self.info.schema
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        if self.info is None:
+            self.info = self.client.flight_info(self.state.command)
+        eps = list(self.info.endpoints)
+        st = self.state
+        if st.block_index > len(eps):
+            raise errors.StateMismatchError(
+                f"the state is at block {st.block_index}, the read solution has {len(eps)}")
+        while st.block_index < len(eps):
+            ep = eps[st.block_index]
+            req = reader_pb2.ReadRequest.FromString(ep.ticket.ticket)
+            if st.block_id and st.block_id != req.unit.block_id:
+                raise errors.StateMismatchError(
+                    f"the state's block {st.block_index} is {st.block_id}, the read solution's is {req.unit.block_id}")
+            st.block_id = req.unit.block_id
+            yield from self._block(ep, req)
+            st.block_index += 1
+            st.row = 0
+            st.block_id = ""
+
+    def _block(self, ep: flight.FlightEndpoint, req: reader_pb2.ReadRequest) -> Iterator[pa.RecordBatch]:
+        c = self.client
+        st = self.state
+        locs = c._locations(ep)
+        at = c._next_reader % len(locs)
+        c._next_reader += 1
+        failures = 0
+        backoff = c.initial_backoff
+        while True:
+            c.stats["attempts"] += 1
+            try:
+                req.start_row = st.row
+                done = yield from self._attempt(locs[at], req)
+                if done:
+                    return
+                err = errors.UnavailableError(f"reader {locs[at]}: stream of block {st.block_id} ended without its summary",
+                                              code="UNAVAILABLE")
+            except errors.SigError as e:
+                err = e
+            progressed = getattr(self, "_progressed", False)
+            if progressed:
+                failures, backoff = 0, c.initial_backoff
+            failures += 1
+            if not err.retryable or isinstance(err, errors.MemoPendingError) or failures >= c.max_attempts:
+                raise err
+            c.stats["retries"] += 1
+            if st.row > 0:
+                c.stats["resumes"] += 1
+            at = (at + 1) % len(locs)
+            if not progressed:
+                time.sleep(backoff / 2 + random.random() * backoff / 2)
+                backoff = min(2 * backoff, c.max_backoff)
+
+    def _attempt(self, loc: str, req: reader_pb2.ReadRequest):
+        """One DoGet from state.row; returns True when the block is done."""
+        c = self.client
+        st = self.state
+        self._progressed = False
+        start = st.row
+        self.location = loc
+        try:
+            reader = c._flight(loc).do_get(flight.Ticket(req.SerializeToString()), c._options())
+        except errors.SigError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise errors.from_flight(e) from None
+        sent = 0
+        while True:
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                # gRPC said OK: a block read from its end has no batch, and
+                # so no summary.
+                return sent == 0 and start > 0
+            except Exception as e:  # noqa: BLE001
+                raise errors.from_flight(e) from None
+            batch = chunk.data
+            if batch is None:
+                continue
+            meta = reader_pb2.ReadResponse.FromString(chunk.app_metadata.to_pybytes() if chunk.app_metadata else b"")
+            if meta.start_row != st.row or meta.rows != batch.num_rows:
+                raise errors.DataLossError(
+                    f"reader {loc}: batch at row {meta.start_row} of {meta.rows} rows ({batch.num_rows} decoded), want row {st.row}",
+                    code="DATA_LOSS")
+            st.row += batch.num_rows
+            st.rows += batch.num_rows
+            sent += batch.num_rows
+            self._progressed = True
+            yield batch
+            if meta.HasField("summary"):
+                s = meta.summary
+                if s.rows != sent or s.block_rows != st.row:
+                    raise errors.DataLossError(
+                        f"reader {loc}: summary ({s.rows} rows of {s.block_rows}) does not match the stream ({sent} rows to row {st.row})",
+                        code="DATA_LOSS")
+                return True
