@@ -18,6 +18,7 @@ import (
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -117,7 +118,8 @@ func searchFrontend(b *testing.B) *matching.Frontend {
 		}
 		cleanups = append(cleanups, func() { cache.Close(); os.RemoveAll(dir) })
 		f := matching.NewFrontend(matching.FrontendConfig{Cache: cache, Blocks: noBlocks{}, Scheduler: noSched{},
-			Schema: func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
+			Insertion: insertion.Config{MemoizeAll: true},
+			Schema:    func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
 		var src strings.Builder
 		for p := 0; p < searchComponents/searchInputs; p++ {
 			src.Reset()
@@ -209,7 +211,8 @@ func TestSearchQueriesMatch(t *testing.T) {
 	}
 	defer cache.Close()
 	f := matching.NewFrontend(matching.FrontendConfig{Cache: cache, Blocks: noBlocks{}, Scheduler: noSched{},
-		Schema: func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
+		Insertion: insertion.Config{MemoizeAll: true},
+		Schema:    func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
 	const n = 10_000 // components 0..n-1
 	for p := 0; p < n/searchInputs; p++ {
 		var src strings.Builder
@@ -346,7 +349,8 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 	}
 	defer cache.Close()
 	f := matching.NewFrontend(matching.FrontendConfig{Cache: cache, Blocks: noBlocks{}, Scheduler: noSched{},
-		Schema: func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
+		Insertion: insertion.Config{MemoizeAll: true},
+		Schema:    func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
 	var keys []canon.Key
 	for p := 0; p < comps/searchInputs; p++ {
 		var src strings.Builder

@@ -19,6 +19,7 @@ import (
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -100,7 +101,8 @@ func newRig(t *testing.T, nblocks int) *rig {
 	}
 	r.blocks = fb.blocks
 	r.f = matching.NewFrontend(matching.FrontendConfig{Cache: cache, Blocks: fb, Scheduler: r.sched,
-		Schema: func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
+		Insertion: insertion.Config{MemoizeAll: true}, // every input its component's memo objects
+		Schema:    func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
 	r.ev = &eviction.Evictor{Frontend: r.f, Queue: r.cancel, Store: st}
 	g, err := transform.Parse([]byte(`input q = hash(unigrams(lower(col("query"))), buckets=100)`), "g", transform.Limits{})
 	if err != nil {

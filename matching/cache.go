@@ -89,6 +89,84 @@ type PipelineInput struct {
 	Name      string    `json:"name"`
 	Component canon.Key `json:"component"`
 	Type      string    `json:"type"`
+	// Cover is the insertion policy's cover of the component, decided when
+	// the pipeline was submitted. Nil in a record written before covers:
+	// the whole component is memoized, as the paper's SIG does.
+	Cover *Cover `json:"cover,omitempty"`
+}
+
+// Cover is which nodes of a model input's component are memoized (issue 20,
+// matching/insertion): readers fetch the memo nodes and compute the
+// residual ops above them. Memo is exactly the component's key when the
+// whole component is memoized, empty when readers compute it from raw
+// columns.
+type Cover struct {
+	Memo []canon.Key `json:"memo"`
+	// Residual is the component's canonical DSL with the memo nodes as
+	// memo("<key prefix>"), for people.
+	Residual string `json:"residual,omitempty"`
+	Reason   string `json:"reason"`
+	// Override is the owner's override ("always", "never"), if any.
+	Override string `json:"override,omitempty"`
+}
+
+// MemoKeys are the keys whose memo entries the input reads: its cover's
+// memo nodes, or its component (a record from before covers).
+func (in *PipelineInput) MemoKeys() []canon.Key {
+	if in.Cover == nil {
+		return []canon.Key{in.Component}
+	}
+	return in.Cover.Memo
+}
+
+// Computed reports whether readers compute the input (its component is not
+// memoized whole).
+func (in *PipelineInput) Computed() bool {
+	return in.Cover != nil && !(len(in.Cover.Memo) == 1 && in.Cover.Memo[0] == in.Component)
+}
+
+// usedKeys are the keys a pipeline uses: its inputs' components and their
+// covers' memo nodes, each once, in input order.
+func (p *Pipeline) usedKeys() []canon.Key {
+	var out []canon.Key
+	seen := map[canon.Key]bool{}
+	for i := range p.Inputs {
+		for _, k := range append([]canon.Key{p.Inputs[i].Component}, p.Inputs[i].MemoKeys()...) {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// memoKeys are the keys whose memo entries a pipeline reads, each once, in
+// input order.
+func (p *Pipeline) memoKeys() []canon.Key {
+	var out []canon.Key
+	seen := map[canon.Key]bool{}
+	for i := range p.Inputs {
+		for _, k := range p.Inputs[i].MemoKeys() {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// Memoizes reports whether the pipeline reads k's memo entries (k is one
+// of its covers' memo nodes, or a component of a record from before
+// covers).
+func (p *Pipeline) Memoizes(k canon.Key) bool {
+	for i := range p.Inputs {
+		if slices.Contains(p.Inputs[i].MemoKeys(), k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Pipeline is a registered training pipeline.
@@ -313,11 +391,12 @@ func putComponent(b *pebble.Batch, r *ComponentRecord) error {
 }
 
 // RegisterPipeline records a submit in one batch: the records (and search
-// index entries) of the components added, which the cache did not hold;
-// the last-requested time of every component of p; p as a user of its
-// components and no longer of those only old had (old is p's previous
-// registration, nil if none); and p itself unless it is old unchanged. An
-// identical re-submit within TouchGranularity writes nothing.
+// index entries) of the components added, which the cache did not hold
+// (model inputs' components and their covers' memo nodes alike); the
+// last-requested time of every key p uses; p as a user of those keys and no
+// longer of those only old used (old is p's previous registration, nil if
+// none); and p itself unless it is old unchanged. An identical re-submit
+// within TouchGranularity writes nothing.
 func (c *Cache) RegisterPipeline(p *Pipeline, old *Pipeline, added []ComponentRecord, at time.Time) error {
 	b := c.db.NewBatch()
 	defer b.Close()
@@ -328,16 +407,12 @@ func (c *Cache) RegisterPipeline(p *Pipeline, old *Pipeline, added []ComponentRe
 	}
 	oldUses := map[canon.Key]bool{}
 	if old != nil {
-		for _, in := range old.Inputs {
-			oldUses[in.Component] = true
+		for _, k := range old.usedKeys() {
+			oldUses[k] = true
 		}
 	}
 	seen := map[canon.Key]bool{}
-	for _, in := range p.Inputs {
-		k := in.Component
-		if seen[k] {
-			continue
-		}
+	for _, k := range p.usedKeys() {
 		seen[k] = true
 		if err := c.setRequested(b, k, at); err != nil {
 			return err
@@ -404,7 +479,8 @@ func (c *Cache) Touch(keys []canon.Key, at time.Time) error {
 	return b.Commit(c.wopts())
 }
 
-// Users returns the pipelines (client, pipeline) using a component.
+// Users returns the pipelines (client, pipeline) using a component: as a
+// model input's component, or as a memo node of an input's cover.
 func (c *Cache) Users(k canon.Key) ([][2]string, error) {
 	var out [][2]string
 	pfx := userPrefix(k)
@@ -610,7 +686,11 @@ func (c *Cache) usedBy(client, pipeline string) ([]canon.Key, error) {
 	var p struct {
 		Name   string `json:"name"`
 		Inputs []struct {
-			Component canon.Key `json:"component"`
+			Component canon.Key   `json:"component"`
+			Memo      []canon.Key `json:"-"`
+			Cover     *struct {
+				Memo []canon.Key `json:"memo"`
+			} `json:"cover"`
 		} `json:"inputs"`
 	}
 	seen := map[canon.Key]bool{}
@@ -620,13 +700,20 @@ func (c *Cache) usedBy(client, pipeline string) ([]canon.Key, error) {
 		if err := json.Unmarshal(v, &p); err != nil {
 			return false, err
 		}
+		for i := range p.Inputs {
+			if p.Inputs[i].Memo = nil; p.Inputs[i].Cover != nil {
+				p.Inputs[i].Memo = p.Inputs[i].Cover.Memo
+			}
+		}
 		if pipeline != "" && p.Name != pipeline {
 			return true, nil
 		}
 		for _, in := range p.Inputs {
-			if !seen[in.Component] {
-				seen[in.Component] = true
-				out = append(out, in.Component)
+			for _, k := range append([]canon.Key{in.Component}, in.Memo...) {
+				if !seen[k] {
+					seen[k] = true
+					out = append(out, k)
+				}
 			}
 		}
 		return true, nil
@@ -751,16 +838,16 @@ type Reuse struct {
 
 // Reuse walks the cache (cost linear in its size; callers cache the
 // result). A ready memo block (component k, block b) is used by the
-// registered pipelines that have k as a model input's component and whose
-// event range covers b, as blocks lists it: the very walk a read solution
-// makes (Frontend.resolve), so a pipeline counts for the blocks its read
-// solution names and no others.
+// registered pipelines that have k among the memo keys of their inputs
+// (their covers' memo nodes) and whose event range covers b, as blocks
+// lists it: the very walk a read solution makes (Frontend.resolve), so a
+// pipeline counts for the blocks its read solution names and no others.
 //
-// Its memory is the pipelines' and the blocks their ranges cover, not the
-// cache's: it reads each pipeline's range, then walks the memo entries and
-// the user index together, both in component order, counting one
-// component's users at a time. (A map of every component's users per
-// block, built first, was 4 GB of sigd's RSS at a million components:
+// Its memory is the pipelines' (their ranges, the blocks those cover, the
+// keys they use without reading their memo entries), not the cache's: it
+// walks the memo entries and the user index together, both in key order,
+// counting one key's users at a time. (A map of every component's users
+// per block, built first, was 4 GB of sigd's RSS at a million components:
 // bench/scale.txt.)
 func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 	var r Reuse
@@ -785,9 +872,10 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 			cur, started, uses = k, true, uses[:0]
 			pfx = append(append(pfx[:0], pfxUser), k[:]...) // userPrefix(k), without an allocation per component
 			for ok := users.SeekGE(pfx); ok && bytes.HasPrefix(users.Key(), pfx); ok = users.Next() {
-				ri, ok := ranges.of[string(users.Key()[len(pfx):])]
-				if !ok {
-					continue // not a registered pipeline
+				name := users.Key()[len(pfx):]
+				ri, ok := ranges.of[string(name)]
+				if !ok || ranges.unread[string(name)][k] {
+					continue // not a registered pipeline, or not reading k's entries
 				}
 				i := 0
 				for i < len(uses) && uses[i][0] != ri {
@@ -846,6 +934,10 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 type pipelineRanges struct {
 	of     map[string]int
 	covers []map[string]bool
+	// unread[pipeline] are the keys the pipeline uses (the user index
+	// names it) whose memo entries it does not read: components its
+	// readers compute over their covers' memo nodes.
+	unread map[string]map[canon.Key]bool
 }
 
 func (c *Cache) pipelineRanges(blocks Blocks) (pipelineRanges, error) {
@@ -854,15 +946,25 @@ func (c *Cache) pipelineRanges(blocks Blocks) (pipelineRanges, error) {
 		from, to int64
 	}
 	index := map[span]int{}
-	out := pipelineRanges{of: map[string]int{}}
+	out := pipelineRanges{of: map[string]int{}, unread: map[string]map[canon.Key]bool{}}
 	err := pebbleutil.Scan(c.db, pipelinePrefix(""), func(key, v []byte) (bool, error) {
-		var p struct { // the range only: the inputs are the user index's
-			Source string `json:"source"`
-			From   int64  `json:"from"`
-			To     int64  `json:"to"`
-		}
+		var p Pipeline
 		if err := json.Unmarshal(v, &p); err != nil {
 			return false, fmt.Errorf("pipeline %q: %w", key[1:], err)
+		}
+		// The user index names every key p uses; p reads the memo
+		// entries of its memo keys only.
+		memo := map[canon.Key]bool{}
+		for _, k := range p.memoKeys() {
+			memo[k] = true
+		}
+		for _, k := range p.usedKeys() {
+			if !memo[k] {
+				if out.unread[string(key[1:])] == nil {
+					out.unread[string(key[1:])] = map[canon.Key]bool{}
+				}
+				out.unread[string(key[1:])][k] = true
+			}
 		}
 		sp := span{p.Source, p.From, p.To}
 		i, ok := index[sp]

@@ -11,7 +11,23 @@
 //     Cache methods;
 //   - how memoized blocks are shared (Frontend.Reuse): a ready block counts
 //     the registered pipelines whose read solutions name it, those that use
-//     its component over an event range covering it (testdata/reuse.txt).
+//     its component over an event range covering it (testdata/reuse.txt);
+//   - covers (cover.go, issue 20): at submit, the insertion policy
+//     (matching/insertion) decides per model input which canonical nodes
+//     of its component are memoized, fed the ops' measured costs and the
+//     nodes' measured sizes (stats.go: workers' task statistics, memo
+//     objects' sizes) and each node's reuse (the registered pipelines whose
+//     graphs contain it, by the search index). Any node may be memoized:
+//     its cone is a component under the node's own key, with a record,
+//     users, memo entries and tasks like any other, so memo objects of a
+//     whole component (the paper's only kind) keep their keys. The cover
+//     is stored in the pipeline's record (a record without one, written
+//     before covers, is the whole component) and read solutions name, per
+//     input, either the component's memo entries or its memo nodes'
+//     entries with the residual readers compute and the policy's reason.
+//     Nested subexpressions several models share are one memo node, one
+//     task per block (TestNestedSharedNodeOnce); a memo node no cover
+//     names any more is not computed (Frontend.Needed).
 //
 // A component key is a canon.Key throughout, in the records the cache
 // stores too (as hex in their JSON); it is never formatted and parsed back

@@ -3,7 +3,9 @@ package matching
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )
@@ -148,6 +151,9 @@ type FrontendConfig struct {
 	Registry *transform.Registry
 	Limits   transform.Limits
 	Clock    clock.Clock
+	// Insertion are the insertion policy's constants (matching/insertion);
+	// Insertion.MemoizeAll is the paper's policy.
+	Insertion insertion.Config
 }
 
 // Frontend is the matching frontend (paper IV.A, Figure 3): it matches
@@ -193,6 +199,10 @@ type SubmitRequest struct {
 	Source           string // "ads" when empty
 	Graph            *transform.Graph
 	From, To         int64 // event time [From, To), micros
+	// Memoize overrides the insertion policy for model inputs, by name:
+	// insertion.Always memoizes the whole component, insertion.Never
+	// nothing of it.
+	Memoize map[string]insertion.Override
 }
 
 // SubmitResult is the answer to a submit.
@@ -205,7 +215,13 @@ type SubmitResult struct {
 	TasksEnqueued int
 }
 
-// InputSolution is the read solution of one model input.
+// InputSolution is the read solution of one model input. When its
+// component is memoized whole (Computed false), Blocks are the component's
+// memo entries. Otherwise readers compute it over the memo nodes of its
+// cover (MemoNodes, each with its entries, none when readers compute it
+// from raw columns), and Blocks hold per raw block the state of the cover
+// as a whole: ready when every memo node is, failed when one is, pending
+// otherwise, without an object.
 type InputSolution struct {
 	Name      string
 	Component canon.Key
@@ -213,6 +229,20 @@ type InputSolution struct {
 	Columns   []string
 	DSL       string
 	Blocks    []BlockSolution
+	Computed  bool
+	MemoNodes []MemoNodeSolution
+	// Residual is the canonical DSL with memo nodes as memo("<key
+	// prefix>"), Reason the insertion policy's (empty for a pipeline
+	// registered before covers).
+	Residual, Reason string
+}
+
+// MemoNodeSolution is one memo node of a cover and its memo entries.
+type MemoNodeSolution struct {
+	Key    canon.Key
+	Type   string
+	DSL    string // its cone, one input named out
+	Blocks []BlockSolution
 }
 
 // BlockSolution is one block of one input.
@@ -276,6 +306,14 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 	if err != nil {
 		return nil, &InputError{Field: "graph", Err: err}
 	}
+	for _, name := range slices.Sorted(maps.Keys(req.Memoize)) {
+		if _, ok := c.Component(name); !ok {
+			return nil, inputErr("memoize", "%q is not a model input of the graph", name)
+		}
+		if o := req.Memoize[name]; o > insertion.Never {
+			return nil, inputErr("memoize", "%q: unknown override %d", name, o)
+		}
+	}
 	now := f.cfg.Clock.Now()
 	cache := f.cfg.Cache
 	res := &SubmitResult{}
@@ -292,31 +330,58 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 		prev = &old
 		p.Submitted = old.Submitted // the first registration
 	}
+	blocks, err := f.cfg.Blocks.Range(req.Source, req.From, req.To)
+	if err != nil {
+		return nil, err
+	}
+	covers, err := f.covers(c, &req, blocks)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[canon.Key]bool{}
-	var keys []canon.Key
 	var added []ComponentRecord
+	addRecord := func(comp *canon.Component) (exists bool, err error) {
+		if exists, err = cache.HasComponent(comp.Key); err != nil || exists {
+			return exists, err
+		}
+		added = append(added, ComponentRecord{Key: comp.Key, Source: req.Source, Type: comp.Type.String(),
+			Columns: comp.Columns, Ops: comp.Ops, Nodes: len(comp.Nodes), DSL: c.DSL(comp, "out"), Created: now,
+			NodeKeys: c.NodeKeys(comp)})
+		return false, nil
+	}
 	for i := range c.Components {
 		comp := &c.Components[i]
-		p.Inputs = append(p.Inputs, PipelineInput{Name: comp.Input, Component: comp.Key, Type: comp.Type.String()})
+		p.Inputs = append(p.Inputs, PipelineInput{Name: comp.Input, Component: comp.Key, Type: comp.Type.String(), Cover: covers[i]})
 		if seen[comp.Key] {
 			continue
 		}
 		seen[comp.Key] = true
-		keys = append(keys, comp.Key)
 		res.Components++
-		exists, err := cache.HasComponent(comp.Key)
+		exists, err := addRecord(comp)
 		if err != nil {
 			return nil, err
 		}
 		if exists {
 			res.ComponentHits++
-			continue
 		}
-		added = append(added, ComponentRecord{Key: comp.Key, Source: req.Source, Type: comp.Type.String(),
-			Columns: comp.Columns, Ops: comp.Ops, Nodes: len(comp.Nodes), DSL: c.DSL(comp, "out"), Created: now,
-			NodeKeys: c.NodeKeys(comp)})
 	}
-	if err := f.admit(req.Client, req.Source, keys, req.From, req.To); err != nil {
+	// The memo nodes of the covers are components too (a node's cone is its
+	// component, under its key): their records carry the DSL workers run
+	// and the search index eviction finds them by.
+	for i := range p.Inputs {
+		for _, k := range p.Inputs[i].MemoKeys() {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			j, _ := c.NodeIndex(k)
+			cone := c.Cone(j, "")
+			if _, err := addRecord(&cone); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := f.admit(req.Client, p.memoKeys(), blocks); err != nil {
 		return nil, err
 	}
 	if err := cache.RegisterPipeline(&p, prev, added, now); err != nil {
@@ -337,17 +402,13 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 }
 
 // admit asks an Admitter scheduler whether client may queue the tasks a
-// submission of components keys over [from, to) needs: its (component,
-// block) pairs that are neither memoized nor failed. The list is built only
-// when the client's room is less than every pair.
-func (f *Frontend) admit(client, source string, keys []canon.Key, from, to int64) error {
+// submission of memo keys over blocks needs: its (key, block) pairs that
+// are neither memoized nor failed. The list is built only when the
+// client's room is less than every pair.
+func (f *Frontend) admit(client string, keys []canon.Key, blocks []Block) error {
 	a, ok := f.cfg.Scheduler.(Admitter)
 	if !ok {
 		return nil
-	}
-	blocks, err := f.cfg.Blocks.Range(source, from, to)
-	if err != nil {
-		return err
 	}
 	if len(keys)*len(blocks) <= a.Room(client) {
 		return nil
@@ -395,11 +456,7 @@ func (f *Frontend) ReadSolution(client, pipeline string, from, to int64) (*Solut
 	if err != nil {
 		return nil, err
 	}
-	var keys []canon.Key
-	for _, in := range sol.Inputs {
-		keys = append(keys, in.Component)
-	}
-	if err := f.cfg.Cache.Touch(keys, now); err != nil {
+	if err := f.cfg.Cache.Touch(p.usedKeys(), now); err != nil {
 		return nil, err
 	}
 	return sol, nil
@@ -429,19 +486,31 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 	// are complete first.
 	recs := map[canon.Key]ComponentRecord{}
 	entries := map[canon.Key][]MemoEntry{} // by block index
-	var comps []canon.Key                  // distinct, in input order
-	keys := make([]canon.Key, len(p.Inputs))
-	for i, in := range p.Inputs {
-		k := in.Component
-		keys[i] = k
-		if _, ok := recs[k]; ok {
-			continue
+	comps := p.memoKeys()                  // distinct, in input order
+	record := func(k canon.Key) (ComponentRecord, error) {
+		r, ok := recs[k]
+		if !ok {
+			if r, err = f.cfg.Cache.Component(k); err != nil {
+				return r, err
+			}
+			recs[k] = r
 		}
-		if recs[k], err = f.cfg.Cache.Component(k); err != nil {
+		return r, nil
+	}
+	for i := range p.Inputs {
+		if _, err := record(p.Inputs[i].Component); err != nil {
 			return nil, 0, 0, 0, err
 		}
-		comps = append(comps, k)
 	}
+	for _, k := range comps {
+		if _, err := record(k); err != nil {
+			return nil, 0, 0, 0, err
+		}
+	}
+	// Smaller cones first, so that a block's nested memo nodes are queued
+	// before the memo nodes containing them, which workers then compute
+	// over them (sigd's task descriptions name the ready ones).
+	slices.SortStableFunc(comps, func(a, b canon.Key) int { return recs[a].Nodes - recs[b].Nodes })
 	memos := make([]map[string]MemoEntry, len(comps))
 	for i, k := range comps {
 		if memos[i], err = scan.memos(k); err != nil {
@@ -458,7 +527,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 				}
 			}
 			entries[k][bi] = e
-			// Count and schedule each (component, block) once per call.
+			// Count and schedule each (key, block) once per call.
 			if e.State == MemoReady {
 				hits++
 			} else {
@@ -472,15 +541,45 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 			}
 		}
 	}
-	for i, in := range p.Inputs {
-		k := keys[i]
-		rec := recs[k]
-		is := InputSolution{Name: in.Name, Component: k, Type: in.Type, Columns: rec.Columns, DSL: rec.DSL,
-			Blocks: make([]BlockSolution, 0, len(blocks))}
-		for bi, blk := range blocks {
-			e := entries[k][bi]
-			is.Blocks = append(is.Blocks, BlockSolution{Block: blk, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes})
-			switch e.State {
+	blockSol := func(blk Block, e MemoEntry) BlockSolution {
+		return BlockSolution{Block: blk, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes}
+	}
+	for i := range p.Inputs {
+		in := &p.Inputs[i]
+		rec := recs[in.Component]
+		is := InputSolution{Name: in.Name, Component: in.Component, Type: in.Type, Columns: rec.Columns, DSL: rec.DSL,
+			Blocks: make([]BlockSolution, 0, len(blocks)), Computed: in.Computed()}
+		if in.Cover != nil {
+			is.Residual, is.Reason = in.Cover.Residual, in.Cover.Reason
+		}
+		if !is.Computed {
+			for bi, blk := range blocks {
+				is.Blocks = append(is.Blocks, blockSol(blk, entries[in.Component][bi]))
+			}
+		} else {
+			for _, k := range in.Cover.Memo {
+				r := recs[k]
+				mn := MemoNodeSolution{Key: k, Type: r.Type, DSL: r.DSL, Blocks: make([]BlockSolution, 0, len(blocks))}
+				for bi, blk := range blocks {
+					mn.Blocks = append(mn.Blocks, blockSol(blk, entries[k][bi]))
+				}
+				is.MemoNodes = append(is.MemoNodes, mn)
+			}
+			for bi, blk := range blocks {
+				b := BlockSolution{Block: blk, State: MemoReady, Rows: blk.Rows}
+				for _, mn := range is.MemoNodes {
+					switch e := mn.Blocks[bi]; {
+					case e.State == MemoFailed && b.State != MemoFailed:
+						b.State, b.Error = MemoFailed, e.Error
+					case e.State != MemoReady && b.State == MemoReady:
+						b.State = e.State
+					}
+				}
+				is.Blocks = append(is.Blocks, b)
+			}
+		}
+		for _, b := range is.Blocks {
+			switch b.State {
 			case MemoReady:
 				sol.Ready++
 			case MemoPending:
@@ -537,6 +636,31 @@ func (f *Frontend) Begin(k canon.Key, block string) (gen uint64, ok bool, err er
 	return e.Gen, e.State == MemoPending, nil
 }
 
+// Needed reports whether some registered pipeline reads k's memo entries
+// (a cover's memo node, or a whole component). A pending entry no cover
+// names any more — its pipelines re-submitted under other covers — need
+// not be computed: sigd describes its task as having nothing to compute,
+// and last-requested eviction removes the entry.
+func (f *Frontend) Needed(k canon.Key) (bool, error) {
+	users, err := f.cfg.Cache.Users(k)
+	if err != nil {
+		return false, err
+	}
+	for _, u := range users {
+		p, err := f.cfg.Cache.Pipeline(u[0], u[1])
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if p.Memoizes(k) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // ErrStale: the memo entry a worker computed was evicted (and perhaps
 // re-created) meanwhile; the worker must not mark it.
 var ErrStale = errors.New("matching: memo entry changed while computing")
@@ -561,6 +685,9 @@ func (f *Frontend) MarkReady(k canon.Key, block string, gen uint64, rows, bytes 
 		return ErrStale
 	}
 	f.watch.notify(k, e)
+	// The node's measured size, for the insertion policy: a statistic, so
+	// failing to record it fails nothing.
+	_ = f.cfg.Cache.AddSize(k, bytes, rows)
 	return nil
 }
 
@@ -807,6 +934,40 @@ func (n *notifier) notify(k canon.Key, e MemoEntry) {
 			close(s.ch)
 		}
 	}
+}
+
+// EachMemo calls fn with every memo entry the solution names, under its
+// key: each whole input's blocks under its component, each memo node's
+// blocks under the node (an entry shared by several inputs comes once per
+// input). Watchers follow these.
+func (s *Solution) EachMemo(fn func(k canon.Key, b *BlockSolution)) {
+	for i := range s.Inputs {
+		in := &s.Inputs[i]
+		if !in.Computed {
+			for j := range in.Blocks {
+				fn(in.Component, &in.Blocks[j])
+			}
+			continue
+		}
+		for _, mn := range in.MemoNodes {
+			for j := range mn.Blocks {
+				fn(mn.Key, &mn.Blocks[j])
+			}
+		}
+	}
+}
+
+// MemoKeys are the keys of the memo entries the solution names, each once.
+func (s *Solution) MemoKeys() []canon.Key {
+	var out []canon.Key
+	seen := map[canon.Key]bool{}
+	s.EachMemo(func(k canon.Key, _ *BlockSolution) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	})
+	return out
 }
 
 // SortedInputs returns the solution's inputs sorted by name (stable output

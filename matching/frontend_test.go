@@ -12,6 +12,7 @@ import (
 
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )
@@ -66,7 +67,10 @@ func newTestFrontend(t *testing.T, nblocks int) (*Frontend, *fakeSched, *clock.F
 	}
 	sched := &fakeSched{}
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	// The frontend's mechanics under the paper's insertion policy: every
+	// component memoized whole (covers have their own tests, cover_test.go).
 	f := NewFrontend(FrontendConfig{Cache: cache, Blocks: fb, Scheduler: sched, Clock: clk,
+		Insertion: insertion.Config{MemoizeAll: true},
 		Schema: func(src string) (*transform.Schema, error) {
 			if src != "ads" {
 				return nil, fmt.Errorf("unknown source %q", src)
@@ -354,8 +358,9 @@ func TestInvalidateOneIncarnation(t *testing.T) {
 // TestEnqueueBlockByBlock: a submit schedules its missing tasks block by
 // block in event order, every component of a block together, so that a
 // worker draining the queue in order reads each block's raw columns once
-// for all its components. A second input sharing a component schedules
-// nothing more.
+// for all its components, smaller cones first (a nested memo node before
+// the memo nodes containing it, which workers then compute over it). A
+// second input sharing a component schedules nothing more.
 func TestEnqueueBlockByBlock(t *testing.T) {
 	f, sched, _ := newTestFrontend(t, 3)
 	const graph = `input a = hash(unigrams(lower(col("query"))), buckets=100)
@@ -374,7 +379,7 @@ input c = hash(unigrams(lower(col("query"))), buckets=100)`
 		got = append(got, c.block+" "+c.comp.String()[:8])
 	}
 	for _, b := range []string{"b000", "b001", "b002"} {
-		want = append(want, b+" "+ka.String()[:8], b+" "+kb.String()[:8])
+		want = append(want, b+" "+kb.String()[:8], b+" "+ka.String()[:8]) // b's cone has 2 nodes, a's 4
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("enqueued\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -27,6 +27,16 @@ import (
 //	o <op>\x00 <key32>                    -> "" (components using an op)
 //	k <column>\x00 <key32>                -> "" (components reading a column)
 //	a <^unix nanos:8> <id>                -> JSON AuditEntry (evictions, newest first)
+//	so <op class>                         -> JSON OpStat (workers' measured cost of an op)
+//	sz <key32>                            -> JSON SizeStat (a memo node's measured output size)
+//
+// Covers (issue 20) extended format 1 compatibly: a pipeline input's JSON
+// may carry a cover, memo nodes are components like any other (c, n, o, k,
+// u and b keys under their node keys), and the s keys hold the insertion
+// policy's statistics. A cache written before opens and serves as it did
+// (its pipelines' inputs have no cover: whole components;
+// TestCacheWrittenBeforeServes reads testdata/layout-v1.txt, the layout
+// the code before covers wrote).
 //
 // The n, o and k prefixes and u are the search index (eviction and the web
 // UI use it). Everything about one submit is written in one batch
@@ -43,6 +53,7 @@ const (
 	pfxOp        = 'o'
 	pfxColumn    = 'k'
 	pfxAudit     = 'a'
+	pfxStats     = 's'
 )
 
 // keyLen is the length of a component key in a Pebble key.
@@ -132,6 +143,14 @@ func auditKey(when time.Time, id string) []byte {
 }
 
 var auditPrefix = []byte{pfxAudit}
+
+// opStatKey is so<op class>; opStatsPrefix spans every op's.
+func opStatKey(class string) []byte { return []byte(string(pfxStats) + "o" + class) }
+
+var opStatsPrefix = []byte{pfxStats, 'o'}
+
+// sizeStatKey is sz<key32>.
+func sizeStatKey(k canon.Key) []byte { return append([]byte{pfxStats, 'z'}, k[:]...) }
 
 // keyAt returns the component key at b[off:].
 func keyAt(b []byte, off int) canon.Key {

@@ -126,8 +126,8 @@ func TestReuse(t *testing.T) {
 }
 
 // TestReuseMemoryIsNotTheCache: Reuse's allocations do not grow with the
-// components and memo entries it walks, only with the pipelines and their
-// ranges. Reuse used to build a map of every component's users per block
+// components and memo entries it walks, only with the pipelines (their
+// records and ranges). Reuse used to build a map of every component's users per block
 // first: 4 GB of sigd's RSS at a million components (bench/scale.txt), on
 // every Stats or /metrics scrape after a submit.
 func TestReuseMemoryIsNotTheCache(t *testing.T) {
@@ -178,7 +178,10 @@ func TestReuseMemoryIsNotTheCache(t *testing.T) {
 	if r.Components != 40 || r.ReadyBlocks != 160 || r.PipelinesPerBlockMax != 1 {
 		t.Fatalf("%+v", r)
 	}
-	submit("b", 20, 400) // the same pipelines, ten times the components
+	// Ten times the components and memo entries, the pipelines as they
+	// were: b used 400 components for a while, then its 20 again.
+	submit("b", 20, 400)
+	submit("b", 20, 20)
 	large, r := allocs()
 	if r.Components != 420 || r.ReadyBlocks != 1680 || r.Pipelines != 2 {
 		t.Fatalf("%+v", r)
@@ -190,8 +193,8 @@ func TestReuseMemoryIsNotTheCache(t *testing.T) {
 
 // blockUsers is the reference count TestReuse checks Reuse against, made
 // from the pipeline records rather than the user index Reuse walks: per
-// component and block, the registered pipelines whose read solution names
-// the block for the component (uses[k][b]), and the number of pipelines.
+// memo key and block, the registered pipelines whose read solution names
+// the block for the key (uses[k][b]), and the number of pipelines.
 func blockUsers(c *Cache, blocks Blocks) (int, map[canon.Key]map[string]int, error) {
 	n := 0
 	uses := map[canon.Key]map[string]int{}
@@ -215,16 +218,12 @@ func blockUsers(c *Cache, blocks Blocks) (int, map[canon.Key]map[string]int, err
 			}
 			spans[sp] = bs
 		}
-		seen := map[canon.Key]bool{}
-		for _, in := range p.Inputs {
-			if seen[in.Component] {
-				continue // two inputs on one component: one user
-			}
-			seen[in.Component] = true
-			m := uses[in.Component]
+		// Two inputs on one memo key: one user.
+		for _, k := range p.memoKeys() {
+			m := uses[k]
 			if m == nil {
 				m = map[string]int{}
-				uses[in.Component] = m
+				uses[k] = m
 			}
 			for _, b := range bs {
 				m[b.ID]++

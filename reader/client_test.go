@@ -219,7 +219,7 @@ func TestClientMemoPending(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := f.memoize(ctx, 0, 2); err != nil {
+	if err := f.memoize(ctx, 0, f.inputs[2], ""); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done

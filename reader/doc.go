@@ -72,6 +72,18 @@
 // transforms; here a pipeline memoizes what is worth it and computes the
 // rest).
 //
+// A LOCAL input may also list memo nodes (ModelInput.memo_nodes): nodes of
+// its component that SIG memoized, the cover matching's insertion policy
+// chose (issue 20: any subgraph memoized, not only whole components). The
+// reader reads each as it reads a MEMO input's object (same checks, same
+// errors: a memo node not ready is a pending memo) and runs only the
+// residual above them (canon.Residual, transform.RunGiven), reading only
+// the raw columns the residual needs. A memo node must be a node of the
+// input's component and of its type; any subset of its nodes gives the same
+// column (TestCoversEqualLIG: random fleets' graphs, random covers, bytes of
+// pure LIG), so a unit lists the nodes whose blocks are ready
+// (UnitInput). Memo nodes beneath another memo node are not fetched.
+//
 // All modes produce bit-identical responses for the same unit: the kernels
 // are deterministic (transform's semantics are written to the byte), a memo
 // object stores exactly what they computed, and the encoder's output depends
@@ -92,10 +104,15 @@
 // would, and runs to the footer (block.FetchTail; an object laid out
 // otherwise is read footer first). Every segment is checked against its
 // CRC-32C and decoded without copying (block.FetchSegmentsInto,
-// block.DecodeSegment; Arrow's own IPC reader copies every buffer twice).
+// block.DecodeSegment; Arrow's own IPC reader copies every buffer twice);
+// a compressed segment (Arrow IPC buffer compression, LZ4 frame or ZSTD;
+// warehouse/block, "Compression") has each buffer decompressed once
+// instead. Old uncompressed and new compressed objects mix freely
+// (TestCompressedSegments).
 // A memo object must name the unit's component and block, have the input's
 // type, and be row-aligned with the raw block: its event_id column is the
-// raw block's, written by the same encoder, so equal segment lengths and
+// raw block's, written by the same encoder with the same compression
+// (workers/memo encodes it as the raw block's), so equal segment lengths and
 // CRC-32Cs in the two footers show it without fetching it; otherwise the
 // memo's event ids are fetched and compared (Config.ExactAlignment always
 // does).

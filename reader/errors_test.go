@@ -97,7 +97,7 @@ func TestCorruptMemoIsDataLoss(t *testing.T) {
 	blk := f.blocks[0]
 	key := func(i int) string { return block.MemoKey(f.inputs[i].key, blk.id) }
 	restore := func(i int) {
-		if err := f.memoize(ctx, 0, i); err != nil {
+		if err := f.memoize(ctx, 0, f.inputs[i], block.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}

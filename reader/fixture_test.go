@@ -49,6 +49,9 @@ type fixtureInput struct {
 	typ     transform.Type
 	dsl     string
 	columns []string
+	// nodes are the non-col nodes of the component (its root included),
+	// each as the component it roots, when fixtureConfig.Nodes is set.
+	nodes []fixtureInput
 }
 
 type fixtureConfig struct {
@@ -62,6 +65,12 @@ type fixtureConfig struct {
 	Nulls bool
 	// NoMemos leaves the memo objects unwritten.
 	NoMemos bool
+	// Nodes memoizes every non-col node of every component too (covers).
+	Nodes bool
+	// RawCompression and MemoCompression are the segment compression of
+	// the raw blocks and of the memo objects' value segments (zero:
+	// uncompressed, as every object before compression).
+	RawCompression, MemoCompression block.Compression
 }
 
 func fleetGraphs(tb testing.TB, names ...string) []string {
@@ -107,8 +116,19 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		}
 		for i := range c.Components {
 			comp := &c.Components[i]
-			f.inputs = append(f.inputs, fixtureInput{name: fmt.Sprintf("g%d_%s", gi, comp.Input), key: comp.Key,
-				typ: comp.Type, dsl: c.DSL(comp, "out"), columns: comp.Columns})
+			in := fixtureInput{name: fmt.Sprintf("g%d_%s", gi, comp.Input), key: comp.Key,
+				typ: comp.Type, dsl: c.DSL(comp, "out"), columns: comp.Columns}
+			if cfg.Nodes {
+				for _, j := range comp.Nodes {
+					if c.Nodes[j].Op == "col" {
+						continue
+					}
+					cone := c.Cone(j, "out")
+					in.nodes = append(in.nodes, fixtureInput{name: in.name + "_" + cone.Key.Short(), key: cone.Key,
+						typ: cone.Type, dsl: c.DSL(&cone, "out"), columns: cone.Columns})
+				}
+			}
+			f.inputs = append(f.inputs, in)
 		}
 	}
 	gn := gen.New(gen.Config{Seed: 7})
@@ -125,17 +145,25 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		kr := block.KafkaRange{Topic: "raw.ads", Partition: 0, First: first, Last: first + int64(cfg.RowsPerBlock) - 1}
 		first += int64(cfg.RowsPerBlock)
 		id := block.ID(window, kr)
-		meta, err := block.Write(ctx, f.store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
-			WindowStart: window, WindowLength: hour, SchemaFingerprint: f.schema.Fingerprint(), Kafka: &kr}, rec)
+		meta, err := block.WriteWith(ctx, f.store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
+			WindowStart: window, WindowLength: hour, SchemaFingerprint: f.schema.Fingerprint(), Kafka: &kr}, rec,
+			block.EncodeOptions{Compression: cfg.RawCompression})
 		rec.Release()
 		if err != nil {
 			tb.Fatal(err)
 		}
 		f.blocks = append(f.blocks, fixtureBlock{id: id, meta: meta, rows: meta.Rows})
 		if !cfg.NoMemos {
+			done := map[canon.Key]bool{}
 			for i := range f.inputs {
-				if err := f.memoize(ctx, b, i); err != nil {
-					tb.Fatal(err)
+				for _, in := range append([]fixtureInput{f.inputs[i]}, f.inputs[i].nodes...) {
+					if done[in.key] {
+						continue
+					}
+					done[in.key] = true
+					if err := f.memoize(ctx, b, in, cfg.MemoCompression); err != nil {
+						tb.Fatal(err)
+					}
 				}
 			}
 		}
@@ -143,11 +171,10 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 	return f
 }
 
-// memoize writes the memo object of input i for block b exactly as a SIG
+// memoize writes the memo object of component in for block b exactly as a SIG
 // worker does (sigd Runner.compute): parse the canonical DSL, read
 // only the component's columns, run it, write {event_id, value}.
-func (f *fixture) memoize(ctx context.Context, b, i int) error {
-	in := f.inputs[i]
+func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput, comp block.Compression) error {
 	blk := f.blocks[b]
 	g, _, err := transform.ParseAndCheck([]byte(in.dsl), "component", f.schema, transform.Default(), transform.Limits{})
 	if err != nil {
@@ -169,9 +196,11 @@ func (f *fixture) memoize(ctx context.Context, b, i int) error {
 	memo := memoRecord(raw.Column(0), out[0])
 	defer memo.Release()
 	m := blk.meta
-	_, err = block.Write(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blk.id), ID: blk.id, Source: "ads",
+	ev, _ := m.Column(transform.ColEventID)
+	_, err = block.WriteWith(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blk.id), ID: blk.id, Source: "ads",
 		ComponentKey: in.key.String(), WindowStart: m.WindowStart, WindowLength: m.WindowLength,
-		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo)
+		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo,
+		block.EncodeOptions{Compression: comp, Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}})
 	return err
 }
 

@@ -116,6 +116,7 @@ type Server struct {
 
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
+	memoNodes                                      atomic.Int64
 }
 
 // NewServer returns a Server reading from cfg.Store.
@@ -141,6 +142,9 @@ type ServerStats struct {
 	Units, Rows, Batches, Bytes int64
 	// MemoInputs and LocalInputs count input columns served per mode.
 	MemoInputs, LocalInputs int64
+	// MemoNodes counts the memo node columns LOCAL inputs were computed
+	// from (covers).
+	MemoNodes int64
 	// MemoPending counts calls refused because memo data was pending;
 	// Failures counts every other failed call.
 	MemoPending, Failures int64
@@ -149,7 +153,7 @@ type ServerStats struct {
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Units: s.units.Load(), Rows: s.rows.Load(), Batches: s.batches.Load(),
-		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(),
+		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(), MemoNodes: s.memoNodes.Load(),
 		MemoPending: s.pending.Load(), Failures: s.failures.Load()}
 }
 
@@ -296,7 +300,7 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink)
 		return invalid("start_row", "%d is negative", req.StartRow)
 	}
 	// Fail fast, before any I/O, when a memo object cannot be there.
-	for _, in := range p.inputs {
+	for _, in := range p.reads() {
 		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO {
 			continue
 		}
@@ -377,13 +381,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.Array, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	memos := make([]memoRead, len(p.inputs))
+	// One read per MEMO input, then one per memo node of the LOCAL inputs.
+	reads := p.reads()
+	memos := make([]memoRead, len(reads))
 	// The raw block's footer decides how memo objects are read (readMemo),
 	// so memo reads wait for it.
 	var rawMeta block.Meta
 	rawReady := make(chan struct{})
 	var wg sync.WaitGroup
-	for i, in := range p.inputs {
+	for i, in := range reads {
 		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO {
 			continue
 		}
@@ -441,7 +447,7 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 		if m.err == nil {
 			continue
 		}
-		in := p.inputs[i]
+		in := reads[i]
 		s.noteMemoError(p, in, m.err)
 		switch {
 		case errors.Is(m.err, ErrCorrupt):
@@ -488,7 +494,26 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 		if err := transform.CheckRecord(p.local, p.schema, raw.rec); err != nil {
 			return fail(fmt.Errorf("%w: raw block %s: %v", ErrCorrupt, p.unit.RawObject, err))
 		}
-		out, err := transform.Run(p.local, p.reg, raw.rec, p.localNodes...)
+		// The memo nodes' columns are given: only the residual above them
+		// runs.
+		given := make(map[int]arrow.Array, len(p.nodes))
+		releaseGiven := func() {
+			for _, c := range given {
+				c.Release()
+			}
+		}
+		for j, nd := range p.nodes {
+			c, err := memoColumn(p, nd, &memos[len(p.inputs)+j], raw.eventIDSeg, eventIDs, alloc)
+			if err != nil {
+				s.noteMemoError(p, nd, err)
+				releaseGiven()
+				return fail(err)
+			}
+			given[p.nodeIdx[j]] = c
+			s.memoNodes.Add(1)
+		}
+		out, err := transform.RunGiven(p.local, p.reg, raw.rec, given, p.localNodes...)
+		releaseGiven()
 		if err != nil {
 			return fail(fmt.Errorf("%w: block %s: %v", ErrCompute, p.unit.BlockId, err))
 		}
@@ -508,7 +533,7 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 			s.localInputs.Add(1)
 			continue
 		}
-		c, err := memoColumn(p, in, &memos[i], raw.eventIDSeg, eventIDs)
+		c, err := memoColumn(p, in, &memos[i], raw.eventIDSeg, eventIDs, alloc)
 		if err != nil {
 			s.noteMemoError(p, in, err)
 			for _, c := range local[nextLocal:] {
@@ -646,7 +671,7 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc bl
 	}()
 	for i, name := range names {
 		c, _ := meta.Column(name)
-		if cols[i], err = block.DecodeSegment(key, c, segs[i], meta.Rows); err != nil {
+		if cols[i], err = block.DecodeSegmentInto(key, c, segs[i], meta.Rows, alloc); err != nil {
 			return nil, wrap(err)
 		}
 	}
@@ -703,7 +728,7 @@ func sameSegment(a, b block.Meta, name string) bool {
 // fetched; Config.ExactAlignment turns this step off); else the segments'
 // bytes are equal; else (another encoder wrote one of them) the decoded
 // event ids must be equal.
-func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64) (arrow.Array, error) {
+func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64, alloc block.Alloc) (arrow.Array, error) {
 	if m.meta.Rows != int64(len(eventIDs)) {
 		return nil, memoCorrupt(in, "%d rows, raw block has %d: not row-aligned", m.meta.Rows, len(eventIDs))
 	}
@@ -723,7 +748,7 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 		}
 		arr.Release()
 	}
-	c, err := block.DecodeSegment(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows)
+	c, err := block.DecodeSegmentInto(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows, alloc)
 	if err != nil {
 		return nil, memoCorrupt(in, "%v", err)
 	}

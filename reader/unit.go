@@ -2,6 +2,7 @@ package reader
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -69,9 +70,18 @@ type plan struct {
 	local      *transform.Graph
 	localNodes []int
 	localIdx   []int
-	out        *arrow.Schema
-	batchRows  int
-	reg        *transform.Registry
+	// nodes are the memoized nodes the LOCAL inputs read (a cover's memo
+	// nodes, deduplicated, only those the residual reaches): each is read as
+	// a MEMO input is, and its column is given to the run of local at
+	// node nodeIdx[j].
+	nodes   []inputPlan
+	nodeIdx []int
+	// memoNodes[x] are the memo nodes the unit lists for the LOCAL input
+	// localIdx[x], parsed.
+	memoNodes [][]memoNodePlan
+	out       *arrow.Schema
+	batchRows int
+	reg       *transform.Registry
 }
 
 type inputPlan struct {
@@ -81,6 +91,21 @@ type inputPlan struct {
 	mode      readerv1.InputMode
 	memo      string
 	state     sigv1.BlockState
+}
+
+// reads returns the memo objects a unit reads: its inputs (the MEMO ones
+// are read), then the memo nodes of its LOCAL inputs.
+func (p *plan) reads() []inputPlan {
+	if len(p.nodes) == 0 {
+		return p.inputs
+	}
+	return append(slices.Clip(p.inputs), p.nodes...)
+}
+
+// memoNodePlan is one memo node a LOCAL input lists, checked.
+type memoNodePlan struct {
+	field string // inputs[i].memo_nodes[j], for errors
+	read  inputPlan
 }
 
 // newPlan checks a unit against the limits. Every error names the field.
@@ -198,10 +223,18 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 			if len(g.Inputs) != 1 || g.Inputs[0].Name != "out" {
 				return nil, invalid(field+".canonical_dsl", "want exactly one model input named out, as in a read solution")
 			}
+			nodes, err := checkMemoNodes(field, in, u.BlockId)
+			if err != nil {
+				return nil, err
+			}
 			local = append(local, g)
 			p.localIdx = append(p.localIdx, i)
+			p.memoNodes = append(p.memoNodes, nodes)
 		default:
 			return nil, invalid(field+".mode", "%v; want INPUT_MODE_MEMO or INPUT_MODE_LOCAL", in.Mode)
+		}
+		if in.Mode != readerv1.InputMode_INPUT_MODE_LOCAL && len(in.MemoNodes) > 0 {
+			return nil, invalid(field+".memo_nodes", "only LOCAL inputs read memo nodes")
 		}
 		p.inputs = append(p.inputs, ip)
 		fields = append(fields, arrow.Field{Name: in.Name, Type: t.ArrowType(), Nullable: true})
@@ -249,6 +282,8 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 		}
 		return invalid("inputs", "LOCAL inputs together: %v", err)
 	}
+	memo := map[int]bool{}
+	reads := map[int]inputPlan{}
 	for x := range graphs {
 		i := p.localIdx[x]
 		comp := &c.Components[x]
@@ -260,15 +295,42 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 		if comp.Type != p.inputs[i].typ {
 			return invalid(field+".type", "%s, but the component's type is %s", p.inputs[i].typ, comp.Type)
 		}
-		for _, col := range comp.Columns {
-			if col != transform.ColEventID && !slices.Contains(p.rawColumns, col) {
-				p.rawColumns = append(p.rawColumns, col)
+		// A memo node must be a node of the input's own component, of the
+		// node's type: its column is then what computing the node gives.
+		for _, mn := range p.memoNodes[x] {
+			j, ok := c.NodeIndex(mn.read.component)
+			if !ok || !slices.Contains(comp.Nodes, j) {
+				return invalid(mn.field+".key", "%s is not a node of the input's component %s", mn.read.component.Short(), comp.Key.Short())
 			}
+			if t := c.Nodes[j].Type; t != mn.read.typ {
+				return invalid(mn.field+".type", "%s, but node %s is of type %s", mn.read.typ, mn.read.component.Short(), t)
+			}
+			memo[j] = true
+			reads[j] = mn.read
 		}
 	}
-	g := c.Graph()
-	if _, err := transform.Check(g, p.schema, p.reg, lim.Graph); err != nil {
+	if _, err := transform.Check(c.Graph(), p.schema, p.reg, lim.Graph); err != nil {
 		return invalid("inputs", "LOCAL inputs together: %v", err)
+	}
+	// What runs is the residual above the memo nodes; its raw columns are
+	// the only ones read for the LOCAL inputs.
+	g, given, _ := c.Residual(memo)
+	isGiven := map[int]bool{}
+	for _, gi := range given {
+		isGiven[gi] = true
+	}
+	for i, n := range g.Nodes {
+		if n.Op != "col" || isGiven[i] {
+			continue
+		}
+		v, _ := n.Param("name")
+		if col := v.Str; col != transform.ColEventID && !slices.Contains(p.rawColumns, col) {
+			p.rawColumns = append(p.rawColumns, col)
+		}
+	}
+	for _, j := range slices.Sorted(maps.Keys(given)) {
+		p.nodes = append(p.nodes, reads[j])
+		p.nodeIdx = append(p.nodeIdx, given[j])
 	}
 	p.local = g
 	for x := range graphs {
@@ -276,6 +338,38 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 		p.localNodes = append(p.localNodes, in.Node)
 	}
 	return nil
+}
+
+// checkMemoNodes checks the memo nodes a LOCAL input lists (the fields; that
+// each is a node of the input's component is planLocal's check).
+func checkMemoNodes(field string, in *readerv1.ModelInput, blockID string) ([]memoNodePlan, error) {
+	var out []memoNodePlan
+	seen := map[canon.Key]bool{}
+	for j, mn := range in.MemoNodes {
+		f := fmt.Sprintf("%s.memo_nodes[%d]", field, j)
+		k, err := canon.ParseKey(mn.Key)
+		if err != nil {
+			return nil, invalid(f+".key", "%v", err)
+		}
+		if seen[k] {
+			return nil, invalid(f+".key", "%s is listed twice", k.Short())
+		}
+		seen[k] = true
+		t, err := transform.ParseType(mn.Type)
+		if err != nil {
+			return nil, invalid(f+".type", "%v", err)
+		}
+		if want := block.MemoKey(k, blockID); mn.MemoObject != want {
+			return nil, invalid(f+".memo_object", "%q, want %q (memo/<node>/<block>.arrow)", trunc(mn.MemoObject), want)
+		}
+		if mn.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
+			return nil, invalid(f+".memo_state", "unspecified; a memo node needs the state from the read solution")
+		}
+		out = append(out, memoNodePlan{field: f, read: inputPlan{
+			name: fmt.Sprintf("%s (memo node %s)", in.Name, k.Short()), component: k, typ: t,
+			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, state: mn.MemoState}})
+	}
+	return out, nil
 }
 
 // checkName checks a name that ends up in logs and batch schemas: at most

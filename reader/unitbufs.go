@@ -25,9 +25,10 @@ var scribbleReleased atomic.Bool
 // unitBuffers are the fetch buffers of one unit.
 //
 // Lifetime: the segments fetched into them, and every array decoded from
-// those segments (block.DecodeSegment aliases the bytes: the raw block's
-// columns, the memo values, LOCAL outputs that pass a raw column through),
-// are views of these buffers. They go back to the pool only in release,
+// those segments (block.DecodeSegmentInto aliases the bytes, and
+// decompresses a compressed segment's buffers into more of them: the raw
+// block's columns, the memo values, LOCAL outputs that pass a raw column
+// through), are views of these buffers. They go back to the pool only in release,
 // which Server.serve defers before it loads the unit: it runs after the
 // last batch was encoded and sent (or the call failed), after the columns
 // were released, and after every fetch of the unit has returned (load

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // TestConcurrentUnitsShareNoBuffers serves many units at once on one
@@ -20,12 +21,19 @@ import (
 // and compares every batch, byte for byte as it is sent, with the same
 // unit served alone. A buffer recycled while an array over it can still be
 // read (or while a request still writes into it) changes a batch; under
-// -race it is also a data race between two units.
+// -race it is also a data race between two units. With compressed
+// segments (ZSTD raw blocks, LZ4 memo objects) the decompressed buffers
+// are the unit's too (block.DecodeSegmentInto), under the same rules.
 func TestConcurrentUnitsShareNoBuffers(t *testing.T) {
 	scribbleReleased.Store(true)
 	t.Cleanup(func() { scribbleReleased.Store(false) })
+	t.Run("uncompressed", func(t *testing.T) { testConcurrentUnitsShareNoBuffers(t, "", "") })
+	t.Run("compressed", func(t *testing.T) { testConcurrentUnitsShareNoBuffers(t, block.ZSTD, block.LZ4Frame) })
+}
+
+func testConcurrentUnitsShareNoBuffers(t *testing.T, raw, memoComp block.Compression) {
 	f := newFixture(t, fixtureConfig{Blocks: 3, RowsPerBlock: 3000, Nulls: true,
-		Graphs: fleetGraphs(t, "ctr_small", "cvr")})
+		Graphs: fleetGraphs(t, "ctr_small", "cvr"), RawCompression: raw, MemoCompression: memoComp})
 	s := f.server(t, Config{MaxConcurrentUnits: 6})
 	ctx := context.Background()
 	modes := []func(int) readerv1.InputMode{allMode(memo), allMode(local), func(i int) readerv1.InputMode {

@@ -25,9 +25,10 @@ type UnitOptions struct {
 
 // ModeReadyElseLocal reads an input's memo object when it is ready and
 // computes the input locally otherwise, so that a pipeline trains without
-// waiting for SIG (brief, "Beyond the paper" 2).
-func ModeReadyElseLocal(_ *sigv1.InputSolution, blk *sigv1.BlockRead) readerv1.InputMode {
-	if blk.GetState() == sigv1.BlockState_BLOCK_STATE_READY {
+// waiting for SIG (brief, "Beyond the paper" 2). An input readers compute
+// reads whichever memo nodes of its cover are ready (UnitInput).
+func ModeReadyElseLocal(in *sigv1.InputSolution, blk *sigv1.BlockRead) readerv1.InputMode {
+	if in.GetComputed() || blk.GetState() == sigv1.BlockState_BLOCK_STATE_READY {
 		return readerv1.InputMode_INPUT_MODE_MEMO
 	}
 	return readerv1.InputMode_INPUT_MODE_LOCAL
@@ -64,13 +65,15 @@ func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.W
 			return readerv1.InputMode_INPUT_MODE_MEMO
 		}
 	}
-	// Each input's blocks by id.
+	// Each input's blocks and its memo nodes' blocks by id.
 	byBlock := make([]map[string]*sigv1.BlockRead, len(sol.GetInputs()))
+	nodeBlocks := make([]NodeBlocks, len(sol.GetInputs()))
 	for i, in := range sol.GetInputs() {
 		byBlock[i] = map[string]*sigv1.BlockRead{}
 		for _, b := range in.GetBlocks() {
 			byBlock[i][b.GetBlockId()] = b
 		}
+		nodeBlocks[i] = IndexNodeBlocks(in)
 	}
 	var units []*readerv1.WorkUnit
 	for _, raw := range sol.GetRawBlocks() {
@@ -90,13 +93,59 @@ func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.W
 			if !ok {
 				return nil, fmt.Errorf("reader: input %q has no entry for block %s", in.GetInput(), raw.GetBlockId())
 			}
-			u.Inputs = append(u.Inputs, &readerv1.ModelInput{
-				Name: in.GetInput(), ComponentKey: in.GetComponentKey(), Type: in.GetType(),
-				CanonicalDsl: in.GetCanonicalDsl(), MemoObject: b.GetMemoObject(), MemoState: b.GetState(),
-				Mode: mode(in, b),
-			})
+			u.Inputs = append(u.Inputs, UnitInput(in, b, nodeBlocks[i], mode(in, b)))
 		}
 		units = append(units, u)
 	}
 	return units, nil
+}
+
+// NodeBlocks are the memo entries of an input's memo nodes by block id:
+// NodeBlocks[k][block] is memo_nodes[k]'s.
+type NodeBlocks []map[string]*sigv1.BlockRead
+
+// IndexNodeBlocks indexes the blocks of an input's memo nodes.
+func IndexNodeBlocks(in *sigv1.InputSolution) NodeBlocks {
+	if len(in.GetMemoNodes()) == 0 {
+		return nil
+	}
+	out := make(NodeBlocks, len(in.GetMemoNodes()))
+	for k, n := range in.GetMemoNodes() {
+		out[k] = make(map[string]*sigv1.BlockRead, len(n.GetBlocks()))
+		for _, b := range n.GetBlocks() {
+			out[k][b.GetBlockId()] = b
+		}
+	}
+	return out
+}
+
+// UnitInput is the unit input of model input in for the block whose entry
+// is b, in the given mode. An input the read solution says readers compute
+// (a cover whose root is not memoized) is LOCAL whatever the mode: with MEMO
+// it reads the memo nodes of its cover whose blocks are ready and computes
+// the rest (a node not ready yet is computed from its own inputs, which
+// gives the same column), with LOCAL it computes everything from the raw
+// block (LIG).
+func UnitInput(in *sigv1.InputSolution, b *sigv1.BlockRead, nodes NodeBlocks, mode readerv1.InputMode) *readerv1.ModelInput {
+	mi := &readerv1.ModelInput{Name: in.GetInput(), ComponentKey: in.GetComponentKey(), Type: in.GetType(),
+		CanonicalDsl: in.GetCanonicalDsl(), MemoObject: b.GetMemoObject(), MemoState: b.GetState(), Mode: mode}
+	if !in.GetComputed() {
+		return mi
+	}
+	mi.MemoObject, mi.MemoState = "", sigv1.BlockState_BLOCK_STATE_UNSPECIFIED
+	if mode == readerv1.InputMode_INPUT_MODE_MEMO {
+		for k, n := range in.GetMemoNodes() {
+			if k >= len(nodes) {
+				break
+			}
+			nb, ok := nodes[k][b.GetBlockId()]
+			if !ok || nb.GetState() != sigv1.BlockState_BLOCK_STATE_READY {
+				continue
+			}
+			mi.MemoNodes = append(mi.MemoNodes, &readerv1.MemoNodeRead{Key: n.GetKey(), Type: n.GetType(),
+				MemoObject: nb.GetMemoObject(), MemoState: nb.GetState()})
+		}
+	}
+	mi.Mode = readerv1.InputMode_INPUT_MODE_LOCAL
+	return mi
 }

@@ -3,6 +3,8 @@ package sigd
 import (
 	"fmt"
 	"time"
+
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // DefaultGCPercent is the garbage collector setting cmd/sigd runs with (its
@@ -102,6 +104,10 @@ type Config struct {
 	// keep for the next tasks of the same block (block.SegmentCache); 0
 	// means DefaultWorkerCacheBytes, negative keeps none.
 	WorkerCacheBytes int64
+	// --segment-compression: the Arrow IPC buffer compression of the
+	// segments ingestion and the in-process workers write: none, lz4 or
+	// zstd ("": block.DefaultCompression). Readers read every kind.
+	SegmentCompression string
 
 	// --ingest: sources ingested inside sigd ("ads"); empty ingests none.
 	Ingest []string
@@ -131,7 +137,21 @@ type Config struct {
 	// --sync: fsync every Pebble write (machine-crash durability) instead
 	// of relying on the OS page cache (process-crash durability).
 	Sync bool
+
+	// --insertion: the insertion policy (matching/insertion). "all"
+	// (the default) memoizes every model input's whole component, the
+	// paper's SIG; "cost" decides per input which nodes to memoize and
+	// leaves the rest to readers (issue 20). "all" stays the default until
+	// bench/insertion.sh shows the cost-aware policy meets its targets on
+	// a fleet; a cache serves pipelines registered under either.
+	Insertion string
 }
+
+// Insertion policies (Config.Insertion).
+const (
+	InsertionAll  = "all"
+	InsertionCost = "cost"
+)
 
 // EnsureDefaults fills zero fields.
 func (c *Config) EnsureDefaults() {
@@ -166,6 +186,9 @@ func (c *Config) EnsureDefaults() {
 		c.MaxQueuedPerClient = DefaultMaxQueuedPerClient
 	}
 	c.WorkerCacheBytes = WorkerCacheBytes(c.WorkerCacheBytes)
+	if c.SegmentCompression == "" {
+		c.SegmentCompression = block.DefaultCompression.Flag()
+	}
 	if c.RowsPerBlock == 0 {
 		c.RowsPerBlock = 100_000
 	}
@@ -178,6 +201,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 4 << 20
 	}
+	if c.Insertion == "" {
+		c.Insertion = InsertionAll
+	}
 }
 
 // Validate reports settings that cannot work, before anything is opened.
@@ -186,8 +212,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--workers-min %d, --workers-max %d: need 0 <= min <= max and max >= 1 (--remote-workers runs no in-process workers)",
 			c.WorkersMin, c.WorkersMax)
 	}
+	if _, err := block.ParseCompression(c.SegmentCompression); err != nil {
+		return fmt.Errorf("--segment-compression: %w", err)
+	}
 	if c.Lease <= 0 || c.MaxAttempts < 1 {
 		return fmt.Errorf("--lease %v, --max-attempts %d: both must be positive", c.Lease, c.MaxAttempts)
+	}
+	if c.Insertion != InsertionAll && c.Insertion != InsertionCost {
+		return fmt.Errorf("--insertion %q: want %s (memoize every component whole) or %s (cost-aware covers)", c.Insertion, InsertionAll, InsertionCost)
 	}
 	return nil
 }

@@ -53,9 +53,16 @@ func SolutionToProto(s *matching.Solution) *sigv1.ReadSolution {
 	for i := range s.Inputs {
 		in := &s.Inputs[i]
 		pi := &sigv1.InputSolution{Input: in.Name, ComponentKey: in.Component.String(), Type: in.Type,
-			Columns: in.Columns, CanonicalDsl: in.DSL}
+			Columns: in.Columns, CanonicalDsl: in.DSL, Computed: in.Computed, ResidualDsl: in.Residual, Reason: in.Reason}
 		for j := range in.Blocks {
 			pi.Blocks = append(pi.Blocks, blockToProto(&in.Blocks[j]))
+		}
+		for _, mn := range in.MemoNodes {
+			pn := &sigv1.MemoNode{Key: mn.Key.String(), Type: mn.Type, CanonicalDsl: mn.DSL}
+			for j := range mn.Blocks {
+				pn.Blocks = append(pn.Blocks, blockToProto(&mn.Blocks[j]))
+			}
+			pi.MemoNodes = append(pi.MemoNodes, pn)
 		}
 		out.Inputs = append(out.Inputs, pi)
 	}

@@ -25,7 +25,18 @@
 // CompleteTask names only the lease, the completion hook reads the entry's
 // current generation and checks that the object exists first (see
 // completeHook). The task leaves the queue after that, so a crash in
-// between re-runs it, rewriting the same bytes.
+// between re-runs it, rewriting the same bytes. The hook also keeps the
+// workers' measured op costs (CompleteTask.op_nanos) in the matching
+// cache, for the insertion policy; and a task whose memo node no
+// registered pipeline's cover names any more is described as having
+// nothing to compute (describe, Frontend.Needed).
+//
+// # Insertion
+//
+// --insertion=all memoizes every model input's whole component (the
+// paper's SIG, the default); --insertion=cost lets matching/insertion
+// choose per input a cover, the nodes worth memoizing, the rest computed
+// by readers (issue 20). SubmitGraph's memoize map overrides it per input.
 //
 // # Corrupt memo objects
 //

@@ -31,6 +31,7 @@ import (
 	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/ui"
 	"github.com/sigdata/sig/transform"
@@ -49,23 +50,26 @@ type Server struct {
 	log   *slog.Logger
 	clock clock.Clock
 
-	dev       *DevEnv
-	store     *objstore.Store
-	catalog   *catalog.Catalog
-	segments  *block.SegmentCache // the in-process workers'
-	cache     *matching.Cache
-	frontend  *matching.Frontend
-	queue     *workers.Queue
-	stats     *statsService // the feature statistics of FDP (package featstats)
-	pool      *workers.Pool
-	scaler    *workers.Autoscaler
-	kafka     *kgo.Client
-	publisher *ready.Publisher
-	ingesters []*ingest.Ingester
-	evictor   *eviction.Evictor
-	ui        *ui.UI
-	tokens    *auth.Tokens
-	schemas   map[string]*transform.Schema
+	dev      *DevEnv
+	store    *objstore.Store
+	catalog  *catalog.Catalog
+	segments *block.SegmentCache // the in-process workers'
+	// compression is cfg.SegmentCompression, parsed: what ingestion and
+	// the in-process workers write.
+	compression block.Compression
+	cache       *matching.Cache
+	frontend    *matching.Frontend
+	queue       *workers.Queue
+	stats       *statsService // the feature statistics of FDP (package featstats)
+	pool        *workers.Pool
+	scaler      *workers.Autoscaler
+	kafka       *kgo.Client
+	publisher   *ready.Publisher
+	ingesters   []*ingest.Ingester
+	evictor     *eviction.Evictor
+	ui          *ui.UI
+	tokens      *auth.Tokens
+	schemas     map[string]*transform.Schema
 	// schemaJSON is each schema as task descriptions and read solutions
 	// carry it, encoded once.
 	schemaJSON map[string]string
@@ -99,6 +103,9 @@ type Options struct {
 	// UISampleEvery is the period of the web UI's charts (default 5s;
 	// tests shorten it).
 	UISampleEvery time.Duration
+	// Insertion, if set, replaces the insertion policy's constants under
+	// --insertion=cost (bench/insertion.sh sweeps them).
+	Insertion *insertion.Config
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -116,6 +123,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
 		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{})}
+	s.compression, _ = block.ParseCompression(cfg.SegmentCompression) // Validate checked it
 	ok := false
 	defer func() {
 		if !ok {
@@ -155,6 +163,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	s.frontend = matching.NewFrontend(matching.FrontendConfig{
 		Cache: s.cache, Blocks: catalogBlocks{s.catalog}, Scheduler: queueScheduler{s.queue},
 		Schema: s.schema, Clock: s.clock,
+		Insertion: insertionConfig(cfg, opts),
 	})
 	s.evictor = s.newEvictor()
 	s.reg = prometheus.NewRegistry()
@@ -175,7 +184,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	var resizer workers.Resizer
 	if !cfg.RemoteWorkers {
 		s.segments = block.NewSegmentCache(cfg.WorkerCacheBytes)
-		var runner workers.Runner = &memo.Runner{Store: s.store, Catalog: s.catalog, Segments: s.segments, Observe: s.metrics.phase}
+		var runner workers.Runner = &memo.Runner{Store: s.store, Catalog: s.catalog, Segments: s.segments, Observe: s.metrics.phase,
+			Compression: s.compression}
 		if opts.WrapRunner != nil {
 			runner = opts.WrapRunner(runner)
 		}
@@ -213,7 +223,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		}
 		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
 			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
-			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock,
+			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: s.compression,
 			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src)})
 		if err != nil {
 			return nil, err
@@ -446,6 +456,20 @@ func (s *Server) loadTokens() error {
 	return nil
 }
 
+// insertionConfig is the insertion policy's configuration: the paper's
+// (every component whole) unless --insertion=cost.
+func insertionConfig(cfg Config, opts Options) insertion.Config {
+	if cfg.Insertion != InsertionCost {
+		return insertion.Config{MemoizeAll: true}
+	}
+	if opts.Insertion != nil {
+		c := *opts.Insertion
+		c.MemoizeAll = false
+		return c
+	}
+	return insertion.Config{}
+}
+
 // queueScheduler adapts the work queues to the matching frontend.
 type queueScheduler struct{ q *workers.Queue }
 
@@ -497,6 +521,15 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	if pending {
+		// A memo node no pipeline's cover names any more (its pipelines
+		// re-submitted under other covers) is not computed.
+		needed, err := s.frontend.Needed(k)
+		if err != nil {
+			return nil, err
+		}
+		pending = needed
+	}
 	if !pending {
 		gen = 0
 	}
@@ -504,11 +537,25 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("block %s: %w", id.Block, err)
 	}
-	return &sigv1.Task{
+	t := &sigv1.Task{
 		ComponentKey: k.String(), BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
 		RawObject: meta.Key, MemoObject: block.MemoKey(k, id.Block), Columns: rec.Columns,
 		SchemaJson: sj, MemoGeneration: gen,
-	}, nil
+	}
+	if gen != 0 {
+		// Memo nodes inside the cone, ready for this block: the worker
+		// computes only what is above them (a nested subexpression
+		// memoized for other covers is not computed again).
+		for _, nk := range rec.NodeKeys {
+			if nk == k {
+				continue
+			}
+			if e, err := s.cache.Memo(nk, id.Block); err == nil && e.State == matching.MemoReady {
+				t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: nk.String(), MemoObject: e.Object})
+			}
+		}
+	}
+	return t, nil
 }
 
 // completeHook marks a finished task's memo entry ready and announces it,
@@ -545,6 +592,17 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 	}
 	if err := s.frontend.MarkReady(k, block, gen, res.Rows, res.Bytes); err != nil {
 		return err
+	}
+	// The workers' measurements, for the insertion policy: statistics, so
+	// a failure to keep them fails nothing.
+	if len(res.OpNanos) > 0 && res.Rows > 0 {
+		ops := make(map[string]matching.OpStat, len(res.OpNanos))
+		for class, ns := range res.OpNanos {
+			ops[class] = matching.OpStat{Nanos: ns, Rows: res.Rows}
+		}
+		if err := s.cache.AddOpStats(ops); err != nil {
+			s.log.Warn("op statistics", "err", err)
+		}
 	}
 	s.metrics.taskDone(s.clock.Now().Sub(t.Since))
 	source := ""

@@ -11,6 +11,7 @@ import (
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/transform/graphpb"
@@ -39,9 +40,21 @@ func (h *sigService) SubmitGraph(ctx context.Context, req *sigv1.SubmitGraphRequ
 	if r == nil {
 		return nil, status.Error(codes.InvalidArgument, "range: missing")
 	}
+	var memoize map[string]insertion.Override
+	for name, v := range req.GetMemoize() {
+		o, err := insertion.ParseOverride(v)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "memoize[%q]: %v", name, err)
+		}
+		if memoize == nil {
+			memoize = map[string]insertion.Override{}
+		}
+		memoize[name] = o
+	}
 	res, err := h.s.frontend.Submit(matching.SubmitRequest{
 		Client: req.GetClient(), Pipeline: req.GetPipeline(), Priority: req.GetPriority(),
 		Source: req.GetGraph().GetRawSource(), Graph: g, From: r.GetStartMicros(), To: r.GetEndMicros(),
+		Memoize: memoize,
 	})
 	if err != nil {
 		return nil, grpcError(err)
@@ -107,15 +120,7 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 		if err != nil {
 			return grpcError(err)
 		}
-		var ks []canon.Key
-		seen := map[canon.Key]bool{}
-		for _, in := range sol.Inputs {
-			if !seen[in.Component] {
-				seen[in.Component] = true
-				ks = append(ks, in.Component)
-			}
-		}
-		ch, cancel := h.s.frontend.Watch(ks)
+		ch, cancel := h.s.frontend.Watch(sol.MemoKeys())
 		// Re-read after subscribing so no change between the read and the
 		// subscription is missed.
 		sol, err = h.s.frontend.ReadSolution(req.GetClient(), req.GetPipeline(), from, to)
@@ -146,18 +151,16 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSolutionServer, ch <-chan matching.MemoEntry, sol *matching.Solution) (bool, error) {
 	state := map[matching.Task]matching.MemoState{}
 	notReady := 0
-	for _, in := range sol.Inputs {
-		for _, b := range in.Blocks {
-			id := matching.Task{Component: in.Component, Block: b.Block.ID}
-			if _, dup := state[id]; dup {
-				continue
-			}
-			state[id] = b.State
-			if b.State != matching.MemoReady {
-				notReady++
-			}
+	sol.EachMemo(func(k canon.Key, b *matching.BlockSolution) {
+		id := matching.Task{Component: k, Block: b.Block.ID}
+		if _, dup := state[id]; dup {
+			return
 		}
-	}
+		state[id] = b.State
+		if b.State != matching.MemoReady {
+			notReady++
+		}
+	})
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	for {

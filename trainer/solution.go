@@ -5,6 +5,7 @@ import (
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/transform"
@@ -15,8 +16,10 @@ type solution struct {
 	sol    *sigv1.ReadSolution
 	raw    map[string]*sigv1.BlockRead
 	blocks []control.Block
-	// memo[i][block] is input i's memoized block.
-	memo []map[string]*sigv1.BlockRead
+	// memo[i][block] is input i's memoized block; nodes[i] its memo nodes'
+	// (an input readers compute over a cover).
+	memo  []map[string]*sigv1.BlockRead
+	nodes []reader.NodeBlocks
 }
 
 func newSolution(s *sigv1.ReadSolution) *solution {
@@ -27,6 +30,7 @@ func newSolution(s *sigv1.ReadSolution) *solution {
 			m[b.GetBlockId()] = b
 		}
 		x.memo = append(x.memo, m)
+		x.nodes = append(x.nodes, reader.IndexNodeBlocks(in))
 	}
 	for _, rb := range s.GetRawBlocks() {
 		x.raw[rb.GetBlockId()] = rb
@@ -69,15 +73,18 @@ func (x *solution) unit(cfg *ControllerConfig, blockID string, phase control.Pha
 		RawSchemaJson: x.sol.GetRawSchemaJson(), // empty from an older sigd: the reader assumes ads
 		BlockId:       blockID, RawObject: rb.GetRawObject(), LabelColumns: []string{cfg.LabelColumn}, BatchRows: uint32(cfg.ReadBatchRows)}
 	for i, in := range x.sol.GetInputs() {
-		mi := &readerv1.ModelInput{Name: in.GetInput(), ComponentKey: in.GetComponentKey(), Type: in.GetType(),
-			CanonicalDsl: in.GetCanonicalDsl(), Mode: readerv1.InputMode_INPUT_MODE_LOCAL}
-		if b, ok := x.memo[i][blockID]; ok {
-			mi.MemoObject, mi.MemoState = b.GetMemoObject(), b.GetState()
-			if phase == control.Initial && b.GetState() == sigv1.BlockState_BLOCK_STATE_READY {
-				mi.Mode = readerv1.InputMode_INPUT_MODE_MEMO
-			}
+		b, ok := x.memo[i][blockID]
+		if !ok {
+			b = &sigv1.BlockRead{BlockId: blockID}
 		}
-		u.Inputs = append(u.Inputs, mi)
+		// An input readers compute reads the ready memo nodes of its cover
+		// in the initial phase (reader.UnitInput), and everything from the
+		// raw block when caught up.
+		mode := readerv1.InputMode_INPUT_MODE_LOCAL
+		if phase == control.Initial && (in.GetComputed() || b.GetState() == sigv1.BlockState_BLOCK_STATE_READY) {
+			mode = readerv1.InputMode_INPUT_MODE_MEMO
+		}
+		u.Inputs = append(u.Inputs, reader.UnitInput(in, b, x.nodes[i], mode))
 	}
 	return u, nil
 }

@@ -3,6 +3,8 @@ package transform
 import (
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -25,6 +27,45 @@ func (e *PanicError) Error() string { return fmt.Sprintf("op %s panicked: %v", e
 // same Arrow types. Intermediate columns shared by several requested nodes
 // are computed once. The caller releases the returned arrays.
 func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.Array, err error) {
+	return RunGiven(g, reg, rec, nil, nodes...)
+}
+
+// RunGiven is Run with the output of some nodes given rather than computed:
+// given[i] is node i's column (a memoized node a reader fetched), so
+// neither node i nor the nodes only it needs run, and the record need not
+// carry the raw columns only they read. Each given column must have the
+// record's rows; RunGiven retains what it keeps and the caller still
+// releases the given arrays. Given nodes are what make a cover of memoized
+// nodes plus residual ops computable (matching's covers, the reader's
+// LOCAL inputs with memo nodes).
+func RunGiven(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, nodes ...int) (out []arrow.Array, err error) {
+	return run(g, reg, rec, given, nil, nodes)
+}
+
+// RunObserved is RunGiven telling observe how long each node's kernel took:
+// workers measure the cost of ops this way, for the insertion policy
+// (matching/insertion). The time of making a list-view contiguous for the
+// next kernel counts to the node that made it.
+func RunObserved(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, observe func(node int, d time.Duration), nodes ...int) (out []arrow.Array, err error) {
+	return run(g, reg, rec, given, observe, nodes)
+}
+
+func run(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, observe func(int, time.Duration), nodes []int) (out []arrow.Array, err error) {
+	if len(given) > 0 {
+		// A given node has no inputs as far as this run goes: the nodes
+		// beneath it are not needed for it.
+		pruned := &Graph{Nodes: slices.Clone(g.Nodes)}
+		for i, v := range given {
+			if i < 0 || i >= len(g.Nodes) {
+				return nil, fmt.Errorf("given node %d, but the graph has %d nodes", i, len(g.Nodes))
+			}
+			if int64(v.Len()) != rec.NumRows() {
+				return nil, fmt.Errorf("given column of node %d (%s) has %d rows, the record %d", i, g.Nodes[i].Op, v.Len(), rec.NumRows())
+			}
+			pruned.Nodes[i].Inputs = nil
+		}
+		g = pruned
+	}
 	cols := map[string]arrow.Array{}
 	for i, f := range rec.Schema().Fields() {
 		cols[f.Name] = rec.Column(i)
@@ -62,6 +103,11 @@ func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.A
 	}()
 	for _, i := range order {
 		n := &g.Nodes[i]
+		if v, ok := given[i]; ok {
+			v.Retain()
+			vals[i] = v
+			continue
+		}
 		if n.Op == "col" {
 			name, _ := n.Param("name")
 			c, ok := cols[name.Str]
@@ -85,9 +131,16 @@ func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.A
 			}
 			in[x] = vals[j]
 		}
+		var start time.Time
+		if observe != nil {
+			start = time.Now()
+		}
 		v, err := runKernel(k, in, n)
 		if err != nil {
 			return nil, err
+		}
+		if observe != nil {
+			observe(i, time.Since(start))
 		}
 		vals[i] = v
 		for _, j := range n.Inputs {

@@ -148,7 +148,7 @@ func (r *RemoteLeaser) Heartbeat(ctx context.Context, leaseID string) (time.Time
 
 // Complete reports success with the rows and bytes written.
 func (r *RemoteLeaser) Complete(ctx context.Context, leaseID string, res Result) error {
-	_, err := r.c.CompleteTask(ctx, &sigv1.CompleteTaskRequest{LeaseId: leaseID, Rows: res.Rows, Bytes: res.Bytes})
+	_, err := r.c.CompleteTask(ctx, &sigv1.CompleteTaskRequest{LeaseId: leaseID, Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos})
 	return fromStatus(err)
 }
 
@@ -265,10 +265,22 @@ func (s *workersServer) Heartbeat(ctx context.Context, req *sigv1.HeartbeatReque
 	return &sigv1.HeartbeatResponse{Deadline: timestamppb.New(d)}, nil
 }
 
+// maxOpClasses bounds a completion's op_nanos (there are a few dozen op
+// classes).
+const maxOpClasses = 256
+
 func (s *workersServer) CompleteTask(ctx context.Context, req *sigv1.CompleteTaskRequest) (*sigv1.CompleteTaskResponse, error) {
-	res := Result{Rows: req.GetRows(), Bytes: req.GetBytes()}
+	res := Result{Rows: req.GetRows(), Bytes: req.GetBytes(), OpNanos: req.GetOpNanos()}
 	if res.Rows < 0 || res.Bytes < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "negative rows or bytes: %d, %d", res.Rows, res.Bytes)
+	}
+	if len(res.OpNanos) > maxOpClasses {
+		return nil, status.Errorf(codes.InvalidArgument, "op_nanos: %d op classes, more than %d", len(res.OpNanos), maxOpClasses)
+	}
+	for class, ns := range res.OpNanos {
+		if ns < 0 || len(class) == 0 || len(class) > 64 {
+			return nil, status.Errorf(codes.InvalidArgument, "op_nanos[%.64q]: %d ns; want a class of 1 to 64 bytes and a non-negative time", class, ns)
+		}
 	}
 	if s.onComplete != nil {
 		l, err := s.q.LookupLease(req.GetLeaseId())

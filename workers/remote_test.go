@@ -154,6 +154,23 @@ func TestRemoteLeaseProtocol(t *testing.T) {
 	if _, err := client.CompleteTask(ctx, &sigv1.CompleteTaskRequest{LeaseId: "x", Rows: -1}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("CompleteTask with negative rows: %v", err)
 	}
+	// The op costs a worker reports feed the insertion policy: bad ones are
+	// refused naming the field, not kept.
+	tooMany := map[string]int64{}
+	for i := 0; i <= 256; i++ {
+		tooMany[fmt.Sprintf("op%d", i)] = 1
+	}
+	for name, ops := range map[string]map[string]int64{
+		"negative time": {"hash": -1},
+		"empty class":   {"": 5},
+		"long class":    {strings.Repeat("x", 65): 5},
+		"too many":      tooMany,
+	} {
+		_, err := client.CompleteTask(ctx, &sigv1.CompleteTaskRequest{LeaseId: "x", Rows: 10, OpNanos: ops})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "op_nanos") {
+			t.Errorf("CompleteTask with %s op costs: %v", name, err)
+		}
+	}
 
 	// No work: the call waits its full wait on the queue's clock, then
 	// answers with no task.

@@ -160,6 +160,10 @@ type Lease struct {
 type Result struct {
 	Rows  int64
 	Bytes int64
+	// OpNanos is the time the task's kernels took, by op class
+	// (insertion.OpClass), over Rows rows: the workers' measurements the
+	// insertion policy decides with (kept in the matching cache).
+	OpNanos map[string]int64
 }
 
 // Depth is the size of one client's queue at one priority.

@@ -183,7 +183,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	srv, err := sigd.New(ctx, sigd.Config{DataDir: dd, Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
 		WorkersMin: 1, WorkersMax: 4, TargetDrain: 5 * time.Second, ScaleDownCooldown: 10 * time.Second,
-		Ingest: []string{"ads"}, RowsPerBlock: 25_000, SealAfter: 2 * time.Second, Window: time.Hour},
+		Ingest: []string{"ads"}, RowsPerBlock: 25_000, SealAfter: 2 * time.Second, Window: time.Hour,
+		Insertion: sigd.InsertionCost},
 		sigd.Options{Logger: slog.New(slog.NewTextHandler(logw, nil))})
 	if err != nil {
 		return err
@@ -225,6 +226,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	from, to := start.UnixMicro(), start.Add(3*time.Hour).UnixMicro()
 
 	step(4, "Submit every model's graph to sigd; misses become tasks for the autoscaled workers")
+	fmt.Fprintln(stdout, "(sigd runs the cost-aware insertion policy; these models ask for the paper's, every input memoized whole; step 7 shows the policy)")
 	// Each model belongs to a client (paper IV.A, "Prioritization"): the
 	// development tokens have clients ctr, cvr, ranking and explore.
 	clientOf := func(model string) string {
@@ -244,8 +246,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		resp, err := sc.SubmitGraph(ctx, &sigv1.SubmitGraphRequest{Client: client, Pipeline: m.name, Priority: prios[i%len(prios)],
-			Range: &sigv1.EventRange{StartMicros: from, EndMicros: to},
-			Graph: &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: string(m.src)}}})
+			Range:   &sigv1.EventRange{StartMicros: from, EndMicros: to},
+			Graph:   &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: string(m.src)}},
+			Memoize: memoizeAll(m)})
 		if err != nil {
 			return fmt.Errorf("submit %s: %w", m.name, err)
 		}
@@ -268,8 +271,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for _, p := range pipes {
 		m := modelByName(models, p.name)
 		resp, err := p.sc.SubmitGraph(ctx, &sigv1.SubmitGraphRequest{Client: p.client, Pipeline: p.name + "-rerun", Priority: 1,
-			Range: &sigv1.EventRange{StartMicros: from, EndMicros: to},
-			Graph: &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: string(m.src)}}})
+			Range:   &sigv1.EventRange{StartMicros: from, EndMicros: to},
+			Graph:   &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: string(m.src)}},
+			Memoize: memoizeAll(m)})
 		if err != nil {
 			return err
 		}
@@ -287,12 +291,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "workers: %d tasks completed, %d quarantined; task latency p50 %.3fs p99 %.3fs\n",
 		st.TasksCompleted, st.Quarantined, st.TaskLatencyP50Seconds, st.TaskLatencyP99Seconds)
 
-	step(7, "Train: each job's controller and TPU host workers read its work units through stateless readers")
+	step(7, "Beyond the paper: memoize any subgraph, and only what is worth it (cost-aware insertion)")
+	if err := demoCovers(ctx, env, op, from, to, stdout); err != nil {
+		return err
+	}
+
+	step(8, "Train: each job's controller and TPU host workers read its work units through stateless readers")
 	if err := demoTrain(ctx, env, pipes[:min(2, len(pipes))], from, to, dd, stdout); err != nil {
 		return err
 	}
 
-	step(8, "An operator finds a faulty subgraph and evicts everything it produced")
+	step(9, "An operator finds a faulty subgraph and evicts everything it produced")
 	if err := demoEvict(ctx, op, pipes, stdout); err != nil {
 		return err
 	}
@@ -302,6 +311,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// memoizeAll asks for every model input of m memoized whole (the paper's
+// insertion policy), whatever sigd's policy.
+func memoizeAll(m fleetModel) map[string]string {
+	out := map[string]string{}
+	for _, c := range m.canon.Components {
+		out[c.Input] = "always"
+	}
+	return out
 }
 
 // demoTrain runs a training job per pipeline, concurrently, and prints

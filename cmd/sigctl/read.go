@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -9,9 +8,6 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/cli"
-	readerv1 "github.com/sigdata/sig/proto/reader/v1"
-	sigv1 "github.com/sigdata/sig/proto/sig/v1"
-	"github.com/sigdata/sig/reader"
 )
 
 func init() {
@@ -43,39 +39,11 @@ func readFlags(fs *flag.FlagSet) func(s *session, pos []string) error {
 		if *client == "" || *pipeline == "" || len(readers) == 0 {
 			return fmt.Errorf("%w: --client, --pipeline and --readers are required", cli.ErrUsage)
 		}
-		opts := reader.UnitOptions{BatchRows: *batchRows}
-		switch *mode {
-		case "memo":
-		case "local":
-			opts.Mode = func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode {
-				return readerv1.InputMode_INPUT_MODE_LOCAL
-			}
-		case "ready-else-local":
-			opts.Mode = reader.ModeReadyElseLocal
-		default:
-			return fmt.Errorf("%w: --mode %q: want memo, local or ready-else-local", cli.ErrUsage, *mode)
-		}
-		req := &sigv1.GetReadSolutionRequest{Client: *client, Pipeline: *pipeline}
-		if *rng != "" {
-			r, err := parseRange(*rng)
-			if err != nil {
-				return err
-			}
-			req.Range = r
-		}
-		sol, err := call(s, sigv1.SIGClient.GetReadSolution, req)
+		units, err := pipelineUnits(s, *client, *pipeline, *rng, *mode, *batchRows)
 		if err != nil {
 			return err
 		}
-		units, err := reader.UnitsFromSolution(sol, opts)
-		if err != nil {
-			return err
-		}
-		cfg := reader.ClientConfig{Addresses: readers, Token: s.conn.Token}
-		if s.conn.TLS { // --tls: the readers too
-			cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		rc, err := reader.NewClient(cfg)
+		rc, err := readerClient(s, readers)
 		if err != nil {
 			return err
 		}

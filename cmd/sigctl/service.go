@@ -13,7 +13,7 @@ import (
 
 func init() {
 	registerRemote(remote{name: "submit", flags: submitFlags, json: "print the response as JSON",
-		usage: "FILE --client C --pipeline P --priority N --range FROM:TO [--json]: submit a graph, print its read solution"})
+		usage: "FILE --client C --pipeline P --priority N --range FROM:TO [--memoize INPUT=always|never,...] [--json]: submit a graph, print its read solution"})
 	registerRemote(remote{name: "watch", flags: watchFlags, json: "print updates as JSON",
 		usage: "--client C --pipeline P [--json]: follow a read solution until it is complete"})
 	registerRemote(remote{name: "set-priority", flags: setPriorityFlags,
@@ -36,7 +36,7 @@ func parseRange(s string) (*sigv1.EventRange, error) {
 func printSolution(w io.Writer, s *sigv1.ReadSolution) {
 	fmt.Fprintf(w, "pipeline %s/%s: %d ready, %d pending, %d failed blocks; complete=%v\n",
 		s.Client, s.Pipeline, s.BlocksReady, s.BlocksPending, s.BlocksFailed, s.Complete)
-	tw := table(w, "INPUT\tCOMPONENT\tTYPE\tREADY\tPENDING\tFAILED")
+	tw := table(w, "INPUT\tCOMPONENT\tTYPE\tREADY\tPENDING\tFAILED\tCOVER")
 	for _, in := range s.Inputs {
 		var r, p, f int
 		for _, b := range in.Blocks {
@@ -49,9 +49,38 @@ func printSolution(w io.Writer, s *sigv1.ReadSolution) {
 				f++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", in.Input, shortKey(in.ComponentKey), in.Type, r, p, f)
+		cover := "whole"
+		switch {
+		case in.Computed && len(in.MemoNodes) == 0:
+			cover = "readers, from raw columns"
+		case in.Computed:
+			cover = in.ResidualDsl
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", in.Input, shortKey(in.ComponentKey), in.Type, r, p, f, cover)
 	}
 	tw.Flush()
+	for _, in := range s.Inputs {
+		if in.Reason != "" {
+			fmt.Fprintf(w, "%s: %s\n", in.Input, in.Reason)
+		}
+	}
+}
+
+// parseMemoize reads --memoize INPUT=always|never|auto,...: overrides of
+// the insertion policy by model input.
+func parseMemoize(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || name == "" || (v != "always" && v != "never" && v != "auto") {
+			return nil, fmt.Errorf("%w: --memoize %q: want INPUT=always|never|auto, comma-separated", cli.ErrUsage, kv)
+		}
+		out[name] = v
+	}
+	return out, nil
 }
 
 func submitFlags(fs *flag.FlagSet) func(*session, []string) error {
@@ -60,6 +89,7 @@ func submitFlags(fs *flag.FlagSet) func(*session, []string) error {
 	prio := fs.Int("priority", 0, "priority (0-1000, higher first)")
 	rng := fs.String("range", "", "event range FROM:TO (microseconds or RFC 3339)")
 	source := fs.String("source", "ads", "raw source")
+	memoize := fs.String("memoize", "", "override the insertion policy per model input: INPUT=always|never|auto, comma-separated")
 	return func(s *session, pos []string) error {
 		path, err := oneFile(pos)
 		if err != nil {
@@ -69,12 +99,17 @@ func submitFlags(fs *flag.FlagSet) func(*session, []string) error {
 		if err != nil {
 			return err
 		}
+		overrides, err := parseMemoize(*memoize)
+		if err != nil {
+			return err
+		}
 		src, err := readDSL(path)
 		if err != nil {
 			return err
 		}
 		resp, err := call(s, sigv1.SIGClient.SubmitGraph, &sigv1.SubmitGraphRequest{Client: *client, Pipeline: *pipeline,
-			Priority: int32(*prio), Range: r, Graph: &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: string(src)}, RawSource: *source}})
+			Priority: int32(*prio), Range: r, Graph: &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: string(src)}, RawSource: *source},
+			Memoize: overrides})
 		if err != nil {
 			return err
 		}

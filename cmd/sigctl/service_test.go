@@ -50,6 +50,7 @@ func TestServiceCommands(t *testing.T) {
 		{"submit", graph, "--client", "ctr", "--pipeline", "p", "--range", "yesterday"},    // bad range
 		{"submit", graph, graph, "--client", "ctr", "--pipeline", "p", "--range", rng},     // two files
 		{"submit", graph, "--client", "ctr", "--pipeline", "p", "--range", rng, "--bogus"}, // unknown flag
+		{"submit", graph, "--client", "ctr", "--pipeline", "p", "--range", rng, "--memoize", "q=sometimes"},
 		{"quarantine", "release", "k"}, // no block
 		{"quarantine", "frob"},         // no such subcommand
 		{"stats", "extra"},             // a stray argument is refused, not ignored
@@ -66,7 +67,7 @@ func TestServiceCommands(t *testing.T) {
 	out := run(0, append([]string{"submit", graph, "--client", "ctr", "--pipeline", "p", "--priority", "5", "--range", rng}, ctr...)...)
 	matches("submit", out, `(?m)^components 1 \(hits 0\), blocks hit 0 missed 2, tasks enqueued 2$`,
 		`(?m)^pipeline ctr/p: \d ready, \d pending, 0 failed blocks; complete=(true|false)$`,
-		`(?m)^INPUT +COMPONENT +TYPE +READY +PENDING +FAILED$`, `(?m)^q +[0-9a-f]{12} +int64 +\d +\d +0$`)
+		`(?m)^INPUT +COMPONENT +TYPE +READY +PENDING +FAILED +COVER$`, `(?m)^q +[0-9a-f]{12} +int64 +\d +\d +0 +whole$`)
 	var sub map[string]any
 	out = run(0, append([]string{"submit", graph, "--json", "--client", "ctr", "--pipeline", "p", "--priority", "5", "--range", rng}, ctr...)...)
 	if err := json.Unmarshal([]byte(out), &sub); err != nil || sub["components"] != 1.0 || sub["solution"] == nil {
@@ -104,4 +105,10 @@ func TestServiceCommands(t *testing.T) {
 	matches("quarantine", out, `(?m)^COMPONENT +BLOCK +ATTEMPTS +CLIENT +ERROR$`)
 	out = run(1, append([]string{"quarantine", "release", strings.Repeat("a", 64), w.Blocks[0].ID}, ctr...)...)
 	matches("quarantine release with a client's token", out, `PermissionDenied`)
+
+	// An override of the insertion policy (sigd runs the paper's): the
+	// input is the readers', and the solution says why.
+	out = run(0, append([]string{"submit", graph, "--client", "ctr", "--pipeline", "p-never", "--range", rng, "--memoize", "q=never"}, ctr...)...)
+	matches("submit --memoize", out, `(?m)^q +[0-9a-f]{12} +int64 +2 +0 +0 +readers, from raw columns$`,
+		`(?m)^q: never memoized \(the pipeline input's override\)`)
 }

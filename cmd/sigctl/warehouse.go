@@ -143,6 +143,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	group := fs.String("group", "", "consumer group (default sig-ingest-<source>)")
 	instance := fs.String("instance-id", "", "static group member id (restarts reclaim partitions at once)")
 	maxBytes := fs.Int("max-record-bytes", record.DefaultMaxBytes, "larger records go to the dead-letter topic")
+	compression := fs.String("segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the blocks' segments: none, lz4 or zstd")
 	newLogger := cli.LogFlag(fs)
 	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
@@ -158,6 +159,10 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	comp, err := block.ParseCompression(*compression)
+	if err != nil {
+		return fmt.Errorf("%w: --segment-compression: %v", cli.ErrUsage, err)
+	}
 	store, err := s3.open(logger)
 	if err != nil {
 		return err
@@ -169,7 +174,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cat.Close()
 	in, err := ingest.New(ingest.Config{Brokers: brokers, Schema: schema, Group: *group,
 		InstanceID: *instance, Store: store, Catalog: cat, RowsPerBlock: *rows, SealAfter: *sealAfter,
-		Window: *window, Lateness: *lateness, MaxEventTimeAhead: *ahead, MaxRecordBytes: *maxBytes, Logger: logger})
+		Window: *window, Lateness: *lateness, MaxEventTimeAhead: *ahead, MaxRecordBytes: *maxBytes, Logger: logger,
+		Compression: comp})
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,9 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.Int64Var(&cfg.EvictBudgetBytes, "evict-budget-bytes", 0, "evict least recently requested memo blocks beyond this many bytes (0: no budget)")
 	fs.DurationVar(&cfg.EvictInterval, "evict-interval", time.Minute, "how often last-requested eviction runs")
 	fs.Int64Var(&cfg.WorkerCacheBytes, "worker-cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes in-process workers keep for the next tasks of a block (0: the default; negative: none)")
+	fs.StringVar(&cfg.SegmentCompression, "segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the segments ingestion and workers write: none, lz4 or zstd")
 	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")
+	fs.StringVar(&cfg.Insertion, "insertion", sigd.InsertionAll, "insertion policy: all (memoize every model input's whole component) or cost (memoize the nodes worth it, readers compute the rest)")
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error {
@@ -142,9 +144,14 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each pipelines up to %d tasks (read, transform, write)", workers.DefaultPipelineDepth))
 	name := fs.String("name", "", "worker name prefix (default: host-pid)")
 	cacheBytes := fs.Int64("cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes kept for the next tasks of a block (0: the default; negative: none)")
+	compression := fs.String("segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the memo objects written: none, lz4 or zstd")
 	sc := objstore.Flags(fs, "S3 endpoint host:port of the warehouse")
 	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
+	}
+	comp, err := block.ParseCompression(*compression)
+	if err != nil {
+		return fmt.Errorf("%w: --segment-compression: %v", cli.ErrUsage, err)
 	}
 	if *name == "" {
 		host, _ := os.Hostname()
@@ -165,7 +172,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	defer conn.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second)
-	var runner workers.Runner = &memo.Runner{Store: store, Segments: block.NewSegmentCache(sigd.WorkerCacheBytes(*cacheBytes))}
+	var runner workers.Runner = &memo.Runner{Store: store, Segments: block.NewSegmentCache(sigd.WorkerCacheBytes(*cacheBytes)), Compression: comp}
 	if wrap != nil {
 		runner = wrap(runner)
 	}

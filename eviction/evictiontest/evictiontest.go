@@ -58,6 +58,9 @@ type Config struct {
 	WrapRunner    func(workers.Runner) workers.Runner
 	// UISampleEvery is the web UI charts' period (default sigd's, 5s).
 	UISampleEvery time.Duration
+	// Insertion is sigd's insertion policy (default sigd's, every
+	// component memoized whole).
+	Insertion string
 	// ReportsDir is sigd's --reports (the web UI's bench reports).
 	ReportsDir string
 }
@@ -92,7 +95,7 @@ func New(tb testing.TB, cfg Config) *Env {
 	w := sigdtest.NewWarehouse(tb, sigdtest.WarehouseConfig{Blocks: cfg.Blocks, RowsPerBlock: cfg.Rows})
 	srv := sigdtest.Start(tb, w, sigd.Config{
 		WorkersMin: cfg.Workers, WorkersMax: cfg.Workers, Lease: 10 * time.Second,
-		EvictTTL: cfg.EvictTTL, EvictInterval: cfg.EvictInterval, ReportsDir: cfg.ReportsDir,
+		EvictTTL: cfg.EvictTTL, EvictInterval: cfg.EvictInterval, Insertion: cfg.Insertion, ReportsDir: cfg.ReportsDir,
 	}, sigd.Options{Clock: cfg.Clock, WrapRunner: cfg.WrapRunner, UISampleEvery: cfg.UISampleEvery})
 	return &Env{Warehouse: w, Srv: srv, TB: tb, Ctx: tb.Context()}
 }

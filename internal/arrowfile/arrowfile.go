@@ -2,6 +2,7 @@ package arrowfile
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -37,30 +38,38 @@ func ReadFile(path string, fn func(i int, rec arrow.Record) error) error {
 	if err != nil {
 		return err
 	}
-	size := st.Size()
-	if err := checkFile(f, size); err != nil {
-		return fmt.Errorf("%s: not a valid Arrow IPC file: %w", path, err)
+	return Read(f, st.Size(), path, fn)
+}
+
+// Read is ReadFile over the size bytes of r (an Arrow IPC file held in
+// memory: a segment of a block object another program wrote), named name
+// in its errors.
+func Read(r io.ReaderAt, size int64, name string, fn func(i int, rec arrow.Record) error) error {
+	if err := checkFile(r, size); err != nil {
+		return fmt.Errorf("%s: not a valid Arrow IPC file: %w", name, err)
 	}
 	alloc := NewBudgetAllocator(0, "the file")
-	var r *ipc.FileReader
-	err = guard(func() error {
+	var fr *ipc.FileReader
+	err := guard(func() error {
 		alloc.Reset(BudgetBase + BudgetPerByte*size)
-		r, err = ipc.NewFileReader(f, ipc.WithAllocator(alloc))
+		var err error
+		fr, err = ipc.NewFileReader(io.NewSectionReader(r, 0, size), ipc.WithAllocator(alloc))
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%s: not a valid Arrow IPC file: %w", path, err)
+		return fmt.Errorf("%s: not a valid Arrow IPC file: %w", name, err)
 	}
-	defer guard(func() error { r.Close(); return nil })
-	for i := 0; i < r.NumRecords(); i++ {
+	defer guard(func() error { fr.Close(); return nil })
+	for i := 0; i < fr.NumRecords(); i++ {
 		var rec arrow.Record
 		err := guard(func() error {
 			alloc.Reset(BudgetBase + BudgetPerByte*size)
-			rec, err = r.Record(i)
+			var err error
+			rec, err = fr.Record(i)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("%s: record batch %d: %w", path, i, err)
+			return fmt.Errorf("%s: record batch %d: %w", name, i, err)
 		}
 		if err := fn(i, rec); err != nil {
 			return err
@@ -157,7 +166,7 @@ const (
 
 // checkFile checks the trailer and the footer of the file as Arrow's
 // reader will read them.
-func checkFile(f *os.File, size int64) (err error) {
+func checkFile(f io.ReaderAt, size int64) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("footer: %v", p)

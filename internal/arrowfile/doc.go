@@ -1,5 +1,6 @@
 // Package arrowfile reads Arrow IPC files that come from outside SIG (the
-// raw file of `sigctl run`), where any byte may be wrong.
+// raw file of `sigctl run`, a segment of a block object another program
+// wrote: Read takes any io.ReaderAt), where any byte may be wrong.
 //
 // Arrow's Go reader trusts a file's metadata: a vector length in the
 // footer's flatbuffer sizes a Go slice before anything is read (a few

@@ -197,13 +197,13 @@ func newScale(a Axis, lo, hi float64, zero bool, from, to float64) scale {
 			lo, hi = lo-math.Abs(lo)/2, hi+math.Abs(hi)/2
 		}
 	}
-	step := niceStep((hi - lo) / 4)
+	step := NiceStep((hi - lo) / 4)
 	start, end := math.Floor(lo/step+1e-9)*step, math.Ceil(hi/step-1e-9)*step
 	if a.Max > 0 {
 		end = a.Max
 	}
 	for i := 0; ; i++ {
-		v := roundTo(start+float64(i)*step, step)
+		v := RoundTo(start+float64(i)*step, step)
 		if v > end+step*1e-9 {
 			break
 		}
@@ -216,9 +216,10 @@ func newScale(a Axis, lo, hi float64, zero bool, from, to float64) scale {
 	return s
 }
 
-// niceStep returns the smallest of 1, 2, 2.5 and 5 times a power of ten
-// that is at least raw.
-func niceStep(raw float64) float64 {
+// NiceStep returns the smallest of 1, 2, 2.5, 5 and 10 times a power of
+// ten that is at least raw: a round tick step (the web UI's live charts
+// use it too).
+func NiceStep(raw float64) float64 {
 	mag := math.Pow(10, math.Floor(math.Log10(raw)))
 	for _, m := range []float64{1, 2, 2.5, 5, 10} {
 		if m*mag >= raw*(1-1e-9) {
@@ -228,8 +229,9 @@ func niceStep(raw float64) float64 {
 	return 10 * mag
 }
 
-// roundTo removes the binary noise of i×step (0.1×3 = 0.30000000000000004).
-func roundTo(v, step float64) float64 {
+// RoundTo removes the binary noise of i×step (0.1×3 = 0.30000000000000004):
+// v rounded to the decimals step has.
+func RoundTo(v, step float64) float64 {
 	for d := 0; d < 12; d++ {
 		p := math.Pow(10, float64(d))
 		if x := step * p; math.Abs(x-math.Round(x)) < 1e-6 {

@@ -436,3 +436,92 @@ func KeyOf(expr string, s *transform.Schema, reg *transform.Registry) (Key, *Can
 	}
 	return c.Components[0].Key, c, nil
 }
+
+// NodeIndex returns the index in Nodes of the node with key k.
+func (c *Canonical) NodeIndex(k Key) (int, bool) {
+	i, ok := c.byKey[k]
+	return i, ok
+}
+
+// Cone returns the component of node i, as if it were a model input's root
+// named name: any node may be memoized (a memo node of a cover), and its
+// cone is what a worker computes and what its key names.
+func (c *Canonical) Cone(i int, name string) Component {
+	return c.component(name, i, make([]int32, len(c.Nodes)), 1, &coneScratch{})
+}
+
+// Residual returns the graph a reader runs when the columns of the nodes in
+// memo are given (memoized nodes it fetched): every component's nodes
+// reachable from its root without passing through a memo node, inputs
+// first, with the model inputs under their submitted names. A memo node it
+// reaches is a leaf there (its inputs are not needed; transform.RunGiven
+// takes its column), and given maps each such node's index in Nodes to its
+// index in the graph; memo nodes it does not reach (beneath another) are
+// not in given; types[j] is the type of the graph's node j. The graph is
+// for running, not printing: its memo nodes lack their inputs.
+func (c *Canonical) Residual(memo map[int]bool) (g *transform.Graph, given map[int]int, types []transform.Type) {
+	idx := map[int]int{}
+	given = map[int]int{}
+	g = &transform.Graph{}
+	var visit func(i int)
+	visit = func(i int) {
+		if _, ok := idx[i]; ok {
+			return
+		}
+		n := &c.Nodes[i]
+		tn := transform.Node{Op: n.Op, Params: slices.Clone(n.Params)}
+		if memo[i] {
+			given[i] = len(g.Nodes)
+		} else {
+			for _, j := range n.Inputs {
+				visit(j)
+				tn.Inputs = append(tn.Inputs, idx[j])
+			}
+		}
+		idx[i] = len(g.Nodes)
+		g.Nodes = append(g.Nodes, tn)
+		types = append(types, n.Type)
+	}
+	for _, comp := range c.Components {
+		visit(comp.Root)
+		g.Inputs = append(g.Inputs, transform.ModelInput{Name: comp.Input, Node: idx[comp.Root]})
+	}
+	return g, given, types
+}
+
+// ResidualDSL writes a component with the nodes in memo as memo("<key
+// prefix>"): the ops a reader runs over the memoized nodes of a cover, for
+// people (read solutions, the web UI, sigctl). It is not parsed back.
+func (c *Canonical) ResidualDSL(comp *Component, memo map[int]bool) string {
+	var b strings.Builder
+	var write func(i int)
+	write = func(i int) {
+		n := &c.Nodes[i]
+		if memo[i] {
+			fmt.Fprintf(&b, "memo(%q)", n.Key.Short())
+			return
+		}
+		if n.Op == "col" {
+			v, _ := paramOf(n.Params, "name")
+			fmt.Fprintf(&b, "col(%q)", v.Str)
+			return
+		}
+		b.WriteString(n.Op)
+		b.WriteByte('(')
+		for x, j := range n.Inputs {
+			if x > 0 {
+				b.WriteString(", ")
+			}
+			write(j)
+		}
+		for x, p := range n.Params {
+			if x > 0 || len(n.Inputs) > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(p.Name + "=" + p.Value.String())
+		}
+		b.WriteByte(')')
+	}
+	write(comp.Root)
+	return b.String()
+}

@@ -340,3 +340,42 @@ func TestKeyText(t *testing.T) {
 		}
 	}
 }
+
+// TestConeIsAComponent: the cone of any node, canonicalized on its own from
+// its canonical DSL, has that node's key, so a memo node of a cover is
+// memoized, found and read under the key it has inside every graph that
+// contains it; the residual DSL writes memo nodes as memo("<prefix>").
+func TestConeIsAComponent(t *testing.T) {
+	src := `
+let q = unigrams(lower(col("query")))
+input a = hash(q, buckets=1000)
+input b = concat(intersect(q, unigrams(lower(col("ad_title")))), col("ad_category"))
+`
+	g, err := transform.Parse([]byte(src), "", transform.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, reg := transform.AdsSchema(), transform.Default()
+	c, err := Canonicalize(g, s, reg, transform.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.Nodes {
+		cone := c.Cone(i, "out")
+		k, _, err := KeyOf(strings.TrimPrefix(c.DSL(&cone, "out"), "input out = "), s, reg)
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		if k != c.Nodes[i].Key || cone.Key != k {
+			t.Fatalf("node %d (%s): cone key %s, canonicalized alone %s", i, c.Nodes[i].Op, cone.Key.Short(), k.Short())
+		}
+		if j, ok := c.NodeIndex(k); !ok || j != i {
+			t.Fatalf("NodeIndex(%s) = %d, %v", k.Short(), j, ok)
+		}
+	}
+	a := &c.Components[0]
+	q := c.Nodes[a.Root].Inputs[0]
+	if got, want := c.ResidualDSL(a, map[int]bool{q: true}), `hash(memo("`+c.Nodes[q].Key.Short()+`"), buckets=1000, salt=0)`; got != want {
+		t.Fatalf("residual %s, want %s", got, want)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/scale"
@@ -185,8 +186,10 @@ func (e *env) open() *stores {
 }
 
 func (s *stores) wire() {
+	// sigd's default insertion policy (--insertion=all): every component
+	// memoized whole, as the fill's ready entries are.
 	s.f = matching.NewFrontend(matching.FrontendConfig{Cache: s.cache, Blocks: catalogBlocks{s.cat},
-		Scheduler: queueScheduler{s.queue}, Schema: adsOnly})
+		Scheduler: queueScheduler{s.queue}, Schema: adsOnly, Insertion: insertion.Config{MemoizeAll: true}})
 }
 
 func (s *stores) close(tb testing.TB) {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/sigdata/sig/internal/svgplot"
 )
 
 // chart.go draws the overview's time series as inline SVG on the server: no
@@ -233,9 +235,9 @@ func yTicks(max float64, fixed, integer bool) []float64 {
 	if !(max > 0) || math.IsInf(max, 0) {
 		max = 1
 	}
-	step := niceStep(max / 4)
+	step := svgplot.NiceStep(max / 4)
 	if integer && step != math.Trunc(step) {
-		step = math.Max(1, niceStep(math.Ceil(step)))
+		step = math.Max(1, svgplot.NiceStep(math.Ceil(step)))
 		if step != math.Trunc(step) { // 2.5
 			step = 5
 		}
@@ -245,34 +247,15 @@ func yTicks(max float64, fixed, integer bool) []float64 {
 		// A fixed top is the top even if no round step reaches it exactly.
 		out := make([]float64, 0, n+1)
 		for i := 0; i < n; i++ {
-			out = append(out, roundTo(float64(i)*step, step))
+			out = append(out, svgplot.RoundTo(float64(i)*step, step))
 		}
 		return append(out, max)
 	}
 	out := make([]float64, 0, n+1)
 	for i := 0; i <= n; i++ {
-		out = append(out, roundTo(float64(i)*step, step))
+		out = append(out, svgplot.RoundTo(float64(i)*step, step))
 	}
 	return out
-}
-
-// niceStep returns the smallest of 1, 2, 2.5, 5 and 10 times a power of ten
-// that is at least raw.
-func niceStep(raw float64) float64 {
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*mag >= raw*(1-1e-9) {
-			return m * mag
-		}
-	}
-	return 10 * mag
-}
-
-// roundTo removes the binary noise of i×step (0.1×3 = 0.30000000000000004).
-func roundTo(v, step float64) float64 {
-	d := decimals(step)
-	p := math.Pow(10, float64(d))
-	return math.Round(v*p) / p
 }
 
 // decimals is how many decimal digits v needs (at most 9).

@@ -70,6 +70,11 @@ type Column struct {
 	Offset int64  `json:"offset"`
 	Length int64  `json:"length"`
 	CRC32C uint32 `json:"crc32c"`
+	// Compression is the segment's Arrow IPC buffer compression, as the
+	// writer chose it (EncodeOptions); absent when uncompressed, as in
+	// objects written before segments could be compressed. Readers go by
+	// the segment itself.
+	Compression Compression `json:"compression,omitempty"`
 }
 
 // Meta is a block's metadata: what the footer of its object holds, plus
@@ -183,12 +188,17 @@ func (w *writeSeeker) Seek(off int64, whence int) (int64, error) {
 // fields and returns the completed Meta with the object bytes. The output is
 // a deterministic function of meta and rec.
 func Encode(meta Meta, rec arrow.Record) ([]byte, Meta, error) {
-	return encode(meta, rec, nil)
+	return encode(meta, rec, nil, EncodeOptions{})
+}
+
+// EncodeWith is Encode with its segments encoded as opts says (compressed).
+func EncodeWith(meta Meta, rec arrow.Record, opts EncodeOptions) ([]byte, Meta, error) {
+	return encode(meta, rec, nil, opts)
 }
 
 // encode is Encode laying the object out in buf's memory when it is large
 // enough.
-func encode(meta Meta, rec arrow.Record, buf []byte) ([]byte, Meta, error) {
+func encode(meta Meta, rec arrow.Record, buf []byte, opts EncodeOptions) ([]byte, Meta, error) {
 	if err := meta.Validate(); err != nil {
 		return nil, Meta{}, err
 	}
@@ -220,7 +230,14 @@ func encode(meta Meta, rec arrow.Record, buf []byte) ([]byte, Meta, error) {
 		w.pos = start
 		seg := &offsetWriter{w: w, base: int64(start)}
 		sch := arrow.NewSchema([]arrow.Field{f}, nil)
-		fw, err := ipc.NewFileWriter(seg, ipc.WithSchema(sch))
+		comp := opts.of(f.Name)
+		ipcOpts := []ipc.Option{ipc.WithSchema(sch)}
+		if o, err := comp.ipcOption(); err != nil {
+			return nil, Meta{}, fmt.Errorf("block %s: column %s: %w", meta.ID, f.Name, err)
+		} else if o != nil {
+			ipcOpts = append(ipcOpts, o)
+		}
+		fw, err := ipc.NewFileWriter(seg, ipcOpts...)
 		if err != nil {
 			return nil, Meta{}, fmt.Errorf("block %s: column %s: %w", meta.ID, f.Name, err)
 		}
@@ -236,7 +253,7 @@ func encode(meta Meta, rec arrow.Record, buf []byte) ([]byte, Meta, error) {
 		b := w.buf[start:]
 		segCRC := crc32.Checksum(b, castagnoli)
 		meta.Columns = append(meta.Columns, Column{Name: f.Name, Type: t.String(),
-			Offset: int64(start), Length: int64(len(b)), CRC32C: segCRC})
+			Offset: int64(start), Length: int64(len(b)), CRC32C: segCRC, Compression: comp})
 		// The object's checksum grows piece by piece from the ones just
 		// computed (the padding is hashed, the segment combined), so the
 		// object's bytes are read once, not twice.
@@ -437,6 +454,11 @@ func assemble(key string, m Meta, names []string, segs [][]byte) (arrow.Record, 
 // Write encodes rec and stores it at meta.Key. It returns the completed
 // metadata (see Encode).
 func Write(ctx context.Context, store objstore.Writer, meta Meta, rec arrow.Record) (Meta, error) {
+	return WriteWith(ctx, store, meta, rec, EncodeOptions{})
+}
+
+// WriteWith is Write with its segments encoded as opts says (compressed).
+func WriteWith(ctx context.Context, store objstore.Writer, meta Meta, rec arrow.Record, opts EncodeOptions) (Meta, error) {
 	// The object's bytes live only until the PUT returns: a worker writing
 	// a memo object every few milliseconds reuses the memory instead of
 	// having the runtime clear megabytes for each one.
@@ -444,7 +466,7 @@ func Write(ctx context.Context, store objstore.Writer, meta Meta, rec arrow.Reco
 	if bp == nil {
 		bp = new([]byte)
 	}
-	data, m, err := encode(meta, rec, *bp)
+	data, m, err := encode(meta, rec, *bp, opts)
 	if err == nil && m.Key == "" {
 		err = fmt.Errorf("block %s: no object key", m.ID)
 	}

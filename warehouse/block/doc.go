@@ -35,8 +35,45 @@
 // CRC is kept by objstore in the object's metadata and verified on full reads.
 // Any mismatch, truncation or undecodable segment is ErrCorrupt, with the
 // object (and column) named, and so is a segment whose own Arrow schema is
-// not the type the footer gives its column (a checksum only says the bytes
-// are the ones written, not that the writer was SIG's).
+// no encoding of the type the footer gives its column (a checksum only says
+// the bytes are the ones written, not that the writer was SIG's).
+//
+// # Compression
+//
+// A segment may use Arrow IPC's own buffer compression (LZ4 frame or ZSTD:
+// the record batch's BodyCompression, each buffer compressed on its own and
+// prefixed with its uncompressed length), so that it stays a standard Arrow
+// IPC file any Arrow implementation reads. The writer chooses it per column
+// (EncodeOptions, Compression; ingestion and workers take
+// --segment-compression, default DefaultCompression) and the footer repeats
+// it (Column.Compression, absent when uncompressed, so objects written
+// before are unchanged byte for byte); readers go by the segment itself, so
+// every object, old or new, compressed or not, decodes. The zero-copy
+// decoder decompresses each buffer once into memory of its own (a stated
+// length beyond what the buffer's rows need is ErrCorrupt before anything
+// is allocated) and aliases the rest; a buffer the writer left uncompressed
+// (length -1) is aliased. CRCs are of the stored (compressed) bytes, so
+// FetchTail and the ranged reads check them as before, while the bytes
+// arrive. bench/compression.sh measures stored bytes, worker and reader CPU
+// for each (docs/ARCHITECTURE.md, "Segment compression", says why the
+// default is what it is).
+//
+// # Blocks other programs write
+//
+// The footer gives each column's DSL type ("string", "list<int64>"); the
+// segment's own Arrow schema says how it is encoded. SIG's encoder writes
+// each type as transform.Type.ArrowType in one record batch, and those
+// segments (compressed or not) are decoded without copying. A raw block
+// object another program
+// wrote (events ingested by something other than warehouse/ingest, with
+// Arrow JS's or pyarrow's encodings) may hold any Arrow IPC file of one
+// column instead: dictionary-encoded, large or view strings, list views,
+// several record batches. DecodeSegment reads such a segment with Arrow's
+// own reader (internal/arrowfile: bounded by the segment's size, never a
+// panic) and converts it, once, to the footer's type with
+// transform.ConformArray, so workers (memo objects) and readers (LIG)
+// compute from it exactly what they compute from the plain encoding
+// (TestRunnerForeignEncodings in workers/memo, on objects pyarrow wrote).
 //
 // # Block ids
 //

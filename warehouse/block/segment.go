@@ -32,8 +32,9 @@ import (
 //   - a segment is decoded without copying: the arrays' buffers are slices
 //     of the fetched bytes (Arrow's IPC reader copies every buffer twice,
 //     into buffers as large as the metadata says). The decoder reads exactly
-//     the layout block.Encode writes (an IPC file of one uncompressed batch)
-//     and checks the segment's schema against the footer's type and every
+//     the layout block.Encode writes (an IPC file of one batch; compressed
+//     buffers are decompressed once, into memory of their own, bounded by
+//     what the rows need) and checks the segment's schema against the footer's type and every
 //     length and offset against the bytes it has, so a segment that passed
 //     its checksum but was written wrong (or by another writer) is
 //     ErrCorrupt, never a panic, a huge allocation or values of one type
@@ -341,7 +342,25 @@ func (r *tailRead) release() {
 
 // DecodeSegment decodes one column segment holding rows rows of type t. It
 // never panics: a segment that does not decode is ErrCorrupt.
+//
+// A segment as Encode writes it is decoded without copying. Any other
+// Arrow IPC file of one field is a valid segment too: a block object
+// another program wrote may hold dictionary-encoded, large or view strings,
+// list views, several record batches (decodeForeign). Such a segment is read
+// by Arrow's own reader and converted, once, here, to the footer's type by
+// transform.ConformArray, the one place where Arrow from outside SIG meets
+// SIG's types; a segment of no encoding of the footer's type is ErrCorrupt.
 func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Array, err error) {
+	return DecodeSegmentInto(key, c, seg, rows, nil)
+}
+
+// DecodeSegmentInto is DecodeSegment decompressing a compressed segment's
+// buffers into memory from alloc (make when nil), as FetchSegmentsInto
+// fetches into it: the array is then a view of those buffers too, and the
+// caller may recycle them only once nothing reads it (the reader's unit
+// buffers). alloc's bytes need not be zeroed: every byte of a buffer handed
+// to the array is written first.
+func DecodeSegmentInto(key string, c Column, seg []byte, rows int64, alloc Alloc) (arr arrow.Array, err error) {
 	t, err := transform.ParseType(c.Type)
 	if err != nil {
 		return nil, fmt.Errorf("block %s: column %s: %v: %w", key, c.Name, err, ErrCorrupt)
@@ -355,22 +374,21 @@ func DecodeSegment(key string, c Column, seg []byte, rows int64) (arr arrow.Arra
 	// buffers alone cannot tell a float64 from an int64 (or a padded int32
 	// from either), and the footer is not checked against the segment by
 	// the CRCs, which only say that the bytes are the ones written.
-	if got, ok := segmentType(seg); !ok {
-		return nil, fmt.Errorf("block %s: column %s: segment has no readable Arrow schema: %w", key, c.Name, ErrCorrupt)
-	} else if got != t.String() {
-		return nil, fmt.Errorf("block %s: column %s: segment holds %s, footer says %s: %w", key, c.Name, got, c.Type, ErrCorrupt)
-	}
-	arr, ok := decodeZeroCopy(seg, t, rows)
+	got, ok := segmentType(seg)
 	if !ok {
-		return nil, fmt.Errorf("block %s: column %s: segment is not one uncompressed Arrow IPC batch of %d rows of %s as block.Encode writes: %w",
-			key, c.Name, rows, c.Type, ErrCorrupt)
+		return nil, fmt.Errorf("block %s: column %s: segment has no readable Arrow schema: %w", key, c.Name, ErrCorrupt)
 	}
-	if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
-		arr.Release()
-		return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
-			key, c.Name, arr.DataType(), arr.Len(), c.Type, rows, ErrCorrupt)
+	if got == t.String() {
+		if arr, ok := decodeZeroCopy(seg, t, rows, alloc); ok {
+			if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
+				arr.Release()
+				return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
+					key, c.Name, arr.DataType(), arr.Len(), c.Type, rows, ErrCorrupt)
+			}
+			return arr, nil
+		}
 	}
-	return arr, nil
+	return decodeForeign(key, c, t, got, seg, rows)
 }
 
 // Arrow IPC framing and the flatbuffer slots read below (Message.fbs,
@@ -397,6 +415,8 @@ const (
 	rbSlotNodes       = 6  // RecordBatch.nodes: [FieldNode{length, null_count}]
 	rbSlotBuffers     = 8  // RecordBatch.buffers: [Buffer{offset, length}]
 	rbSlotCompression = 10 // RecordBatch.compression
+	compSlotCodec     = 4  // BodyCompression.codec
+	compSlotMethod    = 6  // BodyCompression.method
 )
 
 // message returns the metadata flatbuffer and the body of the encapsulated
@@ -420,11 +440,12 @@ func message(b []byte, off int) (meta, body []byte, next int, ok bool) {
 }
 
 // decodeZeroCopy decodes a segment written by block.Encode (an IPC file: a
-// schema message, one uncompressed record batch) whose buffers it aliases.
+// schema message, one record batch) whose buffers it aliases, or, for a
+// compressed batch, decompresses.
 // ok is false when the segment is of another shape or inconsistent. The
 // footer's type, which DecodeSegment has checked against the segment's own
 // schema, gives the column's type.
-func decodeZeroCopy(seg []byte, t transform.Type, rows int64) (arrow.Array, bool) {
+func decodeZeroCopy(seg []byte, t transform.Type, rows int64, alloc Alloc) (arrow.Array, bool) {
 	if len(seg) < 8 || string(seg[:8]) != ipcFileMagic {
 		return nil, false
 	}
@@ -442,10 +463,19 @@ func decodeZeroCopy(seg []byte, t transform.Type, rows int64) (arrow.Array, bool
 		return nil, false
 	}
 	rb := flatbuffers.Table{Bytes: meta, Pos: msg.Indirect(msg.Pos + flatbuffers.UOffsetT(o))}
-	if rb.GetInt64Slot(rbSlotLength, -1) != rows || rb.Offset(rbSlotCompression) != 0 {
+	if rb.GetInt64Slot(rbSlotLength, -1) != rows {
 		return nil, false
 	}
-	d := &zcDecoder{body: body, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
+	codec := codecNone
+	if comp, ok := child(&rb, rbSlotCompression); ok {
+		// BodyCompression{codec, method}: LZ4_FRAME or ZSTD, each buffer
+		// on its own (BUFFER, the only method the format defines).
+		codec = int(comp.GetInt8Slot(compSlotCodec, 0))
+		if codec != codecLZ4 && codec != codecZSTD || comp.GetInt8Slot(compSlotMethod, 0) != 0 {
+			return nil, false
+		}
+	}
+	d := &zcDecoder{body: body, codec: codec, alloc: alloc, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
 	data, ok := d.array(t)
 	if !ok || d.nodes.n != 0 || d.bufs.n != 0 {
 		if data != nil {
@@ -560,21 +590,42 @@ func (v *structVec) next() (a, b int64, ok bool) {
 
 type zcDecoder struct {
 	body        []byte
+	codec       int   // codecNone, codecLZ4 or codecZSTD
+	alloc       Alloc // where decompressed buffers go; nil: make
 	nodes, bufs structVec
 }
 
 // buffer returns the next body buffer, which must hold at least min bytes.
-func (d *zcDecoder) buffer(min int64) (*memory.Buffer, []byte, bool) {
+// A compressed buffer is decompressed into memory of its own (its stated
+// length at most max, which bounds what a corrupt length can allocate);
+// one the caller does not use (use false) is skipped undecompressed.
+func (d *zcDecoder) buffer(min, max int64, use bool) (*memory.Buffer, []byte, bool) {
 	off, n, ok := d.bufs.next()
-	if !ok || off < 0 || n < min || off+n > int64(len(d.body)) || off%8 != 0 {
+	if !ok || off < 0 || n < 0 || off+n > int64(len(d.body)) || off%8 != 0 {
 		return nil, nil, false
 	}
 	if n == 0 {
-		return nil, nil, true
+		return nil, nil, min == 0
 	}
 	b := d.body[off : off+n : off+n]
+	if d.codec != codecNone {
+		if !use {
+			return nil, nil, true
+		}
+		if b, ok = decompress(d.codec, b, max, d.alloc); !ok {
+			return nil, nil, false
+		}
+	}
+	if int64(len(b)) < min {
+		return nil, nil, false
+	}
 	return memory.NewBufferBytes(b), b, true
 }
+
+// bound is the most a buffer of need bytes may state as its uncompressed
+// length: writers pad buffers to 64 bytes (Arrow C++ may write an array's
+// whole allocation).
+func bound(need int64) int64 { return (need+63)&^63 + 64 }
 
 // array decodes the next field node of type t (and its children).
 func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
@@ -582,8 +633,9 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 	if !ok || length < 0 || nulls < 0 || nulls > length || length > 1<<31-1 {
 		return nil, false
 	}
-	validity, vbytes, ok := d.buffer(0)
-	if !ok || nulls > 0 && int64(len(vbytes)) < (length+7)/8 {
+	vneed := (length + 7) / 8
+	validity, vbytes, ok := d.buffer(0, bound(vneed), nulls > 0)
+	if !ok || nulls > 0 && int64(len(vbytes)) < vneed {
 		return nil, false
 	}
 	if nulls == 0 {
@@ -592,23 +644,23 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 	n := int(length)
 	switch t {
 	case transform.Int64, transform.Float64:
-		values, _, ok := d.buffer(8 * length)
+		values, _, ok := d.buffer(8*length, bound(8*length), true)
 		if !ok {
 			return nil, false
 		}
 		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, values}, nil, int(nulls), 0), true
 	case transform.String:
-		offsets, obytes, ok := d.buffer(4 * (length + 1))
+		offsets, obytes, ok := d.buffer(4*(length+1), bound(4*(length+1)), true)
 		if !ok {
 			return nil, false
 		}
-		values, vb, ok := d.buffer(0)
+		values, vb, ok := d.buffer(0, bound(lastOffset(obytes, n)), true)
 		if !ok || !validOffsets(obytes, n, len(vb)) {
 			return nil, false
 		}
 		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, offsets, values}, nil, int(nulls), 0), true
 	case transform.ListString, transform.ListInt64:
-		offsets, obytes, ok := d.buffer(4 * (length + 1))
+		offsets, obytes, ok := d.buffer(4*(length+1), bound(4*(length+1)), true)
 		if !ok {
 			return nil, false
 		}
@@ -625,6 +677,15 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 		return data, true
 	}
 	return nil, false
+}
+
+// lastOffset is the last of n+1 int32 offsets (how many value bytes they
+// address), 0 when there are fewer; validOffsets checks them all.
+func lastOffset(b []byte, n int) int64 {
+	if len(b) < 4*(n+1) {
+		return 0
+	}
+	return max(0, int64(int32(binary.LittleEndian.Uint32(b[4*n:]))))
 }
 
 // validOffsets checks n+1 int32 offsets: starting at 0 (what block.Encode

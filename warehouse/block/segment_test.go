@@ -2,6 +2,7 @@ package block
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -69,17 +70,31 @@ func segmentRecord(rows int) arrow.Record {
 // TestDecodeSegmentZeroCopy: every column type written by Encode
 // decodes without copying to the same values as Arrow's reader, at any row
 // count, and decoding the array's buffers aliases the segment.
+//
+// Compressed segments (Arrow IPC buffer compression, LZ4 frame and ZSTD)
+// decode by the same path to the same values, their buffers decompressed
+// once into memory of their own; before, they took Arrow's reader
+// (decodeForeign), which copies every buffer twice more.
 func TestDecodeSegmentZeroCopy(t *testing.T) {
+	for _, comp := range []Compression{Uncompressed, LZ4Frame, ZSTD} {
+		t.Run(comp.Flag(), func(t *testing.T) { testDecodeSegmentZeroCopy(t, comp) })
+	}
+}
+
+func testDecodeSegmentZeroCopy(t *testing.T, comp Compression) {
 	for _, rows := range []int{1, 7, 1000} {
 		rec := segmentRecord(rows)
-		data, meta, err := Encode(Meta{Key: "raw/t/b.arrow", ID: "b", Source: "t"}, rec)
+		data, meta, err := EncodeWith(Meta{Key: "raw/t/b.arrow", ID: "b", Source: "t"}, rec, EncodeOptions{Compression: comp})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, c := range meta.Columns {
+			if c.Compression != comp {
+				t.Fatalf("column %s: footer says compression %q, want %q", c.Name, c.Compression, comp)
+			}
 			seg := data[c.Offset : c.Offset+c.Length]
 			typ, _ := transform.ParseType(c.Type)
-			zc, ok := decodeZeroCopy(seg, typ, meta.Rows)
+			zc, ok := decodeZeroCopy(seg, typ, meta.Rows, nil)
 			if !ok {
 				t.Fatalf("rows %d: column %s (%s) not decoded by the zero-copy path", rows, c.Name, c.Type)
 			}
@@ -94,7 +109,7 @@ func TestDecodeSegmentZeroCopy(t *testing.T) {
 			if err != nil || !array.Equal(got, ref) {
 				t.Fatalf("decodeSegment: %v", err)
 			}
-			if buf := zc.Data().Buffers()[1]; buf != nil && buf.Len() > 0 && &buf.Bytes()[0] != &seg[overlap(seg, buf.Bytes())] {
+			if buf := zc.Data().Buffers()[1]; comp == Uncompressed && buf != nil && buf.Len() > 0 && &buf.Bytes()[0] != &seg[overlap(seg, buf.Bytes())] {
 				t.Fatalf("column %s: buffer does not alias the segment", c.Name)
 			}
 			zc.Release()
@@ -139,9 +154,15 @@ func overlap(seg, b []byte) int {
 // passed its checksum but was written wrong might look) and requires an
 // error or an array of the footer's type and length, never a panic.
 func TestDecodeSegmentNeverPanics(t *testing.T) {
+	for _, comp := range []Compression{Uncompressed, LZ4Frame, ZSTD} {
+		t.Run(comp.Flag(), func(t *testing.T) { testDecodeSegmentNeverPanics(t, comp) })
+	}
+}
+
+func testDecodeSegmentNeverPanics(t *testing.T, comp Compression) {
 	rec := segmentRecord(50)
 	defer rec.Release()
-	data, meta, err := Encode(Meta{Key: "raw/t/b.arrow", ID: "b", Source: "t"}, rec)
+	data, meta, err := EncodeWith(Meta{Key: "raw/t/b.arrow", ID: "b", Source: "t"}, rec, EncodeOptions{Compression: comp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,5 +220,35 @@ func TestSpans(t *testing.T) {
 		if _, err := Spans(m, []string{"d"}); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("footer offset %d: overflowing segment: %v", fo, err)
 		}
+	}
+}
+
+// TestDecodeCompressedEdges: buffers a writer left uncompressed inside a
+// compressed batch (length prefix -1, as Arrow writes buffers that do not
+// shrink enough) decode by the zero-copy path; a buffer stating an
+// uncompressed length far beyond what its rows need is ErrCorrupt before
+// anything that large is allocated.
+func TestDecodeCompressedEdges(t *testing.T) {
+	rec := segmentRecord(1000)
+	defer rec.Release()
+	col := rec.Column(2) // int64, random: does not compress
+	seg := foreignSegment(t, "c", []ipc.Option{ipc.WithZstd(), ipc.WithMinSpaceSavings(0.5)}, col)
+	zc, ok := decodeZeroCopy(seg, transform.Int64, 1000, nil)
+	if !ok || !array.Equal(zc, col) {
+		t.Fatalf("segment with uncompressed buffers: ok %v", ok)
+	}
+	zc.Release()
+
+	seg = foreignSegment(t, "c", []ipc.Option{ipc.WithLZ4()}, col)
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], 8000) // the values buffer's uncompressed length
+	i := bytes.Index(seg, n[:])
+	if i < 0 {
+		t.Fatal("no length prefix 8000 in the segment")
+	}
+	binary.LittleEndian.PutUint64(seg[i:], 1<<40)
+	_, err := DecodeSegment("k", Column{Name: "c", Type: "int64"}, seg, 1000)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("stated length 1 TiB: %v, want ErrCorrupt", err)
 	}
 }

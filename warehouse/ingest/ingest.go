@@ -96,6 +96,9 @@ type Config struct {
 	// Store and Catalog receive the blocks. Required.
 	Store   *objstore.Store
 	Catalog *catalog.Catalog
+	// Compression is the Arrow IPC buffer compression of the blocks'
+	// segments (block.Compression; zero: uncompressed).
+	Compression block.Compression
 	// RowsPerBlock seals a buffer when it holds this many rows.
 	// Default 100000.
 	RowsPerBlock int
@@ -680,7 +683,7 @@ func (in *Ingester) seal(ctx context.Context, ps *partState, b *buffer) error {
 		err  error
 	)
 	for {
-		full, err = block.Write(ctx, in.cfg.Store, meta, rec)
+		full, err = block.WriteWith(ctx, in.cfg.Store, meta, rec, block.EncodeOptions{Compression: in.cfg.Compression})
 		if err == nil || ctx.Err() != nil {
 			break
 		}

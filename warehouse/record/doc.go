@@ -57,6 +57,13 @@
 // 64 KiB, unless configured) is malformed ("oversized"), whatever its
 // encoding.
 //
+// # From Arrow files
+//
+// Encoder.Row encodes one row of an Arrow record of the schema's columns
+// and types (transform.Conform's output, which converts any producer's
+// encoding once), as `sigctl produce` does for a raw Arrow file. A list
+// with a null element has no record form and is an error.
+//
 // Every decoding error wraps ErrMalformed, says what is wrong and carries a
 // reason code from a fixed set (Error.Reason, ReasonOf: oversized,
 // content_type, syntax, schema); ingestion sends such records to the

@@ -3,7 +3,23 @@
 // the warehouse"): Runner reads the raw columns a component needs from its
 // block, runs the component's canonical graph with package transform and
 // writes the memo object whole (MemoRecord: event_id and the output column,
-// row-aligned with the raw block, in the layout of warehouse/block).
+// row-aligned with the raw block, in the layout of warehouse/block). A
+// component may be any node's cone (a cover's memo node, issue 20). The
+// task's description names the memo nodes inside the cone that were ready
+// for the block (Task.memo_inputs, sigd's describe): the runner reads them,
+// checked as readers check memo objects (footer, type, row alignment), and
+// runs only the residual above them (canon.Residual, transform.RunGiven),
+// so a nested subexpression memoized for other covers is not computed
+// again; one it cannot use is skipped and computed from raw columns, which
+// gives the same column. It reports the time each op class's kernels took
+// (Result.OpNanos, transform.RunObserved), which sigd keeps for the
+// insertion policy.
+//
+// The value segment is compressed as Runner.Compression says (sigd's and `sigd
+// worker`'s --segment-compression); the event_id segment is encoded exactly
+// as the raw block's, so that the two are byte-identical and readers prove
+// alignment from the footers (TestRunnerCompression). bench/compression.sh
+// runs BenchmarkCompression here.
 //
 // The in-process pool of `sigd` and the remote `sigd worker` run this same
 // Runner. It does not mark a memo entry ready: that is the completion hook

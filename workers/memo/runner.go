@@ -3,11 +3,16 @@ package memo
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 
+	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/matching/insertion"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
@@ -43,6 +48,13 @@ type Runner struct {
 	// them as sig_worker_phase_seconds. Pipelined stages overlap, so their
 	// sum can exceed the wall time.
 	Observe func(phase string, d time.Duration)
+	// Compression is the Arrow IPC buffer compression of the memo
+	// objects' value segments (block.Compression; zero: uncompressed).
+	// Their event_id segment is encoded as the raw block's is, whatever
+	// this says, so that the two stay byte-identical: readers then know a
+	// memo object row-aligned from the footers alone and fetch its value
+	// segment with its footer in one request (reader, block.FetchTail).
+	Compression block.Compression
 }
 
 var _ workers.StagedRunner = (*Runner)(nil)
@@ -81,9 +93,27 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	if reg == nil {
 		reg = transform.Default()
 	}
-	g, _, err := transform.ParseAndCheck([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
+	g, types, err := transform.ParseAndCheck([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
 	if err != nil {
 		return nil, taskError("%v", err)
+	}
+	// Memoized nodes of the cone, when there are any readable: only the
+	// residual above them runs, over the raw columns it reads.
+	columns := spec.Columns
+	var over *overMemo
+	if len(spec.MemoInputs) > 0 {
+		if over = r.overMemo(ctx, spec, g, s, reg); over != nil {
+			g, types, columns = over.g, over.types, over.columns
+		}
+	}
+	// Each node's op class, under which its kernel's time is reported.
+	classes := make([]string, len(g.Nodes))
+	for i, n := range g.Nodes {
+		ins := make([]transform.Type, len(n.Inputs))
+		for x, j := range n.Inputs {
+			ins[x] = types[j]
+		}
+		classes[i] = insertion.OpClass(n.Op, ins)
 	}
 	var meta block.Meta
 	if r.Catalog != nil {
@@ -94,8 +124,9 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 		return nil, err
 	}
 	start := time.Now()
-	raw, err := block.ReadColumnsCached(ctx, r.Store, meta, spec.Columns, r.Segments)
+	raw, err := block.ReadColumnsCached(ctx, r.Store, meta, columns, r.Segments)
 	if err != nil {
+		over.release()
 		return nil, err
 	}
 	r.observe("read", start)
@@ -105,14 +136,116 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	conformed, err := transform.Conform(s, raw, recordColumns(raw))
 	raw.Release()
 	if err != nil {
+		over.release()
 		return nil, taskError("raw block %s: %v", spec.BlockId, err)
 	}
 	raw = conformed
+	if over != nil && !over.alignedWith(raw) {
+		// A memo input not row-aligned with the raw block is not used: the
+		// component is computed from raw columns, as without it.
+		over.release()
+		raw.Release()
+		spec = proto.Clone(spec).(*sigv1.Task)
+		spec.MemoInputs = nil
+		return r.Read(ctx, workers.Task{ID: t.ID, Spec: spec, Since: t.Since})
+	}
 	if err := transform.CheckRecord(g, s, raw); err != nil {
+		over.release()
 		raw.Release()
 		return nil, taskError("block %s: %v", spec.BlockId, err)
 	}
-	return &memoTask{r: r, spec: spec, g: g, reg: reg, meta: meta, raw: raw}, nil
+	return &memoTask{r: r, spec: spec, g: g, reg: reg, meta: meta, raw: raw, classes: classes, over: over}, nil
+}
+
+// overMemo is a task's residual over the memo inputs it could read: the
+// residual graph (canon.Residual) and its types, the raw columns it reads,
+// and each given node's column, from its memo object's record.
+type overMemo struct {
+	g       *transform.Graph
+	types   []transform.Type
+	columns []string
+	given   map[int]arrow.Array
+	recs    []arrow.Record
+}
+
+// overMemo reads the task's memo inputs that are nodes of its component,
+// checked as readers check memo objects (their footer names the node and
+// the block, the node's type). It returns nil when none is readable: the
+// component is then computed from raw columns. A memo input that cannot be
+// read is skipped, never an error: any subset gives the same column.
+func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, g *transform.Graph, s *transform.Schema, reg *transform.Registry) *overMemo {
+	c, err := canon.Canonicalize(g, s, reg, transform.Limits{})
+	if err != nil || len(c.Components) != 1 || c.Components[0].Key.String() != spec.ComponentKey {
+		return nil
+	}
+	root := c.Components[0].Root
+	o := &overMemo{}
+	memo := map[int]bool{}
+	cols := map[int]arrow.Array{}
+	for _, mi := range spec.MemoInputs {
+		k, err := canon.ParseKey(mi.GetKey())
+		if err != nil {
+			continue
+		}
+		j, ok := c.NodeIndex(k)
+		if !ok || j == root || memo[j] || mi.GetMemoObject() != block.MemoKey(k, spec.BlockId) {
+			continue
+		}
+		meta, err := block.ReadFooter(ctx, r.Store, mi.GetMemoObject())
+		if err != nil || meta.ComponentKey != k.String() || meta.ID != spec.BlockId || len(meta.Columns) != 2 ||
+			meta.Columns[1].Name != block.MemoColumn || meta.Columns[1].Type != c.Nodes[j].Type.String() {
+			continue
+		}
+		rec, err := block.ReadColumns(ctx, r.Store, meta, []string{block.MemoColumn})
+		if err != nil {
+			continue
+		}
+		o.recs = append(o.recs, rec)
+		memo[j] = true
+		cols[j] = rec.Column(1)
+	}
+	if len(memo) == 0 {
+		return nil
+	}
+	var given map[int]int
+	o.g, given, o.types = c.Residual(memo)
+	o.given = map[int]arrow.Array{}
+	for j, gi := range given {
+		o.given[gi] = cols[j]
+	}
+	for i, n := range o.g.Nodes {
+		if _, isGiven := o.given[i]; n.Op == "col" && !isGiven {
+			v, _ := n.Param("name")
+			if !slices.Contains(o.columns, v.Str) {
+				o.columns = append(o.columns, v.Str)
+			}
+		}
+	}
+	slices.Sort(o.columns)
+	return o
+}
+
+// alignedWith reports whether every memo input's rows are the raw block's,
+// event id for event id.
+func (o *overMemo) alignedWith(raw arrow.Record) bool {
+	ids := raw.Column(0)
+	for _, rec := range o.recs {
+		if rec.NumRows() != raw.NumRows() || !array.Equal(rec.Column(0), ids) {
+			return false
+		}
+	}
+	return true
+}
+
+// release frees the memo inputs' records (nil-safe).
+func (o *overMemo) release() {
+	if o == nil {
+		return
+	}
+	for _, rec := range o.recs {
+		rec.Release()
+	}
+	o.recs = nil
 }
 
 // recordColumns is the names of rec's columns, in order.
@@ -134,6 +267,12 @@ type memoTask struct {
 	meta block.Meta
 	raw  arrow.Record // until Transform
 	memo arrow.Record // from Transform until Write
+	// classes[i] is node i's op class; opNanos what its kernels took.
+	classes []string
+	opNanos map[string]int64
+	// over holds the memo inputs' columns the residual g runs over (nil:
+	// g is the whole component), until Transform.
+	over *overMemo
 }
 
 // Transform runs the component's ops over the raw columns and builds the
@@ -145,7 +284,16 @@ func (m *memoTask) Transform(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	out, err := transform.Run(m.g, m.reg, m.raw, m.g.Inputs[0].Node)
+	m.opNanos = map[string]int64{}
+	var given map[int]arrow.Array
+	if m.over != nil {
+		given = m.over.given
+	}
+	out, err := transform.RunObserved(m.g, m.reg, m.raw, given, func(node int, d time.Duration) {
+		m.opNanos[m.classes[node]] += d.Nanoseconds()
+	}, m.g.Inputs[0].Node)
+	m.over.release()
+	m.over = nil
 	if err != nil {
 		return err
 	}
@@ -170,17 +318,23 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 		SchemaFingerprint: meta.SchemaFingerprint, Late: meta.Late, Generation: meta.Generation,
 	}
 	start := time.Now()
-	written, err := block.Write(ctx, m.r.Store, mm, m.memo)
+	opts := block.EncodeOptions{Compression: m.r.Compression}
+	if c, ok := meta.Column(transform.ColEventID); ok {
+		opts.Columns = map[string]block.Compression{transform.ColEventID: c.Compression}
+	}
+	written, err := block.WriteWith(ctx, m.r.Store, mm, m.memo, opts)
 	if err != nil {
 		return workers.Result{}, err
 	}
 	m.r.observe("write", start)
-	return workers.Result{Rows: written.Rows, Bytes: written.Size}, nil
+	return workers.Result{Rows: written.Rows, Bytes: written.Size, OpNanos: m.opNanos}, nil
 }
 
 // Release frees the raw columns or the memo record, whichever the task
 // still holds.
 func (m *memoTask) Release() {
+	m.over.release()
+	m.over = nil
 	if m.raw != nil {
 		m.raw.Release()
 		m.raw = nil

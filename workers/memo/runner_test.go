@@ -1,12 +1,17 @@
 package memo_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
 
 	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -14,6 +19,7 @@ import (
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/block/blocktest"
+	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
 	"github.com/sigdata/sig/workers/memo"
 )
@@ -72,4 +78,229 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunnerReportsOpCosts: a task's result carries the time each op class
+// of its component took (the hash of a list apart from a scalar's), which
+// sigd keeps for the insertion policy (issue 20).
+func TestRunnerReportsOpCosts(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 2000})
+	ctx := context.Background()
+	schemaJSON, _ := json.Marshal(transform.AdsSchema())
+	base := w.Blocks[0]
+	r := &memo.Runner{Store: w.Store}
+	res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: base.ID}, Spec: &sigv1.Task{
+		ComponentKey: "c", BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: "memo/test/" + base.ID + ".arrow",
+		CanonicalDsl: `input out = concat(hash(unigrams(lower(col("query"))), buckets=100), hash(col("advertiser_id"), buckets=7))`,
+		Columns:      []string{"advertiser_id", "query"}, SchemaJson: string(schemaJSON), MemoGeneration: 1,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, class := range []string{"lower", "unigrams", "hash/list", "hash", "concat"} {
+		if res.OpNanos[class] <= 0 {
+			t.Errorf("op class %s: %d ns", class, res.OpNanos[class])
+		}
+	}
+	if _, ok := res.OpNanos["col"]; ok || len(res.OpNanos) != 5 || res.Rows != 2000 {
+		t.Errorf("result %+v: want the five op classes (no col) over 2000 rows", res)
+	}
+}
+
+// TestRunnerComputesOverMemoInputs: a task whose description names a memo
+// node of its cone ready for the block reads it and runs only the ops above
+// it (no lowercasing or tokenizing measured), writing the same column as
+// from raw columns; a memo input it cannot use (missing, or another node's
+// object) is skipped and the component computed from raw columns (issue 20).
+func TestRunnerComputesOverMemoInputs(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 3000})
+	ctx := context.Background()
+	s := transform.AdsSchema()
+	schemaJSON, _ := json.Marshal(s)
+	base := w.Blocks[0]
+	r := &memo.Runner{Store: w.Store}
+	key := func(expr string) canon.Key {
+		k, _, err := canon.KeyOf(expr, s, transform.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	tokens, root := key(`unigrams(lower(col("query")))`), key(`hash(unigrams(lower(col("query"))), buckets=100)`)
+	run := func(k canon.Key, dsl, object string, inputs ...*sigv1.MemoInput) workers.Result {
+		t.Helper()
+		res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: k, Block: base.ID}, Spec: &sigv1.Task{
+			ComponentKey: k.String(), BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: object,
+			CanonicalDsl: dsl, Columns: []string{"query"}, SchemaJson: string(schemaJSON), MemoGeneration: 1, MemoInputs: inputs,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	value := func(object string) arrow.Array {
+		t.Helper()
+		meta, err := block.ReadFooter(ctx, w.Store, object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := block.ReadColumns(ctx, w.Store, meta, []string{block.MemoColumn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rec.Release)
+		return rec.Column(1)
+	}
+	run(tokens, `input out = unigrams(lower(col("query")))`, block.MemoKey(tokens, base.ID))
+	rootDSL := `input out = hash(unigrams(lower(col("query"))), buckets=100, salt=0)`
+	fromRaw := run(root, rootDSL, "memo/test/raw.arrow")
+	over := run(root, rootDSL, "memo/test/over.arrow", &sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, base.ID)})
+	if fromRaw.OpNanos["unigrams"] <= 0 || over.OpNanos["unigrams"] != 0 || over.OpNanos["lower"] != 0 || over.OpNanos["hash/list"] <= 0 {
+		t.Fatalf("op costs from raw %v, over the tokens %v: want only the hash over the tokens", fromRaw.OpNanos, over.OpNanos)
+	}
+	if a, b := value("memo/test/raw.arrow"), value("memo/test/over.arrow"); !array.Equal(a, b) {
+		t.Fatal("the column computed over the memo input differs from the one computed from raw columns")
+	}
+	// Unusable memo inputs: computed from raw columns, same column.
+	bad := run(root, rootDSL, "memo/test/bad.arrow",
+		&sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, "other-block")},
+		&sigv1.MemoInput{Key: key(`lower(col("query"))`).String(), MemoObject: block.MemoKey(key(`lower(col("query"))`), base.ID)})
+	if bad.OpNanos["unigrams"] <= 0 || bad.OpNanos["lower"] <= 0 {
+		t.Fatalf("op costs %v: unusable memo inputs must leave the whole component to compute", bad.OpNanos)
+	}
+	if a, b := value("memo/test/raw.arrow"), value("memo/test/bad.arrow"); !array.Equal(a, b) {
+		t.Fatal("the fallback column differs")
+	}
+}
+
+// TestRunnerForeignEncodings is ingestion by another program: raw block
+// objects that pyarrow wrote in the block layout
+// (testdata/foreign/make_blocks.py), the same events with their string
+// columns as utf8, dictionary<int32, utf8> (as Arrow JS writes strings),
+// large_utf8, and string_view in two record batches per segment. A worker
+// memoizes each component over each object, and every memo object is
+// byte for byte the one the utf8 object gives: the segments are converted
+// where they are decoded (block.DecodeSegment, transform.ConformArray).
+// The components include a pass-through (lower of lower-case ASCII
+// returns its input), whose memo holds the converted column's own bytes.
+// Before, the dictionary object failed its tasks ("segment is not one
+// uncompressed Arrow IPC batch").
+func TestRunnerForeignEncodings(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{})
+	ctx := context.Background()
+	s := transform.AdsSchema()
+	schemaJSON, _ := json.Marshal(s)
+	components := []struct{ dsl, column string }{
+		{`input out = hash(unigrams(lower(col("query"))), buckets=1000)`, "query"},
+		{`input out = unigrams(col("ad_title"))`, "ad_title"},
+		{`input out = fill_missing(col("ad_category"), default="none")`, "ad_category"},
+		{`input out = lower(col("country"))`, "country"},
+		{`input out = cross(col("ad_category"), col("advertiser_id"), buckets=1000)`, "ad_category"},
+	}
+	memos := func(file string) [][]byte {
+		data, err := os.ReadFile(filepath.Join("testdata/foreign", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _, err := block.Decode("fixture", data)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if meta.SchemaFingerprint != s.Fingerprint() {
+			t.Fatalf("%s: schema fingerprint %s, want the Ads schema's %s", file, meta.SchemaFingerprint, s.Fingerprint())
+		}
+		if _, err := w.Store.PutChecksummed(ctx, meta.Key, data, objstore.Checksum(data), nil); err != nil {
+			t.Fatal(err)
+		}
+		r := &memo.Runner{Store: w.Store}
+		var out [][]byte
+		for i, c := range components {
+			memoKey := fmt.Sprintf("memo/c%d/%s.arrow", i, meta.ID)
+			cols := []string{c.column}
+			if strings.Contains(c.dsl, "advertiser_id") {
+				cols = append(cols, "advertiser_id")
+			}
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(i)}, Block: meta.ID}, Spec: &sigv1.Task{
+				ComponentKey: fmt.Sprintf("c%d", i), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				CanonicalDsl: c.dsl, Columns: cols, SchemaJson: string(schemaJSON), MemoGeneration: 1,
+			}}
+			if _, err := r.Run(ctx, task); err != nil {
+				t.Fatalf("%s: component %d: %v", file, i, err)
+			}
+			b, _, err := w.Store.Get(ctx, memoKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	want := memos("block_utf8.arrow")
+	for _, f := range []string{"block_dict_int32.arrow", "block_large_utf8.arrow", "block_string_view.arrow"} {
+		for i, got := range memos(f) {
+			if !bytes.Equal(got, want[i]) {
+				t.Errorf("%s: component %d (%s): memo object of %d bytes differs from the utf8 block's (%d bytes)",
+					f, i, components[i].dsl, len(got), len(want[i]))
+			}
+		}
+	}
+}
+
+// TestRunnerCompression: a worker writes its memo object's value segment
+// with its own Compression and its event_id segment exactly as the raw
+// block's (whatever that block's compression), so that a reader proves row
+// alignment from the two footers and fetches the value segment with the
+// footer in one request; the values are the uncompressed run's.
+func TestRunnerCompression(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 400})
+	ctx := context.Background()
+	schemaJSON, _ := json.Marshal(transform.AdsSchema())
+	base := w.Blocks[0]
+	_, rec, err := block.ReadBlock(ctx, w.Store, base.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	var want arrow.Record
+	for _, raw := range []block.Compression{block.Uncompressed, block.LZ4Frame, block.ZSTD} {
+		id := base.ID + "-" + raw.Flag()
+		meta, err := block.WriteWith(ctx, w.Store, blocktest.Renamed(base, id), rec, block.EncodeOptions{Compression: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rawEv, _ := meta.Column(transform.ColEventID)
+		for _, comp := range []block.Compression{block.Uncompressed, block.LZ4Frame, block.ZSTD} {
+			memoKey := fmt.Sprintf("memo/test/%s-%s.arrow", id, comp.Flag())
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: id}, Spec: &sigv1.Task{
+				ComponentKey: "c", BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				CanonicalDsl: `input out = unigrams(lower(col("query")))`, Columns: []string{"query"},
+				SchemaJson: string(schemaJSON), MemoGeneration: 1,
+			}}
+			if _, err := (&memo.Runner{Store: w.Store, Compression: comp}).Run(ctx, task); err != nil {
+				t.Fatalf("raw %s, memo %s: %v", raw.Flag(), comp.Flag(), err)
+			}
+			m, got, err := block.ReadBlock(ctx, w.Store, memoKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, _ := m.Column(transform.ColEventID)
+			val, _ := m.Column(block.MemoColumn)
+			if ev.Length != rawEv.Length || ev.CRC32C != rawEv.CRC32C || ev.Compression != raw {
+				t.Errorf("raw %s, memo %s: event_id segment (%d bytes, %q) is not the raw block's (%d bytes, %q)",
+					raw.Flag(), comp.Flag(), ev.Length, ev.Compression, rawEv.Length, rawEv.Compression)
+			}
+			if val.Compression != comp {
+				t.Errorf("raw %s, memo %s: value segment compression %q", raw.Flag(), comp.Flag(), val.Compression)
+			}
+			if want == nil {
+				want = got
+				continue
+			}
+			if !array.Equal(got.Column(1), want.Column(1)) || !array.Equal(got.Column(0), want.Column(0)) {
+				t.Errorf("raw %s, memo %s: values differ from the uncompressed run's", raw.Flag(), comp.Flag())
+			}
+			got.Release()
+		}
+	}
+	want.Release()
 }

@@ -180,8 +180,14 @@ type ModelInput struct {
 	// MEMO inputs.
 	MemoObject string `protobuf:"bytes,5,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
 	// The memo object's state in the read solution. MEMO inputs need READY.
-	MemoState     v1.BlockState `protobuf:"varint,6,opt,name=memo_state,json=memoState,proto3,enum=sig.v1.BlockState" json:"memo_state,omitempty"`
-	Mode          InputMode     `protobuf:"varint,7,opt,name=mode,proto3,enum=sig.reader.v1.InputMode" json:"mode,omitempty"`
+	MemoState v1.BlockState `protobuf:"varint,6,opt,name=memo_state,json=memoState,proto3,enum=sig.v1.BlockState" json:"memo_state,omitempty"`
+	Mode      InputMode     `protobuf:"varint,7,opt,name=mode,proto3,enum=sig.reader.v1.InputMode" json:"mode,omitempty"`
+	// Memoized nodes of the component (LOCAL inputs only): the reader fetches
+	// each node's memo object and computes only the ops above them (a cover,
+	// matching/insertion). Each key must be a node of canonical_dsl's
+	// canonical form; any subset gives the same column, so a unit lists the
+	// nodes whose blocks are ready.
+	MemoNodes     []*MemoNodeRead `protobuf:"bytes,8,rep,name=memo_nodes,json=memoNodes,proto3" json:"memo_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +271,86 @@ func (x *ModelInput) GetMode() InputMode {
 	return InputMode_INPUT_MODE_UNSPECIFIED
 }
 
+func (x *ModelInput) GetMemoNodes() []*MemoNodeRead {
+	if x != nil {
+		return x.MemoNodes
+	}
+	return nil
+}
+
+// MemoNodeRead is one memoized node a LOCAL input reads.
+type MemoNodeRead struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's Merkle key (64 hex digits).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Its output type.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// Its memo object for the unit's block (memo/<key>/<block>.arrow).
+	MemoObject string `protobuf:"bytes,3,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	// The object's state in the read solution; must be READY.
+	MemoState     v1.BlockState `protobuf:"varint,4,opt,name=memo_state,json=memoState,proto3,enum=sig.v1.BlockState" json:"memo_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemoNodeRead) Reset() {
+	*x = MemoNodeRead{}
+	mi := &file_reader_v1_reader_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemoNodeRead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemoNodeRead) ProtoMessage() {}
+
+func (x *MemoNodeRead) ProtoReflect() protoreflect.Message {
+	mi := &file_reader_v1_reader_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemoNodeRead.ProtoReflect.Descriptor instead.
+func (*MemoNodeRead) Descriptor() ([]byte, []int) {
+	return file_reader_v1_reader_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MemoNodeRead) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MemoNodeRead) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *MemoNodeRead) GetMemoObject() string {
+	if x != nil {
+		return x.MemoObject
+	}
+	return ""
+}
+
+func (x *MemoNodeRead) GetMemoState() v1.BlockState {
+	if x != nil {
+		return x.MemoState
+	}
+	return v1.BlockState(0)
+}
+
 // WorkUnit is one block of a pipeline's read solution (paper III.C and IV.B:
 // "TPU host workers request work units from the Controller").
 type WorkUnit struct {
@@ -294,7 +380,7 @@ type WorkUnit struct {
 
 func (x *WorkUnit) Reset() {
 	*x = WorkUnit{}
-	mi := &file_reader_v1_reader_proto_msgTypes[1]
+	mi := &file_reader_v1_reader_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -306,7 +392,7 @@ func (x *WorkUnit) String() string {
 func (*WorkUnit) ProtoMessage() {}
 
 func (x *WorkUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_reader_v1_reader_proto_msgTypes[1]
+	mi := &file_reader_v1_reader_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -319,7 +405,7 @@ func (x *WorkUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkUnit.ProtoReflect.Descriptor instead.
 func (*WorkUnit) Descriptor() ([]byte, []int) {
-	return file_reader_v1_reader_proto_rawDescGZIP(), []int{1}
+	return file_reader_v1_reader_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WorkUnit) GetUnitId() string {
@@ -413,7 +499,7 @@ type FlightCommand struct {
 
 func (x *FlightCommand) Reset() {
 	*x = FlightCommand{}
-	mi := &file_reader_v1_reader_proto_msgTypes[2]
+	mi := &file_reader_v1_reader_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +511,7 @@ func (x *FlightCommand) String() string {
 func (*FlightCommand) ProtoMessage() {}
 
 func (x *FlightCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_reader_v1_reader_proto_msgTypes[2]
+	mi := &file_reader_v1_reader_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +524,7 @@ func (x *FlightCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightCommand.ProtoReflect.Descriptor instead.
 func (*FlightCommand) Descriptor() ([]byte, []int) {
-	return file_reader_v1_reader_proto_rawDescGZIP(), []int{2}
+	return file_reader_v1_reader_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FlightCommand) GetClient() string {
@@ -495,7 +581,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_reader_v1_reader_proto_msgTypes[3]
+	mi := &file_reader_v1_reader_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +593,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reader_v1_reader_proto_msgTypes[3]
+	mi := &file_reader_v1_reader_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +606,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_reader_v1_reader_proto_rawDescGZIP(), []int{3}
+	return file_reader_v1_reader_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReadRequest) GetUnit() *WorkUnit {
@@ -562,7 +648,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_reader_v1_reader_proto_msgTypes[4]
+	mi := &file_reader_v1_reader_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +660,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reader_v1_reader_proto_msgTypes[4]
+	mi := &file_reader_v1_reader_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +673,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_reader_v1_reader_proto_rawDescGZIP(), []int{4}
+	return file_reader_v1_reader_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReadResponse) GetArrowIpc() []byte {
@@ -633,7 +719,7 @@ type Summary struct {
 
 func (x *Summary) Reset() {
 	*x = Summary{}
-	mi := &file_reader_v1_reader_proto_msgTypes[5]
+	mi := &file_reader_v1_reader_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +731,7 @@ func (x *Summary) String() string {
 func (*Summary) ProtoMessage() {}
 
 func (x *Summary) ProtoReflect() protoreflect.Message {
-	mi := &file_reader_v1_reader_proto_msgTypes[5]
+	mi := &file_reader_v1_reader_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +744,7 @@ func (x *Summary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Summary.ProtoReflect.Descriptor instead.
 func (*Summary) Descriptor() ([]byte, []int) {
-	return file_reader_v1_reader_proto_rawDescGZIP(), []int{5}
+	return file_reader_v1_reader_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Summary) GetRows() int64 {
@@ -686,7 +772,7 @@ var File_reader_v1_reader_proto protoreflect.FileDescriptor
 
 const file_reader_v1_reader_proto_rawDesc = "" +
 	"\n" +
-	"\x16reader/v1/reader.proto\x12\rsig.reader.v1\x1a\x10sig/v1/sig.proto\"\x80\x02\n" +
+	"\x16reader/v1/reader.proto\x12\rsig.reader.v1\x1a\x10sig/v1/sig.proto\"\xbc\x02\n" +
 	"\n" +
 	"ModelInput\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -697,7 +783,16 @@ const file_reader_v1_reader_proto_rawDesc = "" +
 	"memoObject\x121\n" +
 	"\n" +
 	"memo_state\x18\x06 \x01(\x0e2\x12.sig.v1.BlockStateR\tmemoState\x12,\n" +
-	"\x04mode\x18\a \x01(\x0e2\x18.sig.reader.v1.InputModeR\x04mode\"\xcf\x02\n" +
+	"\x04mode\x18\a \x01(\x0e2\x18.sig.reader.v1.InputModeR\x04mode\x12:\n" +
+	"\n" +
+	"memo_nodes\x18\b \x03(\v2\x1b.sig.reader.v1.MemoNodeReadR\tmemoNodes\"\x88\x01\n" +
+	"\fMemoNodeRead\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1f\n" +
+	"\vmemo_object\x18\x03 \x01(\tR\n" +
+	"memoObject\x121\n" +
+	"\n" +
+	"memo_state\x18\x04 \x01(\x0e2\x12.sig.v1.BlockStateR\tmemoState\"\xcf\x02\n" +
 	"\bWorkUnit\x12\x17\n" +
 	"\aunit_id\x18\x01 \x01(\tR\x06unitId\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x1a\n" +
@@ -760,34 +855,37 @@ func file_reader_v1_reader_proto_rawDescGZIP() []byte {
 }
 
 var file_reader_v1_reader_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_reader_v1_reader_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_reader_v1_reader_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_reader_v1_reader_proto_goTypes = []any{
 	(InputMode)(0),        // 0: sig.reader.v1.InputMode
 	(FlightMode)(0),       // 1: sig.reader.v1.FlightMode
 	(*ModelInput)(nil),    // 2: sig.reader.v1.ModelInput
-	(*WorkUnit)(nil),      // 3: sig.reader.v1.WorkUnit
-	(*FlightCommand)(nil), // 4: sig.reader.v1.FlightCommand
-	(*ReadRequest)(nil),   // 5: sig.reader.v1.ReadRequest
-	(*ReadResponse)(nil),  // 6: sig.reader.v1.ReadResponse
-	(*Summary)(nil),       // 7: sig.reader.v1.Summary
-	(v1.BlockState)(0),    // 8: sig.v1.BlockState
-	(*v1.EventRange)(nil), // 9: sig.v1.EventRange
+	(*MemoNodeRead)(nil),  // 3: sig.reader.v1.MemoNodeRead
+	(*WorkUnit)(nil),      // 4: sig.reader.v1.WorkUnit
+	(*FlightCommand)(nil), // 5: sig.reader.v1.FlightCommand
+	(*ReadRequest)(nil),   // 6: sig.reader.v1.ReadRequest
+	(*ReadResponse)(nil),  // 7: sig.reader.v1.ReadResponse
+	(*Summary)(nil),       // 8: sig.reader.v1.Summary
+	(v1.BlockState)(0),    // 9: sig.v1.BlockState
+	(*v1.EventRange)(nil), // 10: sig.v1.EventRange
 }
 var file_reader_v1_reader_proto_depIdxs = []int32{
-	8, // 0: sig.reader.v1.ModelInput.memo_state:type_name -> sig.v1.BlockState
-	0, // 1: sig.reader.v1.ModelInput.mode:type_name -> sig.reader.v1.InputMode
-	2, // 2: sig.reader.v1.WorkUnit.inputs:type_name -> sig.reader.v1.ModelInput
-	9, // 3: sig.reader.v1.FlightCommand.range:type_name -> sig.v1.EventRange
-	1, // 4: sig.reader.v1.FlightCommand.mode:type_name -> sig.reader.v1.FlightMode
-	3, // 5: sig.reader.v1.ReadRequest.unit:type_name -> sig.reader.v1.WorkUnit
-	7, // 6: sig.reader.v1.ReadResponse.summary:type_name -> sig.reader.v1.Summary
-	5, // 7: sig.reader.v1.Reader.Read:input_type -> sig.reader.v1.ReadRequest
-	6, // 8: sig.reader.v1.Reader.Read:output_type -> sig.reader.v1.ReadResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	9,  // 0: sig.reader.v1.ModelInput.memo_state:type_name -> sig.v1.BlockState
+	0,  // 1: sig.reader.v1.ModelInput.mode:type_name -> sig.reader.v1.InputMode
+	3,  // 2: sig.reader.v1.ModelInput.memo_nodes:type_name -> sig.reader.v1.MemoNodeRead
+	9,  // 3: sig.reader.v1.MemoNodeRead.memo_state:type_name -> sig.v1.BlockState
+	2,  // 4: sig.reader.v1.WorkUnit.inputs:type_name -> sig.reader.v1.ModelInput
+	10, // 5: sig.reader.v1.FlightCommand.range:type_name -> sig.v1.EventRange
+	1,  // 6: sig.reader.v1.FlightCommand.mode:type_name -> sig.reader.v1.FlightMode
+	4,  // 7: sig.reader.v1.ReadRequest.unit:type_name -> sig.reader.v1.WorkUnit
+	8,  // 8: sig.reader.v1.ReadResponse.summary:type_name -> sig.reader.v1.Summary
+	6,  // 9: sig.reader.v1.Reader.Read:input_type -> sig.reader.v1.ReadRequest
+	7,  // 10: sig.reader.v1.Reader.Read:output_type -> sig.reader.v1.ReadResponse
+	10, // [10:11] is the sub-list for method output_type
+	9,  // [9:10] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_reader_v1_reader_proto_init() }
@@ -801,7 +899,7 @@ func file_reader_v1_reader_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reader_v1_reader_proto_rawDesc), len(file_reader_v1_reader_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -729,15 +729,36 @@ func (x *BlockRead) GetEvents() *EventRange {
 }
 
 // InputSolution is the read solution of one model input: the component that
-// produces it and its memoized blocks.
+// produces it and its cover, the memoized nodes a reader reads and the
+// residual ops it computes on them (matching's covers, issue 20).
+//
+// When the component itself is memoized (computed false: the paper's SIG,
+// and every input of a pipeline registered before covers), blocks are its
+// memo entries. Otherwise readers compute the input: from the memo nodes
+// listed in memo_nodes (each with its own memo entries) and the raw columns,
+// running canonical_dsl with those nodes' columns given; blocks then hold,
+// per raw block, the state of the cover as a whole (READY when every memo
+// node of the block is) and no memo_object.
 type InputSolution struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Input         string                 `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
-	ComponentKey  string                 `protobuf:"bytes,2,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
-	Type          string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
-	Columns       []string               `protobuf:"bytes,4,rep,name=columns,proto3" json:"columns,omitempty"`
-	CanonicalDsl  string                 `protobuf:"bytes,5,opt,name=canonical_dsl,json=canonicalDsl,proto3" json:"canonical_dsl,omitempty"`
-	Blocks        []*BlockRead           `protobuf:"bytes,6,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Input        string                 `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	ComponentKey string                 `protobuf:"bytes,2,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
+	Type         string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	Columns      []string               `protobuf:"bytes,4,rep,name=columns,proto3" json:"columns,omitempty"`
+	CanonicalDsl string                 `protobuf:"bytes,5,opt,name=canonical_dsl,json=canonicalDsl,proto3" json:"canonical_dsl,omitempty"`
+	Blocks       []*BlockRead           `protobuf:"bytes,6,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	// True when readers compute the input rather than read its component's
+	// memo objects.
+	Computed bool `protobuf:"varint,7,opt,name=computed,proto3" json:"computed,omitempty"`
+	// The memo nodes beneath the component's root that readers fetch (only
+	// when computed).
+	MemoNodes []*MemoNode `protobuf:"bytes,8,rep,name=memo_nodes,json=memoNodes,proto3" json:"memo_nodes,omitempty"`
+	// The residual: canonical_dsl with each memo node written memo("<key
+	// prefix>"), the ops readers run (for people; readers run canonical_dsl
+	// with the memo nodes' columns given).
+	ResidualDsl string `protobuf:"bytes,9,opt,name=residual_dsl,json=residualDsl,proto3" json:"residual_dsl,omitempty"`
+	// Why the insertion policy chose this cover (matching/insertion).
+	Reason        string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -814,6 +835,105 @@ func (x *InputSolution) GetBlocks() []*BlockRead {
 	return nil
 }
 
+func (x *InputSolution) GetComputed() bool {
+	if x != nil {
+		return x.Computed
+	}
+	return false
+}
+
+func (x *InputSolution) GetMemoNodes() []*MemoNode {
+	if x != nil {
+		return x.MemoNodes
+	}
+	return nil
+}
+
+func (x *InputSolution) GetResidualDsl() string {
+	if x != nil {
+		return x.ResidualDsl
+	}
+	return ""
+}
+
+func (x *InputSolution) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// MemoNode is a memoized canonical node of an input's cover: its key, its
+// output type, its cone as canonical DSL (one input named out, what
+// workers run) and its memo entries, one per raw block of the solution.
+type MemoNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	CanonicalDsl  string                 `protobuf:"bytes,3,opt,name=canonical_dsl,json=canonicalDsl,proto3" json:"canonical_dsl,omitempty"`
+	Blocks        []*BlockRead           `protobuf:"bytes,4,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemoNode) Reset() {
+	*x = MemoNode{}
+	mi := &file_sig_v1_sig_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemoNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemoNode) ProtoMessage() {}
+
+func (x *MemoNode) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemoNode.ProtoReflect.Descriptor instead.
+func (*MemoNode) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MemoNode) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MemoNode) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *MemoNode) GetCanonicalDsl() string {
+	if x != nil {
+		return x.CanonicalDsl
+	}
+	return ""
+}
+
+func (x *MemoNode) GetBlocks() []*BlockRead {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
 // ReadSolution says, per model input and per block of the pipeline's event
 // range, which memoized data to read (paper IV.A, "read solution").
 type ReadSolution struct {
@@ -840,7 +960,7 @@ type ReadSolution struct {
 
 func (x *ReadSolution) Reset() {
 	*x = ReadSolution{}
-	mi := &file_sig_v1_sig_proto_msgTypes[10]
+	mi := &file_sig_v1_sig_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +972,7 @@ func (x *ReadSolution) String() string {
 func (*ReadSolution) ProtoMessage() {}
 
 func (x *ReadSolution) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[10]
+	mi := &file_sig_v1_sig_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +985,7 @@ func (x *ReadSolution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSolution.ProtoReflect.Descriptor instead.
 func (*ReadSolution) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{10}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadSolution) GetClient() string {
@@ -946,19 +1066,24 @@ func (x *ReadSolution) GetRawSchemaJson() string {
 }
 
 type SubmitGraphRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Client        string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
-	Pipeline      string                 `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
-	Priority      int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
-	Graph         *GraphSpec             `protobuf:"bytes,4,opt,name=graph,proto3" json:"graph,omitempty"`
-	Range         *EventRange            `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Client   string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Pipeline string                 `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Priority int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Graph    *GraphSpec             `protobuf:"bytes,4,opt,name=graph,proto3" json:"graph,omitempty"`
+	Range    *EventRange            `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
+	// Overrides of the insertion policy by model input name (issue 20):
+	// "always" memoizes the input's whole component, "never" nothing of it
+	// (readers compute it from raw columns), "auto" (or absent) lets the
+	// policy decide. Honoured whichever policy sigd runs (--insertion).
+	Memoize       map[string]string `protobuf:"bytes,6,rep,name=memoize,proto3" json:"memoize,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitGraphRequest) Reset() {
 	*x = SubmitGraphRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[11]
+	mi := &file_sig_v1_sig_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1095,7 @@ func (x *SubmitGraphRequest) String() string {
 func (*SubmitGraphRequest) ProtoMessage() {}
 
 func (x *SubmitGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[11]
+	mi := &file_sig_v1_sig_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1108,7 @@ func (x *SubmitGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitGraphRequest.ProtoReflect.Descriptor instead.
 func (*SubmitGraphRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{11}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitGraphRequest) GetClient() string {
@@ -1021,6 +1146,13 @@ func (x *SubmitGraphRequest) GetRange() *EventRange {
 	return nil
 }
 
+func (x *SubmitGraphRequest) GetMemoize() map[string]string {
+	if x != nil {
+		return x.Memoize
+	}
+	return nil
+}
+
 type SubmitGraphResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Solution *ReadSolution          `protobuf:"bytes,1,opt,name=solution,proto3" json:"solution,omitempty"`
@@ -1037,7 +1169,7 @@ type SubmitGraphResponse struct {
 
 func (x *SubmitGraphResponse) Reset() {
 	*x = SubmitGraphResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[12]
+	mi := &file_sig_v1_sig_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1181,7 @@ func (x *SubmitGraphResponse) String() string {
 func (*SubmitGraphResponse) ProtoMessage() {}
 
 func (x *SubmitGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[12]
+	mi := &file_sig_v1_sig_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1194,7 @@ func (x *SubmitGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitGraphResponse.ProtoReflect.Descriptor instead.
 func (*SubmitGraphResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{12}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitGraphResponse) GetSolution() *ReadSolution {
@@ -1119,7 +1251,7 @@ type GetReadSolutionRequest struct {
 
 func (x *GetReadSolutionRequest) Reset() {
 	*x = GetReadSolutionRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[13]
+	mi := &file_sig_v1_sig_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1263,7 @@ func (x *GetReadSolutionRequest) String() string {
 func (*GetReadSolutionRequest) ProtoMessage() {}
 
 func (x *GetReadSolutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[13]
+	mi := &file_sig_v1_sig_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1276,7 @@ func (x *GetReadSolutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReadSolutionRequest.ProtoReflect.Descriptor instead.
 func (*GetReadSolutionRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{13}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetReadSolutionRequest) GetClient() string {
@@ -1179,7 +1311,7 @@ type WatchReadSolutionRequest struct {
 
 func (x *WatchReadSolutionRequest) Reset() {
 	*x = WatchReadSolutionRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[14]
+	mi := &file_sig_v1_sig_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1323,7 @@ func (x *WatchReadSolutionRequest) String() string {
 func (*WatchReadSolutionRequest) ProtoMessage() {}
 
 func (x *WatchReadSolutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[14]
+	mi := &file_sig_v1_sig_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1336,7 @@ func (x *WatchReadSolutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchReadSolutionRequest.ProtoReflect.Descriptor instead.
 func (*WatchReadSolutionRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{14}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchReadSolutionRequest) GetClient() string {
@@ -1239,7 +1371,7 @@ type BlockUpdate struct {
 
 func (x *BlockUpdate) Reset() {
 	*x = BlockUpdate{}
-	mi := &file_sig_v1_sig_proto_msgTypes[15]
+	mi := &file_sig_v1_sig_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1383,7 @@ func (x *BlockUpdate) String() string {
 func (*BlockUpdate) ProtoMessage() {}
 
 func (x *BlockUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[15]
+	mi := &file_sig_v1_sig_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1396,7 @@ func (x *BlockUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockUpdate.ProtoReflect.Descriptor instead.
 func (*BlockUpdate) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{15}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BlockUpdate) GetComponentKey() string {
@@ -1293,7 +1425,7 @@ type ReadSolutionUpdate struct {
 
 func (x *ReadSolutionUpdate) Reset() {
 	*x = ReadSolutionUpdate{}
-	mi := &file_sig_v1_sig_proto_msgTypes[16]
+	mi := &file_sig_v1_sig_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1437,7 @@ func (x *ReadSolutionUpdate) String() string {
 func (*ReadSolutionUpdate) ProtoMessage() {}
 
 func (x *ReadSolutionUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[16]
+	mi := &file_sig_v1_sig_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1450,7 @@ func (x *ReadSolutionUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSolutionUpdate.ProtoReflect.Descriptor instead.
 func (*ReadSolutionUpdate) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{16}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReadSolutionUpdate) GetSolution() *ReadSolution {
@@ -1346,7 +1478,7 @@ type SetPriorityRequest struct {
 
 func (x *SetPriorityRequest) Reset() {
 	*x = SetPriorityRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[17]
+	mi := &file_sig_v1_sig_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1490,7 @@ func (x *SetPriorityRequest) String() string {
 func (*SetPriorityRequest) ProtoMessage() {}
 
 func (x *SetPriorityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[17]
+	mi := &file_sig_v1_sig_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1503,7 @@ func (x *SetPriorityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPriorityRequest.ProtoReflect.Descriptor instead.
 func (*SetPriorityRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{17}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetPriorityRequest) GetClient() string {
@@ -1404,7 +1536,7 @@ type SetPriorityResponse struct {
 
 func (x *SetPriorityResponse) Reset() {
 	*x = SetPriorityResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[18]
+	mi := &file_sig_v1_sig_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1548,7 @@ func (x *SetPriorityResponse) String() string {
 func (*SetPriorityResponse) ProtoMessage() {}
 
 func (x *SetPriorityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[18]
+	mi := &file_sig_v1_sig_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1561,7 @@ func (x *SetPriorityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPriorityResponse.ProtoReflect.Descriptor instead.
 func (*SetPriorityResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{18}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetPriorityResponse) GetTasksReprioritized() uint32 {
@@ -1459,7 +1591,7 @@ type SearchComponentsRequest struct {
 
 func (x *SearchComponentsRequest) Reset() {
 	*x = SearchComponentsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[19]
+	mi := &file_sig_v1_sig_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1603,7 @@ func (x *SearchComponentsRequest) String() string {
 func (*SearchComponentsRequest) ProtoMessage() {}
 
 func (x *SearchComponentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[19]
+	mi := &file_sig_v1_sig_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1616,7 @@ func (x *SearchComponentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchComponentsRequest.ProtoReflect.Descriptor instead.
 func (*SearchComponentsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{19}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SearchComponentsRequest) GetColumn() string {
@@ -1571,7 +1703,7 @@ type ComponentSummary struct {
 
 func (x *ComponentSummary) Reset() {
 	*x = ComponentSummary{}
-	mi := &file_sig_v1_sig_proto_msgTypes[20]
+	mi := &file_sig_v1_sig_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1715,7 @@ func (x *ComponentSummary) String() string {
 func (*ComponentSummary) ProtoMessage() {}
 
 func (x *ComponentSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[20]
+	mi := &file_sig_v1_sig_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1728,7 @@ func (x *ComponentSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentSummary.ProtoReflect.Descriptor instead.
 func (*ComponentSummary) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{20}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ComponentSummary) GetKey() string {
@@ -1700,7 +1832,7 @@ type SearchComponentsResponse struct {
 
 func (x *SearchComponentsResponse) Reset() {
 	*x = SearchComponentsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[21]
+	mi := &file_sig_v1_sig_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1844,7 @@ func (x *SearchComponentsResponse) String() string {
 func (*SearchComponentsResponse) ProtoMessage() {}
 
 func (x *SearchComponentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[21]
+	mi := &file_sig_v1_sig_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1857,7 @@ func (x *SearchComponentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchComponentsResponse.ProtoReflect.Descriptor instead.
 func (*SearchComponentsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{21}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SearchComponentsResponse) GetComponents() []*ComponentSummary {
@@ -1751,7 +1883,7 @@ type GetComponentRequest struct {
 
 func (x *GetComponentRequest) Reset() {
 	*x = GetComponentRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[22]
+	mi := &file_sig_v1_sig_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1895,7 @@ func (x *GetComponentRequest) String() string {
 func (*GetComponentRequest) ProtoMessage() {}
 
 func (x *GetComponentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[22]
+	mi := &file_sig_v1_sig_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1908,7 @@ func (x *GetComponentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComponentRequest.ProtoReflect.Descriptor instead.
 func (*GetComponentRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{22}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetComponentRequest) GetKey() string {
@@ -1800,7 +1932,7 @@ type GetComponentResponse struct {
 
 func (x *GetComponentResponse) Reset() {
 	*x = GetComponentResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[23]
+	mi := &file_sig_v1_sig_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1944,7 @@ func (x *GetComponentResponse) String() string {
 func (*GetComponentResponse) ProtoMessage() {}
 
 func (x *GetComponentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[23]
+	mi := &file_sig_v1_sig_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1957,7 @@ func (x *GetComponentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComponentResponse.ProtoReflect.Descriptor instead.
 func (*GetComponentResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{23}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetComponentResponse) GetComponent() *ComponentSummary {
@@ -1874,7 +2006,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[24]
+	mi := &file_sig_v1_sig_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2018,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[24]
+	mi := &file_sig_v1_sig_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2031,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{24}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EvictRequest) GetTarget() isEvictRequest_Target {
@@ -1981,7 +2113,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[25]
+	mi := &file_sig_v1_sig_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2125,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[25]
+	mi := &file_sig_v1_sig_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2138,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{25}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EvictResponse) GetDryRun() bool {
@@ -2079,7 +2211,7 @@ type EvictBlockRequest struct {
 
 func (x *EvictBlockRequest) Reset() {
 	*x = EvictBlockRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[26]
+	mi := &file_sig_v1_sig_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2223,7 @@ func (x *EvictBlockRequest) String() string {
 func (*EvictBlockRequest) ProtoMessage() {}
 
 func (x *EvictBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[26]
+	mi := &file_sig_v1_sig_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2236,7 @@ func (x *EvictBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictBlockRequest.ProtoReflect.Descriptor instead.
 func (*EvictBlockRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{26}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EvictBlockRequest) GetComponentKey() string {
@@ -2153,7 +2285,7 @@ type EvictBlockResponse struct {
 
 func (x *EvictBlockResponse) Reset() {
 	*x = EvictBlockResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[27]
+	mi := &file_sig_v1_sig_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2297,7 @@ func (x *EvictBlockResponse) String() string {
 func (*EvictBlockResponse) ProtoMessage() {}
 
 func (x *EvictBlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[27]
+	mi := &file_sig_v1_sig_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2310,7 @@ func (x *EvictBlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictBlockResponse.ProtoReflect.Descriptor instead.
 func (*EvictBlockResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{27}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EvictBlockResponse) GetComponentKey() string {
@@ -2247,7 +2379,7 @@ type ReportCorruptMemoRequest struct {
 
 func (x *ReportCorruptMemoRequest) Reset() {
 	*x = ReportCorruptMemoRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[28]
+	mi := &file_sig_v1_sig_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2391,7 @@ func (x *ReportCorruptMemoRequest) String() string {
 func (*ReportCorruptMemoRequest) ProtoMessage() {}
 
 func (x *ReportCorruptMemoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[28]
+	mi := &file_sig_v1_sig_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2404,7 @@ func (x *ReportCorruptMemoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCorruptMemoRequest.ProtoReflect.Descriptor instead.
 func (*ReportCorruptMemoRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{28}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReportCorruptMemoRequest) GetComponentKey() string {
@@ -2313,7 +2445,7 @@ type ReportCorruptMemoResponse struct {
 
 func (x *ReportCorruptMemoResponse) Reset() {
 	*x = ReportCorruptMemoResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[29]
+	mi := &file_sig_v1_sig_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2457,7 @@ func (x *ReportCorruptMemoResponse) String() string {
 func (*ReportCorruptMemoResponse) ProtoMessage() {}
 
 func (x *ReportCorruptMemoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[29]
+	mi := &file_sig_v1_sig_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2470,7 @@ func (x *ReportCorruptMemoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCorruptMemoResponse.ProtoReflect.Descriptor instead.
 func (*ReportCorruptMemoResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{29}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReportCorruptMemoResponse) GetCorrupt() bool {
@@ -2378,7 +2510,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[30]
+	mi := &file_sig_v1_sig_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2522,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[30]
+	mi := &file_sig_v1_sig_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2535,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{30}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -2429,7 +2561,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_sig_v1_sig_proto_msgTypes[31]
+	mi := &file_sig_v1_sig_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2573,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[31]
+	mi := &file_sig_v1_sig_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2586,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{31}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AuditEntry) GetId() string {
@@ -2522,7 +2654,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[32]
+	mi := &file_sig_v1_sig_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +2666,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[32]
+	mi := &file_sig_v1_sig_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +2679,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{32}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -2565,7 +2697,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[33]
+	mi := &file_sig_v1_sig_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2709,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[33]
+	mi := &file_sig_v1_sig_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2722,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{33}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{34}
 }
 
 type QueueDepth struct {
@@ -2605,7 +2737,7 @@ type QueueDepth struct {
 
 func (x *QueueDepth) Reset() {
 	*x = QueueDepth{}
-	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	mi := &file_sig_v1_sig_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2749,7 @@ func (x *QueueDepth) String() string {
 func (*QueueDepth) ProtoMessage() {}
 
 func (x *QueueDepth) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	mi := &file_sig_v1_sig_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2762,7 @@ func (x *QueueDepth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueDepth.ProtoReflect.Descriptor instead.
 func (*QueueDepth) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{34}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QueueDepth) GetClient() string {
@@ -2693,7 +2825,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	mi := &file_sig_v1_sig_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2837,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	mi := &file_sig_v1_sig_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2850,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{35}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatsResponse) GetSubmits() uint64 {
@@ -2855,7 +2987,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	mi := &file_sig_v1_sig_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +2999,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	mi := &file_sig_v1_sig_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +3012,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{36}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{37}
 }
 
 type ListQueuesResponse struct {
@@ -2892,7 +3024,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[37]
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3036,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[37]
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3049,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{37}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueDepth {
@@ -2943,7 +3075,7 @@ type ListBlocksRequest struct {
 
 func (x *ListBlocksRequest) Reset() {
 	*x = ListBlocksRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3087,7 @@ func (x *ListBlocksRequest) String() string {
 func (*ListBlocksRequest) ProtoMessage() {}
 
 func (x *ListBlocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3100,7 @@ func (x *ListBlocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlocksRequest.ProtoReflect.Descriptor instead.
 func (*ListBlocksRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListBlocksRequest) GetSource() string {
@@ -3020,7 +3152,7 @@ type RawBlock struct {
 
 func (x *RawBlock) Reset() {
 	*x = RawBlock{}
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3164,7 @@ func (x *RawBlock) String() string {
 func (*RawBlock) ProtoMessage() {}
 
 func (x *RawBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3177,7 @@ func (x *RawBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RawBlock.ProtoReflect.Descriptor instead.
 func (*RawBlock) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RawBlock) GetSource() string {
@@ -3151,7 +3283,7 @@ type ListBlocksResponse struct {
 
 func (x *ListBlocksResponse) Reset() {
 	*x = ListBlocksResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3295,7 @@ func (x *ListBlocksResponse) String() string {
 func (*ListBlocksResponse) ProtoMessage() {}
 
 func (x *ListBlocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3308,7 @@ func (x *ListBlocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlocksResponse.ProtoReflect.Descriptor instead.
 func (*ListBlocksResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListBlocksResponse) GetBlocks() []*RawBlock {
@@ -3207,7 +3339,7 @@ type QuarantinedTask struct {
 
 func (x *QuarantinedTask) Reset() {
 	*x = QuarantinedTask{}
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3351,7 @@ func (x *QuarantinedTask) String() string {
 func (*QuarantinedTask) ProtoMessage() {}
 
 func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3364,7 @@ func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedTask.ProtoReflect.Descriptor instead.
 func (*QuarantinedTask) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *QuarantinedTask) GetComponentKey() string {
@@ -3285,7 +3417,7 @@ type ListQuarantineRequest struct {
 
 func (x *ListQuarantineRequest) Reset() {
 	*x = ListQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3429,7 @@ func (x *ListQuarantineRequest) String() string {
 func (*ListQuarantineRequest) ProtoMessage() {}
 
 func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3442,7 @@ func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ListQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
 }
 
 type ListQuarantineResponse struct {
@@ -3322,7 +3454,7 @@ type ListQuarantineResponse struct {
 
 func (x *ListQuarantineResponse) Reset() {
 	*x = ListQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3466,7 @@ func (x *ListQuarantineResponse) String() string {
 func (*ListQuarantineResponse) ProtoMessage() {}
 
 func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3479,7 @@ func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ListQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListQuarantineResponse) GetTasks() []*QuarantinedTask {
@@ -3367,7 +3499,7 @@ type ReleaseQuarantineRequest struct {
 
 func (x *ReleaseQuarantineRequest) Reset() {
 	*x = ReleaseQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3511,7 @@ func (x *ReleaseQuarantineRequest) String() string {
 func (*ReleaseQuarantineRequest) ProtoMessage() {}
 
 func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3524,7 @@ func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReleaseQuarantineRequest) GetComponentKey() string {
@@ -3418,7 +3550,7 @@ type ReleaseQuarantineResponse struct {
 
 func (x *ReleaseQuarantineResponse) Reset() {
 	*x = ReleaseQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3430,7 +3562,7 @@ func (x *ReleaseQuarantineResponse) String() string {
 func (*ReleaseQuarantineResponse) ProtoMessage() {}
 
 func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3443,7 +3575,7 @@ func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReleaseQuarantineResponse) GetReleased() bool {
@@ -3483,7 +3615,7 @@ type TrainerStatus struct {
 
 func (x *TrainerStatus) Reset() {
 	*x = TrainerStatus{}
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3627,7 @@ func (x *TrainerStatus) String() string {
 func (*TrainerStatus) ProtoMessage() {}
 
 func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3640,7 @@ func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainerStatus.ProtoReflect.Descriptor instead.
 func (*TrainerStatus) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TrainerStatus) GetJob() string {
@@ -3638,7 +3770,7 @@ type ReportTrainerStatusResponse struct {
 
 func (x *ReportTrainerStatusResponse) Reset() {
 	*x = ReportTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3650,7 +3782,7 @@ func (x *ReportTrainerStatusResponse) String() string {
 func (*ReportTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3663,7 +3795,7 @@ func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
 }
 
 type ListTrainerStatusRequest struct {
@@ -3674,7 +3806,7 @@ type ListTrainerStatusRequest struct {
 
 func (x *ListTrainerStatusRequest) Reset() {
 	*x = ListTrainerStatusRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3686,7 +3818,7 @@ func (x *ListTrainerStatusRequest) String() string {
 func (*ListTrainerStatusRequest) ProtoMessage() {}
 
 func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3699,7 +3831,7 @@ func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
 }
 
 type ListTrainerStatusResponse struct {
@@ -3711,7 +3843,7 @@ type ListTrainerStatusResponse struct {
 
 func (x *ListTrainerStatusResponse) Reset() {
 	*x = ListTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3723,7 +3855,7 @@ func (x *ListTrainerStatusResponse) String() string {
 func (*ListTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3736,7 +3868,7 @@ func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
@@ -3766,13 +3898,18 @@ type Task struct {
 	// only that incarnation ready (an eviction in between makes it stale).
 	// 0 means there is nothing left to compute.
 	MemoGeneration uint64 `protobuf:"varint,12,opt,name=memo_generation,json=memoGeneration,proto3" json:"memo_generation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Memoized nodes of the component's cone whose objects were ready for
+	// this block when the task was described (issue 20): a worker reads them
+	// and computes only the ops above them. Any subset gives the same column,
+	// so a worker that cannot read one computes from raw columns instead.
+	MemoInputs    []*MemoInput `protobuf:"bytes,13,rep,name=memo_inputs,json=memoInputs,proto3" json:"memo_inputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3784,7 +3921,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3797,7 +3934,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Task) GetComponentKey() string {
@@ -3884,6 +4021,66 @@ func (x *Task) GetMemoGeneration() uint64 {
 	return 0
 }
 
+func (x *Task) GetMemoInputs() []*MemoInput {
+	if x != nil {
+		return x.MemoInputs
+	}
+	return nil
+}
+
+// MemoInput is a memoized node a task may read instead of computing it.
+type MemoInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	MemoObject    string                 `protobuf:"bytes,2,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemoInput) Reset() {
+	*x = MemoInput{}
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemoInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemoInput) ProtoMessage() {}
+
+func (x *MemoInput) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemoInput.ProtoReflect.Descriptor instead.
+func (*MemoInput) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *MemoInput) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MemoInput) GetMemoObject() string {
+	if x != nil {
+		return x.MemoObject
+	}
+	return ""
+}
+
 type LeaseTaskRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
@@ -3895,7 +4092,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +4104,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +4117,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -3949,7 +4146,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3961,7 +4158,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3974,7 +4171,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -4007,7 +4204,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4019,7 +4216,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4032,7 +4229,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -4051,7 +4248,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4260,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4273,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -4087,17 +4284,21 @@ func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
 }
 
 type CompleteTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Rows          int64                  `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
-	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Rows    int64                  `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	Bytes   int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// The time the task's kernels took, by op class (matching/insertion's
+	// OpClass), over rows: the measurements the insertion policy decides
+	// with.
+	OpNanos       map[string]int64 `protobuf:"bytes,4,rep,name=op_nanos,json=opNanos,proto3" json:"op_nanos,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4310,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4323,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -4146,6 +4347,13 @@ func (x *CompleteTaskRequest) GetBytes() int64 {
 	return 0
 }
 
+func (x *CompleteTaskRequest) GetOpNanos() map[string]int64 {
+	if x != nil {
+		return x.OpNanos
+	}
+	return nil
+}
+
 type CompleteTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4154,7 +4362,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4374,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4387,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 type FailTaskRequest struct {
@@ -4192,7 +4400,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4204,7 +4412,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4217,7 +4425,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -4243,7 +4451,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +4463,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +4476,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -4303,7 +4511,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4315,7 +4523,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4328,7 +4536,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -4418,7 +4626,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4430,7 +4638,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4443,7 +4651,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -4469,7 +4677,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4481,7 +4689,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4494,7 +4702,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -4512,7 +4720,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4524,7 +4732,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4537,7 +4745,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -4549,7 +4757,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4561,7 +4769,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4574,7 +4782,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -4593,7 +4801,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4605,7 +4813,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4618,7 +4826,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -4677,14 +4885,25 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
 	"\x04rows\x18\x06 \x01(\x03R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x03R\x05bytes\x12*\n" +
-	"\x06events\x18\b \x01(\v2\x12.sig.v1.EventRangeR\x06events\"\xc8\x01\n" +
+	"\x06events\x18\b \x01(\v2\x12.sig.v1.EventRangeR\x06events\"\xd0\x02\n" +
 	"\rInputSolution\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12#\n" +
 	"\rcomponent_key\x18\x02 \x01(\tR\fcomponentKey\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
 	"\acolumns\x18\x04 \x03(\tR\acolumns\x12#\n" +
 	"\rcanonical_dsl\x18\x05 \x01(\tR\fcanonicalDsl\x12)\n" +
-	"\x06blocks\x18\x06 \x03(\v2\x11.sig.v1.BlockReadR\x06blocks\"\x9f\x03\n" +
+	"\x06blocks\x18\x06 \x03(\v2\x11.sig.v1.BlockReadR\x06blocks\x12\x1a\n" +
+	"\bcomputed\x18\a \x01(\bR\bcomputed\x12/\n" +
+	"\n" +
+	"memo_nodes\x18\b \x03(\v2\x10.sig.v1.MemoNodeR\tmemoNodes\x12!\n" +
+	"\fresidual_dsl\x18\t \x01(\tR\vresidualDsl\x12\x16\n" +
+	"\x06reason\x18\n" +
+	" \x01(\tR\x06reason\"\x80\x01\n" +
+	"\bMemoNode\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12#\n" +
+	"\rcanonical_dsl\x18\x03 \x01(\tR\fcanonicalDsl\x12)\n" +
+	"\x06blocks\x18\x04 \x03(\v2\x11.sig.v1.BlockReadR\x06blocks\"\x9f\x03\n" +
 	"\fReadSolution\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12(\n" +
@@ -4699,13 +4918,17 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\n" +
 	"raw_source\x18\n" +
 	" \x01(\tR\trawSource\x12&\n" +
-	"\x0fraw_schema_json\x18\v \x01(\tR\rrawSchemaJson\"\xb7\x01\n" +
+	"\x0fraw_schema_json\x18\v \x01(\tR\rrawSchemaJson\"\xb6\x02\n" +
 	"\x12SubmitGraphRequest\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1a\n" +
 	"\bpriority\x18\x03 \x01(\x05R\bpriority\x12'\n" +
 	"\x05graph\x18\x04 \x01(\v2\x11.sig.v1.GraphSpecR\x05graph\x12(\n" +
-	"\x05range\x18\x05 \x01(\v2\x12.sig.v1.EventRangeR\x05range\"\xf7\x01\n" +
+	"\x05range\x18\x05 \x01(\v2\x12.sig.v1.EventRangeR\x05range\x12A\n" +
+	"\amemoize\x18\x06 \x03(\v2'.sig.v1.SubmitGraphRequest.MemoizeEntryR\amemoize\x1a:\n" +
+	"\fMemoizeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf7\x01\n" +
 	"\x13SubmitGraphResponse\x120\n" +
 	"\bsolution\x18\x01 \x01(\v2\x14.sig.v1.ReadSolutionR\bsolution\x12\x1e\n" +
 	"\n" +
@@ -4934,7 +5157,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x1bReportTrainerStatusResponse\"\x1a\n" +
 	"\x18ListTrainerStatusRequest\"N\n" +
 	"\x19ListTrainerStatusResponse\x121\n" +
-	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xfc\x02\n" +
+	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xb0\x03\n" +
 	"\x04Task\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12#\n" +
@@ -4952,7 +5175,13 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	" \x01(\tR\x06client\x12\x1f\n" +
 	"\vschema_json\x18\v \x01(\tR\n" +
 	"schemaJson\x12'\n" +
-	"\x0fmemo_generation\x18\f \x01(\x04R\x0ememoGeneration\"^\n" +
+	"\x0fmemo_generation\x18\f \x01(\x04R\x0ememoGeneration\x122\n" +
+	"\vmemo_inputs\x18\r \x03(\v2\x11.sig.v1.MemoInputR\n" +
+	"memoInputs\">\n" +
+	"\tMemoInput\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
+	"\vmemo_object\x18\x02 \x01(\tR\n" +
+	"memoObject\"^\n" +
 	"\x10LeaseTaskRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12-\n" +
 	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x88\x01\n" +
@@ -4963,11 +5192,15 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\"K\n" +
 	"\x11HeartbeatResponse\x126\n" +
-	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"Z\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xdb\x01\n" +
 	"\x13CompleteTaskRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x03R\x04rows\x12\x14\n" +
-	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"\x16\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12C\n" +
+	"\bop_nanos\x18\x04 \x03(\v2(.sig.v1.CompleteTaskRequest.OpNanosEntryR\aopNanos\x1a:\n" +
+	"\fOpNanosEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x16\n" +
 	"\x14CompleteTaskResponse\"B\n" +
 	"\x0fFailTaskRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x14\n" +
@@ -5048,7 +5281,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -5061,64 +5294,68 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*EventRange)(nil),                   // 8: sig.v1.EventRange
 	(*BlockRead)(nil),                    // 9: sig.v1.BlockRead
 	(*InputSolution)(nil),                // 10: sig.v1.InputSolution
-	(*ReadSolution)(nil),                 // 11: sig.v1.ReadSolution
-	(*SubmitGraphRequest)(nil),           // 12: sig.v1.SubmitGraphRequest
-	(*SubmitGraphResponse)(nil),          // 13: sig.v1.SubmitGraphResponse
-	(*GetReadSolutionRequest)(nil),       // 14: sig.v1.GetReadSolutionRequest
-	(*WatchReadSolutionRequest)(nil),     // 15: sig.v1.WatchReadSolutionRequest
-	(*BlockUpdate)(nil),                  // 16: sig.v1.BlockUpdate
-	(*ReadSolutionUpdate)(nil),           // 17: sig.v1.ReadSolutionUpdate
-	(*SetPriorityRequest)(nil),           // 18: sig.v1.SetPriorityRequest
-	(*SetPriorityResponse)(nil),          // 19: sig.v1.SetPriorityResponse
-	(*SearchComponentsRequest)(nil),      // 20: sig.v1.SearchComponentsRequest
-	(*ComponentSummary)(nil),             // 21: sig.v1.ComponentSummary
-	(*SearchComponentsResponse)(nil),     // 22: sig.v1.SearchComponentsResponse
-	(*GetComponentRequest)(nil),          // 23: sig.v1.GetComponentRequest
-	(*GetComponentResponse)(nil),         // 24: sig.v1.GetComponentResponse
-	(*EvictRequest)(nil),                 // 25: sig.v1.EvictRequest
-	(*EvictResponse)(nil),                // 26: sig.v1.EvictResponse
-	(*EvictBlockRequest)(nil),            // 27: sig.v1.EvictBlockRequest
-	(*EvictBlockResponse)(nil),           // 28: sig.v1.EvictBlockResponse
-	(*ReportCorruptMemoRequest)(nil),     // 29: sig.v1.ReportCorruptMemoRequest
-	(*ReportCorruptMemoResponse)(nil),    // 30: sig.v1.ReportCorruptMemoResponse
-	(*ListAuditRequest)(nil),             // 31: sig.v1.ListAuditRequest
-	(*AuditEntry)(nil),                   // 32: sig.v1.AuditEntry
-	(*ListAuditResponse)(nil),            // 33: sig.v1.ListAuditResponse
-	(*StatsRequest)(nil),                 // 34: sig.v1.StatsRequest
-	(*QueueDepth)(nil),                   // 35: sig.v1.QueueDepth
-	(*StatsResponse)(nil),                // 36: sig.v1.StatsResponse
-	(*ListQueuesRequest)(nil),            // 37: sig.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),           // 38: sig.v1.ListQueuesResponse
-	(*ListBlocksRequest)(nil),            // 39: sig.v1.ListBlocksRequest
-	(*RawBlock)(nil),                     // 40: sig.v1.RawBlock
-	(*ListBlocksResponse)(nil),           // 41: sig.v1.ListBlocksResponse
-	(*QuarantinedTask)(nil),              // 42: sig.v1.QuarantinedTask
-	(*ListQuarantineRequest)(nil),        // 43: sig.v1.ListQuarantineRequest
-	(*ListQuarantineResponse)(nil),       // 44: sig.v1.ListQuarantineResponse
-	(*ReleaseQuarantineRequest)(nil),     // 45: sig.v1.ReleaseQuarantineRequest
-	(*ReleaseQuarantineResponse)(nil),    // 46: sig.v1.ReleaseQuarantineResponse
-	(*TrainerStatus)(nil),                // 47: sig.v1.TrainerStatus
-	(*ReportTrainerStatusResponse)(nil),  // 48: sig.v1.ReportTrainerStatusResponse
-	(*ListTrainerStatusRequest)(nil),     // 49: sig.v1.ListTrainerStatusRequest
-	(*ListTrainerStatusResponse)(nil),    // 50: sig.v1.ListTrainerStatusResponse
-	(*Task)(nil),                         // 51: sig.v1.Task
-	(*LeaseTaskRequest)(nil),             // 52: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 53: sig.v1.LeaseTaskResponse
-	(*HeartbeatRequest)(nil),             // 54: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 55: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 56: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 57: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 58: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 59: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 60: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 61: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 62: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 63: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 64: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 65: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 66: sig.v1.TrainerStatus.ChipSecondsEntry
-	(*timestamppb.Timestamp)(nil),        // 67: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 68: google.protobuf.Duration
+	(*MemoNode)(nil),                     // 11: sig.v1.MemoNode
+	(*ReadSolution)(nil),                 // 12: sig.v1.ReadSolution
+	(*SubmitGraphRequest)(nil),           // 13: sig.v1.SubmitGraphRequest
+	(*SubmitGraphResponse)(nil),          // 14: sig.v1.SubmitGraphResponse
+	(*GetReadSolutionRequest)(nil),       // 15: sig.v1.GetReadSolutionRequest
+	(*WatchReadSolutionRequest)(nil),     // 16: sig.v1.WatchReadSolutionRequest
+	(*BlockUpdate)(nil),                  // 17: sig.v1.BlockUpdate
+	(*ReadSolutionUpdate)(nil),           // 18: sig.v1.ReadSolutionUpdate
+	(*SetPriorityRequest)(nil),           // 19: sig.v1.SetPriorityRequest
+	(*SetPriorityResponse)(nil),          // 20: sig.v1.SetPriorityResponse
+	(*SearchComponentsRequest)(nil),      // 21: sig.v1.SearchComponentsRequest
+	(*ComponentSummary)(nil),             // 22: sig.v1.ComponentSummary
+	(*SearchComponentsResponse)(nil),     // 23: sig.v1.SearchComponentsResponse
+	(*GetComponentRequest)(nil),          // 24: sig.v1.GetComponentRequest
+	(*GetComponentResponse)(nil),         // 25: sig.v1.GetComponentResponse
+	(*EvictRequest)(nil),                 // 26: sig.v1.EvictRequest
+	(*EvictResponse)(nil),                // 27: sig.v1.EvictResponse
+	(*EvictBlockRequest)(nil),            // 28: sig.v1.EvictBlockRequest
+	(*EvictBlockResponse)(nil),           // 29: sig.v1.EvictBlockResponse
+	(*ReportCorruptMemoRequest)(nil),     // 30: sig.v1.ReportCorruptMemoRequest
+	(*ReportCorruptMemoResponse)(nil),    // 31: sig.v1.ReportCorruptMemoResponse
+	(*ListAuditRequest)(nil),             // 32: sig.v1.ListAuditRequest
+	(*AuditEntry)(nil),                   // 33: sig.v1.AuditEntry
+	(*ListAuditResponse)(nil),            // 34: sig.v1.ListAuditResponse
+	(*StatsRequest)(nil),                 // 35: sig.v1.StatsRequest
+	(*QueueDepth)(nil),                   // 36: sig.v1.QueueDepth
+	(*StatsResponse)(nil),                // 37: sig.v1.StatsResponse
+	(*ListQueuesRequest)(nil),            // 38: sig.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),           // 39: sig.v1.ListQueuesResponse
+	(*ListBlocksRequest)(nil),            // 40: sig.v1.ListBlocksRequest
+	(*RawBlock)(nil),                     // 41: sig.v1.RawBlock
+	(*ListBlocksResponse)(nil),           // 42: sig.v1.ListBlocksResponse
+	(*QuarantinedTask)(nil),              // 43: sig.v1.QuarantinedTask
+	(*ListQuarantineRequest)(nil),        // 44: sig.v1.ListQuarantineRequest
+	(*ListQuarantineResponse)(nil),       // 45: sig.v1.ListQuarantineResponse
+	(*ReleaseQuarantineRequest)(nil),     // 46: sig.v1.ReleaseQuarantineRequest
+	(*ReleaseQuarantineResponse)(nil),    // 47: sig.v1.ReleaseQuarantineResponse
+	(*TrainerStatus)(nil),                // 48: sig.v1.TrainerStatus
+	(*ReportTrainerStatusResponse)(nil),  // 49: sig.v1.ReportTrainerStatusResponse
+	(*ListTrainerStatusRequest)(nil),     // 50: sig.v1.ListTrainerStatusRequest
+	(*ListTrainerStatusResponse)(nil),    // 51: sig.v1.ListTrainerStatusResponse
+	(*Task)(nil),                         // 52: sig.v1.Task
+	(*MemoInput)(nil),                    // 53: sig.v1.MemoInput
+	(*LeaseTaskRequest)(nil),             // 54: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 55: sig.v1.LeaseTaskResponse
+	(*HeartbeatRequest)(nil),             // 56: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 57: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 58: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 59: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 60: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 61: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 62: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 63: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 64: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 65: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 66: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 67: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 68: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 69: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 70: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 71: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 72: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -5130,94 +5367,99 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	0,  // 6: sig.v1.BlockRead.state:type_name -> sig.v1.BlockState
 	8,  // 7: sig.v1.BlockRead.events:type_name -> sig.v1.EventRange
 	9,  // 8: sig.v1.InputSolution.blocks:type_name -> sig.v1.BlockRead
-	8,  // 9: sig.v1.ReadSolution.range:type_name -> sig.v1.EventRange
-	10, // 10: sig.v1.ReadSolution.inputs:type_name -> sig.v1.InputSolution
-	9,  // 11: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
-	7,  // 12: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
-	8,  // 13: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	11, // 14: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
-	8,  // 15: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	8,  // 16: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	9,  // 17: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
-	11, // 18: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
-	16, // 19: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	67, // 20: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
-	21, // 21: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
-	21, // 22: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
-	9,  // 23: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
-	0,  // 24: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
-	0,  // 25: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	67, // 26: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
-	32, // 27: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
-	35, // 28: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
-	35, // 29: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
-	8,  // 30: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
-	8,  // 31: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
-	40, // 32: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	67, // 33: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	42, // 34: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	67, // 35: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	66, // 36: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	47, // 37: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	68, // 38: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	51, // 39: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	67, // 40: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	67, // 41: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	61, // 42: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	67, // 43: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	60, // 44: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	60, // 45: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	12, // 46: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	14, // 47: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	15, // 48: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	18, // 49: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	20, // 50: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	23, // 51: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	25, // 52: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	27, // 53: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	29, // 54: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	31, // 55: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	34, // 56: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	37, // 57: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	39, // 58: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	43, // 59: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	45, // 60: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	47, // 61: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	49, // 62: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	52, // 63: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	54, // 64: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	56, // 65: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	58, // 66: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	62, // 67: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	64, // 68: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	13, // 69: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	11, // 70: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	17, // 71: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	19, // 72: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	22, // 73: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	24, // 74: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	26, // 75: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	28, // 76: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	30, // 77: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	33, // 78: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	36, // 79: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	38, // 80: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	41, // 81: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	44, // 82: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	46, // 83: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	48, // 84: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	50, // 85: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	53, // 86: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	55, // 87: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	57, // 88: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	59, // 89: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	63, // 90: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	65, // 91: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	69, // [69:92] is the sub-list for method output_type
-	46, // [46:69] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	11, // 9: sig.v1.InputSolution.memo_nodes:type_name -> sig.v1.MemoNode
+	9,  // 10: sig.v1.MemoNode.blocks:type_name -> sig.v1.BlockRead
+	8,  // 11: sig.v1.ReadSolution.range:type_name -> sig.v1.EventRange
+	10, // 12: sig.v1.ReadSolution.inputs:type_name -> sig.v1.InputSolution
+	9,  // 13: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
+	7,  // 14: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
+	8,  // 15: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
+	68, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	12, // 17: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
+	8,  // 18: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	8,  // 19: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	9,  // 20: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
+	12, // 21: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
+	17, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
+	71, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	22, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
+	22, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
+	9,  // 26: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
+	0,  // 27: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
+	0,  // 28: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
+	71, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	33, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
+	36, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
+	36, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
+	8,  // 33: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
+	8,  // 34: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
+	41, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
+	71, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	43, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	71, // 38: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	69, // 39: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	48, // 40: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	53, // 41: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	72, // 42: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	52, // 43: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	71, // 44: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	71, // 45: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	70, // 46: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	63, // 47: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	71, // 48: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	62, // 49: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	62, // 50: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	13, // 51: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	15, // 52: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	16, // 53: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	19, // 54: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	21, // 55: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	24, // 56: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	26, // 57: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	28, // 58: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	30, // 59: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	32, // 60: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	35, // 61: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	38, // 62: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	40, // 63: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	44, // 64: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	46, // 65: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	48, // 66: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	50, // 67: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	54, // 68: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	56, // 69: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	58, // 70: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	60, // 71: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	64, // 72: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	66, // 73: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 74: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 75: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 76: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	20, // 77: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	23, // 78: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	25, // 79: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	27, // 80: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	29, // 81: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	31, // 82: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	34, // 83: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	37, // 84: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	39, // 85: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	42, // 86: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	45, // 87: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	47, // 88: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	49, // 89: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	51, // 90: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	55, // 91: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	57, // 92: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	59, // 93: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	61, // 94: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	65, // 95: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	67, // 96: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	74, // [74:97] is the sub-list for method output_type
+	51, // [51:74] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -5235,7 +5477,7 @@ func file_sig_v1_sig_proto_init() {
 		(*GraphSpec_Graph)(nil),
 		(*GraphSpec_Dsl)(nil),
 	}
-	file_sig_v1_sig_proto_msgTypes[24].OneofWrappers = []any{
+	file_sig_v1_sig_proto_msgTypes[25].OneofWrappers = []any{
 		(*EvictRequest_SubgraphDsl)(nil),
 		(*EvictRequest_NodeKey)(nil),
 	}
@@ -5245,7 +5487,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   66,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

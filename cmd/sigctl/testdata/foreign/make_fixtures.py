@@ -9,7 +9,8 @@ set holds the same values as its plain file (utf8, list<utf8>), so
 Run from the repository root (the files are committed; run again only to
 change them):
 
-    make pyarrow-venv && .venv-pyarrow/bin/python cmd/sigctl/testdata/foreign/make_fixtures.py
+    python3.11 -m venv /tmp/venv && /tmp/venv/bin/pip install pyarrow==17.0.0
+    /tmp/venv/bin/python cmd/sigctl/testdata/foreign/make_fixtures.py
 """
 
 import os
