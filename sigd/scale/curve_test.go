@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -583,6 +584,9 @@ func (e *env) queueCycles(s *stores, p *scale.Point) {
 func dirBytes(tb testing.TB, dir string) int64 {
 	var n int64
 	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // an obsolete file Pebble deleted during the walk
+		}
 		if err != nil {
 			return err
 		}
