@@ -284,7 +284,7 @@ func Decide(in Input, cfg Config) Decision {
 			memo[i] = true
 			why[i] = fmt.Sprintf("already memoized: fetching it costs readers %.1f ns/row, computing it %.1f", fetch(i), computeReader)
 		case computeReader <= cfg.CheapFactor*fetch(i):
-			why[i] = fmt.Sprintf("cheap: readers compute it for %.1f ns/row, fetching it would cost %.1f", computeReader, fetch(i))
+			why[i] = fmt.Sprintf("cheap: readers compute it for %.1f ns/row, within %.2gx of the %.1f fetching it would cost", computeReader, cfg.CheapFactor, fetch(i))
 		case fetchCost < computeCost:
 			memo[i] = true
 			why[i] = fmt.Sprintf("memoized: fetching costs %.1f a row read (readers %.1f weighted, plus %.1f once for workers and %.0f B/row stored, over %d pipeline(s)), computing %.1f",
