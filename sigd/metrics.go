@@ -92,8 +92,16 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range m.kept() {
+		if c == m.walks || c == m.walkSeconds {
+			continue // below, after this scrape's own walk
+		}
 		c.Collect(ch)
 	}
+	// The walk counters are sent after reuseStats: the registry reads a
+	// counter's value when it takes it from ch, so sent before the walk
+	// they would or would not count this scrape's walk, by a race.
+	defer m.walkSeconds.Collect(ch)
+	defer m.walks.Collect(ch)
 	seg := m.s.segments.Stats() // zero without in-process workers
 	ch <- prometheus.MustNewConstMetric(descSegBytes, prometheus.CounterValue, float64(seg.HitBytes), "hit")
 	ch <- prometheus.MustNewConstMetric(descSegBytes, prometheus.CounterValue, float64(seg.MissBytes), "miss")

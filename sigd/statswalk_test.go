@@ -127,8 +127,9 @@ func TestUISamplerDoesNotWalk(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // some 15 samples, since the submit too
-	// This gather's own collection of the reuse gauges walks once (the
-	// counter is read after it); any other walk was the sampler's.
+	// This gather's own collection of the reuse gauges walks once (its
+	// counters are sent after the walk); any other walk was the sampler's
+	// (it walked at start and again after the submit).
 	if n := gauge(t, srv, "sig_reuse_walks_total"); n != 1 {
 		t.Errorf("%v walks of the cache, one of them this gather's: the UI's sampler walks", n)
 	}
