@@ -320,7 +320,11 @@ func (in *Ingester) Run(ctx context.Context) error {
 	if err := in.cfg.Store.EnsureBucket(ctx); err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
+	// cl is set once NewClient returns, but the group may assign
+	// partitions, and call AdjustFetchOffsetsFn, before that: the callback
+	// waits for clReady (a nil client there panicked in kadm).
 	var cl *kgo.Client
+	clReady := make(chan struct{})
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(in.cfg.Brokers...),
 		kgo.ConsumerGroup(in.cfg.Group),
@@ -331,6 +335,11 @@ func (in *Ingester) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(in.dropPartitions),
 		kgo.OnPartitionsLost(in.dropPartitions),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			select {
+			case <-clReady:
+			case <-ctx.Done():
+				return offs, nil
+			}
 			in.checkCommitted(ctx, cl, log, offs[in.cfg.Topic])
 			return offs, nil
 		}),
@@ -344,6 +353,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ingest: kafka client: %w", err)
 	}
+	close(clReady)
 	defer cl.Close()
 	tctx, cancel := context.WithTimeout(ctx, topicsTimeout)
 	created, err := topics.Ensure(tctx, cl, in.Topics()...)
