@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/sigdata/sig/internal/arrowfile"
 	"github.com/sigdata/sig/internal/cli"
-	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/ingest"
 	"github.com/sigdata/sig/warehouse/record"
@@ -56,29 +54,19 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *topic == "" {
 		*topic = ingest.TopicFor(s.Source)
 	}
-	ct := record.ContentTypeRow
-	switch *format {
-	case "row":
-	case "json":
-		ct = record.ContentTypeJSON
-	default:
-		return fmt.Errorf("%w: --format %q (want row or json)", cli.ErrUsage, *format)
+	ct, err := recordFormat(*format)
+	if err != nil {
+		return err
 	}
 	enc, err := record.NewEncoder(s, ct)
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := producer(ctx, brokers, *topic)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = topics.Ensure(tctx, cl, topics.Spec{Name: *topic, Partitions: -1})
-	cancel()
-	if err != nil {
-		return err
-	}
 	names := make([]string, len(s.Fields))
 	idCol := 0
 	for i, f := range s.Fields {

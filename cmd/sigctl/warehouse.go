@@ -89,25 +89,15 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "wrote %d events to %s\n", *events, *out)
 		return nil
 	}
-	ct := record.ContentTypeRow
-	switch *format {
-	case "row":
-	case "json":
-		ct = record.ContentTypeJSON
-	default:
-		return fmt.Errorf("%w: --format %q (want row or json)", cli.ErrUsage, *format)
+	ct, err := recordFormat(*format)
+	if err != nil {
+		return err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := producer(ctx, brokers, *topic)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = topics.Ensure(tctx, cl, topics.Spec{Name: *topic, Partitions: -1})
-	cancel()
-	if err != nil {
-		return err
-	}
 	if err := g.Produce(ctx, cl, *topic, *events, ct); err != nil {
 		return err
 	}
@@ -329,4 +319,33 @@ func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	default:
 		return fmt.Errorf("%w: unknown warehouse command %q (want rebuild-catalog or list)", cli.ErrUsage, args[0])
 	}
+}
+
+// recordFormat is a --format flag (row or json) as a record content type.
+func recordFormat(format string) (string, error) {
+	switch format {
+	case "row":
+		return record.ContentTypeRow, nil
+	case "json":
+		return record.ContentTypeJSON, nil
+	}
+	return "", fmt.Errorf("%w: --format %q (want row or json)", cli.ErrUsage, format)
+}
+
+// producer is a Kafka client for brokers with topic created if missing
+// (topics.Ensure, the one mechanism SIG creates topics with): what
+// sigctl generate and sigctl produce write events through.
+func producer(ctx context.Context, brokers []string, topic string) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = topics.Ensure(tctx, cl, topics.Spec{Name: topic, Partitions: -1})
+	cancel()
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
 }
