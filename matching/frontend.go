@@ -19,19 +19,37 @@ import (
 	"github.com/sigdata/sig/warehouse/block"
 )
 
-// Block is a raw block of the warehouse as the frontend sees it.
+// Block is a raw block of the warehouse, at one version, as the frontend
+// sees it.
 type Block struct {
-	ID        string
+	ID string
+	// RawObject is the object of this version of the block.
 	RawObject string
 	MinEvent  int64 // event time range of the rows, micros, inclusive
 	MaxEvent  int64
 	Rows      int64
+	// Version is the block's version (0 or 1: never changed since it was
+	// sealed; issue 21). ColumnVersions gives per raw column the version
+	// at which its values last changed (absent: 1), as block.Meta does.
+	Version        int64
+	ColumnVersions map[string]int64
 }
 
 // Blocks lists the raw blocks of a source overlapping an event range, in
-// event order (the warehouse catalog).
+// event order (the warehouse catalog), each at its newest version.
 type Blocks interface {
 	Range(source string, from, to int64) ([]Block, error)
+}
+
+// SnapshotBlocks is a Blocks that keeps versions (the warehouse catalog,
+// issue 21): Snapshot is the catalog's current sequence number, a
+// consistent view; RangeAt lists the blocks as of snapshot snap, each at
+// its newest version catalogued at or before it. Read solutions at a
+// snapshot need it; without it they are refused.
+type SnapshotBlocks interface {
+	Blocks
+	Snapshot() (int64, error)
+	RangeAt(source string, from, to, snap int64) ([]Block, error)
 }
 
 // Scheduler receives memoization tasks (the work queues). Enqueue is
