@@ -3,11 +3,9 @@ package matching
 import (
 	"bytes"
 	"errors"
-	"maps"
 	"fmt"
+	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sigdata/sig/matching/canon"
@@ -27,28 +25,13 @@ import (
 // exactly the components reading it a new ref, whose entry is missing:
 // created pending and scheduled (BlockChanged, or the next read solution).
 
-// MemoRef is the memo block ref of block id at input version v.
-func MemoRef(id string, v int64) string {
-	if v <= 1 {
-		return id
-	}
-	return id + ".v" + strconv.FormatInt(v, 10)
-}
+// MemoRef is the memo block ref of block id at input version v (the
+// warehouse's name of a block version, block.VersionedID).
+func MemoRef(id string, v int64) string { return block.VersionedID(id, v) }
 
 // SplitMemoRef splits a memo block ref into its block id and input version
 // (1 for a bare block id).
-func SplitMemoRef(ref string) (id string, v int64) {
-	i := strings.LastIndex(ref, ".v")
-	if i <= 0 {
-		return ref, 1
-	}
-	d := ref[i+2:]
-	n, err := strconv.ParseInt(d, 10, 64)
-	if err != nil || n < 2 || d[0] == '0' {
-		return ref, 1
-	}
-	return ref[:i], n
-}
+func SplitMemoRef(ref string) (id string, v int64) { return block.SplitVersionedID(ref) }
 
 // V is the block's version (1 for a block that never changed).
 func (b *Block) V() int64 { return max(b.Version, 1) }
