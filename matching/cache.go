@@ -866,10 +866,12 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 	var pfx []byte
 	cur, started := canon.Key{}, false
 	var sum int64
+	var cols []string // the current component's columns, once needed
+	haveCols := false
 	err = pebbleutil.Scan(c.db, memosPrefix, func(key, v []byte) (bool, error) {
 		k := keyAt(key, 1)
 		if !started || k != cur {
-			cur, started, uses = k, true, uses[:0]
+			cur, started, uses, haveCols = k, true, uses[:0], false
 			pfx = append(append(pfx[:0], pfxUser), k[:]...) // userPrefix(k), without an allocation per component
 			for ok := users.SeekGE(pfx); ok && bytes.HasPrefix(users.Key(), pfx); ok = users.Next() {
 				name := users.Key()[len(pfx):]
@@ -899,8 +901,29 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 			r.ReadyBlocks++
 			r.ReadyBytes += size
 			u := 0
+			ref := string(key[1+keyLen:])
+			id, v := SplitMemoRef(ref)
 			for _, ru := range uses {
-				if ranges.covers[ru[0]][string(key[1+keyLen:])] {
+				blk, ok := ranges.covers[ru[0]][id]
+				if !ok {
+					continue
+				}
+				// The entry of the block's current data in k's columns
+				// (issue 21): an entry of another input version is one no
+				// read solution names now (GC removes it with its version).
+				if len(blk.ColumnVersions) == 0 {
+					ok = v == 1
+				} else {
+					if !haveCols {
+						rec, err := c.Component(k)
+						if err != nil {
+							return false, err
+						}
+						cols, haveCols = rec.Columns, true
+					}
+					ok = blk.InputVersion(cols) == v
+				}
+				if ok {
 					u += ru[1]
 				}
 			}
@@ -929,11 +952,11 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 
 // pipelineRanges are the registered pipelines' event ranges: of maps a
 // pipeline (client\x00name, as its user keys end) to its range's index,
-// covers[i] is the set of block ids range i covers. Ranges repeat across a
+// covers[i] are the blocks range i covers, by id. Ranges repeat across a
 // fleet, so there are few.
 type pipelineRanges struct {
 	of     map[string]int
-	covers []map[string]bool
+	covers []map[string]Block
 	// unread[pipeline] are the keys the pipeline uses (the user index
 	// names it) whose memo entries it does not read: components its
 	// readers compute over their covers' memo nodes.
@@ -973,9 +996,9 @@ func (c *Cache) pipelineRanges(blocks Blocks) (pipelineRanges, error) {
 			if err != nil {
 				return false, err
 			}
-			ids := make(map[string]bool, len(bs))
+			ids := make(map[string]Block, len(bs))
 			for _, b := range bs {
-				ids[b.ID] = true
+				ids[b.ID] = b
 			}
 			i = len(out.covers)
 			index[sp] = i

@@ -28,6 +28,19 @@
 //     Nested subexpressions several models share are one memo node, one
 //     task per block (TestNestedSharedNodeOnce); a memo node no cover
 //     names any more is not computed (Frontend.Needed).
+//   - versions (versions.go, issue 21): a memo entry is for (component,
+//     block, input version), the input version the newest version of the
+//     block at which a raw column the component reads changed; its memo
+//     block ref is the block id for input version 1, "<id>.v<N>" after.
+//     A label update leaves every feature component's entry as it was; a
+//     feature update gives exactly the components reading the column (the
+//     k index) new entries, created pending and scheduled at their
+//     pipelines' priorities by BlockChanged (or by the next read
+//     solution). Read solutions resolve the blocks at a catalog snapshot
+//     (ReadSolutionAt, 0 = now; SnapshotBlocks) and name it, each block's
+//     version and each entry's input version; DropVersions removes the
+//     entries of versions the catalog's GC dropped that no kept version
+//     reads (testdata/versions.txt).
 //
 // A component key is a canon.Key throughout, in the records the cache
 // stores too (as hex in their JSON); it is never formatted and parsed back

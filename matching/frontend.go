@@ -19,19 +19,37 @@ import (
 	"github.com/sigdata/sig/warehouse/block"
 )
 
-// Block is a raw block of the warehouse as the frontend sees it.
+// Block is a raw block of the warehouse, at one version, as the frontend
+// sees it.
 type Block struct {
-	ID        string
+	ID string
+	// RawObject is the object of this version of the block.
 	RawObject string
 	MinEvent  int64 // event time range of the rows, micros, inclusive
 	MaxEvent  int64
 	Rows      int64
+	// Version is the block's version (0 or 1: never changed since it was
+	// sealed; issue 21). ColumnVersions gives per raw column the version
+	// at which its values last changed (absent: 1), as block.Meta does.
+	Version        int64
+	ColumnVersions map[string]int64
 }
 
 // Blocks lists the raw blocks of a source overlapping an event range, in
-// event order (the warehouse catalog).
+// event order (the warehouse catalog), each at its newest version.
 type Blocks interface {
 	Range(source string, from, to int64) ([]Block, error)
+}
+
+// SnapshotBlocks is a Blocks that keeps versions (the warehouse catalog,
+// issue 21): Snapshot is the catalog's current sequence number, a
+// consistent view; RangeAt lists the blocks as of snapshot snap, each at
+// its newest version catalogued at or before it. Read solutions at a
+// snapshot need it; without it they are refused.
+type SnapshotBlocks interface {
+	Blocks
+	Snapshot() (int64, error)
+	RangeAt(source string, from, to, snap int64) ([]Block, error)
 }
 
 // Scheduler receives memoization tasks (the work queues). Enqueue is
@@ -247,12 +265,17 @@ type MemoNodeSolution struct {
 
 // BlockSolution is one block of one input.
 type BlockSolution struct {
-	Block  Block
-	Object string // memo object key, assigned even while pending
-	State  MemoState
-	Error  string
-	Rows   int64
-	Bytes  int64
+	Block Block
+	// Version is the input version of the memo entry (issue 21): the
+	// version of the block's data in the columns the component reads
+	// (Block.InputVersion); its memo block ref is MemoRef(Block.ID,
+	// Version).
+	Version int64
+	Object  string // memo object key, assigned even while pending
+	State   MemoState
+	Error   string
+	Rows    int64
+	Bytes   int64
 }
 
 // Solution is a read solution (paper IV.A): per model input and per block,
@@ -260,9 +283,12 @@ type BlockSolution struct {
 type Solution struct {
 	Client, Pipeline, Source string
 	From, To                 int64
-	Inputs                   []InputSolution
-	Raw                      []Block
-	Ready, Pending, Failed   int
+	// Snapshot is the catalog snapshot the blocks were resolved at (0
+	// when the catalog keeps no versions); Raw names each block's version.
+	Snapshot               int64
+	Inputs                 []InputSolution
+	Raw                    []Block
+	Ready, Pending, Failed int
 }
 
 // Complete reports whether every block of every input is ready.
@@ -381,13 +407,22 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 			}
 		}
 	}
-	if err := f.admit(req.Client, p.memoKeys(), blocks); err != nil {
+	columns := func(k canon.Key) ([]string, error) {
+		for i := range added {
+			if added[i].Key == k {
+				return added[i].Columns, nil
+			}
+		}
+		r, err := cache.Component(k)
+		return r.Columns, err
+	}
+	if err := f.admit(req.Client, p.memoKeys(), blocks, columns); err != nil {
 		return nil, err
 	}
 	if err := cache.RegisterPipeline(&p, prev, added, now); err != nil {
 		return nil, err
 	}
-	sol, hits, misses, enq, err := f.resolve(&p, now)
+	sol, hits, misses, enq, err := f.resolve(&p, now, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +440,7 @@ func (f *Frontend) Submit(req SubmitRequest) (*SubmitResult, error) {
 // submission of memo keys over blocks needs: its (key, block) pairs that
 // are neither memoized nor failed. The list is built only when the
 // client's room is less than every pair.
-func (f *Frontend) admit(client string, keys []canon.Key, blocks []Block) error {
+func (f *Frontend) admit(client string, keys []canon.Key, blocks []Block, columns func(canon.Key) ([]string, error)) error {
 	a, ok := f.cfg.Scheduler.(Admitter)
 	if !ok {
 		return nil
@@ -424,13 +459,18 @@ func (f *Frontend) admit(client string, keys []canon.Key, blocks []Block) error 
 		if err != nil {
 			return err
 		}
+		cols, err := columns(k)
+		if err != nil {
+			return err
+		}
 		for _, blk := range blocks {
 			// What resolve will enqueue: missing entries (created pending)
 			// and pending ones with a generation.
-			if e, ok := memos[blk.ID]; ok && (e.State != MemoPending || e.Gen == 0) {
+			ref := blk.MemoRef(cols)
+			if e, ok := memos[ref]; ok && (e.State != MemoPending || e.Gen == 0) {
 				continue
 			}
-			tasks = append(tasks, Task{Component: k, Block: blk.ID})
+			tasks = append(tasks, Task{Component: k, Block: ref})
 		}
 	}
 	return a.Admit(client, tasks)
@@ -441,6 +481,19 @@ func (f *Frontend) admit(client string, keys []canon.Key, blocks []Block) error 
 // that are missing — never computed, or evicted — are created pending and
 // scheduled: evicted data is recomputed on demand.
 func (f *Frontend) ReadSolution(client, pipeline string, from, to int64) (*Solution, error) {
+	return f.ReadSolutionAt(client, pipeline, from, to, 0)
+}
+
+// ReadSolutionAt is ReadSolution with the blocks as of catalog snapshot
+// snap (0: now, the current snapshot): each block at its newest version
+// catalogued at or before it, and each input's memo entries those
+// versions' (issue 21: every unit of an epoch reads one snapshot). A
+// snapshot the catalog cannot answer (after the current one; or any, when
+// the catalog keeps no versions) is an InputError naming snapshot.
+func (f *Frontend) ReadSolutionAt(client, pipeline string, from, to, snap int64) (*Solution, error) {
+	if snap < 0 {
+		return nil, inputErr("snapshot", "%d is negative (0 is now)", snap)
+	}
 	p, err := f.cfg.Cache.Pipeline(client, pipeline)
 	if err != nil {
 		return nil, err
@@ -452,7 +505,7 @@ func (f *Frontend) ReadSolution(client, pipeline string, from, to int64) (*Solut
 		p.From, p.To = from, to
 	}
 	now := f.cfg.Clock.Now()
-	sol, _, _, _, err := f.resolve(&p, now)
+	sol, _, _, _, err := f.resolve(&p, now, snap)
 	if err != nil {
 		return nil, err
 	}
@@ -466,12 +519,12 @@ func (f *Frontend) ReadSolution(client, pipeline string, from, to int64) (*Solut
 // memo entries that are missing. It returns the block hits (ready) and
 // misses (anything else) over distinct (component, block) pairs, and the
 // number of tasks enqueued.
-func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, misses, enqueued int, err error) {
-	blocks, err := f.cfg.Blocks.Range(p.Source, p.From, p.To)
+func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solution, hits, misses, enqueued int, err error) {
+	blocks, snap, err := f.blocksAt(p.Source, p.From, p.To, snap)
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
-	sol = &Solution{Client: p.Client, Pipeline: p.Name, Source: p.Source, From: p.From, To: p.To, Raw: blocks}
+	sol = &Solution{Client: p.Client, Pipeline: p.Name, Source: p.Source, From: p.From, To: p.To, Raw: blocks, Snapshot: snap}
 	scan, err := f.cfg.Cache.newMemoScanner()
 	if err != nil {
 		return nil, 0, 0, 0, err
@@ -520,9 +573,12 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 	}
 	for bi, blk := range blocks {
 		for i, k := range comps {
-			e, ok := memos[i][blk.ID]
+			// The entry of the block's data in the columns k reads: a
+			// new version that changed none of them has the same ref.
+			ref := blk.MemoRef(recs[k].Columns)
+			e, ok := memos[i][ref]
 			if !ok {
-				if e, err = f.createMissing(k, blk.ID, now); err != nil {
+				if e, err = f.createMissing(k, ref, now); err != nil {
 					return nil, 0, 0, 0, err
 				}
 			}
@@ -534,7 +590,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 				misses++
 			}
 			if e.State == MemoPending && e.Gen != 0 {
-				if err := f.cfg.Scheduler.Enqueue(k, blk.ID, p.Client, p.Name, p.Priority); err != nil {
+				if err := f.cfg.Scheduler.Enqueue(k, ref, p.Client, p.Name, p.Priority); err != nil {
 					return nil, 0, 0, 0, err
 				}
 				enqueued++
@@ -542,7 +598,8 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 		}
 	}
 	blockSol := func(blk Block, e MemoEntry) BlockSolution {
-		return BlockSolution{Block: blk, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes}
+		_, v := SplitMemoRef(e.Block)
+		return BlockSolution{Block: blk, Version: v, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes}
 	}
 	for i := range p.Inputs {
 		in := &p.Inputs[i]
@@ -566,7 +623,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time) (sol *Solution, hits, mis
 				is.MemoNodes = append(is.MemoNodes, mn)
 			}
 			for bi, blk := range blocks {
-				b := BlockSolution{Block: blk, State: MemoReady, Rows: blk.Rows}
+				b := BlockSolution{Block: blk, Version: blk.InputVersion(rec.Columns), State: MemoReady, Rows: blk.Rows}
 				for _, mn := range is.MemoNodes {
 					switch e := mn.Blocks[bi]; {
 					case e.State == MemoFailed && b.State != MemoFailed:
@@ -611,8 +668,7 @@ func (f *Frontend) createMissing(k canon.Key, id string, now time.Time) (MemoEnt
 	if f.evicting[k] > 0 {
 		return MemoEntry{Component: k, Block: id, State: MemoPending, Object: block.MemoKey(k, id)}, nil
 	}
-	fresh := MemoEntry{Component: k, Block: id, State: MemoPending, Object: block.MemoKey(k, id),
-		Updated: now, Gen: rand.Uint64() | 1}
+	fresh := newPending(k, id, now)
 	return f.cfg.Cache.UpdateMemo(k, id, func(cur *MemoEntry, exists bool) bool {
 		if exists {
 			return false
@@ -620,6 +676,38 @@ func (f *Frontend) createMissing(k canon.Key, id string, now time.Time) (MemoEnt
 		*cur = fresh
 		return true
 	})
+}
+
+// newPending is a new pending memo entry of (k, memo block ref) with a new
+// generation.
+func newPending(k canon.Key, ref string, now time.Time) MemoEntry {
+	return MemoEntry{Component: k, Block: ref, State: MemoPending, Object: block.MemoKey(k, ref),
+		Updated: now, Gen: rand.Uint64() | 1}
+}
+
+// blocksAt lists the blocks of [from, to) as of snapshot snap (0: the
+// current one) and says which snapshot that was (0 when the catalog keeps
+// no versions).
+func (f *Frontend) blocksAt(source string, from, to, snap int64) ([]Block, int64, error) {
+	sb, ok := f.cfg.Blocks.(SnapshotBlocks)
+	if !ok {
+		if snap != 0 {
+			return nil, 0, inputErr("snapshot", "%d: this catalog keeps no snapshots (0 is now)", snap)
+		}
+		blocks, err := f.cfg.Blocks.Range(source, from, to)
+		return blocks, 0, err
+	}
+	cur, err := sb.Snapshot()
+	if err != nil {
+		return nil, 0, err
+	}
+	if snap == 0 {
+		snap = cur
+	} else if snap > cur {
+		return nil, 0, inputErr("snapshot", "%d is after the catalog's current snapshot %d", snap, cur)
+	}
+	blocks, err := sb.RangeAt(source, from, to, snap)
+	return blocks, snap, err
 }
 
 // Begin returns the generation of a pending memo entry, for a worker about

@@ -21,7 +21,7 @@ import (
 //	c <key32>                             -> JSON ComponentRecord
 //	r <key32>                             -> last requested, int64 unix micros BE
 //	u <key32> <client>\x00<pipeline>      -> "" (pipelines using the component)
-//	b <key32> <block id>                  -> MemoEntry, binary (see encodeMemo)
+//	b <key32> <memo block ref>            -> MemoEntry, binary (see encodeMemo)
 //	p <client>\x00<pipeline>              -> JSON Pipeline
 //	n <nodekey32> <key32>                 -> "" (components containing a node)
 //	o <op>\x00 <key32>                    -> "" (components using an op)
@@ -37,6 +37,10 @@ import (
 // (its pipelines' inputs have no cover: whole components;
 // TestCacheWrittenBeforeServes reads testdata/layout-v1.txt, the layout
 // the code before covers wrote).
+//
+// Versioned blocks (issue 21) extended it compatibly too: a memo entry's
+// block is a memo block ref, the block id for input version 1 (every entry
+// written before) and "<id>.v<N>" for input version N >= 2 (versions.go).
 //
 // The n, o and k prefixes and u are the search index (eviction and the web
 // UI use it). Everything about one submit is written in one batch

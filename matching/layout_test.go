@@ -104,6 +104,26 @@ func writeLayoutCache(t *testing.T, dir string) {
 			}
 		}
 	}
+	// A new version of b001 whose query changed (issue 21): the entries of
+	// the components reading query at input version 2, under the memo
+	// block ref b001.v2.
+	v2 := fb.blocks[1]
+	v2.Version, v2.ColumnVersions, v2.RawObject = 2, map[string]int64{"query": 2}, "raw/ads/b001.v2.arrow"
+	inv, err := f.BlockChanged("ads", v2)
+	if err != nil || len(inv.Tasks) == 0 {
+		t.Fatalf("BlockChanged: %+v, %v", inv, err)
+	}
+	for _, task := range inv.Tasks {
+		e, err := cache.Memo(task.Component, task.Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen++
+		e.Gen, e.Updated = gen, layoutEpoch.Add(time.Duration(gen)*time.Second)
+		if err := cache.SetMemo(e); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := cache.Touch(keys[:1], layoutEpoch.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

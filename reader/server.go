@@ -620,9 +620,9 @@ func (s *Server) readRawFooter(ctx context.Context, p *plan) (block.Meta, error)
 	if err != nil {
 		return block.Meta{}, rawErr(key, err)
 	}
-	if meta.ID != p.unit.BlockId || meta.ComponentKey != "" {
-		return block.Meta{}, fmt.Errorf("%w: raw object %s holds block %q (component %q), not raw block %q",
-			ErrCorrupt, key, meta.ID, meta.ComponentKey, p.unit.BlockId)
+	if meta.ID != p.unit.BlockId || meta.ComponentKey != "" || meta.V() != p.rawVersion {
+		return block.Meta{}, fmt.Errorf("%w: raw object %s holds block %q version %d (component %q), not raw block %q version %d",
+			ErrCorrupt, key, meta.ID, meta.V(), meta.ComponentKey, p.unit.BlockId, p.rawVersion)
 	}
 	if fp := p.schema.Fingerprint(); meta.SchemaFingerprint != fp {
 		return block.Meta{}, invalid("raw_schema_json", "schema fingerprint %.12s differs from raw block %s's %.12s",
@@ -685,9 +685,9 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc bl
 // input names: its component, its block, a value column of the input's type.
 func checkMemoMeta(p *plan, in inputPlan, meta block.Meta) error {
 	// The footer names its component in hex, as the worker wrote it.
-	if meta.ComponentKey != in.component.String() || meta.ID != p.unit.BlockId {
-		return memoCorrupt(in, "holds component %.12s of block %q, want component %.12s of block %q",
-			meta.ComponentKey, meta.ID, in.component, p.unit.BlockId)
+	if meta.ComponentKey != in.component.String() || meta.ID != p.unit.BlockId || meta.V() != in.memoVersion {
+		return memoCorrupt(in, "holds component %.12s of block %q input version %d, want component %.12s of block %q input version %d",
+			meta.ComponentKey, meta.ID, meta.V(), in.component, p.unit.BlockId, in.memoVersion)
 	}
 	if len(meta.Columns) != 2 || meta.Columns[0].Name != transform.ColEventID || meta.Columns[1].Name != MemoColumn {
 		var names []string

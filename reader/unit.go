@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow/go/v15/arrow"
 
@@ -58,10 +59,13 @@ func (l Limits) EnsureDefaults() Limits {
 
 // plan is a checked work unit: everything a reader needs to serve it.
 type plan struct {
-	unit   *readerv1.WorkUnit
-	schema *transform.Schema
-	labels []string
-	inputs []inputPlan
+	unit *readerv1.WorkUnit
+	// rawVersion is the version of the raw block the unit reads, from its
+	// raw_object key (issue 21).
+	rawVersion int64
+	schema     *transform.Schema
+	labels     []string
+	inputs     []inputPlan
 	// rawColumns are the raw columns read (event_id implied): the labels,
 	// then the columns the LOCAL inputs read.
 	rawColumns []string
@@ -91,6 +95,8 @@ type inputPlan struct {
 	mode      readerv1.InputMode
 	memo      string
 	state     sigv1.BlockState
+	// memoVersion is the input version of the memo object (its key's).
+	memoVersion int64
 }
 
 // reads returns the memo objects a unit reads: its inputs (the MEMO ones
@@ -147,9 +153,14 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 	if err := block.ValidateName("block id", u.BlockId); err != nil {
 		return nil, invalid("block_id", "%v", err)
 	}
-	if want := block.RawKey(p.schema.Source, u.BlockId); u.RawObject != want {
-		return nil, invalid("raw_object", "%q, want %q (raw/<source>/<block>.arrow)", trunc(u.RawObject), want)
+	// Any version of the block (issue 21): raw/<source>/<block>.arrow is
+	// version 1, raw/<source>/<block>.v<N>.arrow version N.
+	src, id, v, ok := block.ParseRawKeyVersion(u.RawObject)
+	if !ok || src != p.schema.Source || id != u.BlockId || block.ObjectKeyVersion(src, id, v) != u.RawObject {
+		return nil, invalid("raw_object", "%q, want %q or a version of it (raw/<source>/<block>[.v<N>].arrow)",
+			trunc(u.RawObject), block.RawKey(p.schema.Source, u.BlockId))
 	}
+	p.rawVersion = v
 
 	// Batch shape: event_id, labels, inputs.
 	p.batchRows = int(u.BatchRows)
@@ -206,8 +217,9 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
 		switch in.Mode {
 		case readerv1.InputMode_INPUT_MODE_MEMO:
-			if want := block.MemoKey(k, u.BlockId); in.MemoObject != want {
-				return nil, invalid(field+".memo_object", "%q, want %q (memo/<component>/<block>.arrow)", trunc(in.MemoObject), want)
+			if ip.memoVersion, ok = memoVersion(k, in.MemoObject, u.BlockId, p.rawVersion); !ok {
+				return nil, invalid(field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<component>/<block>[.v<N>].arrow)",
+					trunc(in.MemoObject), block.MemoKey(k, u.BlockId), p.rawVersion)
 			}
 			if in.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
 				return nil, invalid(field+".memo_state", "unspecified; a MEMO input needs the state from the read solution")
@@ -223,7 +235,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 			if len(g.Inputs) != 1 || g.Inputs[0].Name != "out" {
 				return nil, invalid(field+".canonical_dsl", "want exactly one model input named out, as in a read solution")
 			}
-			nodes, err := checkMemoNodes(field, in, u.BlockId)
+			nodes, err := checkMemoNodes(field, in, u.BlockId, p.rawVersion)
 			if err != nil {
 				return nil, err
 			}
@@ -342,7 +354,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 
 // checkMemoNodes checks the memo nodes a LOCAL input lists (the fields; that
 // each is a node of the input's component is planLocal's check).
-func checkMemoNodes(field string, in *readerv1.ModelInput, blockID string) ([]memoNodePlan, error) {
+func checkMemoNodes(field string, in *readerv1.ModelInput, blockID string, rawVersion int64) ([]memoNodePlan, error) {
 	var out []memoNodePlan
 	seen := map[canon.Key]bool{}
 	for j, mn := range in.MemoNodes {
@@ -359,17 +371,38 @@ func checkMemoNodes(field string, in *readerv1.ModelInput, blockID string) ([]me
 		if err != nil {
 			return nil, invalid(f+".type", "%v", err)
 		}
-		if want := block.MemoKey(k, blockID); mn.MemoObject != want {
-			return nil, invalid(f+".memo_object", "%q, want %q (memo/<node>/<block>.arrow)", trunc(mn.MemoObject), want)
+		mv, ok := memoVersion(k, mn.MemoObject, blockID, rawVersion)
+		if !ok {
+			return nil, invalid(f+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<node>/<block>[.v<N>].arrow)",
+				trunc(mn.MemoObject), block.MemoKey(k, blockID), rawVersion)
 		}
 		if mn.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
 			return nil, invalid(f+".memo_state", "unspecified; a memo node needs the state from the read solution")
 		}
 		out = append(out, memoNodePlan{field: f, read: inputPlan{
 			name: fmt.Sprintf("%s (memo node %s)", in.Name, k.Short()), component: k, typ: t,
-			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, state: mn.MemoState}})
+			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, state: mn.MemoState, memoVersion: mv}})
 	}
 	return out, nil
+}
+
+// memoVersion returns the input version of a memo object key of component
+// k for block blockID: memo/<k>/<block>.arrow is 1, memo/<k>/<block>.v<N>.arrow
+// N (issue 21), which must not be past the raw block's version. ok is false
+// for any other key.
+func memoVersion(k canon.Key, object, blockID string, rawVersion int64) (int64, bool) {
+	ref, ok := strings.CutPrefix(object, block.MemoComponentPrefix(k))
+	if !ok {
+		return 0, false
+	}
+	if ref, ok = strings.CutSuffix(ref, block.Ext); !ok {
+		return 0, false
+	}
+	id, v := block.SplitVersionedID(ref)
+	if id != blockID || block.VersionedID(id, v) != ref || v > rawVersion {
+		return 0, false
+	}
+	return v, true
 }
 
 // checkName checks a name that ends up in logs and batch schemas: at most

@@ -51,6 +51,10 @@ type Config struct {
 	HTTPListen string
 	// --data-dir: Pebble stores (matching cache, queues, catalog) live here.
 	DataDir string
+	// --version-gc-every: how often superseded raw block versions no
+	// pinned snapshot sees are collected, with the memo entries and
+	// objects only they had (versions.go).
+	VersionGCEvery time.Duration
 
 	// --s3-endpoint, --s3-access-key, --s3-secret-key, --s3-bucket,
 	// --s3-secure: the object store. An empty endpoint starts an embedded
@@ -181,6 +185,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
+	}
+	if c.VersionGCEvery <= 0 {
+		c.VersionGCEvery = DefaultVersionGCEvery
 	}
 	if c.MaxQueuedPerClient == 0 {
 		c.MaxQueuedPerClient = DefaultMaxQueuedPerClient

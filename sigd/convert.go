@@ -27,7 +27,7 @@ func stateToProto(s matching.MemoState) sigv1.BlockState {
 
 func rawBlockToProto(b matching.Block) *sigv1.BlockRead {
 	return &sigv1.BlockRead{BlockId: b.ID, RawObject: b.RawObject, State: sigv1.BlockState_BLOCK_STATE_READY,
-		Rows: b.Rows, Events: &sigv1.EventRange{StartMicros: b.MinEvent, EndMicros: b.MaxEvent + 1}}
+		Rows: b.Rows, Events: &sigv1.EventRange{StartMicros: b.MinEvent, EndMicros: b.MaxEvent + 1}, Version: b.V()}
 }
 
 // blockToProto is an input's block; its raw object and event range are in
@@ -35,7 +35,7 @@ func rawBlockToProto(b matching.Block) *sigv1.BlockRead {
 func blockToProto(b *matching.BlockSolution) *sigv1.BlockRead {
 	return &sigv1.BlockRead{
 		BlockId: b.Block.ID, MemoObject: b.Object, State: stateToProto(b.State),
-		Reason: b.Error, Rows: b.Rows, Bytes: b.Bytes,
+		Reason: b.Error, Rows: b.Rows, Bytes: b.Bytes, Version: max(b.Version, 1),
 	}
 }
 
@@ -45,7 +45,7 @@ func SolutionToProto(s *matching.Solution) *sigv1.ReadSolution {
 		Client: s.Client, Pipeline: s.Pipeline, RawSource: s.Source,
 		Range:       &sigv1.EventRange{StartMicros: s.From, EndMicros: s.To},
 		BlocksReady: uint32(s.Ready), BlocksPending: uint32(s.Pending), BlocksFailed: uint32(s.Failed),
-		Complete: s.Complete(),
+		Complete: s.Complete(), Snapshot: s.Snapshot,
 	}
 	for _, b := range s.Raw {
 		out.RawBlocks = append(out.RawBlocks, rawBlockToProto(b))

@@ -21,6 +21,10 @@ type metrics struct {
 	taskLatency                        prometheus.Histogram
 	phases                             *prometheus.HistogramVec
 	trainerGoodput                     *prometheus.GaugeVec
+	// Versioned blocks (versions.go): versions followed, the memo tasks
+	// they made, and what version GC removed.
+	blockVersions, versionTasks      prometheus.Counter
+	gcVersions, gcEntries, gcObjects prometheus.Counter
 
 	// walkMu: one walk of the cache for the reuse figures at a time (with
 	// its wait). reuseMu guards the figures and the rest, never held
@@ -68,6 +72,16 @@ func newMetrics(s *Server) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"phase"}),
 		trainerGoodput: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sig_trainer_reported_goodput_ratio",
 			Help: "Goodput reported by trainer jobs."}, []string{"client", "training_job", "kind"}),
+		blockVersions: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_block_versions_total",
+			Help: "New versions of raw blocks (late rows, updates, deletions) sigd invalidated memo entries for."}),
+		versionTasks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_version_memo_tasks_total",
+			Help: "Memo entries new block versions made pending: components reading a changed column, memoized over the block."}),
+		gcVersions: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_version_gc_versions_total",
+			Help: "Raw block versions version GC removed (no pin and not now saw them)."}),
+		gcEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_version_gc_memo_entries_total",
+			Help: "Memo entries version GC removed (no kept version reads them)."}),
+		gcObjects: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_version_gc_objects_total",
+			Help: "Raw and memo objects version GC deleted."}),
 		walks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_reuse_walks_total",
 			Help: "Walks of the matching cache for the reuse figures (Stats, /metrics)."}),
 		walkSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_reuse_walk_seconds_total",
@@ -78,7 +92,7 @@ func newMetrics(s *Server) *metrics {
 // kept are the metrics m keeps (the others it computes when collected).
 func (m *metrics) kept() []prometheus.Collector {
 	return []prometheus.Collector{m.submits, m.components, m.componentHits, m.blockRequests, m.blockHits, m.taskLatency,
-		m.phases, m.trainerGoodput, m.walks, m.walkSeconds}
+		m.phases, m.trainerGoodput, m.walks, m.walkSeconds, m.blockVersions, m.versionTasks, m.gcVersions, m.gcEntries, m.gcObjects}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -207,6 +221,23 @@ func (m *metrics) reuseChanged() {
 
 func (m *metrics) phase(name string, d time.Duration) {
 	m.phases.WithLabelValues(name).Observe(d.Seconds())
+}
+
+func (m *metrics) versionChanged(inv matching.Invalidation) {
+	m.blockVersions.Inc()
+	m.versionTasks.Add(float64(len(inv.Tasks)))
+	if len(inv.Tasks) > 0 {
+		m.reuseChanged()
+	}
+}
+
+func (m *metrics) versionGC(r GCResult) {
+	m.gcVersions.Add(float64(r.Versions))
+	m.gcEntries.Add(float64(r.MemoEntries))
+	m.gcObjects.Add(float64(r.Objects))
+	if r.MemoEntries > 0 {
+		m.reuseChanged()
+	}
 }
 
 func (m *metrics) taskDone(d time.Duration) {

@@ -88,6 +88,8 @@ type Server struct {
 	// long-polling LeaseTask calls end then, so a graceful stop does not
 	// wait for them.
 	stopping chan struct{}
+	// gcTrigger is Options.GCTrigger.
+	gcTrigger <-chan struct{}
 }
 
 // Options are what a caller (cmd/sigd, tests) adds beyond Config.
@@ -106,6 +108,9 @@ type Options struct {
 	// Insertion, if set, replaces the insertion policy's constants under
 	// --insertion=cost (bench/insertion.sh sweeps them).
 	Insertion *insertion.Config
+	// GCTrigger, if set, runs a version GC on each receive, besides every
+	// Config.VersionGCEvery (tests).
+	GCTrigger <-chan struct{}
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -122,7 +127,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		opts.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
-		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{})}
+		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{}), gcTrigger: opts.GCTrigger}
 	s.compression, _ = block.ParseCompression(cfg.SegmentCompression) // Validate checked it
 	ok := false
 	defer func() {
@@ -533,9 +538,17 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	if !pending {
 		gen = 0
 	}
-	meta, err := s.catalog.Get(rec.Source, id.Block)
+	// The task's block is a memo block ref: the block and the input
+	// version to compute, from a catalogued version with that input
+	// version for the component's columns (the newest such). None left
+	// (GC dropped them since): nothing to compute.
+	blockID, v := matching.SplitMemoRef(id.Block)
+	meta, ok, err := s.rawVersion(rec.Source, blockID, rec.Columns, v)
 	if err != nil {
-		return nil, fmt.Errorf("block %s: %w", id.Block, err)
+		return nil, fmt.Errorf("block %s: %w", blockID, err)
+	}
+	if !ok {
+		gen = 0
 	}
 	t := &sigv1.Task{
 		ComponentKey: k.String(), BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
@@ -543,19 +556,48 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 		SchemaJson: sj, MemoGeneration: gen,
 	}
 	if gen != 0 {
-		// Memo nodes inside the cone, ready for this block: the worker
-		// computes only what is above them (a nested subexpression
-		// memoized for other covers is not computed again).
+		// Memo nodes inside the cone, ready for this block version: the
+		// worker computes only what is above them (a nested subexpression
+		// memoized for other covers is not computed again). Each node's
+		// entry is the one of its own input version in that raw version.
 		for _, nk := range rec.NodeKeys {
 			if nk == k {
 				continue
 			}
-			if e, err := s.cache.Memo(nk, id.Block); err == nil && e.State == matching.MemoReady {
+			nrec, err := s.cache.Component(nk)
+			if err != nil {
+				continue // not a memoized node
+			}
+			ref := matching.MemoRef(blockID, meta.InputVersion(nrec.Columns))
+			if e, err := s.cache.Memo(nk, ref); err == nil && e.State == matching.MemoReady {
 				t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: nk.String(), MemoObject: e.Object})
 			}
 		}
 	}
 	return t, nil
+}
+
+// rawVersion returns the newest catalogued version of block id whose input
+// version for columns is v (ok false, with the newest version, when none
+// is: GC dropped every version of that data).
+func (s *Server) rawVersion(source, id string, columns []string, v int64) (block.Meta, bool, error) {
+	cur, err := s.catalog.Get(source, id)
+	if err != nil {
+		return cur, false, err
+	}
+	if cur.InputVersion(columns) == v {
+		return cur, true, nil
+	}
+	vs, err := s.catalog.Versions(source, id)
+	if err != nil {
+		return cur, false, err
+	}
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].InputVersion(columns) == v {
+			return vs[i], true, nil
+		}
+	}
+	return cur, false, nil
 }
 
 // completeHook marks a finished task's memo entry ready and announces it,
@@ -691,6 +733,8 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("eviction", func() error { return s.evictor.Run(ctx) })
 	run("ui", func() error { return s.ui.Run(ctx) })
 	run("autoscaler", func() error { return s.scaler.Run(ctx) })
+	run("versions", func() error { return s.followVersions(ctx) })
+	run("version gc", func() error { return s.gcLoop(ctx, s.gcTrigger) })
 	for i, in := range s.ingesters {
 		run("ingest "+s.cfg.Ingest[i], func() error { return in.Run(ctx) })
 	}

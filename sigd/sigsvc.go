@@ -99,7 +99,7 @@ func (h *sigService) GetReadSolution(ctx context.Context, req *sigv1.GetReadSolu
 	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
 		return nil, err
 	}
-	sol, err := h.s.frontend.ReadSolution(req.GetClient(), req.GetPipeline(), req.GetRange().GetStartMicros(), req.GetRange().GetEndMicros())
+	sol, err := h.s.frontend.ReadSolutionAt(req.GetClient(), req.GetPipeline(), req.GetRange().GetStartMicros(), req.GetRange().GetEndMicros(), req.GetSnapshot())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -116,14 +116,14 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 	}
 	from, to := req.GetRange().GetStartMicros(), req.GetRange().GetEndMicros()
 	for {
-		sol, err := h.s.frontend.ReadSolution(req.GetClient(), req.GetPipeline(), from, to)
+		sol, err := h.s.frontend.ReadSolutionAt(req.GetClient(), req.GetPipeline(), from, to, req.GetSnapshot())
 		if err != nil {
 			return grpcError(err)
 		}
 		ch, cancel := h.s.frontend.Watch(sol.MemoKeys())
 		// Re-read after subscribing so no change between the read and the
 		// subscription is missed.
-		sol, err = h.s.frontend.ReadSolution(req.GetClient(), req.GetPipeline(), from, to)
+		sol, err = h.s.frontend.ReadSolutionAt(req.GetClient(), req.GetPipeline(), from, to, req.GetSnapshot())
 		if err != nil {
 			cancel()
 			return grpcError(err)
@@ -136,7 +136,7 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 			cancel()
 			return nil
 		}
-		resync, err := h.watchLoop(ctx, stream, ch, sol)
+		resync, err := h.watchLoop(ctx, stream, ch, sol, req.GetSnapshot() == 0)
 		cancel()
 		if err != nil || !resync {
 			return err
@@ -148,11 +148,20 @@ func (h *sigService) WatchReadSolution(req *sigv1.WatchReadSolutionRequest, stre
 // when the solution is complete (after sending it whole) and true when the
 // watcher must resynchronize: the subscription overflowed, a block was
 // evicted, or the periodic full re-read is due.
-func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSolutionServer, ch <-chan matching.MemoEntry, sol *matching.Solution) (bool, error) {
+//
+// A watch that follows the catalog (follow: no snapshot) also resyncs when
+// an entry of one of its blocks appears at another input version: a new
+// version of the block changed a column the component reads
+// (Frontend.BlockChanged), so the next read names the new entry.
+func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSolutionServer, ch <-chan matching.MemoEntry, sol *matching.Solution, follow bool) (bool, error) {
 	state := map[matching.Task]matching.MemoState{}
+	blocks := map[string]bool{}
+	for _, b := range sol.Raw {
+		blocks[b.ID] = true
+	}
 	notReady := 0
 	sol.EachMemo(func(k canon.Key, b *matching.BlockSolution) {
-		id := matching.Task{Component: k, Block: b.Block.ID}
+		id := matching.Task{Component: k, Block: matching.MemoRef(b.Block.ID, b.Version)}
 		if _, dup := state[id]; dup {
 			return
 		}
@@ -174,12 +183,17 @@ func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSo
 			id := matching.Task{Component: e.Component, Block: e.Block}
 			old, in := state[id]
 			if !in {
+				if blockID, _ := matching.SplitMemoRef(e.Block); follow && blocks[blockID] {
+					return true, nil
+				}
 				continue
 			}
+			// The entry's memo block ref is the block and its input version.
+			blockID, version := matching.SplitMemoRef(e.Block)
 			up := &sigv1.ReadSolutionUpdate{Changes: []*sigv1.BlockUpdate{{
 				ComponentKey: e.Component.String(),
-				Block: &sigv1.BlockRead{BlockId: e.Block, MemoObject: e.Object, State: stateToProto(e.State),
-					Reason: e.Error, Rows: e.Rows, Bytes: e.Bytes},
+				Block: &sigv1.BlockRead{BlockId: blockID, MemoObject: e.Object, State: stateToProto(e.State),
+					Reason: e.Error, Rows: e.Rows, Bytes: e.Bytes, Version: version},
 			}}}
 			if err := stream.Send(up); err != nil {
 				return false, err

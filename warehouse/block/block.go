@@ -112,11 +112,99 @@ type Meta struct {
 	Generation int64    `json:"generation,omitempty"`
 	Columns    []Column `json:"columns"`
 
+	// Version is the block's version: 0 (absent, as in every object
+	// written before blocks had versions) means 1. A change to a sealed
+	// block (late rows, updated columns, deleted rows) never rewrites its
+	// object: it writes version N+1 whole under ObjectKeyVersion(source,
+	// id, N+1), with the same id.
+	Version int64 `json:"version,omitempty"`
+	// ColumnVersions gives, per raw column, the block version at which
+	// its values last changed; a column absent here has not changed since
+	// version 1. An update bumps the columns it overwrites; late rows and
+	// deleted rows change the row set, so they bump every column (data
+	// derived from a column must stay row-aligned with it).
+	ColumnVersions map[string]int64 `json:"column_versions,omitempty"`
+	// Changes is the provenance of this version: every change applied to
+	// version 1 to make it, oldest first (so the newest version alone says
+	// which Kafka records the block holds).
+	Changes []Change `json:"changes,omitempty"`
+
+	// Seq is the catalog sequence number at which this version was
+	// catalogued (warehouse/catalog); never in the footer.
+	Seq int64 `json:"seq,omitempty"`
+
 	// Object placement; not part of the footer itself.
 	Size         int64  `json:"size,omitempty"`
 	FooterOffset int64  `json:"footer_offset,omitempty"`
 	FooterLength int64  `json:"footer_length,omitempty"`
 	Checksum     uint32 `json:"checksum,omitempty"`
+}
+
+// Change is one applied change buffer: the change records of one Kafka
+// partition and event-time window between offsets First and Last
+// (inclusive) that made version Version of a block.
+type Change struct {
+	Version   int64  `json:"version"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	First     int64  `json:"first"`
+	Last      int64  `json:"last"`
+	// LateRows were appended, UpdatedRows had columns overwritten,
+	// DeletedRows were removed.
+	LateRows    int64 `json:"late_rows,omitempty"`
+	UpdatedRows int64 `json:"updated_rows,omitempty"`
+	DeletedRows int64 `json:"deleted_rows,omitempty"`
+	// Columns are the columns whose values this change made new (every
+	// column when rows were appended or removed).
+	Columns []string `json:"columns,omitempty"`
+}
+
+// V returns the block's version (1 for objects written before versions).
+func (m *Meta) V() int64 { return max(m.Version, 1) }
+
+// ColumnVersion is the version at which column name's values last changed.
+func (m *Meta) ColumnVersion(name string) int64 {
+	if v := m.ColumnVersions[name]; v > 0 {
+		return v
+	}
+	return 1
+}
+
+// InputVersion is the version of the data a reader of columns sees: the
+// largest ColumnVersion among them (1 when none changed). Two versions of a
+// block with the same InputVersion for a set of columns hold the same rows
+// and the same values in those columns.
+func (m *Meta) InputVersion(columns []string) int64 {
+	v := int64(1)
+	for _, c := range columns {
+		v = max(v, m.ColumnVersion(c))
+	}
+	return v
+}
+
+// Clone returns a copy of m sharing no slices or maps with it.
+func (m Meta) Clone() Meta {
+	m.Columns = slices.Clone(m.Columns)
+	if m.Kafka != nil {
+		k := *m.Kafka
+		m.Kafka = &k
+	}
+	if m.ColumnVersions != nil {
+		cv := make(map[string]int64, len(m.ColumnVersions))
+		for k, v := range m.ColumnVersions {
+			cv[k] = v
+		}
+		m.ColumnVersions = cv
+	}
+	if m.Changes != nil {
+		ch := make([]Change, len(m.Changes))
+		for i, c := range m.Changes {
+			c.Columns = slices.Clone(c.Columns)
+			ch[i] = c
+		}
+		m.Changes = ch
+	}
+	return m
 }
 
 // Column returns the directory entry of the named column.
@@ -146,6 +234,19 @@ func (m *Meta) Validate() error {
 	}
 	if m.Kafka != nil && (m.Kafka.First > m.Kafka.Last || m.Kafka.First < 0) {
 		return fmt.Errorf("block %s: invalid kafka range %+v", m.ID, *m.Kafka)
+	}
+	if m.Version < 0 {
+		return fmt.Errorf("block %s: negative version %d", m.ID, m.Version)
+	}
+	for c, v := range m.ColumnVersions {
+		if v < 1 || v > m.V() {
+			return fmt.Errorf("block %s version %d: column %s has version %d", m.ID, m.V(), c, v)
+		}
+	}
+	for _, c := range m.Changes {
+		if c.Version < 2 || c.Version > m.V() || c.First > c.Last || c.First < 0 {
+			return fmt.Errorf("block %s version %d: invalid change %+v", m.ID, m.V(), c)
+		}
 	}
 	return nil
 }
@@ -334,7 +435,7 @@ func estimateSize(rec arrow.Record) int {
 
 // footerJSON is the footer: Meta without the placement fields.
 func footerJSON(m Meta) ([]byte, error) {
-	m.Size, m.FooterOffset, m.FooterLength, m.Checksum = 0, 0, 0, 0
+	m.Size, m.FooterOffset, m.FooterLength, m.Checksum, m.Seq = 0, 0, 0, 0, 0
 	return json.Marshal(m)
 }
 

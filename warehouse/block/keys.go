@@ -2,6 +2,7 @@ package block
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,55 @@ func ValidateName(what, s string) error {
 
 // RawKey is the object key of a raw block: raw/<source>/<id>.arrow.
 func RawKey(source, id string) string { return RawPrefix + source + "/" + id + Ext }
+
+// ObjectKeyVersion is the object key of version v of a raw block: version 1
+// (and 0, which means 1) keeps RawKey, raw/<source>/<id>.arrow; version N>=2
+// is raw/<source>/<id>.v<N>.arrow. Every version is a whole object; none is
+// ever rewritten.
+func ObjectKeyVersion(source, id string, v int64) string {
+	if v <= 1 {
+		return RawKey(source, id)
+	}
+	return RawPrefix + source + "/" + VersionedID(id, v) + Ext
+}
+
+// VersionedID is "<id>.v<N>" for version N>=2 and id for version 1: the name
+// of a block version in object keys (raw and memo alike).
+func VersionedID(id string, v int64) string {
+	if v <= 1 {
+		return id
+	}
+	return id + ".v" + strconv.FormatInt(v, 10)
+}
+
+// SplitVersionedID splits "<id>.v<N>" (N>=2, no leading zero) into id and N;
+// anything else is a version-1 id.
+func SplitVersionedID(s string) (id string, v int64) {
+	i := strings.LastIndex(s, ".v")
+	if i <= 0 {
+		return s, 1
+	}
+	digits := s[i+2:]
+	if digits == "" || digits[0] == '0' || len(digits) > 18 {
+		return s, 1
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 2 {
+		return s, 1
+	}
+	return s[:i], n
+}
+
+// ParseRawKeyVersion splits raw/<source>/<id>[.v<N>].arrow into source, id
+// and version.
+func ParseRawKeyVersion(key string) (source, id string, v int64, ok bool) {
+	source, vid, ok := ParseRawKey(key)
+	if !ok {
+		return "", "", 0, false
+	}
+	id, v = SplitVersionedID(vid)
+	return source, id, v, true
+}
 
 // MemoColumn is the name of the memoized column in a memo object; the object
 // also holds event_id, row-aligned with its raw block.

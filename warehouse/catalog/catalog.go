@@ -36,7 +36,18 @@ var (
 var (
 	keyFormat     = []byte("sig.catalog.format")
 	keyGeneration = []byte("sig.catalog.generation")
+	keySeq        = []byte("sig.catalog.seq")
 )
+
+// historyPrefix is the prefix of the superseded versions of one block,
+// which sort by version under it.
+func historyPrefix(source, id string) []byte { return []byte("h\x00" + source + "\x00" + id + "\x00") }
+
+func historyKey(source, id string, v int64) []byte {
+	return binary.BigEndian.AppendUint64(historyPrefix(source, id), uint64(v))
+}
+
+func pinKey(name string) []byte { return []byte("p\x00" + name) }
 
 func sourceKey(source string) []byte { return []byte("s\x00" + source) }
 
@@ -123,12 +134,7 @@ func (c *Catalog) decode(v []byte) (block.Meta, error) {
 		}
 		c.decodedMu.Unlock()
 	}
-	m.Columns = slices.Clone(m.Columns)
-	if m.Kafka != nil {
-		k := *m.Kafka
-		m.Kafka = &k
-	}
-	return m, nil
+	return m.Clone(), nil
 }
 
 // Open opens (creating if needed) the catalog in dir.
@@ -157,6 +163,19 @@ func Open(dir string) (*Catalog, error) {
 			return nil, fmt.Errorf("catalog %s: format %q, want %q: %w", dir, got, FormatVersion, ErrFormat)
 		}
 	}
+	if _, closer, err := db.Get(keySeq); errors.Is(err, pebble.ErrNotFound) {
+		// A new catalog, or one written before versions: its blocks have
+		// Seq 0, and snapshot 1 (the first Snapshot can return) sees them.
+		if err := db.Set(keySeq, binary.BigEndian.AppendUint64(nil, 1), pebble.Sync); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+	} else if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("catalog: %w", err)
+	} else {
+		closer.Close()
+	}
 	return c, nil
 }
 
@@ -167,70 +186,173 @@ func (c *Catalog) Close() error { return c.db.Close() }
 // pebbleutil.Collector.
 func (c *Catalog) PebbleMetrics() *pebble.Metrics { return c.db.Metrics() }
 
-// Add records a raw block, durably. Adding a block with an id already
-// catalogued replaces it (re-sealing after a crash writes the same block
-// again). A block whose Kafka range overlaps a different block of the same
-// partition and window is refused with ErrOverlap.
-func (c *Catalog) Add(m block.Meta) error {
-	if err := m.Validate(); err != nil {
-		return fmt.Errorf("catalog: %w", err)
-	}
-	if m.ComponentKey != "" {
-		return fmt.Errorf("catalog: block %s is a memoized block; the catalog holds raw blocks", m.ID)
-	}
-	if m.WindowLength <= 0 || m.Key == "" {
-		return fmt.Errorf("catalog: block %s: window length and key are required", m.ID)
+// Add records a raw block, or a new version of a catalogued one, durably:
+// Commit of m alone.
+func (c *Catalog) Add(m block.Meta) error { return c.Commit([]block.Meta{m}) }
+
+// Commit records raw blocks and new versions of catalogued blocks in one
+// durable Pebble batch, with the Kafka coverage each brings: a version 1
+// block covers its Kafka range, a version N>=2 the span of its last Change
+// (the change buffer that made it). Each gets the next catalog sequence
+// number (Meta.Seq), in order. Ingestion commits every block a change buffer
+// made at once, so a snapshot sees all of them or none.
+//
+// Adding a version 1 block with an id already catalogued at version 1
+// replaces it (re-sealing after a crash writes the same block again). A
+// version N>=2 must follow the catalogued version N-1 (ErrConflict
+// otherwise); the version it supersedes stays readable (GetAt, RangeAt,
+// Versions) until GC. A block or change whose Kafka range overlaps another
+// of the same partition and window is refused with ErrOverlap.
+func (c *Catalog) Commit(ms []block.Meta) error {
+	for _, m := range ms {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+		if m.ComponentKey != "" {
+			return fmt.Errorf("catalog: block %s is a memoized block; the catalog holds raw blocks", m.ID)
+		}
+		if m.WindowLength <= 0 || m.Key == "" {
+			return fmt.Errorf("catalog: block %s: window length and key are required", m.ID)
+		}
+		if m.V() >= 2 {
+			if n := len(m.Changes); n == 0 || m.Changes[n-1].Version != m.V() {
+				return fmt.Errorf("catalog: block %s version %d: its last change must be the one that made it", m.ID, m.V())
+			}
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.db.NewBatch()
 	defer b.Close()
-
-	info, err := c.Source(m.Source)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		v, _ := json.Marshal(SourceInfo{Source: m.Source, WindowLength: m.WindowLength})
-		b.Set(sourceKey(m.Source), v, nil)
-	case err != nil:
-		return err
-	case info.WindowLength != m.WindowLength:
-		return fmt.Errorf("catalog: block %s has window length %d, source %s uses %d: %w",
-			m.ID, m.WindowLength, m.Source, info.WindowLength, ErrConflict)
-	}
-	if old, err := c.Get(m.Source, m.ID); err == nil && old.Kafka != nil {
-		b.Delete(offsetKey(old.Kafka.Topic, old.Kafka.Partition, old.WindowStart, old.Kafka.First), nil)
-	} else if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	if m.Kafka != nil {
-		if other, ok, err := c.overlapping(m); err != nil {
-			return err
-		} else if ok {
-			return fmt.Errorf("catalog: block %s covers %s[%d] offsets %d-%d, block %s already covers %d-%d: %w",
-				m.ID, m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last, other.ID, other.First, other.Last, ErrOverlap)
-		}
-		v, _ := json.Marshal(offsetEntry{Source: m.Source, ID: m.ID, Last: m.Kafka.Last, MaxEventTime: m.MaxEventTime})
-		b.Set(offsetKey(m.Kafka.Topic, m.Kafka.Partition, m.WindowStart, m.Kafka.First), v, nil)
-	}
-	v, err := json.Marshal(m)
+	seq, err := c.seq()
 	if err != nil {
-		return fmt.Errorf("catalog: %w", err)
+		return err
 	}
-	b.Set(blockKey(m.Source, m.ID), v, nil)
+	sources := map[string]int64{}
+	batchIDs := map[string]int64{} // source\x00id -> version added in this batch
+	for _, m := range ms {
+		wl, seen := sources[m.Source]
+		if !seen {
+			info, err := c.Source(m.Source)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				v, _ := json.Marshal(SourceInfo{Source: m.Source, WindowLength: m.WindowLength})
+				b.Set(sourceKey(m.Source), v, nil)
+				wl = m.WindowLength
+			case err != nil:
+				return err
+			default:
+				wl = info.WindowLength
+			}
+			sources[m.Source] = wl
+		}
+		if wl != m.WindowLength {
+			return fmt.Errorf("catalog: block %s has window length %d, source %s uses %d: %w",
+				m.ID, m.WindowLength, m.Source, wl, ErrConflict)
+		}
+		// The version catalogued before m: in the store, or added
+		// earlier in this batch.
+		bid := m.Source + "\x00" + m.ID
+		old, err := c.Get(m.Source, m.ID)
+		var oldV int64
+		switch {
+		case err == nil:
+			oldV = old.V()
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if v, ok := batchIDs[bid]; ok {
+			oldV = v
+		}
+		var span *block.KafkaRange
+		switch {
+		case m.V() == 1:
+			if oldV > 1 {
+				return fmt.Errorf("catalog: block %s is at version %d; version 1 cannot replace it: %w", m.ID, oldV, ErrConflict)
+			}
+			if oldV == 1 && old.Kafka != nil {
+				b.Delete(offsetKey(old.Kafka.Topic, old.Kafka.Partition, old.WindowStart, old.Kafka.First), nil)
+			}
+			span = m.Kafka
+		default:
+			if oldV != m.V()-1 {
+				return fmt.Errorf("catalog: version %d of block %s/%s follows version %d, the catalog has %s: %w",
+					m.V(), m.Source, m.ID, m.V()-1, versionName(oldV), ErrConflict)
+			}
+			if _, ok := batchIDs[bid]; ok {
+				return fmt.Errorf("catalog: block %s: two versions in one commit", m.ID)
+			}
+			hv, _ := json.Marshal(old)
+			b.Set(historyKey(m.Source, m.ID, oldV), hv, nil)
+			ch := m.Changes[len(m.Changes)-1]
+			span = &block.KafkaRange{Topic: ch.Topic, Partition: ch.Partition, First: ch.First, Last: ch.Last}
+		}
+		if span != nil {
+			if other, ok, err := c.overlapping(m.ID, m.WindowStart, *span, m.V() == 1); err != nil {
+				return err
+			} else if ok {
+				return fmt.Errorf("catalog: block %s version %d covers %s[%d] offsets %d-%d, block %s already covers %d-%d: %w",
+					m.ID, m.V(), span.Topic, span.Partition, span.First, span.Last, other.ID, other.First, other.Last, ErrOverlap)
+			}
+			v, _ := json.Marshal(offsetEntry{Source: m.Source, ID: m.ID, Last: span.Last, MaxEventTime: m.MaxEventTime})
+			b.Set(offsetKey(span.Topic, span.Partition, m.WindowStart, span.First), v, nil)
+		}
+		seq++
+		m.Seq = seq
+		v, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+		b.Set(blockKey(m.Source, m.ID), v, nil)
+		batchIDs[bid] = m.V()
+	}
+	b.Set(keySeq, binary.BigEndian.AppendUint64(nil, uint64(seq)), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("catalog: add %s: %w", m.ID, err)
+		return fmt.Errorf("catalog: commit %d blocks: %w", len(ms), err)
 	}
 	return nil
 }
 
-// overlapping finds a block of m's partition and window, other than m
-// itself, whose offset range overlaps m's. Ranges of one partition and window
-// are disjoint, so only the last one starting at or before m's last offset
-// can overlap.
-func (c *Catalog) overlapping(m block.Meta) (Coverage, bool, error) {
-	kr := m.Kafka
-	lower := offsetKey(kr.Topic, kr.Partition, m.WindowStart, 0)
-	upper := offsetKey(kr.Topic, kr.Partition, m.WindowStart, kr.Last+1)
+func versionName(v int64) string {
+	if v == 0 {
+		return "no such block"
+	}
+	return fmt.Sprintf("version %d", v)
+}
+
+// seq is the last sequence number handed out.
+func (c *Catalog) seq() (int64, error) {
+	v, closer, err := c.db.Get(keySeq)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("catalog: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("catalog: sequence value of %d bytes", len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// Snapshot returns the current catalog sequence number: a consistent view
+// that RangeAt and GetAt read as it is now, whatever is committed later
+// (until GC removes versions no pin holds). Snapshots are >= 1; 0 means
+// "now" wherever a snapshot is taken.
+func (c *Catalog) Snapshot() (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seq()
+}
+
+// overlapping finds catalogued coverage of window's records in kr's
+// partition that overlaps kr, other than block id's own version-1 range when
+// replacing is set. Ranges of one partition and window are disjoint, so only
+// the last one starting at or before kr's last offset can overlap.
+func (c *Catalog) overlapping(id string, window int64, kr block.KafkaRange, replacing bool) (Coverage, bool, error) {
+	lower := offsetKey(kr.Topic, kr.Partition, window, 0)
+	upper := offsetKey(kr.Topic, kr.Partition, window, kr.Last+1)
 	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return Coverage{}, false, err
@@ -242,18 +364,19 @@ func (c *Catalog) overlapping(m block.Meta) (Coverage, bool, error) {
 			return Coverage{}, false, fmt.Errorf("catalog: offset index: %w", err)
 		}
 		first := int64(binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:]))
-		if e.ID == m.ID {
+		if replacing && e.ID == id && first == kr.First {
 			continue
 		}
 		if e.Last >= kr.First {
-			return Coverage{Window: m.WindowStart, First: first, Last: e.Last, ID: e.ID, MaxEventTime: e.MaxEventTime}, true, nil
+			return Coverage{Window: window, First: first, Last: e.Last, ID: e.ID, MaxEventTime: e.MaxEventTime}, true, nil
 		}
 		return Coverage{}, false, nil
 	}
 	return Coverage{}, false, nil
 }
 
-// Remove deletes a block's entry (not its object).
+// Remove deletes a block's entries, every version's, and the Kafka coverage
+// they held (not the objects).
 func (c *Catalog) Remove(source, id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -266,11 +389,16 @@ func (c *Catalog) Remove(source, id string) error {
 	if m.Kafka != nil {
 		b.Delete(offsetKey(m.Kafka.Topic, m.Kafka.Partition, m.WindowStart, m.Kafka.First), nil)
 	}
+	for _, ch := range m.Changes {
+		b.Delete(offsetKey(ch.Topic, ch.Partition, m.WindowStart, ch.First), nil)
+	}
+	p := historyPrefix(source, id)
+	b.DeleteRange(p, append(slices.Clone(p[:len(p)-1]), 1), nil)
 	b.Delete(blockKey(source, id), nil)
 	return b.Commit(pebble.Sync)
 }
 
-// Get returns one block's metadata.
+// Get returns one block's metadata, at its newest version.
 func (c *Catalog) Get(source, id string) (block.Meta, error) {
 	v, closer, err := c.db.Get(blockKey(source, id))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -364,14 +492,23 @@ func (c *Catalog) BlocksAfter(source, after string, limit int) ([]block.Meta, er
 }
 
 // Range returns the blocks of source holding events with event time in
-// [from, to) (microseconds), in event order. Late blocks of a window are
-// included: they are versions of the window's data.
+// [from, to) (microseconds), in event order, each at its newest version:
+// RangeAt(source, from, to, 0). Late blocks of a window are included.
+func (c *Catalog) Range(source string, from, to int64) ([]block.Meta, error) {
+	return c.RangeAt(source, from, to, 0)
+}
+
+// RangeAt is Range as of snapshot snap (0: now): each block at its newest
+// version with Seq <= snap, blocks catalogued after snap absent.
 //
 // The range is first clamped to the event times SIG stores
 // ([transform.MinEventTime, transform.EndEventTime)): no block holds others,
 // window prefixes order blocks only within it, and the window arithmetic
 // below cannot overflow on what remains, whatever the caller passes.
-func (c *Catalog) Range(source string, from, to int64) ([]block.Meta, error) {
+func (c *Catalog) RangeAt(source string, from, to, snap int64) ([]block.Meta, error) {
+	if snap < 0 {
+		return nil, fmt.Errorf("catalog: snapshot %d is negative", snap)
+	}
 	from, to = max(from, transform.MinEventTime), min(to, transform.EndEventTime)
 	if from >= to {
 		return nil, nil
@@ -394,13 +531,90 @@ func (c *Catalog) Range(source string, from, to int64) ([]block.Meta, error) {
 		endID = block.WindowPrefix(last + wl)
 	}
 	var out []block.Meta
+	var herr error
 	err = c.scan(source, block.WindowPrefix(startWindow), endID, func(m block.Meta) bool {
+		if snap != 0 && m.Seq > snap {
+			var ok bool
+			if m, ok, herr = c.versionAt(source, m.ID, snap); herr != nil {
+				return false
+			} else if !ok {
+				return true
+			}
+		}
 		if m.Rows > 0 && m.MaxEventTime >= from && m.MinEventTime < to {
 			out = append(out, m)
 		}
 		return true
 	})
+	if err == nil {
+		err = herr
+	}
 	return out, err
+}
+
+// versionAt returns the newest superseded version of a block with Seq <=
+// snap (false if none: the block did not exist at snap).
+func (c *Catalog) versionAt(source, id string, snap int64) (block.Meta, bool, error) {
+	p := historyPrefix(source, id)
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
+	if err != nil {
+		return block.Meta{}, false, err
+	}
+	defer it.Close()
+	for ok := it.Last(); ok; ok = it.Prev() {
+		m, err := c.decode(it.Value())
+		if err != nil {
+			return block.Meta{}, false, fmt.Errorf("catalog: block %s/%s history: %w", source, id, err)
+		}
+		if m.Seq <= snap {
+			return m, true, nil
+		}
+	}
+	return block.Meta{}, false, it.Error()
+}
+
+// GetAt returns one block's metadata as of snapshot snap (0: now): its
+// newest version with Seq <= snap; ErrNotFound if it had none.
+func (c *Catalog) GetAt(source, id string, snap int64) (block.Meta, error) {
+	m, err := c.Get(source, id)
+	if err != nil || snap == 0 || m.Seq <= snap {
+		return m, err
+	}
+	old, ok, err := c.versionAt(source, id, snap)
+	if err != nil {
+		return block.Meta{}, err
+	}
+	if !ok {
+		return block.Meta{}, fmt.Errorf("block %s/%s at snapshot %d: %w", source, id, snap, ErrNotFound)
+	}
+	return old, nil
+}
+
+// Versions returns every catalogued version of a block, oldest first (the
+// last is Get's); GC removes those no pin can see.
+func (c *Catalog) Versions(source, id string) ([]block.Meta, error) {
+	cur, err := c.Get(source, id)
+	if err != nil {
+		return nil, err
+	}
+	p := historyPrefix(source, id)
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []block.Meta
+	for ok := it.First(); ok; ok = it.Next() {
+		m, err := c.decode(it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("catalog: block %s/%s history: %w", source, id, err)
+		}
+		out = append(out, m)
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	return append(out, cur), nil
 }
 
 func floorDiv(a, b int64) int64 {

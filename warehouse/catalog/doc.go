@@ -1,17 +1,46 @@
 // Package catalog is the block catalog of the warehouse: which raw blocks
-// exist, per source in event order, looked up by event-time range, and which
-// Kafka records each covers. It lives in Pebble on local disk and is derived
-// data: Rebuild reconstructs it from the bucket alone (the footers of the
-// raw/ objects).
+// exist, per source in event order, at which versions, looked up by
+// event-time range as of now or as of a snapshot, and which Kafka records
+// each covers. It lives in Pebble on local disk and is derived data: Rebuild
+// reconstructs it from the bucket alone (the footers of the raw/ objects,
+// every version's).
 //
 // # Key layout (format version 1)
 //
 //	sig.catalog.format                        -> "1"
 //	sig.catalog.generation                    -> uint64 BE: last ingestion generation
+//	sig.catalog.seq                           -> uint64 BE: last sequence number handed out
 //	s\x00<source>                             -> JSON SourceInfo (window length)
-//	b\x00<source>\x00<block id>               -> JSON block.Meta
+//	b\x00<source>\x00<block id>               -> JSON block.Meta of the block's newest version
+//	h\x00<source>\x00<block id>\x00<version:u64 BE>
+//	                                          -> JSON block.Meta of a superseded version
+//	p\x00<pin name>                           -> uint64 BE: the pinned snapshot
 //	o\x00<topic>\x00<partition:u32 BE><window start:i64 BE, sign-flipped><first offset:u64 BE>
 //	                                          -> JSON offsetEntry (block id, source, last offset)
+//
+// # Versions and snapshots
+//
+// A raw block changes after it was sealed by new versions (late rows,
+// updated columns, deleted rows: warehouse/ingest), each a whole object of
+// its own (block.ObjectKeyVersion). b\x00 always holds the newest version,
+// so Get, Blocks, BlocksAfter and Range read "now" exactly as before
+// versions existed; Commit moves the version it supersedes to h\x00. Every
+// version committed gets the next sequence number (block.Meta.Seq), and a
+// snapshot is a sequence number (Snapshot): snapshot s sees each block at
+// its newest version with Seq <= s, and not at all if it was added after s
+// (RangeAt, GetAt). One Commit is one Pebble batch, so a change buffer's
+// versions and the coverage of its records become visible together.
+//
+// Pins (Pin, Unpin, Pins) name the snapshots readers still use (a training
+// epoch). GC removes the superseded versions that neither a pin nor "now"
+// sees and returns them; the caller deletes their objects afterwards
+// (DeleteObjects; CollectGarbage does both), so a crash in between leaves an
+// orphan object, never a catalogued version without its object.
+//
+// Catalogs written before versions have no sig.catalog.seq, no h\x00 or
+// p\x00 keys and entries without seq: Open adds the sequence key at 1, so
+// their blocks (Seq 0) are seen by every snapshot, and everything else reads
+// them unchanged. A rebuilt catalog has new sequence numbers and no pins.
 //
 // Block ids sort in event order (block.ID), so the b\x00<source>\x00 prefix
 // is the source's blocks in event order, and a lookup by event range seeks to
@@ -19,8 +48,11 @@
 // stores (transform.MinEventTime to EndEventTime: four-digit years), so a
 // lookup clamps its range to them first. The o\x00 index answers "which offsets of this
 // partition and window are already in a catalogued block" for ingestion
-// restarts and lets Add refuse a block whose Kafka range overlaps another of
-// the same partition and window (ErrOverlap): no record is ever counted twice.
+// restarts and lets Commit refuse a block (or a version's change) whose Kafka
+// range overlaps another of the same partition and window (ErrOverlap): no
+// record is ever counted twice. A version-1 block covers its Kafka range; a
+// version N>=2 covers the span of the change records that made it (its last
+// block.Change), which may lie anywhere after the block's own range.
 //
 // Names cannot contain bytes below 0x20 (block.ValidateName), so \x00 is a
 // safe separator.

@@ -29,6 +29,56 @@ const (
 	DefaultMaxBytes = 64 << 10
 )
 
+// HeaderKind names a record's kind (Kind); absent, the record is an event.
+const HeaderKind = "sig-kind"
+
+// Kind is what a record does to the warehouse.
+type Kind uint8
+
+const (
+	// KindEvent adds an event (a "late" one when its window was already
+	// sealed). The default.
+	KindEvent Kind = iota
+	// KindUpdate overwrites some columns of a stored event: event_id and
+	// event_time name it, the other keys are the new values.
+	KindUpdate
+	// KindDelete removes a stored event: event_id and event_time name it.
+	KindDelete
+)
+
+// Kinds are the record kinds, by their header values.
+var Kinds = []Kind{KindEvent, KindUpdate, KindDelete}
+
+func (k Kind) String() string {
+	switch k {
+	case KindEvent:
+		return "event"
+	case KindUpdate:
+		return "update"
+	case KindDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// IsKindHeader reports whether a Kafka record header named key is the kind
+// header (names are case-insensitive).
+func IsKindHeader(key string) bool { return strings.EqualFold(key, HeaderKind) }
+
+// ParseKind parses a kind header's value, in any case; "" is KindEvent. An
+// unknown kind is malformed (ReasonKind).
+func ParseKind(v string) (Kind, error) {
+	switch {
+	case v == "" || strings.EqualFold(v, "event"):
+		return KindEvent, nil
+	case strings.EqualFold(v, "update"):
+		return KindUpdate, nil
+	case strings.EqualFold(v, "delete"):
+		return KindDelete, nil
+	}
+	return 0, malformed(ReasonKind, "unknown %s %q (want event, update or delete)", HeaderKind, v)
+}
+
 // ErrMalformed is wrapped by every decoding error.
 var ErrMalformed = errors.New("malformed record")
 
@@ -220,6 +270,7 @@ type Decoder struct {
 	seen     []bool
 	idCol    int
 	timeCol  int
+	kind     Kind
 	jd       *jsontext.Decoder
 	jr       bytes.Reader
 	scratch  []byte
@@ -337,9 +388,15 @@ const (
 	ReasonSyntax = "syntax"
 	// ReasonSchema: well-formed but not the schema's: a missing, unknown or
 	// repeated column, a value of the wrong type, a null event_id or
-	// event_time, a row written for another schema.
+	// event_time, a row written for another schema; an update naming no
+	// column to overwrite, a delete naming more than the event.
 	ReasonSchema = "schema"
+	// ReasonKind: a sig-kind header naming no kind.
+	ReasonKind = "kind"
 )
+
+// Reasons is every reason code a decoding error can carry.
+var Reasons = []string{ReasonOversized, ReasonContentType, ReasonSyntax, ReasonSchema, ReasonKind}
 
 // Error is a decoding error: it wraps ErrMalformed and carries its reason.
 type Error struct {
@@ -366,9 +423,19 @@ func malformed(reason, format string, args ...any) error {
 	return &Error{Reason: reason, msg: fmt.Sprintf(format, args...)}
 }
 
-// Decode decodes one record value. contentType is the record's content-type
-// header ("" means JSON; see ParseContentType).
+// Decode decodes one event record's value. contentType is the record's
+// content-type header ("" means JSON; see ParseContentType).
 func (d *Decoder) Decode(contentType string, b []byte) error {
+	return d.DecodeKind(KindEvent, contentType, b)
+}
+
+// DecodeKind decodes one record value of kind k. An update or a delete is
+// JSON only (a content type naming the row encoding is malformed,
+// ReasonContentType): an update holds event_id, event_time and at least
+// one other column, the values to overwrite; a delete holds event_id and
+// event_time and nothing else. Has and Updated say which columns a decoded
+// update holds.
+func (d *Decoder) DecodeKind(k Kind, contentType string, b []byte) error {
 	if len(b) > d.maxBytes {
 		return malformed(ReasonOversized, "oversized: %d bytes, max %d", len(b), d.maxBytes)
 	}
@@ -376,10 +443,17 @@ func (d *Decoder) Decode(contentType string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	if enc == encRow {
+	d.kind = k
+	switch {
+	case k != KindEvent && enc == encRow:
+		return malformed(ReasonContentType, "a %s record is JSON, not %s", k, ContentTypeRow)
+	case enc == encRow:
 		err = d.decodeRow(b)
-	} else {
-		err = d.decodeJSON(b)
+		for i := range d.seen {
+			d.seen[i] = true
+		}
+	default:
+		err = d.decodeJSON(b, k)
 	}
 	if err != nil {
 		return err
@@ -409,12 +483,14 @@ func (d *Decoder) EventTime() int64 {
 }
 
 // AppendTo appends the decoded row to b, whose fields are the schema's
-// columns in order (a builder of transform.Schema.Arrow()).
+// columns in order (a builder of transform.Schema.Arrow()). For an update,
+// the columns it does not hold are appended as nulls (Has tells them
+// apart).
 func (d *Decoder) AppendTo(b *array.RecordBuilder) {
 	for i, t := range d.types {
 		v := &d.vals[i]
 		fb := b.Field(i)
-		if v.null {
+		if v.null || !d.seen[i] {
 			fb.AppendNull()
 			continue
 		}
@@ -541,7 +617,7 @@ func rowString(p []byte) (s, rest []byte, n int) {
 	return s, p[k+int(l):], 0
 }
 
-func (d *Decoder) decodeJSON(b []byte) (err error) {
+func (d *Decoder) decodeJSON(b []byte, k Kind) (err error) {
 	d.jr.Reset(b)
 	d.jd.Reset(&d.jr)
 	d.scratch = d.scratch[:0]
@@ -577,12 +653,42 @@ func (d *Decoder) decodeJSON(b []byte) (err error) {
 	if _, err := d.jd.ReadToken(); err == nil {
 		return malformed(ReasonSyntax, "trailing data after the object")
 	}
+	others := 0
 	for i, ok := range d.seen {
-		if !ok {
+		key := i == d.idCol || i == d.timeCol
+		switch {
+		case !ok && (k == KindEvent || key):
 			return malformed(ReasonSchema, "missing column %s", d.schema.Fields[i].Name)
+		case ok && !key:
+			others++
 		}
 	}
+	switch {
+	case k == KindUpdate && others == 0:
+		return malformed(ReasonSchema, "an update names no column to overwrite (only %s and %s)", transform.ColEventID, transform.ColEventTime)
+	case k == KindDelete && others > 0:
+		return malformed(ReasonSchema, "a delete holds %s and %s only, not %d other columns", transform.ColEventID, transform.ColEventTime, others)
+	}
 	return nil
+}
+
+// Kind is the kind of the last decoded record.
+func (d *Decoder) Kind() Kind { return d.kind }
+
+// Has reports whether the last decoded record holds column i (schema
+// order): every column for an event, the named ones for an update.
+func (d *Decoder) Has(i int) bool { return d.seen[i] }
+
+// Updated lists the columns a decoded update overwrites, in schema order
+// (not event_id and event_time, which name the event).
+func (d *Decoder) Updated() []string {
+	var out []string
+	for i, ok := range d.seen {
+		if ok && i != d.idCol && i != d.timeCol {
+			out = append(out, d.schema.Fields[i].Name)
+		}
+	}
+	return out
 }
 
 func (d *Decoder) jsonValue(i int) error {

@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -182,5 +183,71 @@ func TestContentTypes(t *testing.T) {
 	}
 	if record.IsContentTypeHeader("content-types") {
 		t.Error("content-types taken for the content-type header")
+	}
+}
+
+// TestKinds: the sig-kind header's values, in any case, and what an update
+// and a delete may hold.
+func TestKinds(t *testing.T) {
+	for v, want := range map[string]record.Kind{"": record.KindEvent, "event": record.KindEvent, "UPDATE": record.KindUpdate,
+		"Delete": record.KindDelete} {
+		if k, err := record.ParseKind(v); err != nil || k != want {
+			t.Errorf("ParseKind(%q) = %v, %v; want %v", v, k, err, want)
+		}
+	}
+	if _, err := record.ParseKind("upsert"); !errors.Is(err, record.ErrMalformed) || record.ReasonOf(err) != record.ReasonKind ||
+		!strings.Contains(err.Error(), `"upsert"`) {
+		t.Errorf("ParseKind(upsert) = %v (reason %q)", err, record.ReasonOf(err))
+	}
+	if !record.IsKindHeader("SIG-Kind") {
+		t.Error("the kind header's name is case-sensitive")
+	}
+
+	d := record.NewDecoder(testSchema(), 0)
+	if err := d.DecodeKind(record.KindUpdate, "", []byte(`{"p":2.5,"event_time":2,"event_id":7,"tags":null}`)); err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind() != record.KindUpdate || d.EventID() != 7 || d.EventTime() != 2 || !reflect.DeepEqual(d.Updated(), []string{"p", "tags"}) ||
+		d.Has(2) || !d.Has(3) {
+		t.Fatalf("update: kind %v id %d time %d updated %v", d.Kind(), d.EventID(), d.EventTime(), d.Updated())
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, testSchema().Arrow())
+	d.AppendTo(b)
+	rec := b.NewRecord()
+	if !rec.Column(2).IsNull(0) || rec.Column(3).(*array.Float64).Value(0) != 2.5 || !rec.Column(4).IsNull(0) {
+		t.Fatalf("update appended as %v", rec)
+	}
+	rec.Release()
+	b.Release()
+	if err := d.DecodeKind(record.KindDelete, "application/json; charset=utf-8", []byte(`{"event_id":7,"event_time":2}`)); err != nil ||
+		d.Kind() != record.KindDelete || d.EventID() != 7 || len(d.Updated()) != 0 {
+		t.Fatalf("delete: %v, updated %v", err, d.Updated())
+	}
+	if err := d.DecodeKind(record.KindEvent, record.ContentTypeRow, minimalRow(t)); err != nil || d.Kind() != record.KindEvent || !d.Has(5) {
+		t.Fatalf("event after a delete: %v", err)
+	}
+	for _, c := range []struct {
+		name   string
+		k      record.Kind
+		ct     string
+		value  string
+		reason string
+		code   string
+	}{
+		{"update of nothing", record.KindUpdate, "", `{"event_id":1,"event_time":2}`, "names no column", record.ReasonSchema},
+		{"update without time", record.KindUpdate, "", `{"event_id":1,"p":2}`, "missing column event_time", record.ReasonSchema},
+		{"update without id", record.KindUpdate, "", `{"event_time":1,"p":2}`, "missing column event_id", record.ReasonSchema},
+		{"update of an unknown column", record.KindUpdate, "", `{"event_id":1,"event_time":2,"zz":1}`, "unknown column", record.ReasonSchema},
+		{"update with a wrong type", record.KindUpdate, "", `{"event_id":1,"event_time":2,"p":"x"}`, "want float64", record.ReasonSchema},
+		{"update null id", record.KindUpdate, "", `{"event_id":null,"event_time":2,"p":1}`, "event_id is null", record.ReasonSchema},
+		{"delete with columns", record.KindDelete, "", `{"event_id":1,"event_time":2,"q":"x"}`, "a delete holds", record.ReasonSchema},
+		{"delete without id", record.KindDelete, "", `{"event_time":2}`, "missing column event_id", record.ReasonSchema},
+		{"row update", record.KindUpdate, record.ContentTypeRow, string(minimalRow(t)), "is JSON", record.ReasonContentType},
+		{"row delete", record.KindDelete, record.ContentTypeRow, string(minimalRow(t)), "is JSON", record.ReasonContentType},
+	} {
+		err := d.DecodeKind(c.k, c.ct, []byte(c.value))
+		if !errors.Is(err, record.ErrMalformed) || !strings.Contains(err.Error(), c.reason) || record.ReasonOf(err) != c.code {
+			t.Errorf("%s: %v (reason %q), want ErrMalformed containing %q, reason %q", c.name, err, record.ReasonOf(err), c.reason, c.code)
+		}
 	}
 }

@@ -97,12 +97,20 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	if err != nil {
 		return nil, taskError("%v", err)
 	}
+	// The raw block version the task names (issue 21: its BlockId is a
+	// memo block ref, the block and the input version to compute; its
+	// RawObject a version of the block with that input version for the
+	// component's columns).
+	meta, err := r.rawMeta(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
 	// Memoized nodes of the cone, when there are any readable: only the
 	// residual above them runs, over the raw columns it reads.
 	columns := spec.Columns
 	var over *overMemo
 	if len(spec.MemoInputs) > 0 {
-		if over = r.overMemo(ctx, spec, g, s, reg); over != nil {
+		if over = r.overMemo(ctx, spec, meta, g, s, reg); over != nil {
 			g, types, columns = over.g, over.types, over.columns
 		}
 	}
@@ -114,14 +122,6 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 			ins[x] = types[j]
 		}
 		classes[i] = insertion.OpClass(n.Op, ins)
-	}
-	var meta block.Meta
-	if r.Catalog != nil {
-		if meta, err = r.Catalog.Get(spec.RawSource, spec.BlockId); err != nil {
-			return nil, taskError("block %s: %v", spec.BlockId, err)
-		}
-	} else if meta, err = block.ReadFooter(ctx, r.Store, spec.RawObject); err != nil {
-		return nil, err
 	}
 	start := time.Now()
 	raw, err := block.ReadColumnsCached(ctx, r.Store, meta, columns, r.Segments)
@@ -157,6 +157,38 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	return &memoTask{r: r, spec: spec, g: g, reg: reg, meta: meta, raw: raw, classes: classes, over: over}, nil
 }
 
+// rawMeta returns the metadata of the raw block version the task reads,
+// from the catalog when the runner has it (in process), else from the
+// object's footer, and checks that it is the task's block at the task's
+// input version.
+func (r *Runner) rawMeta(ctx context.Context, spec *sigv1.Task) (block.Meta, error) {
+	id, v := block.SplitVersionedID(spec.BlockId)
+	var meta block.Meta
+	found := false
+	if r.Catalog != nil {
+		vs, err := r.Catalog.Versions(spec.RawSource, id)
+		if err != nil {
+			return meta, taskError("block %s: %v", id, err)
+		}
+		for _, m := range vs {
+			if m.Key == spec.RawObject {
+				meta, found = m, true
+			}
+		}
+	}
+	if !found {
+		var err error
+		if meta, err = block.ReadFooter(ctx, r.Store, spec.RawObject); err != nil {
+			return meta, err
+		}
+	}
+	if meta.ID != id || meta.InputVersion(spec.Columns) != v {
+		return meta, taskError("raw object %s is block %s version %d, whose input version for %v is %d; the task is %s",
+			spec.RawObject, meta.ID, meta.V(), spec.Columns, meta.InputVersion(spec.Columns), spec.BlockId)
+	}
+	return meta, nil
+}
+
 // overMemo is a task's residual over the memo inputs it could read: the
 // residual graph (canon.Residual) and its types, the raw columns it reads,
 // and each given node's column, from its memo object's record.
@@ -173,7 +205,7 @@ type overMemo struct {
 // the block, the node's type). It returns nil when none is readable: the
 // component is then computed from raw columns. A memo input that cannot be
 // read is skipped, never an error: any subset gives the same column.
-func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, g *transform.Graph, s *transform.Schema, reg *transform.Registry) *overMemo {
+func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, raw block.Meta, g *transform.Graph, s *transform.Schema, reg *transform.Registry) *overMemo {
 	c, err := canon.Canonicalize(g, s, reg, transform.Limits{})
 	if err != nil || len(c.Components) != 1 || c.Components[0].Key.String() != spec.ComponentKey {
 		return nil
@@ -188,11 +220,17 @@ func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, g *transform.Gr
 			continue
 		}
 		j, ok := c.NodeIndex(k)
-		if !ok || j == root || memo[j] || mi.GetMemoObject() != block.MemoKey(k, spec.BlockId) {
+		if !ok || j == root || memo[j] {
+			continue
+		}
+		// The node's entry of the raw version's data in the columns the
+		// node reads (issue 21): another input version has other values.
+		nv := raw.InputVersion(c.Cone(j, "").Columns)
+		if mi.GetMemoObject() != block.MemoKey(k, block.VersionedID(raw.ID, nv)) {
 			continue
 		}
 		meta, err := block.ReadFooter(ctx, r.Store, mi.GetMemoObject())
-		if err != nil || meta.ComponentKey != k.String() || meta.ID != spec.BlockId || len(meta.Columns) != 2 ||
+		if err != nil || meta.ComponentKey != k.String() || meta.ID != raw.ID || meta.V() != nv || len(meta.Columns) != 2 ||
 			meta.Columns[1].Name != block.MemoColumn || meta.Columns[1].Type != c.Nodes[j].Type.String() {
 			continue
 		}
@@ -311,8 +349,15 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 		return workers.Result{}, nil
 	}
 	spec, meta := m.spec, m.meta
+	// The memo object's footer names the raw block and, from input
+	// version 2 on, the input version (issue 21; version 1 objects are
+	// what they always were).
+	_, v := block.SplitVersionedID(spec.BlockId)
+	if v == 1 {
+		v = 0
+	}
 	mm := block.Meta{
-		Key: spec.MemoObject, ID: spec.BlockId, Source: spec.RawSource, ComponentKey: spec.ComponentKey,
+		Key: spec.MemoObject, ID: meta.ID, Version: v, Source: spec.RawSource, ComponentKey: spec.ComponentKey,
 		WindowStart: meta.WindowStart, WindowLength: meta.WindowLength,
 		MinEventTime: meta.MinEventTime, MaxEventTime: meta.MaxEventTime,
 		SchemaFingerprint: meta.SchemaFingerprint, Late: meta.Late, Generation: meta.Generation,

@@ -629,15 +629,22 @@ func (x *EventRange) GetEndMicros() int64 {
 // the same for every input, and a read solution of many inputs would carry
 // them once per input.
 type BlockRead struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BlockId       string                 `protobuf:"bytes,1,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
-	RawObject     string                 `protobuf:"bytes,2,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
-	MemoObject    string                 `protobuf:"bytes,3,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
-	State         BlockState             `protobuf:"varint,4,opt,name=state,proto3,enum=sig.v1.BlockState" json:"state,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	Rows          int64                  `protobuf:"varint,6,opt,name=rows,proto3" json:"rows,omitempty"`
-	Bytes         int64                  `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Events        *EventRange            `protobuf:"bytes,8,opt,name=events,proto3" json:"events,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	BlockId    string                 `protobuf:"bytes,1,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	RawObject  string                 `protobuf:"bytes,2,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	MemoObject string                 `protobuf:"bytes,3,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	State      BlockState             `protobuf:"varint,4,opt,name=state,proto3,enum=sig.v1.BlockState" json:"state,omitempty"`
+	Reason     string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Rows       int64                  `protobuf:"varint,6,opt,name=rows,proto3" json:"rows,omitempty"`
+	Bytes      int64                  `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Events     *EventRange            `protobuf:"bytes,8,opt,name=events,proto3" json:"events,omitempty"`
+	// Versions (issue 21): in raw_blocks, the raw block's version at the
+	// solution's snapshot (1: never changed since it was sealed; raw_object
+	// is that version's object); in an input's blocks, the input version of
+	// its memo entry: the version of the block's data in the columns the
+	// component reads (memo_object is memo/<key>/<block_id>.arrow for 1,
+	// memo/<key>/<block_id>.v<N>.arrow for N >= 2).
+	Version       int64 `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +733,13 @@ func (x *BlockRead) GetEvents() *EventRange {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *BlockRead) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // InputSolution is the read solution of one model input: the component that
@@ -954,6 +968,9 @@ type ReadSolution struct {
 	// The raw source's schema (transform.Schema as JSON): what readers
 	// decode raw blocks and compute LOCAL inputs with, for any source.
 	RawSchemaJson string `protobuf:"bytes,11,opt,name=raw_schema_json,json=rawSchemaJson,proto3" json:"raw_schema_json,omitempty"`
+	// The catalog snapshot the blocks were resolved at (issue 21): reading
+	// the solution again at it names the same block versions.
+	Snapshot      int64 `protobuf:"varint,12,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1063,6 +1080,13 @@ func (x *ReadSolution) GetRawSchemaJson() string {
 		return x.RawSchemaJson
 	}
 	return ""
+}
+
+func (x *ReadSolution) GetSnapshot() int64 {
+	if x != nil {
+		return x.Snapshot
+	}
+	return 0
 }
 
 type SubmitGraphRequest struct {
@@ -1244,7 +1268,11 @@ type GetReadSolutionRequest struct {
 	Client   string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
 	Pipeline string                 `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
 	// Empty: the range of the pipeline's last submit.
-	Range         *EventRange `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	Range *EventRange `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	// The catalog snapshot to resolve the blocks at (ReadSolution.snapshot,
+	// PinSnapshot); 0: now. Negative or after the current snapshot is
+	// InvalidArgument.
+	Snapshot      int64 `protobuf:"varint,4,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1300,11 +1328,21 @@ func (x *GetReadSolutionRequest) GetRange() *EventRange {
 	return nil
 }
 
+func (x *GetReadSolutionRequest) GetSnapshot() int64 {
+	if x != nil {
+		return x.Snapshot
+	}
+	return 0
+}
+
 type WatchReadSolutionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Client        string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
-	Pipeline      string                 `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
-	Range         *EventRange            `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Client   string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Pipeline string                 `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Range    *EventRange            `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	// As GetReadSolutionRequest.snapshot; 0 follows the catalog (each fresh
+	// solution is resolved now).
+	Snapshot      int64 `protobuf:"varint,4,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1360,6 +1398,204 @@ func (x *WatchReadSolutionRequest) GetRange() *EventRange {
 	return nil
 }
 
+func (x *WatchReadSolutionRequest) GetSnapshot() int64 {
+	if x != nil {
+		return x.Snapshot
+	}
+	return 0
+}
+
+// PinSnapshotRequest keeps a catalog snapshot's block versions (and their
+// memo entries) from garbage collection under a name, e.g. a training
+// job's epoch (issue 21). Pinning a name again moves it.
+type PinSnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-128 letters, digits, '.', '_', '-', '/'. A trainer's pins must start
+	// with "<its client>/".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// 0: the current snapshot.
+	Snapshot      int64 `protobuf:"varint,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinSnapshotRequest) Reset() {
+	*x = PinSnapshotRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinSnapshotRequest) ProtoMessage() {}
+
+func (x *PinSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*PinSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PinSnapshotRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PinSnapshotRequest) GetSnapshot() int64 {
+	if x != nil {
+		return x.Snapshot
+	}
+	return 0
+}
+
+type PinSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The snapshot pinned.
+	Snapshot      int64 `protobuf:"varint,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinSnapshotResponse) Reset() {
+	*x = PinSnapshotResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinSnapshotResponse) ProtoMessage() {}
+
+func (x *PinSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*PinSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PinSnapshotResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PinSnapshotResponse) GetSnapshot() int64 {
+	if x != nil {
+		return x.Snapshot
+	}
+	return 0
+}
+
+type UnpinSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpinSnapshotRequest) Reset() {
+	*x = UnpinSnapshotRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpinSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpinSnapshotRequest) ProtoMessage() {}
+
+func (x *UnpinSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpinSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*UnpinSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UnpinSnapshotRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type UnpinSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpinSnapshotResponse) Reset() {
+	*x = UnpinSnapshotResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpinSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpinSnapshotResponse) ProtoMessage() {}
+
+func (x *UnpinSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpinSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*UnpinSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{19}
+}
+
 // BlockUpdate is a change of one block of one component.
 type BlockUpdate struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1371,7 +1607,7 @@ type BlockUpdate struct {
 
 func (x *BlockUpdate) Reset() {
 	*x = BlockUpdate{}
-	mi := &file_sig_v1_sig_proto_msgTypes[16]
+	mi := &file_sig_v1_sig_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1619,7 @@ func (x *BlockUpdate) String() string {
 func (*BlockUpdate) ProtoMessage() {}
 
 func (x *BlockUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[16]
+	mi := &file_sig_v1_sig_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1632,7 @@ func (x *BlockUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockUpdate.ProtoReflect.Descriptor instead.
 func (*BlockUpdate) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{16}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BlockUpdate) GetComponentKey() string {
@@ -1425,7 +1661,7 @@ type ReadSolutionUpdate struct {
 
 func (x *ReadSolutionUpdate) Reset() {
 	*x = ReadSolutionUpdate{}
-	mi := &file_sig_v1_sig_proto_msgTypes[17]
+	mi := &file_sig_v1_sig_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1673,7 @@ func (x *ReadSolutionUpdate) String() string {
 func (*ReadSolutionUpdate) ProtoMessage() {}
 
 func (x *ReadSolutionUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[17]
+	mi := &file_sig_v1_sig_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1686,7 @@ func (x *ReadSolutionUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSolutionUpdate.ProtoReflect.Descriptor instead.
 func (*ReadSolutionUpdate) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{17}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadSolutionUpdate) GetSolution() *ReadSolution {
@@ -1478,7 +1714,7 @@ type SetPriorityRequest struct {
 
 func (x *SetPriorityRequest) Reset() {
 	*x = SetPriorityRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[18]
+	mi := &file_sig_v1_sig_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1726,7 @@ func (x *SetPriorityRequest) String() string {
 func (*SetPriorityRequest) ProtoMessage() {}
 
 func (x *SetPriorityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[18]
+	mi := &file_sig_v1_sig_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1739,7 @@ func (x *SetPriorityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPriorityRequest.ProtoReflect.Descriptor instead.
 func (*SetPriorityRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{18}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetPriorityRequest) GetClient() string {
@@ -1536,7 +1772,7 @@ type SetPriorityResponse struct {
 
 func (x *SetPriorityResponse) Reset() {
 	*x = SetPriorityResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[19]
+	mi := &file_sig_v1_sig_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1784,7 @@ func (x *SetPriorityResponse) String() string {
 func (*SetPriorityResponse) ProtoMessage() {}
 
 func (x *SetPriorityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[19]
+	mi := &file_sig_v1_sig_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1797,7 @@ func (x *SetPriorityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPriorityResponse.ProtoReflect.Descriptor instead.
 func (*SetPriorityResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{19}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetPriorityResponse) GetTasksReprioritized() uint32 {
@@ -1591,7 +1827,7 @@ type SearchComponentsRequest struct {
 
 func (x *SearchComponentsRequest) Reset() {
 	*x = SearchComponentsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[20]
+	mi := &file_sig_v1_sig_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1839,7 @@ func (x *SearchComponentsRequest) String() string {
 func (*SearchComponentsRequest) ProtoMessage() {}
 
 func (x *SearchComponentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[20]
+	mi := &file_sig_v1_sig_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1852,7 @@ func (x *SearchComponentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchComponentsRequest.ProtoReflect.Descriptor instead.
 func (*SearchComponentsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{20}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchComponentsRequest) GetColumn() string {
@@ -1703,7 +1939,7 @@ type ComponentSummary struct {
 
 func (x *ComponentSummary) Reset() {
 	*x = ComponentSummary{}
-	mi := &file_sig_v1_sig_proto_msgTypes[21]
+	mi := &file_sig_v1_sig_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1951,7 @@ func (x *ComponentSummary) String() string {
 func (*ComponentSummary) ProtoMessage() {}
 
 func (x *ComponentSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[21]
+	mi := &file_sig_v1_sig_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1964,7 @@ func (x *ComponentSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentSummary.ProtoReflect.Descriptor instead.
 func (*ComponentSummary) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{21}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ComponentSummary) GetKey() string {
@@ -1832,7 +2068,7 @@ type SearchComponentsResponse struct {
 
 func (x *SearchComponentsResponse) Reset() {
 	*x = SearchComponentsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[22]
+	mi := &file_sig_v1_sig_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2080,7 @@ func (x *SearchComponentsResponse) String() string {
 func (*SearchComponentsResponse) ProtoMessage() {}
 
 func (x *SearchComponentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[22]
+	mi := &file_sig_v1_sig_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2093,7 @@ func (x *SearchComponentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchComponentsResponse.ProtoReflect.Descriptor instead.
 func (*SearchComponentsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{22}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SearchComponentsResponse) GetComponents() []*ComponentSummary {
@@ -1883,7 +2119,7 @@ type GetComponentRequest struct {
 
 func (x *GetComponentRequest) Reset() {
 	*x = GetComponentRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[23]
+	mi := &file_sig_v1_sig_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2131,7 @@ func (x *GetComponentRequest) String() string {
 func (*GetComponentRequest) ProtoMessage() {}
 
 func (x *GetComponentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[23]
+	mi := &file_sig_v1_sig_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2144,7 @@ func (x *GetComponentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComponentRequest.ProtoReflect.Descriptor instead.
 func (*GetComponentRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{23}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetComponentRequest) GetKey() string {
@@ -1932,7 +2168,7 @@ type GetComponentResponse struct {
 
 func (x *GetComponentResponse) Reset() {
 	*x = GetComponentResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[24]
+	mi := &file_sig_v1_sig_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2180,7 @@ func (x *GetComponentResponse) String() string {
 func (*GetComponentResponse) ProtoMessage() {}
 
 func (x *GetComponentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[24]
+	mi := &file_sig_v1_sig_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2193,7 @@ func (x *GetComponentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComponentResponse.ProtoReflect.Descriptor instead.
 func (*GetComponentResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{24}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetComponentResponse) GetComponent() *ComponentSummary {
@@ -2006,7 +2242,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[25]
+	mi := &file_sig_v1_sig_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2254,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[25]
+	mi := &file_sig_v1_sig_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2267,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{25}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EvictRequest) GetTarget() isEvictRequest_Target {
@@ -2113,7 +2349,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[26]
+	mi := &file_sig_v1_sig_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2361,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[26]
+	mi := &file_sig_v1_sig_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2374,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{26}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *EvictResponse) GetDryRun() bool {
@@ -2211,7 +2447,7 @@ type EvictBlockRequest struct {
 
 func (x *EvictBlockRequest) Reset() {
 	*x = EvictBlockRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[27]
+	mi := &file_sig_v1_sig_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2459,7 @@ func (x *EvictBlockRequest) String() string {
 func (*EvictBlockRequest) ProtoMessage() {}
 
 func (x *EvictBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[27]
+	mi := &file_sig_v1_sig_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2472,7 @@ func (x *EvictBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictBlockRequest.ProtoReflect.Descriptor instead.
 func (*EvictBlockRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{27}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EvictBlockRequest) GetComponentKey() string {
@@ -2285,7 +2521,7 @@ type EvictBlockResponse struct {
 
 func (x *EvictBlockResponse) Reset() {
 	*x = EvictBlockResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[28]
+	mi := &file_sig_v1_sig_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2533,7 @@ func (x *EvictBlockResponse) String() string {
 func (*EvictBlockResponse) ProtoMessage() {}
 
 func (x *EvictBlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[28]
+	mi := &file_sig_v1_sig_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2546,7 @@ func (x *EvictBlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictBlockResponse.ProtoReflect.Descriptor instead.
 func (*EvictBlockResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{28}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EvictBlockResponse) GetComponentKey() string {
@@ -2379,7 +2615,7 @@ type ReportCorruptMemoRequest struct {
 
 func (x *ReportCorruptMemoRequest) Reset() {
 	*x = ReportCorruptMemoRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[29]
+	mi := &file_sig_v1_sig_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2627,7 @@ func (x *ReportCorruptMemoRequest) String() string {
 func (*ReportCorruptMemoRequest) ProtoMessage() {}
 
 func (x *ReportCorruptMemoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[29]
+	mi := &file_sig_v1_sig_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2640,7 @@ func (x *ReportCorruptMemoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCorruptMemoRequest.ProtoReflect.Descriptor instead.
 func (*ReportCorruptMemoRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{29}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReportCorruptMemoRequest) GetComponentKey() string {
@@ -2445,7 +2681,7 @@ type ReportCorruptMemoResponse struct {
 
 func (x *ReportCorruptMemoResponse) Reset() {
 	*x = ReportCorruptMemoResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[30]
+	mi := &file_sig_v1_sig_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2693,7 @@ func (x *ReportCorruptMemoResponse) String() string {
 func (*ReportCorruptMemoResponse) ProtoMessage() {}
 
 func (x *ReportCorruptMemoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[30]
+	mi := &file_sig_v1_sig_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2706,7 @@ func (x *ReportCorruptMemoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCorruptMemoResponse.ProtoReflect.Descriptor instead.
 func (*ReportCorruptMemoResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{30}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReportCorruptMemoResponse) GetCorrupt() bool {
@@ -2510,7 +2746,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[31]
+	mi := &file_sig_v1_sig_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2758,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[31]
+	mi := &file_sig_v1_sig_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2771,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{31}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListAuditRequest) GetLimit() uint32 {
@@ -2561,7 +2797,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_sig_v1_sig_proto_msgTypes[32]
+	mi := &file_sig_v1_sig_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2809,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[32]
+	mi := &file_sig_v1_sig_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2822,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{32}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AuditEntry) GetId() string {
@@ -2654,7 +2890,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[33]
+	mi := &file_sig_v1_sig_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2902,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[33]
+	mi := &file_sig_v1_sig_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2915,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{33}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -2697,7 +2933,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2945,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[34]
+	mi := &file_sig_v1_sig_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2958,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{34}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
 }
 
 type QueueDepth struct {
@@ -2737,7 +2973,7 @@ type QueueDepth struct {
 
 func (x *QueueDepth) Reset() {
 	*x = QueueDepth{}
-	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2985,7 @@ func (x *QueueDepth) String() string {
 func (*QueueDepth) ProtoMessage() {}
 
 func (x *QueueDepth) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[35]
+	mi := &file_sig_v1_sig_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2998,7 @@ func (x *QueueDepth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueDepth.ProtoReflect.Descriptor instead.
 func (*QueueDepth) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{35}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *QueueDepth) GetClient() string {
@@ -2825,7 +3061,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +3073,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[36]
+	mi := &file_sig_v1_sig_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +3086,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{36}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StatsResponse) GetSubmits() uint64 {
@@ -2987,7 +3223,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[37]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3235,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[37]
+	mi := &file_sig_v1_sig_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3248,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{37}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
 }
 
 type ListQueuesResponse struct {
@@ -3024,7 +3260,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3272,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[38]
+	mi := &file_sig_v1_sig_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3285,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{38}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueDepth {
@@ -3075,7 +3311,7 @@ type ListBlocksRequest struct {
 
 func (x *ListBlocksRequest) Reset() {
 	*x = ListBlocksRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3323,7 @@ func (x *ListBlocksRequest) String() string {
 func (*ListBlocksRequest) ProtoMessage() {}
 
 func (x *ListBlocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[39]
+	mi := &file_sig_v1_sig_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3336,7 @@ func (x *ListBlocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlocksRequest.ProtoReflect.Descriptor instead.
 func (*ListBlocksRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{39}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListBlocksRequest) GetSource() string {
@@ -3152,7 +3388,7 @@ type RawBlock struct {
 
 func (x *RawBlock) Reset() {
 	*x = RawBlock{}
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3400,7 @@ func (x *RawBlock) String() string {
 func (*RawBlock) ProtoMessage() {}
 
 func (x *RawBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[40]
+	mi := &file_sig_v1_sig_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3413,7 @@ func (x *RawBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RawBlock.ProtoReflect.Descriptor instead.
 func (*RawBlock) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{40}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RawBlock) GetSource() string {
@@ -3283,7 +3519,7 @@ type ListBlocksResponse struct {
 
 func (x *ListBlocksResponse) Reset() {
 	*x = ListBlocksResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3531,7 @@ func (x *ListBlocksResponse) String() string {
 func (*ListBlocksResponse) ProtoMessage() {}
 
 func (x *ListBlocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[41]
+	mi := &file_sig_v1_sig_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3544,7 @@ func (x *ListBlocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlocksResponse.ProtoReflect.Descriptor instead.
 func (*ListBlocksResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{41}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListBlocksResponse) GetBlocks() []*RawBlock {
@@ -3339,7 +3575,7 @@ type QuarantinedTask struct {
 
 func (x *QuarantinedTask) Reset() {
 	*x = QuarantinedTask{}
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3587,7 @@ func (x *QuarantinedTask) String() string {
 func (*QuarantinedTask) ProtoMessage() {}
 
 func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[42]
+	mi := &file_sig_v1_sig_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3600,7 @@ func (x *QuarantinedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedTask.ProtoReflect.Descriptor instead.
 func (*QuarantinedTask) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{42}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *QuarantinedTask) GetComponentKey() string {
@@ -3417,7 +3653,7 @@ type ListQuarantineRequest struct {
 
 func (x *ListQuarantineRequest) Reset() {
 	*x = ListQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3665,7 @@ func (x *ListQuarantineRequest) String() string {
 func (*ListQuarantineRequest) ProtoMessage() {}
 
 func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[43]
+	mi := &file_sig_v1_sig_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3678,7 @@ func (x *ListQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ListQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{43}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
 }
 
 type ListQuarantineResponse struct {
@@ -3454,7 +3690,7 @@ type ListQuarantineResponse struct {
 
 func (x *ListQuarantineResponse) Reset() {
 	*x = ListQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3702,7 @@ func (x *ListQuarantineResponse) String() string {
 func (*ListQuarantineResponse) ProtoMessage() {}
 
 func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[44]
+	mi := &file_sig_v1_sig_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3715,7 @@ func (x *ListQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ListQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{44}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListQuarantineResponse) GetTasks() []*QuarantinedTask {
@@ -3499,7 +3735,7 @@ type ReleaseQuarantineRequest struct {
 
 func (x *ReleaseQuarantineRequest) Reset() {
 	*x = ReleaseQuarantineRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3511,7 +3747,7 @@ func (x *ReleaseQuarantineRequest) String() string {
 func (*ReleaseQuarantineRequest) ProtoMessage() {}
 
 func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[45]
+	mi := &file_sig_v1_sig_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3524,7 +3760,7 @@ func (x *ReleaseQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{45}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReleaseQuarantineRequest) GetComponentKey() string {
@@ -3550,7 +3786,7 @@ type ReleaseQuarantineResponse struct {
 
 func (x *ReleaseQuarantineResponse) Reset() {
 	*x = ReleaseQuarantineResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3798,7 @@ func (x *ReleaseQuarantineResponse) String() string {
 func (*ReleaseQuarantineResponse) ProtoMessage() {}
 
 func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[46]
+	mi := &file_sig_v1_sig_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3811,7 @@ func (x *ReleaseQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{46}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReleaseQuarantineResponse) GetReleased() bool {
@@ -3615,7 +3851,7 @@ type TrainerStatus struct {
 
 func (x *TrainerStatus) Reset() {
 	*x = TrainerStatus{}
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3863,7 @@ func (x *TrainerStatus) String() string {
 func (*TrainerStatus) ProtoMessage() {}
 
 func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[47]
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3876,7 @@ func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainerStatus.ProtoReflect.Descriptor instead.
 func (*TrainerStatus) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{47}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TrainerStatus) GetJob() string {
@@ -3770,7 +4006,7 @@ type ReportTrainerStatusResponse struct {
 
 func (x *ReportTrainerStatusResponse) Reset() {
 	*x = ReportTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +4018,7 @@ func (x *ReportTrainerStatusResponse) String() string {
 func (*ReportTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[48]
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +4031,7 @@ func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{48}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
 }
 
 type ListTrainerStatusRequest struct {
@@ -3806,7 +4042,7 @@ type ListTrainerStatusRequest struct {
 
 func (x *ListTrainerStatusRequest) Reset() {
 	*x = ListTrainerStatusRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4054,7 @@ func (x *ListTrainerStatusRequest) String() string {
 func (*ListTrainerStatusRequest) ProtoMessage() {}
 
 func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[49]
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +4067,7 @@ func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{49}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
 }
 
 type ListTrainerStatusResponse struct {
@@ -3843,7 +4079,7 @@ type ListTrainerStatusResponse struct {
 
 func (x *ListTrainerStatusResponse) Reset() {
 	*x = ListTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3855,7 +4091,7 @@ func (x *ListTrainerStatusResponse) String() string {
 func (*ListTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[50]
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3868,7 +4104,7 @@ func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{50}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
@@ -3909,7 +4145,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3921,7 +4157,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3934,7 +4170,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Task) GetComponentKey() string {
@@ -4039,7 +4275,7 @@ type MemoInput struct {
 
 func (x *MemoInput) Reset() {
 	*x = MemoInput{}
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4287,7 @@ func (x *MemoInput) String() string {
 func (*MemoInput) ProtoMessage() {}
 
 func (x *MemoInput) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4300,7 @@ func (x *MemoInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoInput.ProtoReflect.Descriptor instead.
 func (*MemoInput) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MemoInput) GetKey() string {
@@ -4092,7 +4328,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4340,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4353,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -4146,7 +4382,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4394,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4407,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -4204,7 +4440,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4216,7 +4452,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4229,7 +4465,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -4248,7 +4484,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4260,7 +4496,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4273,7 +4509,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -4298,7 +4534,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4546,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4559,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -4362,7 +4598,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4374,7 +4610,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4387,7 +4623,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
 }
 
 type FailTaskRequest struct {
@@ -4400,7 +4636,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +4648,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +4661,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -4451,7 +4687,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4463,7 +4699,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4476,7 +4712,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -4511,7 +4747,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4523,7 +4759,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4536,7 +4772,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -4626,7 +4862,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4874,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4887,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -4677,7 +4913,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4689,7 +4925,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4702,7 +4938,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -4720,7 +4956,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4732,7 +4968,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4745,7 +4981,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -4757,7 +4993,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4769,7 +5005,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4782,7 +5018,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -4801,7 +5037,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4813,7 +5049,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4826,7 +5062,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -4874,7 +5110,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"EventRange\x12!\n" +
 	"\fstart_micros\x18\x01 \x01(\x03R\vstartMicros\x12\x1d\n" +
 	"\n" +
-	"end_micros\x18\x02 \x01(\x03R\tendMicros\"\xfe\x01\n" +
+	"end_micros\x18\x02 \x01(\x03R\tendMicros\"\x98\x02\n" +
 	"\tBlockRead\x12\x19\n" +
 	"\bblock_id\x18\x01 \x01(\tR\ablockId\x12\x1d\n" +
 	"\n" +
@@ -4885,7 +5121,8 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
 	"\x04rows\x18\x06 \x01(\x03R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x03R\x05bytes\x12*\n" +
-	"\x06events\x18\b \x01(\v2\x12.sig.v1.EventRangeR\x06events\"\xd0\x02\n" +
+	"\x06events\x18\b \x01(\v2\x12.sig.v1.EventRangeR\x06events\x12\x18\n" +
+	"\aversion\x18\t \x01(\x03R\aversion\"\xd0\x02\n" +
 	"\rInputSolution\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12#\n" +
 	"\rcomponent_key\x18\x02 \x01(\tR\fcomponentKey\x12\x12\n" +
@@ -4903,7 +5140,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12#\n" +
 	"\rcanonical_dsl\x18\x03 \x01(\tR\fcanonicalDsl\x12)\n" +
-	"\x06blocks\x18\x04 \x03(\v2\x11.sig.v1.BlockReadR\x06blocks\"\x9f\x03\n" +
+	"\x06blocks\x18\x04 \x03(\v2\x11.sig.v1.BlockReadR\x06blocks\"\xbb\x03\n" +
 	"\fReadSolution\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12(\n" +
@@ -4918,7 +5155,8 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\n" +
 	"raw_source\x18\n" +
 	" \x01(\tR\trawSource\x12&\n" +
-	"\x0fraw_schema_json\x18\v \x01(\tR\rrawSchemaJson\"\xb6\x02\n" +
+	"\x0fraw_schema_json\x18\v \x01(\tR\rrawSchemaJson\x12\x1a\n" +
+	"\bsnapshot\x18\f \x01(\x03R\bsnapshot\"\xb6\x02\n" +
 	"\x12SubmitGraphRequest\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1a\n" +
@@ -4938,15 +5176,26 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\n" +
 	"block_hits\x18\x04 \x01(\rR\tblockHits\x12!\n" +
 	"\fblock_misses\x18\x05 \x01(\rR\vblockMisses\x12%\n" +
-	"\x0etasks_enqueued\x18\x06 \x01(\rR\rtasksEnqueued\"v\n" +
+	"\x0etasks_enqueued\x18\x06 \x01(\rR\rtasksEnqueued\"\x92\x01\n" +
 	"\x16GetReadSolutionRequest\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12(\n" +
-	"\x05range\x18\x03 \x01(\v2\x12.sig.v1.EventRangeR\x05range\"x\n" +
+	"\x05range\x18\x03 \x01(\v2\x12.sig.v1.EventRangeR\x05range\x12\x1a\n" +
+	"\bsnapshot\x18\x04 \x01(\x03R\bsnapshot\"\x94\x01\n" +
 	"\x18WatchReadSolutionRequest\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12(\n" +
-	"\x05range\x18\x03 \x01(\v2\x12.sig.v1.EventRangeR\x05range\"[\n" +
+	"\x05range\x18\x03 \x01(\v2\x12.sig.v1.EventRangeR\x05range\x12\x1a\n" +
+	"\bsnapshot\x18\x04 \x01(\x03R\bsnapshot\"D\n" +
+	"\x12PinSnapshotRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\x03R\bsnapshot\"E\n" +
+	"\x13PinSnapshotResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\x03R\bsnapshot\"*\n" +
+	"\x14UnpinSnapshotRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x17\n" +
+	"\x15UnpinSnapshotResponse\"[\n" +
 	"\vBlockUpdate\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12'\n" +
 	"\x05block\x18\x02 \x01(\v2\x11.sig.v1.BlockReadR\x05block\"u\n" +
@@ -5236,11 +5485,12 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x17BLOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BLOCK_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11BLOCK_STATE_READY\x10\x02\x12\x16\n" +
-	"\x12BLOCK_STATE_FAILED\x10\x032\x84\n" +
-	"\n" +
+	"\x12BLOCK_STATE_FAILED\x10\x032\x9a\v\n" +
 	"\x03SIG\x12F\n" +
 	"\vSubmitGraph\x12\x1a.sig.v1.SubmitGraphRequest\x1a\x1b.sig.v1.SubmitGraphResponse\x12G\n" +
-	"\x0fGetReadSolution\x12\x1e.sig.v1.GetReadSolutionRequest\x1a\x14.sig.v1.ReadSolution\x12S\n" +
+	"\x0fGetReadSolution\x12\x1e.sig.v1.GetReadSolutionRequest\x1a\x14.sig.v1.ReadSolution\x12F\n" +
+	"\vPinSnapshot\x12\x1a.sig.v1.PinSnapshotRequest\x1a\x1b.sig.v1.PinSnapshotResponse\x12L\n" +
+	"\rUnpinSnapshot\x12\x1c.sig.v1.UnpinSnapshotRequest\x1a\x1d.sig.v1.UnpinSnapshotResponse\x12S\n" +
 	"\x11WatchReadSolution\x12 .sig.v1.WatchReadSolutionRequest\x1a\x1a.sig.v1.ReadSolutionUpdate0\x01\x12F\n" +
 	"\vSetPriority\x12\x1a.sig.v1.SetPriorityRequest\x1a\x1b.sig.v1.SetPriorityResponse\x12U\n" +
 	"\x10SearchComponents\x12\x1f.sig.v1.SearchComponentsRequest\x1a .sig.v1.SearchComponentsResponse\x12I\n" +
@@ -5281,7 +5531,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -5300,62 +5550,66 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*SubmitGraphResponse)(nil),          // 14: sig.v1.SubmitGraphResponse
 	(*GetReadSolutionRequest)(nil),       // 15: sig.v1.GetReadSolutionRequest
 	(*WatchReadSolutionRequest)(nil),     // 16: sig.v1.WatchReadSolutionRequest
-	(*BlockUpdate)(nil),                  // 17: sig.v1.BlockUpdate
-	(*ReadSolutionUpdate)(nil),           // 18: sig.v1.ReadSolutionUpdate
-	(*SetPriorityRequest)(nil),           // 19: sig.v1.SetPriorityRequest
-	(*SetPriorityResponse)(nil),          // 20: sig.v1.SetPriorityResponse
-	(*SearchComponentsRequest)(nil),      // 21: sig.v1.SearchComponentsRequest
-	(*ComponentSummary)(nil),             // 22: sig.v1.ComponentSummary
-	(*SearchComponentsResponse)(nil),     // 23: sig.v1.SearchComponentsResponse
-	(*GetComponentRequest)(nil),          // 24: sig.v1.GetComponentRequest
-	(*GetComponentResponse)(nil),         // 25: sig.v1.GetComponentResponse
-	(*EvictRequest)(nil),                 // 26: sig.v1.EvictRequest
-	(*EvictResponse)(nil),                // 27: sig.v1.EvictResponse
-	(*EvictBlockRequest)(nil),            // 28: sig.v1.EvictBlockRequest
-	(*EvictBlockResponse)(nil),           // 29: sig.v1.EvictBlockResponse
-	(*ReportCorruptMemoRequest)(nil),     // 30: sig.v1.ReportCorruptMemoRequest
-	(*ReportCorruptMemoResponse)(nil),    // 31: sig.v1.ReportCorruptMemoResponse
-	(*ListAuditRequest)(nil),             // 32: sig.v1.ListAuditRequest
-	(*AuditEntry)(nil),                   // 33: sig.v1.AuditEntry
-	(*ListAuditResponse)(nil),            // 34: sig.v1.ListAuditResponse
-	(*StatsRequest)(nil),                 // 35: sig.v1.StatsRequest
-	(*QueueDepth)(nil),                   // 36: sig.v1.QueueDepth
-	(*StatsResponse)(nil),                // 37: sig.v1.StatsResponse
-	(*ListQueuesRequest)(nil),            // 38: sig.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),           // 39: sig.v1.ListQueuesResponse
-	(*ListBlocksRequest)(nil),            // 40: sig.v1.ListBlocksRequest
-	(*RawBlock)(nil),                     // 41: sig.v1.RawBlock
-	(*ListBlocksResponse)(nil),           // 42: sig.v1.ListBlocksResponse
-	(*QuarantinedTask)(nil),              // 43: sig.v1.QuarantinedTask
-	(*ListQuarantineRequest)(nil),        // 44: sig.v1.ListQuarantineRequest
-	(*ListQuarantineResponse)(nil),       // 45: sig.v1.ListQuarantineResponse
-	(*ReleaseQuarantineRequest)(nil),     // 46: sig.v1.ReleaseQuarantineRequest
-	(*ReleaseQuarantineResponse)(nil),    // 47: sig.v1.ReleaseQuarantineResponse
-	(*TrainerStatus)(nil),                // 48: sig.v1.TrainerStatus
-	(*ReportTrainerStatusResponse)(nil),  // 49: sig.v1.ReportTrainerStatusResponse
-	(*ListTrainerStatusRequest)(nil),     // 50: sig.v1.ListTrainerStatusRequest
-	(*ListTrainerStatusResponse)(nil),    // 51: sig.v1.ListTrainerStatusResponse
-	(*Task)(nil),                         // 52: sig.v1.Task
-	(*MemoInput)(nil),                    // 53: sig.v1.MemoInput
-	(*LeaseTaskRequest)(nil),             // 54: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 55: sig.v1.LeaseTaskResponse
-	(*HeartbeatRequest)(nil),             // 56: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 57: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 58: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 59: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 60: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 61: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 62: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 63: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 64: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 65: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 66: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 67: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 68: sig.v1.SubmitGraphRequest.MemoizeEntry
-	nil,                                  // 69: sig.v1.TrainerStatus.ChipSecondsEntry
-	nil,                                  // 70: sig.v1.CompleteTaskRequest.OpNanosEntry
-	(*timestamppb.Timestamp)(nil),        // 71: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 72: google.protobuf.Duration
+	(*PinSnapshotRequest)(nil),           // 17: sig.v1.PinSnapshotRequest
+	(*PinSnapshotResponse)(nil),          // 18: sig.v1.PinSnapshotResponse
+	(*UnpinSnapshotRequest)(nil),         // 19: sig.v1.UnpinSnapshotRequest
+	(*UnpinSnapshotResponse)(nil),        // 20: sig.v1.UnpinSnapshotResponse
+	(*BlockUpdate)(nil),                  // 21: sig.v1.BlockUpdate
+	(*ReadSolutionUpdate)(nil),           // 22: sig.v1.ReadSolutionUpdate
+	(*SetPriorityRequest)(nil),           // 23: sig.v1.SetPriorityRequest
+	(*SetPriorityResponse)(nil),          // 24: sig.v1.SetPriorityResponse
+	(*SearchComponentsRequest)(nil),      // 25: sig.v1.SearchComponentsRequest
+	(*ComponentSummary)(nil),             // 26: sig.v1.ComponentSummary
+	(*SearchComponentsResponse)(nil),     // 27: sig.v1.SearchComponentsResponse
+	(*GetComponentRequest)(nil),          // 28: sig.v1.GetComponentRequest
+	(*GetComponentResponse)(nil),         // 29: sig.v1.GetComponentResponse
+	(*EvictRequest)(nil),                 // 30: sig.v1.EvictRequest
+	(*EvictResponse)(nil),                // 31: sig.v1.EvictResponse
+	(*EvictBlockRequest)(nil),            // 32: sig.v1.EvictBlockRequest
+	(*EvictBlockResponse)(nil),           // 33: sig.v1.EvictBlockResponse
+	(*ReportCorruptMemoRequest)(nil),     // 34: sig.v1.ReportCorruptMemoRequest
+	(*ReportCorruptMemoResponse)(nil),    // 35: sig.v1.ReportCorruptMemoResponse
+	(*ListAuditRequest)(nil),             // 36: sig.v1.ListAuditRequest
+	(*AuditEntry)(nil),                   // 37: sig.v1.AuditEntry
+	(*ListAuditResponse)(nil),            // 38: sig.v1.ListAuditResponse
+	(*StatsRequest)(nil),                 // 39: sig.v1.StatsRequest
+	(*QueueDepth)(nil),                   // 40: sig.v1.QueueDepth
+	(*StatsResponse)(nil),                // 41: sig.v1.StatsResponse
+	(*ListQueuesRequest)(nil),            // 42: sig.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),           // 43: sig.v1.ListQueuesResponse
+	(*ListBlocksRequest)(nil),            // 44: sig.v1.ListBlocksRequest
+	(*RawBlock)(nil),                     // 45: sig.v1.RawBlock
+	(*ListBlocksResponse)(nil),           // 46: sig.v1.ListBlocksResponse
+	(*QuarantinedTask)(nil),              // 47: sig.v1.QuarantinedTask
+	(*ListQuarantineRequest)(nil),        // 48: sig.v1.ListQuarantineRequest
+	(*ListQuarantineResponse)(nil),       // 49: sig.v1.ListQuarantineResponse
+	(*ReleaseQuarantineRequest)(nil),     // 50: sig.v1.ReleaseQuarantineRequest
+	(*ReleaseQuarantineResponse)(nil),    // 51: sig.v1.ReleaseQuarantineResponse
+	(*TrainerStatus)(nil),                // 52: sig.v1.TrainerStatus
+	(*ReportTrainerStatusResponse)(nil),  // 53: sig.v1.ReportTrainerStatusResponse
+	(*ListTrainerStatusRequest)(nil),     // 54: sig.v1.ListTrainerStatusRequest
+	(*ListTrainerStatusResponse)(nil),    // 55: sig.v1.ListTrainerStatusResponse
+	(*Task)(nil),                         // 56: sig.v1.Task
+	(*MemoInput)(nil),                    // 57: sig.v1.MemoInput
+	(*LeaseTaskRequest)(nil),             // 58: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 59: sig.v1.LeaseTaskResponse
+	(*HeartbeatRequest)(nil),             // 60: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 61: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 62: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 63: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 64: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 65: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 66: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 67: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 68: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 69: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 70: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 71: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 72: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 73: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 74: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 75: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 76: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -5374,89 +5628,93 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 13: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
 	7,  // 14: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
 	8,  // 15: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	68, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	72, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
 	12, // 17: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
 	8,  // 18: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	8,  // 19: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	9,  // 20: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	12, // 21: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
-	17, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	71, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
-	22, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
-	22, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
+	21, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
+	75, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	26, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
+	26, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	9,  // 26: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
 	0,  // 27: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
 	0,  // 28: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	71, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
-	33, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
-	36, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
-	36, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
+	75, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	37, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
+	40, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
+	40, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
 	8,  // 33: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
 	8,  // 34: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
-	41, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	71, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	43, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	71, // 38: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	69, // 39: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	48, // 40: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	53, // 41: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
-	72, // 42: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	52, // 43: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	71, // 44: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	71, // 45: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	70, // 46: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	63, // 47: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	71, // 48: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	62, // 49: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	62, // 50: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	45, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
+	75, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	47, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	75, // 38: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	73, // 39: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	52, // 40: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	57, // 41: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	76, // 42: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	56, // 43: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	75, // 44: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	75, // 45: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	74, // 46: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	67, // 47: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	75, // 48: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	66, // 49: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	66, // 50: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
 	13, // 51: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
 	15, // 52: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	16, // 53: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	19, // 54: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	21, // 55: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	24, // 56: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	26, // 57: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	28, // 58: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	30, // 59: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	32, // 60: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	35, // 61: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	38, // 62: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	40, // 63: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	44, // 64: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	46, // 65: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	48, // 66: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	50, // 67: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	54, // 68: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	56, // 69: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	58, // 70: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	60, // 71: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	64, // 72: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	66, // 73: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 74: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 75: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 76: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	20, // 77: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	23, // 78: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	25, // 79: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	27, // 80: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	29, // 81: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	31, // 82: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	34, // 83: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	37, // 84: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	39, // 85: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	42, // 86: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	45, // 87: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	47, // 88: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	49, // 89: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	51, // 90: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	55, // 91: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	57, // 92: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	59, // 93: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	61, // 94: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	65, // 95: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	67, // 96: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	74, // [74:97] is the sub-list for method output_type
-	51, // [51:74] is the sub-list for method input_type
+	17, // 53: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
+	19, // 54: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
+	16, // 55: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	23, // 56: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	25, // 57: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	28, // 58: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	30, // 59: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	32, // 60: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	34, // 61: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	36, // 62: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	39, // 63: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	42, // 64: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	44, // 65: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	48, // 66: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	50, // 67: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	52, // 68: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	54, // 69: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	58, // 70: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	60, // 71: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	62, // 72: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	64, // 73: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	68, // 74: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	70, // 75: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 76: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 77: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 78: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
+	20, // 79: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
+	22, // 80: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	24, // 81: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	27, // 82: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	29, // 83: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	31, // 84: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	33, // 85: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	35, // 86: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	38, // 87: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	41, // 88: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	43, // 89: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	46, // 90: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	49, // 91: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	51, // 92: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	53, // 93: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	55, // 94: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	59, // 95: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	61, // 96: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	63, // 97: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	65, // 98: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	69, // 99: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	71, // 100: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	76, // [76:101] is the sub-list for method output_type
+	51, // [51:76] is the sub-list for method input_type
 	51, // [51:51] is the sub-list for extension type_name
 	51, // [51:51] is the sub-list for extension extendee
 	0,  // [0:51] is the sub-list for field type_name
@@ -5477,7 +5735,7 @@ func file_sig_v1_sig_proto_init() {
 		(*GraphSpec_Graph)(nil),
 		(*GraphSpec_Dsl)(nil),
 	}
-	file_sig_v1_sig_proto_msgTypes[25].OneofWrappers = []any{
+	file_sig_v1_sig_proto_msgTypes[29].OneofWrappers = []any{
 		(*EvictRequest_SubgraphDsl)(nil),
 		(*EvictRequest_NodeKey)(nil),
 	}
@@ -5487,7 +5745,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   70,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -30,6 +30,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	SIG_SubmitGraph_FullMethodName         = "/sig.v1.SIG/SubmitGraph"
 	SIG_GetReadSolution_FullMethodName     = "/sig.v1.SIG/GetReadSolution"
+	SIG_PinSnapshot_FullMethodName         = "/sig.v1.SIG/PinSnapshot"
+	SIG_UnpinSnapshot_FullMethodName       = "/sig.v1.SIG/UnpinSnapshot"
 	SIG_WatchReadSolution_FullMethodName   = "/sig.v1.SIG/WatchReadSolution"
 	SIG_SetPriority_FullMethodName         = "/sig.v1.SIG/SetPriority"
 	SIG_SearchComponents_FullMethodName    = "/sig.v1.SIG/SearchComponents"
@@ -55,6 +57,11 @@ type SIGClient interface {
 	// its read solution; misses become memoization tasks. Idempotent.
 	SubmitGraph(ctx context.Context, in *SubmitGraphRequest, opts ...grpc.CallOption) (*SubmitGraphResponse, error)
 	GetReadSolution(ctx context.Context, in *GetReadSolutionRequest, opts ...grpc.CallOption) (*ReadSolution, error)
+	// Pin and unpin catalog snapshots (trainers and operators): versions a
+	// pin or "now" sees are kept, the others garbage-collected with their
+	// memo entries and objects.
+	PinSnapshot(ctx context.Context, in *PinSnapshotRequest, opts ...grpc.CallOption) (*PinSnapshotResponse, error)
+	UnpinSnapshot(ctx context.Context, in *UnpinSnapshotRequest, opts ...grpc.CallOption) (*UnpinSnapshotResponse, error)
 	// Streams the solution, then every change until it completes or the
 	// caller cancels (completeness monitoring, paper IV.A).
 	WatchReadSolution(ctx context.Context, in *WatchReadSolutionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSolutionUpdate], error)
@@ -106,6 +113,26 @@ func (c *sIGClient) GetReadSolution(ctx context.Context, in *GetReadSolutionRequ
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadSolution)
 	err := c.cc.Invoke(ctx, SIG_GetReadSolution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sIGClient) PinSnapshot(ctx context.Context, in *PinSnapshotRequest, opts ...grpc.CallOption) (*PinSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PinSnapshotResponse)
+	err := c.cc.Invoke(ctx, SIG_PinSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sIGClient) UnpinSnapshot(ctx context.Context, in *UnpinSnapshotRequest, opts ...grpc.CallOption) (*UnpinSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnpinSnapshotResponse)
+	err := c.cc.Invoke(ctx, SIG_UnpinSnapshot_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +306,11 @@ type SIGServer interface {
 	// its read solution; misses become memoization tasks. Idempotent.
 	SubmitGraph(context.Context, *SubmitGraphRequest) (*SubmitGraphResponse, error)
 	GetReadSolution(context.Context, *GetReadSolutionRequest) (*ReadSolution, error)
+	// Pin and unpin catalog snapshots (trainers and operators): versions a
+	// pin or "now" sees are kept, the others garbage-collected with their
+	// memo entries and objects.
+	PinSnapshot(context.Context, *PinSnapshotRequest) (*PinSnapshotResponse, error)
+	UnpinSnapshot(context.Context, *UnpinSnapshotRequest) (*UnpinSnapshotResponse, error)
 	// Streams the solution, then every change until it completes or the
 	// caller cancels (completeness monitoring, paper IV.A).
 	WatchReadSolution(*WatchReadSolutionRequest, grpc.ServerStreamingServer[ReadSolutionUpdate]) error
@@ -321,6 +353,12 @@ func (UnimplementedSIGServer) SubmitGraph(context.Context, *SubmitGraphRequest) 
 }
 func (UnimplementedSIGServer) GetReadSolution(context.Context, *GetReadSolutionRequest) (*ReadSolution, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetReadSolution not implemented")
+}
+func (UnimplementedSIGServer) PinSnapshot(context.Context, *PinSnapshotRequest) (*PinSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PinSnapshot not implemented")
+}
+func (UnimplementedSIGServer) UnpinSnapshot(context.Context, *UnpinSnapshotRequest) (*UnpinSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnpinSnapshot not implemented")
 }
 func (UnimplementedSIGServer) WatchReadSolution(*WatchReadSolutionRequest, grpc.ServerStreamingServer[ReadSolutionUpdate]) error {
 	return status.Error(codes.Unimplemented, "method WatchReadSolution not implemented")
@@ -420,6 +458,42 @@ func _SIG_GetReadSolution_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SIGServer).GetReadSolution(ctx, req.(*GetReadSolutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SIG_PinSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PinSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SIGServer).PinSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SIG_PinSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SIGServer).PinSnapshot(ctx, req.(*PinSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SIG_UnpinSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnpinSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SIGServer).UnpinSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SIG_UnpinSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SIGServer).UnpinSnapshot(ctx, req.(*UnpinSnapshotRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -701,6 +775,14 @@ var SIG_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetReadSolution",
 			Handler:    _SIG_GetReadSolution_Handler,
+		},
+		{
+			MethodName: "PinSnapshot",
+			Handler:    _SIG_PinSnapshot_Handler,
+		},
+		{
+			MethodName: "UnpinSnapshot",
+			Handler:    _SIG_UnpinSnapshot_Handler,
 		},
 		{
 			MethodName: "SetPriority",

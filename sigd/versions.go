@@ -1,0 +1,264 @@
+package sigd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/matching"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/warehouse/block"
+)
+
+// Versioned blocks (issue 21). The catalog keeps every version of a raw
+// block with the snapshot (sequence number) it was added at; sigd
+//
+//   - resolves read solutions at a snapshot (catalogBlocks.RangeAt; the
+//     matching frontend names it and each block's version);
+//   - follows new versions (followVersions): for each version the catalog
+//     adds, the frontend creates and schedules the memo entries of the
+//     components reading a changed column (Frontend.BlockChanged), so a
+//     label update recomputes nothing and a feature update exactly the
+//     components reading it;
+//   - pins snapshots for trainers (PinSnapshot, UnpinSnapshot);
+//   - collects garbage (CollectVersions, every --version-gc-every and on
+//     Options.GCTrigger): the catalog drops the versions no pin and not
+//     "now" sees, then the memo entries no kept version reads are removed
+//     (Frontend.DropVersions), then their memo objects and the raw
+//     versions' objects. Catalog and entries first, objects after: a crash
+//     in between leaves orphan objects, never an entry or a version
+//     without its object.
+
+// toBlock is a catalogued raw block version as the matching frontend sees
+// it.
+func toBlock(m block.Meta) matching.Block {
+	return matching.Block{ID: m.ID, RawObject: m.Key, MinEvent: m.MinEventTime, MaxEvent: m.MaxEventTime, Rows: m.Rows,
+		Version: m.Version, ColumnVersions: m.ColumnVersions}
+}
+
+func toBlocks(ms []block.Meta) []matching.Block {
+	out := make([]matching.Block, len(ms))
+	for i, m := range ms {
+		out[i] = toBlock(m)
+	}
+	return out
+}
+
+// Snapshot is the catalog's current snapshot (matching.SnapshotBlocks).
+func (c catalogBlocks) Snapshot() (int64, error) { return c.cat.Snapshot() }
+
+// RangeAt lists the blocks of [from, to) as of snapshot snap.
+func (c catalogBlocks) RangeAt(source string, from, to, snap int64) ([]matching.Block, error) {
+	ms, err := c.cat.RangeAt(source, from, to, snap)
+	if err != nil {
+		return nil, err
+	}
+	return toBlocks(ms), nil
+}
+
+// versionPoll is how often sigd looks for versions the catalog added: one
+// Pebble read when nothing changed.
+const versionPoll = 250 * time.Millisecond
+
+// followVersions calls Frontend.BlockChanged for every block version the
+// catalog adds, until ctx ends. The first pass covers every versioned block
+// catalogued before sigd started (BlockChanged only adds what is missing),
+// so a crash between a version's commit and its invalidation loses
+// nothing.
+func (s *Server) followVersions(ctx context.Context) error {
+	var seen int64
+	t := time.NewTicker(versionPoll)
+	defer t.Stop()
+	for {
+		n, err := s.syncVersions(seen)
+		if err != nil {
+			s.log.Warn("following block versions", "err", err)
+		} else {
+			seen = n
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// syncVersions invalidates for the versions catalogued after snapshot
+// since and returns the snapshot it got to.
+func (s *Server) syncVersions(since int64) (int64, error) {
+	snap, err := s.catalog.Snapshot()
+	if err != nil || snap <= since {
+		return since, err
+	}
+	sources, err := s.catalog.Sources()
+	if err != nil {
+		return since, err
+	}
+	for _, src := range sources {
+		// The catalog has no index by sequence number: a pass lists the
+		// source's blocks (decoded once, cached by the catalog), and only
+		// when something was committed.
+		ms, err := s.catalog.Blocks(src)
+		if err != nil {
+			return since, err
+		}
+		for _, m := range ms {
+			if m.V() < 2 || m.Seq <= since || m.Seq > snap {
+				continue
+			}
+			inv, err := s.frontend.BlockChanged(src, toBlock(m))
+			if err != nil {
+				return since, fmt.Errorf("block %s version %d: %w", m.ID, m.V(), err)
+			}
+			s.metrics.versionChanged(inv)
+			if len(inv.Tasks) > 0 {
+				s.log.Info("block version invalidated memo entries", "block", m.ID, "version", m.V(),
+					"candidates", inv.Candidates, "tasks", len(inv.Tasks))
+			}
+		}
+	}
+	return snap, nil
+}
+
+// DefaultVersionGCEvery is --version-gc-every's default.
+const DefaultVersionGCEvery = time.Minute
+
+// gcLoop collects versions every cfg.VersionGCEvery and whenever
+// Options.GCTrigger fires, until ctx ends.
+func (s *Server) gcLoop(ctx context.Context, trigger <-chan struct{}) error {
+	t := time.NewTicker(s.cfg.VersionGCEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-trigger:
+		}
+		if _, err := s.CollectVersions(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("version gc", "err", err)
+		}
+	}
+}
+
+// GCResult is what one version GC removed.
+type GCResult struct {
+	// Versions are the raw block versions the catalog dropped, MemoEntries
+	// the memo entries no kept version reads, Objects the objects deleted
+	// (raw and memo).
+	Versions, MemoEntries, Objects int
+}
+
+// CollectVersions runs one version GC (see the top of this file).
+func (s *Server) CollectVersions(ctx context.Context) (GCResult, error) {
+	var res GCResult
+	removed, err := s.catalog.GC()
+	if err != nil {
+		return res, err
+	}
+	res.Versions = len(removed)
+	type blockKey struct{ source, id string }
+	byBlock := map[blockKey][]matching.Block{}
+	var order []blockKey
+	for _, m := range removed {
+		k := blockKey{m.Source, m.ID}
+		if _, ok := byBlock[k]; !ok {
+			order = append(order, k)
+		}
+		byBlock[k] = append(byBlock[k], toBlock(m))
+	}
+	var objects []string
+	for _, k := range order {
+		live, err := s.catalog.Versions(k.source, k.id)
+		if err != nil {
+			return res, err
+		}
+		gone, err := s.frontend.DropVersions(k.source, byBlock[k], toBlocks(live))
+		if err != nil {
+			return res, err
+		}
+		res.MemoEntries += len(gone)
+		for _, e := range gone {
+			objects = append(objects, e.Object)
+		}
+	}
+	for _, m := range removed {
+		objects = append(objects, m.Key)
+	}
+	if len(objects) > 0 {
+		n, err := s.store.DeleteMany(ctx, objects)
+		res.Objects = n
+		if err != nil {
+			return res, fmt.Errorf("deleting the objects of collected versions: %w", err)
+		}
+	}
+	s.metrics.versionGC(res)
+	if res.Versions > 0 {
+		s.log.Info("version gc", "versions", res.Versions, "memo_entries", res.MemoEntries, "objects", res.Objects)
+	}
+	return res, nil
+}
+
+// checkPinName checks a pin's name for p: 1-128 letters, digits, '.', '_',
+// '-' and ':'; a trainer's pins are its client's, "<client>:<anything>".
+func checkPinName(p *auth.Principal, name string) error {
+	if name == "" || len(name) > 128 {
+		return status.Errorf(codes.InvalidArgument, "name: must be 1 to 128 characters, got %d", len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '.' || c == '_' || c == '-' || c == ':' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') {
+			continue
+		}
+		return status.Errorf(codes.InvalidArgument, "name: character %q at byte %d is not allowed (letters, digits, '.', '_', '-', ':')", c, i)
+	}
+	if p.Role == auth.RoleTrainer && !strings.HasPrefix(name, p.Client+":") {
+		return status.Errorf(codes.PermissionDenied, "name: %s's pins start with %q (its client)", p.Name, p.Client+":")
+	}
+	return nil
+}
+
+// PinSnapshot keeps a catalog snapshot's versions from GC under a name.
+func (h *sigService) PinSnapshot(ctx context.Context, req *sigv1.PinSnapshotRequest) (*sigv1.PinSnapshotResponse, error) {
+	p, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPinName(p, req.GetName()); err != nil {
+		return nil, err
+	}
+	cur, err := h.s.catalog.Snapshot()
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if snap := req.GetSnapshot(); snap < 0 || snap > cur {
+		return nil, status.Errorf(codes.InvalidArgument, "snapshot: %d is not in [0, %d] (0 is now, %d the current snapshot)", snap, cur, cur)
+	}
+	snap, err := h.s.catalog.Pin(req.GetName(), req.GetSnapshot())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &sigv1.PinSnapshotResponse{Name: req.GetName(), Snapshot: snap}, nil
+}
+
+// UnpinSnapshot removes a pin (none by that name is not an error).
+func (h *sigService) UnpinSnapshot(ctx context.Context, req *sigv1.UnpinSnapshotRequest) (*sigv1.UnpinSnapshotResponse, error) {
+	p, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPinName(p, req.GetName()); err != nil {
+		return nil, err
+	}
+	if err := h.s.catalog.Unpin(req.GetName()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &sigv1.UnpinSnapshotResponse{}, nil
+}
