@@ -2,6 +2,8 @@ package trainer
 
 import (
 	"context"
+	"fmt"
+	"hash/crc32"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,16 +20,64 @@ import (
 
 // refreshBlocks reads the read solution and posts EvBlocks with it (or the
 // error: the machine retries).
+//
+// The solution is read at a catalog snapshot the job pins first (issue 21):
+// the pin keeps the snapshot's block versions, and their memo entries, from
+// sigd's garbage collection until the job pins another (its next refresh,
+// once the epoch committed or failed) or exits, so every unit of an epoch
+// reads the versions it was planned with. A sigd without snapshots
+// (Unimplemented), or a pin refused, is read at "now": units check their
+// block's version (solution.unit), so a version collected meanwhile fails
+// its unit and the attempt, never trains another version.
 func (c *Controller) refreshBlocks(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
-	ps, err := c.sig.GetReadSolution(rctx, &sigv1.GetReadSolutionRequest{Client: c.cfg.Client, Pipeline: c.cfg.Pipeline, Range: c.eventRange()})
+	req := &sigv1.GetReadSolutionRequest{Client: c.cfg.Client, Pipeline: c.cfg.Pipeline, Range: c.eventRange()}
+	pin, err := c.sig.PinSnapshot(rctx, &sigv1.PinSnapshotRequest{Name: c.pinName()})
+	switch {
+	case err == nil:
+		req.Snapshot = pin.GetSnapshot()
+	case status.Code(err) != codes.Unimplemented:
+		c.log.Warn("pin snapshot: reading the solution unpinned", "pin", c.pinName(), "err", err)
+	}
+	ps, err := c.sig.GetReadSolution(rctx, req)
 	if err != nil {
 		c.log.Warn("read solution", "err", err)
 		c.post(msg{ev: control.Event{Kind: control.EvBlocks, Err: err.Error()}})
 		return
 	}
-	c.post(msg{ev: control.Event{Kind: control.EvBlocks}, sol: newSolution(ps)})
+	c.post(msg{ev: control.Event{Kind: control.EvBlocks, Snapshot: ps.GetSnapshot()}, sol: newSolution(ps)})
+}
+
+// pinName is the job's snapshot pin at sigd: "<client>:<pipeline>", the
+// pipeline's characters outside the names sigd accepts for pins replaced
+// by '_' (with a hash of the name then, so two pipelines never share one).
+func (c *Controller) pinName() string {
+	p := []byte(c.cfg.Pipeline)
+	changed := false
+	for i, b := range p {
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
+			p[i], changed = '_', true
+		}
+	}
+	name := c.cfg.Client + ":" + string(p)
+	if changed {
+		name += fmt.Sprintf("-%08x", crc32.ChecksumIEEE([]byte(c.cfg.Pipeline)))
+	}
+	if len(name) > 128 {
+		name = fmt.Sprintf("%s:%08x", c.cfg.Client, crc32.ChecksumIEEE([]byte(c.cfg.Pipeline)))
+	}
+	return name
+}
+
+// unpin drops the job's pin when it is done: nothing it trains on needs
+// old versions kept any more.
+func (c *Controller) unpin(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	if _, err := c.sig.UnpinSnapshot(rctx, &sigv1.UnpinSnapshotRequest{Name: c.pinName()}); err != nil && status.Code(err) != codes.Unimplemented {
+		c.log.Warn("unpin snapshot", "err", err)
+	}
 }
 
 // syncWatcher runs the completion watcher while the job waits for data: a

@@ -334,7 +334,10 @@ func (c *Controller) handle(m msg) {
 			c.restoreGoodput(m.history)
 		}
 	case control.EvBlocks:
-		if m.sol != nil {
+		// Only a solution the machine plans from replaces the one units
+		// are built from: a watcher's refresh arriving during an epoch is
+		// of another snapshot, and the epoch's units are of its own.
+		if m.sol != nil && c.m.AcceptsBlocks() {
 			c.sol = m.sol
 			m.ev.Blocks = m.sol.blocks
 		}
@@ -421,6 +424,9 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 	case control.ActExit:
 		c.exit = &exitInfo{reason: a.Reason, committed: a.Committed}
 		c.log.Info("controller exits", "reason", a.Reason, "committed", a.Committed)
+		if a.Reason == "done" {
+			c.unpin(ctx)
+		}
 	case control.ActAllocate, control.ActGoodput, control.ActSetPhase:
 		c.recordGoodput(now, a)
 	}

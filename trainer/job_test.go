@@ -18,8 +18,10 @@ import (
 
 // TestRunJob trains a pipeline end to end against a real sigd (SubmitGraph,
 // memoization, read solutions), in-process readers and two hosts: the
-// initial phase reads memoized inputs, the caught-up phase computes them
-// locally; every event is trained exactly once and the loss falls.
+// initial phase reads memoized inputs, the caught-up phase reads them too
+// where they are ready and computes the rest locally; every event is
+// trained exactly once and the loss falls. The job reads its solutions at a
+// catalog snapshot it pins at sigd ("ctr:ctr_small") and unpins when done.
 func TestRunJob(t *testing.T) {
 	e := newEnv(t, 6, 1500, sigd.Options{})
 	cfg := e.jobConfig(t, "ctr_small")
@@ -31,6 +33,20 @@ func TestRunJob(t *testing.T) {
 			t.Errorf("grpcurl lists %v, not the controller", services)
 		}
 	}
+	pinned := make(chan bool, 1)
+	pinCtx, stopPins := context.WithCancel(context.Background())
+	go func() {
+		defer close(pinned)
+		for pinCtx.Err() == nil {
+			if pins, err := e.sigd.Catalog().Pins(); err == nil {
+				if _, ok := pins["ctr:ctr_small"]; ok {
+					pinned <- true
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	cfg.Registry = reg
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -46,6 +62,13 @@ func TestRunJob(t *testing.T) {
 		t.Fatalf("exit %s with %d units in %d epochs", rep.Exit, rep.Units, rep.Epochs)
 	}
 	checkExactlyOnce(t, e, "ctr_small")
+	stopPins()
+	if !<-pinned {
+		t.Error("the job never pinned its snapshot at sigd")
+	}
+	if pins, err := e.sigd.Catalog().Pins(); err != nil || len(pins) != 0 {
+		t.Errorf("pins after the job is done: %v %v", pins, err)
+	}
 	if len(rep.Phases) != 2 || rep.Phases[0].Phase != "initial" || rep.Phases[1].Phase != "caught-up" {
 		t.Fatalf("phases %+v", rep.Phases)
 	}

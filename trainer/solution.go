@@ -16,6 +16,10 @@ type solution struct {
 	sol    *sigv1.ReadSolution
 	raw    map[string]*sigv1.BlockRead
 	blocks []control.Block
+	// snapshot is the catalog snapshot the solution was resolved at: every
+	// block of it is at its version in that snapshot (0 from a sigd
+	// without versions).
+	snapshot int64
 	// memo[i][block] is input i's memoized block; nodes[i] its memo nodes'
 	// (an input readers compute over a cover).
 	memo  []map[string]*sigv1.BlockRead
@@ -23,7 +27,7 @@ type solution struct {
 }
 
 func newSolution(s *sigv1.ReadSolution) *solution {
-	x := &solution{sol: s, raw: map[string]*sigv1.BlockRead{}}
+	x := &solution{sol: s, raw: map[string]*sigv1.BlockRead{}, snapshot: s.GetSnapshot()}
 	for _, in := range s.GetInputs() {
 		m := map[string]*sigv1.BlockRead{}
 		for _, b := range in.GetBlocks() {
@@ -43,7 +47,7 @@ func newSolution(s *sigv1.ReadSolution) *solution {
 				ready = false
 			}
 		}
-		x.blocks = append(x.blocks, control.Block{ID: rb.GetBlockId(), Ready: ready})
+		x.blocks = append(x.blocks, control.Block{ID: rb.GetBlockId(), Version: rb.GetVersion(), Ready: ready})
 	}
 	return x
 }
@@ -66,12 +70,20 @@ func (x *solution) features() (model.Features, error) {
 // never waits for SIG (its epochs do not hold on pending data), and reads
 // what SIG has ready rather than recomputing it (issue 21). With
 // CaughtUpLIG, caught-up units are all LOCAL, as in the paper (IV.B).
-func (x *solution) unit(cfg *ControllerConfig, blockID string, phase control.Phase) (*readerv1.WorkUnit, error) {
+//
+// ref is a unit ref (control.UnitRef): the block at the version the epoch's
+// snapshot has. A solution of another snapshot, where the block is at
+// another version, is an error, never a unit of the other version.
+func (x *solution) unit(cfg *ControllerConfig, ref string, phase control.Phase) (*readerv1.WorkUnit, error) {
+	blockID, version := control.ParseUnitRef(ref)
 	rb, ok := x.raw[blockID]
 	if !ok {
 		return nil, fmt.Errorf("block %s is not in the read solution", blockID)
 	}
-	u := &readerv1.WorkUnit{UnitId: blockID, Client: cfg.Client, Pipeline: cfg.Pipeline, RawSource: x.sol.GetRawSource(),
+	if v := max(rb.GetVersion(), 1); v != version {
+		return nil, fmt.Errorf("unit %s: the read solution (snapshot %d) has version %d of block %s", ref, x.snapshot, v, blockID)
+	}
+	u := &readerv1.WorkUnit{UnitId: ref, Client: cfg.Client, Pipeline: cfg.Pipeline, RawSource: x.sol.GetRawSource(),
 		RawSchemaJson: x.sol.GetRawSchemaJson(), // empty from an older sigd: the reader assumes ads
 		BlockId:       blockID, RawObject: rb.GetRawObject(), LabelColumns: []string{cfg.LabelColumn}, BatchRows: uint32(cfg.ReadBatchRows)}
 	for i, in := range x.sol.GetInputs() {

@@ -46,3 +46,28 @@ func TestUnitModes(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitVersion: a unit is its block at the version of the epoch's
+// snapshot; a solution where the block is at another version refuses it
+// rather than build a unit of the other version.
+func TestUnitVersion(t *testing.T) {
+	sol := newSolution(&sigv1.ReadSolution{RawSource: "ads", Snapshot: 9,
+		RawBlocks: []*sigv1.BlockRead{{BlockId: "b1", RawObject: "raw/ads/b1.v3.arrow", Version: 3}}})
+	if got := sol.blocks[0]; got.ID != "b1" || got.Version != 3 {
+		t.Fatalf("block %+v", got)
+	}
+	cfg := ControllerConfig{Client: "c", Pipeline: "p"}
+	cfg.EnsureDefaults()
+	u, err := sol.unit(&cfg, "b1.v3", control.CaughtUp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.GetUnitId() != "b1.v3" || u.GetBlockId() != "b1" || u.GetRawObject() != "raw/ads/b1.v3.arrow" {
+		t.Errorf("unit %v", u)
+	}
+	for _, ref := range []string{"b1", "b1.v2", "b2"} {
+		if _, err := sol.unit(&cfg, ref, control.CaughtUp); err == nil {
+			t.Errorf("unit %s of a solution with b1 at version 3: no error", ref)
+		}
+	}
+}

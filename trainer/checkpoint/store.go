@@ -46,10 +46,18 @@ type Manifest struct {
 	Job      string `json:"job"`
 	Seq      int    `json:"seq"`
 	// Progress: epochs, committed units, phase, steps.
-	Epochs int      `json:"epochs"`
-	Units  []string `json:"units"`
-	Phase  string   `json:"phase"`
-	Steps  uint64   `json:"steps"`
+	Epochs int `json:"epochs"`
+	// Units are unit refs (control.UnitRef): a block id, with its version
+	// from version 2 on, so the manifest states which version of which
+	// block the model trained on.
+	Units []string `json:"units"`
+	Phase string   `json:"phase"`
+	Steps uint64   `json:"steps"`
+	// Snapshot is the catalog snapshot the last epoch read its blocks at,
+	// and Retrained how many Units trained a changed block again (issue
+	// 21); absent in checkpoints written before versions.
+	Snapshot  int64 `json:"snapshot,omitempty"`
+	Retrained int   `json:"retrained,omitempty"`
 	// Fingerprint of the model architecture (model.Model.Fingerprint).
 	Fingerprint string    `json:"fingerprint"`
 	Model       ObjectRef `json:"model"`
@@ -69,7 +77,8 @@ func (m *Manifest) Progress() (control.Progress, error) {
 	if err != nil {
 		return control.Progress{}, err
 	}
-	return control.Progress{Epochs: m.Epochs, Units: append([]string(nil), m.Units...), Phase: ph, Steps: m.Steps}, nil
+	return control.Progress{Epochs: m.Epochs, Units: append([]string(nil), m.Units...), Phase: ph, Steps: m.Steps,
+		Snapshot: m.Snapshot, Retrained: m.Retrained}, nil
 }
 
 // Bucket is what checkpoints need of object storage: whole objects written
@@ -138,6 +147,7 @@ func (s *Store) Save(ctx context.Context, c Checkpoint) (Manifest, error) {
 	}
 	m := Manifest{Format: Format, Pipeline: s.pipeline, Job: c.Job, Seq: seq, Epochs: c.Progress.Epochs,
 		Units: c.Progress.Units, Phase: c.Progress.Phase.String(), Steps: c.Progress.Steps,
+		Snapshot: c.Progress.Snapshot, Retrained: c.Progress.Retrained,
 		Fingerprint: c.Fingerprint, EventIDs: c.Ledger.Rows(), Created: c.Created.UTC()}
 	put := func(name string, data []byte) (ObjectRef, error) {
 		key := s.key(seq, save+"/"+name)

@@ -351,11 +351,17 @@ func (m *Machine) refresh() {
 	m.emit(Action{Kind: ActRefreshBlocks})
 }
 
+// AcceptsBlocks says whether an EvBlocks now would be planned from (the
+// machine refreshes, waits for data, or is held for data); one at any other
+// time is ignored, and its caller must keep the solution the current epoch
+// was planned from.
+func (m *Machine) AcceptsBlocks() bool {
+	return m.status == StRefreshing || m.status == StWaitingData ||
+		m.status == StHeld && m.hold != nil && m.hold.Kind == Transient
+}
+
 func (m *Machine) onBlocks(ev Event) {
-	switch {
-	case m.status == StRefreshing, m.status == StWaitingData,
-		m.status == StHeld && m.hold != nil && m.hold.Kind == Transient:
-	default:
+	if !m.AcceptsBlocks() {
 		return
 	}
 	if ev.Err != "" {
