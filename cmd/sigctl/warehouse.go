@@ -171,8 +171,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	err = in.Run(ctx)
 	st := in.Stats()
-	fmt.Fprintf(stdout, "records %d, rows %d, blocks %d (late %d), dead letters %d, skipped %d\n",
-		st.Records, st.Rows, st.Blocks, st.LateBlocks, st.DeadLetters, st.Skipped)
+	fmt.Fprintf(stdout, "records %d, rows %d, blocks %d (late %d), versions %d (late %d, update %d, delete %d), dead letters %d, skipped %d\n",
+		st.Records, st.Rows, st.Blocks, st.LateBlocks, st.Versions, st.VersionsLate, st.VersionsUpdate, st.VersionsDelete,
+		st.DeadLetters, st.Skipped)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -306,7 +307,7 @@ func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		defer c.Close()
-		fmt.Fprintf(stdout, "catalogued %d blocks into %s (generation %d)\n", rep.Blocks, *catDir, rep.Generation)
+		fmt.Fprintf(stdout, "catalogued %d blocks and %d later versions into %s (generation %d)\n", rep.Blocks, rep.Versions, *catDir, rep.Generation)
 		for _, k := range rep.Superseded {
 			fmt.Fprintf(stdout, "superseded (left out): %s\n", k)
 		}
