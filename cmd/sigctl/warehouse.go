@@ -134,6 +134,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	instance := fs.String("instance-id", "", "static group member id (restarts reclaim partitions at once)")
 	maxBytes := fs.Int("max-record-bytes", record.DefaultMaxBytes, "larger records go to the dead-letter topic")
 	compression := fs.String("segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the blocks' segments: none, lz4 or zstd")
+	gcInterval := fs.Duration("gc-interval", time.Minute, "collect superseded block versions no pin sees this often (negative: never)")
+	gcGrace := fs.Duration("gc-grace", 10*time.Minute, "keep a superseded block version at least this long (negative: not at all)")
 	newLogger := cli.LogFlag(fs)
 	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
@@ -165,7 +167,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	in, err := ingest.New(ingest.Config{Brokers: brokers, Schema: schema, Group: *group,
 		InstanceID: *instance, Store: store, Catalog: cat, RowsPerBlock: *rows, SealAfter: *sealAfter,
 		Window: *window, Lateness: *lateness, MaxEventTimeAhead: *ahead, MaxRecordBytes: *maxBytes, Logger: logger,
-		Compression: comp})
+		Compression: comp, GCInterval: *gcInterval, GCGrace: *gcGrace})
 	if err != nil {
 		return err
 	}

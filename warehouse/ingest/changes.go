@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/record"
 )
 
@@ -383,4 +385,47 @@ func (in *Ingester) newVersion(ctx context.Context, ps *partState, b *buffer, i 
 	}
 	m.Changes = append(m.Changes, ch)
 	return in.write(ctx, m, nrec)
+}
+
+// gcHorizon is a catalog snapshot and when it was taken.
+type gcHorizon struct {
+	at   time.Time
+	snap int64
+}
+
+// collect runs the catalog's GC every GCInterval, keeping what was
+// superseded within GCGrace, and deletes the objects of what it removed
+// (catalog first: a crash in between leaves orphan objects, harmless).
+// Failures are logged, not fatal: ingestion does not depend on them.
+func (in *Ingester) collect(ctx context.Context, log *slog.Logger) {
+	now := in.cfg.Clock.Now()
+	if in.cfg.GCInterval < 0 || now.Sub(in.lastGC) < in.cfg.GCInterval {
+		return
+	}
+	in.lastGC = now
+	snap, err := in.cfg.Catalog.Snapshot()
+	if err != nil {
+		log.Warn("ingest: gc: snapshot", "err", err)
+		return
+	}
+	in.horizons = append(in.horizons, gcHorizon{now, snap})
+	grace := max(in.cfg.GCGrace, 0)
+	for len(in.horizons) > 0 && now.Sub(in.horizons[0].at) >= grace {
+		in.gcHorizon = in.horizons[0].snap
+		in.horizons = in.horizons[1:]
+	}
+	ms, err := in.cfg.Catalog.GCUpTo(in.gcHorizon)
+	if err != nil {
+		log.Warn("ingest: gc", "err", err)
+		return
+	}
+	if len(ms) == 0 {
+		return
+	}
+	in.versionsCollected.Add(int64(len(ms)))
+	if _, err := catalog.DeleteObjects(ctx, in.cfg.Store, ms); err != nil {
+		log.Warn("ingest: gc: objects of collected versions stay (orphans)", "versions", len(ms), "err", err)
+		return
+	}
+	log.Debug("ingest: collected superseded block versions", "versions", len(ms))
 }

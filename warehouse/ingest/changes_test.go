@@ -234,3 +234,78 @@ func noSeqs(ms []block.Meta) []block.Meta {
 	}
 	return out
 }
+
+// TestIngestCollectsSupersededVersions: ingestion's GC removes the versions
+// superseded that neither a pin nor "now" sees, catalog entry and object,
+// and keeps a pinned one until it is unpinned.
+func TestIngestCollectsSupersededVersions(t *testing.T) {
+	e := newEnv(t, 1)
+	mod := func(c *ingest.Config) { c.GCInterval, c.GCGrace = 50*time.Millisecond, -1 }
+	sec := int64(time.Second / time.Microsecond)
+	c := newChangeRecords()
+	for id := int64(1); id <= 50; id++ {
+		c.event(id, w0+id*sec)
+	}
+	c.event(1000, w0+2*3600*sec) // closes window w0
+	c.send(t, e)
+	run := func() ingest.Stats {
+		t.Helper()
+		stop := runIngester(t, e, mod)
+		e.waitCaughtUp(t, "sig-ingest-ads", time.Minute, nil)
+		time.Sleep(300 * time.Millisecond) // a few GC rounds
+		return stop()
+	}
+	withCatalog := func(fn func(*catalog.Catalog)) {
+		t.Helper()
+		cat, err := catalog.Open(e.catalogDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		fn(cat)
+	}
+	run()
+	var a block.Meta
+	withCatalog(func(cat *catalog.Catalog) {
+		bs, _ := cat.Range("ads", w0, w0+3600*sec)
+		a = bs[0]
+		if _, err := cat.Pin("epoch-1", 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, conv := range []int{1, 0} {
+		c.change("update", 5, w0+5*sec, fmt.Sprintf(`,"conversion":%d`, conv))
+		c.send(t, e)
+		run()
+	}
+	exists := func(v int64) bool {
+		_, err := e.store.Stat(context.Background(), block.ObjectKeyVersion("ads", a.ID, v))
+		return err == nil
+	}
+	withCatalog(func(cat *catalog.Catalog) {
+		vs, _ := cat.Versions("ads", a.ID)
+		if !reflect.DeepEqual(versionNumbers(vs), []int64{1, 3}) || !exists(1) || exists(2) || !exists(3) {
+			t.Fatalf("versions %v, objects of 1, 2, 3: %v %v %v; want 2 collected, 1 pinned", versionNumbers(vs), exists(1), exists(2), exists(3))
+		}
+		if err := cat.Unpin("epoch-1"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if st := run(); st.VersionsCollected != 1 {
+		t.Fatalf("stats after unpinning %+v", st)
+	}
+	withCatalog(func(cat *catalog.Catalog) {
+		vs, _ := cat.Versions("ads", a.ID)
+		if !reflect.DeepEqual(versionNumbers(vs), []int64{3}) || exists(1) || !exists(3) {
+			t.Fatalf("after unpinning: versions %v, objects of 1, 3: %v %v", versionNumbers(vs), exists(1), exists(3))
+		}
+	})
+}
+
+func versionNumbers(ms []block.Meta) []int64 {
+	var out []int64
+	for _, m := range ms {
+		out = append(out, m.V())
+	}
+	return out
+}

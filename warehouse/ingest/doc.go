@@ -91,6 +91,13 @@
 // buffer's records are acknowledged before that batch (once covered, they
 // are never consumed again).
 //
+// Superseded versions stay catalogued and stored while a catalog pin (a
+// training epoch's snapshot) or the grace period (GCGrace, default 10m) may
+// still read them; every GCInterval (default 1m) ingestion collects the rest
+// (catalog.GCUpTo, then their objects: catalog first, so a crash leaves an
+// orphan object, never a catalogued version without one). The newest
+// version of a block is never collected.
+//
 // # Exactly once
 //
 // The order of effects for every block is: write the object, add it to the
@@ -170,6 +177,7 @@
 // sig_ingest_late_blocks_total, sig_ingest_late_rows_total,
 // sig_ingest_block_versions_total by kind (late, update, delete: what made
 // each new version), sig_ingest_changed_rows_total by kind (update, delete),
+// sig_ingest_versions_collected_total,
 // sig_ingest_dead_letters_total by reason code (the fixed set, zeros
 // included), sig_ingest_skipped_records_total,
 // sig_ingest_offset_commits_total and sig_ingest_offset_resets_total by

@@ -128,6 +128,15 @@ type Config struct {
 	MaxDeadLetterBytes int
 	// PollRecords bounds the records handled per poll. Default 10000.
 	PollRecords int
+	// GCInterval is how often ingestion collects the superseded block
+	// versions that neither a catalog pin nor "now" sees (catalog.GCUpTo),
+	// deleting their objects after the catalog entries. Default 1m;
+	// negative: never (another process, sigd, collects).
+	GCInterval time.Duration
+	// GCGrace keeps a superseded version at least this long after it was
+	// superseded, so that a reader that resolved it just before, without a
+	// pin, still reads it. Default 10m; negative: none.
+	GCGrace time.Duration
 	// Clock times SealAfter and is the present that event times are
 	// checked against (MaxEventTimeAhead) and the watermark may not pass.
 	// Default the wall clock.
@@ -181,6 +190,12 @@ func (c *Config) EnsureDefaults() {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
+	if c.GCInterval == 0 {
+		c.GCInterval = time.Minute
+	}
+	if c.GCGrace == 0 {
+		c.GCGrace = 10 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -207,6 +222,9 @@ type Stats struct {
 	// rows. UpdatedRows and DeletedRows count the rows so changed.
 	Versions, VersionsLate, VersionsUpdate, VersionsDelete int64
 	UpdatedRows, DeletedRows                               int64
+	// VersionsCollected are superseded versions removed by GC (their
+	// objects deleted).
+	VersionsCollected int64
 	// Skipped records already in catalogued blocks (re-consumed after a
 	// restart).
 	Skipped int64
@@ -242,8 +260,15 @@ type Ingester struct {
 
 	records, rows, blocks, lateBlocks, lateRows, deadLetters, skipped, commits       atomic.Int64
 	versions, versionsLate, versionsUpdate, versionsDelete, updatedRows, deletedRows atomic.Int64
-	offsetResets, offsetsBehind                                                      atomic.Int64
-	deadLettersByReason                                                              []atomic.Int64
+	versionsCollected                                                                atomic.Int64
+
+	// GC state (Run's goroutine only): when it last ran, the snapshots
+	// taken then, and the horizon of the grace period.
+	lastGC                      time.Time
+	horizons                    []gcHorizon
+	gcHorizon                   int64
+	offsetResets, offsetsBehind atomic.Int64
+	deadLettersByReason         []atomic.Int64
 }
 
 // partState is the ingestion state of one assigned partition.
@@ -324,6 +349,7 @@ func (in *Ingester) Stats() Stats {
 		OffsetResets: in.offsetResets.Load(), OffsetsBehind: in.offsetsBehind.Load(),
 		Versions: in.versions.Load(), VersionsLate: in.versionsLate.Load(), VersionsUpdate: in.versionsUpdate.Load(),
 		VersionsDelete: in.versionsDelete.Load(), UpdatedRows: in.updatedRows.Load(), DeletedRows: in.deletedRows.Load(),
+		VersionsCollected:   in.versionsCollected.Load(),
 		DeadLettersByReason: make([]int64, len(DeadLetterReasons))}
 	for i := range st.DeadLettersByReason {
 		st.DeadLettersByReason[i] = in.deadLettersByReason[i].Load()
@@ -411,6 +437,9 @@ func (in *Ingester) Run(ctx context.Context) error {
 			err = in.commit(ctx, cl)
 		}
 		cl.AllowRebalance()
+		if err == nil {
+			in.collect(ctx, log)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

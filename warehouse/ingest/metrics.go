@@ -15,6 +15,7 @@ const (
 	MetricOffsetResets = "sig_ingest_offset_resets_total"
 	MetricVersions     = "sig_ingest_block_versions_total"
 	MetricChangedRows  = "sig_ingest_changed_rows_total"
+	MetricCollected    = "sig_ingest_versions_collected_total"
 )
 
 // VersionKinds label MetricVersions: what made a block version (one
@@ -44,6 +45,9 @@ var (
 	descVersions = prometheus.NewDesc(MetricVersions,
 		"New versions (>= 2) of sealed raw blocks written and catalogued, by what made them: late (rows appended), update (columns overwritten), delete (rows removed).",
 		[]string{"source", "kind"}, nil)
+	descCollected = prometheus.NewDesc(MetricCollected,
+		"Superseded raw block versions no catalog pin and not the present sees, removed from the catalog and their objects deleted.",
+		[]string{"source"}, nil)
 	descChangedRows = prometheus.NewDesc(MetricChangedRows,
 		"Rows of sealed raw blocks changed by new versions, by kind: update (columns overwritten), delete (removed).",
 		[]string{"source", "kind"}, nil)
@@ -60,7 +64,7 @@ type collector []*Ingester
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRecords, descRows, descBlocks, descLateBlocks, descLateRows,
-		descDeadLetters, descSkipped, descCommits, descOffsetResets, descVersions, descChangedRows} {
+		descDeadLetters, descSkipped, descCommits, descOffsetResets, descVersions, descChangedRows, descCollected} {
 		ch <- d
 	}
 }
@@ -89,5 +93,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(descChangedRows, st.UpdatedRows, src, "update")
 		counter(descChangedRows, st.DeletedRows, src, "delete")
+		counter(descCollected, st.VersionsCollected, src)
 	}
 }
