@@ -19,7 +19,7 @@ const module = "github.com/sigdata/sig/"
 // package is on the row of its longest listed prefix.
 var layers = [][]string{
 	{"cmd/"},
-	{"fleet/run"},
+	{"fleet/run", "e2e"},
 	{"sigd", "sigd/ui"},
 	{"eviction", "featstats", "workers/memo", "report"},
 	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},

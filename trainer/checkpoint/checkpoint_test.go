@@ -40,6 +40,27 @@ func TestLedger(t *testing.T) {
 	if err := d.Check(); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate in a unit: %v", err)
 	}
+	// Versions (issue 21): a block's new version trains its events again,
+	// each once; a version of another block may not, nor may a version
+	// train one twice.
+	var v Ledger
+	v.Unit("b1").Add([]int64{1, 2, 3})
+	v.Unit("b2").Add([]int64{4, 5})
+	v.Unit("b1.v2").Add([]int64{1, 3, 9})
+	v.Unit("b1.v3").Add([]int64{1, 2, 3, 9, 10})
+	if err := v.Check(); err != nil {
+		t.Fatalf("versions of one block: %v", err)
+	}
+	v.Unit("b2.v2").Add([]int64{4, 10})
+	if err := v.Check(); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("event 10 in b1.v3 and b2.v2: %v", err)
+	}
+	var w Ledger
+	w.Unit("b1").Add([]int64{1, 2})
+	w.Unit("b1.v2").Add([]int64{1, 2, 1})
+	if err := w.Check(); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("event 1 twice in b1.v2: %v", err)
+	}
 	for i := range b {
 		var x Ledger
 		if err := x.UnmarshalBinary(b[:i]); err == nil && i < len(b) {

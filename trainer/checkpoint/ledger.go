@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/sigdata/sig/trainer/control"
 )
 
 // Run is Len consecutive event ids from Start.
@@ -113,19 +115,54 @@ func (l *Ledger) Rows() int64 {
 // ErrDuplicate reports an event id trained more than once.
 var ErrDuplicate = errors.New("checkpoint: event trained more than once")
 
-// Check returns ErrDuplicate (naming an id) if any event id occurs twice.
+// Check returns ErrDuplicate (naming an id) if an event id occurs twice in
+// one unit, or in units of two different blocks. Units are unit refs
+// (control.UnitRef): an event of a block that changed after it was trained
+// (issue 21) is trained again in the unit of the block's new version,
+// which is another event version, not a duplicate; within a version and
+// across blocks every event is trained once.
 func (l *Ledger) Check() error {
-	var all []Run
+	blocks := map[string][]Run{} // block id -> the union of its versions' runs
 	for _, u := range l.Units {
-		all = append(all, u.Runs...)
+		runs := slices.Clone(u.Runs)
+		if err := overlap(runs); err != nil {
+			return fmt.Errorf("%w (unit %s)", err, u.Unit)
+		}
+		id, _ := control.ParseUnitRef(u.Unit)
+		blocks[id] = union(append(blocks[id], runs...))
 	}
-	slices.SortFunc(all, func(a, b Run) int { return cmp.Compare(a.Start, b.Start) })
-	for i := 1; i < len(all); i++ {
-		if p := all[i-1]; all[i].Start < p.Start+p.Len {
-			return fmt.Errorf("%w: event %d", ErrDuplicate, all[i].Start)
+	var all []Run
+	for _, runs := range blocks {
+		all = append(all, runs...)
+	}
+	return overlap(all)
+}
+
+// overlap sorts runs and returns ErrDuplicate naming the first id two of
+// them share.
+func overlap(runs []Run) error {
+	slices.SortFunc(runs, func(a, b Run) int { return cmp.Compare(a.Start, b.Start) })
+	for i := 1; i < len(runs); i++ {
+		if p := runs[i-1]; runs[i].Start < p.Start+p.Len {
+			return fmt.Errorf("%w: event %d", ErrDuplicate, runs[i].Start)
 		}
 	}
 	return nil
+}
+
+// union returns the runs covering the ids of runs, sorted, none sharing an
+// id.
+func union(runs []Run) []Run {
+	slices.SortFunc(runs, func(a, b Run) int { return cmp.Compare(a.Start, b.Start) })
+	var out []Run
+	for _, r := range runs {
+		if k := len(out) - 1; k >= 0 && r.Start <= out[k].Start+out[k].Len {
+			out[k].Len = max(out[k].Len, r.Start+r.Len-out[k].Start)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 const ledgerMagic = "SIGLEDGER1\n"
