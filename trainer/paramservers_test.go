@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -124,6 +125,14 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 	if p.RPCSeconds <= 0 || p.SaveSeconds <= 0 || p.MoveSeconds <= 0 {
 		t.Fatalf("parameter server time not accounted: %+v", p)
 	}
+	// Where that time is in goodput (doc.go): step RPCs in productive time,
+	// reading back and checkpointing the servers in checkpoint_save, moving
+	// the tables on in checkpoint_restore — all in the caught-up phase, on
+	// its one chip.
+	cu := phaseGoodput(rep, "caught-up").ChipSeconds
+	if cu[goodput.Productive] < p.RPCSeconds || cu[goodput.CheckpointSave] < p.SaveSeconds || cu[goodput.CheckpointRestore] < p.MoveSeconds {
+		t.Fatalf("caught-up goodput %v does not hold the servers' time %+v", cu, p)
+	}
 	t.Logf("on the servers: %d caught-up steps, %.3f s in step RPCs, %d RPCs; caught-up PG %.3f (reference %.3f)",
 		p.Steps, p.RPCSeconds, p.RPCs, phaseGoodput(rep, "caught-up").PG, phaseGoodput(ref, "caught-up").PG)
 
@@ -187,6 +196,24 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 		t.Errorf("the killed attempt's steps are not lost work: %v", lw)
 	}
 	t.Logf("killed run: %d failed attempts, %d server restarts, %d moves, %d rollbacks", krep.Stats.FailedAttempts, kp.Restarts, kp.Moves, kp.Restores)
+}
+
+// TestParameterServersConfig: a bad parameter-server configuration is an
+// error naming what is wrong, before anything starts.
+func TestParameterServersConfig(t *testing.T) {
+	for _, tc := range []struct {
+		ps   ParameterServers
+		want string
+	}{
+		{ParameterServers{Servers: -1}, "parameter servers: -1"},
+		{ParameterServers{Servers: 2}, "no checkpoint store"},
+		{ParameterServers{Servers: 2, Addrs: []string{"127.0.0.1:1"}}, "2 servers but 1 addresses"},
+	} {
+		_, err := NewController(ControllerConfig{Client: "c", Pipeline: "p", SigdAddr: "127.0.0.1:1", ParameterServers: tc.ps})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %q", tc.ps, err, tc.want)
+		}
+	}
 }
 
 // finalState returns the model object and manifest of the pipeline's last
