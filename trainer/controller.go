@@ -102,6 +102,9 @@ type Controller struct {
 	// psPlaced is a test hook: called (under the device's mutex) each time
 	// the tables were placed on the parameter servers.
 	psPlaced func(ctx context.Context, client *ps.Client, m *model.Model)
+	// psBeforeApply is a test hook: called before each step's Apply on
+	// the parameter servers, with the step (under the device's mutex).
+	psBeforeApply func(step int64)
 
 	// snapshot is the state the RPCs read, refreshed after every event
 	// (status.go).
@@ -253,7 +256,7 @@ func (c *Controller) Run(ctx context.Context) (Report, error) {
 		}
 		defer st.close()
 		c.dev.mu.Lock()
-		st.placed = c.psPlaced
+		st.placed, st.beforeApply = c.psPlaced, c.psBeforeApply
 		c.dev.ps = st
 		c.dev.mu.Unlock()
 	}

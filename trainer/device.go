@@ -167,7 +167,7 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 		remote *psRemote
 	)
 	if st := c.dev.ps; st != nil && st.client != nil {
-		remote = &psRemote{client: st.client, now: c.now}
+		remote = &psRemote{client: st.client, before: st.beforeApply, now: c.now}
 		res, err = c.dev.model.StepRemote(ctx, b, remote)
 		st.rep.RPCSeconds += remote.rpc.Seconds()
 		if err == nil {

@@ -36,6 +36,9 @@ type psState struct {
 	// placed, when set (tests), is called once the tables are on the
 	// servers, with the model state they were placed from.
 	placed func(ctx context.Context, client *ps.Client, m *model.Model)
+	// beforeApply, when set (tests), is called before a step's Apply with
+	// the step it applies.
+	beforeApply func(step int64)
 }
 
 // ParameterServerReport is what the parameter servers did in a run.
@@ -223,6 +226,7 @@ func (c *Controller) saveTables(ctx context.Context, st *psState, m *model.Model
 // Lookup of the step's unique rows, one Apply of their gradients, timed.
 type psRemote struct {
 	client *ps.Client
+	before func(step int64) // nil, or psState.beforeApply
 	now    func() time.Time
 	f      *ps.Fetched
 	rpc    time.Duration
@@ -249,6 +253,9 @@ func (r *psRemote) Lookup(ctx context.Context, rows [][]int64) (func(t, k int) [
 func (r *psRemote) Apply(ctx context.Context, grads [][]float32) error {
 	if r.f == nil {
 		return errors.New("apply without a lookup")
+	}
+	if r.before != nil {
+		r.before(r.client.Step() + 1)
 	}
 	ctx, cancel := context.WithTimeout(ctx, psRPCTimeout)
 	defer cancel()

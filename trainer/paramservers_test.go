@@ -12,10 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	psv1 "github.com/sigdata/sig/proto/ps/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
@@ -136,49 +132,40 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 	t.Logf("on the servers: %d caught-up steps, %.3f s in step RPCs, %d RPCs; caught-up PG %.3f (reference %.3f)",
 		p.Steps, p.RPCSeconds, p.RPCs, phaseGoodput(rep, "caught-up").PG, phaseGoodput(ref, "caught-up").PG)
 
-	// One server SIGKILLed mid-epoch.
+	// One server SIGKILLed mid-epoch: in the last caught-up epoch (the two
+	// have the same steps, their blocks the same rows), after the step's
+	// lookup and before its Apply, so that the other server applies the
+	// step and the killed one does not — an update only a rollback undoes.
+	killAt := int64(ref.Phases[0].Steps + ref.Phases[1].Steps/2 + 3)
 	cfg = jobCfg("killps", 2)
 	var once sync.Once
 	killed := make(chan string, 1)
 	cfg.OnController = func(c *Controller, _ string) {
-		go func() {
-			// Once a caught-up epoch committed on the servers (their
-			// switch checkpoint and one more), wait for a few steps past
-			// it, then kill shard 1.
-			var st *psState
-			for st == nil {
-				time.Sleep(5 * time.Millisecond)
-				c.dev.mu.Lock()
-				st = c.dev.ps
-				c.dev.mu.Unlock()
-			}
-			cc, err := grpc.NewClient(st.fleet.addrs()[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				killed <- err.Error()
+		c.psBeforeApply = func(step int64) {
+			if step != killAt {
 				return
 			}
-			defer cc.Close()
-			srv := psv1.NewParameterServerClient(cc)
-			deadline := time.Now().Add(100 * time.Second)
-			for time.Now().Before(deadline) {
-				time.Sleep(2 * time.Millisecond)
-				s, err := srv.Status(context.Background(), &psv1.StatusRequest{})
-				if err != nil || len(s.GetCheckpoints()) < 2 {
-					continue
-				}
-				if last := s.GetCheckpoints()[len(s.GetCheckpoints())-1]; s.GetStep() >= last+3 {
-					once.Do(func() {
-						_ = syscall.Kill(st.fleet.pid(1), syscall.SIGKILL)
-						killed <- fmt.Sprintf("killed shard 1 at step %d (checkpoints %v)", s.GetStep(), s.GetCheckpoints())
-					})
+			once.Do(func() {
+				pid := c.dev.ps.fleet.pid(1) // the hook runs under the device's mutex
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+					killed <- err.Error()
 					return
 				}
-			}
-			killed <- "no kill: the last epoch never ran 3 steps past a checkpoint"
-		}()
+				// Until the supervisor has reaped it: the Apply then finds it dead.
+				for end := time.Now().Add(5 * time.Second); syscall.Kill(pid, 0) == nil && time.Now().Before(end); {
+					time.Sleep(time.Millisecond)
+				}
+				killed <- fmt.Sprintf("killed shard 1 (pid %d) before the Apply of step %d", pid, step)
+			})
+		}
 	}
 	krep := run(cfg)
-	t.Log(<-killed)
+	select {
+	case m := <-killed:
+		t.Log(m)
+	default:
+		t.Fatalf("step %d never ran on the servers", killAt)
+	}
 	kp := krep.ParameterServers
 	if kp == nil || kp.Restarts < 1 || kp.Restores < 1 || krep.Stats.FailedAttempts < 1 {
 		t.Fatalf("the kill was not retrained: %d failed attempts, parameter servers %+v", krep.Stats.FailedAttempts, kp)
