@@ -237,8 +237,11 @@
 //   - Restore. Restoring a checkpoint written with the servers rolls every
 //     server back to its committed step (Client.Restore) — the retrain of a
 //     failed epoch, a restarted controller — or, if a server no longer has
-//     that checkpoint (its store lost), writes the tables from the model
-//     state, which holds the same values.
+//     that checkpoint (its store lost, another number of servers), writes
+//     the tables from the model state, which holds the same values. As the
+//     model object always holds the tables, a job may also be restarted
+//     with servers after a checkpoint written without them, or without
+//     them after one written with them.
 //   - Failure. A server that dies fails the step (model.ErrRemote: not a
 //     hold), and the attempt fails like any other: the epoch is retrained
 //     from the last checkpoint with every server rolled back, the dead one
