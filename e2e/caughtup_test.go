@@ -46,7 +46,7 @@ type dev struct {
 	tokens         map[string]string
 }
 
-func startDev(t *testing.T) *dev {
+func startDev(t testing.TB) *dev {
 	d := &dev{bin: sigdtest.BuildCommand(t, "cmd/sigd"), dir: t.TempDir(), addr: sigdtest.FreeAddr(t)}
 	d.start(t)
 	b, err := os.ReadFile(filepath.Join(d.dir, "dev.json"))
@@ -79,17 +79,17 @@ func startDev(t *testing.T) *dev {
 	return d
 }
 
-func (d *dev) start(t *testing.T) {
+func (d *dev) start(t testing.TB) {
 	d.p = sigdtest.StartProcess(t, d.bin, []string{"dev", "--data-dir", d.dir, "--listen", d.addr, "--http", "127.0.0.1:0",
 		"--workers-min", "1", "--workers-max", "2", "--rows-per-block", "1000", "--seal-after", "1s"})
 }
 
-func (d *dev) sig(t *testing.T, principal string) sigv1.SIGClient {
+func (d *dev) sig(t testing.TB, principal string) sigv1.SIGClient {
 	return sigv1.NewSIGClient(sigdtest.Dial(t, d.addr, d.tokens[principal]))
 }
 
 // waitFor polls cond every 100ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	end := time.Now().Add(d)
 	for !cond() {
@@ -253,8 +253,10 @@ func TestCaughtUpVersions(t *testing.T) {
 	}
 	produce(more...)
 
-	// Wait until the job trained every block's newest version and SIG
-	// memoized every input of them.
+	// Wait until ingestion committed every record produced (the changes
+	// are in versions), then until the job trained every block's newest
+	// version and SIG memoized every input of them.
+	waitFor(t, 2*time.Minute, "ingestion to commit every record", func() bool { return ingested(ctx, kc) })
 	tc := d.sig(t, "trainer-ctr")
 	var sol *sigv1.ReadSolution
 	var man *checkpoint.Manifest
@@ -279,6 +281,29 @@ func TestCaughtUpVersions(t *testing.T) {
 
 	checkLedger(t, ctx, store, cs, man, sol, deleted)
 	checkMemo(t, ctx, store, sol)
+}
+
+// ingested reports whether the ingestion group committed raw.ads's end on
+// every partition: every record produced is in a catalogued block version
+// (or dead-lettered).
+func ingested(ctx context.Context, kc *kgo.Client) bool {
+	adm := kadm.NewClient(kc)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false
+	}
+	co, err := adm.FetchOffsets(ctx, "sig-ingest-"+source)
+	if err != nil {
+		return false
+	}
+	ok := true
+	ends.Each(func(o kadm.ListedOffset) {
+		c, found := co.Lookup(topic, o.Partition)
+		if o.Err != nil || !found || c.Err != nil || c.At != o.Offset {
+			ok = false
+		}
+	})
+	return ok
 }
 
 // checkLedger: every unit of the ledger trained exactly its version's

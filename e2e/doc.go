@@ -12,4 +12,7 @@
 //	                  the trainer are killed; every version the epochs
 //	                  claim is trained exactly once, and only the memo
 //	                  objects of changed columns are recomputed.
+//	stream_bench_test.go  BenchmarkCaughtUpStream: caught-up reader CPU with
+//	                  SIG against pure LIG on the same stream of late
+//	                  events and updates (bench/caughtup.sh).
 package e2e
