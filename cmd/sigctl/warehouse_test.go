@@ -112,7 +112,7 @@ func TestWarehouseListLiveSigd(t *testing.T) {
 		}
 	}
 	for _, m := range w.Blocks {
-		want := fmt.Sprintf("ads %s 30 %d %s..%s raw.ads[0] %d-%d false 0", m.ID, m.Size,
+		want := fmt.Sprintf("ads %s 1 30 %d %s..%s raw.ads[0] %d-%d false 0", m.ID, m.Size,
 			time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
 			m.Kafka.First, m.Kafka.Last)
 		if rows[m.ID] != want {
