@@ -86,6 +86,12 @@ type Config struct {
 	// --flight-locations, default its own address). Any reader serves any
 	// ticket.
 	FlightLocations []string
+	// GuardSampleRows is how many rows of each MEMO input a unit
+	// recomputes from the raw block and compares with the memo object (the
+	// shared-fate guard, guard.go): 0 takes DefaultGuardSampleRows, a
+	// negative number turns the guard off (cmd/reader --guard-sample-rows,
+	// where 0 turns it off).
+	GuardSampleRows int
 }
 
 // EnsureDefaults fills zero fields.
@@ -113,6 +119,8 @@ type Server struct {
 	slots   chan struct{}
 	reports *reports // nil without Config.Reporter
 	metrics *serverMetrics
+	// guardMetrics count the guard's work (guard.go).
+	guardMetrics *guardMetrics
 
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
@@ -125,7 +133,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("reader: Config.Store is required")
 	}
-	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg)}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg), guardMetrics: newGuardMetrics()}
 	s.metrics = newServerMetrics(s)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.metrics); err != nil {
@@ -294,6 +302,9 @@ func (s *Server) run(ctx context.Context, req *readerv1.ReadRequest, out sink) e
 func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink) error {
 	p, err := newPlan(req.GetUnit(), s.cfg.Registry, s.cfg.Limits)
 	if err != nil {
+		return err
+	}
+	if err := s.planGuard(p); err != nil {
 		return err
 	}
 	if req.StartRow < 0 {
@@ -543,6 +554,11 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 		}
 		cols = append(cols, c)
 		s.memoInputs.Add(1)
+	}
+	// The shared-fate guard: sampled rows of the MEMO inputs recomputed
+	// from the raw block (guard.go).
+	if err := s.guard(p, raw.rec, cols); err != nil {
+		return fail(err)
 	}
 	return cols, n, nil
 }
