@@ -175,6 +175,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	if err := s.reg.Register(s.metrics); err != nil {
 		return nil, err
 	}
+	if err := s.reg.Register(guardMetrics{s}); err != nil {
+		return nil, err
+	}
 	if err := s.reg.Register(pebbleutil.Collector(pebbleutil.Store{Name: "cache", Metrics: s.cache.PebbleMetrics},
 		pebbleutil.Store{Name: "queue", Metrics: s.queue.PebbleMetrics}, pebbleutil.Store{Name: "catalog", Metrics: s.catalog.PebbleMetrics})); err != nil {
 		return nil, err

@@ -1,0 +1,92 @@
+package eviction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+
+	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+)
+
+// The reasons of a report (ReportCorrupt), as readers send them
+// (reader.ReasonCorrupt, reader.ReasonMemoMismatch).
+const (
+	// ReasonCorrupt: the object did not read back (checksums, footer,
+	// alignment) or is missing.
+	ReasonCorrupt = "CORRUPT"
+	// ReasonMemoMismatch: the object reads back, but a reader's guard
+	// recomputed some of its rows from the raw block and found other
+	// values (paper VIII.E's shared-fate risk: a faulty worker's output
+	// served to every model reading the component).
+	ReasonMemoMismatch = "MEMO_MISMATCH"
+)
+
+// checkValues compares the memo object of the ready entry m, row by row
+// (transform.SameRow), with the component's column recomputed from the
+// raw block (Evictor.Recompute: from raw columns, never over other memo
+// objects, whose values could be the wrong ones). It returns what it
+// found and whether the values differ; an error means it could not tell.
+// It reads the object and the component's raw columns whole and runs the
+// component: a worker's task, spent only on a report.
+func (e *Evictor) checkValues(ctx context.Context, m matching.MemoEntry, rec matching.ComponentRecord) (string, bool, error) {
+	if e.Recompute == nil {
+		return fmt.Sprintf("memo object %s reads back; sigd cannot recompute it to compare values", m.Object), false, nil
+	}
+	meta, r, err := block.ReadBlock(ctx, e.Store, m.Object)
+	if err != nil {
+		if errors.Is(err, block.ErrCorrupt) {
+			return err.Error(), false, nil // changed since verify: the next report says so
+		}
+		return "", false, err
+	}
+	defer r.Release()
+	want, err := e.Recompute(ctx, rec, m.Block)
+	if err != nil {
+		return "", false, fmt.Errorf("recomputing block %s: %w", m.Block, err)
+	}
+	defer want.Release()
+	got := r.Column(1)
+	row := transform.FirstDifference(got, want)
+	if row < 0 {
+		return fmt.Sprintf("memo object %s is healthy: its %d rows equal a recomputation from the raw block", m.Object, meta.Rows), false, nil
+	}
+	ids := r.Column(0).(*array.Int64)
+	id := "?"
+	if row < ids.Len() {
+		id = fmt.Sprint(ids.Value(row))
+	}
+	return fmt.Sprintf("memo object %s holds wrong values: row %d (event_id %s) is %s, a recomputation from the raw block gives %s (%d rows compared)",
+		m.Object, row, id, transform.FormatRow(got, row), transform.FormatRow(want, row), meta.Rows), true, nil
+}
+
+func (e *Evictor) countMismatch(k canon.Key) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.mismatches == nil {
+		e.mismatches = map[canon.Key]int64{}
+	}
+	e.mismatches[k]++
+}
+
+// Mismatches returns, per component, the value mismatches ReportCorrupt
+// confirmed and quarantined since the Evictor started (sigd exports them
+// as sig_memo_mismatches_total).
+func (e *Evictor) Mismatches() map[canon.Key]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.mismatches)
+}
+
+// clip shortens a string for an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

@@ -1,0 +1,70 @@
+package sigd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sigdata/sig/matching"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+)
+
+// The shared-fate guard's sigd side (issue 21): a reader whose guard found
+// a memo object's values differ from a recomputation reports it
+// (ReportCorruptMemo, reason MEMO_MISMATCH); the evictor recomputes the
+// block with recomputeColumn and compares every row before it quarantines
+// the entry and schedules its recomputation (eviction, mismatch.go).
+
+// recomputeColumn computes component rec's column over raw block id from
+// the block's raw columns, as a worker computes a block from raw: never
+// over memo nodes, whose values could be the wrong ones.
+func (s *Server) recomputeColumn(ctx context.Context, rec matching.ComponentRecord, id string) (arrow.Array, error) {
+	sc, ok := s.schemas[rec.Source]
+	if !ok {
+		return nil, fmt.Errorf("unknown raw source %q", rec.Source)
+	}
+	meta, err := s.catalog.Get(rec.Source, id)
+	if err != nil {
+		return nil, fmt.Errorf("block %s: %w", id, err)
+	}
+	reg := transform.Default()
+	g, _, err := transform.ParseAndCheck([]byte(rec.DSL), "component", sc, reg, transform.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("component %s: %w", rec.Key.Short(), err)
+	}
+	raw, err := block.ReadColumns(ctx, s.store, meta, rec.Columns)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Release()
+	if err := transform.CheckRecord(g, sc, raw); err != nil {
+		return nil, err
+	}
+	out, err := transform.Run(g, reg, raw, g.Inputs[0].Node)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// MetricMemoMismatches counts the value mismatches sigd confirmed and
+// quarantined, by component (hex key).
+const MetricMemoMismatches = "sig_memo_mismatches_total"
+
+var descMismatches = prometheus.NewDesc(MetricMemoMismatches,
+	"Memo entries quarantined because their values differed from a recomputation (reported by a reader's guard), by component.",
+	[]string{"component"}, nil)
+
+// guardMetrics exports the evictor's confirmed mismatches.
+type guardMetrics struct{ s *Server }
+
+func (m guardMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- descMismatches }
+
+func (m guardMetrics) Collect(ch chan<- prometheus.Metric) {
+	for k, n := range m.s.evictor.Mismatches() {
+		ch <- prometheus.MustNewConstMetric(descMismatches, prometheus.CounterValue, float64(n), k.String())
+	}
+}
