@@ -283,9 +283,49 @@ func (s *Server) guardCompute(raw arrow.Record, gi guardInput, rows []int) (arro
 	return out[0], nil
 }
 
-// takeRows returns a new array of rows of a, in order: one-row slices
-// concatenated (Arrow copies them into fresh buffers, offsets rebased).
+// takeRows returns a new array of rows of a, in order. The types of raw
+// columns (transform's five) are copied value by value with Arrow's
+// builders; any other type as one-row slices concatenated by Arrow.
 func takeRows(a arrow.Array, rows []int) (arrow.Array, error) {
+	mem := memory.DefaultAllocator
+	switch x := a.(type) {
+	case *array.Int64:
+		b := array.NewInt64Builder(mem)
+		defer b.Release()
+		b.Reserve(len(rows))
+		for _, r := range rows {
+			if x.IsNull(r) {
+				b.AppendNull()
+			} else {
+				b.Append(x.Value(r))
+			}
+		}
+		return b.NewArray(), nil
+	case *array.Float64:
+		b := array.NewFloat64Builder(mem)
+		defer b.Release()
+		b.Reserve(len(rows))
+		for _, r := range rows {
+			if x.IsNull(r) {
+				b.AppendNull()
+			} else {
+				b.Append(x.Value(r))
+			}
+		}
+		return b.NewArray(), nil
+	case *array.String:
+		b := array.NewStringBuilder(mem)
+		defer b.Release()
+		b.Reserve(len(rows))
+		for _, r := range rows {
+			if x.IsNull(r) {
+				b.AppendNull()
+			} else {
+				b.Append(x.Value(r))
+			}
+		}
+		return b.NewArray(), nil
+	}
 	parts := make([]arrow.Array, len(rows))
 	for i, r := range rows {
 		parts[i] = array.NewSlice(a, int64(r), int64(r+1))
@@ -295,7 +335,7 @@ func takeRows(a arrow.Array, rows []int) (arrow.Array, error) {
 			p.Release()
 		}
 	}()
-	return array.Concatenate(parts, memory.DefaultAllocator)
+	return array.Concatenate(parts, mem)
 }
 
 // guardMetrics are the guard's counters (MetricGuardRows,
