@@ -500,8 +500,9 @@ func BenchmarkFlight(b *testing.B) {
 // BenchmarkGuard measures the shared-fate guard's cost (guard.go): per
 // example pipeline, the same SIG units (100k-row blocks, every input from
 // its memo object) served over loopback by a reader without the guard, one
-// with the default sample (16 rows per input) and one sampling 1024 rows,
-// alternating in the same run. Per example: the server process's CPU, and
+// with the default sample (16 rows per input), one guarding each input in
+// one unit of 8 (GuardEvery) and one sampling 1024 rows, alternating in the
+// same run. Per example: the server process's CPU, and
 // the raw column bytes the guard adds to a unit's fetch (the columns the
 // pipeline's components read, whole segments). guard16/off is the
 // overhead bench/reader.sh reports.
@@ -512,7 +513,8 @@ func BenchmarkGuard(b *testing.B) {
 	servers := []struct {
 		name string
 		cfg  Config
-	}{{"off", Config{GuardSampleRows: -1}}, {"guard16", Config{}}, {"guard1024", Config{GuardSampleRows: 1024}}}
+	}{{"off", Config{GuardSampleRows: -1}}, {"guard16", Config{}}, {"guard16every8", Config{GuardEvery: 8}},
+		{"guard1024", Config{GuardSampleRows: 1024}}}
 	addrs := make([]string, len(servers))
 	for i, sv := range servers {
 		srv := f.server(b, sv.cfg)
@@ -553,6 +555,11 @@ func BenchmarkGuard(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ms := make([]measured, len(addrs))
 			for i := 0; i < b.N; i++ {
+				// Units of other ids each time, as a job's epochs read them:
+				// the ones GuardEvery picks change.
+				for bi, u := range units {
+					u.UnitId = fmt.Sprintf("u%d-%d", bi, i)
+				}
 				for j, addr := range addrs {
 					ms[j] = ms[j].add(lg.run(b, addr, units, len(f.blocks)))
 				}

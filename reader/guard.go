@@ -41,7 +41,9 @@ import (
 // The rows are chosen from a seed of the unit's id, block and component
 // (guardRows), so that a unit read again checks the same rows (a failure
 // is reproducible, a retry does not pass by luck), while other units of
-// the block (other epochs, other pipelines) check other rows.
+// the block (other epochs, other pipelines) check other rows. With
+// Config.GuardEvery = N the same seed picks one unit in N to guard an
+// input in, for 1/N of the cost.
 
 // DefaultGuardSampleRows is the rows of each MEMO input a unit recomputes
 // by default (Config.GuardSampleRows; cmd/reader --guard-sample-rows).
@@ -116,6 +118,9 @@ func (s *Server) planGuard(p *plan) error {
 		dsl := p.unit.Inputs[i].GetCanonicalDsl()
 		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO || dsl == "" {
 			continue
+		}
+		if n := uint64(s.cfg.GuardEvery); n > 1 && guardSeed(p.unit.GetUnitId(), p.unit.GetBlockId(), in.component)%n != 0 {
+			continue // another unit's turn (its DSL is not checked either: it is not run)
 		}
 		field := fmt.Sprintf("inputs[%d]", i)
 		if len(dsl) > lim.MaxSourceBytes {

@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,5 +246,38 @@ func TestGuardChecksMemoDSL(t *testing.T) {
 	}
 	if got, want := s.guardMetrics.rows.Load()-before, int64((len(f.inputs)-1)*DefaultGuardSampleRows); got != want {
 		t.Errorf("guard checked %d rows, want %d (every input but the one without a DSL)", got, want)
+	}
+}
+
+// TestGuardEvery: with GuardEvery = 4 each input is guarded in about one
+// unit of 4, the same units whenever they are read again.
+func TestGuardEvery(t *testing.T) {
+	f := newFixture(t, fixtureConfig{Blocks: 1, RowsPerBlock: 100, Graphs: fleetGraphs(t, "ctr_small")})
+	s := f.server(t, Config{GuardEvery: 4})
+	ctx := context.Background()
+	const units = 80
+	checked := func(id string) int64 {
+		u := f.unit(0, 4096, nil)
+		u.UnitId = id
+		before := s.guardMetrics.rows.Load()
+		if _, err := collect(ctx, s, &readerv1.ReadRequest{Unit: u}); err != nil {
+			t.Fatal(err)
+		}
+		return s.guardMetrics.rows.Load() - before
+	}
+	var total int64
+	for i := range units {
+		id := "unit-" + strconv.Itoa(i)
+		n := checked(id)
+		if again := checked(id); again != n {
+			t.Fatalf("unit %s guarded %d rows, then %d", id, n, again)
+		}
+		total += n
+	}
+	// Binomial(80 x inputs, 1/4) input-units of 16 rows: 5 deviations.
+	trials := float64(units * len(f.inputs))
+	mean, sd := trials/4, math.Sqrt(trials*3/16)
+	if got := float64(total) / DefaultGuardSampleRows; got < mean-5*sd || got > mean+5*sd {
+		t.Errorf("%v input-units guarded of %v, want about %v", got, trials, mean)
 	}
 }

@@ -92,6 +92,12 @@ type Config struct {
 	// negative number turns the guard off (cmd/reader --guard-sample-rows,
 	// where 0 turns it off).
 	GuardSampleRows int
+	// GuardEvery, above 1, guards each MEMO input in one unit of
+	// GuardEvery rather than in every unit (chosen from the same seed as
+	// the rows: a unit read again is guarded again), dividing the guard's
+	// cost, mostly fetching raw columns, by about as much (cmd/reader
+	// --guard-every). 0 and 1: every unit.
+	GuardEvery int
 }
 
 // EnsureDefaults fills zero fields.
