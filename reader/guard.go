@@ -78,14 +78,16 @@ func (e *mismatchError) Error() string {
 
 func (e *mismatchError) Unwrap() []error { return []error{ErrMemoMismatch, ErrCorrupt} }
 
-// guardPlan is what a unit's guard runs: per guarded MEMO input its
-// component's graph.
+// guardPlan is what a unit's guard runs: per guarded memo object (a MEMO
+// input's, or a memo node's a LOCAL input reads) the graph of its
+// component, whose output is what the object must hold.
 type guardPlan struct {
-	inputs []guardInput
+	inputs []guardInput // by plan.inputs index, MEMO inputs only
+	nodes  map[int]guardInput
 }
 
 type guardInput struct {
-	idx   int // in plan.inputs
+	idx   int // in plan.inputs, or in plan.nodes
 	graph *transform.Graph
 	node  int      // the component's output node in graph
 	cols  []string // raw columns graph reads
@@ -102,42 +104,78 @@ func (c *Config) sampleRows() int {
 	return c.GuardSampleRows
 }
 
+// guardTurn reports whether this unit guards memo object k (GuardEvery).
+func (s *Server) guardTurn(p *plan, k canon.Key) bool {
+	n := uint64(s.cfg.GuardEvery)
+	return n <= 1 || guardSeed(p.unit.GetUnitId(), p.unit.GetBlockId(), k)%n == 0
+}
+
+// parseGuardDSL parses and canonicalizes the canonical DSL of unit input i
+// (one model input named out), errors naming its field.
+func parseGuardDSL(p *plan, i int, lim transform.Limits) (*canon.Canonical, error) {
+	field := fmt.Sprintf("inputs[%d].canonical_dsl", i)
+	dsl := p.unit.Inputs[i].GetCanonicalDsl()
+	if len(dsl) > lim.MaxSourceBytes {
+		return nil, invalid(field, "%d bytes, more than %d", len(dsl), lim.MaxSourceBytes)
+	}
+	parsed, err := transform.Parse([]byte(dsl), "", lim)
+	if err != nil {
+		return nil, invalid(field, "%v", err)
+	}
+	if len(parsed.Inputs) != 1 || parsed.Inputs[0].Name != "out" {
+		return nil, invalid(field, "want exactly one model input named out, as in a read solution")
+	}
+	c, err := canon.Canonicalize(parsed, p.schema, p.reg, lim)
+	if err != nil {
+		return nil, invalid(field, "%v", err)
+	}
+	return c, nil
+}
+
+// guardOf returns the guard of component comp of c (its graph and the raw
+// columns it reads, which are added to those p reads).
+func guardOf(p *plan, c *canon.Canonical, comp *canon.Component, idx int, field string, lim transform.Limits) (guardInput, error) {
+	cg := c.ComponentGraph(comp, "out")
+	if _, err := transform.Check(cg, p.schema, p.reg, lim); err != nil {
+		return guardInput{}, invalid(field, "%v", err)
+	}
+	gi := guardInput{idx: idx, graph: cg, node: cg.Inputs[0].Node}
+	for _, col := range comp.Columns {
+		if col == transform.ColEventID {
+			continue // always read
+		}
+		gi.cols = append(gi.cols, col)
+		if !slices.Contains(p.rawColumns, col) {
+			p.rawColumns = append(p.rawColumns, col)
+		}
+	}
+	return gi, nil
+}
+
 // planGuard plans the guard of unit p: every MEMO input that carries its
 // canonical DSL (read solutions give it for every input) is guarded, and
-// the raw columns its component reads are added to those p reads. The DSL
-// must canonicalize to the input's component key and type, as a LOCAL
-// input's must (errors name inputs[i].canonical_dsl or .type): the guard
-// never compares a memo object with another component's values.
+// every memo node the LOCAL inputs read, with the cone of the node in the
+// DSL of a LOCAL input listing it; the raw columns their components read
+// are added to those p reads. A MEMO input's DSL must canonicalize to the
+// input's component key and type, as a LOCAL input's must (errors name
+// inputs[i].canonical_dsl or .type): the guard never compares a memo
+// object with another component's values.
 func (s *Server) planGuard(p *plan) error {
 	if s.cfg.sampleRows() == 0 {
 		return nil
 	}
 	lim := s.cfg.Limits.Graph
-	g := &guardPlan{}
+	g := &guardPlan{nodes: map[int]guardInput{}}
 	for i, in := range p.inputs {
-		dsl := p.unit.Inputs[i].GetCanonicalDsl()
-		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO || dsl == "" {
-			continue
+		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO || p.unit.Inputs[i].GetCanonicalDsl() == "" || !s.guardTurn(p, in.component) {
+			continue // not read from memo, no DSL, or another unit's turn (its DSL is not run, so not checked)
 		}
-		if n := uint64(s.cfg.GuardEvery); n > 1 && guardSeed(p.unit.GetUnitId(), p.unit.GetBlockId(), in.component)%n != 0 {
-			continue // another unit's turn (its DSL is not checked either: it is not run)
-		}
-		field := fmt.Sprintf("inputs[%d]", i)
-		if len(dsl) > lim.MaxSourceBytes {
-			return invalid(field+".canonical_dsl", "%d bytes, more than %d", len(dsl), lim.MaxSourceBytes)
-		}
-		parsed, err := transform.Parse([]byte(dsl), "", lim)
+		c, err := parseGuardDSL(p, i, lim)
 		if err != nil {
-			return invalid(field+".canonical_dsl", "%v", err)
-		}
-		if len(parsed.Inputs) != 1 || parsed.Inputs[0].Name != "out" {
-			return invalid(field+".canonical_dsl", "want exactly one model input named out, as in a read solution")
-		}
-		c, err := canon.Canonicalize(parsed, p.schema, p.reg, lim)
-		if err != nil {
-			return invalid(field+".canonical_dsl", "%v", err)
+			return err
 		}
 		comp := &c.Components[0]
+		field := fmt.Sprintf("inputs[%d]", i)
 		if comp.Key != in.component {
 			return invalid(field+".canonical_dsl", "canonicalizes to component %s, not component_key %s",
 				comp.Key.Short(), in.component.Short())
@@ -145,23 +183,52 @@ func (s *Server) planGuard(p *plan) error {
 		if comp.Type != in.typ {
 			return invalid(field+".type", "%s, but the component's type is %s", in.typ, comp.Type)
 		}
-		cg := c.ComponentGraph(comp, "out")
-		if _, err := transform.Check(cg, p.schema, p.reg, lim); err != nil {
-			return invalid(field+".canonical_dsl", "%v", err)
-		}
-		gi := guardInput{idx: i, graph: cg, node: cg.Inputs[0].Node}
-		for _, col := range comp.Columns {
-			if col == transform.ColEventID {
-				continue // always read
-			}
-			gi.cols = append(gi.cols, col)
-			if !slices.Contains(p.rawColumns, col) {
-				p.rawColumns = append(p.rawColumns, col)
-			}
+		gi, err := guardOf(p, c, comp, i, field+".canonical_dsl", lim)
+		if err != nil {
+			return err
 		}
 		g.inputs = append(g.inputs, gi)
 	}
-	if len(g.inputs) > 0 {
+	// Memo nodes: p.nodes are those the residual reads, each once; its
+	// cone comes from the first LOCAL input listing it (planLocal checked
+	// that the node is a node of that input's component).
+	want := map[canon.Key]int{}
+	for j, nd := range p.nodes {
+		if s.guardTurn(p, nd.component) {
+			want[nd.component] = j
+		}
+	}
+	for x, mns := range p.memoNodes {
+		if len(want) == 0 {
+			break
+		}
+		var c *canon.Canonical
+		for _, mn := range mns {
+			j, ok := want[mn.read.component]
+			if !ok {
+				continue
+			}
+			i := p.localIdx[x]
+			if c == nil {
+				var err error
+				if c, err = parseGuardDSL(p, i, lim); err != nil {
+					return err
+				}
+			}
+			n, ok := c.NodeIndex(mn.read.component)
+			if !ok {
+				continue // planLocal's check makes this impossible
+			}
+			cone := c.Cone(n, "out")
+			gi, err := guardOf(p, c, &cone, j, fmt.Sprintf("inputs[%d].canonical_dsl", i), lim)
+			if err != nil {
+				return err
+			}
+			g.nodes[j] = gi
+			delete(want, mn.read.component)
+		}
+	}
+	if len(g.inputs) > 0 || len(g.nodes) > 0 {
 		p.guard = g
 	}
 	return nil
@@ -208,45 +275,63 @@ func guardRows(n int64, k int, seed uint64) []int {
 	return out
 }
 
-// guard checks the sampled rows of every guarded input of p: cols are the
-// batch columns (event_id, labels, inputs) over the whole block, raw the
-// raw block's columns read (event_id first). A guard that cannot run (an
-// op fails on the sample, which the worker's run over the whole block did
-// not) is logged and counted, and does not fail the unit: the memo data
-// may well be right.
+// guard checks the sampled rows of every guarded MEMO input of p: cols
+// are the batch columns (event_id, labels, inputs) over the whole block,
+// raw the raw block's columns read (event_id first).
 func (s *Server) guard(p *plan, raw arrow.Record, cols []arrow.Array) error {
 	if p.guard == nil {
 		return nil
 	}
-	k := s.cfg.sampleRows()
-	ids := raw.Column(0).(*array.Int64)
 	for _, gi := range p.guard.inputs {
-		in := p.inputs[gi.idx]
-		memoCol := cols[1+len(p.labels)+gi.idx]
-		rows := guardRows(raw.NumRows(), k, guardSeed(p.unit.GetUnitId(), p.unit.GetBlockId(), in.component))
-		if len(rows) == 0 {
-			continue
-		}
-		local, err := s.guardCompute(raw, gi, rows)
-		if err != nil {
-			s.guardMetrics.errors.Add(1)
-			s.cfg.Logger.Warn("guard could not recompute sampled rows", "unit", p.unit.GetUnitId(), "block", p.unit.GetBlockId(),
-				"input", in.name, "component", in.component.String(), "err", err)
-			continue
-		}
-		s.guardMetrics.rows.Add(int64(len(rows)))
-		for x, r := range rows {
-			if transform.SameRow(memoCol, r, local, x) {
-				continue
-			}
-			err := &mismatchError{Input: in.name, Component: in.component, Block: p.unit.GetBlockId(), Row: int64(r),
-				EventID: ids.Value(r), Memo: transform.FormatRow(memoCol, r), Local: transform.FormatRow(local, x), Checked: len(rows)}
-			local.Release()
-			s.guardMetrics.mismatches.WithLabelValues(in.component.String()).Inc()
-			s.noteMemoError(p, in, err)
+		if err := s.guardColumn(p, p.inputs[gi.idx], gi, raw, cols[1+len(p.labels)+gi.idx]); err != nil {
 			return err
 		}
-		local.Release()
+	}
+	return nil
+}
+
+// guardNode checks the sampled rows of memo node p.nodes[j], col being
+// its memo object's column, if it is guarded.
+func (s *Server) guardNode(p *plan, j int, raw arrow.Record, col arrow.Array) error {
+	if p.guard == nil {
+		return nil
+	}
+	gi, ok := p.guard.nodes[j]
+	if !ok {
+		return nil
+	}
+	return s.guardColumn(p, p.nodes[j], gi, raw, col)
+}
+
+// guardColumn recomputes the sampled rows of memo object in's column
+// memoCol and compares them. A sample that cannot be computed (an op
+// fails on it, which the worker's run over the whole block did not) is
+// logged and counted and does not fail the unit: the memo data may well
+// be right.
+func (s *Server) guardColumn(p *plan, in inputPlan, gi guardInput, raw arrow.Record, memoCol arrow.Array) error {
+	rows := guardRows(raw.NumRows(), s.cfg.sampleRows(), guardSeed(p.unit.GetUnitId(), p.unit.GetBlockId(), in.component))
+	if len(rows) == 0 {
+		return nil
+	}
+	local, err := s.guardCompute(raw, gi, rows)
+	if err != nil {
+		s.guardMetrics.errors.Add(1)
+		s.cfg.Logger.Warn("guard could not recompute sampled rows", "unit", p.unit.GetUnitId(), "block", p.unit.GetBlockId(),
+			"input", in.name, "component", in.component.String(), "err", err)
+		return nil
+	}
+	defer local.Release()
+	s.guardMetrics.rows.Add(int64(len(rows)))
+	for x, r := range rows {
+		if transform.SameRow(memoCol, r, local, x) {
+			continue
+		}
+		err := &mismatchError{Input: in.name, Component: in.component, Block: p.unit.GetBlockId(), Row: int64(r),
+			EventID: raw.Column(0).(*array.Int64).Value(r), Memo: transform.FormatRow(memoCol, r),
+			Local: transform.FormatRow(local, x), Checked: len(rows)}
+		s.guardMetrics.mismatches.WithLabelValues(in.component.String()).Inc()
+		s.noteMemoError(p, in, err)
+		return err
 	}
 	return nil
 }

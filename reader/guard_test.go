@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -279,5 +280,66 @@ func TestGuardEvery(t *testing.T) {
 	mean, sd := trials/4, math.Sqrt(trials*3/16)
 	if got := float64(total) / DefaultGuardSampleRows; got < mean-5*sd || got > mean+5*sd {
 		t.Errorf("%v input-units guarded of %v, want about %v", got, trials, mean)
+	}
+}
+
+// TestGuardMemoNodes: a LOCAL input computed over a memo node (a cover,
+// issue 20) takes the node's values on trust, so the guard recomputes the
+// node's sampled rows too, from the node's cone in the input's DSL. An
+// honest node passes with every row sampled; a node object of wrong values
+// (two rows swapped, valid checksums) is served without the guard, with
+// wrong values in the input's column, and fails the unit with
+// MEMO_MISMATCH naming the memo node with the guard.
+func TestGuardMemoNodes(t *testing.T) {
+	const rows = 400
+	f := newFixture(t, fixtureConfig{Blocks: 1, RowsPerBlock: rows, Nulls: true, Graphs: fleetGraphs(t, "ctr_small"), Nodes: true})
+	x, n := -1, fixtureInput{}
+	for i, in := range f.inputs {
+		for _, nd := range in.nodes {
+			if nd.key != in.key && nd.typ.IsList() {
+				x, n = i, nd
+				break
+			}
+		}
+		if x >= 0 {
+			break
+		}
+	}
+	if x < 0 {
+		t.Fatalf("no input of %s has an inner list node", f.inputNames())
+	}
+	unit := func() *readerv1.WorkUnit {
+		u := f.unit(0, 4096, allMode(local))
+		u.Inputs[x].MemoNodes = []*readerv1.MemoNodeRead{{Key: n.key.String(), Type: n.typ.String(),
+			MemoObject: block.MemoKey(n.key, f.blocks[0].id), MemoState: sigv1.BlockState_BLOCK_STATE_READY}}
+		return u
+	}
+	ctx := context.Background()
+	all := f.server(t, Config{GuardSampleRows: rows})
+	lig, err := collect(ctx, all, &readerv1.ReadRequest{Unit: f.unit(0, 4096, allMode(local))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := collect(ctx, all, &readerv1.ReadRequest{Unit: unit()})
+	if err != nil {
+		t.Fatalf("honest memo node, every row guarded: %v", err)
+	}
+	sameResponses(t, "LIG", lig, "cover", got)
+	if st := all.Stats(); st.MemoNodes != 1 || all.guardMetrics.rows.Load() != rows {
+		t.Fatalf("stats %+v, %d rows guarded: want the memo node read and its %d rows guarded", st, all.guardMetrics.rows.Load(), rows)
+	}
+
+	f.perturbMemo(t, 0, n, swapFirstDifferent(t, f, 0, n, 11))
+	wrong, err := collect(ctx, f.server(t, Config{GuardSampleRows: -1}), &readerv1.ReadRequest{Unit: unit()})
+	if err != nil {
+		t.Fatalf("without the guard the wrong memo node is served: %v", err)
+	}
+	if len(wrong) != len(lig) || bytes.Equal(wrong[0].ArrowIpc, lig[0].ArrowIpc) {
+		t.Fatalf("the perturbed memo node did not change the served column")
+	}
+	_, err = collect(ctx, all, &readerv1.ReadRequest{Unit: unit()})
+	if st := Status(err); st.Code() != codes.DataLoss || reasonOf(st) != ReasonMemoMismatch ||
+		!strings.Contains(err.Error(), "memo node "+n.key.Short()) || !strings.Contains(err.Error(), n.key.String()) || !strings.Contains(err.Error(), "row 11 ") {
+		t.Fatalf("guarded read over the wrong memo node: %v, want DataLoss MEMO_MISMATCH naming the node and row 11", err)
 	}
 }

@@ -526,6 +526,11 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 				releaseGiven()
 				return fail(err)
 			}
+			if err := s.guardNode(p, j, raw.rec, c); err != nil {
+				c.Release()
+				releaseGiven()
+				return fail(err)
+			}
 			given[p.nodeIdx[j]] = c
 			s.memoNodes.Add(1)
 		}
