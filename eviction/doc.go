@@ -34,7 +34,10 @@
 //     (as a bad object above: deleted, pending with a new generation, the
 //     pending reason "quarantined (MEMO_MISMATCH)" and the first
 //     differing row, rescheduled, audited), counted by component
-//     (Mismatches; sigd's sig_memo_mismatches_total).
+//     (Mismatches; sigd's sig_memo_mismatches_total). An incarnation
+//     found healthy is remembered (generation and value checksum), so a
+//     reader that computes wrong does not make sigd recompute the block
+//     for each of its reports.
 //
 // Evicting never breaks a reader: a read solution whose data was evicted
 // turns pending, and the next read re-creates and schedules it (matching

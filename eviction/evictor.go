@@ -62,6 +62,7 @@ type Evictor struct {
 	mu         sync.Mutex
 	toSweep    map[canon.Key]time.Time // evicted components, when
 	mismatches map[canon.Key]int64     // confirmed value mismatches since start
+	healthy    map[checkedKey]bool     // incarnations checkValues found healthy
 
 	blockMu     sync.Mutex    // serializes single-block operations (block.go)
 	verifyOnce  sync.Once     // makes verifySlots

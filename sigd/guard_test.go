@@ -102,7 +102,8 @@ func errorReason(err error) string {
 // component, audits it and schedules the recomputation; the read solution
 // turns pending, then ready, and the unit then reads the bytes a LIG read
 // of it gives. Nothing else is touched. A MEMO_MISMATCH report about the
-// repaired object changes nothing.
+// repaired object changes nothing, and the same incarnation is not
+// recomputed for a second one.
 func TestGuardMismatchRepaired(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 1000, Seed: 5})
 	gate, _ := newGate()
@@ -232,6 +233,13 @@ func TestGuardMismatchRepaired(t *testing.T) {
 		Reason: reader.ReasonMemoMismatch, Detail: "a reader with a bad CPU"})
 	if err != nil || resp.Corrupt || !strings.Contains(resp.Finding, "equal a recomputation") || resp.State != sigv1.BlockState_BLOCK_STATE_READY {
 		t.Errorf("reporting the repaired object: %v %v, want healthy and still ready", resp, err)
+	}
+	// Reported again (a reader that computes wrong reports once a
+	// minute): the same incarnation is not recomputed again.
+	resp, err = op.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: q.String(), BlockId: b0,
+		Reason: reader.ReasonMemoMismatch, Detail: "a reader with a bad CPU"})
+	if err != nil || resp.Corrupt || !strings.Contains(resp.Finding, "checked before") {
+		t.Errorf("reporting the repaired object again: %v %v, want healthy as checked before", resp, err)
 	}
 	if _, err := op.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: q.String(), BlockId: b0, Reason: "BOGUS"}); status.Code(err) != codes.InvalidArgument ||
 		!strings.Contains(err.Error(), "reason") {
