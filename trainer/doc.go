@@ -193,8 +193,23 @@
 // would reach the newest block of the range, the job is caught up: it
 // releases its slice, takes CaughtUpChips chips (the model is restored onto
 // the smaller slice and the tables re-placed), trains CaughtUpEpochUnits
-// blocks per epoch, and its readers generate inputs locally (LIG). The same
-// host processes feed both slices. Goodput is reported per phase.
+// blocks per epoch. The paper's caught-up training generates every input
+// locally (LIG, IV.B), because SIG's memoized data may not be there yet at
+// the head of the stream. Here a caught-up unit reads each input's
+// memoized block when it is ready at the epoch's snapshot and generates
+// locally only the inputs whose blocks are pending (CaughtUpSIG, the
+// default; TestUnitModes), so the head never stalls and what SIG has done
+// is not done again; CaughtUpLIG (`trainer run --caught-up-inputs lig`)
+// is the paper's. The same host processes feed both slices. Goodput is
+// reported per phase.
+//
+// # Versions (issue 21)
+//
+// Blocks change after they are sealed (late events, new labels,
+// deletions: each change a new version). The controller plans each epoch
+// from one catalog snapshot (trainer/control, "Versions and snapshots"),
+// and a block that changed after it was trained is trained again at its
+// new version in a later epoch (ControllerConfig.Retrain, `--retrain`).
 //
 // What this package does not own: the decisions (trainer/control), the
 // model and its step time (trainer/model, trainer/steptime), the buffer and

@@ -60,6 +60,7 @@ type jobFlags struct {
 	timeScale                                    float64
 	compile                                      time.Duration
 	follow                                       bool
+	retrain, caughtUpInputs                      string
 	maxAttempts                                  int
 	nanAtStep                                    uint64
 	preemptNotice, statusInterval, holdPoll      time.Duration
@@ -103,6 +104,8 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.Float64Var(&f.timeScale, "time-scale", trainer.DefaultTimeScale, "wall time per modelled device time")
 	fs.DurationVar(&f.compile, "compile-time", 50*time.Millisecond, "time to compile a slice")
 	fs.BoolVar(&f.follow, "follow", false, "after catching up, wait for new blocks instead of exiting")
+	fs.StringVar(&f.retrain, "retrain", "changed", "blocks that changed after they were trained: changed (train the new version in a later epoch) or never")
+	fs.StringVar(&f.caughtUpInputs, "caught-up-inputs", "sig", "caught-up phase inputs: sig (memoized where ready, computed where pending) or lig (all computed locally)")
 	fs.IntVar(&f.maxAttempts, "max-attempts", 5, "failed attempts of one epoch before a permanent hold")
 	fs.Uint64Var(&f.nanAtStep, "nan-at-step", 0, "fault injection: make this step's loss NaN (a permanent hold)")
 	fs.DurationVar(&f.preemptNotice, "preempt-notice", 30*time.Second, "notice a SIGTERM gives (paper VI.B)")
@@ -131,6 +134,14 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 	if err != nil {
 		return c, fmt.Errorf("%w: --mode: %v", cli.ErrUsage, err)
 	}
+	retrain, ok := control.ParseRetrainPolicy(f.retrain)
+	if !ok {
+		return c, fmt.Errorf("%w: --retrain %q: want changed or never", cli.ErrUsage, f.retrain)
+	}
+	cuInputs, err := trainer.ParseCaughtUpInputs(f.caughtUpInputs)
+	if err != nil {
+		return c, fmt.Errorf("%w: --caught-up-inputs: %v", cli.ErrUsage, err)
+	}
 	var graph string
 	if f.graph != "" {
 		b, err := os.ReadFile(f.graph)
@@ -149,6 +160,7 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 		RawSource: f.source, From: from, To: to, SigdAddr: f.sigd.Addr, Token: f.sigd.Token, TLS: f.sigd.TLS, Store: store,
 		KafkaBrokers: f.kafka, Readers: f.readers, Hosts: f.hosts, Chips: f.chips, CaughtUpChips: f.cuChips,
 		EpochUnits: f.epochUnits, CaughtUpEpochUnits: f.cuUnits, Follow: f.follow, MaxAttempts: f.maxAttempts,
+		Retrain: retrain, CaughtUpInputs: cuInputs,
 		BatchSize: f.batch, BufferExamples: f.bufferEx, Credits: f.credits, ReadBatchRows: f.readRows,
 		Vocab: f.vocab, Dim: f.dim, Hidden: f.hidden, LearningRate: f.lr, EmbeddingLearningRate: f.elr, Seed: f.seed,
 		Device:      steptime.Model{Mode: mode, TimeScale: f.timeScale},
