@@ -34,7 +34,8 @@ import (
 // semantics; internal/rowref computes each row on its own), so a
 // component run over a record of some rows of the raw block gives exactly
 // those rows of its output over the whole block, and the guard costs a few
-// rows' compute. What it does cost is fetching the raw columns the guarded
+// rows' compute (TestGuardOpsAreRowLocal fails for an op added without
+// checking this). What it does cost is fetching the raw columns the guarded
 // components read, whole (a segment is the unit of a ranged read and of
 // its checksum); bench/reader.sh measures it (BenchmarkGuard).
 //

@@ -343,3 +343,21 @@ func TestGuardMemoNodes(t *testing.T) {
 		t.Fatalf("guarded read over the wrong memo node: %v, want DataLoss MEMO_MISMATCH naming the node and row 11", err)
 	}
 }
+
+// TestGuardOpsAreRowLocal: the guard runs a component over a record of
+// sampled rows (guardCompute), which gives those rows of its output over
+// the whole block only because every op computes each row from the same
+// row of its inputs (transform's semantics; internal/rowref computes them
+// row at a time). An op added to the registry fails this test until its
+// author has checked that it is row-local too, and added it here, or made
+// the guard compute such components over the whole block.
+func TestGuardOpsAreRowLocal(t *testing.T) {
+	rowLocal := map[string]bool{"col": true, "lower": true, "strip_punct": true, "unigrams": true, "ngrams": true,
+		"intersect": true, "union": true, "concat": true, "dedupe": true, "truncate": true, "hash": true, "cross": true,
+		"bucketize": true, "log1p": true, "clip": true, "fill_missing": true, "length": true}
+	for _, name := range transform.Default().Names() {
+		if !rowLocal[name] {
+			t.Errorf("op %q: is each output row computed from the same row of its inputs only? The guard samples rows (guard.go)", name)
+		}
+	}
+}
