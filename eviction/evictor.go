@@ -48,12 +48,12 @@ type Evictor struct {
 	// RawBlock returns a raw block's metadata (the catalog's): ReportCorrupt
 	// checks that a memo object is row-aligned with it. Nil skips that check.
 	RawBlock func(source, id string) (block.Meta, error)
-	// Recompute computes a component's column over one raw block, from raw
-	// columns (sigd: the catalog's block and transform, as a worker
+	// Recompute computes a component's column over a raw block (RawBlock's
+	// for the memo entry), from raw columns (sigd: transform, as a worker
 	// would): ReportCorrupt compares a memo object reported for a value
-	// mismatch with it (mismatch.go). Nil: such reports are checked as
-	// corrupt ones only.
-	Recompute func(ctx context.Context, rec matching.ComponentRecord, block string) (arrow.Array, error)
+	// mismatch with it (mismatch.go). Nil, or RawBlock nil: such reports
+	// are checked as corrupt ones only.
+	Recompute func(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error)
 	Log       *slog.Logger
 
 	evicted atomic.Int64 // blocks evicted since start

@@ -29,13 +29,14 @@ const (
 
 // checkValues compares the memo object of the ready entry m, row by row
 // (transform.SameRow), with the component's column recomputed from the
-// raw block (Evictor.Recompute: from raw columns, never over other memo
-// objects, whose values could be the wrong ones). It returns what it
+// raw block the entry was computed from (Evictor.RawBlock, then
+// Evictor.Recompute: from raw columns, never over other memo objects,
+// whose values could be the wrong ones). It returns what it
 // found and whether the values differ; an error means it could not tell.
 // It reads the object and the component's raw columns whole and runs the
 // component: a worker's task, spent only on a report.
 func (e *Evictor) checkValues(ctx context.Context, m matching.MemoEntry, rec matching.ComponentRecord) (string, bool, error) {
-	if e.Recompute == nil {
+	if e.Recompute == nil || e.RawBlock == nil {
 		return fmt.Sprintf("memo object %s reads back; sigd cannot recompute it to compare values", m.Object), false, nil
 	}
 	meta, r, err := block.ReadBlock(ctx, e.Store, m.Object)
@@ -59,7 +60,11 @@ func (e *Evictor) checkValues(ctx context.Context, m matching.MemoEntry, rec mat
 		return fmt.Sprintf("memo object %s is healthy: its %d rows equal a recomputation from the raw block (generation %d, checked before)",
 			m.Object, meta.Rows, m.Gen), false, nil
 	}
-	want, err := e.Recompute(ctx, rec, m.Block)
+	raw, err := e.RawBlock(rec.Source, m.Block)
+	if err != nil {
+		return "", false, fmt.Errorf("raw block %s: %w", m.Block, err)
+	}
+	want, err := e.Recompute(ctx, rec, raw)
 	if err != nil {
 		return "", false, fmt.Errorf("recomputing block %s: %w", m.Block, err)
 	}

@@ -33,7 +33,7 @@ func (s *Server) Evictor() *eviction.Evictor { return s.evictor }
 func (s *Server) newEvictor() *eviction.Evictor {
 	return &eviction.Evictor{Frontend: s.frontend, Queue: queueCanceler{s.queue}, Store: s.store, Clock: s.clock,
 		Policy: eviction.Policy{TTL: s.cfg.EvictTTL, BudgetBytes: s.cfg.EvictBudgetBytes}, Interval: s.cfg.EvictInterval, Log: s.log,
-		RawBlock: s.catalog.Get, Recompute: s.recomputeColumn}
+		RawBlock: s.catalog.Get}
 }
 
 // ComponentSummary converts a component's info for the API, as p may see
@@ -185,7 +185,8 @@ const maxReportDetail = 1024
 // ReportCorruptMemo takes a report of a corrupt memo object, or of one
 // whose values a reader's guard found wrong (reason MEMO_MISMATCH), as a
 // hint: the evictor verifies the object (for a mismatch, recomputes the
-// block and compares) and repairs only a block it finds bad. Readers (role reader), workers and operators report on any
+// block and compares) and repairs only a block it finds bad. Readers (role
+// reader), workers and operators report on any
 // component; clients and trainers only on components their pipelines use,
 // others answer NotFound as GetComponent does, so that a client can
 // neither make sigd read other clients' data nor learn what it caches.

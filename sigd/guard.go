@@ -18,32 +18,29 @@ import (
 // block with recomputeColumn and compares every row before it quarantines
 // the entry and schedules its recomputation (eviction, mismatch.go).
 
-// recomputeColumn computes component rec's column over raw block id from
-// the block's raw columns, as a worker computes a block from raw: never
+// recomputeColumn computes component rec's column over raw block raw
+// (the version the memo entry was computed from, as the evictor resolves
+// it) from its raw columns, as a worker computes a block from raw: never
 // over memo nodes, whose values could be the wrong ones.
-func (s *Server) recomputeColumn(ctx context.Context, rec matching.ComponentRecord, id string) (arrow.Array, error) {
+func (s *Server) recomputeColumn(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error) {
 	sc, ok := s.schemas[rec.Source]
 	if !ok {
 		return nil, fmt.Errorf("unknown raw source %q", rec.Source)
-	}
-	meta, err := s.catalog.Get(rec.Source, id)
-	if err != nil {
-		return nil, fmt.Errorf("block %s: %w", id, err)
 	}
 	reg := transform.Default()
 	g, _, err := transform.ParseAndCheck([]byte(rec.DSL), "component", sc, reg, transform.Limits{})
 	if err != nil {
 		return nil, fmt.Errorf("component %s: %w", rec.Key.Short(), err)
 	}
-	raw, err := block.ReadColumns(ctx, s.store, meta, rec.Columns)
+	cols, err := block.ReadColumns(ctx, s.store, raw, rec.Columns)
 	if err != nil {
 		return nil, err
 	}
-	defer raw.Release()
-	if err := transform.CheckRecord(g, sc, raw); err != nil {
+	defer cols.Release()
+	if err := transform.CheckRecord(g, sc, cols); err != nil {
 		return nil, err
 	}
-	out, err := transform.Run(g, reg, raw, g.Inputs[0].Node)
+	out, err := transform.Run(g, reg, cols, g.Inputs[0].Node)
 	if err != nil {
 		return nil, err
 	}
