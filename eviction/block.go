@@ -233,6 +233,12 @@ func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, reaso
 	default:
 		return Finding{}, &matching.InputError{Field: "reason", Err: fmt.Errorf("%q: want %s or %s", clip(reason), ReasonCorrupt, ReasonMemoMismatch)}
 	}
+	f, err := e.reportCorrupt(ctx, k, id, who, reason, detail)
+	e.countReport(reason, f, err)
+	return f, err
+}
+
+func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id, who, reason, detail string) (Finding, error) {
 	cache := e.Frontend.Cache()
 	m, err := cache.Memo(k, id)
 	if err != nil {

@@ -63,6 +63,7 @@ type Evictor struct {
 	toSweep    map[canon.Key]time.Time // evicted components, when
 	mismatches map[canon.Key]int64     // confirmed value mismatches since start
 	healthy    map[checkedKey]bool     // incarnations checkValues found healthy
+	reports    map[ReportCount]int64   // ReportCorrupt's reports by reason and outcome
 
 	blockMu     sync.Mutex    // serializes single-block operations (block.go)
 	verifyOnce  sync.Once     // makes verifySlots

@@ -112,6 +112,52 @@ func (e *Evictor) countMismatch(k canon.Key) {
 	e.mismatches[k]++
 }
 
+// Report outcomes (Reports): the object was bad and is being recomputed;
+// it was bad but changed meanwhile; it was healthy; the block was not
+// ready; sigd could not tell (ErrVerify, or the entry or component is not
+// there). A report of an invalid block id or reason is not counted.
+const (
+	OutcomeRepaired = "repaired"
+	OutcomeStale    = "stale"
+	OutcomeHealthy  = "healthy"
+	OutcomeNotReady = "not_ready"
+	OutcomeError    = "error"
+)
+
+// ReportCount keys Reports: a report's reason and outcome.
+type ReportCount struct{ Reason, Outcome string }
+
+func (e *Evictor) countReport(reason string, f Finding, err error) {
+	outcome := OutcomeHealthy
+	switch {
+	case err != nil:
+		outcome = OutcomeError
+	case f.Corrupt && f.Repair.AuditID != "":
+		outcome = OutcomeRepaired
+	case f.Corrupt:
+		outcome = OutcomeStale
+	case f.Entry.State != matching.MemoReady:
+		outcome = OutcomeNotReady
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reports == nil {
+		e.reports = map[ReportCount]int64{}
+	}
+	e.reports[ReportCount{reason, outcome}]++
+}
+
+// Reports returns the reports ReportCorrupt took since the Evictor
+// started, by reason and outcome (sigd exports them as
+// sig_memo_reports_total): many healthy MEMO_MISMATCH reports point at
+// the readers sending them (a reader computing wrong), not at the memo
+// objects.
+func (e *Evictor) Reports() map[ReportCount]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.reports)
+}
+
 // Mismatches returns, per component, the value mismatches ReportCorrupt
 // confirmed and quarantined since the Evictor started (sigd exports them
 // as sig_memo_mismatches_total).

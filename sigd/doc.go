@@ -50,7 +50,9 @@
 // with reason MEMO_MISMATCH: sigd recomputes the block from its raw
 // columns (guard.go, recomputeColumn), compares every row, and quarantines
 // and recomputes the entry only if they differ; sig_memo_mismatches_total
-// counts confirmed mismatches by component, the entry's pending reason on
+// counts confirmed mismatches by component, sig_memo_reports_total every
+// report by reason and outcome (healthy MEMO_MISMATCH reports point at a
+// reader computing wrong), the entry's pending reason on
 // the web UI's component page and the audit log say what was found
 // (TestGuardMismatchRepaired). Operators evict or recompute one block with
 // EvictBlock.

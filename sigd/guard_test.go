@@ -248,4 +248,33 @@ func TestGuardMismatchRepaired(t *testing.T) {
 	if n := len(auditLog(t, ctx, srv)); n != 1 {
 		t.Errorf("%d audit entries after the healthy report, want 1", n)
 	}
+	// The reports by reason and outcome: the reader's, confirmed and
+	// repaired; the operator's two, healthy (the refused one is not a
+	// report).
+	got := map[string]float64{}
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != sigd.MetricMemoReports {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var r, o string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "reason":
+					r = l.GetValue()
+				case "outcome":
+					o = l.GetValue()
+				}
+			}
+			got[r+"/"+o] = m.GetCounter().GetValue()
+		}
+	}
+	if want := map[string]float64{"MEMO_MISMATCH/repaired": 1, "MEMO_MISMATCH/healthy": 2}; len(got) != len(want) ||
+		got["MEMO_MISMATCH/repaired"] != 1 || got["MEMO_MISMATCH/healthy"] != 2 {
+		t.Errorf("%s = %v, want %v", sigd.MetricMemoReports, got, want)
+	}
 }
