@@ -23,9 +23,10 @@ import (
 // whose bytes are sound (checksums, footer, alignment: what the rest of
 // the reader checks) can still hold wrong values: a faulty worker, a kernel
 // bug on one machine, a bad CPU. Every model reading the object would
-// train on them. So a reader recomputes a few rows of every MEMO input of
-// a unit from the raw block, with the component's canonical DSL the unit
-// carries, and compares them with the memo object's rows bit for bit
+// train on them. So a reader recomputes a few rows of every memo object a
+// unit reads (its MEMO inputs' and the memo nodes its LOCAL inputs read)
+// from the raw block, with the canonical DSL the unit carries, and
+// compares them with the memo object's rows bit for bit
 // (transform.SameRow). A difference fails the unit with DataLoss, reason
 // MEMO_MISMATCH, and is reported to sigd, which recomputes the block
 // itself to confirm it before it quarantines the entry (eviction).
@@ -51,7 +52,8 @@ import (
 const DefaultGuardSampleRows = 16
 
 // ErrMemoMismatch: a memo object's values differ from what its component
-// computes from the raw block (the guard). It wraps ErrCorrupt too.
+// computes from the raw block (the guard). The guard's errors wrap it and
+// ErrCorrupt.
 var ErrMemoMismatch = errors.New("memo mismatch")
 
 // ReasonMemoMismatch is the ErrorInfo reason of a guard failure.
