@@ -192,6 +192,9 @@ func TestGuardMismatchRepaired(t *testing.T) {
 		!strings.Contains(m.Error, "wrong values") {
 		t.Fatalf("after the report: %+v, want pending, quarantined with the reason, a new generation (old %d)", m, bad.Gen)
 	}
+	if s, err := ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p"}); err != nil || s.Complete || s.BlocksPending != 1 {
+		t.Errorf("read solution after the quarantine: %v (complete %v, %d pending), want the one block pending", err, s.GetComplete(), s.GetBlocksPending())
+	}
 	if o := memoOf(t, srv, other.Component, b0); o.State != matching.MemoReady || o.Gen != other.Gen {
 		t.Errorf("another component of the block changed: %+v", o)
 	}
