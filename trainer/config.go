@@ -169,6 +169,13 @@ type ControllerConfig struct {
 	// 50ms.
 	CompileTime time.Duration
 
+	// ParameterServers, when it names servers, holds the embedding tables
+	// in the caught-up phase (paper III.B; paramservers.go): at the switch
+	// they move from the slice onto that many `trainer ps` processes, which
+	// the controller starts with the job and restarts if one dies. Zero
+	// keeps them on the slice in both phases.
+	ParameterServers ParameterServers
+
 	// Allocator hands out chips. Default Unlimited.
 	Allocator Allocator
 	// FleetChips is the capacity the goodput report's fleet scheduling
@@ -313,6 +320,9 @@ func (c *ControllerConfig) validate() error {
 	}
 	if c.To > transform.EndEventTime {
 		errs = append(errs, fmt.Errorf("event range end %d is past %s, the end of the event times SIG stores", c.To, transform.FormatMicros(transform.EndEventTime)))
+	}
+	if err := c.ParameterServers.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.FleetChips < max(c.Chips, c.CaughtUpChips) {
 		errs = append(errs, fmt.Errorf("fleet of %d chips cannot hold a slice of %d", c.FleetChips, max(c.Chips, c.CaughtUpChips)))

@@ -65,6 +65,9 @@ type jobFlags struct {
 	nanAtStep                                    uint64
 	preemptNotice, statusInterval, holdPoll      time.Duration
 	reportJSON, reportText, metrics              string
+	psServers                                    int
+	psAddrs                                      cli.List
+	psNoStacking                                 bool
 	newLogger                                    func(io.Writer) (*slog.Logger, error)
 }
 
@@ -114,6 +117,9 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.reportJSON, "report-json", "", "write the report as JSON to this `FILE` at exit")
 	fs.StringVar(&f.reportText, "report-text", "-", "write the report as text to this `FILE` at exit (- for stdout)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address")
+	fs.IntVar(&f.psServers, "ps-servers", 0, "parameter servers holding the embedding tables in the caught-up phase: the controller starts this many `trainer ps` processes (checkpoints in the warehouse bucket; 0: the tables stay on the slice)")
+	fs.Var(&f.psAddrs, "ps-addrs", "parameter servers already running (shard i at the i-th address) instead of --ps-servers")
+	fs.BoolVar(&f.psNoStacking, "ps-no-stacking", false, "do not stack tables of one width into one variable on the parameter servers")
 	f.newLogger = cli.LogFlag(fs)
 	return f
 }
@@ -167,6 +173,16 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 		CompileTime: f.compile, StatusInterval: f.statusInterval, HoldPollInterval: f.holdPoll,
 		Faults: trainer.Faults{NaNAtStep: f.nanAtStep}, Logger: log}
 	c.InFlight.Min, c.InFlight.Max = f.minIF, f.maxIF
+	c.ParameterServers = trainer.ParameterServers{Servers: f.psServers, Addrs: f.psAddrs, NoStacking: f.psNoStacking}
+	if f.psServers > 0 && len(f.psAddrs) == 0 {
+		// The servers checkpoint beside the job's checkpoints
+		// (checkpoints/<pipeline>/ps/); the keys go in their environment.
+		c.ParameterServers.StoreArgs = []string{"--s3-endpoint", f.s3.Endpoint, "--s3-bucket", f.s3.Bucket, "--pipeline", f.pipeline}
+		if f.s3.Secure {
+			c.ParameterServers.StoreArgs = append(c.ParameterServers.StoreArgs, "--s3-secure")
+		}
+		c.ParameterServers.Env = []string{cli.EnvName("s3-access-key") + "=" + f.s3.AccessKey, cli.EnvName("s3-secret-key") + "=" + f.s3.SecretKey}
+	}
 	if f.statusInterval == 0 {
 		c.StatusInterval = -1
 	}
