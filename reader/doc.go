@@ -189,7 +189,12 @@
 // Config.GuardEvery (--guard-every N) guards each input in one unit of N,
 // picked by the same seed, for about 1/N of that. If the sample
 // cannot be computed (an op fails on it), the unit is served unchecked and
-// sig_reader_guard_errors_total counts it.
+// sig_reader_guard_errors_total counts it. Like LIG, the guard relies on
+// readers computing what workers compute, bit for bit (transform, log1p:
+// the same GOARCH and GOAMD64): a reader built otherwise fails units with
+// MEMO_MISMATCH that sigd's recomputation then finds healthy, which
+// sigd's sig_memo_reports_total{reason="MEMO_MISMATCH",outcome="healthy"}
+// shows.
 //
 // A pending memo is the transient stall of the brief's training holds: the
 // host releases its chips and waits for the completion event, or reads the
