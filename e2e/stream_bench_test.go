@@ -32,8 +32,8 @@ const (
 	// streamEvents new events a second at the head of the stream; each
 	// advances event time by 3600/streamWindowEvents s, so a window (one
 	// block) closes every streamWindowEvents/streamEvents s.
-	streamEvents       = 60
-	streamWindowEvents = 600
+	streamEvents       = 200
+	streamWindowEvents = 4000
 	// defaultLate is the late share: late events, and as many feature
 	// (query) and label (click) updates each, as a fraction of
 	// streamEvents, for the two windows before the head.
@@ -52,7 +52,10 @@ const (
 //
 // After both have committed an epoch, the readers' CPU (utime+stime from
 // /proc, measured) and their served rows and input columns by mode (their
-// /metrics) are sampled, and again after CAUGHTUP_SECONDS (default 40).
+// /metrics) are sampled, and again after CAUGHTUP_SECONDS (default 60).
+// The readers guard memo objects as cmd/reader does by default (16 sampled
+// rows per memo input; CAUGHTUP_GUARD_ROWS sets --guard-sample-rows, 0
+// off).
 // Reported: CPU ns per example of each reader, the share of pure LIG's
 // reader CPU the SIG reader saves, and the pending share p the stream left
 // (input columns the SIG reader computed over all it served; compare with
@@ -67,7 +70,7 @@ func BenchmarkCaughtUpStream(b *testing.B) {
 		}
 		late = v
 	}
-	seconds := 40
+	seconds := 60
 	if s := os.Getenv("CAUGHTUP_SECONDS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
@@ -75,12 +78,16 @@ func BenchmarkCaughtUpStream(b *testing.B) {
 		}
 		seconds = n
 	}
+	guard := os.Getenv("CAUGHTUP_GUARD_ROWS")
+	if guard == "" {
+		guard = "16"
+	}
 	for i := 0; i < b.N; i++ {
-		runStream(b, late, time.Duration(seconds)*time.Second)
+		runStream(b, late, time.Duration(seconds)*time.Second, guard)
 	}
 }
 
-func runStream(b *testing.B, late float64, measure time.Duration) {
+func runStream(b *testing.B, late float64, measure time.Duration, guardRows string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	d := startDev(b)
@@ -103,7 +110,7 @@ func runStream(b *testing.B, late float64, measure time.Duration) {
 	gcfg := gen.Config{Seed: 31, Start: start, EventsPerSecond: float64(streamWindowEvents) / 3600, LateFraction: -1}
 	head := gen.New(gcfg)   // produces
 	shadow := gen.New(gcfg) // names the same events, for updates
-	const history = 3
+	const history = 2
 	if err := head.Produce(ctx, kc, topic, history*streamWindowEvents, record.ContentTypeRow); err != nil {
 		b.Fatal(err)
 	}
@@ -202,13 +209,13 @@ func runStream(b *testing.B, late float64, measure time.Duration) {
 	for _, mode := range []string{"sig", "lig"} {
 		j := &job{mode: mode, metrics: sigdtest.FreeAddr(b)}
 		raddr, caddr := sigdtest.FreeAddr(b), sigdtest.FreeAddr(b)
-		j.reader = sigdtest.StartProcess(b, readerBin, append([]string{"--listen", raddr, "--tokens", tokens, "--metrics", j.metrics}, s3...))
+		j.reader = sigdtest.StartProcess(b, readerBin, append([]string{"--listen", raddr, "--tokens", tokens, "--metrics", j.metrics, "--guard-sample-rows", guardRows}, s3...))
 		pipeline := "stream-" + mode
 		sigdtest.StartProcess(b, trainerBin, append([]string{"controller", "--listen", caddr, "--tokens", tokens,
 			"--client", "ctr", "--pipeline", pipeline, "--graph", graph, "--range", fmt.Sprintf("%d:", from), "--follow",
 			"--caught-up-inputs", mode, "--sigd", d.addr, "--token", d.tokens["trainer-ctr"], "--kafka-brokers", d.broker,
 			"--readers", raddr, "--hosts", "1", "--chips", "2", "--caught-up-chips", "1", "--caught-up-epoch-units", "2",
-			"--batch-size", "128", "--read-batch-rows", "256", "--vocab", "4096", "--compile-time", "10ms",
+			"--batch-size", "128", "--vocab", "4096", "--compile-time", "10ms",
 			"--hold-poll", "300ms", "--status-interval", "0", "--report-json", filepath.Join(dir, mode+".json"), "--report-text", ""}, s3...))
 		sigdtest.StartProcess(b, trainerBin, []string{"host", "--controller", caddr, "--id", "h0", "--token", d.tokens["trainer-ctr"]})
 		if j.cs, err = checkpoint.NewStore(store, pipeline); err != nil {
@@ -252,6 +259,9 @@ func runStream(b *testing.B, late float64, measure time.Duration) {
 	}
 	b.ReportMetric(1-perEx["sig"]/perEx["lig"], "saved")
 	b.ReportMetric(late, "late-share")
+	if g, err := strconv.Atoi(guardRows); err == nil {
+		b.ReportMetric(float64(g), "guard-rows")
+	}
 	b.ReportMetric(0, "ns/op")
 }
 
