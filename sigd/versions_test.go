@@ -1,0 +1,322 @@
+package sigd_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sigdata/sig/matching"
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/workers"
+)
+
+// versionsGraph reads the query, the bid price and the advertiser: a label
+// update touches none of them, a bid price update exactly one.
+const versionsGraph = `input qid = hash(unigrams(lower(col("query"))), buckets=1000)
+input price = bucketize(col("bid_price"), boundaries=[0.5, 1, 5])
+input adv = hash(col("advertiser_id"), buckets=100)
+`
+
+// commitVersion makes the next version of raw block id the way ingestion
+// seals a change buffer (warehouse/ingest): the block's rows with row's
+// column col set by set, written whole under the version's key, then
+// committed to the catalog with its column versions and provenance.
+func commitVersion(ctx context.Context, t *testing.T, srv *sigdtest.Server, id, col string, row int, set func(b array.Builder)) block.Meta {
+	t.Helper()
+	cur, err := srv.Catalog().Get("ads", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rec, err := block.ReadBlock(ctx, srv.Store(), cur.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	cols := make([]arrow.Array, rec.NumCols())
+	for i := range cols {
+		cols[i] = rec.Column(i)
+		if rec.ColumnName(i) != col {
+			continue
+		}
+		b := array.NewBuilder(memory.DefaultAllocator, cols[i].DataType())
+		defer b.Release()
+		for r := 0; r < cols[i].Len(); r++ {
+			if r == row {
+				set(b)
+				continue
+			}
+			if err := b.AppendValueFromString(cols[i].ValueStr(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cols[i] = b.NewArray()
+		defer cols[i].Release()
+	}
+	next := array.NewRecord(rec.Schema(), cols, rec.NumRows())
+	defer next.Release()
+	v := cur.V() + 1
+	cv := maps.Clone(cur.ColumnVersions)
+	if cv == nil {
+		cv = map[string]int64{}
+	}
+	cv[col] = v
+	m := block.Meta{Key: block.ObjectKeyVersion("ads", id, v), ID: id, Source: "ads", WindowStart: cur.WindowStart,
+		WindowLength: cur.WindowLength, SchemaFingerprint: cur.SchemaFingerprint, Kafka: cur.Kafka, Version: v,
+		ColumnVersions: cv, Changes: append(slices.Clone(cur.Changes), block.Change{Version: v, Topic: "raw.ads",
+			First: 1_000_000 + v, Last: 1_000_000 + v, UpdatedRows: 1, Columns: []string{col}})}
+	written, err := block.Write(ctx, srv.Store(), m, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Catalog().Commit([]block.Meta{written}); err != nil {
+		t.Fatal(err)
+	}
+	return written
+}
+
+// unitBytes reads every unit of a solution in process, SIG (memo objects
+// where the solution has them) or LIG (every input computed from the raw
+// block), and returns each unit's response bytes by block.
+func unitBytes(ctx context.Context, t *testing.T, rs *reader.Server, sol *sigv1.ReadSolution, lig bool) map[string][]byte {
+	t.Helper()
+	opts := reader.UnitOptions{BatchRows: 256}
+	if lig {
+		opts.Mode = func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode {
+			return readerv1.InputMode_INPUT_MODE_LOCAL
+		}
+	}
+	units, err := reader.UnitsFromSolution(sol, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, u := range units {
+		out[u.GetBlockId()] = serveBytes(ctx, t, rs, u)
+	}
+	return out
+}
+
+// TestVersionsEndToEnd (issue 21, items 2 and 3): memo entries are per
+// block version of the columns each component reads. Three components are
+// memoized over two blocks; then a label update and a bid price update of
+// block 0 are committed as ingestion commits versions. The label update
+// recomputes no memo task; the bid price update exactly one (the price
+// bucket of block 0), at the pipeline's priority. A read solution at the
+// snapshot a trainer pinned before the changes still names version 1 and
+// serves its bytes; the current one names version 3, and SIG and LIG
+// readers stream identical bytes for every unit of either. Version GC keeps
+// what the pin and "now" see, and once unpinned removes version 1 with
+// the one memo entry no kept version reads, and their objects.
+func TestVersionsEndToEnd(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 1000, Seed: 21})
+	runs, wrap := newCounter()
+	gc := make(chan struct{})
+	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{WrapRunner: wrap, GCTrigger: gc})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ctr, trainer := srv.SIG(t, "ctr"), srv.SIG(t, "trainer")
+	if _, err := ctr.SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 700, versionsGraph, w.All())); err != nil {
+		t.Fatal(err)
+	}
+	v1 := sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
+	if n := total(runs.snapshot()); n != 6 {
+		t.Fatalf("%d memo tasks ran for 3 components over 2 blocks, want 6", n)
+	}
+	rs, err := reader.NewServer(reader.Config{Store: srv.Store()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := unitBytes(ctx, t, rs, v1, false)
+
+	// The trainer pins the snapshot its epoch reads; bad pins are refused
+	// naming the field.
+	pin, err := trainer.PinSnapshot(ctx, &sigv1.PinSnapshotRequest{Name: "ctr:epoch-1"})
+	if err != nil || pin.GetSnapshot() != v1.GetSnapshot() {
+		t.Fatalf("pin: %v, %v; want the solution's snapshot %d", pin, err, v1.GetSnapshot())
+	}
+	for _, bad := range []*sigv1.PinSnapshotRequest{{Name: ""}, {Name: "ctr:a/b"}, {Name: "ctr:x", Snapshot: -1}, {Name: "ctr:x", Snapshot: 1 << 40}} {
+		_, err := trainer.PinSnapshot(ctx, bad)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("pin %v: %v, want InvalidArgument", bad, err)
+		}
+	}
+	if _, err := trainer.PinSnapshot(ctx, &sigv1.PinSnapshotRequest{Name: "cvr:epoch-1"}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a ctr trainer pinning cvr's name: %v, want PermissionDenied", err)
+	}
+	if _, err := ctr.PinSnapshot(ctx, &sigv1.PinSnapshotRequest{Name: "ctr:x"}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a client pinning: %v, want PermissionDenied", err)
+	}
+
+	b0 := w.Blocks[0].ID
+	settle := func(want int64) *sigv1.ReadSolution {
+		t.Helper()
+		// sigd follows the catalog's versions (every 250 ms).
+		waitFor(t, 10*time.Second, fmt.Sprintf("sigd to follow version %d", want), func() bool {
+			return metricValue(t, srv, "sig_block_versions_total") >= float64(want-1)
+		})
+		return sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
+	}
+	// A label update: no component reads click, nothing is recomputed.
+	commitVersion(ctx, t, srv, b0, "click", 3, func(b array.Builder) { b.(*array.Int64Builder).Append(1) })
+	sol := settle(2)
+	if n := total(runs.snapshot()); n != 6 {
+		t.Fatalf("after a label update %d memo tasks ran in all, want the 6 of before", n)
+	}
+	if got := metricValue(t, srv, "sig_version_memo_tasks_total"); got != 0 {
+		t.Fatalf("a label update made %v memo tasks", got)
+	}
+	checkVersions(t, sol, b0, 2, map[string]int64{"qid": 1, "price": 1, "adv": 1})
+
+	// A bid price update: exactly the price bucket of block 0.
+	commitVersion(ctx, t, srv, b0, "bid_price", 5, func(b array.Builder) { b.(*array.Float64Builder).Append(7.5) })
+	sol = settle(3)
+	got := runs.snapshot()
+	price := sigdtest.InputKey(t, sol, "price")
+	if n := total(got); n != 7 || got[workers.TaskID{Component: price, Block: matching.MemoRef(b0, 3)}] != 1 {
+		t.Fatalf("after a bid price update: runs %v; want one more, price over %s", got, matching.MemoRef(b0, 3))
+	}
+	if got := metricValue(t, srv, "sig_version_memo_tasks_total"); got != 1 {
+		t.Fatalf("the bid price update made %v memo tasks, want 1", got)
+	}
+	checkVersions(t, sol, b0, 3, map[string]int64{"qid": 1, "price": 3, "adv": 1})
+
+	// SIG and LIG stream identical bytes for every unit at version 3, and
+	// block 0's differ from version 1's (its price changed).
+	now := unitBytes(ctx, t, rs, sol, false)
+	for id, b := range unitBytes(ctx, t, rs, sol, true) {
+		if !bytes.Equal(b, now[id]) || len(b) == 0 {
+			t.Fatalf("block %s at version 3: SIG and LIG bytes differ", id)
+		}
+	}
+	if bytes.Equal(now[b0], before[b0]) || !bytes.Equal(now[w.Blocks[1].ID], before[w.Blocks[1].ID]) {
+		t.Fatal("version 3 of block 0 reads as version 1, or block 1 changed")
+	}
+	// At the pinned snapshot the solution names version 1 and its units
+	// serve the bytes they served before the changes, both ways.
+	old, err := ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p", Snapshot: pin.GetSnapshot()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkVersions(t, old, b0, 1, map[string]int64{"qid": 1, "price": 1, "adv": 1})
+	for _, lig := range []bool{false, true} {
+		for id, b := range unitBytes(ctx, t, rs, old, lig) {
+			if !bytes.Equal(b, before[id]) {
+				t.Fatalf("block %s at the pinned snapshot (LIG %v): not the bytes read before the changes", id, lig)
+			}
+		}
+	}
+	if _, err := ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p", Snapshot: 1 << 40}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a snapshot after the current one: %v, want InvalidArgument", err)
+	}
+
+	// GC with the pin: version 2 (seen by nobody) goes; its entries were
+	// version 1's, which the pin keeps.
+	exists := func(key string) bool {
+		_, err := srv.Store().Stat(ctx, key)
+		return err == nil
+	}
+	oldPrice := block.MemoKey(price, b0)
+	collect := func() sigd.GCResult {
+		t.Helper()
+		r, err := srv.CollectVersions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := collect(); r.Versions != 1 || r.MemoEntries != 0 || r.Objects != 1 || exists(block.ObjectKeyVersion("ads", b0, 2)) {
+		t.Fatalf("GC with the pin: %+v", r)
+	}
+	if !exists(w.Blocks[0].Key) || !exists(oldPrice) {
+		t.Fatal("GC removed what the pinned snapshot reads")
+	}
+	if _, err := trainer.UnpinSnapshot(ctx, &sigv1.UnpinSnapshotRequest{Name: "ctr:epoch-1"}); err != nil {
+		t.Fatal(err)
+	}
+	// The periodic GC, triggered: version 1 and price's version 1 entry go
+	// with their objects; qid's and adv's version 1 entries are version
+	// 3's too and stay.
+	gc <- struct{}{}
+	waitFor(t, 10*time.Second, "the triggered GC", func() bool { return metricValue(t, srv, "sig_version_gc_versions_total") == 2 })
+	if exists(w.Blocks[0].Key) || exists(oldPrice) || metricValue(t, srv, "sig_version_gc_memo_entries_total") != 1 {
+		t.Fatal("version 1 of block 0 or its price entry's object survived GC without a pin")
+	}
+	sol, err = ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p"})
+	if err != nil || !sol.GetComplete() {
+		t.Fatalf("after GC: %v, %v", sol, err)
+	}
+	for id, b := range unitBytes(ctx, t, rs, sol, false) {
+		if !bytes.Equal(b, now[id]) {
+			t.Fatalf("block %s after GC: not version 3's bytes", id)
+		}
+	}
+	if n := total(runs.snapshot()); n != 7 {
+		t.Fatalf("%d memo tasks ran in all, want 7", n)
+	}
+}
+
+// checkVersions checks that sol names block id at version v and each
+// input's memo entry of it at the given input version.
+func checkVersions(t *testing.T, sol *sigv1.ReadSolution, id string, v int64, inputs map[string]int64) {
+	t.Helper()
+	for _, rb := range sol.GetRawBlocks() {
+		if rb.GetBlockId() == id && (rb.GetVersion() != v || rb.GetRawObject() != block.ObjectKeyVersion("ads", id, v)) {
+			t.Fatalf("snapshot %d: raw block %s at version %d (%s), want %d", sol.GetSnapshot(), id, rb.GetVersion(), rb.GetRawObject(), v)
+		}
+	}
+	for _, in := range sol.GetInputs() {
+		for _, b := range in.GetBlocks() {
+			if b.GetBlockId() != id {
+				continue
+			}
+			k := sigdtest.InputKey(t, sol, in.GetInput())
+			if want := inputs[in.GetInput()]; b.GetVersion() != want || b.GetMemoObject() != block.MemoKey(k, matching.MemoRef(id, want)) {
+				t.Fatalf("snapshot %d: input %s reads %s (input version %d), want input version %d", sol.GetSnapshot(), in.GetInput(), b.GetMemoObject(), b.GetVersion(), want)
+			}
+		}
+	}
+}
+
+func total(m map[workers.TaskID]int) int {
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
+}
+
+// metricValue is a counter or gauge of srv's registry without labels.
+func metricValue(t *testing.T, srv *sigdtest.Server, name string) float64 {
+	t.Helper()
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
