@@ -194,6 +194,13 @@ func TestVersionsEndToEnd(t *testing.T) {
 		t.Fatalf("the bid price update made %v memo tasks, want 1", got)
 	}
 	checkVersions(t, sol, b0, 3, map[string]int64{"qid": 1, "price": 3, "adv": 1})
+	// A reader's report of the new entry is checked against the version it
+	// was computed from: sound, not recomputed.
+	rep, err := srv.SIG(t, "reader").ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: price.String(),
+		BlockId: matching.MemoRef(b0, 3), Detail: "test"})
+	if err != nil || rep.GetCorrupt() || rep.GetState() != sigv1.BlockState_BLOCK_STATE_READY {
+		t.Fatalf("report of price over %s: %v, %v; want sound and ready", matching.MemoRef(b0, 3), rep, err)
+	}
 
 	// SIG and LIG stream identical bytes for every unit at version 3, and
 	// block 0's differ from version 1's (its price changed).
