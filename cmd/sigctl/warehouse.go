@@ -134,6 +134,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	instance := fs.String("instance-id", "", "static group member id (restarts reclaim partitions at once)")
 	maxBytes := fs.Int("max-record-bytes", record.DefaultMaxBytes, "larger records go to the dead-letter topic")
 	compression := fs.String("segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the blocks' segments: none, lz4 or zstd")
+	gcInterval := fs.Duration("gc-interval", time.Minute, "collect superseded block versions no pin sees this often (negative: never)")
+	gcGrace := fs.Duration("gc-grace", 10*time.Minute, "keep a superseded block version at least this long (negative: not at all)")
 	newLogger := cli.LogFlag(fs)
 	if err := cli.ParseEnv(fs, args); err != nil {
 		return err
@@ -165,14 +167,15 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	in, err := ingest.New(ingest.Config{Brokers: brokers, Schema: schema, Group: *group,
 		InstanceID: *instance, Store: store, Catalog: cat, RowsPerBlock: *rows, SealAfter: *sealAfter,
 		Window: *window, Lateness: *lateness, MaxEventTimeAhead: *ahead, MaxRecordBytes: *maxBytes, Logger: logger,
-		Compression: comp})
+		Compression: comp, GCInterval: *gcInterval, GCGrace: *gcGrace})
 	if err != nil {
 		return err
 	}
 	err = in.Run(ctx)
 	st := in.Stats()
-	fmt.Fprintf(stdout, "records %d, rows %d, blocks %d (late %d), dead letters %d, skipped %d\n",
-		st.Records, st.Rows, st.Blocks, st.LateBlocks, st.DeadLetters, st.Skipped)
+	fmt.Fprintf(stdout, "records %d, rows %d, blocks %d (late %d), versions %d (late %d, update %d, delete %d), dead letters %d, skipped %d\n",
+		st.Records, st.Rows, st.Blocks, st.LateBlocks, st.Versions, st.VersionsLate, st.VersionsUpdate, st.VersionsDelete,
+		st.DeadLetters, st.Skipped)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -306,7 +309,7 @@ func runWarehouse(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		defer c.Close()
-		fmt.Fprintf(stdout, "catalogued %d blocks into %s (generation %d)\n", rep.Blocks, *catDir, rep.Generation)
+		fmt.Fprintf(stdout, "catalogued %d blocks and %d later versions into %s (generation %d)\n", rep.Blocks, rep.Versions, *catDir, rep.Generation)
 		for _, k := range rep.Superseded {
 			fmt.Fprintf(stdout, "superseded (left out): %s\n", k)
 		}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -75,7 +75,13 @@ func (c *Catalog) Pins() (map[string]int64, error) {
 //
 // Snapshot s sees version v of a block when v's Seq <= s < the Seq of the
 // version after v.
-func (c *Catalog) GC() ([]block.Meta, error) {
+func (c *Catalog) GC() ([]block.Meta, error) { return c.GCUpTo(math.MaxInt64) }
+
+// GCUpTo is GC keeping also every version superseded after snapshot
+// horizon: a reader that resolved a block a moment ago without a pin still
+// finds the version it resolved (ingestion passes the snapshot of its
+// grace period's start).
+func (c *Catalog) GCUpTo(horizon int64) ([]block.Meta, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pins, err := c.Pins()
@@ -106,7 +112,7 @@ func (c *Catalog) GC() ([]block.Meta, error) {
 	var prev *block.Meta
 	var prevKey []byte
 	flush := func(next block.Meta) {
-		if prev != nil && prev.ID == next.ID && prev.Source == next.Source && !seen(prev.Seq, next.Seq) {
+		if prev != nil && prev.ID == next.ID && prev.Source == next.Source && next.Seq <= horizon && !seen(prev.Seq, next.Seq) {
 			b.Delete(prevKey, nil)
 			out = append(out, *prev)
 		}
@@ -172,7 +178,7 @@ func CollectGarbage(ctx context.Context, c *Catalog, store *objstore.Store) ([]b
 	if err != nil {
 		return nil, err
 	}
-	if _, err := DeleteObjects(ctx, store, ms); err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := DeleteObjects(ctx, store, ms); err != nil {
 		return ms, err
 	}
 	return ms, nil

@@ -47,11 +47,11 @@ const rebuildWorkers = 8
 // generation wins (Superseded lists the losers), and the rebuilt catalog holds
 // every record exactly once.
 //
-// Versions N>=2 (raw/<source>/<id>.v<N>.arrow) are catalogued after the
-// blocks, per block in version order, each covering its change's Kafka span
-// (addVersions): the rebuilt catalog has every version the bucket holds
-// (also those GC had not yet collected), and the same rule settles a version
-// written by a crashed generation. Sequence numbers are new, and pins are
+// Versions N>=2 (raw/<source>/<id>.v<N>.arrow) are catalogued with the
+// blocks, each covering its change's Kafka span, in the units ingestion
+// committed them in (addAll): the rebuilt catalog has every version the
+// bucket holds (also those GC had not yet collected), and the same rule
+// settles a version written by a crashed generation. Sequence numbers are new, and pins are
 // not in the bucket: pin again after a rebuild.
 func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, RebuildReport, error) {
 	var rep RebuildReport
@@ -109,44 +109,14 @@ func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, 
 		good = append(good, m)
 	}
 
-	var versions []block.Meta
-	good = slices.DeleteFunc(good, func(m block.Meta) bool {
-		if m.V() >= 2 {
-			versions = append(versions, m)
-			return true
-		}
-		return false
-	})
-	// Higher generations first; within a generation, id order.
-	slices.SortFunc(good, func(a, b block.Meta) int {
-		if c := cmp.Compare(b.Generation, a.Generation); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Key, b.Key)
-	})
 	c, err := Open(dir)
 	if err != nil {
 		return nil, rep, err
 	}
-	for _, m := range good {
-		err := c.Add(m)
-		if errors.Is(err, ErrOverlap) {
-			rep.Superseded = append(rep.Superseded, m.Key)
-			continue
-		}
-		if err != nil {
-			c.Close()
-			return nil, rep, err
-		}
-		rep.Blocks++
-	}
-	n, superseded, err := addVersions(c, versions)
-	if err != nil {
+	if err := addAll(c, good, &rep); err != nil {
 		c.Close()
 		return nil, rep, err
 	}
-	rep.Versions = n
-	rep.Superseded = append(rep.Superseded, superseded...)
 	if err := c.setGeneration(rep.Generation); err != nil {
 		c.Close()
 		return nil, rep, err
@@ -155,8 +125,16 @@ func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, 
 	return c, rep, nil
 }
 
-// changeSpan is the Kafka span of the change that made version m (N>=2).
-func changeSpan(m block.Meta) (block.KafkaRange, bool) {
+// span is the Kafka records a block version brings: a version 1 block's
+// Kafka range, a later version's change (false: neither, a block another
+// program wrote).
+func span(m block.Meta) (block.KafkaRange, bool) {
+	if m.V() == 1 {
+		if m.Kafka == nil {
+			return block.KafkaRange{}, false
+		}
+		return *m.Kafka, true
+	}
 	n := len(m.Changes)
 	if n == 0 || m.Changes[n-1].Version != m.V() {
 		return block.KafkaRange{}, false
@@ -165,67 +143,97 @@ func changeSpan(m block.Meta) (block.KafkaRange, bool) {
 	return block.KafkaRange{Topic: ch.Topic, Partition: ch.Partition, First: ch.First, Last: ch.Last}, true
 }
 
-// addVersions catalogues the versions >= 2 found in the bucket, returning
-// how many and the keys of those left out. A version object whose change
-// span overlaps one written by a later generation was written by an
-// ingestion that crashed before cataloguing it, and the records were
-// applied again after the restart: it is superseded, whatever the order the
-// two would be added in. The rest are added per block in version order; a
-// gap (a version whose predecessor was left out) ends the block's chain,
-// as does an overlap with the blocks' own coverage.
-func addVersions(c *Catalog, vs []block.Meta) (int, []string, error) {
-	type group struct {
-		topic     string
-		partition int32
-		window    int64
+// unit is what one sealed buffer of ingestion wrote: the block versions
+// whose records are the same span of one partition and window, from one
+// generation (a new block and the new versions of the blocks its changes
+// touched). Ingestion catalogued them in one Commit, and so does Rebuild.
+type unit struct {
+	window int64
+	span   block.KafkaRange
+	gen    int64
+	ms     []block.Meta
+}
+
+// addAll catalogues the block versions read from the bucket, per unit. A
+// unit whose span overlaps the span of a unit written by a later generation
+// was written by an ingestion that crashed before cataloguing it, and after
+// the restart the same records were sealed again, cut differently: it is
+// superseded, whatever order the two would be added in. The others are
+// committed in offset order per partition and window, which is the order
+// they were made in (a block's versions follow each other in the stream);
+// a unit the catalog refuses (a version whose predecessor was superseded)
+// is superseded too.
+func addAll(c *Catalog, ms []block.Meta, rep *RebuildReport) error {
+	type key struct {
+		window int64
+		span   block.KafkaRange
+		gen    int64
 	}
-	lost := map[string]bool{}
-	byGroup := map[group][]int{}
-	for i, m := range vs {
-		sp, ok := changeSpan(m)
-		if !ok {
-			lost[m.Key] = true
+	byKey := map[key]*unit{}
+	var units []*unit
+	for _, m := range ms {
+		sp, ok := span(m)
+		if !ok && m.V() > 1 {
+			rep.Unreadable = append(rep.Unreadable, m.Key+": a version without the change that made it")
 			continue
 		}
-		g := group{sp.Topic, sp.Partition, m.WindowStart}
-		byGroup[g] = append(byGroup[g], i)
+		k := key{window: m.WindowStart, span: sp, gen: m.Generation}
+		if !ok {
+			k.span.Topic = "\x00" + m.Key // alone
+		}
+		u := byKey[k]
+		if u == nil {
+			u = &unit{window: k.window, span: k.span, gen: k.gen}
+			byKey[k] = u
+			units = append(units, u)
+		}
+		u.ms = append(u.ms, m)
 	}
-	for _, idx := range byGroup {
-		for _, i := range idx {
-			a, _ := changeSpan(vs[i])
-			for _, j := range idx {
-				b, _ := changeSpan(vs[j])
-				if i != j && a.Overlaps(b) && vs[j].Generation > vs[i].Generation {
-					lost[vs[i].Key] = true
+	slices.SortFunc(units, func(a, b *unit) int {
+		return cmp.Or(cmp.Compare(a.span.Topic, b.span.Topic), cmp.Compare(a.span.Partition, b.span.Partition),
+			cmp.Compare(a.window, b.window), cmp.Compare(a.span.First, b.span.First), cmp.Compare(b.gen, a.gen))
+	})
+	lost := make([]bool, len(units))
+	for i, a := range units {
+		for j := i + 1; j < len(units); j++ {
+			b := units[j]
+			if b.span.Topic != a.span.Topic || b.span.Partition != a.span.Partition || b.window != a.window || b.span.First > a.span.Last {
+				break
+			}
+			if a.span.Overlaps(b.span) {
+				switch {
+				case a.gen > b.gen:
+					lost[j] = true
+				case b.gen > a.gen:
+					lost[i] = true
 				}
 			}
 		}
 	}
-	slices.SortFunc(vs, func(a, b block.Meta) int {
-		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.ID, b.ID), cmp.Compare(a.V(), b.V()))
-	})
-	var (
-		n      int
-		out    []string
-		broken = map[string]bool{}
-	)
-	for _, m := range vs {
-		bid := m.Source + "/" + m.ID
-		if lost[m.Key] || broken[bid] {
-			broken[bid] = true
-			out = append(out, m.Key)
-			continue
+	for i, u := range units {
+		// Versions in version order (one unit holds one version of a
+		// block at most).
+		slices.SortFunc(u.ms, func(a, b block.Meta) int { return cmp.Compare(a.Key, b.Key) })
+		err := ErrOverlap
+		if !lost[i] {
+			err = c.Commit(u.ms)
 		}
-		err := c.Add(m)
 		if errors.Is(err, ErrOverlap) || errors.Is(err, ErrConflict) {
-			broken[bid] = true
-			out = append(out, m.Key)
+			for _, m := range u.ms {
+				rep.Superseded = append(rep.Superseded, m.Key)
+			}
 			continue
 		}
 		if err != nil {
-			return 0, nil, err
+			return err
 		}
-		n++
+		for _, m := range u.ms {
+			if m.V() == 1 {
+				rep.Blocks++
+			} else {
+				rep.Versions++
+			}
+		}
 	}
-	return n, out, nil
+	return nil
 }

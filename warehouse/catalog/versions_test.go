@@ -236,12 +236,20 @@ func TestPinsAndGC(t *testing.T) {
 	a2 := next(a, 10, 10, 1, "click")
 	a3 := next(a2, 11, 11, 1, "click")
 	b2 := next(b, 10, 10, 1)
-	for _, m := range []block.Meta{a2, a3, b2} {
+	if err := c.Add(a2); err != nil {
+		t.Fatal(err)
+	}
+	sA2, _ := c.Snapshot()
+	for _, m := range []block.Meta{a3, b2} {
 		if err := c.Add(m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s2, _ := c.Snapshot()
+	// A grace horizon keeps what was superseded after it: a@2 went at a@3.
+	if gone, err := c.GCUpTo(sA2); err != nil || len(gone) != 0 {
+		t.Fatalf("GCUpTo(%d) removed %d versions, %v", sA2, len(gone), err)
+	}
 	if _, err := c.Pin("epoch-2", s2+1); err == nil {
 		t.Fatal("pinned a snapshot in the future")
 	}

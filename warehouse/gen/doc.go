@@ -19,7 +19,10 @@
 //   - Event times advance at Config.EventsPerSecond of event time from
 //     Config.Start; a fraction Config.LateFraction of events is late (its
 //     event time is one to three hours in the past), which exercises late
-//     blocks in ingestion.
+//     events in ingestion.
+//   - UpdateRecord and DeleteRecord make the change records of a stored
+//     event (a label arriving later, a deletion; warehouse/record's kinds),
+//     keyed as Produce keys the event.
 //
 // Everything is a deterministic function of Config: the same seed gives the
 // same events, byte for byte. Event ids are consecutive from

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -381,4 +382,40 @@ func (g *Generator) Produce(ctx context.Context, cl *kgo.Client, topic string, n
 	default:
 	}
 	return nil
+}
+
+// UpdateRecord is a Kafka record that overwrites columns of the stored event
+// ev (kind update, JSON, keyed by event id as Produce keys events, so it
+// lands on the event's partition): values maps column names to their new
+// values (JSON-encodable; nil is null). event_id and event_time name the
+// event and cannot be updated.
+func UpdateRecord(topic string, ev Event, values map[string]any) (*kgo.Record, error) {
+	if len(values) == 0 {
+		return nil, fmt.Errorf("gen: an update of event %d names no column", ev.EventID)
+	}
+	m := map[string]any{transform.ColEventID: ev.EventID, transform.ColEventTime: ev.EventTime}
+	for k, v := range values {
+		if k == transform.ColEventID || k == transform.ColEventTime {
+			return nil, fmt.Errorf("gen: %s names the event and cannot be updated", k)
+		}
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("gen: update of event %d: %w", ev.EventID, err)
+	}
+	return changeRecord(topic, ev, record.KindUpdate, b), nil
+}
+
+// DeleteRecord is a Kafka record that removes the stored event ev (kind
+// delete, JSON, keyed as Produce keys events).
+func DeleteRecord(topic string, ev Event) *kgo.Record {
+	b := fmt.Appendf(nil, `{"%s":%d,"%s":%d}`, transform.ColEventID, ev.EventID, transform.ColEventTime, ev.EventTime)
+	return changeRecord(topic, ev, record.KindDelete, b)
+}
+
+func changeRecord(topic string, ev Event, k record.Kind, value []byte) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: strconv.AppendInt(nil, ev.EventID, 10), Value: value,
+		Headers: []kgo.RecordHeader{{Key: record.HeaderKind, Value: []byte(k.String())},
+			{Key: record.HeaderContentType, Value: []byte(record.ContentTypeJSON)}}}
 }

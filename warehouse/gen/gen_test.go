@@ -1,6 +1,7 @@
 package gen_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/gen"
@@ -134,5 +136,42 @@ func TestWriteFile(t *testing.T) {
 	}
 	if rows != 70_000 {
 		t.Fatalf("%d rows", rows)
+	}
+}
+
+// TestChangeRecords: the update and delete records decode as their kinds,
+// keyed like the event.
+func TestChangeRecords(t *testing.T) {
+	ev := gen.New(gen.Config{Seed: 4}).Next()
+	up, err := gen.UpdateRecord("raw.ads", ev, map[string]any{"conversion": 1, "query": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gen.UpdateRecord("raw.ads", ev, map[string]any{"event_time": 1}); err == nil {
+		t.Fatal("an update of event_time was made")
+	}
+	d := record.NewDecoder(transform.AdsSchema(), 0)
+	for _, r := range []struct {
+		rec     *kgo.Record
+		kind    record.Kind
+		updated []string
+	}{{up, record.KindUpdate, []string{"query", "conversion"}}, {gen.DeleteRecord("raw.ads", ev), record.KindDelete, nil}} {
+		var kind, ct string
+		for _, h := range r.rec.Headers {
+			switch {
+			case record.IsKindHeader(h.Key):
+				kind = string(h.Value)
+			case record.IsContentTypeHeader(h.Key):
+				ct = string(h.Value)
+			}
+		}
+		k, err := record.ParseKind(kind)
+		if err == nil {
+			err = d.DecodeKind(k, ct, r.rec.Value)
+		}
+		if err != nil || k != r.kind || d.EventID() != ev.EventID || d.EventTime() != ev.EventTime ||
+			!reflect.DeepEqual(d.Updated(), r.updated) || string(r.rec.Key) != fmt.Sprint(ev.EventID) {
+			t.Errorf("%s record %s: %v, updated %v", r.kind, r.rec.Value, err, d.Updated())
+		}
 	}
 }

@@ -4,8 +4,9 @@
 // collects rows into per-partition, per-event-time-window buffers, seals a
 // buffer into a block (warehouse/block) every RowsPerBlock rows, when the
 // stream's event time has moved past the window, or SealAfter after the
-// buffer's first row, writes the block object, records it in the catalog
-// (warehouse/catalog), and only then commits the Kafka offsets. It runs
+// buffer's first row, writes the block object (or new versions of stored
+// blocks, "Changes" below), records it in the catalog (warehouse/catalog),
+// and only then commits the Kafka offsets. It runs
 // inside sigd and alone as `sigctl ingest`. Run first creates the source and
 // dead-letter topics if they are missing (Topics, internal/topics) and fails
 // if it cannot.
@@ -22,9 +23,13 @@
 // topic raw.<source>.dlq with its key, value (cut to MaxDeadLetterBytes) and
 // headers, plus headers sig-dlq-reason (what is wrong, for people),
 // sig-dlq-reason-code (one of DeadLetterReasons: record's oversized,
-// content_type, syntax and schema, and event_time_range and
-// event_time_ahead below), sig-dlq-topic, sig-dlq-partition and
-// sig-dlq-offset. Ingestion never stops for a malformed record.
+// content_type, syntax, schema and kind, and event_time_range,
+// event_time_ahead and unknown_event below), sig-dlq-topic,
+// sig-dlq-partition and sig-dlq-offset. Ingestion never stops for a
+// malformed record.
+//
+// Records have kinds (header sig-kind, warehouse/record): events, and
+// updates and deletes of stored events ("Changes" below).
 //
 // So does a record whose event_time is outside the event times SIG stores
 // (transform.CheckEventTime: 1970-01-01T00:00:00Z to the end of year 9999;
@@ -46,9 +51,52 @@
 // flag every block after it late: only time passing closes a window of a
 // live stream, while a replayed stream (event times in the past) closes its
 // windows as its event time moves on. A record for a closed window
-// starts a new buffer for that window, sealed as a separate block flagged
-// Late in its metadata and the catalog: a new version of that window's data,
-// never a rewrite of a sealed block.
+// starts a new buffer for that window (late), which stays open for one
+// window of stream time.
+//
+// # Changes: late events, updates, deletes
+//
+// A sealed block never changes in place. A buffer's records are applied in
+// offset order: events are its new rows; an update overwrites the named
+// columns of the event with its event_id in the partition and window (the
+// producer keys the update as it keyed the event), stored in a catalogued
+// block or among the buffer's own rows; a delete removes the event. An
+// update or delete naming no event the window holds (never ingested,
+// deleted already, not arrived yet) goes to the dead-letter topic with
+// reason unknown_event. The window's index (its blocks of this partition and
+// where each event id is) is read from the catalog and the event_id columns
+// on the buffer's first update or delete.
+//
+// Sealing a buffer writes:
+//
+//   - its new rows (without those it deleted, with its updates) as a new
+//     block (version 1), unless the window was closed when the buffer began
+//     (late events) and the window's newest block of this partition has room
+//     for them (RowsPerBlock): then they are appended to that block. A late
+//     buffer of a window with no block yet makes a block flagged Late;
+//   - a new version of every stored block that receives rows or whose rows
+//     its changes touch, written whole under block.ObjectKeyVersion (version
+//     1 objects keep their keys and bytes). The version's metadata
+//     (block.Meta) records, per column, the version at which its values
+//     last changed: an update bumps the columns it overwrote (a label
+//     update leaves every feature column at its version), appended or
+//     deleted rows bump every column (derived data must stay row-aligned);
+//     and in Changes, oldest first, each change that made a version: the
+//     buffer's topic, partition, offsets and its counts of late, updated
+//     and deleted rows.
+//
+// All of it is catalogued in one batch (catalog.Commit) with the coverage
+// of the buffer's offsets, so a catalog snapshot sees every version a
+// buffer made or none; then offsets are committed. Dead letters among the
+// buffer's records are acknowledged before that batch (once covered, they
+// are never consumed again).
+//
+// Superseded versions stay catalogued and stored while a catalog pin (a
+// training epoch's snapshot) or the grace period (GCGrace, default 10m) may
+// still read them; every GCInterval (default 1m) ingestion collects the rest
+// (catalog.GCUpTo, then their objects: catalog first, so a crash leaves an
+// orphan object, never a catalogued version without one). The newest
+// version of a block is never collected.
 //
 // # Exactly once
 //
@@ -60,17 +108,21 @@
 //
 //  1. Nothing is lost. A committed offset never passes a record that is not in
 //     a catalogued block or acknowledged on the dead-letter topic.
-//  2. Nothing is duplicated. After a crash the group resumes from the
-//     committed offset, so records may be consumed again: some of them are in
-//     blocks catalogued before the crash (blocks of other windows sealed after
-//     the oldest open buffer began). A block of partition p and window w holds
-//     every record of w between its first and last offset (buffers collect
-//     contiguously), so record (offset o, window w) is already stored exactly
-//     when a catalogued block of (p, w) covers o. On (re)assignment the
-//     ingester loads that coverage from the catalog (catalog.Covered) and
-//     skips those records. The catalog also refuses any block whose offsets
-//     overlap another block of the same partition and window (ErrOverlap), so
-//     a bug here stops ingestion instead of double-counting.
+//  2. Nothing is duplicated, no change applied twice. After a crash the
+//     group resumes from the committed offset, so records may be consumed
+//     again: some of them are in blocks or versions catalogued before the
+//     crash (of other windows, sealed after the oldest open buffer began). A
+//     sealed buffer of partition p and window w applied every record of w
+//     between its first and last offset (buffers collect contiguously), and
+//     the catalog records that span as covered (a new block's Kafka range, a
+//     version's last change), so record (offset o, window w) is already
+//     stored exactly when a catalogued span of (p, w) covers o. On
+//     (re)assignment the ingester loads that coverage from the catalog
+//     (catalog.Covered) and skips those records. The catalog also refuses
+//     any span that overlaps another of the same partition and window
+//     (ErrOverlap), and a version that does not follow the catalogued one
+//     (ErrConflict), so a bug here stops ingestion instead of
+//     double-counting.
 //  3. Objects without catalog entries are harmless. A crash between writing an
 //     object and cataloguing it leaves an orphan object. Its records are
 //     re-consumed and re-cut; with the same boundaries (row-count and
@@ -81,6 +133,9 @@
 //     ingestion process that wrote it (catalog.NextGeneration at start), and
 //     catalog.Rebuild resolves overlaps in favour of the later generation, so
 //     a catalog rebuilt from the bucket alone also counts every record once.
+//     A version object orphaned so is overwritten when the same records make
+//     the same version again (its key is the block's id and version), or
+//     left out by Rebuild when a later generation's span overlaps its own.
 //
 // # Committed offsets the log does not have
 //
@@ -118,9 +173,13 @@
 //
 // RegisterMetrics exports Stats per source (sigd does, on /metrics):
 // sig_ingest_records_total (consumed), sig_ingest_rows_total (events in
-// catalogued blocks), sig_ingest_blocks_total, sig_ingest_late_blocks_total,
-// sig_ingest_late_rows_total, sig_ingest_dead_letters_total by reason code
-// (the fixed set, zeros included), sig_ingest_skipped_records_total,
+// catalogued blocks and versions), sig_ingest_blocks_total,
+// sig_ingest_late_blocks_total, sig_ingest_late_rows_total,
+// sig_ingest_block_versions_total by kind (late, update, delete: what made
+// each new version), sig_ingest_changed_rows_total by kind (update, delete),
+// sig_ingest_versions_collected_total,
+// sig_ingest_dead_letters_total by reason code (the fixed set, zeros
+// included), sig_ingest_skipped_records_total,
 // sig_ingest_offset_commits_total and sig_ingest_offset_resets_total by
 // reason (past_end, before_start).
 //

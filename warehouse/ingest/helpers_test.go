@@ -110,6 +110,13 @@ func (e *env) waitCaughtUp(t testing.TB, group string, timeout time.Duration, al
 // else does. It returns the catalogued blocks.
 func verifyExactlyOnce(t testing.TB, store *objstore.Store, catalogDir string, first int64, n int) []block.Meta {
 	t.Helper()
+	return verifyExactlyOnceExcept(t, store, catalogDir, first, n, nil)
+}
+
+// verifyExactlyOnceExcept is verifyExactlyOnce where the ids of deleted
+// must appear nowhere instead.
+func verifyExactlyOnceExcept(t testing.TB, store *objstore.Store, catalogDir string, first int64, n int, deleted map[int64]bool) []block.Meta {
+	t.Helper()
 	c, err := catalog.Open(catalogDir)
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +154,15 @@ func verifyExactlyOnce(t testing.TB, store *objstore.Store, catalogDir string, f
 	missing, dup := 0, 0
 	var examples []string
 	for i, s := range seen {
+		if deleted[first+int64(i)] {
+			if s > 0 {
+				dup++
+				if len(examples) < 5 {
+					examples = append(examples, fmt.Sprintf("deleted %d x%d", first+int64(i), s))
+				}
+			}
+			continue
+		}
 		switch {
 		case s == 0:
 			missing++

@@ -48,12 +48,16 @@ const (
 	// ReasonEventTimeAhead: event_time more than MaxEventTimeAhead ahead of
 	// the clock.
 	ReasonEventTimeAhead = "event_time_ahead"
+	// ReasonUnknownEvent: an update or delete naming no stored event of
+	// its partition and window (never ingested, already deleted, or not
+	// yet arrived).
+	ReasonUnknownEvent = "unknown_event"
 )
 
 // DeadLetterReasons is every reason code a dead letter can carry: a fixed
 // set, so that the metric of dead letters by reason stays small.
 var DeadLetterReasons = []string{record.ReasonOversized, record.ReasonContentType, record.ReasonSyntax,
-	record.ReasonSchema, ReasonEventTimeRange, ReasonEventTimeAhead}
+	record.ReasonSchema, ReasonEventTimeRange, ReasonEventTimeAhead, record.ReasonKind, ReasonUnknownEvent}
 
 // reasonIndex maps a reason code to its place in DeadLetterReasons.
 func reasonIndex(code string) int {
@@ -124,6 +128,15 @@ type Config struct {
 	MaxDeadLetterBytes int
 	// PollRecords bounds the records handled per poll. Default 10000.
 	PollRecords int
+	// GCInterval is how often ingestion collects the superseded block
+	// versions that neither a catalog pin nor "now" sees (catalog.GCUpTo),
+	// deleting their objects after the catalog entries. Default 1m;
+	// negative: never (another process, sigd, collects).
+	GCInterval time.Duration
+	// GCGrace keeps a superseded version at least this long after it was
+	// superseded, so that a reader that resolved it just before, without a
+	// pin, still reads it. Default 10m; negative: none.
+	GCGrace time.Duration
 	// Clock times SealAfter and is the present that event times are
 	// checked against (MaxEventTimeAhead) and the watermark may not pass.
 	// Default the wall clock.
@@ -177,6 +190,12 @@ func (c *Config) EnsureDefaults() {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
+	if c.GCInterval == 0 {
+		c.GCInterval = time.Minute
+	}
+	if c.GCGrace == 0 {
+		c.GCGrace = 10 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -186,16 +205,26 @@ func (c *Config) EnsureDefaults() {
 type Stats struct {
 	// Records consumed (including skipped and dead-lettered ones).
 	Records int64
-	// Rows written into blocks.
+	// Rows written into blocks: events, in new blocks or appended to
+	// versions.
 	Rows int64
-	// Blocks sealed and catalogued, and how many of them are late;
-	// LateRows are the rows of the late blocks (events that arrived after
-	// their window was closed).
+	// Blocks (version 1) sealed and catalogued, and how many of them are
+	// late; LateRows are the events that arrived after their window was
+	// closed, in late blocks or appended to a block's new version.
 	Blocks, LateBlocks, LateRows int64
 	// DeadLetters sent to the dead-letter topic, and by reason (the index
 	// of the reason code in DeadLetterReasons).
 	DeadLetters         int64
 	DeadLettersByReason []int64
+	// Versions counts block versions >= 2 written and catalogued, by what
+	// made them (a version can count under several): VersionsLate appended
+	// late rows, VersionsUpdate overwrote columns, VersionsDelete removed
+	// rows. UpdatedRows and DeletedRows count the rows so changed.
+	Versions, VersionsLate, VersionsUpdate, VersionsDelete int64
+	UpdatedRows, DeletedRows                               int64
+	// VersionsCollected are superseded versions removed by GC (their
+	// objects deleted).
+	VersionsCollected int64
 	// Skipped records already in catalogued blocks (re-consumed after a
 	// restart).
 	Skipped int64
@@ -229,9 +258,17 @@ type Ingester struct {
 	dlqPending bool
 	dlqErr     atomic.Pointer[error]
 
-	records, rows, blocks, lateBlocks, lateRows, deadLetters, skipped, commits atomic.Int64
-	offsetResets, offsetsBehind                                                atomic.Int64
-	deadLettersByReason                                                        []atomic.Int64
+	records, rows, blocks, lateBlocks, lateRows, deadLetters, skipped, commits       atomic.Int64
+	versions, versionsLate, versionsUpdate, versionsDelete, updatedRows, deletedRows atomic.Int64
+	versionsCollected                                                                atomic.Int64
+
+	// GC state (Run's goroutine only): when it last ran, the snapshots
+	// taken then, and the horizon of the grace period.
+	lastGC                      time.Time
+	horizons                    []gcHorizon
+	gcHorizon                   int64
+	offsetResets, offsetsBehind atomic.Int64
+	deadLettersByReason         []atomic.Int64
 }
 
 // partState is the ingestion state of one assigned partition.
@@ -252,15 +289,28 @@ type partState struct {
 
 type span struct{ first, last int64 }
 
-// buffer collects the rows of one window of one partition until sealed.
+// buffer collects the records of one window of one partition until sealed:
+// new events (rows of b), and updates and deletes of events stored in the
+// window's blocks or buffered here (changes.go).
 type buffer struct {
 	window      int64
 	late        bool
 	first, last int64
 	rows        int
 	b           *array.RecordBuilder
+	ids         []int64 // event_id of each row of b
 	openedAt    time.Time
 	closeAt     int64 // watermark at which the buffer is sealed
+
+	changes // updates and deletes; zero until the first
+}
+
+// release frees the buffer's builders.
+func (b *buffer) release() {
+	b.b.Release()
+	if b.ub != nil {
+		b.ub.Release()
+	}
 }
 
 // New checks cfg and returns an Ingester.
@@ -297,6 +347,9 @@ func (in *Ingester) Stats() Stats {
 		LateBlocks: in.lateBlocks.Load(), LateRows: in.lateRows.Load(), DeadLetters: in.deadLetters.Load(),
 		Skipped: in.skipped.Load(), Commits: in.commits.Load(),
 		OffsetResets: in.offsetResets.Load(), OffsetsBehind: in.offsetsBehind.Load(),
+		Versions: in.versions.Load(), VersionsLate: in.versionsLate.Load(), VersionsUpdate: in.versionsUpdate.Load(),
+		VersionsDelete: in.versionsDelete.Load(), UpdatedRows: in.updatedRows.Load(), DeletedRows: in.deletedRows.Load(),
+		VersionsCollected:   in.versionsCollected.Load(),
 		DeadLettersByReason: make([]int64, len(DeadLetterReasons))}
 	for i := range st.DeadLettersByReason {
 		st.DeadLettersByReason[i] = in.deadLettersByReason[i].Load()
@@ -384,6 +437,9 @@ func (in *Ingester) Run(ctx context.Context) error {
 			err = in.commit(ctx, cl)
 		}
 		cl.AllowRebalance()
+		if err == nil {
+			in.collect(ctx, log)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -424,7 +480,7 @@ func (in *Ingester) process(ctx context.Context, cl *kgo.Client, fetches kgo.Fet
 	for _, ps := range in.parts {
 		for _, b := range ps.sortedBuffers() {
 			if now.Sub(b.openedAt) >= in.cfg.SealAfter {
-				if err := in.seal(ctx, ps, b); err != nil {
+				if err := in.seal(ctx, cl, ps, b); err != nil {
 					return err
 				}
 			}
@@ -522,7 +578,7 @@ func (in *Ingester) dropPartitions(_ context.Context, _ *kgo.Client, m map[strin
 	for _, p := range m[in.cfg.Topic] {
 		if ps := in.parts[p]; ps != nil {
 			for _, b := range ps.bufs {
-				b.b.Release()
+				b.release()
 			}
 		}
 		delete(in.parts, p)
@@ -562,14 +618,20 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 	}
 	ps.next = r.Offset + 1
 	in.records.Add(1)
-	ct := ""
+	ct, kind := "", ""
 	for _, h := range r.Headers {
-		if record.IsContentTypeHeader(h.Key) {
+		switch {
+		case record.IsContentTypeHeader(h.Key):
 			ct = string(h.Value)
-			break
+		case record.IsKindHeader(h.Key):
+			kind = string(h.Value)
 		}
 	}
-	if err := in.dec.Decode(ct, r.Value); err != nil {
+	k, err := record.ParseKind(kind)
+	if err == nil {
+		err = in.dec.DecodeKind(k, ct, r.Value)
+	}
+	if err != nil {
 		in.deadLetter(cl, r, record.ReasonOf(err), err)
 		return nil
 	}
@@ -602,11 +664,32 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 		ps.bufs[w] = b
 		ps.nextClose = min(ps.nextClose, closeAt)
 	}
-	in.dec.AppendTo(b.b)
-	b.rows++
+	if k == record.KindEvent {
+		in.dec.AppendTo(b.b)
+		b.rows++
+		b.ids = append(b.ids, in.dec.EventID())
+		if b.live != nil {
+			b.live[in.dec.EventID()] = loc{blk: bufferRows, row: int32(b.rows - 1)}
+		}
+	} else {
+		applied, err := in.change(ctx, ps, b, k)
+		if err != nil {
+			return err
+		}
+		if !applied {
+			in.deadLetter(cl, r, ReasonUnknownEvent, fmt.Errorf("%s of event %d (event_time %s): partition %d has no such event in window %s",
+				k, in.dec.EventID(), transform.FormatMicros(t), ps.partition, transform.FormatMicros(w)))
+			if b.rows == 0 && b.nchanges == 0 {
+				// Opened for this record alone: nothing to seal.
+				b.release()
+				delete(ps.bufs, w)
+			}
+			return nil
+		}
+	}
 	b.last = r.Offset
-	if b.rows >= in.cfg.RowsPerBlock {
-		if err := in.seal(ctx, ps, b); err != nil {
+	if b.rows+b.nchanges >= in.cfg.RowsPerBlock {
+		if err := in.seal(ctx, cl, ps, b); err != nil {
 			return err
 		}
 	}
@@ -618,7 +701,7 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 		if ps.watermark >= ps.nextClose {
 			for _, o := range ps.sortedBuffers() {
 				if ps.watermark >= o.closeAt {
-					if err := in.seal(ctx, ps, o); err != nil {
+					if err := in.seal(ctx, cl, ps, o); err != nil {
 						return err
 					}
 				}
@@ -677,17 +760,43 @@ func (in *Ingester) Topics() []topics.Spec {
 	return []topics.Spec{{Name: in.cfg.Topic, Partitions: -1}, {Name: in.cfg.DeadLetterTopic, Partitions: 1}}
 }
 
-// seal writes buffer b as a block, catalogues it and forgets it. Object-store
-// failures are retried until ctx ends: the block must be written before
-// anything after it is committed.
-func (in *Ingester) seal(ctx context.Context, ps *partState, b *buffer) error {
+// seal writes what buffer b makes (a new block of its events, new versions
+// of the window's stored blocks its changes touch: sealVersions), catalogues
+// all of it in one batch and forgets the buffer. Object-store failures are
+// retried until ctx ends: the objects must be written before anything
+// after them is committed.
+func (in *Ingester) seal(ctx context.Context, cl *kgo.Client, ps *partState, b *buffer) error {
+	defer func() {
+		b.release()
+		delete(ps.bufs, b.window)
+	}()
+	if b.nchanges > 0 || b.late {
+		return in.sealVersions(ctx, cl, ps, b)
+	}
 	rec := b.b.NewRecord()
 	defer rec.Release()
+	full, err := in.write(ctx, in.newBlockMeta(ps, b), rec)
+	if err != nil {
+		return err
+	}
+	if err := in.cfg.Catalog.Add(full); err != nil {
+		return fmt.Errorf("ingest: catalog block %s: %w", full.ID, err)
+	}
+	in.sealed(ps, b, []block.Meta{full})
+	return nil
+}
+
+// newBlockMeta is the metadata of a new (version 1) block of b's events.
+func (in *Ingester) newBlockMeta(ps *partState, b *buffer) block.Meta {
 	kr := block.KafkaRange{Topic: in.cfg.Topic, Partition: ps.partition, First: b.first, Last: b.last}
 	id := block.ID(b.window, kr)
-	meta := block.Meta{Key: block.RawKey(in.cfg.Schema.Source, id), ID: id, Source: in.cfg.Schema.Source,
+	return block.Meta{Key: block.RawKey(in.cfg.Schema.Source, id), ID: id, Source: in.cfg.Schema.Source,
 		WindowStart: b.window, WindowLength: in.windowLen, SchemaFingerprint: in.fp,
 		Kafka: &kr, Late: b.late, Generation: in.gen}
+}
+
+// write writes one block object, retrying until ctx ends.
+func (in *Ingester) write(ctx context.Context, meta block.Meta, rec arrow.Record) (block.Meta, error) {
 	var (
 		full block.Meta
 		err  error
@@ -697,30 +806,50 @@ func (in *Ingester) seal(ctx context.Context, ps *partState, b *buffer) error {
 		if err == nil || ctx.Err() != nil {
 			break
 		}
-		in.cfg.Logger.Warn("ingest: block write failed; retrying", "block", id, "err", err)
+		in.cfg.Logger.Warn("ingest: block write failed; retrying", "block", meta.Key, "err", err)
 		select {
 		case <-ctx.Done():
 		case <-in.cfg.Clock.After(time.Second):
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("ingest: write block %s: %w", id, err)
+		return block.Meta{}, fmt.Errorf("ingest: write block %s: %w", meta.Key, err)
 	}
-	if err := in.cfg.Catalog.Add(full); err != nil {
-		return fmt.Errorf("ingest: catalog block %s: %w", id, err)
-	}
+	return full, nil
+}
+
+// sealed records that b's span is catalogued (in ms) and counts it.
+func (in *Ingester) sealed(ps *partState, b *buffer, ms []block.Meta) {
 	ps.covered[b.window] = insertSpan(ps.covered[b.window], span{b.first, b.last})
 	ps.maxCovered = max(ps.maxCovered, b.last)
-	b.b.Release()
-	delete(ps.bufs, b.window)
-	in.blocks.Add(1)
-	in.rows.Add(int64(b.rows))
-	if b.late {
-		in.lateBlocks.Add(1)
-		in.lateRows.Add(int64(b.rows))
+	for _, m := range ms {
+		if m.V() == 1 {
+			in.blocks.Add(1)
+			in.rows.Add(m.Rows)
+			if m.Late {
+				in.lateBlocks.Add(1)
+				in.lateRows.Add(m.Rows)
+			}
+			continue
+		}
+		ch := m.Changes[len(m.Changes)-1]
+		in.versions.Add(1)
+		if ch.LateRows > 0 {
+			in.versionsLate.Add(1)
+			in.rows.Add(ch.LateRows)
+			in.lateRows.Add(ch.LateRows)
+		}
+		if ch.UpdatedRows > 0 {
+			in.versionsUpdate.Add(1)
+			in.updatedRows.Add(ch.UpdatedRows)
+		}
+		if ch.DeletedRows > 0 {
+			in.versionsDelete.Add(1)
+			in.deletedRows.Add(ch.DeletedRows)
+		}
+		in.cfg.Logger.Debug("ingest: new block version", "block", m.ID, "version", m.V(),
+			"late_rows", ch.LateRows, "updated_rows", ch.UpdatedRows, "deleted_rows", ch.DeletedRows)
 	}
-	in.cfg.Logger.Debug("ingest: sealed block", "block", id, "rows", b.rows, "late", b.late)
-	return nil
 }
 
 func insertSpan(spans []span, s span) []span {

@@ -13,19 +13,26 @@ const (
 	MetricSkipped      = "sig_ingest_skipped_records_total"
 	MetricCommits      = "sig_ingest_offset_commits_total"
 	MetricOffsetResets = "sig_ingest_offset_resets_total"
+	MetricVersions     = "sig_ingest_block_versions_total"
+	MetricChangedRows  = "sig_ingest_changed_rows_total"
+	MetricCollected    = "sig_ingest_versions_collected_total"
 )
+
+// VersionKinds label MetricVersions: what made a block version (one
+// version can count under several).
+var VersionKinds = []string{"late", "update", "delete"}
 
 var (
 	descRecords = prometheus.NewDesc(MetricRecords,
 		"Kafka records consumed, including dead-lettered ones and ones skipped as already stored.", []string{"source"}, nil)
 	descRows = prometheus.NewDesc(MetricRows,
-		"Events ingested: rows written into sealed and catalogued raw blocks.", []string{"source"}, nil)
+		"Events ingested: rows written into sealed and catalogued raw blocks, new ones or appended to a block's new version.", []string{"source"}, nil)
 	descBlocks = prometheus.NewDesc(MetricBlocks,
 		"Raw blocks sealed and catalogued.", []string{"source"}, nil)
 	descLateBlocks = prometheus.NewDesc(MetricLateBlocks,
-		"Sealed raw blocks flagged late: new versions of windows that were already closed.", []string{"source"}, nil)
+		"Sealed raw blocks flagged late: new blocks of windows that were already closed and had no block to append to.", []string{"source"}, nil)
 	descLateRows = prometheus.NewDesc(MetricLateRows,
-		"Events in late blocks: they arrived after their window was closed.", []string{"source"}, nil)
+		"Late events: they arrived after their window was closed (in late blocks, or appended to a block's new version).", []string{"source"}, nil)
 	descDeadLetters = prometheus.NewDesc(MetricDeadLetters,
 		"Records sent to the dead-letter topic, by reason code (the sig-dlq-reason-code header).", []string{"source", "reason"}, nil)
 	descSkipped = prometheus.NewDesc(MetricSkipped,
@@ -35,6 +42,15 @@ var (
 	descOffsetResets = prometheus.NewDesc(MetricOffsetResets,
 		"Partitions whose committed offset the log did not have when assigned (past_end: past the log's end; before_start: records deleted before they were ingested); ingestion resumed at the log start.",
 		[]string{"source", "reason"}, nil)
+	descVersions = prometheus.NewDesc(MetricVersions,
+		"New versions (>= 2) of sealed raw blocks written and catalogued, by what made them: late (rows appended), update (columns overwritten), delete (rows removed).",
+		[]string{"source", "kind"}, nil)
+	descCollected = prometheus.NewDesc(MetricCollected,
+		"Superseded raw block versions no catalog pin and not the present sees, removed from the catalog and their objects deleted.",
+		[]string{"source"}, nil)
+	descChangedRows = prometheus.NewDesc(MetricChangedRows,
+		"Rows of sealed raw blocks changed by new versions, by kind: update (columns overwritten), delete (removed).",
+		[]string{"source", "kind"}, nil)
 )
 
 // RegisterMetrics exports the counters of ins (Stats) on r, one series per
@@ -48,7 +64,7 @@ type collector []*Ingester
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRecords, descRows, descBlocks, descLateBlocks, descLateRows,
-		descDeadLetters, descSkipped, descCommits, descOffsetResets} {
+		descDeadLetters, descSkipped, descCommits, descOffsetResets, descVersions, descChangedRows, descCollected} {
 		ch <- d
 	}
 }
@@ -72,5 +88,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCommits, st.Commits, src)
 		counter(descOffsetResets, st.OffsetResets, src, "past_end")
 		counter(descOffsetResets, st.OffsetsBehind, src, "before_start")
+		for i, v := range []int64{st.VersionsLate, st.VersionsUpdate, st.VersionsDelete} {
+			counter(descVersions, v, src, VersionKinds[i])
+		}
+		counter(descChangedRows, st.UpdatedRows, src, "update")
+		counter(descChangedRows, st.DeletedRows, src, "delete")
+		counter(descCollected, st.VersionsCollected, src)
 	}
 }

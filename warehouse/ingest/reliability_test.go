@@ -10,16 +10,19 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
@@ -109,9 +112,13 @@ func (p *ingestProc) signal(t *testing.T, sig syscall.Signal) {
 
 // One million events are ingested while the ingesting process (a real
 // `sigctl ingest`) is SIGKILLed at random moments, eight times, and
-// restarted; producers keep writing meanwhile. Afterwards every event id is in
-// the catalogued blocks exactly once, and a catalog rebuilt from the bucket
-// alone equals the one ingestion built.
+// restarted; producers keep writing meanwhile: events (some late), and
+// after each chunk of events, updates of a label and of a feature column
+// and deletes of events of the chunk before (changeStream). Afterwards every
+// event not deleted is in the catalogued blocks exactly once with the values
+// of its last update, no deleted one is, every block's versions follow each
+// other, and a catalog rebuilt from the bucket alone equals the one
+// ingestion built.
 func TestKillRestartExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Log("-short: ingesting 100k events instead of 1M")
@@ -125,6 +132,7 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 
 	cfg := gen.Config{Seed: 42, EventsPerSecond: 200, LateFraction: 0.002}
 	g := gen.New(cfg)
+	changes := newChangeStream(cfg)
 	produced := make(chan error, 1)
 	go func() {
 		cl, err := e.kafka.Client(kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
@@ -139,11 +147,17 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 				produced <- err
 				return
 			}
+			// The changes of the chunk before: their events are stored
+			// (or buffered) by now.
+			if err := changes.produce(cl, n/chunks); err != nil {
+				produced <- err
+				return
+			}
 			if i < chunks-1 {
 				time.Sleep(400 * time.Millisecond)
 			}
 		}
-		produced <- nil
+		produced <- changes.produce(cl, 0)
 	}()
 
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -173,14 +187,20 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 	p.signal(t, syscall.SIGTERM)
 	t.Logf("last run: %s", strings.TrimSpace(p.out.String()))
 
-	blocks := verifyExactlyOnce(t, e.store, e.catalogDir, 1, n)
-	late := 0
+	blocks := verifyExactlyOnceExcept(t, e.store, e.catalogDir, 1, n, changes.deleted)
+	changes.verify(t, e, e.catalogDir)
+	late, versions := 0, 0
 	for _, m := range blocks {
 		if m.Late {
 			late++
 		}
+		versions += int(m.V()) - 1
 	}
-	t.Logf("%d blocks (%d late) hold %d events exactly once after %d kills", len(blocks), late, n, kills)
+	t.Logf("%d blocks (%d late, %d later versions) hold %d events exactly once, %d deleted, %d updated, after %d kills",
+		len(blocks), late, versions, n-len(changes.deleted), len(changes.deleted), len(changes.values), kills)
+	if versions == 0 {
+		t.Fatal("no block changed after it was sealed")
+	}
 
 	// Rebuild the catalog from the bucket alone and compare.
 	rebuilt := filepath.Join(t.TempDir(), "rebuilt")
@@ -199,10 +219,134 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, blocks) {
+	if !reflect.DeepEqual(noSeqs(got), noSeqs(blocks)) {
 		t.Fatalf("rebuilt catalog has %d blocks, ingestion catalogued %d, or they differ", len(got), len(blocks))
 	}
-	verifyExactlyOnce(t, e.store, rebuilt, 1, n)
+	verifyExactlyOnceExcept(t, e.store, rebuilt, 1, n, changes.deleted)
+	changes.verify(t, e, rebuilt)
+}
+
+// changeStream is the updates and deletes TestKillRestartExactlyOnce sends,
+// and what the stored events must look like after them. Per event id: a
+// label update (conversion 7) of 1 in 40, a second one (conversion 9) of
+// half of those, a feature update (query and click) of another 1 in 40, a
+// delete of 1 in 61 (after any update); and per chunk a delete naming no
+// event (dead-lettered).
+type changeStream struct {
+	shadow  *gen.Generator // the events' generator, replayed for their times
+	deleted map[int64]bool
+	// values are the expected click, conversion and query of every
+	// updated event not deleted.
+	values map[int64]changedValues
+	chunk  []gen.Event
+}
+
+type changedValues struct {
+	click, conversion int64
+	query             string
+}
+
+func newChangeStream(cfg gen.Config) *changeStream {
+	return &changeStream{shadow: gen.New(cfg), deleted: map[int64]bool{},
+		values: map[int64]changedValues{}}
+}
+
+// produce sends the changes of the chunk replayed before (none the first
+// time) and replays the next size events, the chunk just produced.
+func (c *changeStream) produce(cl *kgo.Client, size int) error {
+	var recs []*kgo.Record
+	add := func(kind string, ev gen.Event, cols string) {
+		v := fmt.Sprintf(`{"event_id":%d,"event_time":%d%s}`, ev.EventID, ev.EventTime, cols)
+		recs = append(recs, &kgo.Record{Topic: "raw.ads", Key: strconv.AppendInt(nil, ev.EventID, 10), Value: []byte(v),
+			Headers: []kgo.RecordHeader{{Key: record.HeaderKind, Value: []byte(kind)}}})
+	}
+	for _, ev := range c.chunk {
+		id := ev.EventID
+		v := changedValues{click: ev.Click, conversion: ev.Conversion, query: ev.Query}
+		changed := false
+		if id%40 == 3 {
+			add("update", ev, `,"conversion":7`)
+			v.conversion, changed = 7, true
+			if id%80 == 3 {
+				add("update", ev, `,"conversion":9`)
+				v.conversion = 9
+			}
+		}
+		if id%40 == 17 {
+			v.query, v.click, changed = fmt.Sprintf("changed %d", id), 1, true
+			add("update", ev, fmt.Sprintf(`,"query":%q,"click":1`, v.query))
+		}
+		if id%61 == 5 {
+			add("delete", ev, "")
+			c.deleted[id] = true
+			changed = false
+		}
+		if changed {
+			c.values[id] = v
+		}
+	}
+	if len(c.chunk) > 0 {
+		ghost := c.chunk[0]
+		ghost.EventID = -ghost.EventID
+		add("delete", ghost, "")
+	}
+	c.chunk = c.chunk[:0]
+	for range size {
+		c.chunk = append(c.chunk, c.shadow.Next())
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	return cl.ProduceSync(context.Background(), recs...).FirstErr()
+}
+
+// verify checks the updated events' values in the catalogued blocks of
+// catalogDir, and that every block's versions are 1, 2, ... with readable
+// objects.
+func (c *changeStream) verify(t *testing.T, e *env, catalogDir string) {
+	t.Helper()
+	cat, err := catalog.Open(catalogDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	blocks, err := cat.Blocks("ads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, m := range blocks {
+		vs, err := cat.Versions("ads", m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vs {
+			if v.V() != int64(i+1) {
+				t.Fatalf("block %s: versions %d at place %d", m.ID, v.V(), i+1)
+			}
+		}
+		rec, err := block.ReadColumns(context.Background(), e.store, m, []string{"click", "conversion", "query"})
+		if err != nil {
+			t.Fatalf("read %s: %v", m.Key, err)
+		}
+		ids, click := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int64)
+		conv, query := rec.Column(2).(*array.Int64), rec.Column(3).(*array.String)
+		for r := range ids.Len() {
+			want, ok := c.values[ids.Value(r)]
+			if !ok {
+				continue
+			}
+			seen++
+			got := changedValues{click.Value(r), conv.Value(r), query.Value(r)}
+			if got != want {
+				t.Fatalf("event %d in %s: %+v, want %+v", ids.Value(r), m.Key, got, want)
+			}
+		}
+		rec.Release()
+	}
+	if seen != len(c.values) {
+		t.Fatalf("%d updated events found, want %d", seen, len(c.values))
+	}
 }
 
 // MinIO is down for 10 seconds in the middle of ingestion: the ingester waits
@@ -305,7 +449,7 @@ func TestMalformedRecordsGoToDeadLetters(t *testing.T) {
 		t.Fatalf("stats %+v, want %d dead letters", st, len(want))
 	}
 	// By reason, in DeadLetterReasons' order.
-	if want := []int64{1, 2, 2, 2, 0, 0}; !slices.Equal(st.DeadLettersByReason, want) {
+	if want := []int64{1, 2, 2, 2, 0, 0, 0, 0}; !slices.Equal(st.DeadLettersByReason, want) {
 		t.Errorf("dead letters by reason %v (%v), want %v", st.DeadLettersByReason, ingest.DeadLetterReasons, want)
 	}
 	verifyExactlyOnce(t, e.store, e.catalogDir, 1000, int(id-1000))

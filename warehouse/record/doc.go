@@ -51,6 +51,32 @@
 // another version of this one) malformed instead of misread. Trailing bytes
 // are malformed.
 //
+// # Kinds (header sig-kind)
+//
+// A record's sig-kind header (name and value in any case; absent or empty:
+// event) says what it does (ParseKind; an unknown value is malformed,
+// reason "kind"):
+//
+//   - event: adds an event, encoded as above. One whose event-time window
+//     ingestion has already closed is a late event; it is appended to the
+//     stored data of its window (warehouse/ingest).
+//   - update: overwrites columns of a stored event, e.g. a conversion label
+//     arriving hours after the impression. JSON only: event_id and
+//     event_time (which name the event and are never overwritten) and at
+//     least one other column, the new values (null allowed), nothing else:
+//     {"event_id": 17, "event_time": 1767225600000000, "conversion": 1}
+//   - delete: removes a stored event, e.g. one later flagged as spam. JSON
+//     only, exactly event_id and event_time:
+//     {"event_id": 17, "event_time": 1767225600000000}
+//
+// The row encoding stays the events' (an update or delete with content type
+// application/vnd.sig.row.v1 is malformed, reason content_type): changes
+// are rare next to events, and JSON names the columns an update holds. A
+// producer keys an update or delete as it keyed the event (so it lands on
+// the event's partition); it applies to the event with that event_id in the
+// partition and event_time's window, and one that names no stored event is
+// dead-lettered by ingestion (reason unknown_event).
+//
 // # Size
 //
 // A record whose value is larger than the decoder's maximum (DefaultMaxBytes,
@@ -65,7 +91,7 @@
 // with a null element has no record form and is an error.
 //
 // Every decoding error wraps ErrMalformed, says what is wrong and carries a
-// reason code from a fixed set (Error.Reason, ReasonOf: oversized,
-// content_type, syntax, schema); ingestion sends such records to the
+// reason code from a fixed set (Error.Reason, ReasonOf, Reasons: oversized,
+// content_type, syntax, schema, kind); ingestion sends such records to the
 // dead-letter topic with both, and counts them by code.
 package record
