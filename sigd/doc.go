@@ -51,9 +51,10 @@
 // version and each memo entry's input version. Trainers and operators pin
 // snapshots (PinSnapshot, UnpinSnapshot; a trainer's pin names start with
 // "<client>:"), and version GC (every --version-gc-every, or
-// Options.GCTrigger) drops the versions no pin and not "now" sees, then
-// the memo entries no kept version reads, then their objects
-// (sig_version_gc_*). A task's block is a memo block ref; describe names
+// Options.GCTrigger; sigd's ingestion leaves it to sigd) drops the
+// versions no pin and not "now" sees, superseded more than
+// --version-gc-grace ago, then the memo entries no kept version reads,
+// then their objects (sig_version_gc_*). A task's block is a memo block ref; describe names
 // a raw version of that input version for the worker to read.
 //
 // # Corrupt memo objects
@@ -85,8 +86,9 @@
 // mid-work, SIGKILL of `sigd dev` with acknowledged events not yet sealed,
 // authentication and roles, bad requests, shutdown, the repair of a corrupt
 // memo object reported by a real cmd/reader, and grpcurl as a third-party
-// client, and versioned blocks end to end (TestVersionsEndToEnd: a label
-// update recomputes nothing, a feature update one task, the pinned
-// snapshot serves the old bytes, SIG equals LIG at every version, GC).
+// client, and versioned blocks end to end (TestVersionsEndToEnd: events
+// and change records through Kafka and ingestion; a label update
+// recomputes nothing, a feature update one task, the pinned snapshot
+// serves the old bytes, SIG equals LIG at every version, GC).
 // bench/sigd.sh runs the benchmarks.
 package sigd

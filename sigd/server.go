@@ -88,8 +88,9 @@ type Server struct {
 	// long-polling LeaseTask calls end then, so a graceful stop does not
 	// wait for them.
 	stopping chan struct{}
-	// gcTrigger is Options.GCTrigger.
-	gcTrigger <-chan struct{}
+	// gcTrigger is Options.GCTrigger; gcHorizons version GC's grace.
+	gcTrigger  <-chan struct{}
+	gcHorizons gcHorizons
 }
 
 // Options are what a caller (cmd/sigd, tests) adds beyond Config.
@@ -229,7 +230,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
 			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
 			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: s.compression,
-			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src)})
+			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src),
+			// sigd collects superseded versions itself, with the memo
+			// entries and objects only they had (versions.go).
+			GCInterval: -1})
 		if err != nil {
 			return nil, err
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -28,8 +30,11 @@ import (
 //     components reading it;
 //   - pins snapshots for trainers (PinSnapshot, UnpinSnapshot);
 //   - collects garbage (CollectVersions, every --version-gc-every and on
-//     Options.GCTrigger): the catalog drops the versions no pin and not
-//     "now" sees, then the memo entries no kept version reads are removed
+//     Options.GCTrigger; ingestion in sigd leaves it to sigd): the catalog
+//     drops the versions no pin and not "now" sees and that were
+//     superseded more than --version-gc-grace ago (a reader may have
+//     resolved one without a pin), then the memo entries no kept version
+//     reads are removed
 //     (Frontend.DropVersions), then their memo objects and the raw
 //     versions' objects. Catalog and entries first, objects after: a crash
 //     in between leaves orphan objects, never an entry or a version
@@ -127,8 +132,41 @@ func (s *Server) syncVersions(since int64) (int64, error) {
 	return snap, nil
 }
 
-// DefaultVersionGCEvery is --version-gc-every's default.
-const DefaultVersionGCEvery = time.Minute
+// DefaultVersionGCEvery and DefaultVersionGCGrace are --version-gc-every's
+// and --version-gc-grace's defaults.
+const (
+	DefaultVersionGCEvery = time.Minute
+	DefaultVersionGCGrace = 10 * time.Minute
+)
+
+// gcHorizons are the catalog snapshots version GC took, with when: the
+// horizon is the newest one at least --version-gc-grace old (versions
+// superseded after it are kept, catalog.GCUpTo).
+type gcHorizons struct {
+	mu      sync.Mutex
+	taken   []gcHorizon
+	horizon int64
+}
+
+type gcHorizon struct {
+	at   time.Time
+	snap int64
+}
+
+// advance records snapshot snap taken at now and returns the horizon.
+func (g *gcHorizons) advance(now time.Time, snap int64, grace time.Duration) int64 {
+	if grace < 0 {
+		return math.MaxInt64
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.taken = append(g.taken, gcHorizon{now, snap})
+	for len(g.taken) > 0 && now.Sub(g.taken[0].at) >= grace {
+		g.horizon = g.taken[0].snap
+		g.taken = g.taken[1:]
+	}
+	return g.horizon
+}
 
 // gcLoop collects versions every cfg.VersionGCEvery and whenever
 // Options.GCTrigger fires, until ctx ends.
@@ -159,7 +197,11 @@ type GCResult struct {
 // CollectVersions runs one version GC (see the top of this file).
 func (s *Server) CollectVersions(ctx context.Context) (GCResult, error) {
 	var res GCResult
-	removed, err := s.catalog.GC()
+	snap, err := s.catalog.Snapshot()
+	if err != nil {
+		return res, err
+	}
+	removed, err := s.catalog.GCUpTo(s.gcHorizons.advance(s.clock.Now(), snap, s.cfg.VersionGCGrace))
 	if err != nil {
 		return res, err
 	}

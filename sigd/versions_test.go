@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -21,7 +17,11 @@ import (
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/gen"
+	"github.com/sigdata/sig/warehouse/ingest"
+	"github.com/sigdata/sig/warehouse/record"
 	"github.com/sigdata/sig/workers"
 )
 
@@ -32,61 +32,40 @@ input price = bucketize(col("bid_price"), boundaries=[0.5, 1, 5])
 input adv = hash(col("advertiser_id"), buckets=100)
 `
 
-// commitVersion makes the next version of raw block id the way ingestion
-// seals a change buffer (warehouse/ingest): the block's rows with row's
-// column col set by set, written whole under the version's key, then
-// committed to the catalog with its column versions and provenance.
-func commitVersion(ctx context.Context, t *testing.T, srv *sigdtest.Server, id, col string, row int, set func(b array.Builder)) block.Meta {
+// produceUpdate sends an update of row's column col to value in raw block
+// id, as a producer of change records does (warehouse/gen.UpdateRecord:
+// kind update, keyed as the event was), and waits until ingestion has
+// catalogued version v of the block.
+func produceUpdate(ctx context.Context, t *testing.T, w *sigdtest.Warehouse, srv *sigdtest.Server, id string, row int, col string, value any, v int64) block.Meta {
 	t.Helper()
 	cur, err := srv.Catalog().Get("ads", id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rec, err := block.ReadBlock(ctx, srv.Store(), cur.Key)
+	rec, err := block.ReadColumns(ctx, srv.Store(), cur, []string{transform.ColEventTime})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rec.Release()
-	cols := make([]arrow.Array, rec.NumCols())
-	for i := range cols {
-		cols[i] = rec.Column(i)
-		if rec.ColumnName(i) != col {
-			continue
-		}
-		b := array.NewBuilder(memory.DefaultAllocator, cols[i].DataType())
-		defer b.Release()
-		for r := 0; r < cols[i].Len(); r++ {
-			if r == row {
-				set(b)
-				continue
-			}
-			if err := b.AppendValueFromString(cols[i].ValueStr(r)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cols[i] = b.NewArray()
-		defer cols[i].Release()
-	}
-	next := array.NewRecord(rec.Schema(), cols, rec.NumRows())
-	defer next.Release()
-	v := cur.V() + 1
-	cv := maps.Clone(cur.ColumnVersions)
-	if cv == nil {
-		cv = map[string]int64{}
-	}
-	cv[col] = v
-	m := block.Meta{Key: block.ObjectKeyVersion("ads", id, v), ID: id, Source: "ads", WindowStart: cur.WindowStart,
-		WindowLength: cur.WindowLength, SchemaFingerprint: cur.SchemaFingerprint, Kafka: cur.Kafka, Version: v,
-		ColumnVersions: cv, Changes: append(slices.Clone(cur.Changes), block.Change{Version: v, Topic: "raw.ads",
-			First: 1_000_000 + v, Last: 1_000_000 + v, UpdatedRows: 1, Columns: []string{col}})}
-	written, err := block.Write(ctx, srv.Store(), m, next)
+	ev := gen.Event{EventID: rec.Column(0).(*array.Int64).Value(row), EventTime: rec.Column(1).(*array.Int64).Value(row)}
+	rec.Release()
+	r, err := gen.UpdateRecord(ingest.TopicFor("ads"), ev, map[string]any{col: value})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Catalog().Commit([]block.Meta{written}); err != nil {
+	cl, err := w.Kafka.Client()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return written
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var m block.Meta
+	waitFor(t, 30*time.Second, fmt.Sprintf("ingestion to catalogue version %d of %s", v, id), func() bool {
+		m, err = srv.Catalog().Get("ads", id)
+		return err == nil && m.V() == v
+	})
+	return m
 }
 
 // unitBytes reads every unit of a solution in process, SIG (memo objects
@@ -113,8 +92,9 @@ func unitBytes(ctx context.Context, t *testing.T, rs *reader.Server, sol *sigv1.
 
 // TestVersionsEndToEnd (issue 21, items 2 and 3): memo entries are per
 // block version of the columns each component reads. Three components are
-// memoized over two blocks; then a label update and a bid price update of
-// block 0 are committed as ingestion commits versions. The label update
+// memoized over two blocks of events sigd ingested from Kafka; then a
+// label update and a bid price update of an event of block 0 are produced
+// as change records, and ingestion makes versions 2 and 3 of the block. The label update
 // recomputes no memo task; the bid price update exactly one (the price
 // bucket of block 0), at the pipeline's priority. A read solution at the
 // snapshot a trainer pinned before the changes still names version 1 and
@@ -123,14 +103,31 @@ func unitBytes(ctx context.Context, t *testing.T, rs *reader.Server, sol *sigv1.
 // what the pin and "now" see, and once unpinned removes version 1 with
 // the one memo entry no kept version reads, and their objects.
 func TestVersionsEndToEnd(t *testing.T) {
-	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 1000, Seed: 21})
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{})
 	runs, wrap := newCounter()
 	gc := make(chan struct{})
-	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{WrapRunner: wrap, GCTrigger: gc})
+	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1, Ingest: []string{"ads"}, RowsPerBlock: 1000,
+		SealAfter: time.Second, VersionGCGrace: -1}, sigd.Options{WrapRunner: wrap, GCTrigger: gc})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	cl, err := w.Kafka.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := gen.New(gen.Config{Seed: 21, LateFraction: -1}).Produce(ctx, cl, ingest.TopicFor("ads"), 2000, record.ContentTypeRow); err != nil {
+		t.Fatal(err)
+	}
+	start := gen.Config{}
+	start.EnsureDefaults()
+	r := &sigv1.EventRange{StartMicros: start.Start.UnixMicro(), EndMicros: start.Start.Add(time.Hour).UnixMicro()}
+	var blocks []block.Meta
+	waitFor(t, time.Minute, "ingestion to seal 2 blocks of 1000 events", func() bool {
+		blocks, err = srv.Catalog().Range("ads", r.StartMicros, r.EndMicros)
+		return err == nil && len(blocks) == 2 && blocks[0].Rows+blocks[1].Rows == 2000
+	})
 	ctr, trainer := srv.SIG(t, "ctr"), srv.SIG(t, "trainer")
-	if _, err := ctr.SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 700, versionsGraph, w.All())); err != nil {
+	if _, err := ctr.SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 700, versionsGraph, r)); err != nil {
 		t.Fatal(err)
 	}
 	v1 := sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
@@ -162,7 +159,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 		t.Errorf("a client pinning: %v, want PermissionDenied", err)
 	}
 
-	b0 := w.Blocks[0].ID
+	b0, b1 := blocks[0].ID, blocks[1].ID
 	settle := func(want int64) *sigv1.ReadSolution {
 		t.Helper()
 		// sigd follows the catalog's versions (every 250 ms).
@@ -171,8 +168,9 @@ func TestVersionsEndToEnd(t *testing.T) {
 		})
 		return sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
 	}
-	// A label update: no component reads click, nothing is recomputed.
-	commitVersion(ctx, t, srv, b0, "click", 3, func(b array.Builder) { b.(*array.Int64Builder).Append(1) })
+	// A label update (a conversion arriving late): no component reads it,
+	// nothing is recomputed.
+	produceUpdate(ctx, t, w, srv, b0, 3, "conversion", 1, 2)
 	sol := settle(2)
 	if n := total(runs.snapshot()); n != 6 {
 		t.Fatalf("after a label update %d memo tasks ran in all, want the 6 of before", n)
@@ -183,7 +181,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 	checkVersions(t, sol, b0, 2, map[string]int64{"qid": 1, "price": 1, "adv": 1})
 
 	// A bid price update: exactly the price bucket of block 0.
-	commitVersion(ctx, t, srv, b0, "bid_price", 5, func(b array.Builder) { b.(*array.Float64Builder).Append(7.5) })
+	produceUpdate(ctx, t, w, srv, b0, 5, "bid_price", 7.5, 3)
 	sol = settle(3)
 	got := runs.snapshot()
 	price := sigdtest.InputKey(t, sol, "price")
@@ -210,7 +208,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 			t.Fatalf("block %s at version 3: SIG and LIG bytes differ", id)
 		}
 	}
-	if bytes.Equal(now[b0], before[b0]) || !bytes.Equal(now[w.Blocks[1].ID], before[w.Blocks[1].ID]) {
+	if bytes.Equal(now[b0], before[b0]) || !bytes.Equal(now[b1], before[b1]) {
 		t.Fatal("version 3 of block 0 reads as version 1, or block 1 changed")
 	}
 	// At the pinned snapshot the solution names version 1 and its units
@@ -249,7 +247,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 	if r := collect(); r.Versions != 1 || r.MemoEntries != 0 || r.Objects != 1 || exists(block.ObjectKeyVersion("ads", b0, 2)) {
 		t.Fatalf("GC with the pin: %+v", r)
 	}
-	if !exists(w.Blocks[0].Key) || !exists(oldPrice) {
+	if !exists(blocks[0].Key) || !exists(oldPrice) {
 		t.Fatal("GC removed what the pinned snapshot reads")
 	}
 	if _, err := trainer.UnpinSnapshot(ctx, &sigv1.UnpinSnapshotRequest{Name: "ctr:epoch-1"}); err != nil {
@@ -260,7 +258,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 	// 3's too and stay.
 	gc <- struct{}{}
 	waitFor(t, 10*time.Second, "the triggered GC", func() bool { return metricValue(t, srv, "sig_version_gc_versions_total") == 2 })
-	if exists(w.Blocks[0].Key) || exists(oldPrice) || metricValue(t, srv, "sig_version_gc_memo_entries_total") != 1 {
+	if exists(blocks[0].Key) || exists(oldPrice) || metricValue(t, srv, "sig_version_gc_memo_entries_total") != 1 {
 		t.Fatal("version 1 of block 0 or its price entry's object survived GC without a pin")
 	}
 	sol, err = ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p"})
