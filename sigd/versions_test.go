@@ -325,3 +325,82 @@ func metricValue(t *testing.T, srv *sigdtest.Server, name string) float64 {
 	}
 	return 0
 }
+
+// TestWatchFollowsVersions: a watch of a solution that is not complete yet
+// (the workers are held) sends a fresh solution as soon as a new version
+// of one of its blocks makes an entry of another input version, rather
+// than at its next periodic re-read, and completes at that version.
+func TestWatchFollowsVersions(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 500, Seed: 4})
+	gate, wrap := newGate()
+	gate.close()
+	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{WrapRunner: wrap})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctr := srv.SIG(t, "ctr")
+	if _, err := ctr.SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 5, versionsGraph, w.All())); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ctr.WatchReadSolution(ctx, &sigv1.WatchReadSolutionRequest{Client: "ctr", Pipeline: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.Recv()
+	if err != nil || first.GetSolution().GetComplete() {
+		t.Fatalf("first update %v, %v; want the pending solution", first, err)
+	}
+	// Version 2 of block 0 with a new bid price column (same values: what
+	// the test follows is the version).
+	b0 := w.Blocks[0]
+	_, rec, err := block.ReadBlock(ctx, srv.Store(), b0.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := b0.Clone()
+	v2.Key, v2.Version, v2.ColumnVersions = block.ObjectKeyVersion("ads", b0.ID, 2), 2, map[string]int64{"bid_price": 2}
+	v2.Changes = []block.Change{{Version: 2, Topic: "raw.ads", First: 1 << 20, Last: 1 << 20, UpdatedRows: 1, Columns: []string{"bid_price"}}}
+	written, err := block.Write(ctx, srv.Store(), v2, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Catalog().Commit([]block.Meta{written}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *sigv1.ReadSolution, 16)
+	go func() {
+		for {
+			up, err := st.Recv()
+			if err != nil {
+				close(got)
+				return
+			}
+			if up.GetSolution() != nil {
+				got <- up.GetSolution()
+			}
+		}
+	}()
+	timeout := time.After(5 * time.Second) // the periodic re-read is every 10 s
+	for named := false; !named; {
+		select {
+		case sol, ok := <-got:
+			if !ok {
+				t.Fatal("watch ended")
+			}
+			for _, rb := range sol.GetRawBlocks() {
+				named = named || (rb.GetBlockId() == b0.ID && rb.GetVersion() == 2)
+			}
+		case <-timeout:
+			t.Fatal("the watch did not send a solution naming version 2 within 5 s")
+		}
+	}
+	gate.release()
+	var last *sigv1.ReadSolution
+	for sol := range got {
+		last = sol
+	}
+	if !last.GetComplete() {
+		t.Fatalf("watch ended at %v", last)
+	}
+	checkVersions(t, last, b0.ID, 2, map[string]int64{"qid": 1, "price": 2, "adv": 1})
+}
