@@ -38,7 +38,10 @@ import (
 //     (Frontend.DropVersions), then their memo objects and the raw
 //     versions' objects. Catalog and entries first, objects after: a crash
 //     in between leaves orphan objects, never an entry or a version
-//     without its object.
+//     without its object; a crash between the catalog's GC and the
+//     entries' removal leaves entries (with their objects) that no version
+//     reads and no read solution names, storage only, until their
+//     component is evicted.
 
 // toBlock is a catalogued raw block version as the matching frontend sees
 // it.
