@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,8 +20,10 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
+	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/record"
 	"github.com/sigdata/sig/workers"
 )
@@ -66,6 +69,34 @@ func produceUpdate(ctx context.Context, t *testing.T, w *sigdtest.Warehouse, srv
 		return err == nil && m.V() == v
 	})
 	return m
+}
+
+// writeVersion writes the next version of raw block cur, its values
+// unchanged but column col's version bumped (what tests of versions follow
+// is the version), and commits it to cat as ingestion does.
+func writeVersion(ctx context.Context, t *testing.T, st *objstore.Store, cat *catalog.Catalog, cur block.Meta, col string) block.Meta {
+	t.Helper()
+	_, rec, err := block.ReadBlock(ctx, st, cur.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	v := cur.V() + 1
+	next := cur.Clone()
+	if next.ColumnVersions == nil {
+		next.ColumnVersions = map[string]int64{}
+	}
+	next.Key, next.Version, next.ColumnVersions[col] = block.ObjectKeyVersion(cur.Source, cur.ID, v), v, v
+	next.Changes = append(next.Changes, block.Change{Version: v, Topic: "raw.ads", First: 1<<20 + v, Last: 1<<20 + v,
+		UpdatedRows: 1, Columns: []string{col}})
+	written, err := block.Write(ctx, st, next, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Commit([]block.Meta{written}); err != nil {
+		t.Fatal(err)
+	}
+	return written
 }
 
 // unitBytes reads every unit of a solution in process, SIG (memo objects
@@ -352,21 +383,7 @@ func TestWatchFollowsVersions(t *testing.T) {
 	// Version 2 of block 0 with a new bid price column (same values: what
 	// the test follows is the version).
 	b0 := w.Blocks[0]
-	_, rec, err := block.ReadBlock(ctx, srv.Store(), b0.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2 := b0.Clone()
-	v2.Key, v2.Version, v2.ColumnVersions = block.ObjectKeyVersion("ads", b0.ID, 2), 2, map[string]int64{"bid_price": 2}
-	v2.Changes = []block.Change{{Version: 2, Topic: "raw.ads", First: 1 << 20, Last: 1 << 20, UpdatedRows: 1, Columns: []string{"bid_price"}}}
-	written, err := block.Write(ctx, srv.Store(), v2, rec)
-	rec.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Catalog().Commit([]block.Meta{written}); err != nil {
-		t.Fatal(err)
-	}
+	writeVersion(ctx, t, srv.Store(), srv.Catalog(), b0, "bid_price")
 	got := make(chan *sigv1.ReadSolution, 16)
 	go func() {
 		for {
@@ -403,4 +420,37 @@ func TestWatchFollowsVersions(t *testing.T) {
 		t.Fatalf("watch ended at %v", last)
 	}
 	checkVersions(t, last, b0.ID, 2, map[string]int64{"qid": 1, "price": 2, "adv": 1})
+}
+
+// TestVersionCommittedWhileDown: a block version catalogued while sigd is
+// not running (a crash between a commit and its invalidation) is followed
+// when sigd starts: the first pass over the catalog makes the entry the
+// version needs, and the solution completes at it.
+func TestVersionCommittedWhileDown(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 500, Seed: 6})
+	dir := t.TempDir()
+	w.Catalog(t, dir)
+	srv := sigdtest.StartIn(t, w, dir, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := srv.SIG(t, "ctr").SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 5, versionsGraph, w.All())); err != nil {
+		t.Fatal(err)
+	}
+	sigdtest.WaitComplete(ctx, t, srv.SIG(t, "ctr"), "ctr", "p")
+	srv.Stop(t)
+
+	cat, err := catalog.Open(filepath.Join(dir, "catalog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeVersion(ctx, t, w.Store, cat, w.Blocks[1], "advertiser_id")
+	if err := cat.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv = sigdtest.StartIn(t, w, dir, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{})
+	waitFor(t, 10*time.Second, "sigd to follow the version", func() bool {
+		return metricValue(t, srv, "sig_version_memo_tasks_total") == 1
+	})
+	sol := sigdtest.WaitComplete(ctx, t, srv.SIG(t, "ctr"), "ctr", "p")
+	checkVersions(t, sol, w.Blocks[1].ID, 2, map[string]int64{"qid": 1, "price": 1, "adv": 2})
 }
