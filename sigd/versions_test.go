@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -41,6 +42,25 @@ input adv = hash(col("advertiser_id"), buckets=100)
 // catalogued version v of the block.
 func produceUpdate(ctx context.Context, t *testing.T, w *sigdtest.Warehouse, srv *sigdtest.Server, id string, row int, col string, value any, v int64) block.Meta {
 	t.Helper()
+	return produceChange(ctx, t, w, srv, id, row, v, func(ev gen.Event) (*kgo.Record, error) {
+		return gen.UpdateRecord(ingest.TopicFor("ads"), ev, map[string]any{col: value})
+	})
+}
+
+// produceDelete sends the deletion of row's event of raw block id
+// (warehouse/gen.DeleteRecord) and waits for version v of the block.
+func produceDelete(ctx context.Context, t *testing.T, w *sigdtest.Warehouse, srv *sigdtest.Server, id string, row int, v int64) block.Meta {
+	t.Helper()
+	return produceChange(ctx, t, w, srv, id, row, v, func(ev gen.Event) (*kgo.Record, error) {
+		return gen.DeleteRecord(ingest.TopicFor("ads"), ev), nil
+	})
+}
+
+// produceChange sends the change record change makes of row's event of raw
+// block id and waits until ingestion has catalogued version v of the block.
+func produceChange(ctx context.Context, t *testing.T, w *sigdtest.Warehouse, srv *sigdtest.Server, id string, row int, v int64,
+	change func(gen.Event) (*kgo.Record, error)) block.Meta {
+	t.Helper()
 	cur, err := srv.Catalog().Get("ads", id)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +71,7 @@ func produceUpdate(ctx context.Context, t *testing.T, w *sigdtest.Warehouse, srv
 	}
 	ev := gen.Event{EventID: rec.Column(0).(*array.Int64).Value(row), EventTime: rec.Column(1).(*array.Int64).Value(row)}
 	rec.Release()
-	r, err := gen.UpdateRecord(ingest.TopicFor("ads"), ev, map[string]any{col: value})
+	r, err := change(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,16 +143,17 @@ func unitBytes(ctx context.Context, t *testing.T, rs *reader.Server, sol *sigv1.
 
 // TestVersionsEndToEnd (issue 21, items 2 and 3): memo entries are per
 // block version of the columns each component reads. Three components are
-// memoized over two blocks of events sigd ingested from Kafka; then a
-// label update and a bid price update of an event of block 0 are produced
-// as change records, and ingestion makes versions 2 and 3 of the block. The label update
-// recomputes no memo task; the bid price update exactly one (the price
-// bucket of block 0), at the pipeline's priority. A read solution at the
-// snapshot a trainer pinned before the changes still names version 1 and
-// serves its bytes; the current one names version 3, and SIG and LIG
-// readers stream identical bytes for every unit of either. Version GC keeps
-// what the pin and "now" see, and once unpinned removes version 1 with
-// the one memo entry no kept version reads, and their objects.
+// memoized over two blocks of events sigd ingested from Kafka; then change
+// records are produced and ingestion makes new versions: a label update of
+// an event of block 0 recomputes no memo task; a bid price update exactly
+// one (the price bucket of block 0), at the pipeline's priority; a
+// deletion in block 1 all three of block 1 (its row set changed). A read
+// solution at the snapshot a trainer pinned before the changes still names
+// version 1 and serves its bytes; the current one names the new versions,
+// and SIG and LIG readers stream identical bytes for every unit of either.
+// Version GC keeps what the pin and "now" see, and once unpinned removes
+// the version 1s with the memo entries no kept version reads, and their
+// objects.
 func TestVersionsEndToEnd(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{})
 	runs, wrap := newCounter()
@@ -191,18 +212,18 @@ func TestVersionsEndToEnd(t *testing.T) {
 	}
 
 	b0, b1 := blocks[0].ID, blocks[1].ID
-	settle := func(want int64) *sigv1.ReadSolution {
+	settle := func(versions int) *sigv1.ReadSolution {
 		t.Helper()
 		// sigd follows the catalog's versions (every 250 ms).
-		waitFor(t, 10*time.Second, fmt.Sprintf("sigd to follow version %d", want), func() bool {
-			return metricValue(t, srv, "sig_block_versions_total") >= float64(want-1)
+		waitFor(t, 10*time.Second, fmt.Sprintf("sigd to follow %d versions", versions), func() bool {
+			return metricValue(t, srv, "sig_block_versions_total") >= float64(versions)
 		})
 		return sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
 	}
 	// A label update (a conversion arriving late): no component reads it,
 	// nothing is recomputed.
 	produceUpdate(ctx, t, w, srv, b0, 3, "conversion", 1, 2)
-	sol := settle(2)
+	sol := settle(1)
 	if n := total(runs.snapshot()); n != 6 {
 		t.Fatalf("after a label update %d memo tasks ran in all, want the 6 of before", n)
 	}
@@ -213,7 +234,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 
 	// A bid price update: exactly the price bucket of block 0.
 	produceUpdate(ctx, t, w, srv, b0, 5, "bid_price", 7.5, 3)
-	sol = settle(3)
+	sol = settle(2)
 	got := runs.snapshot()
 	price := sigdtest.InputKey(t, sol, "price")
 	if n := total(got); n != 7 || got[workers.TaskID{Component: price, Block: matching.MemoRef(b0, 3)}] != 1 {
@@ -260,6 +281,32 @@ func TestVersionsEndToEnd(t *testing.T) {
 		t.Errorf("a snapshot after the current one: %v, want InvalidArgument", err)
 	}
 
+	// A deletion (an event flagged as spam) changes block 1's row set, so
+	// every column: each component is recomputed over version 2, and SIG
+	// and LIG still stream identical bytes (the memo objects are
+	// row-aligned with the version).
+	produceDelete(ctx, t, w, srv, b1, 7, 2)
+	sol = settle(3)
+	got = runs.snapshot()
+	for _, in := range []string{"qid", "price", "adv"} {
+		if got[workers.TaskID{Component: sigdtest.InputKey(t, sol, in), Block: matching.MemoRef(b1, 2)}] != 1 {
+			t.Fatalf("after a deletion: runs %v; want %s over %s", got, in, matching.MemoRef(b1, 2))
+		}
+	}
+	if n := total(got); n != 10 {
+		t.Fatalf("after a deletion %d memo tasks ran in all, want 10", n)
+	}
+	checkVersions(t, sol, b1, 2, map[string]int64{"qid": 2, "price": 2, "adv": 2})
+	now = unitBytes(ctx, t, rs, sol, false)
+	for id, b := range unitBytes(ctx, t, rs, sol, true) {
+		if !bytes.Equal(b, now[id]) || len(b) == 0 {
+			t.Fatalf("block %s after the deletion: SIG and LIG bytes differ", id)
+		}
+	}
+	if m, err := srv.Catalog().Get("ads", b1); err != nil || m.Rows != blocks[1].Rows-1 {
+		t.Fatalf("block 1 after the deletion: %+v, %v", m, err)
+	}
+
 	// GC with the pin: version 2 (seen by nobody) goes; its entries were
 	// version 1's, which the pin keeps.
 	exists := func(key string) bool {
@@ -284,13 +331,16 @@ func TestVersionsEndToEnd(t *testing.T) {
 	if _, err := trainer.UnpinSnapshot(ctx, &sigv1.UnpinSnapshotRequest{Name: "ctr:epoch-1"}); err != nil {
 		t.Fatal(err)
 	}
-	// The periodic GC, triggered: version 1 and price's version 1 entry go
-	// with their objects; qid's and adv's version 1 entries are version
-	// 3's too and stay.
+	// The periodic GC, triggered: version 1 of both blocks goes, with
+	// price's version 1 entry of block 0 (qid's and adv's are version 3's
+	// too and stay) and every version 1 entry of block 1 (its rows
+	// changed), and their objects.
 	gc <- struct{}{}
-	waitFor(t, 10*time.Second, "the triggered GC", func() bool { return metricValue(t, srv, "sig_version_gc_versions_total") == 2 })
-	if exists(blocks[0].Key) || exists(oldPrice) || metricValue(t, srv, "sig_version_gc_memo_entries_total") != 1 {
-		t.Fatal("version 1 of block 0 or its price entry's object survived GC without a pin")
+	waitFor(t, 10*time.Second, "the triggered GC", func() bool { return metricValue(t, srv, "sig_version_gc_versions_total") == 3 })
+	qid := sigdtest.InputKey(t, sol, "qid")
+	if exists(blocks[0].Key) || exists(oldPrice) || exists(blocks[1].Key) || exists(block.MemoKey(qid, b1)) ||
+		!exists(block.MemoKey(qid, b0)) || metricValue(t, srv, "sig_version_gc_memo_entries_total") != 4 {
+		t.Fatal("GC without a pin: version 1 of a block or an entry only it had survived, or qid's entry of block 0 went")
 	}
 	sol, err = ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p"})
 	if err != nil || !sol.GetComplete() {
@@ -298,11 +348,11 @@ func TestVersionsEndToEnd(t *testing.T) {
 	}
 	for id, b := range unitBytes(ctx, t, rs, sol, false) {
 		if !bytes.Equal(b, now[id]) {
-			t.Fatalf("block %s after GC: not version 3's bytes", id)
+			t.Fatalf("block %s after GC: not the bytes of the current versions", id)
 		}
 	}
-	if n := total(runs.snapshot()); n != 7 {
-		t.Fatalf("%d memo tasks ran in all, want 7", n)
+	if n := total(runs.snapshot()); n != 10 {
+		t.Fatalf("%d memo tasks ran in all, want 10", n)
 	}
 }
 
