@@ -241,6 +241,10 @@ func listThroughSigd(s *session, source string) ([]block.Meta, error) {
 			m := block.Meta{Source: b.GetSource(), ID: b.GetBlockId(), Key: b.GetRawObject(), Rows: b.GetRows(),
 				Size: b.GetBytes(), MinEventTime: b.GetEvents().GetStartMicros(), MaxEventTime: b.GetEvents().GetEndMicros() - 1,
 				Late: b.GetLate(), Generation: b.GetGeneration()}
+			// The version is in the raw object's key (raw/<source>/<id>.v<N>.arrow).
+			if _, id, v, ok := block.ParseRawKeyVersion(m.Key); ok && id == m.ID {
+				m.Version = v
+			}
 			if b.GetKafkaTopic() != "" {
 				m.Kafka = &block.KafkaRange{Topic: b.GetKafkaTopic(), Partition: b.GetKafkaPartition(),
 					First: b.GetKafkaFirstOffset(), Last: b.GetKafkaLastOffset()}
@@ -270,13 +274,13 @@ var warehouseList = remote{name: "warehouse list", flags: func(fs *flag.FlagSet)
 		if err != nil {
 			return err
 		}
-		tw := table(s.stdout, "SOURCE\tBLOCK\tROWS\tBYTES\tEVENT TIME\tKAFKA\tLATE\tGEN")
+		tw := table(s.stdout, "SOURCE\tBLOCK\tVERSION\tROWS\tBYTES\tEVENT TIME\tKAFKA\tLATE\tGEN")
 		for _, m := range blocks {
 			kafka := "-"
 			if m.Kafka != nil {
 				kafka = fmt.Sprintf("%s[%d] %d-%d", m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s..%s\t%s\t%v\t%d\n", m.Source, m.ID, m.Rows, m.Size,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s..%s\t%s\t%v\t%d\n", m.Source, m.ID, m.V(), m.Rows, m.Size,
 				time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
 				kafka, m.Late, m.Generation)
 		}

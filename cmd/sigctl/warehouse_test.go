@@ -29,9 +29,16 @@ func TestWarehouseListAndGen(t *testing.T) {
 	}
 	kr := block.KafkaRange{Topic: "raw.ads", Partition: 1, First: 10, Last: 20}
 	id := block.ID(1767225600000000, kr)
-	if err := c.Add(block.Meta{Format: 1, Key: block.RawKey("ads", id), ID: id, Source: "ads",
+	v1 := block.Meta{Format: 1, Key: block.RawKey("ads", id), ID: id, Source: "ads",
 		WindowStart: 1767225600000000, WindowLength: 3600e6, MinEventTime: 1767225600000000,
-		MaxEventTime: 1767225601000000, Rows: 11, Kafka: &kr, Late: true, Generation: 2}); err != nil {
+		MaxEventTime: 1767225601000000, Rows: 11, Kafka: &kr, Late: true, Generation: 2}
+	if err := c.Add(v1); err != nil {
+		t.Fatal(err)
+	}
+	v2 := v1
+	v2.Version, v2.Key, v2.Rows = 2, block.ObjectKeyVersion("ads", id, 2), 10
+	v2.Changes = []block.Change{{Version: 2, Topic: "raw.ads", Partition: 1, First: 30, Last: 31, DeletedRows: 1}}
+	if err := c.Add(v2); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
@@ -39,7 +46,7 @@ func TestWarehouseListAndGen(t *testing.T) {
 	if code := runMain([]string{"warehouse", "list", "--catalog", dir}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(out.String(), id) || !strings.Contains(out.String(), "raw.ads[1] 10-20") || !strings.Contains(out.String(), "true") {
+	if !strings.Contains(out.String(), id+"  2 ") || !strings.Contains(out.String(), "raw.ads[1] 10-20") || !strings.Contains(out.String(), "true") {
 		t.Fatalf("list output:\n%s", out.String())
 	}
 
@@ -105,7 +112,7 @@ func TestWarehouseListLiveSigd(t *testing.T) {
 		}
 	}
 	for _, m := range w.Blocks {
-		want := fmt.Sprintf("ads %s 30 %d %s..%s raw.ads[0] %d-%d false 0", m.ID, m.Size,
+		want := fmt.Sprintf("ads %s 1 30 %d %s..%s raw.ads[0] %d-%d false 0", m.ID, m.Size,
 			time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
 			m.Kafka.First, m.Kafka.Last)
 		if rows[m.ID] != want {

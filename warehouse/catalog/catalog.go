@@ -203,7 +203,15 @@ func (c *Catalog) Add(m block.Meta) error { return c.Commit([]block.Meta{m}) }
 // otherwise); the version it supersedes stays readable (GetAt, RangeAt,
 // Versions) until GC. A block or change whose Kafka range overlaps another
 // of the same partition and window is refused with ErrOverlap.
-func (c *Catalog) Commit(ms []block.Meta) error {
+func (c *Catalog) Commit(ms []block.Meta) error { return c.commit(ms, false) }
+
+// commit is Commit; rebuilding, a version may follow an older catalogued
+// version than N-1, or be a block's first (GC deleted the objects of the
+// versions between), and then covers every change since: Changes are
+// cumulative, so the version holds their records. A span exactly equal to
+// one already covered is then one buffer's, which made versions of several
+// blocks, and is not an overlap.
+func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 	for _, m := range ms {
 		if err := m.Validate(); err != nil {
 			return fmt.Errorf("catalog: %w", err)
@@ -264,7 +272,7 @@ func (c *Catalog) Commit(ms []block.Meta) error {
 		if v, ok := batchIDs[bid]; ok {
 			oldV = v
 		}
-		var span *block.KafkaRange
+		var spans []block.KafkaRange
 		switch {
 		case m.V() == 1:
 			if oldV > 1 {
@@ -273,23 +281,34 @@ func (c *Catalog) Commit(ms []block.Meta) error {
 			if oldV == 1 && old.Kafka != nil {
 				b.Delete(offsetKey(old.Kafka.Topic, old.Kafka.Partition, old.WindowStart, old.Kafka.First), nil)
 			}
-			span = m.Kafka
+			if m.Kafka != nil {
+				spans = append(spans, *m.Kafka)
+			}
 		default:
-			if oldV != m.V()-1 {
+			if oldV != m.V()-1 && !(rebuild && oldV < m.V()) {
 				return fmt.Errorf("catalog: version %d of block %s/%s follows version %d, the catalog has %s: %w",
 					m.V(), m.Source, m.ID, m.V()-1, versionName(oldV), ErrConflict)
 			}
 			if _, ok := batchIDs[bid]; ok {
 				return fmt.Errorf("catalog: block %s: two versions in one commit", m.ID)
 			}
-			hv, _ := json.Marshal(old)
-			b.Set(historyKey(m.Source, m.ID, oldV), hv, nil)
-			ch := m.Changes[len(m.Changes)-1]
-			span = &block.KafkaRange{Topic: ch.Topic, Partition: ch.Partition, First: ch.First, Last: ch.Last}
+			if oldV > 0 {
+				hv, _ := json.Marshal(old)
+				b.Set(historyKey(m.Source, m.ID, oldV), hv, nil)
+			} else if m.Kafka != nil {
+				spans = append(spans, *m.Kafka)
+			}
+			for _, ch := range m.Changes {
+				if ch.Version > oldV {
+					spans = append(spans, block.KafkaRange{Topic: ch.Topic, Partition: ch.Partition, First: ch.First, Last: ch.Last})
+				}
+			}
 		}
-		if span != nil {
-			if other, ok, err := c.overlapping(m.ID, m.WindowStart, *span, m.V() == 1); err != nil {
+		for _, span := range spans {
+			if other, ok, err := c.overlapping(m.ID, m.WindowStart, span, m.V() == 1); err != nil {
 				return err
+			} else if ok && rebuild && m.V() > 1 && other.First == span.First && other.Last == span.Last {
+				continue
 			} else if ok {
 				return fmt.Errorf("catalog: block %s version %d covers %s[%d] offsets %d-%d, block %s already covers %d-%d: %w",
 					m.ID, m.V(), span.Topic, span.Partition, span.First, span.Last, other.ID, other.First, other.Last, ErrOverlap)

@@ -161,8 +161,9 @@ type unit struct {
 // superseded, whatever order the two would be added in. The others are
 // committed in offset order per partition and window, which is the order
 // they were made in (a block's versions follow each other in the stream);
-// a unit the catalog refuses (a version whose predecessor was superseded)
-// is superseded too.
+// a unit the catalog refuses is superseded too. A version whose
+// predecessors' objects GC deleted follows the newest one left, or is its
+// block's first, covering the changes since (commit's rebuild mode).
 func addAll(c *Catalog, ms []block.Meta, rep *RebuildReport) error {
 	type key struct {
 		window int64
@@ -216,7 +217,7 @@ func addAll(c *Catalog, ms []block.Meta, rep *RebuildReport) error {
 		slices.SortFunc(u.ms, func(a, b block.Meta) int { return cmp.Compare(a.Key, b.Key) })
 		err := ErrOverlap
 		if !lost[i] {
-			err = c.Commit(u.ms)
+			err = c.commit(u.ms, true)
 		}
 		if errors.Is(err, ErrOverlap) || errors.Is(err, ErrConflict) {
 			for _, m := range u.ms {

@@ -381,4 +381,32 @@ func TestRebuildVersions(t *testing.T) {
 	if _, err := store.Stat(ctx, block.ObjectKeyVersion("ads", a.ID, 3)); err != nil {
 		t.Errorf("newest version's object: %v", err)
 	}
+
+	// Rebuilt after GC deleted a@1 and a@2, the catalog has a at version 3
+	// as its first, covering every record a's footer says it holds.
+	if err := store.Delete(ctx, block.ObjectKeyVersion("ads", b.ID, 2)); err != nil { // the orphan
+		t.Fatal(err)
+	}
+	after, rep, err := catalog.Rebuild(ctx, store, filepath.Join(t.TempDir(), "after-gc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	got, _ = after.Blocks("ads")
+	want, _ = orig.Blocks("ads")
+	if !reflect.DeepEqual(noSeqs(got), noSeqs(want)) || rep.Blocks != 1 || rep.Versions != 1 || len(rep.Superseded) != 0 {
+		t.Fatalf("rebuilt after GC: %v versions %v, report %+v", ids(got), versionsOf(got), rep)
+	}
+	spans := func(cs []catalog.Coverage) [][3]int64 {
+		var out [][3]int64
+		for _, c := range cs {
+			out = append(out, [3]int64{c.Window, c.First, c.Last})
+		}
+		return out
+	}
+	ca, _ = orig.Covered("raw.ads", 0)
+	cb, _ = after.Covered("raw.ads", 0)
+	if !reflect.DeepEqual(spans(ca), spans(cb)) {
+		t.Fatalf("coverage after GC and rebuild:\n%v\nwant\n%v", spans(cb), spans(ca))
+	}
 }

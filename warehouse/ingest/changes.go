@@ -300,14 +300,8 @@ func (in *Ingester) sealVersions(ctx context.Context, cl *kgo.Client, ps *partSt
 		// again).
 		return nil
 	}
-	// Dead letters among the buffer's records (unknown_event) must be
-	// acknowledged before the span that holds them is catalogued: after a
-	// restart, covered records are skipped, not dead-lettered again.
-	if in.dlqPending {
-		if err := cl.Flush(ctx); err != nil {
-			return fmt.Errorf("ingest: flush dead letters: %w", err)
-		}
-		in.dlqPending = false
+	if err := in.flushDeadLetters(ctx, cl); err != nil {
+		return err
 	}
 	if err := in.cfg.Catalog.Commit(out); err != nil {
 		return fmt.Errorf("ingest: catalog %d blocks of window %s, offsets %d-%d: %w", len(out),
@@ -428,4 +422,22 @@ func (in *Ingester) collect(ctx context.Context, log *slog.Logger) {
 		return
 	}
 	log.Debug("ingest: collected superseded block versions", "versions", len(ms))
+}
+
+// flushDeadLetters waits until the dead letters sent so far are
+// acknowledged. Sealing calls it before cataloguing a span: a change
+// dead-lettered as unknown_event lies in its window's span, and after a
+// restart covered records are skipped, not dead-lettered again.
+func (in *Ingester) flushDeadLetters(ctx context.Context, cl *kgo.Client) error {
+	if !in.dlqPending {
+		return nil
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("ingest: flush dead letters: %w", err)
+	}
+	in.dlqPending = false
+	if e := in.dlqErr.Load(); e != nil {
+		return fmt.Errorf("ingest: dead-letter topic %s: %w", in.cfg.DeadLetterTopic, *e)
+	}
+	return nil
 }

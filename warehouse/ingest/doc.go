@@ -6,8 +6,8 @@
 // stream's event time has moved past the window, or SealAfter after the
 // buffer's first row, writes the block object (or new versions of stored
 // blocks, "Changes" below), records it in the catalog (warehouse/catalog),
-// and only then commits the Kafka offsets. It runs
-// inside sigd and alone as `sigctl ingest`. Run first creates the source and
+// and only then commits the Kafka offsets. It runs inside sigd and alone as
+// `sigctl ingest`. Run first creates the source and
 // dead-letter topics if they are missing (Topics, internal/topics) and fails
 // if it cannot.
 //
@@ -28,9 +28,6 @@
 // sig-dlq-partition and sig-dlq-offset. Ingestion never stops for a
 // malformed record.
 //
-// Records have kinds (header sig-kind, warehouse/record): events, and
-// updates and deletes of stored events ("Changes" below).
-//
 // So does a record whose event_time is outside the event times SIG stores
 // (transform.CheckEventTime: 1970-01-01T00:00:00Z to the end of year 9999;
 // a window's start is written with a four-digit year in block ids, which
@@ -38,6 +35,9 @@
 // or more than MaxEventTimeAhead (default 1h) ahead of the ingester's clock
 // (Config.Clock): no producer's clock is that far off, and keeping such a
 // record would make a block of a window that has not begun.
+//
+// Records have kinds (header sig-kind, warehouse/record): events, and
+// updates and deletes of stored events ("Changes" below).
 //
 // # Windows and late events
 //

@@ -779,6 +779,9 @@ func (in *Ingester) seal(ctx context.Context, cl *kgo.Client, ps *partState, b *
 	if err != nil {
 		return err
 	}
+	if err := in.flushDeadLetters(ctx, cl); err != nil {
+		return err
+	}
 	if err := in.cfg.Catalog.Add(full); err != nil {
 		return fmt.Errorf("ingest: catalog block %s: %w", full.ID, err)
 	}
@@ -881,11 +884,8 @@ func (in *Ingester) commit(ctx context.Context, cl *kgo.Client) error {
 	if len(offsets) == 0 {
 		return nil
 	}
-	if in.dlqPending {
-		if err := cl.Flush(ctx); err != nil {
-			return fmt.Errorf("ingest: flush dead letters: %w", err)
-		}
-		in.dlqPending = false
+	if err := in.flushDeadLetters(ctx, cl); err != nil {
+		return err
 	}
 	if e := in.dlqErr.Load(); e != nil {
 		return fmt.Errorf("ingest: dead-letter topic %s: %w", in.cfg.DeadLetterTopic, *e)
