@@ -1,6 +1,7 @@
 package sigd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,8 +90,9 @@ type Server struct {
 	// wait for them.
 	stopping chan struct{}
 	// gcTrigger is Options.GCTrigger; gcHorizons version GC's grace.
-	gcTrigger  <-chan struct{}
-	gcHorizons gcHorizons
+	gcTrigger     <-chan struct{}
+	gcHorizons    gcHorizons
+	versionRescan time.Duration
 }
 
 // Options are what a caller (cmd/sigd, tests) adds beyond Config.
@@ -112,6 +114,10 @@ type Options struct {
 	// GCTrigger, if set, runs a version GC on each receive, besides every
 	// Config.VersionGCEvery (tests).
 	GCTrigger <-chan struct{}
+	// VersionRescan is how often sigd looks for block versions that its
+	// own ingesters did not make (versions.go; default
+	// DefaultVersionRescan; tests committing to the catalog shorten it).
+	VersionRescan time.Duration
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -128,7 +134,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		opts.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
-		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{}), gcTrigger: opts.GCTrigger}
+		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{}), gcTrigger: opts.GCTrigger,
+		versionRescan: cmp.Or(opts.VersionRescan, DefaultVersionRescan)}
 	s.compression, _ = block.ParseCompression(cfg.SegmentCompression) // Validate checked it
 	ok := false
 	defer func() {
@@ -737,7 +744,7 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("eviction", func() error { return s.evictor.Run(ctx) })
 	run("ui", func() error { return s.ui.Run(ctx) })
 	run("autoscaler", func() error { return s.scaler.Run(ctx) })
-	run("versions", func() error { return s.followVersions(ctx) })
+	run("versions", func() error { return s.followVersions(ctx, s.versionRescan) })
 	run("version gc", func() error { return s.gcLoop(ctx, s.gcTrigger) })
 	for i, in := range s.ingesters {
 		run("ingest "+s.cfg.Ingest[i], func() error { return in.Run(ctx) })

@@ -214,7 +214,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 	b0, b1 := blocks[0].ID, blocks[1].ID
 	settle := func(versions int) *sigv1.ReadSolution {
 		t.Helper()
-		// sigd follows the catalog's versions (every 250 ms).
+		// sigd follows the versions its ingesters make (every 250 ms).
 		waitFor(t, 10*time.Second, fmt.Sprintf("sigd to follow %d versions", versions), func() bool {
 			return metricValue(t, srv, "sig_block_versions_total") >= float64(versions)
 		})
@@ -415,7 +415,9 @@ func TestWatchFollowsVersions(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 500, Seed: 4})
 	gate, wrap := newGate()
 	gate.close()
-	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{WrapRunner: wrap})
+	// The version is committed here, not by sigd's ingestion: sigd looks
+	// for such versions every VersionRescan.
+	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{WrapRunner: wrap, VersionRescan: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ctr := srv.SIG(t, "ctr")
