@@ -14,6 +14,15 @@
 #                        for ctr_small (the paper reports 4.3x-7.5x).
 #   BenchmarkServe       the reader's own work without gRPC (responses
 #                        discarded), SIG and LIG.
+#   BenchmarkGuard       the shared-fate guard's cost: the same SIG units served
+#                        by readers without the guard, with the default sample
+#                        (16 rows per memo input per unit), with it in one
+#                        unit of 8 (--guard-every 8) and with 1024 rows,
+#                        alternating, per example pipeline; reader CPU per
+#                        example and the ratio to unguarded, and the raw column
+#                        bytes per example the guard adds to a unit's fetch.
+#                        The other benchmarks run readers as configured by
+#                        default, i.e. with the guard.
 #   BenchmarkFetch       the object store requests of the same SIG units and
 #                        nothing else (the raw block's footer and spans, one
 #                        GET per memo object; no checksums, no decoding or
@@ -33,7 +42,7 @@ COUNT=${COUNT:-5}
 BENCHTIME=${BENCHTIME:-10x}
 out=bench/reader.txt
 source bench/lib.sh
-bench_go_test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCost|BenchmarkServe|BenchmarkFetch)$' \
+bench_go_test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCost|BenchmarkServe|BenchmarkFetch|BenchmarkGuard)$' \
 	-cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 60m
 
 {
@@ -62,6 +71,18 @@ bench_go_test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCos
 		printf "%-12s %14s %14s %10s %8s\n" "$p" "$(median $t sig-cpu-ns/ex)" "$(median $t lig-cpu-ns/ex)" "$(median $t lig/sig)" "$(median $t B/ex)"
 	done
 	echo "target: LIG/SIG >= 7.5 for ctr_small (paper IV.B: 4.3x-7.5x)"
+	echo
+	echo "## The shared-fate guard: reader CPU per example, same SIG units, same run (readers above run it)"
+	printf "%-12s %9s %9s %7s %14s %10s %9s %8s %6s\n" pipeline "off ns/ex" "16 ns/ex" "16/off" "16,every8/off" "1024 ns/ex" "1024/off" "+raw B/ex" "B/ex"
+	for p in ctr_small ctr_wide cvr explore ranking; do
+		t=BenchmarkGuard/$p
+		printf "%-12s %9s %9s %7s %14s %10s %9s %8s %6s\n" "$p" "$(median $t off-cpu-ns/ex)" "$(median $t guard16-cpu-ns/ex)" \
+			"$(median $t guard16/off)" "$(median $t guard16every8/off)" "$(median $t guard1024-cpu-ns/ex)" "$(median $t guard1024/off)" \
+			"$(median $t guard-raw-B/ex)" "$(median $t sent-B/ex)"
+	done
+	echo "16 rows per memo input in every unit is cmd/reader's default (--guard-sample-rows 16 --guard-every 1); its cost"
+	echo "is mostly fetching the raw columns the components read, whole (+raw B/ex), not the rows it recomputes;"
+	echo "--guard-every 8 guards each input in one unit of 8"
 	echo
 	echo "## The reader's own work, without gRPC (ctr_small, CPU ns per example)"
 	printf "SIG %s   LIG %s\n" "$(median BenchmarkServe/sig cpu-ns/example)" "$(median BenchmarkServe/lig cpu-ns/example)"

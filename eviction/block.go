@@ -213,10 +213,32 @@ func (e *Evictor) RecomputeBlock(ctx context.Context, k canon.Key, id, who, why 
 // the repair is audited under the reporter's name with what it saw and
 // what sigd found. Which components a caller may report on is sigd's
 // decision (its clients report only their own).
-func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, detail string) (Finding, error) {
+//
+// A report of reason ReasonMemoMismatch (a reader's guard recomputed
+// sampled rows and found other values) is checked further: when the object
+// is sound, sigd recomputes the block's column from the raw block and
+// compares every row (checkValues). A confirmed mismatch quarantines the
+// entry: its object is deleted and it turns pending with a new generation
+// (the wrong incarnation can never be served or marked ready again), its
+// reason says MEMO_MISMATCH with the first differing row, and the block
+// is recomputed as a corrupt one is.
+func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, reason, detail string) (Finding, error) {
 	if err := checkBlockID(id); err != nil {
 		return Finding{}, err
 	}
+	switch reason {
+	case "":
+		reason = ReasonCorrupt
+	case ReasonCorrupt, ReasonMemoMismatch:
+	default:
+		return Finding{}, &matching.InputError{Field: "reason", Err: fmt.Errorf("%q: want %s or %s", clip(reason), ReasonCorrupt, ReasonMemoMismatch)}
+	}
+	f, err := e.reportCorrupt(ctx, k, id, who, reason, detail)
+	e.countReport(reason, f, err)
+	return f, err
+}
+
+func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id, who, reason, detail string) (Finding, error) {
 	cache := e.Frontend.Cache()
 	m, err := cache.Memo(k, id)
 	if err != nil {
@@ -236,16 +258,27 @@ func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, detai
 		return Finding{}, fmt.Errorf("%w: waiting for a verification slot: %w", ErrVerify, ctx.Err())
 	}
 	what, corrupt, err := e.verify(ctx, m, rec)
+	mismatch := false
+	if err == nil && !corrupt && reason == ReasonMemoMismatch {
+		what, mismatch, err = e.checkValues(ctx, m, rec)
+	}
 	<-e.verifySlots
 	if err != nil {
 		return Finding{}, fmt.Errorf("%w %s: %w", ErrVerify, m.Object, err)
 	}
-	if !corrupt {
-		e.log().Info("reported memo object is healthy", "component", k.String(), "block", id, "who", who, "detail", detail, "found", what)
+	if !corrupt && !mismatch {
+		e.log().Info("reported memo object is healthy", "component", k.String(), "block", id, "who", who, "reason", reason, "detail", detail, "found", what)
 		return Finding{What: what, Entry: m}, nil
 	}
 	why := fmt.Sprintf("reported by %s: %s; sigd found: %s", who, detail, what)
-	im, err := e.recompute(ctx, m, who, blockWhat("recompute corrupt ", k, id), why, "corrupt memo object, recomputing: "+what)
+	verb, pending := "recompute corrupt ", "corrupt memo object, recomputing: "+what
+	if mismatch {
+		verb, pending = "quarantine mismatching ", "quarantined ("+ReasonMemoMismatch+"), recomputing: "+what
+	}
+	im, err := e.recompute(ctx, m, who, blockWhat(verb, k, id), why, pending)
+	if mismatch && !errors.Is(err, matching.ErrStale) {
+		e.countMismatch(k)
+	}
 	f := Finding{Corrupt: true, What: what, Repair: im}
 	if errors.Is(err, matching.ErrStale) {
 		// Evicted, recomputed or repaired after the check: the object

@@ -25,6 +25,19 @@
 //     the highest priority of the pipelines using it; watchers see it
 //     pending, then ready. Every change is audited: who, what they saw,
 //     what sigd found.
+//   - value mismatches (mismatch.go; issue 21, the shared-fate guard): a
+//     reader whose guard recomputed sampled rows and found other values
+//     reports the object with reason MEMO_MISMATCH. Its bytes are sound,
+//     so the check goes further: Evictor.Recompute (sigd's) computes the
+//     block's column from raw columns and every row is compared bit for
+//     bit (transform.SameRow). A confirmed mismatch quarantines the entry
+//     (as a bad object above: deleted, pending with a new generation, the
+//     pending reason "quarantined (MEMO_MISMATCH)" and the first
+//     differing row, rescheduled, audited), counted by component
+//     (Mismatches; sigd's sig_memo_mismatches_total). An incarnation
+//     found healthy is remembered (generation and value checksum), so a
+//     reader that computes wrong does not make sigd recompute the block
+//     for each of its reports.
 //
 // Evicting never breaks a reader: a read solution whose data was evicted
 // turns pending, and the next read re-creates and schedules it (matching

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow/go/v15/arrow"
+
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/matching"
@@ -46,13 +48,22 @@ type Evictor struct {
 	// RawBlock returns a raw block's metadata (the catalog's): ReportCorrupt
 	// checks that a memo object is row-aligned with it. Nil skips that check.
 	RawBlock func(source, id string) (block.Meta, error)
-	Log      *slog.Logger
+	// Recompute computes a component's column over a raw block (RawBlock's
+	// for the memo entry), from raw columns (sigd: transform, as a worker
+	// would): ReportCorrupt compares a memo object reported for a value
+	// mismatch with it (mismatch.go). Nil, or RawBlock nil: such reports
+	// are checked as corrupt ones only.
+	Recompute func(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error)
+	Log       *slog.Logger
 
 	evicted atomic.Int64 // blocks evicted since start
 	swept   atomic.Int64 // objects deleted by sweeps since start
 
-	mu      sync.Mutex
-	toSweep map[canon.Key]time.Time // evicted components, when
+	mu         sync.Mutex
+	toSweep    map[canon.Key]time.Time // evicted components, when
+	mismatches map[canon.Key]int64     // confirmed value mismatches since start
+	healthy    map[checkedKey]bool     // incarnations checkValues found healthy
+	reports    map[ReportCount]int64   // ReportCorrupt's reports by reason and outcome
 
 	blockMu     sync.Mutex    // serializes single-block operations (block.go)
 	verifyOnce  sync.Once     // makes verifySlots

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
+	"github.com/sigdata/sig/transform"
 )
 
 // The benchmarks here run the servers in the benchmark process and the
@@ -493,4 +495,87 @@ func BenchmarkFlight(b *testing.B) {
 		b.ReportMetric(rd.wall.Seconds()/fl.wall.Seconds(), "ratio/wall")
 		b.ReportMetric(0, "ns/op")
 	})
+}
+
+// BenchmarkGuard measures the shared-fate guard's cost (guard.go): per
+// example pipeline, the same SIG units (100k-row blocks, every input from
+// its memo object) served over loopback by a reader without the guard, one
+// with the default sample (16 rows per input), one guarding each input in
+// one unit of 8 (GuardEvery) and one sampling 1024 rows, alternating in the
+// same run. Per example: the server process's CPU, and
+// the raw column bytes the guard adds to a unit's fetch (the columns the
+// pipeline's components read, whole segments). guard16/off is the
+// overhead bench/reader.sh reports.
+func BenchmarkGuard(b *testing.B) {
+	names := []string{"ctr_small", "ctr_wide", "cvr", "explore", "ranking"}
+	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, names...)})
+	benchGC(b)
+	servers := []struct {
+		name string
+		cfg  Config
+	}{{"off", Config{GuardSampleRows: -1}}, {"guard16", Config{}}, {"guard16every8", Config{GuardEvery: 8}},
+		{"guard1024", Config{GuardSampleRows: 1024}}}
+	addrs := make([]string, len(servers))
+	for i, sv := range servers {
+		srv := f.server(b, sv.cfg)
+		addrs[i] = serveOn(b, func(gs *grpc.Server) { readerv1.RegisterReaderServer(gs, srv) })
+	}
+	lg := startLoadgen(b)
+	for gi, name := range names {
+		var units []*readerv1.WorkUnit
+		cols := map[string]bool{}
+		for bi := range f.blocks {
+			u := f.unit(bi, 4096, nil)
+			var ins []*readerv1.ModelInput
+			for i, in := range u.Inputs {
+				if strings.HasPrefix(in.Name, fmt.Sprintf("g%d_", gi)) {
+					ins = append(ins, in)
+					for _, c := range f.inputs[i].columns {
+						cols[c] = true
+					}
+				}
+			}
+			u.Inputs = ins
+			units = append(units, u)
+		}
+		var rawBytes, rawRows int64
+		for _, blk := range f.blocks {
+			for c := range cols {
+				if c == transform.ColEventID || slices.Contains(DefaultLabels, c) {
+					continue
+				}
+				m, _ := blk.meta.Column(c)
+				rawBytes += m.Length
+			}
+			rawRows += blk.rows
+		}
+		for _, addr := range addrs {
+			lg.run(b, addr, units, 1) // warm up
+		}
+		b.Run(name, func(b *testing.B) {
+			ms := make([]measured, len(addrs))
+			for i := 0; i < b.N; i++ {
+				// Units of other ids each time, as a job's epochs read them:
+				// the ones GuardEvery picks change.
+				for bi, u := range units {
+					u.UnitId = fmt.Sprintf("u%d-%d", bi, i)
+				}
+				for j, addr := range addrs {
+					ms[j] = ms[j].add(lg.run(b, addr, units, len(f.blocks)))
+				}
+			}
+			for j, sv := range servers {
+				if ms[j].bytes != ms[0].bytes {
+					b.Fatalf("%s sent %d bytes, off %d", sv.name, ms[j].bytes, ms[0].bytes)
+				}
+				b.ReportMetric(float64(ms[j].cpu.Nanoseconds())/float64(ms[j].rows), sv.name+"-cpu-ns/ex")
+				if j > 0 {
+					b.ReportMetric(ms[j].cpu.Seconds()/ms[0].cpu.Seconds(), sv.name+"/off")
+				}
+			}
+			b.ReportMetric(float64(rawBytes)/float64(rawRows), "guard-raw-B/ex")
+			b.ReportMetric(float64(ms[0].bytes)/float64(ms[0].rows), "sent-B/ex")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }

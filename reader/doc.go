@@ -140,18 +140,67 @@
 //	FailedPrecondition  MEMO_FAILED   the input's memoization task was quarantined
 //	DataLoss            CORRUPT       an object fails its checksums, does not decode, is of
 //	                                  another component or block, or is not row-aligned
+//	DataLoss            MEMO_MISMATCH the guard recomputed a sampled row of a MEMO input
+//	                                  from the raw block and the memo object holds another
+//	                                  value; the message names the input, component, block,
+//	                                  the first differing row, its event_id and both values
+//	                                  (metadata: input, component, block, row, event_id)
 //	InvalidArgument     INVALID_UNIT  the unit is malformed; the message names the field
 //	NotFound            NO_BLOCK      the raw block does not exist
 //	Unavailable         STORE_UNAVAILABLE  the object store failed after its own retries
 //	FailedPrecondition  COMPUTE_FAILED     a LOCAL input's ops failed on this block's data
 //
-// A corrupt memo object, or one missing although the unit says READY, is
-// reported to sigd when Config.Reporter is set (cmd/reader --sigd, with a
-// token of role reader): in the background, once a minute per block at
-// most. sigd checks the object itself and recomputes that block if it is
-// bad; the read solution turns pending, then ready, and the same unit then
-// reads the same bytes as before the corruption (TestCorruptMemoRepaired in
-// sigd).
+// A corrupt memo object, one missing although the unit says READY, or one
+// the guard found holding wrong values is reported to sigd when
+// Config.Reporter is set (cmd/reader --sigd, with a token of role reader),
+// with the reason (CORRUPT or MEMO_MISMATCH): in the background, once a
+// minute per block at most. sigd checks the object itself (for a mismatch
+// it recomputes the whole block and compares every row) and recomputes
+// that block if it is bad; the read solution turns pending, then ready, and
+// the same unit then reads the same bytes as before the corruption
+// (TestCorruptMemoRepaired, TestGuardMismatchRepaired in sigd).
+//
+// # The shared-fate guard
+//
+// A memo object is shared by every pipeline that reads its component
+// (paper VIII.E: a shared-fate risk): a worker that computed wrong values
+// (a faulty machine, a kernel bug on one CPU) writes an object whose
+// checksums, footer and alignment are all sound. So a reader recomputes a
+// sample of each MEMO input's rows from the raw block with the component's
+// canonical DSL the unit carries (guard.go; Config.GuardSampleRows, cmd/reader
+// --guard-sample-rows, default 16 rows per input per unit, 0 none) and
+// compares them bit for bit (transform.SameRow: two nulls are equal, a NaN
+// equals a NaN of the same bits, -0 is not 0). The DSL must canonicalize
+// to the input's component key, as a LOCAL input's must (InvalidArgument
+// naming inputs[i].canonical_dsl); an input without one is not guarded.
+// The memo nodes LOCAL inputs read (covers) are guarded the same way, with
+// the node's cone in the DSL of the input listing it: the residual above a
+// node takes its values on trust (TestGuardMemoNodes).
+//
+// The sample is rows of the raw block, not the block: every op is defined
+// row by row, so a component run over a record of some rows gives exactly
+// those rows of its output (TestGuardPassesHonestMemos samples every row
+// of every example pipeline's inputs over blocks with nulls and finds no
+// difference). The rows are drawn uniformly (Floyd's algorithm) from a seed
+// of the unit's id, block and component: a unit read again checks the same
+// rows, so a failure is reproducible and a retry cannot pass by luck, while
+// the block's other units (other epochs and pipelines) check other rows.
+// The guard's cost is mostly fetching the raw columns the guarded
+// components read, whole (a segment is the unit of ranged reads and
+// checksums), not the rows it recomputes: bench/reader.sh (BenchmarkGuard,
+// two runs on this 2-core machine at load 6-8) measured the default at
+// 1.07-1.36x an unguarded SIG reader's CPU per example across the example
+// pipelines (the raw columns it fetches are 0.5-0.9x the bytes a unit
+// sends), 1024 rows at 1.4-1.8x.
+// Config.GuardEvery (--guard-every N) guards each input in one unit of N,
+// picked by the same seed, for about 1/N of that. If the sample
+// cannot be computed (an op fails on it), the unit is served unchecked and
+// sig_reader_guard_errors_total counts it. Like LIG, the guard relies on
+// readers computing what workers compute, bit for bit (transform, log1p:
+// the same GOARCH and GOAMD64): a reader built otherwise fails units with
+// MEMO_MISMATCH that sigd's recomputation then finds healthy, which
+// sigd's sig_memo_reports_total{reason="MEMO_MISMATCH",outcome="healthy"}
+// shows.
 //
 // A pending memo is the transient stall of the brief's training holds: the
 // host releases its chips and waits for the completion event, or reads the
@@ -194,8 +243,10 @@
 // served, rows and bytes sent (Read and Flight's DoGet alike), input columns
 // by mode, calls by API (read, flight_do_get, flight_get_flight_info),
 // failed calls by the gRPC code the caller got (counted by an interceptor
-// outside authentication, so a refused token counts), and the time to
-// fetch a unit's block. cmd/reader
+// outside authentication, so a refused token counts), the time to
+// fetch a unit's block, and the guard's rows checked, mismatches by
+// component (sig_reader_memo_mismatches_total) and samples it could not
+// compute. cmd/reader
 // serves them on --metrics, and health and reflection beside the Reader
 // service (internal/grpcsvc).
 package reader

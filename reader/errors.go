@@ -3,6 +3,7 @@ package reader
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -87,7 +88,8 @@ func (e *memoError) Unwrap() error { return e.Kind }
 
 // Status converts an error of Server.Read into the gRPC status the service
 // returns: memo pending → Unavailable, memo failed → FailedPrecondition,
-// corrupt → DataLoss, invalid unit → InvalidArgument, missing raw block →
+// corrupt → DataLoss (a memo mismatch of the guard too, reason
+// MEMO_MISMATCH), invalid unit → InvalidArgument, missing raw block →
 // NotFound, object store down → Unavailable. Errors that already carry a
 // status keep it. Each status has an ErrorInfo detail naming the reason.
 func Status(err error) *status.Status {
@@ -101,7 +103,12 @@ func Status(err error) *status.Status {
 	md := map[string]string{}
 	var me *memoError
 	var fe *fieldError
+	var mm *mismatchError
 	switch {
+	case errors.As(err, &mm):
+		code, reason = codes.DataLoss, ReasonMemoMismatch
+		md["input"], md["component"], md["block"] = mm.Input, mm.Component.String(), mm.Block
+		md["row"], md["event_id"] = strconv.FormatInt(mm.Row, 10), strconv.FormatInt(mm.EventID, 10)
 	case errors.As(err, &me):
 		code, reason = codes.Unavailable, ReasonMemoPending
 		if me.Kind == ErrMemoFailed {

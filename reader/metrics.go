@@ -118,6 +118,7 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.calls.Describe(ch)
 	m.errors.Describe(ch)
 	m.fetch.Describe(ch)
+	m.s.guardMetrics.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -131,4 +132,5 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.calls.Collect(ch)
 	m.errors.Collect(ch)
 	m.fetch.Collect(ch)
+	m.s.guardMetrics.collect(ch)
 }

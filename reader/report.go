@@ -18,11 +18,13 @@ import (
 
 // Reporter tells sigd of a memo object that did not read back although the
 // read solution said it was ready: corrupt (the unit fails with DataLoss) or
-// missing. sigd checks the object itself and recomputes that one block if
-// it is bad (SIG.ReportCorruptMemo), so a report is a hint, never a
-// decision of the reader's.
+// missing (reason ReasonCorrupt), or whose values differ from what the
+// guard recomputed (ReasonMemoMismatch). sigd checks the object itself
+// (for a mismatch: recomputes the block and compares) and recomputes that
+// one block if it is bad (SIG.ReportCorruptMemo), so a report is a hint,
+// never a decision of the reader's.
 type Reporter interface {
-	ReportCorruptMemo(ctx context.Context, component canon.Key, block, detail string) (*sigv1.ReportCorruptMemoResponse, error)
+	ReportCorruptMemo(ctx context.Context, component canon.Key, block, reason, detail string) (*sigv1.ReportCorruptMemoResponse, error)
 }
 
 // SIGReporter reports through a SIG client: cmd/reader's, with a token of
@@ -31,8 +33,9 @@ func SIGReporter(c sigv1.SIGClient) Reporter { return sigReporter{c} }
 
 type sigReporter struct{ c sigv1.SIGClient }
 
-func (r sigReporter) ReportCorruptMemo(ctx context.Context, component canon.Key, block, detail string) (*sigv1.ReportCorruptMemoResponse, error) {
-	return r.c.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: component.String(), BlockId: block, Detail: detail})
+func (r sigReporter) ReportCorruptMemo(ctx context.Context, component canon.Key, block, reason, detail string) (*sigv1.ReportCorruptMemoResponse, error) {
+	return r.c.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: component.String(), BlockId: block,
+		Reason: reason, Detail: detail})
 }
 
 const (
@@ -81,7 +84,11 @@ func (s *Server) noteMemoError(p *plan, in inputPlan, err error) {
 	if s.reports == nil || !brokenMemo(err) {
 		return
 	}
-	s.reports.send(in.component, p.unit.GetBlockId(), err.Error())
+	reason := ReasonCorrupt
+	if errors.Is(err, ErrMemoMismatch) {
+		reason = ReasonMemoMismatch
+	}
+	s.reports.send(in.component, p.unit.GetBlockId(), reason, err.Error())
 }
 
 // memoBlock names one block of one component's memo.
@@ -90,7 +97,7 @@ type memoBlock struct {
 	block     string
 }
 
-func (rs *reports) send(component canon.Key, blockID, detail string) {
+func (rs *reports) send(component canon.Key, blockID, reason, detail string) {
 	k := memoBlock{component, blockID}
 	now := time.Now()
 	rs.mu.Lock()
@@ -116,7 +123,7 @@ func (rs *reports) send(component canon.Key, blockID, detail string) {
 	go func() {
 		defer rs.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-		resp, err := rs.r.ReportCorruptMemo(ctx, component, blockID, detail)
+		resp, err := rs.r.ReportCorruptMemo(ctx, component, blockID, reason, detail)
 		cancel()
 		code := status.Code(err)
 		rs.mu.Lock()
@@ -131,10 +138,10 @@ func (rs *reports) send(component canon.Key, blockID, detail string) {
 			rs.log.Info("reported memo block is not in sigd's cache", "component", component, "block", blockID)
 			return
 		case err != nil:
-			rs.log.Warn("reporting a corrupt memo object to sigd failed", "component", component, "block", blockID, "err", err)
+			rs.log.Warn("reporting a corrupt memo object to sigd failed", "component", component, "block", blockID, "reason", reason, "err", err)
 			return
 		}
-		rs.log.Info("reported a corrupt memo object to sigd", "component", component, "block", blockID,
+		rs.log.Info("reported a corrupt memo object to sigd", "component", component, "block", blockID, "reason", reason,
 			"corrupt", resp.GetCorrupt(), "state", resp.GetState(), "finding", resp.GetFinding(), "audit_id", resp.GetAuditId())
 	}()
 }

@@ -86,6 +86,18 @@ type Config struct {
 	// --flight-locations, default its own address). Any reader serves any
 	// ticket.
 	FlightLocations []string
+	// GuardSampleRows is how many rows of each MEMO input a unit
+	// recomputes from the raw block and compares with the memo object (the
+	// shared-fate guard, guard.go): 0 takes DefaultGuardSampleRows, a
+	// negative number turns the guard off (cmd/reader --guard-sample-rows,
+	// where 0 turns it off).
+	GuardSampleRows int
+	// GuardEvery, above 1, guards each MEMO input in one unit of
+	// GuardEvery rather than in every unit (chosen from the same seed as
+	// the rows: a unit read again is guarded again), dividing the guard's
+	// cost, mostly fetching raw columns, by about as much (cmd/reader
+	// --guard-every). 0 and 1: every unit.
+	GuardEvery int
 }
 
 // EnsureDefaults fills zero fields.
@@ -113,6 +125,8 @@ type Server struct {
 	slots   chan struct{}
 	reports *reports // nil without Config.Reporter
 	metrics *serverMetrics
+	// guardMetrics count the guard's work (guard.go).
+	guardMetrics *guardMetrics
 
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
@@ -125,7 +139,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("reader: Config.Store is required")
 	}
-	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg)}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg), guardMetrics: newGuardMetrics()}
 	s.metrics = newServerMetrics(s)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.metrics); err != nil {
@@ -294,6 +308,9 @@ func (s *Server) run(ctx context.Context, req *readerv1.ReadRequest, out sink) e
 func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink) error {
 	p, err := newPlan(req.GetUnit(), s.cfg.Registry, s.cfg.Limits)
 	if err != nil {
+		return err
+	}
+	if err := s.planGuard(p); err != nil {
 		return err
 	}
 	if req.StartRow < 0 {
@@ -509,6 +526,11 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 				releaseGiven()
 				return fail(err)
 			}
+			if err := s.guardNode(p, j, raw.rec, c); err != nil {
+				c.Release()
+				releaseGiven()
+				return fail(err)
+			}
 			given[p.nodeIdx[j]] = c
 			s.memoNodes.Add(1)
 		}
@@ -543,6 +565,11 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 		}
 		cols = append(cols, c)
 		s.memoInputs.Add(1)
+	}
+	// The shared-fate guard: sampled rows of the MEMO inputs recomputed
+	// from the raw block (guard.go).
+	if err := s.guard(p, raw.rec, cols); err != nil {
+		return fail(err)
 	}
 	return cols, n, nil
 }

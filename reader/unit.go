@@ -83,6 +83,8 @@ type plan struct {
 	// memoNodes[x] are the memo nodes the unit lists for the LOCAL input
 	// localIdx[x], parsed.
 	memoNodes [][]memoNodePlan
+	// guard is what the shared-fate guard checks (guard.go); nil: nothing.
+	guard     *guardPlan
 	out       *arrow.Schema
 	batchRows int
 	reg       *transform.Registry

@@ -64,8 +64,17 @@
 // --sigd), workers and operators for any component, clients and trainers
 // for their own pipelines' components. The report is a hint: the evictor
 // reads the object and checks it as readers do, and only a block it finds
-// bad is recomputed (eviction.Evictor.ReportCorrupt). Operators evict or
-// recompute one block with EvictBlock.
+// bad is recomputed (eviction.Evictor.ReportCorrupt). A reader's guard
+// reports a memo object whose sampled rows differ from a recomputation
+// with reason MEMO_MISMATCH: sigd recomputes the block from its raw
+// columns (guard.go, recomputeColumn), compares every row, and quarantines
+// and recomputes the entry only if they differ; sig_memo_mismatches_total
+// counts confirmed mismatches by component, sig_memo_reports_total every
+// report by reason and outcome (healthy MEMO_MISMATCH reports point at a
+// reader computing wrong), the entry's pending reason on
+// the web UI's component page and the audit log say what was found
+// (TestGuardMismatchRepaired). Operators evict or recompute one block with
+// EvictBlock.
 //
 // # Kafka topics
 //

@@ -202,9 +202,11 @@ func (h *sigService) EvictBlock(ctx context.Context, req *sigv1.EvictBlockReques
 // maxReportDetail bounds what a report's detail adds to the audit log.
 const maxReportDetail = 1024
 
-// ReportCorruptMemo takes a report of a corrupt memo object as a hint:
-// the evictor verifies the object and repairs only a block it finds
-// corrupt. Readers (role reader), workers and operators report on any
+// ReportCorruptMemo takes a report of a corrupt memo object, or of one
+// whose values a reader's guard found wrong (reason MEMO_MISMATCH), as a
+// hint: the evictor verifies the object (for a mismatch, recomputes the
+// block and compares) and repairs only a block it finds bad. Readers (role
+// reader), workers and operators report on any
 // component; clients and trainers only on components their pipelines use,
 // others answer NotFound as GetComponent does, so that a client can
 // neither make sigd read other clients' data nor learn what it caches.
@@ -226,7 +228,7 @@ func (h *sigService) ReportCorruptMemo(ctx context.Context, req *sigv1.ReportCor
 			return nil, grpcError(fmt.Errorf("%w: component %s", matching.ErrNotFound, k))
 		}
 	}
-	f, err := h.s.evictor.ReportCorrupt(ctx, k, req.GetBlockId(), p.Name, clipText(req.GetDetail(), maxReportDetail))
+	f, err := h.s.evictor.ReportCorrupt(ctx, k, req.GetBlockId(), p.Name, req.GetReason(), clipText(req.GetDetail(), maxReportDetail))
 	if err != nil {
 		return nil, blockError(err)
 	}

@@ -179,6 +179,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		Insertion: insertionConfig(cfg, opts),
 	})
 	s.evictor = s.newEvictor()
+	s.evictor.Recompute = s.recomputeColumn // the guard's check (guard.go)
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := workers.RegisterQueueMetrics(s.reg, s.queue); err != nil {
@@ -186,6 +187,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	if err := s.reg.Register(s.metrics); err != nil {
+		return nil, err
+	}
+	if err := s.reg.Register(guardMetrics{s}); err != nil {
 		return nil, err
 	}
 	if err := s.reg.Register(pebbleutil.Collector(pebbleutil.Store{Name: "cache", Metrics: s.cache.PebbleMetrics},

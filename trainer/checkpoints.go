@@ -63,14 +63,27 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 		c.dev.mu.Lock()
 		defer c.dev.mu.Unlock()
 		ev := control.Event{Kind: control.EvCheckpointDone, Attempt: attempt}
-		state, err := c.dev.model.MarshalBinary()
+		// With the tables on parameter servers, the servers checkpoint
+		// first and the tables are read back into the model state: the
+		// manifest, written last, commits both (paramservers.go).
+		var pss *checkpoint.ParameterServers
+		var err error
+		if st := c.dev.ps; st != nil && st.client != nil {
+			if pss, err = c.saveTables(ctx, st, c.dev.model); err != nil {
+				err = fmt.Errorf("parameter servers: %w", err)
+			}
+		}
+		var state []byte
+		if err == nil {
+			state, err = c.dev.model.MarshalBinary()
+		}
 		var man checkpoint.Manifest
 		if err == nil && !c.dev.model.Finite() {
 			err = errors.New("model parameters are not finite")
 		}
 		if err == nil {
 			man, err = c.cks.Save(ctx, checkpoint.Checkpoint{Job: c.cfg.Job, Progress: p, Fingerprint: c.dev.model.Fingerprint(),
-				Model: state, Ledger: merged, Goodput: gp, Created: c.now()})
+				Model: state, Ledger: merged, Goodput: gp, ParameterServers: pss, Created: c.now()})
 		}
 		if err != nil {
 			ev.Err = err.Error()
@@ -80,6 +93,10 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 			// preemption deadline is measured against.
 			ev.At = c.now()
 			c.log.Info("checkpoint committed", "epochs", p.Epochs, "units", len(p.Units), "event_ids", man.EventIDs)
+			if pss != nil {
+				c.dev.ps.rep.Checkpoints++
+				c.dev.ps.rep.CommittedStep = pss.Step
+			}
 			c.publishStatistics(ctx)
 		}
 		c.post(msg{ev: ev, manifest: &man, ledger: merged})

@@ -116,6 +116,15 @@ type ControllerConfig struct {
 	EpochUnits, CaughtUpEpochUnits int
 	// Follow keeps the caught-up job waiting for new blocks.
 	Follow bool
+	// Retrain is what the controller does with a block that changed after
+	// it was trained (control.RetrainPolicy; default RetrainChanged).
+	Retrain control.RetrainPolicy
+	// CaughtUpInputs is how caught-up training reads its inputs:
+	// CaughtUpSIG (the default) reads a memoized block whenever it is
+	// ready at the epoch's snapshot and computes locally only what is
+	// pending, per input per block; CaughtUpLIG computes every input
+	// locally, as the paper's caught-up training does (IV.B).
+	CaughtUpInputs CaughtUpInputs
 	// MaxAttempts of one epoch before a permanent hold. Default 5.
 	MaxAttempts int
 
@@ -159,6 +168,13 @@ type ControllerConfig struct {
 	// CompileTime is how long compiling a slice takes (wall time). Default
 	// 50ms.
 	CompileTime time.Duration
+
+	// ParameterServers, when it names servers, holds the embedding tables
+	// in the caught-up phase (paper III.B; paramservers.go): at the switch
+	// they move from the slice onto that many `trainer ps` processes, which
+	// the controller starts with the job and restarts if one dies. Zero
+	// keeps them on the slice in both phases.
+	ParameterServers ParameterServers
 
 	// Allocator hands out chips. Default Unlimited.
 	Allocator Allocator
@@ -305,6 +321,9 @@ func (c *ControllerConfig) validate() error {
 	if c.To > transform.EndEventTime {
 		errs = append(errs, fmt.Errorf("event range end %d is past %s, the end of the event times SIG stores", c.To, transform.FormatMicros(transform.EndEventTime)))
 	}
+	if err := c.ParameterServers.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.FleetChips < max(c.Chips, c.CaughtUpChips) {
 		errs = append(errs, fmt.Errorf("fleet of %d chips cannot hold a slice of %d", c.FleetChips, max(c.Chips, c.CaughtUpChips)))
 	}
@@ -314,7 +333,36 @@ func (c *ControllerConfig) validate() error {
 func (c *ControllerConfig) machineConfig() control.Config {
 	return control.Config{Hosts: c.Hosts, EpochUnits: c.EpochUnits, CaughtUpEpochUnits: c.CaughtUpEpochUnits,
 		Chips: c.Chips, CaughtUpChips: c.CaughtUpChips, MaxAttempts: c.MaxAttempts, RetryDelay: c.RetryDelay,
-		Follow: c.Follow || c.To == 0}
+		Follow: c.Follow || c.To == 0, Retrain: c.Retrain}
+}
+
+// CaughtUpInputs is how the caught-up phase reads its inputs.
+type CaughtUpInputs int
+
+const (
+	// CaughtUpSIG: memoized blocks where ready, local generation where
+	// pending (issue 21: the head of the stream never waits for SIG).
+	CaughtUpSIG CaughtUpInputs = iota
+	// CaughtUpLIG: local input generation for every input (paper IV.B).
+	CaughtUpLIG
+)
+
+func (m CaughtUpInputs) String() string {
+	if m == CaughtUpLIG {
+		return "lig"
+	}
+	return "sig"
+}
+
+// ParseCaughtUpInputs reads "sig" (or "") or "lig".
+func ParseCaughtUpInputs(s string) (CaughtUpInputs, error) {
+	switch s {
+	case "sig", "":
+		return CaughtUpSIG, nil
+	case "lig":
+		return CaughtUpLIG, nil
+	}
+	return 0, fmt.Errorf("caught-up inputs %q: want sig or lig", s)
 }
 
 // endMicros is the range's end; an open range ends far in the future.

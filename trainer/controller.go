@@ -16,6 +16,7 @@ import (
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/trainer/model"
 )
 
@@ -98,6 +99,12 @@ type Controller struct {
 	// The emulated slice (device.go): its own mutex, not the run
 	// goroutine's.
 	dev device
+	// psPlaced is a test hook: called (under the device's mutex) each time
+	// the tables were placed on the parameter servers.
+	psPlaced func(ctx context.Context, client *ps.Client, m *model.Model)
+	// psBeforeApply is a test hook: called before each step's Apply on
+	// the parameter servers, with the step (under the device's mutex).
+	psBeforeApply func(step int64)
 
 	// snapshot is the state the RPCs read, refreshed after every event
 	// (status.go).
@@ -237,6 +244,21 @@ func (c *Controller) Run(ctx context.Context) (Report, error) {
 	})
 	if c.cfg.StatusInterval > 0 {
 		wg.Go(func() { every(ctx, c.cfg.StatusInterval, func() { c.reportStatus(ctx) }) })
+	}
+	if c.cfg.ParameterServers.enabled() {
+		// Started with the job, stopped after the device's last operation
+		// (the deferred close runs after the barrier below).
+		st, err := c.startParameterServers(ctx)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return c.report(c.now()), fmt.Errorf("trainer: %w", err)
+		}
+		defer st.close()
+		c.dev.mu.Lock()
+		st.placed, st.beforeApply = c.psPlaced, c.psBeforeApply
+		c.dev.ps = st
+		c.dev.mu.Unlock()
 	}
 	c.handle(msg{ev: control.Event{Kind: control.EvStart}})
 	var err error
@@ -388,7 +410,7 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 	case control.ActReleaseChips:
 		c.releaseChips()
 	case control.ActRestoreModel:
-		go c.restoreModel(ctx, c.manifest)
+		go c.restoreModel(ctx, c.manifest, c.m.Phase())
 	case control.ActCompile:
 		go c.compile(ctx, a.Chips, a.Phase)
 	case control.ActStartAttempt:

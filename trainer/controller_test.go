@@ -175,7 +175,7 @@ func TestStaleStepAfterRestore(t *testing.T) {
 	// The step of attempt 1 is decided; before it gets the device the
 	// attempt fails and the restore takes the device first.
 	c.dev.mu.Lock()
-	go c.restoreModel(ctx, &man)
+	go c.restoreModel(ctx, &man, control.Initial)
 	time.Sleep(100 * time.Millisecond) // the restore waits for the device first
 	a := toStep(t, c, nil)
 	c.runStep(ctx, a)

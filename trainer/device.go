@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +35,16 @@ type device struct {
 	gen   atomic.Uint64
 	model *model.Model
 	prof  *fdp.Profiler // nil: no statistics store, or profiling disabled
+	// ps is the parameter servers of the caught-up phase (paramservers.go);
+	// nil when the job keeps its tables on the slice. Its client is set
+	// while the tables are on the servers.
+	ps *psState
 }
 
 // restoreModel loads the last checkpoint onto the slice (or initial
-// parameters when there is none).
-func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest) {
+// parameters when there is none); in the caught-up phase of a job with
+// parameter servers its tables go onto them (placeTables).
+func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest, phase control.Phase) {
 	c.dev.mu.Lock()
 	defer c.dev.mu.Unlock()
 	c.dev.gen.Add(1) // steps decided before now belong to aborted attempts
@@ -58,6 +64,17 @@ func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest) {
 				return err
 			}
 			ledger = l
+		}
+		if st := c.dev.ps; st != nil {
+			if st.client != nil {
+				st.rep.RPCs += st.client.RPCs()
+			}
+			st.client = nil
+			if phase == control.CaughtUp {
+				if err := c.placeTables(ctx, st, fresh, m); err != nil {
+					return fmt.Errorf("parameter servers: %w", err)
+				}
+			}
 		}
 		c.dev.model = fresh
 		return nil
@@ -144,7 +161,31 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 	if poison {
 		c.dev.model.Poison()
 	}
-	res, err := c.dev.model.Step(b)
+	var (
+		res    model.Result
+		err    error
+		remote *psRemote
+	)
+	if st := c.dev.ps; st != nil && st.client != nil {
+		remote = &psRemote{client: st.client, before: st.beforeApply, now: c.now}
+		res, err = c.dev.model.StepRemote(ctx, b, remote)
+		st.rep.RPCSeconds += remote.rpc.Seconds()
+		if err == nil {
+			st.rep.Steps++
+		}
+	} else {
+		res, err = c.dev.model.Step(b)
+	}
+	if errors.Is(err, model.ErrRemote) {
+		// A parameter server failed (killed, restarting): the step did
+		// not happen, and its update may have reached some servers. The
+		// attempt is retrained from the last checkpoint, which rolls
+		// every server back (placeTables).
+		r.failed = err.Error()
+		c.log.Warn("step on the parameter servers failed", "err", err)
+		c.post(msg{ev: control.Event{Kind: control.EvStepDone}, step: r})
+		return
+	}
 	r.err = err
 	r.loss, r.unique, r.values, r.scBytes = res.Loss, res.Unique, res.Values, res.Work.SparseCoreBytes
 	if err == nil && profile && c.dev.prof != nil {
@@ -156,6 +197,12 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 	dev.Chips = c.dev.chips()
 	r.time, r.chips = dev.Step(res.Work), dev.Chips
 	wall := dev.Scale(r.time.Device)
+	if remote != nil {
+		// The host waits for its rows before the device step and for the
+		// servers' acknowledgement after it: the RPCs' wall time adds to
+		// the step's, and the step's ideal time does not include them.
+		wall += remote.rpc
+	}
 	if rest := start.Add(wall).Sub(c.now()); rest > 0 {
 		select {
 		case <-ctx.Done():

@@ -27,6 +27,8 @@
 //	trainer controller --listen ADDR ...   the Controller: a gRPC server (proto/trainer/v1)
 //	trainer host --controller ADDR --id h0  one TPU host worker per process
 //	reader --listen ADDR ...                the stateless input readers (cmd/reader)
+//	trainer ps --shard I --shards N ...     a parameter server of the caught-up phase,
+//	                                        started and restarted by the controller
 //
 // so that any of them can be killed and restarted on its own (the
 // exactly-once test SIGKILLs all three kinds). `trainer run` and RunJob run
@@ -69,6 +71,9 @@
 //	status.go       the snapshot the RPCs and metrics read; status to sigd
 //	                (ReportTrainerStatus) every few seconds
 //	stats.go, report.go  what the run did, and the report written at exit
+//	paramservers.go the caught-up phase's tables on parameter servers: moved
+//	                there, stepped, checkpointed and rolled back with the model
+//	psfleet.go      the `trainer ps` processes the controller starts and restarts
 //
 // and, beside the controller, host.go (a host worker), run.go (RunJob),
 // wire.go (batches and inputs on the wire), config.go.
@@ -193,14 +198,95 @@
 // would reach the newest block of the range, the job is caught up: it
 // releases its slice, takes CaughtUpChips chips (the model is restored onto
 // the smaller slice and the tables re-placed), trains CaughtUpEpochUnits
-// blocks per epoch, and its readers generate inputs locally (LIG). The same
-// host processes feed both slices. Goodput is reported per phase.
+// blocks per epoch. The paper's caught-up training generates every input
+// locally (LIG, IV.B), because SIG's memoized data may not be there yet at
+// the head of the stream. Here a caught-up unit reads each input's
+// memoized block when it is ready at the epoch's snapshot and generates
+// locally only the inputs whose blocks are pending (CaughtUpSIG, the
+// default; TestUnitModes), so the head never stalls and what SIG has done
+// is not done again; CaughtUpLIG (`trainer run --caught-up-inputs lig`)
+// is the paper's. The same host processes feed both slices. Goodput is
+// reported per phase. With parameter servers (below), the caught-up slice
+// holds no tables.
+//
+// # Versions (issue 21)
+//
+// Blocks change after they are sealed (late events, new labels,
+// deletions: each change a new version). The controller plans each epoch
+// from one catalog snapshot (trainer/control, "Versions and snapshots"),
+// and a block that changed after it was trained is trained again at its
+// new version in a later epoch (ControllerConfig.Retrain, `--retrain`).
+//
+// # Parameter servers (paper III.B, V.B; paramservers.go, psfleet.go)
+//
+// With ControllerConfig.ParameterServers (`--ps-servers N`), the caught-up
+// phase keeps its embedding tables on N CPU parameter servers
+// (trainer/embedding/ps), as the paper's caught-up training does on its few
+// chips. The controller starts N `trainer ps` processes when it starts
+// (their checkpoints in the warehouse bucket, checkpoints/<pipeline>/ps/;
+// Linux ends them with the controller), restarts one that dies on its
+// address, and stops them at exit; `--ps-addrs` uses servers run by hand.
+// The client is the emulated TPU host's: the step runs in the controller's
+// device, so it is the device that talks to the servers, one client with
+// one core, stacking on by default, coalesced.
+//
+//   - The switch. The first restore of the caught-up phase — the model
+//     state of the initial phase's last checkpoint, from which training
+//     continues — moves every table onto the servers (Client.Assign at the
+//     model's step count, then a server checkpoint of it, so a server that
+//     restarts before the next commit comes back to these values).
+//   - Steps. A step looks the global batch's unique rows of every table up
+//     in one coalesced Lookup per server, pools Fetched.Value's rows, runs
+//     the dense layers, and sends the unique rows' gradients in one Apply
+//     per server (model.StepRemote); the servers' step is the model's step
+//     count. The arithmetic is the slice's float32 SGD, so the losses and
+//     parameters are bit-identical to the same run with the tables on the
+//     slice (serialized mode; in pipelined mode the servers' updates are
+//     not one step stale as the slice's are, so the two differ).
+//   - Epoch end. The steps are drained as always; the tables are read back
+//     into the model state (ReadTables), every server checkpoints at the
+//     model's step, then the checkpoint is written with the manifest last,
+//     recording the servers' committed step (checkpoint.Manifest
+//     .ParameterServers). Both commit together: a crash before the manifest
+//     leaves the previous one, whose step the servers still retain.
+//   - Restore. Restoring a checkpoint written with the servers rolls every
+//     server back to its committed step (Client.Restore) — the retrain of a
+//     failed epoch, a restarted controller — or, if a server no longer has
+//     that checkpoint (its store lost, another number of servers), writes
+//     the tables from the model state, which holds the same values. As the
+//     model object always holds the tables, a job may also be restarted
+//     with servers after a checkpoint written without them, or without
+//     them after one written with them.
+//   - Failure. A server that dies fails the step (model.ErrRemote: not a
+//     hold), and the attempt fails like any other: the epoch is retrained
+//     from the last checkpoint with every server rolled back, the dead one
+//     restarted from its own newest checkpoint. Updates that reached some
+//     servers before the failure are undone by the rollback and applied
+//     once more by the retrain: exactly once per committed step, as the
+//     events (TestCaughtUpOnParameterServers: SIGKILL mid-epoch, final
+//     parameters bit-identical to an unkilled run).
+//
+// Goodput: a step's Lookup and Apply are part of the step — productive
+// time, which the step's ideal time (TensorCore FLOPs at peak) does not
+// include, so they lower PG; the step's modelled device time prices no
+// SparseCore lookups (the slice does none). Moving the tables on and
+// rolling them back happen in the restore (checkpoint_restore); reading
+// them back and the servers' checkpoints in the save (checkpoint_save);
+// the steps of an attempt a server's death aborted are lost_work, and the
+// wait for its restart is the restore's retries. One caveat: the RPC time
+// is real loopback time, not stretched by Device.TimeScale as the
+// emulated device time is, so the caught-up phase's PG on servers is not
+// comparable with the slice's (the slice's is low because its one chip's
+// modelled SparseCore time dominates). The report's "parameter servers"
+// line gives the servers, restarts, moves, rollbacks, steps, RPCs and
+// seconds spent in each category.
 //
 // What this package does not own: the decisions (trainer/control), the
 // model and its step time (trainer/model, trainer/steptime), the buffer and
 // scaling rule (trainer/buffer), the checkpoint format (trainer/checkpoint),
 // embedding placement (trainer/embedding: the partitioner, the profiler of
-// feedback-directed partitioning, the parameter servers), the goodput
+// feedback-directed partitioning, the parameter servers and their client),
+// the goodput
 // arithmetic and the fleet scheduler (trainer/accounting), and the
 // statistics store (featstats, served by sigd).
 package trainer

@@ -18,7 +18,8 @@ import (
 // short pause. Whatever is killed when, the last committed checkpoint's
 // ledger must hold every event of the range exactly once, each trained as
 // part of its own block (paper III.C: a failed epoch writes no checkpoint
-// and is retrained from the last one).
+// and is retrained from the last one). Seed 3 runs its caught-up phase on
+// parameter servers.
 func TestExactlyOnceUnderKills(t *testing.T) {
 	seeds := []uint64{1, 2, 3}
 	// KILL_SEED=n runs one seed (debugging; TRAINER_TEST_LOG=1 shows the
@@ -40,7 +41,15 @@ func TestExactlyOnceUnderKills(t *testing.T) {
 			pipeline := fmt.Sprintf("kill%d", seed)
 			// Steps of ~20ms make an epoch last long enough to be cut.
 			t1 := time.Now()
-			pp := startPipeline(t, e, pipeline, 2, 2)
+			// Seed 3's caught-up phase keeps its tables on two parameter
+			// servers the controller starts: a killed controller takes them
+			// with it, and its successor's restarted servers are rolled back
+			// to the committed step.
+			var extra []string
+			if seed == 3 {
+				extra = []string{"--ps-servers", "2"}
+			}
+			pp := startPipeline(t, e, pipeline, 2, 2, extra...)
 			t.Logf("processes started in %v", time.Since(t1).Round(time.Millisecond))
 			defer func() { t.Logf("seed done in %v", time.Since(t1).Round(time.Millisecond)) }()
 			r := rand.New(rand.NewPCG(seed, 7))
@@ -79,6 +88,14 @@ func TestExactlyOnceUnderKills(t *testing.T) {
 				t.Fatalf("controller exit %q", rep.Exit)
 			}
 			m := checkExactlyOnce(t, e, pipeline)
+			if seed == 3 {
+				p := rep.ParameterServers
+				if p == nil || p.Servers != 2 {
+					t.Fatalf("seed 3 ran without its parameter servers: %+v", p)
+				}
+				t.Logf("parameter servers (last controller): %d restarts, %d moves, %d rollbacks, %d steps, committed step %d",
+					p.Restarts, p.Moves, p.Restores, p.Steps, p.CommittedStep)
+			}
 			clog := pp.controller.log.String()
 			t.Logf("controller runs %d, resumed from a checkpoint %d times, failed attempts %d, reader retries seen by hosts %d",
 				pp.controller.runs, strings.Count(clog, "resuming from checkpoint"), strings.Count(clog, "epoch attempt failed"),

@@ -81,9 +81,12 @@ type Report struct {
 	Holds    []HoldRecord `json:"holds,omitempty"`
 	// Partition lists the plans compiled (one per slice the job ran on)
 	// and FDP what feedback-directed partitioning did (paper V.C).
-	Partition []PlanReport   `json:"partition"`
-	FDP       FDPReport      `json:"fdp"`
-	Goodput   goodput.Report `json:"goodput"`
+	Partition []PlanReport `json:"partition"`
+	FDP       FDPReport    `json:"fdp"`
+	// ParameterServers is what the caught-up phase's parameter servers did
+	// (nil: the job kept its tables on the slice).
+	ParameterServers *ParameterServerReport `json:"parameter_servers,omitempty"`
+	Goodput          goodput.Report         `json:"goodput"`
 }
 
 func (c *Controller) report(end time.Time) Report {
@@ -113,6 +116,14 @@ func (c *Controller) report(end time.Time) Report {
 		r.Phases = append(r.Phases, pr)
 	}
 	r.Partition, r.FDP = c.plans, c.fdpRep
+	c.dev.mu.Lock() // Run waited for the device: this does not block
+	if st := c.dev.ps; st != nil {
+		r.ParameterServers = st.report()
+		if st.client != nil {
+			r.ParameterServers.RPCs += st.client.RPCs()
+		}
+	}
+	c.dev.mu.Unlock()
 	st := c.m.Stats()
 	r.Stats.Attempts, r.Stats.FailedAttempts, r.Stats.CommittedEpochs = st.Attempts, st.FailedAttempts, st.CommittedEpochs
 	r.Stats.PreemptedEpochs, r.Stats.PreemptedCommitted = st.PreemptedEpochs, st.PreemptedCommitted
@@ -195,6 +206,10 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "feedback-directed partitioning: statistics for %d features read, %d batches profiled, %d feature statistics published\n",
 		r.FDP.StatisticsRead, r.FDP.ProfiledBatches, r.FDP.Published)
+	if p := r.ParameterServers; p != nil {
+		fmt.Fprintf(&b, "parameter servers: %d (stacking %v), %d restarts; tables moved on %d times, rolled back %d times; %d steps, %d RPCs, %.2f s in step RPCs; %d checkpoints (step %d), %.2f s saving, %.2f s placing\n",
+			p.Servers, p.Stacking, p.Restarts, p.Moves, p.Restores, p.Steps, p.RPCs, p.RPCSeconds, p.Checkpoints, p.CommittedStep, p.SaveSeconds, p.MoveSeconds)
+	}
 	for _, h := range r.Holds {
 		lift := "still held"
 		if !h.Lifted.IsZero() {

@@ -15,7 +15,10 @@ import (
 )
 
 // TestRunCommand runs `trainer run` (controller, hosts and readers in one
-// process) to the end and reads its JSON report.
+// process) to the end and reads its JSON report. Its caught-up phase keeps
+// the tables on two parameter servers, `trainer ps` processes the command
+// starts itself (its own executable, checkpoints in the bucket, the S3 keys
+// in their environment).
 func TestRunCommand(t *testing.T) {
 	e := newEnv(t, 3, 600, sigd.Options{})
 	bin := sigdtest.BuildCommand(t, "cmd/trainer")
@@ -31,7 +34,8 @@ func TestRunCommand(t *testing.T) {
 		"--range", fmt.Sprintf("%d:%d", r.StartMicros, r.EndMicros), "--sigd", e.sigd.Addr(), "--token", e.sigd.Tokens["trainer"],
 		"--s3-endpoint", m.Endpoint, "--s3-access-key", m.AccessKey, "--s3-secret-key", m.SecretKey, "--s3-bucket", sigdtest.Bucket,
 		"--kafka-brokers", strings.Join(e.w.Kafka.Brokers, ","), "--hosts", "2", "--chips", "2", "--caught-up-chips", "1",
-		"--epoch-units", "1", "--vocab", "4096", "--status-interval", "0", "--report-json", report, "--mode", "pipelined")
+		"--epoch-units", "1", "--vocab", "4096", "--status-interval", "0", "--report-json", report, "--mode", "pipelined",
+		"--ps-servers", "2")
 	done := make(chan error, 1)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -60,4 +64,10 @@ func TestRunCommand(t *testing.T) {
 		t.Fatalf("report: exit %q, %d units\n%s", rep.Exit, rep.Units, out.String())
 	}
 	checkExactlyOnce(t, e, "runcmd")
+	if p := rep.ParameterServers; p == nil || p.Servers != 2 || p.Moves != 1 || p.Steps == 0 || p.Checkpoints == 0 {
+		t.Fatalf("parameter servers: %+v\n%s", p, out.String())
+	}
+	if !strings.Contains(out.String(), "parameter servers: 2") {
+		t.Fatalf("the text report does not show the parameter servers:\n%s", out.String())
+	}
 }

@@ -61,9 +61,11 @@ func (x *solution) features() (model.Features, error) {
 	return model.NewFeatures(inputs)
 }
 
-// unit builds the work unit of a block: every input MEMO in the initial
-// phase when its memoized block is ready, LOCAL otherwise (caught-up
-// training reads with local input generation, paper IV.B).
+// unit builds the work unit of a block: an input is MEMO when its memoized
+// block is ready, LOCAL otherwise, in either phase: caught-up training
+// never waits for SIG (its epochs do not hold on pending data), and reads
+// what SIG has ready rather than recomputing it (issue 21). With
+// CaughtUpLIG, caught-up units are all LOCAL, as in the paper (IV.B).
 func (x *solution) unit(cfg *ControllerConfig, blockID string, phase control.Phase) (*readerv1.WorkUnit, error) {
 	rb, ok := x.raw[blockID]
 	if !ok {
@@ -78,10 +80,11 @@ func (x *solution) unit(cfg *ControllerConfig, blockID string, phase control.Pha
 			b = &sigv1.BlockRead{BlockId: blockID}
 		}
 		// An input readers compute reads the ready memo nodes of its cover
-		// in the initial phase (reader.UnitInput), and everything from the
-		// raw block when caught up.
+		// (reader.UnitInput); under CaughtUpLIG, everything from the raw
+		// block when caught up.
 		mode := readerv1.InputMode_INPUT_MODE_LOCAL
-		if phase == control.Initial && (in.GetComputed() || b.GetState() == sigv1.BlockState_BLOCK_STATE_READY) {
+		sig := phase == control.Initial || cfg.CaughtUpInputs == CaughtUpSIG
+		if sig && (in.GetComputed() || b.GetState() == sigv1.BlockState_BLOCK_STATE_READY) {
 			mode = readerv1.InputMode_INPUT_MODE_MEMO
 		}
 		u.Inputs = append(u.Inputs, reader.UnitInput(in, b, x.nodes[i], mode))

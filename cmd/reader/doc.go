@@ -22,6 +22,15 @@
 // Without them a corrupt memo object keeps failing units with DataLoss
 // until an operator evicts or recomputes its block.
 //
+// --guard-sample-rows N (default 16; 0: off) is the shared-fate guard
+// (package reader, "The shared-fate guard"): N sampled rows of each memo
+// object a unit reads are recomputed from the raw block and compared; a
+// memo object holding other values fails the unit with DataLoss, reason
+// MEMO_MISMATCH, and is reported to sigd (with --sigd), which recomputes
+// the block to confirm it and quarantines and recomputes the entry.
+// --guard-every N guards each memo object in one unit of N, for about 1/N
+// of the guard's cost.
+//
 // The same server serves Arrow Flight (package reader, "Arrow Flight"):
 // DoGet reads a unit from its ticket with any Flight client. GetFlightInfo
 // needs --sigd: the reader resolves the pipeline's read solution there with

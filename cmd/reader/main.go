@@ -50,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sigdAddr := fs.String("sigd", "", "sigd gRPC address to report corrupt memo objects to (empty: report none)")
 	sigdToken := fs.String("sigd-token", "", "token of role reader for --sigd")
 	sigdTLS := fs.Bool("sigd-tls", false, "connect to --sigd with TLS")
+	guardRows := fs.Int("guard-sample-rows", reader.DefaultGuardSampleRows, "rows of each memo input a unit recomputes from the raw block and compares with the memo object (the shared-fate guard; 0: none)")
+	guardEvery := fs.Int("guard-every", 1, "guard each memo input in one unit of this many (chosen by a seed of unit, block and component), dividing the guard's cost by about as much; 1: every unit")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics over HTTP on this address (empty: none)")
 	var flightLocations cli.List
 	fs.Var(&flightLocations, "flight-locations", "Arrow Flight locations (grpc+tcp://HOST:PORT, comma-separated) of the readers GetFlightInfo's endpoints name (default: this reader's address, none if it listens on all interfaces)")
@@ -63,6 +65,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	applyRuntime()
 	if sc.Endpoint == "" {
 		return errors.New("--s3-endpoint is required")
+	}
+	if *guardRows < 0 {
+		return fmt.Errorf("--guard-sample-rows: %d is negative (0 turns the guard off)", *guardRows)
+	}
+	if *guardEvery < 1 {
+		return fmt.Errorf("--guard-every: %d, want 1 or more", *guardEvery)
+	}
+	if *guardRows == 0 {
+		*guardRows = -1 // reader.Config: negative is off, 0 the default
 	}
 	if *tokens == "" {
 		return errors.New("--tokens is required: readers serve only authenticated trainers and operators")
@@ -119,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
 		MaxRequestBytes: *maxRequest, Logger: logger, Reporter: reporter, Registerer: reg,
-		Solutions: solutions, FlightLocations: flightLocations})
+		Solutions: solutions, FlightLocations: flightLocations, GuardSampleRows: *guardRows, GuardEvery: *guardEvery})
 	if err != nil {
 		lis.Close()
 		return err

@@ -34,6 +34,8 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{[]string{"extra"}, nil, "unexpected arguments"},
 		{nil, map[string]string{"SIG_MAX_UNITS": "many"}, "SIG_MAX_UNITS"},
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--sigd", "127.0.0.1:1"}, nil, "--sigd needs --sigd-token"},
+		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--guard-sample-rows", "-1"}, nil, "--guard-sample-rows"},
+		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--guard-every", "0"}, nil, "--guard-every"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)

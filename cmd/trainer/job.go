@@ -60,10 +60,14 @@ type jobFlags struct {
 	timeScale                                    float64
 	compile                                      time.Duration
 	follow                                       bool
+	retrain, caughtUpInputs                      string
 	maxAttempts                                  int
 	nanAtStep                                    uint64
 	preemptNotice, statusInterval, holdPoll      time.Duration
 	reportJSON, reportText, metrics              string
+	psServers                                    int
+	psAddrs                                      cli.List
+	psNoStacking                                 bool
 	newLogger                                    func(io.Writer) (*slog.Logger, error)
 }
 
@@ -103,6 +107,8 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.Float64Var(&f.timeScale, "time-scale", trainer.DefaultTimeScale, "wall time per modelled device time")
 	fs.DurationVar(&f.compile, "compile-time", 50*time.Millisecond, "time to compile a slice")
 	fs.BoolVar(&f.follow, "follow", false, "after catching up, wait for new blocks instead of exiting")
+	fs.StringVar(&f.retrain, "retrain", "changed", "blocks that changed after they were trained: changed (train the new version in a later epoch) or never")
+	fs.StringVar(&f.caughtUpInputs, "caught-up-inputs", "sig", "caught-up phase inputs: sig (memoized where ready, computed where pending) or lig (all computed locally)")
 	fs.IntVar(&f.maxAttempts, "max-attempts", 5, "failed attempts of one epoch before a permanent hold")
 	fs.Uint64Var(&f.nanAtStep, "nan-at-step", 0, "fault injection: make this step's loss NaN (a permanent hold)")
 	fs.DurationVar(&f.preemptNotice, "preempt-notice", 30*time.Second, "notice a SIGTERM gives (paper VI.B)")
@@ -111,6 +117,9 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.reportJSON, "report-json", "", "write the report as JSON to this `FILE` at exit")
 	fs.StringVar(&f.reportText, "report-text", "-", "write the report as text to this `FILE` at exit (- for stdout)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address")
+	fs.IntVar(&f.psServers, "ps-servers", 0, "parameter servers holding the embedding tables in the caught-up phase: the controller starts this many `trainer ps` processes (checkpoints in the warehouse bucket; 0: the tables stay on the slice)")
+	fs.Var(&f.psAddrs, "ps-addrs", "parameter servers already running (shard i at the i-th address) instead of --ps-servers")
+	fs.BoolVar(&f.psNoStacking, "ps-no-stacking", false, "do not stack tables of one width into one variable on the parameter servers")
 	f.newLogger = cli.LogFlag(fs)
 	return f
 }
@@ -131,6 +140,14 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 	if err != nil {
 		return c, fmt.Errorf("%w: --mode: %v", cli.ErrUsage, err)
 	}
+	retrain, ok := control.ParseRetrainPolicy(f.retrain)
+	if !ok {
+		return c, fmt.Errorf("%w: --retrain %q: want changed or never", cli.ErrUsage, f.retrain)
+	}
+	cuInputs, err := trainer.ParseCaughtUpInputs(f.caughtUpInputs)
+	if err != nil {
+		return c, fmt.Errorf("%w: --caught-up-inputs: %v", cli.ErrUsage, err)
+	}
 	var graph string
 	if f.graph != "" {
 		b, err := os.ReadFile(f.graph)
@@ -149,12 +166,23 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 		RawSource: f.source, From: from, To: to, SigdAddr: f.sigd.Addr, Token: f.sigd.Token, TLS: f.sigd.TLS, Store: store,
 		KafkaBrokers: f.kafka, Readers: f.readers, Hosts: f.hosts, Chips: f.chips, CaughtUpChips: f.cuChips,
 		EpochUnits: f.epochUnits, CaughtUpEpochUnits: f.cuUnits, Follow: f.follow, MaxAttempts: f.maxAttempts,
+		Retrain: retrain, CaughtUpInputs: cuInputs,
 		BatchSize: f.batch, BufferExamples: f.bufferEx, Credits: f.credits, ReadBatchRows: f.readRows,
 		Vocab: f.vocab, Dim: f.dim, Hidden: f.hidden, LearningRate: f.lr, EmbeddingLearningRate: f.elr, Seed: f.seed,
 		Device:      steptime.Model{Mode: mode, TimeScale: f.timeScale},
 		CompileTime: f.compile, StatusInterval: f.statusInterval, HoldPollInterval: f.holdPoll,
 		Faults: trainer.Faults{NaNAtStep: f.nanAtStep}, Logger: log}
 	c.InFlight.Min, c.InFlight.Max = f.minIF, f.maxIF
+	c.ParameterServers = trainer.ParameterServers{Servers: f.psServers, Addrs: f.psAddrs, NoStacking: f.psNoStacking}
+	if f.psServers > 0 && len(f.psAddrs) == 0 {
+		// The servers checkpoint beside the job's checkpoints
+		// (checkpoints/<pipeline>/ps/); the keys go in their environment.
+		c.ParameterServers.StoreArgs = []string{"--s3-endpoint", f.s3.Endpoint, "--s3-bucket", f.s3.Bucket, "--pipeline", f.pipeline}
+		if f.s3.Secure {
+			c.ParameterServers.StoreArgs = append(c.ParameterServers.StoreArgs, "--s3-secure")
+		}
+		c.ParameterServers.Env = []string{cli.EnvName("s3-access-key") + "=" + f.s3.AccessKey, cli.EnvName("s3-secret-key") + "=" + f.s3.SecretKey}
+	}
 	if f.statusInterval == 0 {
 		c.StatusInterval = -1
 	}

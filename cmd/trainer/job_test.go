@@ -22,6 +22,7 @@ func TestJobCommandsRejectBadFlags(t *testing.T) {
 		{"controller", "--client", "c", "--pipeline", "p"},
 		{"controller", "--client", "c", "--pipeline", "p", "--range", "yesterday", "--s3-endpoint", "x:1"},
 		{"controller", "--client", "c", "--pipeline", "p", "--range", "0:10", "--s3-endpoint", "x:1", "--mode", "warp"},
+		{"controller", "--client", "c", "--pipeline", "p", "--range", "0:10", "--s3-endpoint", "x:1", "--ps-servers", "x"},
 		{"host"},
 		{"fleet", "--bogus"},
 	} {

@@ -16,7 +16,9 @@ import (
 // trainer ps --listen ADDR --shard I --shards N (--data DIR | --s3-endpoint ... --pipeline P)
 //
 // Runs one CPU parameter server (trainer/embedding/ps; the paper's
-// caught-up training, which the job runtime does not use yet): shard I of
+// caught-up training: `trainer run|controller --ps-servers N` starts N of
+// these with the job and moves the caught-up phase's tables onto them;
+// --ps-addrs uses servers started by hand): shard I of
 // N of every embedding table, configured by the first client (the tables
 // come over gRPC, proto/ps/v1) or restored from the newest checkpoint in
 // the store. Checkpoints go to a local directory (--data) or to the

@@ -61,8 +61,10 @@ class MemoFailedError(SigError):
 
 
 class DataLossError(SigError):
-    """An object is corrupt or not row-aligned (the reader reports it to
-    sigd, which recomputes the block), or a stream broke its own framing."""
+    """An object is corrupt or not row-aligned (reason CORRUPT), or a memo
+    object's values differ from what the reader's guard recomputed from the
+    raw block (MEMO_MISMATCH; the reader reports either to sigd, which
+    recomputes the block), or a stream broke its own framing."""
 
 
 class AuthError(SigError):
@@ -99,6 +101,7 @@ _REASONS = {
     "MEMO_PENDING": MemoPendingError,
     "MEMO_FAILED": MemoFailedError,
     "CORRUPT": DataLossError,
+    "MEMO_MISMATCH": DataLossError,
     "INVALID_UNIT": InvalidArgumentError,
     "NO_BLOCK": NotFoundError,
     "STORE_UNAVAILABLE": UnavailableError,

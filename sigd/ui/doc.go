@@ -1,6 +1,9 @@
 // Package ui is the operator console: the web UI that sigd serves under
 // /ui/ on its HTTP port, through which operators search components, read a
-// component's blocks and what it shares with others, dry-run and confirm a
+// component's blocks (each with its state and its error or pending reason,
+// e.g. a quarantine for a value mismatch the readers' guard found) and how
+// many such mismatches sigd confirmed for it, what it shares with others,
+// dry-run and confirm a
 // subgraph eviction, evict or recompute one block, release quarantined
 // tasks, read the audit log, and watch the overview: block hit rate, queued
 // tasks and workers, and each training job's MPG with why its program
@@ -41,6 +44,7 @@
 // (eviction/evictiontest: a sigd in process on a real MinIO and kfake with
 // the pipelines that share a faulty subgraph), the same one eviction's
 // gRPC tests use: logins and roles, CSRF on every form, escaping of
-// user-supplied names, block actions, the reports, and the operator's
+// user-supplied names, block actions, a guard's quarantine on the component
+// page and in the audit log (TestUIShowsGuardMismatch), the reports, and the operator's
 // path in a real headless Chromium (screenshots under testartifacts/ui).
 package ui

@@ -455,6 +455,10 @@ type componentData struct {
 	Blocks      []matching.MemoEntry
 	ContainedBy []string
 	Contains    []string
+	// Mismatches are the value mismatches of the readers' guard sigd
+	// confirmed and quarantined for this component since it started
+	// (eviction.Evictor.Mismatches).
+	Mismatches int64
 }
 
 func (u *UI) component(w http.ResponseWriter, r *http.Request, s *session) {
@@ -473,7 +477,7 @@ func (u *UI) component(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	p := u.base(s, "Component "+k.Short())
-	d := componentData{Info: info}
+	d := componentData{Info: info, Mismatches: u.cfg.Evictor.Mismatches()[k]}
 	memos, err := u.cfg.Frontend.Cache().Memos(k)
 	if err != nil {
 		p.Error = err.Error()

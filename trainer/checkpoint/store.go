@@ -58,9 +58,23 @@ type Manifest struct {
 	// (trainer/accounting/goodput.History as JSON); nil in checkpoints written before
 	// it existed, which restore as before.
 	Goodput *ObjectRef `json:"goodput,omitempty"`
+	// ParameterServers, in a checkpoint of the caught-up phase whose
+	// tables were on parameter servers, is the servers' committed step: a
+	// restore rolls them back to it (trainer/embedding/ps Client.Restore).
+	// The model object holds the tables too, read back from the servers.
+	ParameterServers *ParameterServers `json:"parameter_servers,omitempty"`
 	// EventIDs is the number of event ids in the ledger.
 	EventIDs int64     `json:"event_ids"`
 	Created  time.Time `json:"created"`
+}
+
+// ParameterServers is the parameter servers' part of a checkpoint: how many
+// held the tables, stacked or not, and the step every one of them
+// checkpointed before the manifest was written.
+type ParameterServers struct {
+	Servers  int   `json:"servers"`
+	Stacking bool  `json:"stacking"`
+	Step     int64 `json:"step"`
 }
 
 // Progress returns the manifest's progress for the controller.
@@ -116,7 +130,10 @@ type Checkpoint struct {
 	// Goodput is the job's goodput history to persist with the checkpoint
 	// (opaque here); nil writes none.
 	Goodput []byte
-	Created time.Time
+	// ParameterServers, when the tables are on parameter servers, is what
+	// they committed (the caller checkpointed them first).
+	ParameterServers *ParameterServers
+	Created          time.Time
 }
 
 // newSaveID names the objects of one Save.
@@ -138,7 +155,7 @@ func (s *Store) Save(ctx context.Context, c Checkpoint) (Manifest, error) {
 	}
 	m := Manifest{Format: Format, Pipeline: s.pipeline, Job: c.Job, Seq: seq, Epochs: c.Progress.Epochs,
 		Units: c.Progress.Units, Phase: c.Progress.Phase.String(), Steps: c.Progress.Steps,
-		Fingerprint: c.Fingerprint, EventIDs: c.Ledger.Rows(), Created: c.Created.UTC()}
+		Fingerprint: c.Fingerprint, EventIDs: c.Ledger.Rows(), Created: c.Created.UTC(), ParameterServers: c.ParameterServers}
 	put := func(name string, data []byte) (ObjectRef, error) {
 		key := s.key(seq, save+"/"+name)
 		if name == ManifestObject {

@@ -23,7 +23,7 @@ import (
 // Event syntax (see parseEvent):
 //
 //	start | setup-done [err=...] [permanent] | restored [units=(a, b)] [epochs=N] [phase=P] [err=...]
-//	blocks b1 b2:pending ... [err=...] | chips-granted | model-restored [err=...] | compiled [err=...] [permanent]
+//	blocks b1 b2:pending b3@2 ... [snap=N] [err=...] | chips-granted | model-restored [err=...] | compiled [err=...] [permanent]
 //	host-joined H [inc=I] | host-lost H [inc=I]
 //	request H a=N [max=N] | unit-read H a=N U rows=R | unit-failed H a=N U [pending] [err=...]
 //	batch H a=N seq=S n=E [U=R ...] [final] | step-done a=N [nan] [err=...] [permanent]
@@ -66,7 +66,7 @@ func parseConfig(args []datadriven.CmdArg) (Config, error) {
 	for _, a := range args {
 		k, v := a.Key, strings.Join(a.Vals, ",")
 		n, err := strconv.Atoi(v)
-		if err != nil && k != "follow" {
+		if err != nil && k != "follow" && k != "retrain" {
 			return c, fmt.Errorf("config %s: %v", a, err)
 		}
 		switch k {
@@ -84,6 +84,12 @@ func parseConfig(args []datadriven.CmdArg) (Config, error) {
 			c.MaxAttempts = n
 		case "follow":
 			c.Follow = true
+		case "retrain":
+			p, ok := ParseRetrainPolicy(v)
+			if !ok {
+				return c, fmt.Errorf("config %s: unknown retrain policy", a)
+			}
+			c.Retrain = p
 		default:
 			return c, fmt.Errorf("unknown config %q", k)
 		}
@@ -158,6 +164,8 @@ func parseEvent(td *datadriven.TestData, now *time.Time) (Event, error) {
 			ev.Progress.Units = append([]string(nil), arg.Vals...)
 		case "epochs":
 			ev.Progress.Epochs = int(num())
+		case "snap":
+			ev.Snapshot = num()
 		case "phase":
 			p, err := ParsePhase(v)
 			if err != nil {
@@ -188,8 +196,17 @@ func parseEvent(td *datadriven.TestData, now *time.Time) (Event, error) {
 	switch kind {
 	case EvBlocks:
 		for _, p := range pos {
-			id, state, _ := strings.Cut(p, ":")
-			ev.Blocks = append(ev.Blocks, Block{ID: id, Ready: state != "pending"})
+			ref, state, _ := strings.Cut(p, ":")
+			id, v, _ := strings.Cut(ref, "@")
+			b := Block{ID: id, Ready: state != "pending"}
+			if v != "" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return ev, fmt.Errorf("block %s: version %q", p, v)
+				}
+				b.Version = n
+			}
+			ev.Blocks = append(ev.Blocks, b)
 		}
 	case EvHostJoined, EvHostLost, EvUnitsRequested, EvUnitRead, EvUnitFailed, EvBatch:
 		if len(pos) == 0 {

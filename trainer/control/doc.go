@@ -31,6 +31,27 @@
 // is the same: it loads the last checkpoint and retrains what was not
 // committed.
 //
+// # Versions and snapshots (issue 21)
+//
+// A raw block can change after it was sealed (late events, new labels,
+// deletions: warehouse), and every change is a new version of the block.
+// Blocks arrive with their version in one catalog snapshot (EvBlocks
+// Snapshot), and a unit is a block at a version (UnitRef: the block id,
+// "<id>.v<N>" from version 2 on). Each epoch is planned from one snapshot,
+// which ActStartAttempt names and the checkpoint's Progress records, so a
+// checkpoint states which version of which block the model trained on,
+// and a block appears at most once per epoch. A failed attempt is planned
+// again from the snapshot the next refresh answers: nothing of the failed
+// one committed. Under RetrainChanged (the default; RetrainPolicy says
+// why the order) a block trained at an older version is offered again at
+// its new one, after the blocks never trained, and counted
+// (Progress.Retrained, Stats.RetrainedUnits): the paper's controller
+// retraining "previous events with new labels" (III.C). Changed blocks do
+// not count toward the head of the stream (the phase switch) and never
+// place a hold. testdata/versions.txt and TestSimulatedExactlyOnce (blocks
+// changing while hosts crash and checkpoints fail) check that every
+// version an epoch claims is trained exactly once and none is lost.
+//
 // # Training holds (paper VI.A)
 //
 // A permanent error — setup failed permanently (invalid configuration, a

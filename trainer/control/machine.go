@@ -32,6 +32,9 @@ type Config struct {
 	// Follow keeps a caught-up job waiting for new blocks at the head of
 	// the stream instead of finishing when its blocks are all committed.
 	Follow bool
+	// Retrain is what happens to blocks that changed after they were
+	// trained (RetrainChanged by default; see RetrainPolicy).
+	Retrain RetrainPolicy
 }
 
 // EnsureDefaults fills zero fields.
@@ -85,6 +88,7 @@ type unitState struct {
 type attemptState struct {
 	id           uint64
 	phase        Phase
+	snapshot     int64
 	units        []*unitState
 	byID         map[string]*unitState
 	next         int
@@ -115,12 +119,17 @@ type Machine struct {
 	now    time.Time
 	status Status
 
-	committed    Progress
-	committedSet map[string]bool
-	pending      Progress // what the checkpoint in flight commits
-	blocks       []Block
-	planned      []string
-	phase        Phase
+	committed Progress
+	// trained is the newest version of each block a committed epoch
+	// trained.
+	trained  map[string]int64
+	pending  Progress // what the checkpoint in flight commits
+	blocks   []Block
+	snapshot int64 // the catalog snapshot blocks were resolved at
+	planned  []string
+	// plannedSnapshot is the snapshot of planned's versions.
+	plannedSnapshot int64
+	phase           Phase
 
 	chipsHeld, chipsRequested int
 	needRestore               bool
@@ -149,7 +158,7 @@ type Machine struct {
 // New returns a machine; feed it EvStart first.
 func New(cfg Config) *Machine {
 	cfg.EnsureDefaults()
-	return &Machine{cfg: cfg, committedSet: map[string]bool{}, hosts: map[string]*hostState{}}
+	return &Machine{cfg: cfg, trained: map[string]int64{}, hosts: map[string]*hostState{}}
 }
 
 // Status is the machine's state.
@@ -327,10 +336,8 @@ func (m *Machine) onRestored(ev Event) {
 		return
 	}
 	m.committed = ev.Progress.Clone()
-	m.committedSet = map[string]bool{}
-	for _, u := range m.committed.Units {
-		m.committedSet[u] = true
-	}
+	m.trained = map[string]int64{}
+	m.noteTrained(m.committed.Units)
 	if m.committed.Phase != m.phase {
 		m.phase = m.committed.Phase
 		m.emit(Action{Kind: ActSetPhase, Phase: m.phase})
@@ -358,6 +365,7 @@ func (m *Machine) onBlocks(ev Event) {
 		return
 	}
 	m.blocks = append(m.blocks[:0], ev.Blocks...)
+	m.snapshot = ev.Snapshot
 	m.plan()
 }
 
@@ -375,15 +383,34 @@ func (m *Machine) phaseChips() int {
 	return m.cfg.Chips
 }
 
+// noteTrained records committed unit refs in trained.
+func (m *Machine) noteTrained(units []string) {
+	for _, u := range units {
+		id, v := ParseUnitRef(u)
+		m.trained[id] = max(m.trained[id], v)
+	}
+}
+
 // plan picks the next epoch's units and gets the slice ready for them.
+//
+// Every unit of the epoch is a block at its version in one catalog
+// snapshot (the one the blocks were resolved at), so a checkpoint states
+// exactly which version of which block the model trained on, and a failed
+// attempt retrains the same versions. Blocks never trained come first, in
+// event order; then, under RetrainChanged, blocks a committed epoch trained
+// at an older version (issue 21, "previous events with new labels").
 func (m *Machine) plan() {
-	var remaining []Block
+	var fresh, changed []Block
 	for _, b := range m.blocks {
-		if !m.committedSet[b.ID] {
-			remaining = append(remaining, b)
+		v, ok := m.trained[b.ID]
+		switch {
+		case !ok:
+			fresh = append(fresh, b)
+		case v < max(b.Version, 1) && m.cfg.Retrain == RetrainChanged:
+			changed = append(changed, b)
 		}
 	}
-	if len(remaining) == 0 {
+	if len(fresh) == 0 && len(changed) == 0 {
 		if m.cfg.Follow && len(m.blocks) > 0 {
 			m.liftTransientHold()
 			m.status = StWaitingData
@@ -396,29 +423,48 @@ func (m *Machine) plan() {
 		return
 	}
 	// Paper III.A: the job is caught up once the epoch it trains next
-	// reaches the newest block the catalog knows.
-	if m.phase == Initial && len(remaining) <= m.cfg.EpochUnits {
+	// reaches the newest block the catalog knows. Changed blocks are not
+	// the stream's head and do not count.
+	if m.phase == Initial && len(fresh) <= m.cfg.EpochUnits {
 		m.phase = CaughtUp
 		m.emit(Action{Kind: ActSetPhase, Phase: m.phase})
 	}
 	var units []string
-	for _, b := range remaining {
+	var waiting string // the first block whose memoized data is pending
+	for _, b := range fresh {
 		if len(units) == m.epochUnits() {
 			break
 		}
 		if m.phase == Initial && !b.Ready {
+			waiting = b.ID
 			break
 		}
-		units = append(units, b.ID)
+		units = append(units, UnitRef(b.ID, b.Version))
+	}
+	// A changed block waits for room after the fresh blocks, and in the
+	// initial phase for its memoized data; it never holds the job.
+	if waiting == "" {
+		for _, b := range changed {
+			if len(units) == m.epochUnits() {
+				break
+			}
+			if m.phase == Initial && !b.Ready {
+				continue
+			}
+			units = append(units, UnitRef(b.ID, b.Version))
+		}
 	}
 	if len(units) == 0 {
+		if waiting == "" {
+			waiting = changed[0].ID
+		}
 		if m.hold == nil {
-			m.placeHold(Transient, fmt.Sprintf("memoized data of block %s is pending in SIG", remaining[0].ID))
+			m.placeHold(Transient, fmt.Sprintf("memoized data of block %s is pending in SIG", waiting))
 		}
 		return
 	}
 	m.liftTransientHold()
-	m.planned = units
+	m.planned, m.plannedSnapshot = units, m.snapshot
 	want := m.phaseChips()
 	if m.chipsHeld != want || m.chipsRequested != want {
 		m.releaseChips()
@@ -500,7 +546,7 @@ func (m *Machine) startAttempt() {
 		return
 	}
 	m.attemptSeq++
-	at := &attemptState{id: m.attemptSeq, phase: m.phase, byID: map[string]*unitState{}, participants: members}
+	at := &attemptState{id: m.attemptSeq, phase: m.phase, snapshot: m.plannedSnapshot, byID: map[string]*unitState{}, participants: members}
 	for _, id := range m.planned {
 		u := &unitState{id: id}
 		at.units = append(at.units, u)
@@ -513,7 +559,7 @@ func (m *Machine) startAttempt() {
 	m.stepping = false
 	m.status = StTraining
 	m.stats.Attempts++
-	m.emit(Action{Kind: ActStartAttempt, Attempt: at.id, Units: append([]string(nil), m.planned...), Phase: m.phase})
+	m.emit(Action{Kind: ActStartAttempt, Attempt: at.id, Units: append([]string(nil), m.planned...), Phase: m.phase, Snapshot: at.snapshot})
 }
 
 func (m *Machine) onHostJoined(ev Event) {
@@ -729,9 +775,15 @@ func (m *Machine) endEpoch() {
 	}
 	p := m.committed.Clone()
 	p.Epochs++
+	for _, u := range done {
+		if id, _ := ParseUnitRef(u); m.trained[id] > 0 {
+			p.Retrained++
+		}
+	}
 	p.Units = append(p.Units, done...)
 	p.Phase = at.phase
 	p.Steps += at.steps
+	p.Snapshot = at.snapshot
 	m.pending = p
 	m.status = StCheckpointing
 	m.emit(Action{Kind: ActWriteCheckpoint, Attempt: at.id, Progress: p.Clone(), Rows: rows})
@@ -745,10 +797,9 @@ func (m *Machine) onCheckpointDone(ev Event) {
 		m.failAttempt("checkpoint: "+ev.Err, false)
 		return
 	}
+	m.stats.RetrainedUnits += m.pending.Retrained - m.committed.Retrained
 	m.committed = m.pending.Clone()
-	for _, u := range m.committed.Units {
-		m.committedSet[u] = true
-	}
+	m.noteTrained(m.committed.Units)
 	m.at = nil
 	m.failures = 0
 	m.stats.CommittedEpochs++

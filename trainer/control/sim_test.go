@@ -32,7 +32,10 @@ type simHost struct {
 // checkpoint, preemption notices with deadlines short and long) for many
 // seeds, executing every action faithfully. The rows that reach committed
 // state must be every block's rows exactly once, and every invariant must
-// hold after every event.
+// hold after every event. In most runs blocks also change while the job
+// trains (issue 21: late events, new labels, deletions make new versions):
+// every epoch must read its units at one snapshot, and every version an
+// epoch claims must reach committed state exactly once.
 func TestSimulatedExactlyOnce(t *testing.T) {
 	for seed := uint64(1); seed <= 200; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { simulate(t, seed) })
@@ -50,6 +53,23 @@ func simulate(t *testing.T, seed uint64) {
 		rows[id] = 1 + r.Int64N(40)
 		blocks = append(blocks, Block{ID: id, Ready: true})
 	}
+	// Versions: a refresh may answer a newer snapshot where a block
+	// changed (up to changeBudget changes, so the job ends). Rows are per
+	// version: a change may add or remove rows.
+	changeBudget := 0
+	if r.Float64() < 0.7 {
+		changeBudget = r.IntN(8)
+	}
+	snapshot := int64(1)
+	versionsAt := map[int64]map[string]int64{} // snapshot -> block -> version
+	record := func() {
+		vs := map[string]int64{}
+		for _, b := range blocks {
+			vs[b.ID] = max(b.Version, 1)
+		}
+		versionsAt[snapshot] = vs
+	}
+	record()
 	cfg := Config{Hosts: nHosts, EpochUnits: 1 + r.IntN(4), CaughtUpEpochUnits: 1 + r.IntN(2), MaxAttempts: 1000}
 	m := New(cfg)
 	now := epoch0
@@ -85,7 +105,16 @@ func simulate(t *testing.T, seed uint64) {
 			case ActLoadCheckpoint:
 				push(Event{Kind: EvRestored, Progress: store.progress.Clone()})
 			case ActRefreshBlocks:
-				push(Event{Kind: EvBlocks, Blocks: blocks})
+				if changeBudget > 0 && r.Float64() < 0.4 {
+					changeBudget--
+					i := r.IntN(len(blocks))
+					blocks = slices.Clone(blocks)
+					blocks[i].Version = max(blocks[i].Version, 1) + 1
+					rows[UnitRef(blocks[i].ID, blocks[i].Version)] = 1 + r.Int64N(40)
+					snapshot++
+					record()
+				}
+				push(Event{Kind: EvBlocks, Blocks: blocks, Snapshot: snapshot})
 			case ActAcquireChips:
 				push(Event{Kind: EvChipsGranted})
 			case ActRestoreModel:
@@ -93,6 +122,19 @@ func simulate(t *testing.T, seed uint64) {
 			case ActCompile:
 				push(Event{Kind: EvCompiled})
 			case ActStartAttempt:
+				// One snapshot per epoch: every unit is its block at the
+				// snapshot's version, and no block appears twice.
+				ids := map[string]bool{}
+				for _, u := range a.Units {
+					id, v := ParseUnitRef(u)
+					if ids[id] {
+						t.Fatalf("attempt %d trains block %s twice: %v", a.Attempt, id, a.Units)
+					}
+					ids[id] = true
+					if want := versionsAt[a.Snapshot][id]; v != want {
+						t.Fatalf("attempt %d: unit %s, but block %s is at version %d in snapshot %d", a.Attempt, u, id, want, a.Snapshot)
+					}
+				}
 				attemptLedger = nil
 				sent = map[string]map[uint64][]string{}
 				stepping = false
@@ -260,21 +302,30 @@ func simulate(t *testing.T, seed uint64) {
 		t.Fatalf("stats %+v", st)
 	}
 	t.Logf("restarts %d, preemption notices %d (%d exits committed), stats %+v", restarts, preemptions, committedPreempted, m.Stats())
-	// Every block's rows reached committed state exactly once.
+	// Every version the committed epochs claim reached committed state
+	// exactly once, and every block's newest version is among them (a
+	// change is never lost).
 	count := map[string]int64{}
 	for _, u := range store.ledger {
 		count[u]++
 	}
-	for id, n := range rows {
-		if count[id] != n {
-			t.Errorf("block %s: %d rows committed, want %d", id, count[id], n)
+	claimed := map[string]bool{}
+	for _, u := range store.progress.Units {
+		claimed[u] = true
+		if count[u] != rows[u] {
+			t.Errorf("unit %s: %d rows committed, want %d", u, count[u], rows[u])
 		}
 	}
-	if len(count) != len(rows) {
-		t.Errorf("committed units %v, blocks %v", count, rows)
+	if len(count) != len(claimed) {
+		t.Errorf("rows committed of units %v, progress claims %v", count, store.progress.Units)
 	}
-	if p := m.Committed(); len(p.Units) != nBlocks {
-		t.Errorf("committed progress %v", p.Units)
+	for _, b := range blocks {
+		if ref := UnitRef(b.ID, b.Version); !claimed[ref] {
+			t.Errorf("block %s: newest version %s never trained (committed %v)", b.ID, ref, store.progress.Units)
+		}
+	}
+	if p := m.Committed(); p.Retrained != len(p.Units)-nBlocks {
+		t.Errorf("committed progress %v: %d retrained", p.Units, p.Retrained)
 	}
 }
 

@@ -39,6 +39,10 @@ func ParsePhase(s string) (Phase, error) {
 // Block is one raw block of the pipeline's range, in event order.
 type Block struct {
 	ID string
+	// Version is the block's version in the snapshot the blocks were
+	// resolved at (0 or 1: as first sealed). A block trained at an older
+	// version is offered again per Config.Retrain.
+	Version int64
 	// Ready: no memoized input of the block is pending, so it can be read in
 	// the initial phase (caught-up reads compute inputs locally and need
 	// nothing).
@@ -49,8 +53,17 @@ type Block struct {
 type Progress struct {
 	// Epochs is the number of committed epochs.
 	Epochs int
-	// Units are the committed work units (block ids), in commit order.
+	// Units are the committed work units, in commit order: unit refs
+	// (UnitRef: the block id, with the version when it is not the first).
+	// A block that changed after it was trained appears again with its
+	// new version (RetrainChanged).
 	Units []string
+	// Retrained counts the Units that trained a newer version of a block
+	// an earlier epoch had trained.
+	Retrained int
+	// Snapshot is the catalog snapshot the last committed epoch was
+	// planned at: every one of its units read its block at that snapshot.
+	Snapshot int64
 	// Phase is the phase of the last committed epoch.
 	Phase Phase
 	// Steps is the number of committed training steps.
@@ -187,9 +200,11 @@ type Event struct {
 	Err       string
 	Progress  Progress
 	Blocks    []Block
-	Deadline  time.Time
-	Scope     string
-	HoldID    uint64
+	// Snapshot is the catalog snapshot Blocks were resolved at (EvBlocks).
+	Snapshot int64
+	Deadline time.Time
+	Scope    string
+	HoldID   uint64
 }
 
 // ActionKind says what the caller must do.
@@ -309,6 +324,9 @@ type Action struct {
 	Reason string
 	// Committed: the epoch a preemption notice cut short committed.
 	Committed bool
+	// Snapshot is the catalog snapshot of the attempt's units
+	// (ActStartAttempt): hosts read every unit at it.
+	Snapshot int64
 }
 
 // String renders an action on one line (the data-driven tests' output).
@@ -320,6 +338,9 @@ func (a Action) String() string {
 		fmt.Fprintf(&b, " chips=%d phase=%s", a.Chips, a.Phase)
 	case ActStartAttempt:
 		fmt.Fprintf(&b, " a=%d units=%s phase=%s", a.Attempt, strings.Join(a.Units, ","), a.Phase)
+		if a.Snapshot != 0 {
+			fmt.Fprintf(&b, " snap=%d", a.Snapshot)
+		}
 	case ActAbort:
 		fmt.Fprintf(&b, " a=%d (%s)", a.Attempt, a.Reason)
 	case ActAssign:
@@ -337,6 +358,9 @@ func (a Action) String() string {
 	case ActWriteCheckpoint:
 		fmt.Fprintf(&b, " a=%d epochs=%d units=%s steps=%d phase=%s", a.Attempt, a.Progress.Epochs,
 			strings.Join(a.Progress.Units, ","), a.Progress.Steps, a.Progress.Phase)
+		if a.Progress.Snapshot != 0 || a.Progress.Retrained != 0 {
+			fmt.Fprintf(&b, " snap=%d retrained=%d", a.Progress.Snapshot, a.Progress.Retrained)
+		}
 	case ActPlaceHold, ActLiftHold:
 		fmt.Fprintf(&b, " #%d %s: %s", a.Hold.ID, a.Hold.Kind, a.Hold.Reason)
 	case ActBroadcastPreempt:
@@ -406,4 +430,7 @@ type Stats struct {
 	PreemptedCommitted int
 	PermanentHolds     int
 	TransientHolds     int
+	// RetrainedUnits counts committed units that trained a newer version
+	// of a block already trained (Progress.Retrained, this process only).
+	RetrainedUnits int
 }

@@ -22,7 +22,7 @@
 // controller's use of it (package trainer, feedback.go: it solves the
 // slice's plan at each compile, profiles sampled steps and publishes what
 // it measured at each committed checkpoint); the statistics store that
-// models share (featstats, served by sigd). The job runtime does not use
-// the parameter servers yet: caught-up training keeps its tables on the
-// emulated slice (trainer/embedding/ps says so).
+// models share (featstats, served by sigd); starting the parameter servers
+// for a job and moving its caught-up tables onto them (package trainer,
+// paramservers.go; trainer/embedding/ps says how).
 package embedding

@@ -24,7 +24,11 @@
 // the batch's rows (paper V.A: "the input batch is deduplicated to obtain a
 // list of unique feature values"), gathers each unique row once, pools, runs
 // the dense layers forward and backward, and updates the dense weights and
-// exactly the embedding rows it touched. A loss that is not finite returns
+// exactly the embedding rows it touched. The embedding update is float32
+// SGD: each unique row's gradient, summed in float64 over the batch, is
+// rounded to float32 and w -= float32(lr·g) — the arithmetic of the CPU
+// parameter servers (trainer/embedding/ps), so a table trains to the same
+// bits on the slice and on the servers. A loss that is not finite returns
 // ErrNonFinite before any parameter changes: the controller turns it into a
 // permanent training hold (paper VI.A, "numeric overflow errors (e.g.,
 // NaNs)").
@@ -43,6 +47,23 @@
 // ("this was found to not impact model quality"; here the held-out loss of
 // stale training ends within 0.01 of ordinary training, tested). Flush, and
 // MarshalBinary, apply the pending update: a checkpoint drains the pipeline.
+//
+// # Tables on parameter servers
+//
+// In the caught-up phase the controller moves the tables onto parameter
+// servers (package trainer; paper III.B): TableValues hands them over,
+// StepRemote trains with a Remote — one lookup of the step's unique rows of
+// every table, the pooled forward and backward here, one update of the
+// unique rows sent back (applied before the next step: never stale) — and
+// SetTableValues takes them back before a checkpoint. The model's own
+// tables are then a stale copy nobody reads. A server's failure is
+// ErrRemote: the step did not happen and the attempt is retrained. The
+// arithmetic is Step's, so the parameters equal those of the same steps on
+// the slice bit for bit (remote_test.go; with the real servers over gRPC,
+// package trainer's tests), except that a float32 gradient of -0 reaches
+// the servers as +0 (their sum starts from +0), which changes a row only
+// if it is -0 itself — never, since no update and no initial value makes
+// one.
 //
 // # Placement
 //

@@ -284,16 +284,56 @@ func (m *Model) gather(t int, row int64, dst []float32) []partition.Placement {
 	return m.places
 }
 
-// scatterSGD subtracts lr × grad from row of sparse input t.
+// scatterSGD subtracts lr × grad from row of sparse input t, in float32:
+// the gradient (summed in float64 over the batch) and the learning rate are
+// rounded to float32 and their product rounded before the subtraction —
+// exactly what a parameter server's SGD does (trainer/embedding/ps), so a
+// table trains to the same bits on the slice and on the servers.
 func (m *Model) scatterSGD(t int, row int64, grad []float64, lr float64) {
+	lr32 := float32(lr)
 	m.places, _ = m.plan.LocateAppend(m.places[:0], m.tables[t], row)
 	for _, p := range m.places {
 		w := p.ColTo - p.ColFrom
 		dst := m.shards[p.Shard][p.LocalRow*int64(w) : p.LocalRow*int64(w)+int64(w)]
 		for c := range dst {
-			dst[c] = float32(float64(dst[c]) - lr*grad[p.ColFrom+c])
+			dst[c] -= float32(lr32 * float32(grad[p.ColFrom+c]))
 		}
 	}
+}
+
+// TableValues returns every table, per sparse input, row-major (Vocab ×
+// Dim floats): what moves onto parameter servers. A pending stale update is
+// applied first.
+func (m *Model) TableValues() [][]float32 {
+	m.Flush()
+	out := make([][]float32, len(m.tables))
+	for t, sh := range m.shapes {
+		out[t] = make([]float32, sh.Vocab*int64(sh.Dim))
+		for r := int64(0); r < sh.Vocab; r++ {
+			m.gather(t, r, out[t][r*int64(sh.Dim):(r+1)*int64(sh.Dim)])
+		}
+	}
+	return out
+}
+
+// SetTableValues overwrites every table (the layout TableValues returns):
+// the tables come back from parameter servers before a checkpoint.
+func (m *Model) SetTableValues(vals [][]float32) error {
+	if len(vals) != len(m.tables) {
+		return fmt.Errorf("%w: values of %d tables, the model has %d", ErrIncompatible, len(vals), len(m.tables))
+	}
+	for t, sh := range m.shapes {
+		if int64(len(vals[t])) != sh.Vocab*int64(sh.Dim) {
+			return fmt.Errorf("%w: table %d: %d floats, want %d", ErrIncompatible, t, len(vals[t]), sh.Vocab*int64(sh.Dim))
+		}
+	}
+	m.pending = nil
+	for t, sh := range m.shapes {
+		for r := int64(0); r < sh.Vocab; r++ {
+			m.setRow(t, r, vals[t][r*int64(sh.Dim):(r+1)*int64(sh.Dim)])
+		}
+	}
+	return nil
 }
 
 // Row returns a copy of row of the table of sparse input t (tests and

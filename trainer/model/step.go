@@ -1,6 +1,8 @@
 package model
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -42,8 +44,35 @@ type tableUpdate struct {
 	grads []float64 // len(rows) × Dim
 }
 
+// ErrRemote wraps an error of a Remote: the step did not happen (its
+// embedding update may have reached some parameter servers), so the caller
+// restores the last checkpoint and retrains; it is not the model's fault.
+var ErrRemote = errors.New("model: parameter servers")
+
+// Remote holds the embedding tables outside the slice: the CPU parameter
+// servers of caught-up training (paper III.B; trainer/embedding/ps, which
+// package trainer adapts to this). A step looks up every unique row of the
+// batch once and sends one gradient per unique row.
+type Remote interface {
+	// Lookup fetches rows[t], the unique rows of sparse input t in
+	// first-occurrence order, and returns their values: value(t, k) is row
+	// rows[t][k] (its table's Dim floats).
+	Lookup(ctx context.Context, rows [][]int64) (value func(t, k int) []float32, err error)
+	// Apply sends the step's gradients, aligned with the last Lookup's
+	// rows: grads[t][k·Dim:(k+1)·Dim] is the summed gradient of rows[t][k].
+	// It returns once the servers have applied them (SGD, w -= float32(lr·g)
+	// in float32, as apply does on the slice).
+	Apply(ctx context.Context, grads [][]float32) error
+}
+
 // forward computes the loss of b and, when train, updates the parameters.
 func (m *Model) forward(b *Examples, train bool) (Result, error) {
+	return m.forwardOn(context.Background(), b, train, nil)
+}
+
+// forwardOn is forward with the tables on the slice (remote nil) or on
+// parameter servers.
+func (m *Model) forwardOn(ctx context.Context, b *Examples, train bool, remote Remote) (Result, error) {
 	f := m.cfg.Features
 	if err := b.Check(f); err != nil {
 		return Result{}, err
@@ -80,12 +109,38 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 		res.Unique += len(tb.rows)
 		res.PoolingFLOPs += 2 * float64(D) * float64(len(col.IDs))
 		tb.vecs = make([]float32, len(tb.rows)*D)
+		if remote != nil {
+			continue // gathered from the servers below, for every table at once
+		}
 		for k, row := range tb.rows {
 			for _, p := range m.gather(t, row, tb.vecs[k*D:(k+1)*D]) {
 				res.Work.SparseCoreBytes[p.SparseCore] += m.cfg.Cost.RowAccessBytes(p.ColTo-p.ColFrom, 4)
 				res.Work.SparseCoreLookups[p.SparseCore]++
 			}
 		}
+	}
+	if remote != nil {
+		// One coalesced lookup for the whole step; no SparseCore touches a
+		// row, so the step-time model prices none.
+		rows := make([][]int64, len(tbs))
+		for t := range tbs {
+			rows[t] = tbs[t].rows
+		}
+		value, err := remote.Lookup(ctx, rows)
+		if err != nil {
+			return res, fmt.Errorf("%w: lookup: %w", ErrRemote, err)
+		}
+		for t := range tbs {
+			D := m.shapes[t].Dim
+			for k := range tbs[t].rows {
+				copy(tbs[t].vecs[k*D:(k+1)*D], value(t, k))
+			}
+		}
+	}
+	for t := range tbs {
+		D := m.shapes[t].Dim
+		col := &b.Sparse[t]
+		tb := &tbs[t]
 		// Mean pooling (a segment mean over the unique rows).
 		tb.pooled = make([]float32, n*D)
 		for j := 0; j < n; j++ {
@@ -202,6 +257,22 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 	if !train {
 		return res, nil
 	}
+	if remote != nil {
+		// The servers apply the embedding update before the dense one
+		// lands: a failed Apply leaves the dense layers as they were (the
+		// attempt is retrained from a checkpoint either way). The update
+		// is not one step stale: Apply returns once it is applied.
+		grads := make([][]float32, len(tbs))
+		for t := range tbs {
+			grads[t] = make([]float32, len(tbs[t].grads))
+			for i, g := range tbs[t].grads {
+				grads[t][i] = float32(g)
+			}
+		}
+		if err := remote.Apply(ctx, grads); err != nil {
+			return res, fmt.Errorf("%w: apply: %w", ErrRemote, err)
+		}
+	}
 	lr := m.cfg.LearningRate
 	for i := range m.w1 {
 		m.w1[i] -= lr * gw1[i]
@@ -215,7 +286,9 @@ func (m *Model) forward(b *Examples, train bool) (Result, error) {
 	for t := range tbs {
 		update[t] = tableUpdate{rows: tbs[t].rows, grads: tbs[t].grads}
 	}
-	if m.cfg.StaleEmbeddingGradients {
+	if remote != nil {
+		// Applied by the servers above.
+	} else if m.cfg.StaleEmbeddingGradients {
 		// Pipelined (paper V.C): this step's rows were gathered before the
 		// previous step's update; that update lands now, this one next step.
 		m.Flush()
@@ -256,6 +329,16 @@ func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
 // Step trains on one global batch: the loss is computed before the update.
 // A non-finite loss returns ErrNonFinite and changes nothing.
 func (m *Model) Step(b *Examples) (Result, error) { return m.forward(b, true) }
+
+// StepRemote trains on one global batch with the embedding tables on
+// parameter servers (remote): the unique rows are looked up there, not in
+// the model's own tables, and the embedding update is sent there; the dense
+// layers train here as in Step. Errors of the servers wrap ErrRemote and
+// change no dense parameter. A pending stale update (pipelined mode) must
+// have been flushed before the tables moved (TableValues flushes).
+func (m *Model) StepRemote(ctx context.Context, b *Examples, remote Remote) (Result, error) {
+	return m.forwardOn(ctx, b, true, remote)
+}
 
 // Evaluate returns the loss of b without training (with a pending stale
 // update not applied).

@@ -309,3 +309,63 @@ func versionNumbers(ms []block.Meta) []int64 {
 	}
 	return out
 }
+
+// TestChangesInAnOpenWindow: a buffer of a window still open holds new
+// events and changes of a block sealed before (by RowsPerBlock) and of its
+// own events: it seals as a new block with its own changes applied and a
+// new version of the sealed block, catalogued together, over the same span.
+func TestChangesInAnOpenWindow(t *testing.T) {
+	e := newEnv(t, 1)
+	sec := int64(time.Second / time.Microsecond)
+	c := newChangeRecords()
+	for id := int64(1); id <= 150; id++ {
+		c.event(id, w0+id*sec)
+	}
+	c.change("update", 5, w0+5*sec, `,"conversion":1`)     // in the sealed block
+	c.change("update", 120, w0+120*sec, `,"conversion":1`) // in the buffer
+	c.change("delete", 130, w0+130*sec, "")                // in the buffer
+	for id := int64(151); id <= 160; id++ {
+		c.event(id, w0+id*sec)
+	}
+	c.send(t, e)
+	stop := runIngester(t, e, func(c *ingest.Config) { c.RowsPerBlock = 100 })
+	e.waitCaughtUp(t, "sig-ingest-ads", time.Minute, nil)
+	st := stop()
+	if st.Blocks != 2 || st.Versions != 1 || st.VersionsUpdate != 1 || st.UpdatedRows != 1 || st.DeletedRows != 0 || st.DeadLetters != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	cat, err := catalog.Open(e.catalogDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, _ := cat.Range("ads", w0, w0+3600*sec)
+	if len(bs) != 2 || bs[0].V() != 2 || bs[1].V() != 1 {
+		t.Fatalf("blocks %v versions %v", ids(bs), versionNumbers(bs))
+	}
+	a, nb := bs[0], bs[1]
+	ch := a.Changes[0]
+	if ch.First != nb.Kafka.First || ch.Last != nb.Kafka.Last || nb.Kafka.First != 100 || nb.Kafka.Last != 162 ||
+		!reflect.DeepEqual(ch.Columns, []string{"conversion"}) || a.InputVersion([]string{"click", "query"}) != 1 {
+		t.Fatalf("version %+v of %s, new block's range %+v", ch, a.ID, *nb.Kafka)
+	}
+	if nb.Seq != a.Seq-1 && nb.Seq != a.Seq+1 {
+		t.Errorf("the new block (seq %d) and the version (seq %d) were not one commit", nb.Seq, a.Seq)
+	}
+	va, vn := readValues(t, e, a), readValues(t, e, nb)
+	if va[5] != [2]int64{0, 1} || len(va) != 100 {
+		t.Errorf("version 2 of the sealed block: event 5 %v, %d events", va[5], len(va))
+	}
+	if _, ok := vn[130]; ok || vn[120] != [2]int64{0, 1} || vn[121] != [2]int64{0, 0} || len(vn) != 59 {
+		t.Errorf("new block: event 130 there %v, event 120 %v, %d events", ok, vn[120], len(vn))
+	}
+	cat.Close()
+	verifyExactlyOnceExcept(t, e.store, e.catalogDir, 1, 160, map[int64]bool{130: true})
+}
+
+func ids(ms []block.Meta) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}

@@ -629,6 +629,128 @@ func (x *ApplyResponse) GetStep() int64 {
 	return 0
 }
 
+type AssignRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The step the server is at afterwards (>= 0).
+	Step      int64    `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Variables []int32  `protobuf:"varint,2,rep,packed,name=variables,proto3" json:"variables,omitempty"` // per segment
+	Counts    []uint32 `protobuf:"varint,3,rep,packed,name=counts,proto3" json:"counts,omitempty"`       // rows per segment
+	Rows      []int64  `protobuf:"varint,4,rep,packed,name=rows,proto3" json:"rows,omitempty"`           // row ids of every segment, back to back
+	// counts[i]·dim(variables[i]) floats per segment, back to back.
+	Values        []float32 `protobuf:"fixed32,5,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignRequest) Reset() {
+	*x = AssignRequest{}
+	mi := &file_ps_v1_ps_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignRequest) ProtoMessage() {}
+
+func (x *AssignRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_v1_ps_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignRequest.ProtoReflect.Descriptor instead.
+func (*AssignRequest) Descriptor() ([]byte, []int) {
+	return file_ps_v1_ps_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AssignRequest) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *AssignRequest) GetVariables() []int32 {
+	if x != nil {
+		return x.Variables
+	}
+	return nil
+}
+
+func (x *AssignRequest) GetCounts() []uint32 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *AssignRequest) GetRows() []int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *AssignRequest) GetValues() []float32 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type AssignResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignResponse) Reset() {
+	*x = AssignResponse{}
+	mi := &file_ps_v1_ps_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignResponse) ProtoMessage() {}
+
+func (x *AssignResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_v1_ps_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignResponse.ProtoReflect.Descriptor instead.
+func (*AssignResponse) Descriptor() ([]byte, []int) {
+	return file_ps_v1_ps_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AssignResponse) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
 type CheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Step          int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
@@ -638,7 +760,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_ps_v1_ps_proto_msgTypes[8]
+	mi := &file_ps_v1_ps_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +772,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_v1_ps_proto_msgTypes[8]
+	mi := &file_ps_v1_ps_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +785,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_ps_v1_ps_proto_rawDescGZIP(), []int{8}
+	return file_ps_v1_ps_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CheckpointRequest) GetStep() int64 {
@@ -683,7 +805,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_ps_v1_ps_proto_msgTypes[9]
+	mi := &file_ps_v1_ps_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +817,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_v1_ps_proto_msgTypes[9]
+	mi := &file_ps_v1_ps_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +830,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_ps_v1_ps_proto_rawDescGZIP(), []int{9}
+	return file_ps_v1_ps_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CheckpointResponse) GetStep() int64 {
@@ -734,7 +856,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_ps_v1_ps_proto_msgTypes[10]
+	mi := &file_ps_v1_ps_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +868,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_v1_ps_proto_msgTypes[10]
+	mi := &file_ps_v1_ps_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +881,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_ps_v1_ps_proto_rawDescGZIP(), []int{10}
+	return file_ps_v1_ps_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RestoreRequest) GetStep() int64 {
@@ -778,7 +900,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_ps_v1_ps_proto_msgTypes[11]
+	mi := &file_ps_v1_ps_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +912,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_v1_ps_proto_msgTypes[11]
+	mi := &file_ps_v1_ps_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +925,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_ps_v1_ps_proto_rawDescGZIP(), []int{11}
+	return file_ps_v1_ps_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RestoreResponse) GetStep() int64 {
@@ -821,7 +943,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_ps_v1_ps_proto_msgTypes[12]
+	mi := &file_ps_v1_ps_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +955,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_v1_ps_proto_msgTypes[12]
+	mi := &file_ps_v1_ps_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +968,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_ps_v1_ps_proto_rawDescGZIP(), []int{12}
+	return file_ps_v1_ps_proto_rawDescGZIP(), []int{14}
 }
 
 type StatusResponse struct {
@@ -866,7 +988,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_ps_v1_ps_proto_msgTypes[13]
+	mi := &file_ps_v1_ps_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1000,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_v1_ps_proto_msgTypes[13]
+	mi := &file_ps_v1_ps_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1013,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_ps_v1_ps_proto_rawDescGZIP(), []int{13}
+	return file_ps_v1_ps_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StatusResponse) GetConfigured() bool {
@@ -986,6 +1108,14 @@ const file_ps_v1_ps_proto_rawDesc = "" +
 	"\x04rows\x18\x06 \x03(\x03R\x04rows\x12\x14\n" +
 	"\x05grads\x18\a \x03(\x02R\x05grads\"#\n" +
 	"\rApplyResponse\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x03R\x04step\"\x85\x01\n" +
+	"\rAssignRequest\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x03R\x04step\x12\x1c\n" +
+	"\tvariables\x18\x02 \x03(\x05R\tvariables\x12\x16\n" +
+	"\x06counts\x18\x03 \x03(\rR\x06counts\x12\x12\n" +
+	"\x04rows\x18\x04 \x03(\x03R\x04rows\x12\x16\n" +
+	"\x06values\x18\x05 \x03(\x02R\x06values\"$\n" +
+	"\x0eAssignResponse\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\"'\n" +
 	"\x11CheckpointRequest\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\"D\n" +
@@ -1012,11 +1142,12 @@ const file_ps_v1_ps_proto_rawDesc = "" +
 	"\tOptimizer\x12\x19\n" +
 	"\x15OPTIMIZER_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rOPTIMIZER_SGD\x10\x01\x12\x15\n" +
-	"\x11OPTIMIZER_ADAGRAD\x10\x022\xa0\x03\n" +
+	"\x11OPTIMIZER_ADAGRAD\x10\x022\xdf\x03\n" +
 	"\x0fParameterServer\x12F\n" +
 	"\tConfigure\x12\x1b.sig.ps.v1.ConfigureRequest\x1a\x1c.sig.ps.v1.ConfigureResponse\x12=\n" +
 	"\x06Lookup\x12\x18.sig.ps.v1.LookupRequest\x1a\x19.sig.ps.v1.LookupResponse\x12:\n" +
-	"\x05Apply\x12\x17.sig.ps.v1.ApplyRequest\x1a\x18.sig.ps.v1.ApplyResponse\x12I\n" +
+	"\x05Apply\x12\x17.sig.ps.v1.ApplyRequest\x1a\x18.sig.ps.v1.ApplyResponse\x12=\n" +
+	"\x06Assign\x12\x18.sig.ps.v1.AssignRequest\x1a\x19.sig.ps.v1.AssignResponse\x12I\n" +
 	"\n" +
 	"Checkpoint\x12\x1c.sig.ps.v1.CheckpointRequest\x1a\x1d.sig.ps.v1.CheckpointResponse\x12@\n" +
 	"\aRestore\x12\x19.sig.ps.v1.RestoreRequest\x1a\x1a.sig.ps.v1.RestoreResponse\x12=\n" +
@@ -1035,7 +1166,7 @@ func file_ps_v1_ps_proto_rawDescGZIP() []byte {
 }
 
 var file_ps_v1_ps_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ps_v1_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_ps_v1_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_ps_v1_ps_proto_goTypes = []any{
 	(Optimizer)(0),             // 0: sig.ps.v1.Optimizer
 	(*Table)(nil),              // 1: sig.ps.v1.Table
@@ -1046,12 +1177,14 @@ var file_ps_v1_ps_proto_goTypes = []any{
 	(*LookupResponse)(nil),     // 6: sig.ps.v1.LookupResponse
 	(*ApplyRequest)(nil),       // 7: sig.ps.v1.ApplyRequest
 	(*ApplyResponse)(nil),      // 8: sig.ps.v1.ApplyResponse
-	(*CheckpointRequest)(nil),  // 9: sig.ps.v1.CheckpointRequest
-	(*CheckpointResponse)(nil), // 10: sig.ps.v1.CheckpointResponse
-	(*RestoreRequest)(nil),     // 11: sig.ps.v1.RestoreRequest
-	(*RestoreResponse)(nil),    // 12: sig.ps.v1.RestoreResponse
-	(*StatusRequest)(nil),      // 13: sig.ps.v1.StatusRequest
-	(*StatusResponse)(nil),     // 14: sig.ps.v1.StatusResponse
+	(*AssignRequest)(nil),      // 9: sig.ps.v1.AssignRequest
+	(*AssignResponse)(nil),     // 10: sig.ps.v1.AssignResponse
+	(*CheckpointRequest)(nil),  // 11: sig.ps.v1.CheckpointRequest
+	(*CheckpointResponse)(nil), // 12: sig.ps.v1.CheckpointResponse
+	(*RestoreRequest)(nil),     // 13: sig.ps.v1.RestoreRequest
+	(*RestoreResponse)(nil),    // 14: sig.ps.v1.RestoreResponse
+	(*StatusRequest)(nil),      // 15: sig.ps.v1.StatusRequest
+	(*StatusResponse)(nil),     // 16: sig.ps.v1.StatusResponse
 }
 var file_ps_v1_ps_proto_depIdxs = []int32{
 	0,  // 0: sig.ps.v1.Table.optimizer:type_name -> sig.ps.v1.Optimizer
@@ -1060,17 +1193,19 @@ var file_ps_v1_ps_proto_depIdxs = []int32{
 	2,  // 3: sig.ps.v1.ParameterServer.Configure:input_type -> sig.ps.v1.ConfigureRequest
 	5,  // 4: sig.ps.v1.ParameterServer.Lookup:input_type -> sig.ps.v1.LookupRequest
 	7,  // 5: sig.ps.v1.ParameterServer.Apply:input_type -> sig.ps.v1.ApplyRequest
-	9,  // 6: sig.ps.v1.ParameterServer.Checkpoint:input_type -> sig.ps.v1.CheckpointRequest
-	11, // 7: sig.ps.v1.ParameterServer.Restore:input_type -> sig.ps.v1.RestoreRequest
-	13, // 8: sig.ps.v1.ParameterServer.Status:input_type -> sig.ps.v1.StatusRequest
-	3,  // 9: sig.ps.v1.ParameterServer.Configure:output_type -> sig.ps.v1.ConfigureResponse
-	6,  // 10: sig.ps.v1.ParameterServer.Lookup:output_type -> sig.ps.v1.LookupResponse
-	8,  // 11: sig.ps.v1.ParameterServer.Apply:output_type -> sig.ps.v1.ApplyResponse
-	10, // 12: sig.ps.v1.ParameterServer.Checkpoint:output_type -> sig.ps.v1.CheckpointResponse
-	12, // 13: sig.ps.v1.ParameterServer.Restore:output_type -> sig.ps.v1.RestoreResponse
-	14, // 14: sig.ps.v1.ParameterServer.Status:output_type -> sig.ps.v1.StatusResponse
-	9,  // [9:15] is the sub-list for method output_type
-	3,  // [3:9] is the sub-list for method input_type
+	9,  // 6: sig.ps.v1.ParameterServer.Assign:input_type -> sig.ps.v1.AssignRequest
+	11, // 7: sig.ps.v1.ParameterServer.Checkpoint:input_type -> sig.ps.v1.CheckpointRequest
+	13, // 8: sig.ps.v1.ParameterServer.Restore:input_type -> sig.ps.v1.RestoreRequest
+	15, // 9: sig.ps.v1.ParameterServer.Status:input_type -> sig.ps.v1.StatusRequest
+	3,  // 10: sig.ps.v1.ParameterServer.Configure:output_type -> sig.ps.v1.ConfigureResponse
+	6,  // 11: sig.ps.v1.ParameterServer.Lookup:output_type -> sig.ps.v1.LookupResponse
+	8,  // 12: sig.ps.v1.ParameterServer.Apply:output_type -> sig.ps.v1.ApplyResponse
+	10, // 13: sig.ps.v1.ParameterServer.Assign:output_type -> sig.ps.v1.AssignResponse
+	12, // 14: sig.ps.v1.ParameterServer.Checkpoint:output_type -> sig.ps.v1.CheckpointResponse
+	14, // 15: sig.ps.v1.ParameterServer.Restore:output_type -> sig.ps.v1.RestoreResponse
+	16, // 16: sig.ps.v1.ParameterServer.Status:output_type -> sig.ps.v1.StatusResponse
+	10, // [10:17] is the sub-list for method output_type
+	3,  // [3:10] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1087,7 +1222,7 @@ func file_ps_v1_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_v1_ps_proto_rawDesc), len(file_ps_v1_ps_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,6 +45,7 @@ const (
 	ParameterServer_Configure_FullMethodName  = "/sig.ps.v1.ParameterServer/Configure"
 	ParameterServer_Lookup_FullMethodName     = "/sig.ps.v1.ParameterServer/Lookup"
 	ParameterServer_Apply_FullMethodName      = "/sig.ps.v1.ParameterServer/Apply"
+	ParameterServer_Assign_FullMethodName     = "/sig.ps.v1.ParameterServer/Assign"
 	ParameterServer_Checkpoint_FullMethodName = "/sig.ps.v1.ParameterServer/Checkpoint"
 	ParameterServer_Restore_FullMethodName    = "/sig.ps.v1.ParameterServer/Restore"
 	ParameterServer_Status_FullMethodName     = "/sig.ps.v1.ParameterServer/Status"
@@ -70,6 +71,13 @@ type ParameterServerClient interface {
 	// server's step is acknowledged again without being applied (a retry); a
 	// step beyond the next one is FAILED_PRECONDITION.
 	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error)
+	// Assign overwrites the values of the packet's rows and puts the server
+	// at the request's step: how a trainer moves tables it trained elsewhere
+	// (on the TPU slice, before the caught-up phase) onto the servers. The
+	// rows' optimizer state restarts at its initial value; a step still
+	// collecting parts is abandoned (ABORTED). A large table takes several
+	// Assigns of the same step; the trainer checkpoints after the last.
+	Assign(ctx context.Context, in *AssignRequest, opts ...grpc.CallOption) (*AssignResponse, error)
 	// Checkpoint writes the server's shard at its current step, which must be
 	// the request's; the manifest is written last.
 	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
@@ -111,6 +119,16 @@ func (c *parameterServerClient) Apply(ctx context.Context, in *ApplyRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ApplyResponse)
 	err := c.cc.Invoke(ctx, ParameterServer_Apply_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) Assign(ctx context.Context, in *AssignRequest, opts ...grpc.CallOption) (*AssignResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AssignResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Assign_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +185,13 @@ type ParameterServerServer interface {
 	// server's step is acknowledged again without being applied (a retry); a
 	// step beyond the next one is FAILED_PRECONDITION.
 	Apply(context.Context, *ApplyRequest) (*ApplyResponse, error)
+	// Assign overwrites the values of the packet's rows and puts the server
+	// at the request's step: how a trainer moves tables it trained elsewhere
+	// (on the TPU slice, before the caught-up phase) onto the servers. The
+	// rows' optimizer state restarts at its initial value; a step still
+	// collecting parts is abandoned (ABORTED). A large table takes several
+	// Assigns of the same step; the trainer checkpoints after the last.
+	Assign(context.Context, *AssignRequest) (*AssignResponse, error)
 	// Checkpoint writes the server's shard at its current step, which must be
 	// the request's; the manifest is written last.
 	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
@@ -192,6 +217,9 @@ func (UnimplementedParameterServerServer) Lookup(context.Context, *LookupRequest
 }
 func (UnimplementedParameterServerServer) Apply(context.Context, *ApplyRequest) (*ApplyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
+}
+func (UnimplementedParameterServerServer) Assign(context.Context, *AssignRequest) (*AssignResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Assign not implemented")
 }
 func (UnimplementedParameterServerServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
@@ -277,6 +305,24 @@ func _ParameterServer_Apply_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_Assign_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AssignRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Assign(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Assign_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Assign(ctx, req.(*AssignRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ParameterServer_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CheckpointRequest)
 	if err := dec(in); err != nil {
@@ -349,6 +395,10 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Apply",
 			Handler:    _ParameterServer_Apply_Handler,
+		},
+		{
+			MethodName: "Assign",
+			Handler:    _ParameterServer_Assign_Handler,
 		},
 		{
 			MethodName: "Checkpoint",

@@ -2600,15 +2600,21 @@ func (x *EvictBlockResponse) GetAuditId() string {
 
 // ReportCorruptMemoRequest says that the memo object of a READY block did
 // not read back: its checksums, footer or alignment failed (a reader
-// answered DATA_LOSS), or it is missing. sigd reads the object and checks it
-// itself; only a defect it finds changes anything.
+// answered DATA_LOSS), or it is missing; or (reason MEMO_MISMATCH) that its
+// values differ from what a reader's guard recomputed from the raw block.
+// sigd reads the object and checks it itself (for a mismatch it recomputes
+// the block and compares every row); only a defect it finds changes
+// anything.
 type ReportCorruptMemoRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	ComponentKey string                 `protobuf:"bytes,1,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
 	BlockId      string                 `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
 	// What the reporter saw (its error); recorded in the audit entry, at most
 	// 1024 bytes kept.
-	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// CORRUPT (or empty): the object did not read back. MEMO_MISMATCH: its
+	// values differ from a recomputation. Anything else is InvalidArgument.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2660,6 +2666,13 @@ func (x *ReportCorruptMemoRequest) GetBlockId() string {
 func (x *ReportCorruptMemoRequest) GetDetail() string {
 	if x != nil {
 		return x.Detail
+	}
+	return ""
+}
+
+func (x *ReportCorruptMemoRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -5297,11 +5310,12 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\tpipelines\x18\x04 \x03(\tR\tpipelines\x12\x14\n" +
 	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12'\n" +
 	"\x0fobjects_deleted\x18\x06 \x01(\rR\x0eobjectsDeleted\x12\x19\n" +
-	"\baudit_id\x18\a \x01(\tR\aauditId\"r\n" +
+	"\baudit_id\x18\a \x01(\tR\aauditId\"\x8a\x01\n" +
 	"\x18ReportCorruptMemoRequest\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x94\x01\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x94\x01\n" +
 	"\x19ReportCorruptMemoResponse\x12\x18\n" +
 	"\acorrupt\x18\x01 \x01(\bR\acorrupt\x12\x18\n" +
 	"\afinding\x18\x02 \x01(\tR\afinding\x12(\n" +

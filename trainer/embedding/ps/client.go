@@ -532,3 +532,117 @@ func (c *Client) Status(ctx context.Context) ([]*psv1.StatusResponse, error) {
 	})
 	return out, err
 }
+
+// transferFloats bounds the floats of one Assign or one read of ReadTables:
+// 16 MiB packets, well under MaxMessageBytes.
+const transferFloats = 4 << 20
+
+// tableRows calls f for every row of every table, server by server and
+// variable by variable in row order, in runs of at most transferFloats
+// floats: the rows of variable v on server s, and for each its table and
+// table row.
+func (c *Client) tableRows(f func(s, v int, rows []int64, tables []int, trows []int64) error) error {
+	n := int64(len(c.servers))
+	for s := range c.servers {
+		for v, vr := range c.layout.Variables {
+			per := max(transferFloats/vr.Dim, 1)
+			var rows, trows []int64
+			var tables []int
+			flush := func() error {
+				if len(rows) == 0 {
+					return nil
+				}
+				err := f(s, v, rows, tables, trows)
+				rows, tables, trows = rows[:0], tables[:0], trows[:0]
+				return err
+			}
+			for k, t := range vr.Tables {
+				off := vr.Offsets[k]
+				// The first variable row of table t on server s.
+				g := off + (int64(s)-off%n+n)%n
+				for ; g < off+c.layout.Tables[t].Vocab; g += n {
+					rows, tables, trows = append(rows, g), append(tables, t), append(trows, g-off)
+					if len(rows) == per {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Assign writes every row of every table onto the servers and puts them at
+// step: values[t] is table t's rows, row-major (Vocab × Dim floats). It is
+// how a trainer moves tables it trained elsewhere onto the servers (the
+// caught-up phase, paper III.B); the optimizer state restarts, so Adagrad
+// tables lose their accumulators (SGD has none). The step is then the
+// client's; Checkpoint it to make it one Restore can return to.
+func (c *Client) Assign(ctx context.Context, step int64, values [][]float32) error {
+	if step < 0 {
+		return fmt.Errorf("%w: assign at step %d", ErrInvalid, step)
+	}
+	if len(values) != len(c.layout.Tables) {
+		return fmt.Errorf("%w: values of %d tables, the layout has %d", ErrInvalid, len(values), len(c.layout.Tables))
+	}
+	for t, tb := range c.layout.Tables {
+		if int64(len(values[t])) != tb.Vocab*int64(tb.Dim) {
+			return fmt.Errorf("%w: table %q: %d floats, want %d × %d", ErrInvalid, tb.Name, len(values[t]), tb.Vocab, tb.Dim)
+		}
+	}
+	err := c.tableRows(func(s, v int, rows []int64, tables []int, trows []int64) error {
+		d := c.layout.Variables[v].Dim
+		vals := make([]float32, 0, len(rows)*d)
+		for i, r := range trows {
+			vals = append(vals, values[tables[i]][r*int64(d):(r+1)*int64(d)]...)
+		}
+		c.rpcs.Add(1)
+		_, err := c.servers[s].Assign(ctx, &psv1.AssignRequest{Step: step, Variables: []int32{int32(v)},
+			Counts: []uint32{uint32(len(rows))}, Rows: rows, Values: vals}, callOpts...)
+		if err != nil {
+			return fmt.Errorf("ps: assign on shard %d: %w", s, err)
+		}
+		return nil
+	})
+	if err != nil {
+		c.step = -1 // some servers may hold part of the new values
+		return err
+	}
+	c.step = step
+	return nil
+}
+
+// ReadTables reads every row of every table back from the servers: out[t]
+// is table t row-major, as Assign takes it. A trainer's checkpoint of the
+// model reads them, and tests compare them.
+func (c *Client) ReadTables(ctx context.Context) ([][]float32, error) {
+	out := make([][]float32, len(c.layout.Tables))
+	for t, tb := range c.layout.Tables {
+		out[t] = make([]float32, tb.Vocab*int64(tb.Dim))
+	}
+	err := c.tableRows(func(s, v int, rows []int64, tables []int, trows []int64) error {
+		d := c.layout.Variables[v].Dim
+		c.rpcs.Add(1)
+		r, err := c.servers[s].Lookup(ctx, &psv1.LookupRequest{Variables: []int32{int32(v)}, Counts: []uint32{uint32(len(rows))}, Rows: rows}, callOpts...)
+		if err != nil {
+			return fmt.Errorf("ps: reading shard %d: %w", s, err)
+		}
+		vals := r.GetValues()
+		if len(vals) != len(rows)*d {
+			return fmt.Errorf("ps: reading shard %d: %d floats, want %d", s, len(vals), len(rows)*d)
+		}
+		for i, row := range trows {
+			copy(out[tables[i]][row*int64(d):(row+1)*int64(d)], vals[i*d:(i+1)*d])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

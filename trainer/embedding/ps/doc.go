@@ -3,8 +3,8 @@
 // on fresh data with only a few TPU chips, its embedding tables live in the
 // RAM of parameter-server processes and the TPU host workers read rows and
 // send gradients over gRPC (proto/ps/v1). This package is the servers and
-// their client. No training job here uses them: what runs them today is at
-// the end ("Who runs it").
+// their client; a training job's caught-up phase runs on them (package
+// trainer; "Who runs it" at the end).
 //
 // # Placement: row sharding, table stacking, cyclic distribution
 //
@@ -58,12 +58,21 @@
 // holds every committed update and its optimizer state (tested by killing a
 // real `trainer ps` process with SIGKILL, cmd/trainer/ps_test.go). Servers
 // that come back at different steps are reported (Client.Step is -1) until
-// Client.Restore rolls them all back to the committed step; a client would
-// then redo the steps after it (the paper's trainer retrains them, as it
-// retrains a failed epoch, III.C; no trainer here does, see below). The
-// store is a local directory (DirStore, `trainer ps --data`) or
-// the warehouse bucket (ObjectStore, under checkpoints/<pipeline>/ps/), so a
-// server restarted on another machine finds its shard.
+// Client.Restore rolls them all back to the committed step; the trainer
+// then retrains the steps after it, as it retrains a failed epoch (III.C;
+// package trainer does, see below). The store is a local directory
+// (DirStore, `trainer ps --data`) or the warehouse bucket (ObjectStore,
+// under checkpoints/<pipeline>/ps/), so a server restarted on another
+// machine finds its shard.
+//
+// # Moving tables onto the servers
+//
+// Assign writes rows trained elsewhere and puts the servers at a given step
+// (Client.Assign sends every row of every table, 16 MiB per packet;
+// optimizer state restarts, so an Adagrad table loses its accumulators —
+// SGD, what the trainer uses, has none); Client.ReadTables reads every row
+// back. A trainer moves its tables on at the switch to the caught-up phase
+// and reads them back into its model state at each checkpoint.
 //
 // # Who runs it
 //
@@ -75,8 +84,27 @@
 //	err = client.Apply(ctx, f, grads)     // grads[core][table]: one gradient row per position
 //
 // with client.Checkpoint after some steps and client.Restore after a
-// restart. Two packages import it, and nothing else does:
+// restart. Three things run it:
 //
+//   - the job runtime (package trainer: paramservers.go, psfleet.go;
+//     `trainer run|controller --ps-servers N`). With parameter servers
+//     configured, the controller starts N `trainer ps` processes with the
+//     job and restarts one that dies, on its address. When the job
+//     switches to the caught-up slice, the model state it restores moves
+//     onto them (Assign at the model's step, then a checkpoint); each step
+//     of the emulated TPU host looks the global batch's unique rows up in
+//     one coalesced Lookup per server (Fetched.Value feeds the pooling in
+//     place of the slice's tables) and sends their gradients in one Apply
+//     per server, tables stacked and rows distributed cyclically; each
+//     epoch end reads the tables back into the model state, checkpoints
+//     every server at the model's step and only then writes the
+//     controller's manifest, which records that committed step; a restore
+//     rolls every server back to it (Client.Restore), or, when one has lost
+//     it, writes the tables from the model state again. A server killed
+//     mid-epoch fails the step and the attempt, which is retrained from the
+//     last checkpoint: no update is lost or applied twice (trainer's
+//     TestCaughtUpOnParameterServers compares the final parameters with a
+//     run that kept its tables on the slice, bit for bit);
 //   - the embeddings report (trainer/embedding/embreport: `trainer
 //     embeddings-report`, bench/embeddings.sh, paper VII.E) starts
 //     in-process servers on loopback gRPC and runs a client's Lookup and
@@ -85,21 +113,18 @@
 //     bench/ps.sh runs this package's own benchmarks;
 //   - `trainer ps` (cmd/trainer/ps.go) runs one server as a process of its
 //     own, with checkpoints in a directory or the warehouse bucket; its
-//     test (cmd/trainer/ps_test.go) is the only client that checkpoints,
-//     kills a server with SIGKILL and restores.
+//     test (cmd/trainer/ps_test.go) kills one with SIGKILL and restores.
 //
-// The job runtime (package trainer: `trainer run`, `trainer host` and `trainer
-// controller`) imports none of it, and no command starts parameter servers
-// for a job: a job's caught-up phase keeps its tables on the emulated
-// slice (trainer/model) like the initial phase, and its checkpoints record
-// no parameter-server step. Wiring them in (gather reading Fetched.Value
-// instead of the in-memory tables, the update sent instead of applied
-// locally, the servers' committed step recorded in the controller's
-// manifest and restored with it, the servers started with the job) is not
-// done.
+// The job runtime's client sends one core's lookups per step (Cores 1):
+// the emulated slice computes the global batch's step as one device, and
+// the model has already deduplicated its rows, so the client's core sum is
+// a single term and the servers' SGD (w -= float32(lr·g), the product
+// rounded before the subtraction) is the slice's own arithmetic.
 //
 // What the package does not own: the dense model (trainer/model), the
-// choice between TPU and CPU embeddings (nobody makes it yet: see above),
-// starting server processes (cmd/trainer ps), and the network: one process
-// per server, any gRPC transport.
+// choice between TPU and CPU embeddings (the job's configuration: package
+// trainer puts the caught-up phase's tables here when it has servers),
+// starting and supervising server processes (cmd/trainer ps, package
+// trainer's psfleet.go), and the network: one process per server, any
+// gRPC transport.
 package ps

@@ -158,7 +158,7 @@ func (r *reference) step(b Batch, g Grads) {
 			for e := range d {
 				gr := sum[row][e]
 				if tb.Optimizer == SGD {
-					w[e] -= tb.LearningRate * gr
+					w[e] -= float32(tb.LearningRate * gr)
 				} else {
 					a[e] += gr * gr
 					w[e] -= tb.LearningRate * gr / float32(math.Sqrt(float64(a[e])))

@@ -343,8 +343,12 @@ func (s *Server) applyStep(p *pendingStep) {
 			w := sv.w[j*d : (j+1)*d]
 			switch v.opt {
 			case SGD:
+				// The product is rounded to float32 before the
+				// subtraction (the conversion forbids a fused
+				// multiply-add), as trainer/model's slice does: tables
+				// trained on either give the same bits.
 				for e := range w {
-					w[e] -= v.lr * g[e]
+					w[e] -= float32(v.lr * g[e])
 				}
 			case Adagrad:
 				a := sv.acc[j*d : (j+1)*d]
@@ -358,6 +362,55 @@ func (s *Server) applyStep(p *pendingStep) {
 		sv.touched = sv.touched[:0]
 		sv.grad = sv.grad[:0]
 	}
+}
+
+// Assign overwrites rows and sets the step (see the proto).
+func (s *Server) Assign(_ context.Context, req *psv1.AssignRequest) (*psv1.AssignResponse, error) {
+	if req.GetStep() < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "step %d: must be >= 0", req.GetStep())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.layout == nil {
+		return nil, status.Error(codes.FailedPrecondition, "not configured")
+	}
+	n, err := s.checkPacket(req.GetVariables(), req.GetCounts(), req.GetRows())
+	if err == nil && n != len(req.GetValues()) {
+		err = status.Errorf(codes.InvalidArgument, "segments need %d value floats, the packet has %d", n, len(req.GetValues()))
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range req.GetValues() {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return nil, status.Errorf(codes.InvalidArgument, "values: %v is not finite", x)
+		}
+	}
+	if p := s.pending; p != nil {
+		p.err = status.Errorf(codes.Aborted, "step %d abandoned: rows were assigned at step %d", p.step, req.GetStep())
+		close(p.done)
+		s.pending = nil
+	}
+	rows, vals := req.GetRows(), req.GetValues()
+	shards := int64(s.cfg.Shards)
+	for i, v := range req.GetVariables() {
+		sv := s.vars[v]
+		d := int64(sv.dim)
+		c := int(req.GetCounts()[i])
+		initAcc := s.layout.Variables[v].initAcc
+		for k, g := range rows[:c] {
+			j := g / shards
+			copy(sv.w[j*d:(j+1)*d], vals[int64(k)*d:int64(k+1)*d])
+			if sv.acc != nil {
+				for e := j * d; e < (j+1)*d; e++ {
+					sv.acc[e] = initAcc
+				}
+			}
+		}
+		rows, vals = rows[c:], vals[int64(c)*d:]
+	}
+	s.step = req.GetStep()
+	return &psv1.AssignResponse{Step: s.step}, nil
 }
 
 // Checkpoint writes the shard at the request's step.

@@ -1,0 +1,111 @@
+package ui_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+
+	"github.com/sigdata/sig/eviction/evictiontest"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/workers"
+	"github.com/sigdata/sig/workers/memo"
+)
+
+// holdRunner holds memoization runs while held.
+type holdRunner struct {
+	inner workers.Runner
+	mu    sync.Mutex
+	held  chan struct{} // nil: runs go through
+}
+
+func (h *holdRunner) Run(ctx context.Context, t workers.Task) (workers.Result, error) {
+	h.mu.Lock()
+	held := h.held
+	h.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return workers.Result{}, ctx.Err()
+		}
+	}
+	return h.inner.Run(ctx, t)
+}
+
+// TestUIShowsGuardMismatch: a memo object whose values are wrong (every
+// row holds the next row's value, written through the memo writer) is
+// reported by a reader's guard (reason MEMO_MISMATCH); once sigd has
+// confirmed and quarantined it, the component page shows the block
+// pending with the quarantine's reason and the first differing row, and
+// the component's count of mismatches, and the audit log the quarantine.
+// Before, the page had no mismatch count and a report of this reason was
+// checked as a corrupt object only (healthy: nothing shown).
+func TestUIShowsGuardMismatch(t *testing.T) {
+	h := &holdRunner{}
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 2, Rows: 50, WrapRunner: func(r workers.Runner) workers.Runner {
+		h.inner = r
+		return h
+	}})
+	e.Pipelines()
+	k := sigdtest.InputKey(t, e.Solution("ctr", "ctr-small"), "query_ids")
+	b0 := e.Blocks[0].ID
+	m, err := e.Srv.Frontend().Cache().Memo(k, b0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The faulty worker's object.
+	meta, rec, err := block.ReadBlock(e.Ctx, e.Srv.Store(), m.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := rec.Column(1)
+	head, tail := array.NewSlice(v, 1, int64(v.Len())), array.NewSlice(v, 0, 1)
+	rotated, err := array.Concatenate([]arrow.Array{head, tail}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := meta.Column(transform.ColEventID)
+	meta.Columns, meta.Size, meta.Rows = nil, 0, 0
+	if _, err := block.WriteWith(e.Ctx, e.Srv.Store(), meta, memo.MemoRecord(rec.Column(0), rotated),
+		block.EncodeOptions{Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}}); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newBrowser(t, e)
+	b.operator(e)
+	if _, page := b.get("/ui/component/" + k.String()); !strings.Contains(page, "none since sigd started") {
+		t.Fatalf("before any report, the component page shows no mismatch count:\n%s", page)
+	}
+	h.mu.Lock()
+	h.held = make(chan struct{}) // hold the recomputation, to see the quarantine
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		close(h.held)
+		h.held = nil
+		h.mu.Unlock()
+	}()
+	resp, err := e.SIG("reader").ReportCorruptMemo(e.Ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: k.String(), BlockId: b0,
+		Reason: "MEMO_MISMATCH", Detail: "memo mismatch: row 3 differs"})
+	if err != nil || !resp.Corrupt {
+		t.Fatalf("report: %v %v, want the mismatch confirmed", resp, err)
+	}
+	_, page := b.get("/ui/component/" + k.String())
+	for _, want := range []string{`<td class="state-pending">pending</td>`, "quarantined (MEMO_MISMATCH)", "holds wrong values: row ",
+		`<span class="state-failed">1 quarantined since sigd started</span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the component page does not show %q:\n%s", want, page)
+		}
+	}
+	if _, page := b.get("/ui/audit"); !strings.Contains(page, "quarantine mismatching block "+b0) || !strings.Contains(page, "memo mismatch: row 3 differs") {
+		t.Errorf("the audit page does not show the quarantine:\n%s", page)
+	}
+}

@@ -1,0 +1,126 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/trainer/checkpoint"
+	"github.com/sigdata/sig/trainer/embedding/ps"
+	"github.com/sigdata/sig/trainer/model"
+)
+
+// startInProcessServers starts n parameter servers in the test process on
+// loopback gRPC, each with its own checkpoint directory (unit level: the
+// job-level tests run `trainer ps` processes).
+func startInProcessServers(t *testing.T, n int) *psState {
+	t.Helper()
+	st := &psState{}
+	dir := t.TempDir()
+	for i := range n {
+		s, err := ps.NewServer(context.Background(), ps.Config{Shard: i, Shards: n, Store: ps.DirStore{Dir: dir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := ps.NewGRPCServer(s, nil)
+		go g.Serve(lis)
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close(); g.Stop() })
+		st.conns = append(st.conns, cc)
+		st.cfg.Addrs = append(st.cfg.Addrs, lis.Addr().String())
+	}
+	return st
+}
+
+// TestPlaceTablesRollsBackOrRewrites drives the device's parameter-server
+// operations by hand: the tables move onto the servers at the switch, a
+// step trains there, a checkpoint reads them back and commits the servers'
+// step; a restore of that checkpoint rolls servers that went on past it
+// back (ps Restore), and servers that lost it (new, empty stores) get the
+// tables written from the checkpoint's model state (ps Assign). Both end
+// with the checkpoint's tables, bit for bit.
+func TestPlaceTablesRollsBackOrRewrites(t *testing.T) {
+	ctx := context.Background()
+	c := newHandController(t, clock.Real{})
+	m := c.dev.model
+	st := startInProcessServers(t, 2)
+	if err := c.placeTables(ctx, st, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st.rep.Moves != 1 || st.client.Step() != int64(m.Steps()) {
+		t.Fatalf("moved %d times, servers at step %d, model at %d", st.rep.Moves, st.client.Step(), m.Steps())
+	}
+	step := func() {
+		t.Helper()
+		if _, err := m.StepRemote(ctx, testBatch(c.feats).ex, &psRemote{client: st.client, now: c.now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	pss, err := c.saveTables(ctx, st, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pss.Step != 1 || pss.Servers != 2 {
+		t.Fatalf("committed %+v", pss)
+	}
+	state, err := m.MarshalBinary() // with the tables read back
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := m.TableValues()
+	man := &checkpoint.Manifest{ParameterServers: pss}
+	restored := func() *model.Model {
+		t.Helper()
+		r, err := model.New(m.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.UnmarshalBinary(state); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// A step past the checkpoint, then the attempt fails: roll back.
+	step()
+	if err := c.placeTables(ctx, st, restored(), man); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.client.ReadTables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameTables(got, want); err != nil || st.rep.Restores != 1 || st.client.Step() != 1 {
+		t.Fatalf("after the rollback (%d rollbacks, step %d): %v", st.rep.Restores, st.client.Step(), err)
+	}
+
+	// Servers that never saw the checkpoint: the tables from the model state.
+	fresh := startInProcessServers(t, 2)
+	if err := c.placeTables(ctx, fresh, restored(), man); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = fresh.client.ReadTables(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sameTables(got, want); err != nil || fresh.rep.Moves != 1 || fresh.client.Step() != 1 {
+		t.Fatalf("written from the model state (%d moves, step %d): %v", fresh.rep.Moves, fresh.client.Step(), err)
+	}
+	// A checkpoint whose servers' step is not its model's is refused.
+	bad := &checkpoint.Manifest{ParameterServers: &checkpoint.ParameterServers{Servers: 2, Stacking: true, Step: 7}}
+	if err := c.placeTables(ctx, fresh, restored(), bad); !errors.Is(err, checkpoint.ErrCorrupt) {
+		t.Fatalf("a manifest whose servers' step is not its model's: %v, want ErrCorrupt (a permanent hold)", err)
+	}
+}
