@@ -414,7 +414,9 @@ func (e *Evictor) verify(ctx context.Context, m matching.MemoEntry, rec matching
 	bad := func(format string, args ...any) (string, bool, error) {
 		return fmt.Sprintf("memo object %s: ", m.Object) + fmt.Sprintf(format, args...), true, nil
 	}
-	if meta.ComponentKey != m.Component.String() || meta.ID != m.Block {
+	// A memo object's footer names its raw block and input version (its
+	// entry's memo block ref, issue 21).
+	if meta.ComponentKey != m.Component.String() || block.VersionedID(meta.ID, meta.V()) != m.Block {
 		return bad("holds component %.12s of block %q", meta.ComponentKey, meta.ID)
 	}
 	if len(meta.Columns) != 2 || meta.Columns[0].Name != transform.ColEventID || meta.Columns[1].Name != block.MemoColumn ||

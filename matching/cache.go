@@ -901,13 +901,25 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 			r.ReadyBlocks++
 			r.ReadyBytes += size
 			u := 0
-			ref := string(key[1+keyLen:])
-			id, v := SplitMemoRef(ref)
+			// The entry's block and input version; a ref without a version
+			// suffix (nearly all) is looked up without a string allocated.
+			ref := key[1+keyLen:]
+			var id string
+			v := int64(1)
+			if bytes.Contains(ref, []byte(".v")) {
+				id, v = SplitMemoRef(string(ref))
+			}
 			for _, ru := range uses {
-				blk, ok := ranges.covers[ru[0]][id]
-				if !ok {
+				var blk *Block
+				if v == 1 && id == "" {
+					blk = ranges.covers[ru[0]][string(ref)]
+				} else {
+					blk = ranges.covers[ru[0]][id]
+				}
+				if blk == nil {
 					continue
 				}
+				ok := false
 				// The entry of the block's current data in k's columns
 				// (issue 21): an entry of another input version is one no
 				// read solution names now (GC removes it with its version).
@@ -956,7 +968,7 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 // fleet, so there are few.
 type pipelineRanges struct {
 	of     map[string]int
-	covers []map[string]Block
+	covers []map[string]*Block
 	// unread[pipeline] are the keys the pipeline uses (the user index
 	// names it) whose memo entries it does not read: components its
 	// readers compute over their covers' memo nodes.
@@ -996,9 +1008,9 @@ func (c *Cache) pipelineRanges(blocks Blocks) (pipelineRanges, error) {
 			if err != nil {
 				return false, err
 			}
-			ids := make(map[string]Block, len(bs))
-			for _, b := range bs {
-				ids[b.ID] = b
+			ids := make(map[string]*Block, len(bs))
+			for i := range bs {
+				ids[bs[i].ID] = &bs[i]
 			}
 			i = len(out.covers)
 			index[sp] = i

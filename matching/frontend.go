@@ -565,7 +565,9 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 	// over them (sigd's task descriptions name the ready ones).
 	slices.SortStableFunc(comps, func(a, b canon.Key) int { return recs[a].Nodes - recs[b].Nodes })
 	memos := make([]map[string]MemoEntry, len(comps))
+	cols := make([][]string, len(comps)) // the raw columns each reads
 	for i, k := range comps {
+		cols[i] = recs[k].Columns
 		if memos[i], err = scan.memos(k); err != nil {
 			return nil, 0, 0, 0, err
 		}
@@ -575,7 +577,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 		for i, k := range comps {
 			// The entry of the block's data in the columns k reads: a
 			// new version that changed none of them has the same ref.
-			ref := blk.MemoRef(recs[k].Columns)
+			ref := blk.MemoRef(cols[i])
 			e, ok := memos[i][ref]
 			if !ok {
 				if e, err = f.createMissing(k, ref, now); err != nil {

@@ -109,6 +109,12 @@
 // warehouse/block, "Compression") has each buffer decompressed once
 // instead. Old uncompressed and new compressed objects mix freely
 // (TestCompressedSegments).
+// Raw blocks have versions (issue 21): a unit's raw_object is
+// raw/<source>/<block>.arrow for version 1, raw/<source>/<block>.v<N>.arrow
+// for version N, and a memo object of input version N (the version at which
+// a column its component reads last changed, at most the raw version) is
+// memo/<key>/<block>.v<N>.arrow; the raw footer must be that version and
+// the memo footer that input version, or the unit is corrupt.
 // A memo object must name the unit's component and block, have the input's
 // type, and be row-aligned with the raw block: its event_id column is the
 // raw block's, written by the same encoder with the same compression

@@ -228,6 +228,18 @@ func TestBadUnitIsInvalidArgument(t *testing.T) {
 		{"event_id as label", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.LabelColumns = []string{"event_id"} }, "label_columns[0]"},
 		{"batch too large", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.BatchRows = 1 << 20 }, "batch_rows"},
 		{"raw object of another block", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.RawObject = "raw/ads/x.arrow" }, "raw_object"},
+		// Versions (issue 21): a memo object's input version is at most the
+		// raw block's; versions are written one way only.
+		{"memo object past the raw version", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) {
+			u.Inputs[1].MemoObject = "memo/" + u.Inputs[1].ComponentKey + "/" + u.BlockId + ".v2.arrow"
+		}, "inputs[1].memo_object"},
+		{"memo object of version 1 spelled .v1", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) {
+			u.RawObject = "raw/ads/" + u.BlockId + ".v3.arrow"
+			u.Inputs[1].MemoObject = "memo/" + u.Inputs[1].ComponentKey + "/" + u.BlockId + ".v1.arrow"
+		}, "inputs[1].memo_object"},
+		{"raw version with a leading zero", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) {
+			u.RawObject = "raw/ads/" + u.BlockId + ".v02.arrow"
+		}, "raw_object"},
 		{"bad block id", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.BlockId = "../x" }, "block_id"},
 		{"bad schema", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.RawSchemaJson = `{"source": "ads"}` }, "raw_schema_json"},
 		{"source mismatch", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) { u.RawSource = "clicks" }, "raw_source"},

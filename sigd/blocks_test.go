@@ -45,7 +45,8 @@ func TestListBlocks(t *testing.T) {
 		m := w.Blocks[i]
 		if b.Source != "ads" || b.BlockId != m.ID || b.RawObject != m.Key || b.Rows != 20 || b.Bytes != m.Size ||
 			b.Events.StartMicros != m.MinEventTime || b.Events.EndMicros != m.MaxEventTime+1 ||
-			b.Window.StartMicros != m.WindowStart || b.KafkaTopic != m.Kafka.Topic || b.KafkaLastOffset != m.Kafka.Last {
+			b.Window.StartMicros != m.WindowStart || b.KafkaTopic != m.Kafka.Topic || b.KafkaLastOffset != m.Kafka.Last ||
+			b.Version != 1 || b.Snapshot < 1 {
 			t.Errorf("block %d: %v, want %+v", i, b, m)
 		}
 	}
@@ -58,7 +59,21 @@ func TestListBlocks(t *testing.T) {
 	if _, err := srv.SIG(t, "worker").ListBlocks(ctx, &sigv1.ListBlocksRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("worker token: %v, want PermissionDenied", err)
 	}
-	_, err := srv.SIG(t, "ctr").ListBlocks(ctx, &sigv1.ListBlocksRequest{PageToken: "not-a-token"})
+	// A new version of block 1 is listed at it, with its object and snapshot
+	// (issue 21).
+	writeVersion(ctx, t, srv.Store(), srv.Catalog(), w.Blocks[1], "click")
+	v2, err := srv.Catalog().Get("ads", w.Blocks[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.SIG(t, "operator").ListBlocks(ctx, &sigv1.ListBlocksRequest{Source: "ads"})
+	if err != nil || len(resp.Blocks) != 3 {
+		t.Fatalf("after a new version: %v, %v", resp, err)
+	}
+	if b := resp.Blocks[1]; b.Version != 2 || b.RawObject != v2.Key || b.Snapshot != v2.Seq || b.Snapshot <= got[2].Snapshot {
+		t.Errorf("block 1 after a new version: %v; want version 2 at %s, snapshot %d", b, v2.Key, v2.Seq)
+	}
+	_, err = srv.SIG(t, "ctr").ListBlocks(ctx, &sigv1.ListBlocksRequest{PageToken: "not-a-token"})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "page_token") {
 		t.Errorf("bad page token: %v, want InvalidArgument naming page_token", err)
 	}

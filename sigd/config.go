@@ -55,6 +55,10 @@ type Config struct {
 	// pinned snapshot sees are collected, with the memo entries and
 	// objects only they had (versions.go).
 	VersionGCEvery time.Duration
+	// --version-gc-grace: a superseded version is kept at least this long
+	// after it was superseded, so that a reader that resolved a solution
+	// just before, without a pin, still reads it. Negative: none.
+	VersionGCGrace time.Duration
 
 	// --s3-endpoint, --s3-access-key, --s3-secret-key, --s3-bucket,
 	// --s3-secure: the object store. An empty endpoint starts an embedded
@@ -188,6 +192,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.VersionGCEvery <= 0 {
 		c.VersionGCEvery = DefaultVersionGCEvery
+	}
+	if c.VersionGCGrace == 0 {
+		c.VersionGCGrace = DefaultVersionGCGrace
 	}
 	if c.MaxQueuedPerClient == 0 {
 		c.MaxQueuedPerClient = DefaultMaxQueuedPerClient

@@ -38,6 +38,25 @@
 // choose per input a cover, the nodes worth memoizing, the rest computed
 // by readers (issue 20). SubmitGraph's memoize map overrides it per input.
 //
+// # Versioned blocks
+//
+// A raw block can change after it was sealed (issue 21: late rows, label
+// updates, deletions); each change is a new version in the catalog, at a
+// new snapshot (versions.go). sigd follows the versions the catalog adds
+// and has the matching frontend make pending, at the pipelines'
+// priorities, the memo entries of the components reading a changed column
+// only (Frontend.BlockChanged; sig_block_versions_total,
+// sig_version_memo_tasks_total). GetReadSolution and WatchReadSolution
+// take a snapshot (0 = now) and the solution names it, each raw block's
+// version and each memo entry's input version. Trainers and operators pin
+// snapshots (PinSnapshot, UnpinSnapshot; a trainer's pin names start with
+// "<client>:"), and version GC (every --version-gc-every, or
+// Options.GCTrigger; sigd's ingestion leaves it to sigd) drops the
+// versions no pin and not "now" sees, superseded more than
+// --version-gc-grace ago, then the memo entries no kept version reads,
+// then their objects (sig_version_gc_*). A task's block is a memo block ref; describe names
+// a raw version of that input version for the worker to read.
+//
 // # Corrupt memo objects
 //
 // A reader that finds a memo object corrupt reports it
@@ -76,5 +95,9 @@
 // mid-work, SIGKILL of `sigd dev` with acknowledged events not yet sealed,
 // authentication and roles, bad requests, shutdown, the repair of a corrupt
 // memo object reported by a real cmd/reader, and grpcurl as a third-party
-// client. bench/sigd.sh runs the benchmarks.
+// client, and versioned blocks end to end (TestVersionsEndToEnd: events
+// and change records through Kafka and ingestion; a label update
+// recomputes nothing, a feature update one task, the pinned snapshot
+// serves the old bytes, SIG equals LIG at every version, GC).
+// bench/sigd.sh runs the benchmarks.
 package sigd

@@ -1,6 +1,7 @@
 package sigd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,8 +89,10 @@ type Server struct {
 	// long-polling LeaseTask calls end then, so a graceful stop does not
 	// wait for them.
 	stopping chan struct{}
-	// gcTrigger is Options.GCTrigger.
-	gcTrigger <-chan struct{}
+	// gcTrigger is Options.GCTrigger; gcHorizons version GC's grace.
+	gcTrigger     <-chan struct{}
+	gcHorizons    gcHorizons
+	versionRescan time.Duration
 }
 
 // Options are what a caller (cmd/sigd, tests) adds beyond Config.
@@ -111,6 +114,10 @@ type Options struct {
 	// GCTrigger, if set, runs a version GC on each receive, besides every
 	// Config.VersionGCEvery (tests).
 	GCTrigger <-chan struct{}
+	// VersionRescan is how often sigd looks for block versions that its
+	// own ingesters did not make (versions.go; default
+	// DefaultVersionRescan; tests committing to the catalog shorten it).
+	VersionRescan time.Duration
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -127,7 +134,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		opts.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
-		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{}), gcTrigger: opts.GCTrigger}
+		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{}), gcTrigger: opts.GCTrigger,
+		versionRescan: cmp.Or(opts.VersionRescan, DefaultVersionRescan)}
 	s.compression, _ = block.ParseCompression(cfg.SegmentCompression) // Validate checked it
 	ok := false
 	defer func() {
@@ -233,7 +241,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
 			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
 			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: s.compression,
-			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src)})
+			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src),
+			// sigd collects superseded versions itself, with the memo
+			// entries and objects only they had (versions.go).
+			GCInterval: -1})
 		if err != nil {
 			return nil, err
 		}
@@ -737,7 +748,7 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("eviction", func() error { return s.evictor.Run(ctx) })
 	run("ui", func() error { return s.ui.Run(ctx) })
 	run("autoscaler", func() error { return s.scaler.Run(ctx) })
-	run("versions", func() error { return s.followVersions(ctx) })
+	run("versions", func() error { return s.followVersions(ctx, s.versionRescan) })
 	run("version gc", func() error { return s.gcLoop(ctx, s.gcTrigger) })
 	for i, in := range s.ingesters {
 		run("ingest "+s.cfg.Ingest[i], func() error { return in.Run(ctx) })

@@ -73,6 +73,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.IntVar(&cfg.RowsPerBlock, "rows-per-block", 100_000, "ingestion seals a block at this many rows")
 	fs.DurationVar(&cfg.SealAfter, "seal-after", 5*time.Second, "ingestion seals a block this long after its first row")
 	fs.DurationVar(&cfg.VersionGCEvery, "version-gc-every", sigd.DefaultVersionGCEvery, "collect superseded raw block versions no pinned snapshot sees, with their memo entries and objects, this often")
+	fs.DurationVar(&cfg.VersionGCGrace, "version-gc-grace", sigd.DefaultVersionGCGrace, "keep a superseded raw block version at least this long (negative: no grace)")
 	fs.DurationVar(&cfg.Window, "window", time.Hour, "event-time window of raw blocks")
 	fs.DurationVar(&cfg.MaxEventTimeAhead, "max-event-time-ahead", time.Hour, "ingestion sends records whose event time is further ahead of the clock to the dead-letter topic")
 	fs.Var((*cli.List)(&cfg.SchemaFiles), "schema", "extra raw source schema files (JSON, comma-separated)")

@@ -15,6 +15,15 @@
 // (Result.OpNanos, transform.RunObserved), which sigd keeps for the
 // insertion policy.
 //
+// Raw blocks have versions (issue 21). A task's block id is a memo block
+// ref, "<id>.v<N>" for input version N >= 2, and its raw object a version
+// of the block whose input version for the component's columns is N
+// (sigd's describe picks it); the runner checks that from the version's
+// metadata (TaskError otherwise), reads memo inputs only at their own input
+// version in that raw version, and writes the memo object's footer with the
+// raw block's id and the input version (absent for 1: such objects are
+// what they always were).
+//
 // The value segment is compressed as Runner.Compression says (sigd's and `sigd
 // worker`'s --segment-compression); the event_id segment is encoded exactly
 // as the raw block's, so that the two are byte-identical and readers prove

@@ -3394,7 +3394,11 @@ type RawBlock struct {
 	// A block of a window already sealed when its records arrived.
 	Late bool `protobuf:"varint,12,opt,name=late,proto3" json:"late,omitempty"`
 	// The ingestion incarnation that wrote it.
-	Generation    int64 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation int64 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Its newest version (issue 21; raw_object is that version's object) and
+	// the catalog snapshot that version was added at.
+	Version       int64 `protobuf:"varint,14,opt,name=version,proto3" json:"version,omitempty"`
+	Snapshot      int64 `protobuf:"varint,15,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3516,6 +3520,20 @@ func (x *RawBlock) GetLate() bool {
 func (x *RawBlock) GetGeneration() int64 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *RawBlock) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RawBlock) GetSnapshot() int64 {
+	if x != nil {
+		return x.Snapshot
 	}
 	return 0
 }
@@ -5357,7 +5375,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb6\x03\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xec\x03\n" +
 	"\bRawBlock\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x1d\n" +
@@ -5376,7 +5394,9 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x04late\x18\f \x01(\bR\x04late\x12\x1e\n" +
 	"\n" +
 	"generation\x18\r \x01(\x03R\n" +
-	"generation\"f\n" +
+	"generation\x12\x18\n" +
+	"\aversion\x18\x0e \x01(\x03R\aversion\x12\x1a\n" +
+	"\bsnapshot\x18\x0f \x01(\x03R\bsnapshot\"f\n" +
 	"\x12ListBlocksResponse\x12(\n" +
 	"\x06blocks\x18\x01 \x03(\v2\x10.sig.v1.RawBlockR\x06blocks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcd\x01\n" +

@@ -1,0 +1,67 @@
+package memo_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sigdata/sig/matching/canon"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/workers"
+	"github.com/sigdata/sig/workers/memo"
+)
+
+// TestRunnerBlockVersions (issue 21): a task's block is a memo block ref.
+// Over version 3 of a block whose advertiser_id changed at version 2 (and
+// click at 3), the task "<id>.v2" of a component reading advertiser_id
+// reads the version 3 object (from its footer, as `sigd worker` does) and
+// writes a memo object whose footer names the block and input version 2; a
+// task whose ref is not the raw version's input version for its columns
+// fails naming both, writing nothing.
+func TestRunnerBlockVersions(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 200})
+	ctx := context.Background()
+	schemaJSON, _ := json.Marshal(transform.AdsSchema())
+	base := w.Blocks[0]
+	_, rec, err := block.ReadBlock(ctx, w.Store, base.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	v3 := base.Clone()
+	v3.Key, v3.Version, v3.ColumnVersions = block.ObjectKeyVersion("ads", base.ID, 3), 3, map[string]int64{"advertiser_id": 2, "click": 3}
+	v3.Changes = []block.Change{{Version: 2, Topic: "raw.ads", First: 1 << 20, Last: 1 << 20, UpdatedRows: 1, Columns: []string{"advertiser_id"}},
+		{Version: 3, Topic: "raw.ads", First: 1<<20 + 1, Last: 1<<20 + 1, UpdatedRows: 1, Columns: []string{"click"}}}
+	if _, err := block.Write(ctx, w.Store, v3, rec); err != nil {
+		t.Fatal(err)
+	}
+	r := &memo.Runner{Store: w.Store}
+	task := func(ref string) workers.Task {
+		return workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: ref}, Spec: &sigv1.Task{
+			ComponentKey: "c", BlockId: ref, RawSource: "ads", RawObject: v3.Key, MemoObject: "memo/test/" + ref + ".arrow",
+			CanonicalDsl: `input out = hash(col("advertiser_id"), buckets=100)`, Columns: []string{"advertiser_id"},
+			SchemaJson: string(schemaJSON), MemoGeneration: 1,
+		}}
+	}
+	ref := block.VersionedID(base.ID, 2)
+	if _, err := r.Run(ctx, task(ref)); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := block.ReadFooter(ctx, w.Store, "memo/test/"+ref+".arrow")
+	if err != nil || meta.ID != base.ID || meta.V() != 2 || meta.Rows != 200 {
+		t.Fatalf("memo footer %+v, %v; want block %s input version 2", meta, err, base.ID)
+	}
+	for _, bad := range []string{base.ID, block.VersionedID(base.ID, 3)} {
+		_, err := r.Run(ctx, task(bad))
+		if err == nil || !strings.Contains(err.Error(), "input version for [advertiser_id] is 2") {
+			t.Fatalf("task %s over version 3: %v; want an error naming input version 2", bad, err)
+		}
+		if _, _, err := w.Store.Get(ctx, "memo/test/"+bad+".arrow"); err == nil {
+			t.Fatalf("task %s wrote a memo object", bad)
+		}
+	}
+}
