@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/sigdata/sig/internal/randid"
 )
 
@@ -220,6 +223,22 @@ func (m *MinIO) start(ctx context.Context) error {
 	deadline := time.Now().Add(m.cfg.StartTimeout)
 	url := "http://" + m.Endpoint + "/minio/health/ready"
 	client := &http.Client{Timeout: time.Second}
+	// Ready means this server answers with these credentials: a port
+	// another process took between FreeAddr and the bind may be another
+	// MinIO's, whose health check answers too (and whose keys are not
+	// ours: "The Access Key Id you provided does not exist"), while this
+	// one is exiting for want of the port.
+	s3, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
+	if err != nil {
+		m.killLocked()
+		return fmt.Errorf("devenv: minio client: %w", err)
+	}
+	authenticated := func() bool {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := s3.ListBuckets(actx)
+		return err == nil
+	}
 	for {
 		select {
 		case <-done:
@@ -230,8 +249,12 @@ func (m *MinIO) start(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
+			if resp.StatusCode == http.StatusOK && authenticated() {
+				select {
+				case <-done: // answered by another server on the port
+				default:
+					return nil
+				}
 			}
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {

@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -119,5 +120,31 @@ func TestMinIOETags(t *testing.T) {
 			t.Fatalf("strict=%v: read back %d bytes, %v", strict, len(got), err)
 		}
 		m.Stop()
+	}
+}
+
+// TestMinIOStartIsNotFooledByAnotherServer: a server that already holds
+// the port and answers MinIO's health check (another test's MinIO, with
+// other keys) is not taken for the one being started, which cannot bind
+// and exits: StartMinIO fails rather than hand out an endpoint whose
+// server refuses its keys.
+func TestMinIOStartIsNotFooledByAnotherServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/minio/health/ready" {
+			return
+		}
+		http.Error(w, "<Error><Code>InvalidAccessKeyId</Code></Error>", http.StatusForbidden)
+	})}
+	go impostor.Serve(ln)
+	defer impostor.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	m, err := StartMinIO(context.Background(), MinIOConfig{Dir: t.TempDir(), Port: port, StartTimeout: 5 * time.Second})
+	if err == nil {
+		m.Stop()
+		t.Fatalf("StartMinIO on a port another server holds succeeded (endpoint %s)", m.Endpoint)
 	}
 }
