@@ -44,6 +44,16 @@ class SIGStub:
                 request_serializer=sig_dot_v1_dot_sig__pb2.GetReadSolutionRequest.SerializeToString,
                 response_deserializer=sig_dot_v1_dot_sig__pb2.ReadSolution.FromString,
                 _registered_method=True)
+        self.PinSnapshot = channel.unary_unary(
+                '/sig.v1.SIG/PinSnapshot',
+                request_serializer=sig_dot_v1_dot_sig__pb2.PinSnapshotRequest.SerializeToString,
+                response_deserializer=sig_dot_v1_dot_sig__pb2.PinSnapshotResponse.FromString,
+                _registered_method=True)
+        self.UnpinSnapshot = channel.unary_unary(
+                '/sig.v1.SIG/UnpinSnapshot',
+                request_serializer=sig_dot_v1_dot_sig__pb2.UnpinSnapshotRequest.SerializeToString,
+                response_deserializer=sig_dot_v1_dot_sig__pb2.UnpinSnapshotResponse.FromString,
+                _registered_method=True)
         self.WatchReadSolution = channel.unary_stream(
                 '/sig.v1.SIG/WatchReadSolution',
                 request_serializer=sig_dot_v1_dot_sig__pb2.WatchReadSolutionRequest.SerializeToString,
@@ -133,6 +143,21 @@ class SIGServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetReadSolution(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PinSnapshot(self, request, context):
+        """Pin and unpin catalog snapshots (trainers and operators): versions a
+        pin or "now" sees are kept, the others garbage-collected with their
+        memo entries and objects.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnpinSnapshot(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -252,6 +277,16 @@ def add_SIGServicer_to_server(servicer, server):
                     servicer.GetReadSolution,
                     request_deserializer=sig_dot_v1_dot_sig__pb2.GetReadSolutionRequest.FromString,
                     response_serializer=sig_dot_v1_dot_sig__pb2.ReadSolution.SerializeToString,
+            ),
+            'PinSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.PinSnapshot,
+                    request_deserializer=sig_dot_v1_dot_sig__pb2.PinSnapshotRequest.FromString,
+                    response_serializer=sig_dot_v1_dot_sig__pb2.PinSnapshotResponse.SerializeToString,
+            ),
+            'UnpinSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnpinSnapshot,
+                    request_deserializer=sig_dot_v1_dot_sig__pb2.UnpinSnapshotRequest.FromString,
+                    response_serializer=sig_dot_v1_dot_sig__pb2.UnpinSnapshotResponse.SerializeToString,
             ),
             'WatchReadSolution': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchReadSolution,
@@ -383,6 +418,60 @@ class SIG:
             '/sig.v1.SIG/GetReadSolution',
             sig_dot_v1_dot_sig__pb2.GetReadSolutionRequest.SerializeToString,
             sig_dot_v1_dot_sig__pb2.ReadSolution.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PinSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sig.v1.SIG/PinSnapshot',
+            sig_dot_v1_dot_sig__pb2.PinSnapshotRequest.SerializeToString,
+            sig_dot_v1_dot_sig__pb2.PinSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnpinSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sig.v1.SIG/UnpinSnapshot',
+            sig_dot_v1_dot_sig__pb2.UnpinSnapshotRequest.SerializeToString,
+            sig_dot_v1_dot_sig__pb2.UnpinSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,
