@@ -216,6 +216,16 @@
 // from one catalog snapshot (trainer/control, "Versions and snapshots"),
 // and a block that changed after it was trained is trained again at its
 // new version in a later epoch (ControllerConfig.Retrain, `--retrain`).
+// The controller pins the snapshot at sigd before it reads a solution
+// (blocks.go: "<client>:<pipeline>", moved at each refresh, dropped when the
+// job is done), so version GC keeps every version an epoch in flight reads;
+// a unit is built from its ref and refused by a solution where its block
+// is at another version (solution.go), and a watcher's refresh never
+// replaces the solution of an epoch in flight (Machine.AcceptsBlocks). The
+// checkpoint states the snapshot and names units as block versions; its
+// ledger accepts an event again only in a newer version of its block
+// (trainer/checkpoint, Ledger.Check). e2e's TestCaughtUpVersions runs all
+// of it against `sigd dev` with kills.
 //
 // # Parameter servers (paper III.B, V.B; paramservers.go, psfleet.go)
 //
