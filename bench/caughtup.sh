@@ -14,8 +14,20 @@
 # a run's p is the readers' sig_reader_inputs_total{mode="local"}
 # over all input columns.
 #
-#   bench/caughtup.sh                # about 1 minute
-#   COUNT=3 BENCHTIME=5x bench/caughtup.sh
+#   BenchmarkCaughtUpStream (package e2e)  the real system under a steady
+#                         stream: sigd dev ingesting 200 events/s at the head
+#                         plus a late share of late events, query updates and
+#                         click updates for the two windows before it; two
+#                         caught-up jobs of ctr_small, one reading SIG where
+#                         ready (--caught-up-inputs sig), one all LIG, each
+#                         with its own reader process; reader CPU from /proc,
+#                         rows and input modes from the readers' /metrics,
+#                         over 60 s. Run at late shares 0.05 and 0.2 with the
+#                         readers' default guard (16 rows), and at 0.05 with
+#                         the guard off.
+#
+#   bench/caughtup.sh                # about 6 minutes
+#   COUNT=3 BENCHTIME=5x STREAM=0 bench/caughtup.sh   # the fixed units only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +36,19 @@ BENCHTIME=${BENCHTIME:-5x}
 out=bench/caughtup.txt
 source bench/lib.sh
 bench_go_test ./reader -run '^$' -bench '^BenchmarkCaughtUpMix$' -cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 30m
+mix=$(mktemp)
+cp "$raw" "$mix"
+stream=$(mktemp)
+trap 'rm -f "$raw" "$mix" "$stream"' EXIT
+if [ "${STREAM:-1}" != 0 ]; then
+	for cfg in "0.05 16" "0.2 16" "0.05 0"; do
+		set -- $cfg
+		echo "running: BenchmarkCaughtUpStream late=$1 guard=$2" >&2
+		CAUGHTUP_LATE=$1 CAUGHTUP_GUARD_ROWS=$2 go test ./e2e -run '^$' -bench '^BenchmarkCaughtUpStream$' -benchtime 1x -count 1 -timeout 20m \
+			| tee -a "$stream" >&2
+	done
+fi
+cp "$mix" "$raw"
 
 {
 	echo "# caught-up readers: SIG where ready, LIG where pending, against pure LIG"
@@ -39,7 +64,17 @@ bench_go_test ./reader -run '^$' -bench '^BenchmarkCaughtUpMix$' -cpu 1 -benchti
 		printf "%-8s %14s %22s\n" "$p" "$(median $t cpu-ns/ex@$p)" "$(median $t saved@$p)"
 	done
 	echo
+	echo "## The real system under a steady stream (BenchmarkCaughtUpStream, one run each)"
+	echo "# stream: 200 events/s at the head (4,000-event hourly windows: a block every 20 s); per second,"
+	echo "# late share x 200 late events, as many query updates and as many click updates, for the two"
+	echo "# windows before the head (chosen constants); 60 s measured after both jobs committed an epoch"
+	printf "%-10s %-10s %14s %14s %14s %10s\n" "late" "guard" "SIG ns/ex" "LIG ns/ex" "pending p" "saved"
+	awk '/^BenchmarkCaughtUpStream/ {
+		for (i = 3; i < NF; i += 2) m[$(i+1)] = $i
+		printf "%-10s %-10s %14s %14s %14s %10s\n", m["late-share"], m["guard-rows"], m["sig-cpu-ns/ex"], m["lig-cpu-ns/ex"], m["pending-share"], m["saved"]
+	}' "$stream"
+	echo
 	echo "## raw"
-	cat "$raw"
+	cat "$raw" "$stream"
 } >"$out"
 echo "wrote $out" >&2

@@ -217,7 +217,7 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 			"--readers", raddr, "--hosts", "1", "--chips", "2", "--caught-up-chips", "1", "--caught-up-epoch-units", "2",
 			"--batch-size", "128", "--vocab", "4096", "--compile-time", "10ms",
 			"--hold-poll", "300ms", "--status-interval", "0", "--report-json", filepath.Join(dir, mode+".json"), "--report-text", ""}, s3...))
-		sigdtest.StartProcess(b, trainerBin, []string{"host", "--controller", caddr, "--id", "h0", "--token", d.tokens["trainer-ctr"]})
+		sigdtest.StartProcess(b, trainerBin, []string{"host", "--controller", caddr, "--id", "h0", "--token", d.tokens["trainer-ctr"], "--log-level", "debug"})
 		if j.cs, err = checkpoint.NewStore(store, pipeline); err != nil {
 			b.Fatal(err)
 		}
@@ -258,6 +258,9 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 		b.ReportMetric((sig.local1-sig.local0)/in, "pending-share")
 	}
 	b.ReportMetric(1-perEx["sig"]/perEx["lig"], "saved")
+	if os.Getenv("CAUGHTUP_LOGS") != "" {
+		b.Error("CAUGHTUP_LOGS: failing to print the processes' logs")
+	}
 	b.ReportMetric(late, "late-share")
 	if g, err := strconv.Atoi(guardRows); err == nil {
 		b.ReportMetric(float64(g), "guard-rows")
