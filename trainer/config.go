@@ -131,7 +131,8 @@ type ControllerConfig struct {
 	// BatchSize is the per-host batch; a step trains Hosts × BatchSize
 	// examples. Default 256.
 	BatchSize int
-	// BufferExamples is each host's buffer capacity. Default 8 × BatchSize.
+	// BufferExamples is each host's buffer capacity, at least BatchSize.
+	// Default 8 × BatchSize.
 	BufferExamples int
 	// InFlight bounds the work units a host keeps in flight, scaled by
 	// buffer fullness (paper IV.B). Defaults 1 and 8.
@@ -323,6 +324,9 @@ func (c *ControllerConfig) validate() error {
 	}
 	if err := c.ParameterServers.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.BufferExamples < c.BatchSize {
+		errs = append(errs, fmt.Errorf("host buffer of %d examples cannot hold a batch of %d", c.BufferExamples, c.BatchSize))
 	}
 	if c.FleetChips < max(c.Chips, c.CaughtUpChips) {
 		errs = append(errs, fmt.Errorf("fleet of %d chips cannot hold a slice of %d", c.FleetChips, max(c.Chips, c.CaughtUpChips)))

@@ -322,7 +322,10 @@ func (h *host) startAttempt(ctx context.Context, id uint64, send func(*trainerv1
 	w := h.welcome
 	actx, cancel := context.WithCancel(ctx)
 	s := h.scaling()
-	at := &hostAttempt{id: id, ctx: actx, cancel: cancel, buf: buffer.New(h.feats, int(w.GetBufferExamples())),
+	// The buffer holds at least a batch: the batch builder waits for a whole
+	// one (a controller validates this; an older one may not have).
+	capacity := max(int(w.GetBufferExamples()), int(w.GetBatchSize()))
+	at := &hostAttempt{id: id, ctx: actx, cancel: cancel, buf: buffer.New(h.feats, capacity),
 		changed: make(chan struct{}), credits: int(w.GetCredits()), target: s.Min}
 	at.wg.Add(2)
 	go h.scale(at, s, send)

@@ -27,7 +27,7 @@ type Segment struct {
 	Rows int
 }
 
-// New returns a buffer for examples shaped by f holding about capacity
+// New returns a buffer for examples shaped by f holding at most capacity
 // examples.
 func New(f model.Features, capacity int) *Buffer {
 	return &Buffer{f: f, ex: model.NewExamples(f), capacity: max(capacity, 1), changed: make(chan struct{})}
@@ -38,25 +38,44 @@ func (b *Buffer) notify() {
 	b.changed = make(chan struct{})
 }
 
-// Put appends e, rows of unit, waiting while the buffer is full (a Put into
-// an empty buffer always fits, whatever its size). It returns ctx's error if
-// ctx ends first, or ErrClosed.
+// Put appends e, rows of unit, in order: as many rows at a time as there
+// is room for, waiting while the buffer is full. A record larger than the
+// room left goes in in parts, so the buffer fills up to its capacity
+// whatever the records' size: a batch builder that waits for a whole batch
+// (the host's) finds one whenever the capacity holds a batch. (A record that
+// had to fit whole waited beside fewer rows than a batch, and the batch
+// builder for a batch, forever: with 1,024-row records, a capacity of 1,024
+// and batches of 128, after a 1,000-row unit's 7 batches.) It returns ctx's
+// error if ctx ends first, or ErrClosed; the rows put before stay.
 func (b *Buffer) Put(ctx context.Context, unit string, e *model.Examples) error {
 	n := e.Len()
-	return b.await(ctx, func() bool {
-		if b.ex.Len() > 0 && b.ex.Len()+n > b.capacity {
-			return false
+	for off := 0; off < n; {
+		err := b.await(ctx, func() bool {
+			room := b.capacity - b.ex.Len()
+			if room <= 0 {
+				return false
+			}
+			k := min(room, n-off)
+			if off == 0 && k == n {
+				b.ex.Append(e)
+			} else {
+				b.ex.Append(e.Slice(off, off+k))
+			}
+			if s := len(b.segs); s > 0 && b.segs[s-1].Unit == unit {
+				b.segs[s-1].Rows += k
+			} else {
+				b.segs = append(b.segs, Segment{unit, k})
+			}
+			off += k
+			b.added += k
+			b.notify()
+			return true
+		})
+		if err != nil {
+			return err
 		}
-		b.ex.Append(e)
-		if k := len(b.segs); k > 0 && b.segs[k-1].Unit == unit {
-			b.segs[k-1].Rows += n
-		} else {
-			b.segs = append(b.segs, Segment{unit, n})
-		}
-		b.added += n
-		b.notify()
-		return true
-	})
+	}
+	return nil
 }
 
 // await is the one wait of Put and Wait: it runs ready under b.mu until

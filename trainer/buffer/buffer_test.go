@@ -3,6 +3,7 @@ package buffer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,26 +70,45 @@ func TestPutBlocksWhileFull(t *testing.T) {
 	f := features(t)
 	b := New(f, 10)
 	ctx := context.Background()
-	// An oversized put into an empty buffer fits.
-	if err := b.Put(ctx, "u", rows(f, 0, 12)); err != nil {
+	// An oversized put fills the buffer and waits with the rest.
+	done := make(chan error, 1)
+	go func() { done <- b.Put(ctx, "u", rows(f, 0, 12)) }()
+	if err := b.Wait(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- b.Put(ctx, "u", rows(f, 12, 5)) }()
 	select {
 	case err := <-done:
-		t.Fatalf("put into a full buffer returned %v", err)
+		t.Fatalf("a put of 12 into a buffer of 10 returned %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if b.Len() != 10 {
+		t.Fatalf("len %d, want the capacity 10", b.Len())
+	}
+	if got, _ := b.Take(8); got.Len() != 8 || got.EventIDs[7] != 7 {
+		t.Fatalf("take 8: %v", got.EventIDs)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != 4 {
+		t.Fatalf("len %d after the rest went in", b.Len())
+	}
+	go func() { done <- b.Put(ctx, "u", rows(f, 12, 7)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("put into a nearly full buffer returned %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	b.Take(8)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if b.Len() != 9 {
+	if b.Len() != 3 {
 		t.Fatalf("len %d", b.Len())
 	}
 	// Close wakes a blocked put.
-	go func() { done <- b.Put(ctx, "u", rows(f, 20, 5)) }()
+	_ = b.Put(ctx, "u", rows(f, 19, 7))
+	go func() { done <- b.Put(ctx, "u", rows(f, 26, 5)) }()
 	time.Sleep(10 * time.Millisecond)
 	b.Close()
 	if err := <-done; !errors.Is(err, ErrClosed) {
@@ -98,6 +118,59 @@ func TestPutBlocksWhileFull(t *testing.T) {
 	cancel()
 	if err := New(f, 1).Wait(cctx, 5); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
+	}
+}
+
+// TestRecordsLargerThanTheRoomLeft: a host's batch builder waits for a
+// whole batch, so the buffer must fill up to its capacity whatever the
+// records' size. With 1,000-row records (a reader's record batch of a
+// whole block), a capacity of 1,024 and batches of 128, a unit's seven
+// batches leave 104 rows: the next record went in only whole, did not fit,
+// and the buffer stayed at 104, below a batch, forever (the host's stall
+// in BenchmarkCaughtUpStream). Now it goes in in parts, every row once and
+// in order, each part counted for its unit.
+func TestRecordsLargerThanTheRoomLeft(t *testing.T) {
+	f := features(t)
+	const capacity, batch, record = 1024, 128, 1000
+	b := New(f, capacity)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		for u := range 3 {
+			if err := b.Put(ctx, fmt.Sprintf("u%d", u), rows(f, int64(u*record), record)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var next int64
+	per := map[string]int{}
+	for next < 3*record {
+		want := min(batch, 3*record-int(next))
+		if err := b.Wait(ctx, want); err != nil {
+			t.Fatalf("waiting for a batch of %d at row %d: %v (buffered %d of %d)", want, next, err, b.Len(), capacity)
+		}
+		got, segs := b.Take(batch)
+		for i, id := range got.EventIDs {
+			if id != next+int64(i) {
+				t.Fatalf("row %d of the batch at %d is event %d", i, next, id)
+			}
+		}
+		next += int64(got.Len())
+		for u, r := range Rows(segs) {
+			per[u] += int(r)
+		}
+		if b.Len() > capacity {
+			t.Fatalf("buffered %d, capacity %d", b.Len(), capacity)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if per["u0"] != record || per["u1"] != record || per["u2"] != record {
+		t.Fatalf("rows per unit %v", per)
 	}
 }
 
