@@ -8,7 +8,8 @@
 //   - a token file with four clients (ctr, cvr, ranking, explore), an
 //     operator, a worker, a reader and a trainer of client ctr;
 //   - a sigd.Server in the test process (Start), or the sigd binary as a
-//     subprocess (BuildCommand, StartProcess), serving on 127.0.0.1 ports;
+//     subprocess (BuildCommand, StartProcess), serving on 127.0.0.1 ports
+//     (SIGDTEST_LOG_DIR=<dir> keeps each subprocess's whole output there);
 //   - local input generation with the real `sigctl run` (LIG), and the
 //     byte-for-byte column comparison of memo objects with its output.
 //

@@ -141,6 +141,21 @@ func StartProcess(tb testing.TB, bin string, args []string, env ...string) *Proc
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	cmd.Stdout = io.Discard
+	// SIGDTEST_LOG_DIR keeps each process's whole output, stdout too, in
+	// <dir>/<binary>-<random>.log (first line: the command): the tail a
+	// failed test prints is 6,000 bytes of stderr, and a SIGQUIT's
+	// goroutine dump of a stuck process is longer.
+	var logFile *os.File
+	if dir := os.Getenv("SIGDTEST_LOG_DIR"); dir != "" {
+		f, err := os.CreateTemp(dir, filepath.Base(bin)+"-*.log")
+		if err != nil {
+			tb.Fatalf("sigdtest: SIGDTEST_LOG_DIR: %v", err)
+		}
+		fmt.Fprintf(f, "%s %q\n", bin, args)
+		logFile = f
+		cmd.Stdout = f
+		cmd.Stderr = io.MultiWriter(pw, f)
+	}
 	p := &Process{Cmd: cmd, Stderr: &SyncBuffer{}, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("sigdtest: start %s: %v", bin, err)
@@ -164,6 +179,9 @@ func StartProcess(tb testing.TB, bin string, args []string, env ...string) *Proc
 	go func() {
 		p.err = cmd.Wait()
 		pw.Close()
+		if logFile != nil {
+			logFile.Close()
+		}
 		close(p.done)
 	}()
 	tb.Cleanup(func() {
