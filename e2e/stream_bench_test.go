@@ -47,8 +47,10 @@ const (
 // `trainer controller`, a `trainer host` and its own `reader` process; one
 // reads what SIG has ready and computes what is pending (--caught-up-inputs
 // sig), the other computes every input (lig, the paper's caught-up phase).
-// Both follow the stream from its newest closed window, so they train in
-// the caught-up phase only, including the changed blocks they retrain.
+// Both follow the stream from its newest closed window with an initial
+// epoch larger than the blocks there (--epoch-units 64), so they are caught
+// up at their first epoch and train in the caught-up phase only, including
+// the changed blocks they retrain.
 //
 // After both have committed an epoch, the readers' CPU (utime+stime from
 // /proc, measured) and their served rows and input columns by mode (their
@@ -214,7 +216,7 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 		sigdtest.StartProcess(b, trainerBin, append([]string{"controller", "--listen", caddr, "--tokens", tokens,
 			"--client", "ctr", "--pipeline", pipeline, "--graph", graph, "--range", fmt.Sprintf("%d:", from), "--follow",
 			"--caught-up-inputs", mode, "--sigd", d.addr, "--token", d.tokens["trainer-ctr"], "--kafka-brokers", d.broker,
-			"--readers", raddr, "--hosts", "1", "--chips", "2", "--caught-up-chips", "1", "--caught-up-epoch-units", "2",
+			"--readers", raddr, "--hosts", "1", "--chips", "2", "--caught-up-chips", "1", "--epoch-units", "64", "--caught-up-epoch-units", "2",
 			"--batch-size", "128", "--vocab", "4096", "--compile-time", "10ms",
 			"--hold-poll", "300ms", "--status-interval", "0", "--report-json", filepath.Join(dir, mode+".json"), "--report-text", ""}, s3...))
 		sigdtest.StartProcess(b, trainerBin, []string{"host", "--controller", caddr, "--id", "h0", "--token", d.tokens["trainer-ctr"], "--log-level", "debug"})
