@@ -24,7 +24,10 @@
 #                         rows and input modes from the readers' /metrics,
 #                         over 60 s. Run at late shares 0.05 and 0.2 with the
 #                         readers' default guard (16 rows), and at 0.05 with
-#                         the guard off.
+#                         the guard off, on sigd dev's 1,000-row blocks sealed
+#                         1 s after their first row (a block a second); and at
+#                         0.05 with blocks cut when their window closes
+#                         (CAUGHTUP_BLOCKS=window: about 4,000 rows).
 #
 #   bench/caughtup.sh                # about 6 minutes
 #   COUNT=3 BENCHTIME=5x STREAM=0 bench/caughtup.sh   # the fixed units only
@@ -41,10 +44,11 @@ cp "$raw" "$mix"
 stream=$(mktemp)
 trap 'rm -f "$raw" "$mix" "$stream"' EXIT
 if [ "${STREAM:-1}" != 0 ]; then
-	for cfg in "0.05 16" "0.2 16" "0.05 0"; do
+	for cfg in "0.05 16 second" "0.2 16 second" "0.05 0 second" "0.05 16 window"; do
 		set -- $cfg
-		echo "running: BenchmarkCaughtUpStream late=$1 guard=$2" >&2
-		CAUGHTUP_LATE=$1 CAUGHTUP_GUARD_ROWS=$2 go test ./e2e -run '^$' -bench '^BenchmarkCaughtUpStream$' -benchtime 1x -count 1 -timeout 20m \
+		echo "running: BenchmarkCaughtUpStream late=$1 guard=$2 blocks=$3" >&2
+		echo "blocks: $3" >>"$stream"
+		CAUGHTUP_LATE=$1 CAUGHTUP_GUARD_ROWS=$2 CAUGHTUP_BLOCKS=$3 go test ./e2e -run '^$' -bench '^BenchmarkCaughtUpStream$' -benchtime 1x -count 1 -timeout 20m \
 			| tee -a "$stream" >&2
 	done
 fi
@@ -68,10 +72,11 @@ cp "$mix" "$raw"
 	echo "# stream: 200 events/s at the head (4,000-event hourly windows: a block every 20 s); per second,"
 	echo "# late share x 200 late events, as many query updates and as many click updates, for the two"
 	echo "# windows before the head (chosen constants); 60 s measured after both jobs committed an epoch"
-	printf "%-10s %-10s %14s %14s %14s %10s\n" "late" "guard" "SIG ns/ex" "LIG ns/ex" "pending p" "saved"
-	awk '/^BenchmarkCaughtUpStream/ {
+	printf "%-8s %-6s %-7s %10s %12s %12s %10s %8s\n" "late" "guard" "blocks" "rows/unit" "SIG ns/ex" "LIG ns/ex" "pending p" "saved"
+	awk '/^blocks:/ { blocks = $2 }
+	/^BenchmarkCaughtUpStream/ {
 		for (i = 3; i < NF; i += 2) m[$(i+1)] = $i
-		printf "%-10s %-10s %14s %14s %14s %10s\n", m["late-share"], m["guard-rows"], m["sig-cpu-ns/ex"], m["lig-cpu-ns/ex"], m["pending-share"], m["saved"]
+		printf "%-8s %-6s %-7s %10.0f %12s %12s %10.3f %8.3f\n", m["late-share"], m["guard-rows"], blocks, m["rows/unit"], m["sig-cpu-ns/ex"], m["lig-cpu-ns/ex"], m["pending-share"], m["saved"]
 	}' "$stream"
 	echo
 	echo "## raw"

@@ -40,14 +40,17 @@ const (
 // restart after SIGKILL comes back where it was.
 type dev struct {
 	bin, dir, addr string
+	extra          []string // more `sigd dev` flags
 	p              *sigdtest.Process
 	s3             objstore.Config
 	broker         string
 	tokens         map[string]string
 }
 
-func startDev(t testing.TB) *dev {
-	d := &dev{bin: sigdtest.BuildCommand(t, "cmd/sigd"), dir: t.TempDir(), addr: sigdtest.FreeAddr(t)}
+// startDev starts `sigd dev` with 1,000-row blocks sealed 1 s after their
+// first row, unless extra flags say otherwise (later flags win).
+func startDev(t testing.TB, extra ...string) *dev {
+	d := &dev{bin: sigdtest.BuildCommand(t, "cmd/sigd"), dir: t.TempDir(), addr: sigdtest.FreeAddr(t), extra: extra}
 	d.start(t)
 	b, err := os.ReadFile(filepath.Join(d.dir, "dev.json"))
 	if err != nil {
@@ -80,8 +83,8 @@ func startDev(t testing.TB) *dev {
 }
 
 func (d *dev) start(t testing.TB) {
-	d.p = sigdtest.StartProcess(t, d.bin, []string{"dev", "--data-dir", d.dir, "--listen", d.addr, "--http", "127.0.0.1:0",
-		"--workers-min", "1", "--workers-max", "2", "--rows-per-block", "1000", "--seal-after", "1s"})
+	d.p = sigdtest.StartProcess(t, d.bin, append([]string{"dev", "--data-dir", d.dir, "--listen", d.addr, "--http", "127.0.0.1:0",
+		"--workers-min", "1", "--workers-max", "2", "--rows-per-block", "1000", "--seal-after", "1s"}, d.extra...))
 }
 
 func (d *dev) sig(t testing.TB, principal string) sigv1.SIGClient {

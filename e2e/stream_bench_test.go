@@ -84,15 +84,24 @@ func BenchmarkCaughtUpStream(b *testing.B) {
 	if guard == "" {
 		guard = "16"
 	}
+	// CAUGHTUP_BLOCKS=window: blocks are cut when their window closes
+	// (up to 20,000 rows, sealed at the latest 30 s after their first row)
+	// and change buffers seal as late; default: `sigd dev` as
+	// TestCaughtUpVersions runs it, 1,000-row blocks sealed 1 s after their
+	// first row, so a block is cut every second or so.
+	var devFlags []string
+	if os.Getenv("CAUGHTUP_BLOCKS") == "window" {
+		devFlags = []string{"--rows-per-block", "20000", "--seal-after", "30s"}
+	}
 	for i := 0; i < b.N; i++ {
-		runStream(b, late, time.Duration(seconds)*time.Second, guard)
+		runStream(b, late, time.Duration(seconds)*time.Second, guard, devFlags)
 	}
 }
 
-func runStream(b *testing.B, late float64, measure time.Duration, guardRows string) {
+func runStream(b *testing.B, late float64, measure time.Duration, guardRows string, devFlags []string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := startDev(b)
+	d := startDev(b, devFlags...)
 	store, err := objstore.New(d.s3)
 	if err != nil {
 		b.Fatal(err)
@@ -206,6 +215,7 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 		rows0, rows1   float64
 		memo0, memo1   float64
 		local0, local1 float64
+		units0, units1 float64
 	}
 	var jobs []*job
 	for _, mode := range []string{"sig", "lig"} {
@@ -231,19 +241,19 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 			return err == nil && m != nil
 		})
 	}
-	sample := func(j *job) (cpu time.Duration, rows, memo, local float64) {
+	sample := func(j *job) (cpu time.Duration, rows, memo, local, units float64) {
 		cpu = procCPU(b, j.reader.Cmd.Process.Pid)
 		m := scrapeMetrics(b, "http://"+j.metrics+"/metrics")
-		return cpu, m["sig_reader_rows_total"], m[`sig_reader_inputs_total{mode="memo"}`], m[`sig_reader_inputs_total{mode="local"}`]
+		return cpu, m["sig_reader_rows_total"], m[`sig_reader_inputs_total{mode="memo"}`], m[`sig_reader_inputs_total{mode="local"}`], m["sig_reader_units_total"]
 	}
 	for _, j := range jobs {
-		j.cpu0, j.rows0, j.memo0, j.local0 = sample(j)
+		j.cpu0, j.rows0, j.memo0, j.local0, j.units0 = sample(j)
 	}
 	b.ResetTimer()
 	time.Sleep(measure)
 	b.StopTimer()
 	for _, j := range jobs {
-		j.cpu1, j.rows1, j.memo1, j.local1 = sample(j)
+		j.cpu1, j.rows1, j.memo1, j.local1, j.units1 = sample(j)
 	}
 	perEx := map[string]float64{}
 	for _, j := range jobs {
@@ -264,6 +274,7 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 		b.Error("CAUGHTUP_LOGS: failing to print the processes' logs")
 	}
 	b.ReportMetric(late, "late-share")
+	b.ReportMetric(float64(sig.rows1-sig.rows0)/max(1, sig.units1-sig.units0), "rows/unit")
 	if g, err := strconv.Atoi(guardRows); err == nil {
 		b.ReportMetric(float64(g), "guard-rows")
 	}
