@@ -6,6 +6,7 @@ import (
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // TestUnitModes: an input is read MEMO whenever its memoized block is
@@ -68,6 +69,24 @@ func TestUnitVersion(t *testing.T) {
 	for _, ref := range []string{"b1", "b1.v2", "b2"} {
 		if _, err := sol.unit(&cfg, ref, control.CaughtUp); err == nil {
 			t.Errorf("unit %s of a solution with b1 at version 3: no error", ref)
+		}
+	}
+}
+
+// TestUnitRefIsTheWarehouseName: a unit ref is the name the warehouse gives
+// a block version (block.VersionedID; its objects are
+// raw/<source>/<ref>.arrow), written and parsed alike; trainer/control keeps
+// its own copy so that the decision logic links no storage code.
+func TestUnitRefIsTheWarehouseName(t *testing.T) {
+	for _, ref := range []string{"b1", "b1.v2", "b1.v10", "b1.v1", "b1.v0", "b1.v02", "b1.v", "b1.vx", ".v3",
+		"20260101T000000Z-p00003-00000000000000000000-00000000000000000999.v7", "b1.v99999999999999999999", "b1.v1000000000000000000"} {
+		cid, cv := control.ParseUnitRef(ref)
+		bid, bv := block.SplitVersionedID(ref)
+		if cid != bid || cv != bv {
+			t.Errorf("%q: control %q v%d, warehouse %q v%d", ref, cid, cv, bid, bv)
+		}
+		if got, want := control.UnitRef(cid, cv), block.VersionedID(bid, bv); got != want {
+			t.Errorf("%q: control writes %q, warehouse %q", ref, got, want)
 		}
 	}
 }

@@ -10,8 +10,11 @@ import (
 // Version 1 (or 0, unknown) is the block id itself, so that units and
 // checkpoints of blocks that never changed read as they always did; version
 // N >= 2 is "<id>.v<N>", the name of that version's object in the
-// warehouse (raw/<source>/<id>.v<N>.arrow). Block ids never contain '.'
-// (warehouse/block.ID), so the suffix is unambiguous.
+// warehouse (raw/<source>/<id>.v<N>.arrow; block.VersionedID, which this
+// copies so that the decision logic links no storage code, and
+// TestUnitRefIsTheWarehouseName in package trainer holds the two alike).
+// Block ids never contain '.' (warehouse/block.ID), so the suffix is
+// unambiguous.
 func UnitRef(id string, version int64) string {
 	if version <= 1 {
 		return id
@@ -23,11 +26,12 @@ func UnitRef(id string, version int64) string {
 // ref has no version suffix).
 func ParseUnitRef(ref string) (id string, version int64) {
 	i := strings.LastIndex(ref, ".v")
-	if i < 0 {
+	if i <= 0 {
 		return ref, 1
 	}
-	v, err := strconv.ParseInt(ref[i+2:], 10, 64)
-	if err != nil || v < 2 || strconv.FormatInt(v, 10) != ref[i+2:] {
+	digits := ref[i+2:]
+	v, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || v < 2 || len(digits) > 18 || strconv.FormatInt(v, 10) != digits {
 		return ref, 1
 	}
 	return ref[:i], v
