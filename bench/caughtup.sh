@@ -69,9 +69,11 @@ cp "$mix" "$raw"
 	done
 	echo
 	echo "## The real system under a steady stream (BenchmarkCaughtUpStream, one run each)"
-	echo "# stream: 200 events/s at the head (4,000-event hourly windows: a block every 20 s); per second,"
+	echo "# stream: 200 events/s at the head (4,000-event hourly windows: one closes every 20 s); per second,"
 	echo "# late share x 200 late events, as many query updates and as many click updates, for the two"
 	echo "# windows before the head (chosen constants); 60 s measured after both jobs committed an epoch"
+	echo "# blocks: second = sigd dev's 1,000-row blocks sealed 1 s after their first row; window = cut when"
+	echo "# the window closes (CAUGHTUP_BLOCKS=window); rows/unit measured"
 	printf "%-8s %-6s %-7s %10s %12s %12s %10s %8s\n" "late" "guard" "blocks" "rows/unit" "SIG ns/ex" "LIG ns/ex" "pending p" "saved"
 	awk '/^blocks:/ { blocks = $2 }
 	/^BenchmarkCaughtUpStream/ {

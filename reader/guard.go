@@ -383,41 +383,11 @@ func takeRows(a arrow.Array, rows []int) (arrow.Array, error) {
 	mem := memory.DefaultAllocator
 	switch x := a.(type) {
 	case *array.Int64:
-		b := array.NewInt64Builder(mem)
-		defer b.Release()
-		b.Reserve(len(rows))
-		for _, r := range rows {
-			if x.IsNull(r) {
-				b.AppendNull()
-			} else {
-				b.Append(x.Value(r))
-			}
-		}
-		return b.NewArray(), nil
+		return takeValues(x, array.NewInt64Builder(mem), rows), nil
 	case *array.Float64:
-		b := array.NewFloat64Builder(mem)
-		defer b.Release()
-		b.Reserve(len(rows))
-		for _, r := range rows {
-			if x.IsNull(r) {
-				b.AppendNull()
-			} else {
-				b.Append(x.Value(r))
-			}
-		}
-		return b.NewArray(), nil
+		return takeValues(x, array.NewFloat64Builder(mem), rows), nil
 	case *array.String:
-		b := array.NewStringBuilder(mem)
-		defer b.Release()
-		b.Reserve(len(rows))
-		for _, r := range rows {
-			if x.IsNull(r) {
-				b.AppendNull()
-			} else {
-				b.Append(x.Value(r))
-			}
-		}
-		return b.NewArray(), nil
+		return takeValues(x, array.NewStringBuilder(mem), rows), nil
 	}
 	parts := make([]arrow.Array, len(rows))
 	for i, r := range rows {
@@ -429,6 +399,27 @@ func takeRows(a arrow.Array, rows []int) (arrow.Array, error) {
 		}
 	}()
 	return array.Concatenate(parts, mem)
+}
+
+// takeValues appends rows of x, in order, to b and returns the array it
+// built (b is released).
+func takeValues[T any](x interface {
+	IsNull(int) bool
+	Value(int) T
+}, b interface {
+	array.Builder
+	Append(T)
+}, rows []int) arrow.Array {
+	defer b.Release()
+	b.Reserve(len(rows))
+	for _, r := range rows {
+		if x.IsNull(r) {
+			b.AppendNull()
+		} else {
+			b.Append(x.Value(r))
+		}
+	}
+	return b.NewArray()
 }
 
 // guardMetrics are the guard's counters (MetricGuardRows,
