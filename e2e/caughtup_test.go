@@ -318,6 +318,7 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 		t.Fatal(err)
 	}
 	units := map[string]bool{}
+	trainedBlock := map[string]bool{} // blocks a unit before this one trained
 	versions, retrained := 0, 0
 	for _, u := range led.Units {
 		if units[u.Unit] {
@@ -328,9 +329,10 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 		if v > 1 {
 			versions++
 		}
-		if units[id] && v > 1 {
+		if trainedBlock[id] {
 			retrained++
 		}
+		trainedBlock[id] = true
 		meta, err := block.ReadFooter(ctx, store, block.ObjectKeyVersion(source, id, v))
 		if err != nil {
 			t.Fatalf("unit %s: %v", u.Unit, err)
@@ -389,6 +391,9 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 	}
 	if versions == 0 {
 		t.Error("no unit of a changed version was trained")
+	}
+	if retrained != man.Retrained {
+		t.Errorf("the ledger trains %d units of a block trained before, the manifest counts %d", retrained, man.Retrained)
 	}
 	t.Logf("ledger: %d units, %d of a version >= 2, %d epochs, manifest retrained=%d snapshot=%d", len(led.Units), versions, man.Epochs, man.Retrained, man.Snapshot)
 }

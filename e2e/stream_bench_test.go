@@ -273,6 +273,14 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 	if os.Getenv("CAUGHTUP_LOGS") != "" {
 		b.Error("CAUGHTUP_LOGS: failing to print the processes' logs")
 	}
+	// The chosen constants that decide the figures, beside them.
+	b.ReportMetric(streamEvents, "events/s")
+	b.ReportMetric(streamWindowEvents, "window-events")
+	blockRows := 1000.0
+	if len(devFlags) > 0 {
+		blockRows = 20000
+	}
+	b.ReportMetric(blockRows, "max-block-rows")
 	b.ReportMetric(late, "late-share")
 	b.ReportMetric(float64(sig.rows1-sig.rows0)/max(1, sig.units1-sig.units0), "rows/unit")
 	if g, err := strconv.Atoi(guardRows); err == nil {

@@ -580,7 +580,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 			ref := blk.MemoRef(cols[i])
 			e, ok := memos[i][ref]
 			if !ok {
-				if e, err = f.createMissing(k, ref, now); err != nil {
+				if e, err = f.createMissing(k, ref, now, nil); err != nil {
 					return nil, 0, 0, 0, err
 				}
 			}
@@ -664,7 +664,9 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 // the eviction's removal of the entries and of the objects, completed by a
 // worker whose object the eviction then deletes, and stay ready without its
 // object (TestEvictionDuringEntryCreation in eviction).
-func (f *Frontend) createMissing(k canon.Key, id string, now time.Time) (MemoEntry, error) {
+//
+// created, when not nil, is set when this call created the entry.
+func (f *Frontend) createMissing(k canon.Key, id string, now time.Time, created *bool) (MemoEntry, error) {
 	f.evictMu.Lock()
 	defer f.evictMu.Unlock()
 	if f.evicting[k] > 0 {
@@ -676,6 +678,9 @@ func (f *Frontend) createMissing(k canon.Key, id string, now time.Time) (MemoEnt
 			return false
 		}
 		*cur = fresh
+		if created != nil {
+			*created = true
+		}
 		return true
 	})
 }

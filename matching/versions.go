@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/warehouse/block"
@@ -38,10 +37,7 @@ func (b *Block) V() int64 { return max(b.Version, 1) }
 
 // ColumnVersion is the version at which column c's values last changed.
 func (b *Block) ColumnVersion(c string) int64 {
-	if v := b.ColumnVersions[c]; v > 0 {
-		return v
-	}
-	return 1
+	return block.InputVersionOf(b.ColumnVersions, []string{c})
 }
 
 // InputVersion is the version of the data a reader of columns sees in this
@@ -49,11 +45,7 @@ func (b *Block) ColumnVersion(c string) int64 {
 // changed). Two versions with the same input version for a set of columns
 // hold the same rows with the same values in those columns.
 func (b *Block) InputVersion(columns []string) int64 {
-	v := int64(1)
-	for _, c := range columns {
-		v = max(v, b.ColumnVersion(c))
-	}
-	return v
+	return block.InputVersionOf(b.ColumnVersions, columns)
 }
 
 // MemoRef is the memo block ref of a component reading columns over this
@@ -153,7 +145,7 @@ func (f *Frontend) BlockChanged(source string, b Block) (Invalidation, error) {
 		}
 		ref := b.MemoRef(rec.Columns)
 		var created bool
-		e, err := f.createMissingFlag(k, ref, now, &created)
+		e, err := f.createMissing(k, ref, now, &created)
 		if err != nil {
 			return inv, err
 		}
@@ -252,22 +244,4 @@ func (f *Frontend) DropVersions(source string, removed, live []Block) ([]MemoEnt
 		}
 	}
 	return out, nil
-}
-
-// createMissingFlag is createMissing telling whether it created the entry.
-func (f *Frontend) createMissingFlag(k canon.Key, ref string, now time.Time, created *bool) (MemoEntry, error) {
-	f.evictMu.Lock()
-	defer f.evictMu.Unlock()
-	if f.evicting[k] > 0 {
-		return MemoEntry{Component: k, Block: ref, State: MemoPending, Object: block.MemoKey(k, ref)}, nil
-	}
-	fresh := newPending(k, ref, now)
-	return f.cfg.Cache.UpdateMemo(k, ref, func(cur *MemoEntry, exists bool) bool {
-		if exists {
-			return false
-		}
-		*cur = fresh
-		*created = true
-		return true
-	})
 }

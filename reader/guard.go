@@ -376,19 +376,10 @@ func (s *Server) guardCompute(raw arrow.Record, gi guardInput, rows []int) (arro
 	return out[0], nil
 }
 
-// takeRows returns a new array of rows of a, in order. The types of raw
-// columns (transform's five) are copied value by value with Arrow's
-// builders; any other type as one-row slices concatenated by Arrow.
+// takeRows returns a new array of rows of a, in order: one-row slices
+// concatenated by Arrow, for every type (a sample is a few rows).
 func takeRows(a arrow.Array, rows []int) (arrow.Array, error) {
 	mem := memory.DefaultAllocator
-	switch x := a.(type) {
-	case *array.Int64:
-		return takeValues(x, array.NewInt64Builder(mem), rows), nil
-	case *array.Float64:
-		return takeValues(x, array.NewFloat64Builder(mem), rows), nil
-	case *array.String:
-		return takeValues(x, array.NewStringBuilder(mem), rows), nil
-	}
 	parts := make([]arrow.Array, len(rows))
 	for i, r := range rows {
 		parts[i] = array.NewSlice(a, int64(r), int64(r+1))
@@ -399,27 +390,6 @@ func takeRows(a arrow.Array, rows []int) (arrow.Array, error) {
 		}
 	}()
 	return array.Concatenate(parts, mem)
-}
-
-// takeValues appends rows of x, in order, to b and returns the array it
-// built (b is released).
-func takeValues[T any](x interface {
-	IsNull(int) bool
-	Value(int) T
-}, b interface {
-	array.Builder
-	Append(T)
-}, rows []int) arrow.Array {
-	defer b.Release()
-	b.Reserve(len(rows))
-	for _, r := range rows {
-		if x.IsNull(r) {
-			b.AppendNull()
-		} else {
-			b.Append(x.Value(r))
-		}
-	}
-	return b.NewArray()
 }
 
 // guardMetrics are the guard's counters (MetricGuardRows,

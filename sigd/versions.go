@@ -23,9 +23,10 @@ import (
 //
 //   - resolves read solutions at a snapshot (catalogBlocks.RangeAt; the
 //     matching frontend names it and each block's version);
-//   - follows new versions (followVersions): for each version the catalog
-//     adds, the frontend creates and schedules the memo entries of the
-//     components reading a changed column (Frontend.BlockChanged), so a
+//   - follows new versions (followVersions): for each block's newest
+//     version the catalog added, the frontend creates and schedules the memo
+//     entries of the components reading a changed column
+//     (Frontend.BlockChanged), so a
 //     label update recomputes nothing and a feature update exactly the
 //     components reading it;
 //   - pins snapshots for trainers (PinSnapshot, UnpinSnapshot);
@@ -76,16 +77,19 @@ const versionPoll = 250 * time.Millisecond
 // DefaultVersionRescan is Options.VersionRescan's default.
 const DefaultVersionRescan = time.Minute
 
-// followVersions calls Frontend.BlockChanged for every block version the
-// catalog adds, until ctx ends. The first pass covers every versioned block
-// catalogued before sigd started (BlockChanged only adds what is missing),
-// so a crash between a version's commit and its invalidation loses
-// nothing.
+// followVersions calls Frontend.BlockChanged for each block whose newest
+// version was catalogued since the last pass, until ctx ends. A version
+// superseded before a pass saw it is not passed on its own: the entries
+// only it would have made are created when a read solution names them
+// (resolve creates missing entries). The first pass covers every versioned
+// block catalogued before sigd started (BlockChanged only adds what is
+// missing), so a crash between a version's commit and its invalidation
+// loses nothing.
 //
 // The catalog has no index of versions by sequence number, so a pass lists
-// every block of every source: about 26 µs a block once they no longer fit
-// the catalog's decode cache (1.3 s at 50,000 blocks, measured on this
-// machine). A pass runs when sigd's own ingesters made versions since the
+// every block of every source (1.3 s at 50,000 blocks when they no longer
+// fit the catalog's decode cache: timed once by hand on this machine, no
+// benchmark keeps the figure). A pass runs when sigd's own ingesters made versions since the
 // last (their counters are read before the snapshot, and they count after
 // their commit, so none is missed), otherwise only every rescan (versions
 // committed by anything else), and waits at least four times its own

@@ -23,9 +23,11 @@ import (
 //
 // The solution is read at a catalog snapshot the job pins first (issue 21):
 // the pin keeps the snapshot's block versions, and their memo entries, from
-// sigd's garbage collection until the job pins another (its next refresh,
-// once the epoch committed or failed) or exits, so every unit of an epoch
-// reads the versions it was planned with. A sigd without snapshots
+// sigd's garbage collection until the job pins another or exits, so every
+// unit of an epoch reads the versions it was planned with. A watcher's
+// refresh still in flight when an epoch starts moves the pin on; the
+// controller, which does not take that solution, pins the epoch's snapshot
+// again (Controller.pin). A sigd without snapshots
 // (Unimplemented), or a pin refused, is read at "now": units check their
 // block's version (solution.unit), so a version collected meanwhile fails
 // its unit and the attempt, never trains another version.
@@ -68,6 +70,17 @@ func (c *Controller) pinName() string {
 		name = fmt.Sprintf("%s:%08x", c.cfg.Client, crc32.ChecksumIEEE([]byte(c.cfg.Pipeline)))
 	}
 	return name
+}
+
+// pin moves the job's pin back to snapshot snap (that of the epoch in
+// flight), after a refresh whose solution the controller did not take had
+// moved it on.
+func (c *Controller) pin(ctx context.Context, snap int64) {
+	rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	if _, err := c.sig.PinSnapshot(rctx, &sigv1.PinSnapshotRequest{Name: c.pinName(), Snapshot: snap}); err != nil && status.Code(err) != codes.Unimplemented {
+		c.log.Warn("pin snapshot of the epoch in flight", "snapshot", snap, "err", err)
+	}
 }
 
 // unpin drops the job's pin when it is done: nothing it trains on needs

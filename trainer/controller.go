@@ -362,6 +362,10 @@ func (c *Controller) handle(m msg) {
 		if m.sol != nil && c.m.AcceptsBlocks() {
 			c.sol = m.sol
 			m.ev.Blocks = m.sol.blocks
+		} else if m.sol != nil && c.sol != nil && c.sol.snapshot != 0 && m.sol.snapshot != c.sol.snapshot {
+			// Its refresh moved the job's pin to its snapshot; the epoch
+			// in flight reads c.sol's, which the pin must keep.
+			c.pin(ctx, c.sol.snapshot)
 		}
 	case control.EvModelRestored:
 		if m.ev.Err == "" {

@@ -324,8 +324,9 @@ type Action struct {
 	Reason string
 	// Committed: the epoch a preemption notice cut short committed.
 	Committed bool
-	// Snapshot is the catalog snapshot of the attempt's units
-	// (ActStartAttempt): hosts read every unit at it.
+	// Snapshot is the catalog snapshot the attempt's units were planned
+	// at (ActStartAttempt); each unit names its block's version in it
+	// (UnitRef), which is what hosts read.
 	Snapshot int64
 }
 

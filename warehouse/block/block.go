@@ -164,10 +164,7 @@ func (m *Meta) V() int64 { return max(m.Version, 1) }
 
 // ColumnVersion is the version at which column name's values last changed.
 func (m *Meta) ColumnVersion(name string) int64 {
-	if v := m.ColumnVersions[name]; v > 0 {
-		return v
-	}
-	return 1
+	return InputVersionOf(m.ColumnVersions, []string{name})
 }
 
 // InputVersion is the version of the data a reader of columns sees: the
@@ -175,9 +172,16 @@ func (m *Meta) ColumnVersion(name string) int64 {
 // block with the same InputVersion for a set of columns hold the same rows
 // and the same values in those columns.
 func (m *Meta) InputVersion(columns []string) int64 {
+	return InputVersionOf(m.ColumnVersions, columns)
+}
+
+// InputVersionOf is InputVersion over column versions cv (a column absent
+// from cv, or at 0, is at version 1): the one rule Meta and the matching
+// frontend's blocks share.
+func InputVersionOf(cv map[string]int64, columns []string) int64 {
 	v := int64(1)
 	for _, c := range columns {
-		v = max(v, m.ColumnVersion(c))
+		v = max(v, cv[c])
 	}
 	return v
 }

@@ -171,8 +171,10 @@ func DeleteObjects(ctx context.Context, store *objstore.Store, ms []block.Meta) 
 	return n, nil
 }
 
-// CollectGarbage runs GC and deletes the objects of what it removed: what
-// sigd and ingestion run periodically.
+// CollectGarbage runs GC and deletes the objects of what it removed, with no
+// grace period. The long-running processes do not call it: ingestion runs
+// GCUpTo with its grace horizon and DeleteObjects, and sigd runs GCUpTo and
+// drops the memo entries of the removed versions before it deletes objects.
 func CollectGarbage(ctx context.Context, c *Catalog, store *objstore.Store) ([]block.Meta, error) {
 	ms, err := c.GC()
 	if err != nil {

@@ -27,7 +27,8 @@ type loc struct{ blk, row int32 }
 
 // changes are a buffer's updates and deletes: what they apply to and the
 // values updates bring. The index of the window (stored, live) is loaded on
-// the first change, or when a late buffer is sealed.
+// the first change; a late buffer without changes looks up only the stored
+// blocks, when it is sealed.
 type changes struct {
 	nchanges int
 	loaded   bool
@@ -62,11 +63,12 @@ func (in *Ingester) retry(ctx context.Context, what string, op func() error) err
 	}
 }
 
-// loadWindow loads the index of b's partition and window: the catalogued
-// blocks and where each event id is. Blocks of another schema are left out:
-// a change cannot apply to them, and late rows are not appended to them.
-func (in *Ingester) loadWindow(ctx context.Context, ps *partState, b *buffer) error {
-	if b.loaded {
+// loadStored looks up the catalogued blocks of b's partition and window
+// (b.stored), once. Blocks of another schema are left out: a change cannot
+// apply to them, and late rows are not appended to them. A late buffer
+// without updates or deletes needs no more than this when it is sealed.
+func (in *Ingester) loadStored(ps *partState, b *buffer) error {
+	if b.stored != nil || b.loaded {
 		return nil
 	}
 	ms, err := in.cfg.Catalog.Range(in.cfg.Schema.Source, b.window, b.window+in.windowLen)
@@ -77,6 +79,22 @@ func (in *Ingester) loadWindow(ctx context.Context, ps *partState, b *buffer) er
 		return m.Kafka == nil || m.Kafka.Topic != in.cfg.Topic || m.Kafka.Partition != ps.partition ||
 			m.WindowStart != b.window || m.SchemaFingerprint != in.fp
 	})
+	if b.stored == nil {
+		b.stored = []block.Meta{}
+	}
+	return nil
+}
+
+// loadWindow loads the index of b's partition and window for its updates
+// and deletes: the catalogued blocks (loadStored) and where each event id
+// is, which reads every stored block's event_id column.
+func (in *Ingester) loadWindow(ctx context.Context, ps *partState, b *buffer) error {
+	if b.loaded {
+		return nil
+	}
+	if err := in.loadStored(ps, b); err != nil {
+		return err
+	}
 	b.live = map[int64]loc{}
 	for i, m := range b.stored {
 		var rec arrow.Record
@@ -231,7 +249,12 @@ func (in *Ingester) materialize(srcs []arrow.Record, refs []rowRef, ub arrow.Rec
 // new block and the versions are catalogued in one batch (catalog.Commit),
 // whose coverage is the buffer's span; the caller commits offsets after.
 func (in *Ingester) sealVersions(ctx context.Context, cl *kgo.Client, ps *partState, b *buffer) error {
-	if err := in.loadWindow(ctx, ps, b); err != nil {
+	load := in.loadWindow
+	if b.nchanges == 0 {
+		// Late events only: no event id is looked up.
+		load = func(_ context.Context, ps *partState, b *buffer) error { return in.loadStored(ps, b) }
+	}
+	if err := load(ctx, ps, b); err != nil {
 		return err
 	}
 	bufRec := b.b.NewRecord()
@@ -429,13 +452,14 @@ func (in *Ingester) collect(ctx context.Context, log *slog.Logger) {
 // dead-lettered as unknown_event lies in its window's span, and after a
 // restart covered records are skipped, not dead-lettered again.
 func (in *Ingester) flushDeadLetters(ctx context.Context, cl *kgo.Client) error {
-	if !in.dlqPending {
-		return nil
+	if in.dlqPending {
+		if err := cl.Flush(ctx); err != nil {
+			return fmt.Errorf("ingest: flush dead letters: %w", err)
+		}
+		in.dlqPending = false
 	}
-	if err := cl.Flush(ctx); err != nil {
-		return fmt.Errorf("ingest: flush dead letters: %w", err)
-	}
-	in.dlqPending = false
+	// A failure of a dead letter flushed earlier counts too: nothing is
+	// acknowledged past a dead letter the topic did not take.
 	if e := in.dlqErr.Load(); e != nil {
 		return fmt.Errorf("ingest: dead-letter topic %s: %w", in.cfg.DeadLetterTopic, *e)
 	}

@@ -887,9 +887,6 @@ func (in *Ingester) commit(ctx context.Context, cl *kgo.Client) error {
 	if err := in.flushDeadLetters(ctx, cl); err != nil {
 		return err
 	}
-	if e := in.dlqErr.Load(); e != nil {
-		return fmt.Errorf("ingest: dead-letter topic %s: %w", in.cfg.DeadLetterTopic, *e)
-	}
 	var cerr error
 	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{in.cfg.Topic: offsets},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {

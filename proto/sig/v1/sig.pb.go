@@ -1410,8 +1410,8 @@ func (x *WatchReadSolutionRequest) GetSnapshot() int64 {
 // job's epoch (issue 21). Pinning a name again moves it.
 type PinSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 1-128 letters, digits, '.', '_', '-', '/'. A trainer's pins must start
-	// with "<its client>/".
+	// 1-128 letters, digits, '.', '_', '-', ':'. A trainer's pins must start
+	// with "<its client>:".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// 0: the current snapshot.
 	Snapshot      int64 `protobuf:"varint,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
