@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching"
-	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"

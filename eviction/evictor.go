@@ -14,10 +14,10 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/matching"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 )

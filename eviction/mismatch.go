@@ -8,8 +8,8 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow/array"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/matching"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // Candidate is a component with memoized data, as the policy sees it.

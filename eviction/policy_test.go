@@ -7,7 +7,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // TestPolicyData runs the cases of testdata/policy.txt, a

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching"
-	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"

@@ -12,8 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/pebbleutil"
-	"github.com/sigdata/sig/matching/canon"
 )
 
 // The matching cache (paper IV.A: "this cache holds the components of all

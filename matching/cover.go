@@ -1,7 +1,7 @@
 package matching
 
 import (
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 )

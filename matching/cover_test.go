@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 )

@@ -1,6 +1,6 @@
 // Package matching owns SIG's matching frontend (paper IV.A, Figure 3):
 //
-//   - canonicalization and component keys live in matching/canon, which
+//   - canonicalization and component keys live in canon, which
 //     stores nothing, so that readers and trainers use keys without the
 //     cache;
 //   - the Pebble-backed matching cache (cache.go) and its key layout

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/clock"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"

@@ -3,7 +3,7 @@ package matching
 import (
 	"testing"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // pausingSched runs hook (once) at the first Enqueue, in the middle of a

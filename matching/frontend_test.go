@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/clock"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"

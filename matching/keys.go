@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // The matching cache's key layout, format version 1: the one place that

@@ -12,9 +12,9 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/pebbleutil"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 )

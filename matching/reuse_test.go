@@ -9,8 +9,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/pebbleutil"
-	"github.com/sigdata/sig/matching/canon"
 )
 
 // TestReuse runs testdata/reuse.txt: pipelines submitted over event ranges,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // The graph search index (paper IV.A, "Eviction": "SIG incorporates a

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/pebbleutil"
-	"github.com/sigdata/sig/matching/canon"
 )
 
 // The insertion policy's statistics (issue 20): what workers measured, kept

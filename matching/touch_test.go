@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // TestNeedsTouchForgetsOldEntries: a component requested again within

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/warehouse/block"
 )
 

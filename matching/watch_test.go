@@ -3,7 +3,7 @@ package matching
 import (
 	"testing"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // TestWatchOverflowCloses: a subscriber that falls more than watchBuffer

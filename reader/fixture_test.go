@@ -13,9 +13,9 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/examples"
 	"github.com/sigdata/sig/internal/devenv"
-	"github.com/sigdata/sig/matching/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/auth"
-	"github.com/sigdata/sig/matching/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/warehouse/block"

@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/transform"
 )

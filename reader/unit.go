@@ -8,7 +8,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"

@@ -15,8 +15,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/matching"
-	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"

@@ -11,7 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // FormatVersion is the on-disk format of the queue store (see doc.go for the

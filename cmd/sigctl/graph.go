@@ -14,9 +14,9 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/arrowfile"
 	"github.com/sigdata/sig/internal/cli"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 )
 

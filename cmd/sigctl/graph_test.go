@@ -15,8 +15,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/rowref"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/gen"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/devenv"
-	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/catalog"

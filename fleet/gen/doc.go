@@ -22,7 +22,7 @@
 // crosses with the category, so the canonical nodes of one feature sit in
 // many components (the search index and subgraph eviction find them all).
 // Every component of the population has its own canonical key (the tests
-// check it with matching/canon), so a model's inputs are distinct
+// check it with canon), so a model's inputs are distinct
 // components.
 //
 // # Popularity

@@ -9,8 +9,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/fleet/gen"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 )
 

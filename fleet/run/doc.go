@@ -45,7 +45,7 @@
 // # The checks
 //
 // A gen.Ledger counts each submission from the fleet's graphs
-// (canonicalized with matching/canon) and the catalog's blocks (listed
+// (canonicalized with canon) and the catalog's blocks (listed
 // from sigd, assigned to slots by their events' times): sigd's answers
 // must equal it at every submission, sigd's Stats must sum them, and
 // sigd's reuse distribution (Stats.memo_blocks_by_pipelines, from

@@ -17,9 +17,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/fleet/gen"
 	"github.com/sigdata/sig/fleet/results"
-	"github.com/sigdata/sig/matching/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
@@ -270,7 +270,7 @@ func (r *runner) listBlocks(ctx context.Context) ([]*sigv1.RawBlock, error) {
 }
 
 // keys canonicalizes every pipeline's graph: its distinct component keys
-// are what the Ledger counts (matching/canon, not sigd).
+// are what the Ledger counts (canon, not sigd).
 func (r *runner) keys() error {
 	s := transform.AdsSchema()
 	for _, p := range r.f.Pipelines {

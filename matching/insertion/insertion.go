@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/transform"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/transform"
 )
 

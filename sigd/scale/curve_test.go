@@ -25,9 +25,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/matching"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/matching/insertion"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"

@@ -17,10 +17,10 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"google.golang.org/grpc"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/devenv"
-	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/transform"

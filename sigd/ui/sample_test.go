@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/clock"
-	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/workers"
 )

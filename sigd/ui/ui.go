@@ -16,13 +16,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/internal/units"
 	"github.com/sigdata/sig/matching"
-	"github.com/sigdata/sig/matching/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/steptime"
 )

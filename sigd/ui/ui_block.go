@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/eviction"
-	"github.com/sigdata/sig/matching/canon"
 )
 
 // block evicts or recomputes one block from its component's page

@@ -13,8 +13,8 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/devenv"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"

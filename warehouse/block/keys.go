@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 )
 
 // Key prefixes of the bucket layout (brief, "Warehouse").

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/devenv"
-	"github.com/sigdata/sig/matching/canon"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/ready"
 )

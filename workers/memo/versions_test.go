@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigdata/sig/matching/canon"
+	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
