@@ -11,6 +11,6 @@ for s in bench/*.sh; do
   bash "$s"
 done
 echo "== matching"
-go test ./matching/... -run '^$' -bench . -benchmem -cpu 1 -count 3 | tee bench/matching.txt
+go test ./canon ./matching/... -run '^$' -bench . -benchmem -cpu 1 -count 3 | tee bench/matching.txt
 echo "== report (bench/REPORT.md, bench/report/*.svg)"
 bash bench/report.sh
