@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},
 	{"reader", "trainer"},
 	{"warehouse", "warehouse/block", "warehouse/ready", "warehouse/objstore"},
-	{"canon", "matching/insertion", "transform/graphpb", "warehouse/record", "warehouse/gen", "fleet/gen", "fleet/results", "sigd/scale"},
+	{"canon", "warehouse/blockref", "matching/insertion", "transform/graphpb", "warehouse/record", "warehouse/gen", "fleet/gen", "fleet/results", "sigd/scale"},
 	{"transform"},
 	{"internal/", "proto/", "examples"},
 }

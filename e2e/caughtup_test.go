@@ -22,6 +22,7 @@ import (
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/record"
@@ -333,7 +334,7 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 			retrained++
 		}
 		trainedBlock[id] = true
-		meta, err := block.ReadFooter(ctx, store, block.ObjectKeyVersion(source, id, v))
+		meta, err := block.ReadFooter(ctx, store, block.RawKey(source, blockref.New(id, v)))
 		if err != nil {
 			t.Fatalf("unit %s: %v", u.Unit, err)
 		}
@@ -408,7 +409,7 @@ func checkMemo(t *testing.T, ctx context.Context, store *objstore.Store, sol *si
 	}
 	footers := map[string]block.Meta{}
 	footer := func(id string, v int64) block.Meta {
-		k := block.ObjectKeyVersion(source, id, v)
+		k := block.RawKey(source, blockref.New(id, v))
 		if m, ok := footers[k]; ok {
 			return m
 		}

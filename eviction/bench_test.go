@@ -21,6 +21,7 @@ import (
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -90,7 +91,7 @@ func (noBlocks) Range(string, int64, int64) ([]matching.Block, error) { return n
 
 type noSched struct{}
 
-func (noSched) Enqueue(canon.Key, string, string, string, int32) error { return nil }
+func (noSched) Enqueue(canon.Key, blockref.Memo, string, string, int32) error { return nil }
 
 var searchFixture struct {
 	once sync.Once
@@ -144,8 +145,8 @@ func searchFrontend(b *testing.B) *matching.Frontend {
 			for _, in := range res.Solution.Inputs {
 				for blk := 0; blk < searchBlocks; blk++ {
 					id := fmt.Sprintf("b%02d", blk)
-					if err := cache.SetMemo(matching.MemoEntry{Component: in.Component, Block: id, State: matching.MemoReady,
-						Object: block.MemoKey(in.Component, id), Rows: 100_000, Bytes: 1 << 20, Gen: 1}); err != nil {
+					if err := cache.SetMemo(matching.MemoEntry{Component: in.Component, Block: blockref.ParseMemo(id), State: matching.MemoReady,
+						Object: block.MemoKey(in.Component, blockref.ParseMemo(id)), Rows: 100_000, Bytes: 1 << 20, Gen: 1}); err != nil {
 						fx.err = err
 						return
 					}
@@ -386,10 +387,10 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for j := range jobs {
-					obj := block.MemoKey(j.k, j.blk)
+					obj := block.MemoKey(j.k, blockref.ParseMemo(j.blk))
 					_, err := st.Put(ctx, obj, payload, nil)
 					if err == nil {
-						err = cache.SetMemo(matching.MemoEntry{Component: j.k, Block: j.blk, State: matching.MemoReady,
+						err = cache.SetMemo(matching.MemoEntry{Component: j.k, Block: blockref.ParseMemo(j.blk), State: matching.MemoReady,
 							Object: obj, Rows: 100, Bytes: objBytes, Gen: 1})
 					}
 					if err != nil {

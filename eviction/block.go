@@ -15,6 +15,7 @@ import (
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -41,7 +42,7 @@ const maxVerifications = 4
 // BlockImpact is what a single-block operation did.
 type BlockImpact struct {
 	Component canon.Key
-	Block     string
+	Block     blockref.Memo
 	// Pipelines using the component (client/pipeline).
 	Pipelines []string
 	// Bytes of the memo object the entry named before.
@@ -66,8 +67,8 @@ type Finding struct {
 	Repair BlockImpact
 }
 
-func checkBlockID(id string) error {
-	if err := block.ValidateName("block id", id); err != nil {
+func checkBlockID(id blockref.Memo) error {
+	if err := block.ValidateName("block id", id.ID()); err != nil {
 		return &matching.InputError{Field: "block_id", Err: err}
 	}
 	return nil
@@ -86,7 +87,7 @@ func checkReason(why string) error {
 // blockImpact is what an operation on block id of component k starts
 // from: the block and the pipelines that read k (whose solutions it
 // changes).
-func (e *Evictor) blockImpact(k canon.Key, id string) (BlockImpact, error) {
+func (e *Evictor) blockImpact(k canon.Key, id blockref.Memo) (BlockImpact, error) {
 	im := BlockImpact{Component: k, Block: id}
 	var err error
 	im.Pipelines, err = e.pipelines(k)
@@ -95,7 +96,7 @@ func (e *Evictor) blockImpact(k canon.Key, id string) (BlockImpact, error) {
 
 // lockBlock starts an operation that changes block id of k: its impact so
 // far (blockImpact), with blockMu held until unlock.
-func (e *Evictor) lockBlock(k canon.Key, id string) (im BlockImpact, unlock func(), err error) {
+func (e *Evictor) lockBlock(k canon.Key, id blockref.Memo) (im BlockImpact, unlock func(), err error) {
 	if im, err = e.blockImpact(k, id); err != nil {
 		return im, nil, err
 	}
@@ -103,7 +104,7 @@ func (e *Evictor) lockBlock(k canon.Key, id string) (im BlockImpact, unlock func
 	return im, e.blockMu.Unlock, nil
 }
 
-func blockWhat(verb string, k canon.Key, id string) string {
+func blockWhat(verb string, k canon.Key, id blockref.Memo) string {
 	return fmt.Sprintf("%sblock %s of component %s", verb, id, k)
 }
 
@@ -111,7 +112,7 @@ func blockWhat(verb string, k canon.Key, id string) string {
 // tells watchers and records an audit entry: the block is recomputed when a
 // pipeline next reads its solution, like an evicted component's. The order
 // is Evict's, for one block, under the component's eviction mark.
-func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id, who, why string) (BlockImpact, error) {
+func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id blockref.Memo, who, why string) (BlockImpact, error) {
 	if err := checkReason(why); err != nil {
 		return BlockImpact{}, err
 	}
@@ -135,7 +136,7 @@ func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id, who, why stri
 		}
 		removed, im.Bytes = true, m.Bytes
 		if e.Queue != nil {
-			if err := e.Queue.Cancel(k, id); err != nil {
+			if err := e.Queue.Cancel(k, id.String()); err != nil {
 				return err
 			}
 		}
@@ -176,7 +177,7 @@ func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id, who, why stri
 // incarnation can be marked ready) and watchers see it pending, then ready
 // again. A pending block is only scheduled again (Enqueue is idempotent);
 // a quarantined one is ErrQuarantined.
-func (e *Evictor) RecomputeBlock(ctx context.Context, k canon.Key, id, who, why string) (BlockImpact, error) {
+func (e *Evictor) RecomputeBlock(ctx context.Context, k canon.Key, id blockref.Memo, who, why string) (BlockImpact, error) {
 	if err := checkReason(why); err != nil {
 		return BlockImpact{}, err
 	}
@@ -222,7 +223,7 @@ func (e *Evictor) RecomputeBlock(ctx context.Context, k canon.Key, id, who, why 
 // (the wrong incarnation can never be served or marked ready again), its
 // reason says MEMO_MISMATCH with the first differing row, and the block
 // is recomputed as a corrupt one is.
-func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, reason, detail string) (Finding, error) {
+func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id blockref.Memo, who, reason, detail string) (Finding, error) {
 	if err := checkBlockID(id); err != nil {
 		return Finding{}, err
 	}
@@ -238,7 +239,7 @@ func (e *Evictor) ReportCorrupt(ctx context.Context, k canon.Key, id, who, reaso
 	return f, err
 }
 
-func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id, who, reason, detail string) (Finding, error) {
+func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id blockref.Memo, who, reason, detail string) (Finding, error) {
 	cache := e.Frontend.Cache()
 	m, err := cache.Memo(k, id)
 	if err != nil {
@@ -267,7 +268,7 @@ func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id, who, reaso
 		return Finding{}, fmt.Errorf("%w %s: %w", ErrVerify, m.Object, err)
 	}
 	if !corrupt && !mismatch {
-		e.log().Info("reported memo object is healthy", "component", k.String(), "block", id, "who", who, "reason", reason, "detail", detail, "found", what)
+		e.log().Info("reported memo object is healthy", "component", k.String(), "block", id.String(), "who", who, "reason", reason, "detail", detail, "found", what)
 		return Finding{What: what, Entry: m}, nil
 	}
 	why := fmt.Sprintf("reported by %s: %s; sigd found: %s", who, detail, what)
@@ -330,7 +331,7 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 			return err
 		}
 		if e.Queue != nil {
-			if err := e.Queue.Cancel(k, id); err != nil {
+			if err := e.Queue.Cancel(k, id.String()); err != nil {
 				return err
 			}
 		}
@@ -416,8 +417,8 @@ func (e *Evictor) verify(ctx context.Context, m matching.MemoEntry, rec matching
 	}
 	// A memo object's footer names its raw block and input version (its
 	// entry's memo block ref, issue 21).
-	if meta.ComponentKey != m.Component.String() || block.VersionedID(meta.ID, meta.V()) != m.Block {
-		return bad("holds component %.12s of block %q", meta.ComponentKey, meta.ID)
+	if meta.ComponentKey != m.Component || meta.MemoRef() != m.Block {
+		return bad("holds component %s of block %s", meta.ComponentKey.Short(), meta.MemoRef())
 	}
 	if len(meta.Columns) != 2 || meta.Columns[0].Name != transform.ColEventID || meta.Columns[1].Name != block.MemoColumn ||
 		meta.Columns[0].Type != transform.Int64.String() {

@@ -19,6 +19,7 @@ import (
 	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -47,7 +48,7 @@ type Evictor struct {
 	SweepAfter time.Duration
 	// RawBlock returns a raw block's metadata (the catalog's): ReportCorrupt
 	// checks that a memo object is row-aligned with it. Nil skips that check.
-	RawBlock func(source, id string) (block.Meta, error)
+	RawBlock func(source string, m blockref.Memo) (block.Meta, error)
 	// Recompute computes a component's column over a raw block (RawBlock's
 	// for the memo entry), from raw columns (sigd: transform, as a worker
 	// would): ReportCorrupt compares a memo object reported for a value
@@ -232,7 +233,7 @@ func (e *Evictor) remove(ctx context.Context, keys []canon.Key) (int, error) {
 		}
 		for _, m := range deleted {
 			if e.Queue != nil {
-				if err := e.Queue.Cancel(m.Component, m.Block); err != nil {
+				if err := e.Queue.Cancel(m.Component, m.Block.String()); err != nil {
 					return err
 				}
 			}

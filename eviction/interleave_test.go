@@ -22,6 +22,7 @@ import (
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -38,7 +39,8 @@ type hookSched struct {
 	hook  func(k canon.Key, block string)
 }
 
-func (s *hookSched) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
+func (s *hookSched) Enqueue(k canon.Key, ref blockref.Memo, client, pipeline string, prio int32) error {
+	block := ref.String()
 	s.mu.Lock()
 	s.calls = append(s.calls, block)
 	h := s.hook
@@ -96,7 +98,7 @@ func newRig(t *testing.T, nblocks int) *rig {
 	r := &rig{minio: m, store: st, sched: &hookSched{}, cancel: &hookCancel{}}
 	fb := &fakeBlocks{}
 	for i := range nblocks {
-		fb.blocks = append(fb.blocks, matching.Block{ID: fmt.Sprintf("b%03d", i), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
+		fb.blocks = append(fb.blocks, matching.Block{Ref: blockref.New(fmt.Sprintf("b%03d", i), 1), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
 			MinEvent: int64(i * 100), MaxEvent: int64(i*100 + 99), Rows: 100})
 	}
 	r.blocks = fb.blocks
@@ -120,19 +122,19 @@ func newRig(t *testing.T, nblocks int) *rig {
 // generation, writes the object and marks the entry ready.
 func (r *rig) work(t *testing.T, block string) {
 	t.Helper()
-	gen, ok, err := r.f.Begin(r.key, block)
+	gen, ok, err := r.f.Begin(r.key, blockref.ParseMemo(block))
 	if err != nil || !ok {
 		t.Fatalf("begin %s: %v %v", block, ok, err)
 	}
 	r.write(t, block)
-	if err := r.f.MarkReady(r.key, block, gen, 100, 10); err != nil {
+	if err := r.f.MarkReady(r.key, blockref.ParseMemo(block), gen, 100, 10); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (r *rig) write(t *testing.T, id string) {
 	t.Helper()
-	if _, err := r.store.Put(context.Background(), block.MemoKey(r.key, id), []byte("memo"), nil); err != nil {
+	if _, err := r.store.Put(context.Background(), block.MemoKey(r.key, blockref.ParseMemo(id)), []byte("memo"), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -177,7 +179,7 @@ func wait(t *testing.T, ch <-chan struct{}, what string) {
 func TestEvictionDuringEntryCreation(t *testing.T) {
 	r := newRig(t, 2)
 	ctx := context.Background()
-	b0, b1 := r.blocks[0].ID, r.blocks[1].ID
+	b0, b1 := r.blocks[0].Ref.ID(), r.blocks[1].Ref.ID()
 	r.work(t, b0)
 	r.work(t, b1)
 	if _, err := r.ev.Evict(ctx, eviction.Target{Components: []canon.Key{r.key}}, "op", "first"); err != nil {
@@ -214,7 +216,7 @@ func TestEvictionDuringEntryCreation(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A worker picks block 1 up if the read created its entry.
-	gen, pending, err := r.f.Begin(r.key, b1)
+	gen, pending, err := r.f.Begin(r.key, blockref.ParseMemo(b1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +228,7 @@ func TestEvictionDuringEntryCreation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if pending {
-		if err := r.f.MarkReady(r.key, b1, gen, 100, 10); err != nil && !errors.Is(err, matching.ErrStale) {
+		if err := r.f.MarkReady(r.key, blockref.ParseMemo(b1), gen, 100, 10); err != nil && !errors.Is(err, matching.ErrStale) {
 			t.Fatal(err)
 		}
 	}
@@ -253,7 +255,7 @@ func TestWatcherReReadAfterEviction(t *testing.T) {
 	const n = 200
 	r := newRig(t, n)
 	for _, b := range r.blocks {
-		r.work(t, b.ID)
+		r.work(t, b.Ref.ID())
 	}
 	ch, cancel := r.f.Watch([]canon.Key{r.key})
 	defer cancel()
@@ -296,10 +298,10 @@ func TestOrphanObjectSwept(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 	r.ev.Clock, r.ev.SweepAfter = clk, time.Minute
-	b0, b1 := r.blocks[0].ID, r.blocks[1].ID
+	b0, b1 := r.blocks[0].Ref.ID(), r.blocks[1].Ref.ID()
 	// Two workers have begun both blocks.
-	g0, ok0, err0 := r.f.Begin(r.key, b0)
-	g1, ok1, err1 := r.f.Begin(r.key, b1)
+	g0, ok0, err0 := r.f.Begin(r.key, blockref.ParseMemo(b0))
+	g1, ok1, err1 := r.f.Begin(r.key, blockref.ParseMemo(b1))
 	if !ok0 || !ok1 || err0 != nil || err1 != nil {
 		t.Fatal("blocks not pending after submit")
 	}
@@ -309,7 +311,7 @@ func TestOrphanObjectSwept(t *testing.T) {
 	// They finish after the eviction.
 	for b, g := range map[string]uint64{b0: g0, b1: g1} {
 		r.write(t, b)
-		if err := r.f.MarkReady(r.key, b, g, 100, 10); !errors.Is(err, matching.ErrStale) {
+		if err := r.f.MarkReady(r.key, blockref.ParseMemo(b), g, 100, 10); !errors.Is(err, matching.ErrStale) {
 			t.Fatalf("ready mark after eviction: %v, want ErrStale", err)
 		}
 	}
@@ -332,18 +334,18 @@ func TestOrphanObjectSwept(t *testing.T) {
 	}
 	// Block 1 is requested again (a read creates only missing entries;
 	// make block 0's stay missing by creating block 1's alone).
-	if err := r.f.Cache().SetMemo(matching.MemoEntry{Component: r.key, Block: b1, State: matching.MemoPending,
-		Object: block.MemoKey(r.key, b1), Gen: 7}); err != nil {
+	if err := r.f.Cache().SetMemo(matching.MemoEntry{Component: r.key, Block: blockref.ParseMemo(b1), State: matching.MemoPending,
+		Object: block.MemoKey(r.key, blockref.ParseMemo(b1)), Gen: 7}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Minute)
 	if n, err := r.ev.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep deleted %d objects (%v), want block 0's orphan", n, err)
 	}
-	if _, err := r.store.Stat(ctx, block.MemoKey(r.key, b0)); !errors.Is(err, objstore.ErrNotFound) {
+	if _, err := r.store.Stat(ctx, block.MemoKey(r.key, blockref.ParseMemo(b0))); !errors.Is(err, objstore.ErrNotFound) {
 		t.Errorf("block 0's orphan survived the sweep: %v", err)
 	}
-	if _, err := r.store.Stat(ctx, block.MemoKey(r.key, b1)); err != nil {
+	if _, err := r.store.Stat(ctx, block.MemoKey(r.key, blockref.ParseMemo(b1))); err != nil {
 		t.Errorf("block 1's object, named by a pending entry, was swept: %v", err)
 	}
 	if n, err := r.ev.Sweep(ctx); err != nil || n != 0 || r.ev.Swept() != 1 {
@@ -362,7 +364,7 @@ func TestEvictionWithStoreDown(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 	r.ev.Clock, r.ev.SweepAfter = clk, time.Minute
 	for _, b := range r.blocks {
-		r.work(t, b.ID)
+		r.work(t, b.Ref.ID())
 	}
 	r.minio.Kill()
 	_, err := r.ev.Evict(ctx, eviction.Target{Components: []canon.Key{r.key}}, "alice", "bug")

@@ -12,6 +12,7 @@ import (
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // The reasons of a report (ReportCorrupt), as readers send them
@@ -93,7 +94,7 @@ func (e *Evictor) checkValues(ctx context.Context, m matching.MemoEntry, rec mat
 // checkValues found it healthy.
 type checkedKey struct {
 	component canon.Key
-	block     string
+	block     blockref.Memo
 	gen       uint64
 	crc       uint32
 	length    int64

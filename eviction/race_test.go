@@ -79,8 +79,8 @@ func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
 	defer out[0].Release()
 	memo := memo.MemoRecord(cols.Column(0), out[0])
 	defer memo.Release()
-	data, _, err := block.Encode(block.Meta{Key: block.MemoKey(k, raw.ID), ID: raw.ID, Source: raw.Source,
-		ComponentKey: k.String(), WindowStart: raw.WindowStart, WindowLength: raw.WindowLength,
+	data, _, err := block.Encode(block.Meta{Key: block.MemoKey(k, raw.Ref().Memo(1)), ID: raw.ID, Source: raw.Source,
+		ComponentKey: k, WindowStart: raw.WindowStart, WindowLength: raw.WindowLength,
 		MinEventTime: raw.MinEventTime, MaxEventTime: raw.MaxEventTime, SchemaFingerprint: raw.SchemaFingerprint,
 		Late: raw.Late, Generation: raw.Generation}, memo)
 	if err != nil {
@@ -118,7 +118,7 @@ func (e *env) checkConsistent(ks []canon.Key) (orphans []string) {
 			if err != nil {
 				e.TB.Fatal(err)
 			}
-			if !bytes.Equal(got, e.expectedMemo(k, raw[id])) {
+			if !bytes.Equal(got, e.expectedMemo(k, raw[id.ID()])) {
 				e.TB.Errorf("component %s block %s: object differs from a fresh computation", k.Short(), id)
 			}
 			if int64(len(got)) != m.Bytes {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // The matching cache (paper IV.A: "this cache holds the components of all
@@ -71,7 +72,7 @@ func (s MemoState) String() string {
 // MemoEntry is the state of one (component, block).
 type MemoEntry struct {
 	Component canon.Key
-	Block     string
+	Block     blockref.Memo
 	State     MemoState
 	Object    string
 	Rows      int64
@@ -494,7 +495,7 @@ func (c *Cache) Users(k canon.Key) ([][2]string, error) {
 }
 
 // Memo returns the entry of one (component, block).
-func (c *Cache) Memo(k canon.Key, block string) (MemoEntry, error) {
+func (c *Cache) Memo(k canon.Key, block blockref.Memo) (MemoEntry, error) {
 	v, ok, err := pebbleutil.Get(c.db, memoKey(k, block))
 	if err != nil {
 		return MemoEntry{}, err
@@ -506,7 +507,7 @@ func (c *Cache) Memo(k canon.Key, block string) (MemoEntry, error) {
 }
 
 // Memos returns every memo entry of a component, by block id.
-func (c *Cache) Memos(k canon.Key) (map[string]MemoEntry, error) {
+func (c *Cache) Memos(k canon.Key) (map[blockref.Memo]MemoEntry, error) {
 	s, err := c.newMemoScanner()
 	if err != nil {
 		return nil, err
@@ -522,7 +523,7 @@ func (c *Cache) Memos(k canon.Key) (map[string]MemoEntry, error) {
 func (c *Cache) eachMemo(k canon.Key, fn func(MemoEntry) error) error {
 	pfx := memoPrefix(k)
 	return pebbleutil.Scan(c.db, pfx, func(key, v []byte) (bool, error) {
-		e, err := decodeMemo(k, string(key[len(pfx):]), v)
+		e, err := decodeMemo(k, blockref.ParseMemo(string(key[len(pfx):])), v)
 		if err != nil {
 			return false, err
 		}
@@ -559,15 +560,15 @@ func (c *Cache) newMemoScanner() (*memoScanner, error) {
 }
 
 // memos returns every memo entry of component k, by block id.
-func (s *memoScanner) memos(k canon.Key) (map[string]MemoEntry, error) {
-	out := map[string]MemoEntry{}
+func (s *memoScanner) memos(k canon.Key) (map[blockref.Memo]MemoEntry, error) {
+	out := map[blockref.Memo]MemoEntry{}
 	pfx := memoPrefix(k)
 	for ok := s.it.SeekGE(pfx); ok && bytes.HasPrefix(s.it.Key(), pfx); ok = s.it.Next() {
 		v, err := s.it.ValueAndErr()
 		if err != nil {
 			return nil, err
 		}
-		block := string(s.it.Key()[len(pfx):])
+		block := blockref.ParseMemo(string(s.it.Key()[len(pfx):]))
 		e, err := decodeMemo(k, block, v)
 		if err != nil {
 			return nil, err
@@ -586,7 +587,7 @@ func (c *Cache) SetMemo(e MemoEntry) error {
 
 // UpdateMemo atomically reads, changes and writes one memo entry. f gets
 // ok=false when there is none; returning false from f writes nothing.
-func (c *Cache) UpdateMemo(k canon.Key, block string, f func(e *MemoEntry, ok bool) bool) (MemoEntry, error) {
+func (c *Cache) UpdateMemo(k canon.Key, block blockref.Memo, f func(e *MemoEntry, ok bool) bool) (MemoEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, err := c.Memo(k, block)
@@ -604,7 +605,7 @@ func (c *Cache) UpdateMemo(k canon.Key, block string, f func(e *MemoEntry, ok bo
 }
 
 // DeleteMemo removes a memo entry.
-func (c *Cache) DeleteMemo(k canon.Key, block string) error {
+func (c *Cache) DeleteMemo(k canon.Key, block blockref.Memo) error {
 	return c.db.Delete(memoKey(k, block), c.wopts())
 }
 
@@ -618,7 +619,7 @@ func (c *Cache) DeleteMemos(k canon.Key) ([]MemoEntry, error) {
 	defer b.Close()
 	pfx := memoPrefix(k)
 	err := pebbleutil.Scan(c.db, pfx, func(key, v []byte) (bool, error) {
-		e, err := decodeMemo(k, string(key[len(pfx):]), v)
+		e, err := decodeMemo(k, blockref.ParseMemo(string(key[len(pfx):])), v)
 		if err != nil {
 			return false, err
 		}
@@ -904,17 +905,18 @@ func (c *Cache) Reuse(blocks Blocks) (Reuse, error) {
 			// The entry's block and input version; a ref without a version
 			// suffix (nearly all) is looked up without a string allocated.
 			ref := key[1+keyLen:]
-			var id string
+			var m blockref.Memo
 			v := int64(1)
 			if bytes.Contains(ref, []byte(".v")) {
-				id, v = SplitMemoRef(string(ref))
+				m = blockref.ParseMemo(string(ref))
+				v = m.InputVersion()
 			}
 			for _, ru := range uses {
 				var blk *Block
-				if v == 1 && id == "" {
+				if m.IsZero() {
 					blk = ranges.covers[ru[0]][string(ref)]
 				} else {
-					blk = ranges.covers[ru[0]][id]
+					blk = ranges.covers[ru[0]][m.ID()]
 				}
 				if blk == nil {
 					continue
@@ -1010,7 +1012,7 @@ func (c *Cache) pipelineRanges(blocks Blocks) (pipelineRanges, error) {
 			}
 			ids := make(map[string]*Block, len(bs))
 			for i := range bs {
-				ids[bs[i].ID] = &bs[i]
+				ids[bs[i].Ref.ID()] = &bs[i]
 			}
 			i = len(out.covers)
 			index[sp] = i

@@ -9,6 +9,7 @@ import (
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Two models sharing a nested subexpression, the query's tokens, each
@@ -141,11 +142,11 @@ func TestNestedSharedNodeOnce(t *testing.T) {
 	}
 	// Ready for one block: that block of both models is ready, the others
 	// pending.
-	gen, _, err := f.Begin(tokens, "b001")
+	gen, _, err := f.Begin(tokens, blockref.ParseMemo("b001"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.MarkReady(tokens, "b001", gen, 100_000, 6_400_000); err != nil {
+	if err := f.MarkReady(tokens, blockref.ParseMemo("b001"), gen, 100_000, 6_400_000); err != nil {
 		t.Fatal(err)
 	}
 	sol, err := f.ReadSolution("c2", "b", 0, 0)

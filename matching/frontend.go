@@ -17,21 +17,22 @@ import (
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Block is a raw block of the warehouse, at one version, as the frontend
 // sees it.
 type Block struct {
-	ID string
+	// Ref is the block and its version (issue 21: version 1 unless it
+	// changed after it was sealed).
+	Ref blockref.Ref
 	// RawObject is the object of this version of the block.
 	RawObject string
 	MinEvent  int64 // event time range of the rows, micros, inclusive
 	MaxEvent  int64
 	Rows      int64
-	// Version is the block's version (0 or 1: never changed since it was
-	// sealed; issue 21). ColumnVersions gives per raw column the version
-	// at which its values last changed (absent: 1), as block.Meta does.
-	Version        int64
+	// ColumnVersions gives per raw column the version at which its values
+	// last changed (absent: 1), as block.Meta does.
 	ColumnVersions map[string]int64
 }
 
@@ -55,7 +56,7 @@ type SnapshotBlocks interface {
 // Scheduler receives memoization tasks (the work queues). Enqueue is
 // idempotent per (component, block) and merges requesters.
 type Scheduler interface {
-	Enqueue(component canon.Key, block, client, pipeline string, priority int32) error
+	Enqueue(component canon.Key, block blockref.Memo, client, pipeline string, priority int32) error
 }
 
 // Admitter is a Scheduler that bounds the work a client may have queued
@@ -74,7 +75,7 @@ type Admitter interface {
 // Task names one memoization task: a component over a raw block.
 type Task struct {
 	Component canon.Key
-	Block     string
+	Block     blockref.Memo
 }
 
 // InputError is a request the frontend refuses; Field names what is wrong
@@ -266,16 +267,15 @@ type MemoNodeSolution struct {
 // BlockSolution is one block of one input.
 type BlockSolution struct {
 	Block Block
-	// Version is the input version of the memo entry (issue 21): the
-	// version of the block's data in the columns the component reads
-	// (Block.InputVersion); its memo block ref is MemoRef(Block.ID,
-	// Version).
-	Version int64
-	Object  string // memo object key, assigned even while pending
-	State   MemoState
-	Error   string
-	Rows    int64
-	Bytes   int64
+	// Memo is the memo entry's block (issue 21): the block and the input
+	// version of its data in the columns the component reads
+	// (Block.InputVersion).
+	Memo   blockref.Memo
+	Object string // memo object key, assigned even while pending
+	State  MemoState
+	Error  string
+	Rows   int64
+	Bytes  int64
 }
 
 // Solution is a read solution (paper IV.A): per model input and per block,
@@ -564,7 +564,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 	// before the memo nodes containing them, which workers then compute
 	// over them (sigd's task descriptions name the ready ones).
 	slices.SortStableFunc(comps, func(a, b canon.Key) int { return recs[a].Nodes - recs[b].Nodes })
-	memos := make([]map[string]MemoEntry, len(comps))
+	memos := make([]map[blockref.Memo]MemoEntry, len(comps))
 	cols := make([][]string, len(comps)) // the raw columns each reads
 	for i, k := range comps {
 		cols[i] = recs[k].Columns
@@ -600,8 +600,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 		}
 	}
 	blockSol := func(blk Block, e MemoEntry) BlockSolution {
-		_, v := SplitMemoRef(e.Block)
-		return BlockSolution{Block: blk, Version: v, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes}
+		return BlockSolution{Block: blk, Memo: e.Block, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes}
 	}
 	for i := range p.Inputs {
 		in := &p.Inputs[i]
@@ -625,7 +624,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 				is.MemoNodes = append(is.MemoNodes, mn)
 			}
 			for bi, blk := range blocks {
-				b := BlockSolution{Block: blk, Version: blk.InputVersion(rec.Columns), State: MemoReady, Rows: blk.Rows}
+				b := BlockSolution{Block: blk, Memo: blk.MemoRef(rec.Columns), State: MemoReady, Rows: blk.Rows}
 				for _, mn := range is.MemoNodes {
 					switch e := mn.Blocks[bi]; {
 					case e.State == MemoFailed && b.State != MemoFailed:
@@ -666,7 +665,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 // object (TestEvictionDuringEntryCreation in eviction).
 //
 // created, when not nil, is set when this call created the entry.
-func (f *Frontend) createMissing(k canon.Key, id string, now time.Time, created *bool) (MemoEntry, error) {
+func (f *Frontend) createMissing(k canon.Key, id blockref.Memo, now time.Time, created *bool) (MemoEntry, error) {
 	f.evictMu.Lock()
 	defer f.evictMu.Unlock()
 	if f.evicting[k] > 0 {
@@ -687,7 +686,7 @@ func (f *Frontend) createMissing(k canon.Key, id string, now time.Time, created 
 
 // newPending is a new pending memo entry of (k, memo block ref) with a new
 // generation.
-func newPending(k canon.Key, ref string, now time.Time) MemoEntry {
+func newPending(k canon.Key, ref blockref.Memo, now time.Time) MemoEntry {
 	return MemoEntry{Component: k, Block: ref, State: MemoPending, Object: block.MemoKey(k, ref),
 		Updated: now, Gen: rand.Uint64() | 1}
 }
@@ -720,7 +719,7 @@ func (f *Frontend) blocksAt(source string, from, to, snap int64) ([]Block, int64
 // Begin returns the generation of a pending memo entry, for a worker about
 // to compute it. ok is false when there is nothing to compute (the entry is
 // gone or already ready).
-func (f *Frontend) Begin(k canon.Key, block string) (gen uint64, ok bool, err error) {
+func (f *Frontend) Begin(k canon.Key, block blockref.Memo) (gen uint64, ok bool, err error) {
 	e, err := f.cfg.Cache.Memo(k, block)
 	if errors.Is(err, ErrNotFound) {
 		return 0, false, nil
@@ -763,7 +762,7 @@ var ErrStale = errors.New("matching: memo entry changed while computing")
 // MarkReady records that the memo object of (k, block) was written whole.
 // It only succeeds on the pending entry of the given generation, so a worker
 // that raced with an eviction never marks data that was deleted.
-func (f *Frontend) MarkReady(k canon.Key, block string, gen uint64, rows, bytes int64) error {
+func (f *Frontend) MarkReady(k canon.Key, block blockref.Memo, gen uint64, rows, bytes int64) error {
 	var stale bool
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State != MemoPending || e.Gen != gen {
@@ -787,7 +786,7 @@ func (f *Frontend) MarkReady(k canon.Key, block string, gen uint64, rows, bytes 
 }
 
 // MarkFailed records that the task of (k, block) was quarantined.
-func (f *Frontend) MarkFailed(k canon.Key, block string, reason string) error {
+func (f *Frontend) MarkFailed(k canon.Key, block blockref.Memo, reason string) error {
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State == MemoReady {
 			return false
@@ -803,7 +802,7 @@ func (f *Frontend) MarkFailed(k canon.Key, block string, reason string) error {
 }
 
 // MarkPending turns a failed entry pending again (quarantine released).
-func (f *Frontend) MarkPending(k canon.Key, block string) error {
+func (f *Frontend) MarkPending(k canon.Key, block blockref.Memo) error {
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State != MemoFailed {
 			return false
@@ -826,7 +825,7 @@ func (f *Frontend) MarkPending(k canon.Key, block string) error {
 // on one incarnation never touches the next. The caller removes the old
 // object before (so that no worker's new object can be removed after it)
 // and schedules the entry after (Schedule).
-func (f *Frontend) Invalidate(k canon.Key, block string, gen uint64, reason string) (MemoEntry, error) {
+func (f *Frontend) Invalidate(k canon.Key, block blockref.Memo, gen uint64, reason string) (MemoEntry, error) {
 	var stale bool
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State != MemoReady || e.Gen != gen {
@@ -849,7 +848,7 @@ func (f *Frontend) Invalidate(k canon.Key, block string, gen uint64, reason stri
 // Schedule enqueues the task of (k, block) for every pipeline using k, at
 // that pipeline's priority (the queue runs it at the highest of them). It
 // returns how many pipelines asked.
-func (f *Frontend) Schedule(k canon.Key, block string) (int, error) {
+func (f *Frontend) Schedule(k canon.Key, block blockref.Memo) (int, error) {
 	return f.schedule(MemoEntry{Component: k, Block: block}, map[canon.Key][][2]string{}, map[[2]string]int32{})
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // pausingSched runs hook (once) at the first Enqueue, in the middle of a
@@ -13,7 +14,7 @@ type pausingSched struct {
 	hook func()
 }
 
-func (p *pausingSched) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
+func (p *pausingSched) Enqueue(k canon.Key, block blockref.Memo, client, pipeline string, prio int32) error {
 	if h := p.hook; h != nil {
 		p.hook = nil
 		h()
@@ -42,11 +43,11 @@ func TestConcurrentResolveKeepsOtherRequestsEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 		k = r.Solution.Inputs[0].Component
-		e, err := f.cfg.Cache.Memo(k, "b001")
+		e, err := f.cfg.Cache.Memo(k, blockref.ParseMemo("b001"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.MarkReady(k, "b001", e.Gen, 100, 1000); err != nil {
+		if err := f.MarkReady(k, blockref.ParseMemo("b001"), e.Gen, 100, 1000); err != nil {
 			t.Fatalf("mark b001 ready: %v", err)
 		}
 	}
@@ -57,7 +58,7 @@ func TestConcurrentResolveKeepsOtherRequestsEntries(t *testing.T) {
 	if sched.hook != nil {
 		t.Fatal("the submit enqueued nothing")
 	}
-	e, err := f.cfg.Cache.Memo(k, "b001")
+	e, err := f.cfg.Cache.Memo(k, blockref.ParseMemo("b001"))
 	if err != nil {
 		t.Fatal(err)
 	}

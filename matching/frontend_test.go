@@ -15,6 +15,7 @@ import (
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 type fakeBlocks struct{ blocks []Block }
@@ -42,7 +43,8 @@ type fakeSched struct {
 	tasks map[string]bool
 }
 
-func (f *fakeSched) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
+func (f *fakeSched) Enqueue(k canon.Key, ref blockref.Memo, client, pipeline string, prio int32) error {
+	block := ref.String()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.tasks == nil {
@@ -62,7 +64,7 @@ func newTestFrontend(t *testing.T, nblocks int) (*Frontend, *fakeSched, *clock.F
 	t.Cleanup(func() { cache.Close() })
 	fb := &fakeBlocks{}
 	for i := 0; i < nblocks; i++ {
-		fb.blocks = append(fb.blocks, Block{ID: fmt.Sprintf("b%03d", i), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
+		fb.blocks = append(fb.blocks, Block{Ref: blockref.New(fmt.Sprintf("b%03d", i), 1), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
 			MinEvent: int64(i * 100), MaxEvent: int64(i*100 + 99), Rows: 100})
 	}
 	sched := &fakeSched{}
@@ -139,11 +141,11 @@ func TestSubmitSharesComponentsAndSchedulesOnce(t *testing.T) {
 	// Workers complete the shared component: both solutions see it ready.
 	for i := 0; i < 4; i++ {
 		blk := fmt.Sprintf("b%03d", i)
-		gen, ok, err := f.Begin(shared, blk)
+		gen, ok, err := f.Begin(shared, blockref.ParseMemo(blk))
 		if err != nil || !ok {
 			t.Fatalf("begin: %v %v", ok, err)
 		}
-		if err := f.MarkReady(shared, blk, gen, 100, 1234); err != nil {
+		if err := f.MarkReady(shared, blockref.ParseMemo(blk), gen, 100, 1234); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +157,7 @@ func TestSubmitSharesComponentsAndSchedulesOnce(t *testing.T) {
 		t.Fatalf("solution b: ready %d pending %d", sb.Ready, sb.Pending)
 	}
 	for _, blk := range sb.Inputs[0].Blocks {
-		if blk.State != MemoReady || blk.Object != block.MemoKey(shared, blk.Block.ID) || blk.Bytes != 1234 {
+		if blk.State != MemoReady || blk.Object != block.MemoKey(shared, blk.Block.Ref.Memo(1)) || blk.Bytes != 1234 {
 			t.Fatalf("block %+v", blk)
 		}
 	}
@@ -182,22 +184,22 @@ func TestMarkReadyRefusesStaleGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := r.Solution.Inputs[0].Component
-	gen, _, _ := f.Begin(k, "b000")
+	gen, _, _ := f.Begin(k, blockref.ParseMemo("b000"))
 	// An eviction removes the entry; the pipeline re-reads, re-creating it.
-	if err := f.Evicting([]canon.Key{k}, func() error { return f.Cache().DeleteMemo(k, "b000") }); err != nil {
+	if err := f.Evicting([]canon.Key{k}, func() error { return f.Cache().DeleteMemo(k, blockref.ParseMemo("b000")) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.ReadSolution("c", "p", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.MarkReady(k, "b000", gen, 1, 1); !errors.Is(err, ErrStale) {
+	if err := f.MarkReady(k, blockref.ParseMemo("b000"), gen, 1, 1); !errors.Is(err, ErrStale) {
 		t.Fatalf("stale MarkReady: %v, want ErrStale", err)
 	}
-	gen2, ok, _ := f.Begin(k, "b000")
+	gen2, ok, _ := f.Begin(k, blockref.ParseMemo("b000"))
 	if !ok || gen2 == gen {
 		t.Fatalf("new generation: ok=%v gen %d -> %d", ok, gen, gen2)
 	}
-	if err := f.MarkReady(k, "b000", gen2, 1, 1); err != nil {
+	if err := f.MarkReady(k, blockref.ParseMemo("b000"), gen2, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -269,13 +271,13 @@ func TestWatchSeesReady(t *testing.T) {
 	k := r.Solution.Inputs[0].Component
 	ch, cancel := f.Watch([]canon.Key{k})
 	defer cancel()
-	gen, _, _ := f.Begin(k, "b000")
-	if err := f.MarkReady(k, "b000", gen, 5, 6); err != nil {
+	gen, _, _ := f.Begin(k, blockref.ParseMemo("b000"))
+	if err := f.MarkReady(k, blockref.ParseMemo("b000"), gen, 5, 6); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case e := <-ch:
-		if e.State != MemoReady || e.Block != "b000" {
+		if e.State != MemoReady || e.Block != blockref.NewMemo("b000", 1) {
 			t.Fatalf("got %+v", e)
 		}
 	case <-time.After(5 * time.Second):
@@ -303,19 +305,19 @@ func TestInvalidateOneIncarnation(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := sol.Inputs[0].Component
-	gen, _, _ := f.Begin(k, "b000")
-	if _, err := f.Invalidate(k, "b000", gen, "corrupt"); !errors.Is(err, ErrStale) {
+	gen, _, _ := f.Begin(k, blockref.ParseMemo("b000"))
+	if _, err := f.Invalidate(k, blockref.ParseMemo("b000"), gen, "corrupt"); !errors.Is(err, ErrStale) {
 		t.Fatalf("invalidating a pending block: %v, want ErrStale", err)
 	}
-	if err := f.MarkReady(k, "b000", gen, 100, 10); err != nil {
+	if err := f.MarkReady(k, blockref.ParseMemo("b000"), gen, 100, 10); err != nil {
 		t.Fatal(err)
 	}
 	ch, cancel := f.Watch([]canon.Key{k})
 	defer cancel()
-	if _, err := f.Invalidate(k, "b000", gen+2, "corrupt"); !errors.Is(err, ErrStale) {
+	if _, err := f.Invalidate(k, blockref.ParseMemo("b000"), gen+2, "corrupt"); !errors.Is(err, ErrStale) {
 		t.Fatalf("invalidating another generation: %v, want ErrStale", err)
 	}
-	e, err := f.Invalidate(k, "b000", gen, "corrupt")
+	e, err := f.Invalidate(k, blockref.ParseMemo("b000"), gen, "corrupt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,20 +326,20 @@ func TestInvalidateOneIncarnation(t *testing.T) {
 	}
 	select {
 	case n := <-ch:
-		if n.State != MemoPending || n.Block != "b000" {
+		if n.State != MemoPending || n.Block != blockref.NewMemo("b000", 1) {
 			t.Fatalf("notified %+v", n)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no notification")
 	}
-	if _, err := f.Invalidate(k, "b000", gen, "again"); !errors.Is(err, ErrStale) {
+	if _, err := f.Invalidate(k, blockref.ParseMemo("b000"), gen, "again"); !errors.Is(err, ErrStale) {
 		t.Fatalf("invalidating twice: %v, want ErrStale", err)
 	}
-	if err := f.MarkReady(k, "b000", gen, 100, 10); !errors.Is(err, ErrStale) {
+	if err := f.MarkReady(k, blockref.ParseMemo("b000"), gen, 100, 10); !errors.Is(err, ErrStale) {
 		t.Fatalf("a worker of the old generation marks ready: %v, want ErrStale", err)
 	}
 	sched.calls, sched.tasks = nil, nil
-	if n, err := f.Schedule(k, "b000"); err != nil || n != 2 {
+	if n, err := f.Schedule(k, blockref.ParseMemo("b000")); err != nil || n != 2 {
 		t.Fatalf("schedule: %d pipelines, %v", n, err)
 	}
 	prios := map[string]int32{}
@@ -350,7 +352,7 @@ func TestInvalidateOneIncarnation(t *testing.T) {
 	if prios["p"] != 3 || prios["q"] != 9 {
 		t.Errorf("scheduled at priorities %v, want p:3 q:9", prios)
 	}
-	if err := f.MarkReady(k, "b000", e.Gen, 100, 10); err != nil {
+	if err := f.MarkReady(k, blockref.ParseMemo("b000"), e.Gen, 100, 10); err != nil {
 		t.Fatal(err)
 	}
 }

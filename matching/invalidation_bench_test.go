@@ -11,6 +11,7 @@ import (
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // invalidationChange is one kind of change to a sealed block (issue 21)
@@ -65,7 +66,7 @@ func BenchmarkInvalidation(b *testing.B) {
 	const unit = 100 // event time per slot
 	vb := &versionedBlocks{hist: map[string][]versionAt{}}
 	for i := range fl.Slots() {
-		vb.add(Block{ID: fmt.Sprintf("b%04d", i), RawObject: fmt.Sprintf("raw/ads/b%04d.arrow", i),
+		vb.add(Block{Ref: blockref.New(fmt.Sprintf("b%04d", i), 1), RawObject: fmt.Sprintf("raw/ads/b%04d.arrow", i),
 			MinEvent: int64(i * unit), MaxEvent: int64(i*unit + unit - 1), Rows: 1000})
 	}
 	schema := transform.AdsSchema()
@@ -97,7 +98,7 @@ func BenchmarkInvalidation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	memoized := map[string]int{} // block -> components memoized over it
+	memoized := map[blockref.Memo]int{} // block -> components memoized over it
 	for _, k := range keys {
 		memos, err := cache.Memos(k)
 		if err != nil {
@@ -121,12 +122,12 @@ func BenchmarkInvalidation(b *testing.B) {
 		res = make([]tally, len(changes))
 		for _, id := range vb.ids {
 			base := vb.newest(id)
-			if memoized[id] == 0 {
+			if memoized[blockref.NewMemo(id, 1)] == 0 {
 				continue // no pipeline reads it
 			}
 			for ci, c := range changes {
 				v := base
-				v.Version, v.ColumnVersions = 2, map[string]int64{}
+				v.Ref, v.ColumnVersions = blockref.New(id, 2), map[string]int64{}
 				for _, col := range c.columns {
 					v.ColumnVersions[col] = 2
 				}
@@ -137,7 +138,7 @@ func BenchmarkInvalidation(b *testing.B) {
 				}
 				res[ci].took += time.Since(start)
 				res[ci].tasks += len(inv.Tasks)
-				res[ci].all += memoized[id]
+				res[ci].all += memoized[blockref.NewMemo(id, 1)]
 				res[ci].blocks++
 				for _, t := range inv.Tasks {
 					if err := cache.DeleteMemo(t.Component, t.Block); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // The matching cache's key layout, format version 1: the one place that
@@ -103,15 +104,15 @@ func decodeUser(rest []byte) (client, pipeline string, ok bool) {
 
 // memoKey is b<key32><block id>; memoPrefix(k) spans k's entries, memosPrefix
 // every component's.
-func memoKey(k canon.Key, block string) []byte { return key2(pfxMemo, k, block) }
+func memoKey(k canon.Key, block blockref.Memo) []byte { return key2(pfxMemo, k, block.String()) }
 
 func memoPrefix(k canon.Key) []byte { return key1(pfxMemo, k) }
 
 var memosPrefix = []byte{pfxMemo}
 
 // decodeMemoKey returns the component and block of a memo key.
-func decodeMemoKey(key []byte) (canon.Key, string) {
-	return keyAt(key, 1), string(key[1+keyLen:])
+func decodeMemoKey(key []byte) (canon.Key, blockref.Memo) {
+	return keyAt(key, 1), blockref.ParseMemo(string(key[1+keyLen:]))
 }
 
 // pipelineKey is p<client>\x00<pipeline>; pipelinePrefix(client) spans a
@@ -207,7 +208,7 @@ func memoStateBytes(v []byte) (MemoState, int64, error) {
 	return MemoState(v[0]), int64(size), nil
 }
 
-func decodeMemo(k canon.Key, block string, v []byte) (MemoEntry, error) {
+func decodeMemo(k canon.Key, block blockref.Memo, v []byte) (MemoEntry, error) {
 	e := MemoEntry{Component: k, Block: block}
 	// Built only when needed: formatting it on every decode was most of the
 	// cost of reading memo entries.

@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // graphCover has an input memoized whole by override, a cheap one never
@@ -46,7 +47,7 @@ func writeLayoutCache(t *testing.T, dir string) {
 	defer cache.Close()
 	fb := &fakeBlocks{}
 	for i := 0; i < 2; i++ {
-		fb.blocks = append(fb.blocks, Block{ID: fmt.Sprintf("b%03d", i), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
+		fb.blocks = append(fb.blocks, Block{Ref: blockref.New(fmt.Sprintf("b%03d", i), 1), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
 			MinEvent: int64(i * 100), MaxEvent: int64(i*100 + 99), Rows: 100})
 	}
 	clk := clock.NewFake(layoutEpoch)
@@ -87,7 +88,7 @@ func writeLayoutCache(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 		for _, id := range []string{"b000", "b001"} {
-			e, ok := memos[id]
+			e, ok := memos[blockref.NewMemo(id, 1)]
 			if !ok {
 				continue // a component readers compute
 			}
@@ -108,7 +109,7 @@ func writeLayoutCache(t *testing.T, dir string) {
 	// the components reading query at input version 2, under the memo
 	// block ref b001.v2.
 	v2 := fb.blocks[1]
-	v2.Version, v2.ColumnVersions, v2.RawObject = 2, map[string]int64{"query": 2}, "raw/ads/b001.v2.arrow"
+	v2.Ref, v2.ColumnVersions, v2.RawObject = blockref.New("b001", 2), map[string]int64{"query": 2}, "raw/ads/b001.v2.arrow"
 	inv, err := f.BlockChanged("ads", v2)
 	if err != nil || len(inv.Tasks) == 0 {
 		t.Fatalf("BlockChanged: %+v, %v", inv, err)
@@ -220,7 +221,7 @@ func TestCacheWrittenBeforeServes(t *testing.T) {
 	defer cache.Close()
 	fb := &fakeBlocks{}
 	for i := 0; i < 2; i++ {
-		fb.blocks = append(fb.blocks, Block{ID: fmt.Sprintf("b%03d", i), MinEvent: int64(i * 100), MaxEvent: int64(i*100 + 99)})
+		fb.blocks = append(fb.blocks, Block{Ref: blockref.New(fmt.Sprintf("b%03d", i), 1), MinEvent: int64(i * 100), MaxEvent: int64(i*100 + 99)})
 	}
 	sched := &fakeSched{}
 	f := NewFrontend(FrontendConfig{Cache: cache, Blocks: fb, Scheduler: sched, Clock: clock.NewFake(layoutEpoch.Add(2 * time.Hour)),

@@ -61,7 +61,7 @@ func TestReuse(t *testing.T) {
 					t.Fatal(err)
 				}
 				for id, e := range memos {
-					if e.State != MemoPending || (only != nil && !slices.Contains(only, id)) {
+					if e.State != MemoPending || (only != nil && !slices.Contains(only, id.String())) {
 						continue
 					}
 					if err := f.MarkReady(k, id, e.Gen, 100, 1000); err != nil {
@@ -103,11 +103,11 @@ func TestReuse(t *testing.T) {
 				}
 				for id, e := range memos {
 					if e.State == MemoReady {
-						lines = append(lines, fmt.Sprintf("%s used by %d: %s", id, uses[k][id], strings.TrimPrefix(rec.DSL, "input out = ")))
-						for len(hist) <= uses[k][id] {
+						lines = append(lines, fmt.Sprintf("%s used by %d: %s", id, uses[k][id.String()], strings.TrimPrefix(rec.DSL, "input out = ")))
+						for len(hist) <= uses[k][id.String()] {
 							hist = append(hist, 0)
 						}
-						hist[uses[k][id]]++
+						hist[uses[k][id.String()]]++
 					}
 				}
 			}
@@ -226,7 +226,7 @@ func blockUsers(c *Cache, blocks Blocks) (int, map[canon.Key]map[string]int, err
 				uses[k] = m
 			}
 			for _, b := range bs {
-				m[b.ID]++
+				m[b.Ref.ID()]++
 			}
 		}
 		return true, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Memo entries per input version (issue 21). A raw block can change after
@@ -23,17 +24,6 @@ import (
 // they were: nothing is recomputed; a change of a feature column gives
 // exactly the components reading it a new ref, whose entry is missing:
 // created pending and scheduled (BlockChanged, or the next read solution).
-
-// MemoRef is the memo block ref of block id at input version v (the
-// warehouse's name of a block version, block.VersionedID).
-func MemoRef(id string, v int64) string { return block.VersionedID(id, v) }
-
-// SplitMemoRef splits a memo block ref into its block id and input version
-// (1 for a bare block id).
-func SplitMemoRef(ref string) (id string, v int64) { return block.SplitVersionedID(ref) }
-
-// V is the block's version (1 for a block that never changed).
-func (b *Block) V() int64 { return max(b.Version, 1) }
 
 // ColumnVersion is the version at which column c's values last changed.
 func (b *Block) ColumnVersion(c string) int64 {
@@ -50,7 +40,7 @@ func (b *Block) InputVersion(columns []string) int64 {
 
 // MemoRef is the memo block ref of a component reading columns over this
 // version of the block.
-func (b *Block) MemoRef(columns []string) string { return MemoRef(b.ID, b.InputVersion(columns)) }
+func (b *Block) MemoRef(columns []string) blockref.Memo { return b.Ref.Memo(b.InputVersion(columns)) }
 
 // changedColumns are the columns whose values changed since version 1 (in
 // key order): the only ones whose readers' entries can differ from version
@@ -182,15 +172,15 @@ func (f *Frontend) DropVersions(source string, removed, live []Block) ([]MemoEnt
 	}
 	newest := live[0]
 	for _, l := range live[1:] {
-		if l.V() > newest.V() {
+		if l.Ref.Version() > newest.Ref.Version() {
 			newest = l
 		}
 	}
 	cache := f.cfg.Cache
 	var out []MemoEntry
 	for _, m := range removed {
-		if m.ID != newest.ID {
-			return out, fmt.Errorf("matching: versions of blocks %s and %s mixed", m.ID, newest.ID)
+		if m.Ref.ID() != newest.Ref.ID() {
+			return out, fmt.Errorf("matching: versions of blocks %s and %s mixed", m.Ref, newest.Ref)
 		}
 		cols := map[string]bool{}
 		for c, v := range newest.ColumnVersions {

@@ -14,6 +14,7 @@ import (
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // versionedBlocks is a SnapshotBlocks over in-package block lists: every
@@ -64,10 +65,11 @@ func (v *versionedBlocks) add(b Block) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.seq++
-	if _, ok := v.hist[b.ID]; !ok {
-		v.ids = append(v.ids, b.ID)
+	id := b.Ref.ID()
+	if _, ok := v.hist[id]; !ok {
+		v.ids = append(v.ids, id)
 	}
-	v.hist[b.ID] = append(v.hist[b.ID], versionAt{v.seq, b})
+	v.hist[id] = append(v.hist[id], versionAt{v.seq, b})
 }
 
 func (v *versionedBlocks) newest(id string) Block {
@@ -129,7 +131,7 @@ func TestVersions(t *testing.T) {
 			t.Cleanup(func() { cache.Close() })
 			vb = &versionedBlocks{hist: map[string][]versionAt{}}
 			for i := 0; i < n; i++ {
-				vb.add(Block{ID: fmt.Sprintf("b%03d", i), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
+				vb.add(Block{Ref: blockref.New(fmt.Sprintf("b%03d", i), 1), RawObject: fmt.Sprintf("raw/ads/b%03d.arrow", i),
 					MinEvent: int64(i * 100), MaxEvent: int64(i*100 + 99), Rows: 100})
 			}
 			sched = &fakeSched{}
@@ -181,8 +183,8 @@ func TestVersions(t *testing.T) {
 			if b.ColumnVersions == nil {
 				b.ColumnVersions = map[string]int64{}
 			}
-			b.Version = b.V() + 1
-			b.RawObject = fmt.Sprintf("raw/ads/%s.arrow", MemoRef(id, b.Version))
+			b.Ref = blockref.New(id, b.Ref.Version()+1)
+			b.RawObject = fmt.Sprintf("raw/ads/%s.arrow", b.Ref)
 			var cols []string
 			if td.HasArg("rows") {
 				for _, fd := range schema.Fields {
@@ -192,7 +194,7 @@ func TestVersions(t *testing.T) {
 				td.ScanArgs(t, "columns", &cols)
 			}
 			for _, c := range cols {
-				b.ColumnVersions[c] = b.Version
+				b.ColumnVersions[c] = b.Ref.Version()
 			}
 			vb.add(b)
 			n := len(sched.calls)
@@ -202,7 +204,7 @@ func TestVersions(t *testing.T) {
 			}
 			s, _ := vb.Snapshot()
 			return fmt.Sprintf("%s version %d at snapshot %d: candidates %d, tasks %d, enqueued %d\n",
-				id, b.Version, s, inv.Candidates, len(inv.Tasks), inv.Enqueued) + tasks(n)
+				id, b.Ref.Version(), s, inv.Candidates, len(inv.Tasks), inv.Enqueued) + tasks(n)
 		case "solve":
 			var client, pipeline string
 			var snap int64
@@ -217,12 +219,12 @@ func TestVersions(t *testing.T) {
 			var b strings.Builder
 			fmt.Fprintf(&b, "snapshot %d: ready %d, pending %d\n", sol.Snapshot, sol.Ready, sol.Pending)
 			for _, r := range sol.Raw {
-				fmt.Fprintf(&b, "raw %s v%d %s\n", r.ID, r.V(), r.RawObject)
+				fmt.Fprintf(&b, "raw %s v%d %s\n", r.Ref.ID(), r.Ref.Version(), r.RawObject)
 			}
 			for _, in := range sol.SortedInputs() {
 				fmt.Fprintf(&b, "%s:", in.Name)
 				for _, bs := range in.Blocks {
-					fmt.Fprintf(&b, " %s=%s", MemoRef(bs.Block.ID, bs.Version), bs.State)
+					fmt.Fprintf(&b, " %s=%s", bs.Memo, bs.State)
 				}
 				b.WriteString("\n")
 			}
@@ -234,7 +236,7 @@ func TestVersions(t *testing.T) {
 			td.ScanArgs(t, "keep", &keep)
 			var removed, live []Block
 			for _, v := range vb.hist[id] {
-				if slices.Contains(keep, fmt.Sprint(v.b.V())) {
+				if slices.Contains(keep, fmt.Sprint(v.b.Ref.Version())) {
 					live = append(live, v.b)
 				} else {
 					removed = append(removed, v.b)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestWatchOverflowCloses: a subscriber that falls more than watchBuffer
@@ -18,7 +19,7 @@ func TestWatchOverflowCloses(t *testing.T) {
 	och, ocancel := n.subscribe([]canon.Key{other})
 	defer ocancel()
 	for i := range watchBuffer + 1 {
-		n.notify(k, MemoEntry{Component: k, Block: string(rune('a' + i%26)), State: MemoReady})
+		n.notify(k, MemoEntry{Component: k, Block: blockref.NewMemo(string(rune('a'+i%26)), 1), State: MemoReady})
 	}
 	got := 0
 	for range ch {

@@ -8,6 +8,7 @@ import (
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestCompressedSegments: raw blocks and memo objects with Arrow IPC
@@ -43,7 +44,7 @@ func TestCompressedSegments(t *testing.T) {
 				}
 			}
 			for _, in := range f.inputs {
-				m, err := block.ReadFooter(ctx, f.store, block.MemoKey(in.key, f.blocks[0].id))
+				m, err := block.ReadFooter(ctx, f.store, block.MemoKey(in.key, blockref.ParseMemo(f.blocks[0].id)))
 				if err != nil {
 					t.Fatal(err)
 				}

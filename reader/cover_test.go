@@ -13,6 +13,7 @@ import (
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestCoversEqualLIG is the property of covers (issue 20): whatever memo
@@ -60,7 +61,7 @@ func TestCoversEqualLIG(t *testing.T) {
 				}
 				picked++
 				in.MemoNodes = append(in.MemoNodes, &readerv1.MemoNodeRead{Key: n.key.String(), Type: n.typ.String(),
-					MemoObject: block.MemoKey(n.key, f.blocks[0].id), MemoState: sigv1.BlockState_BLOCK_STATE_READY})
+					MemoObject: block.MemoKey(n.key, blockref.ParseMemo(f.blocks[0].id)), MemoState: sigv1.BlockState_BLOCK_STATE_READY})
 			}
 			if picked > 1 {
 				nested++
@@ -98,7 +99,7 @@ func TestMemoNodeChecks(t *testing.T) {
 	}
 	node := func(n fixtureInput) *readerv1.MemoNodeRead {
 		return &readerv1.MemoNodeRead{Key: n.key.String(), Type: n.typ.String(),
-			MemoObject: block.MemoKey(n.key, f.blocks[0].id), MemoState: sigv1.BlockState_BLOCK_STATE_READY}
+			MemoObject: block.MemoKey(n.key, blockref.ParseMemo(f.blocks[0].id)), MemoState: sigv1.BlockState_BLOCK_STATE_READY}
 	}
 	inner := f.inputs[withNodes].nodes[0]
 	foreign := f.inputs[other].nodes[len(f.inputs[other].nodes)-1]
@@ -119,7 +120,7 @@ func TestMemoNodeChecks(t *testing.T) {
 		}},
 		{"other object", "memo_nodes[0].memo_object", func(in *readerv1.ModelInput) {
 			n := node(inner)
-			n.MemoObject = block.MemoKey(foreign.key, f.blocks[0].id)
+			n.MemoObject = block.MemoKey(foreign.key, blockref.ParseMemo(f.blocks[0].id))
 			in.MemoNodes = []*readerv1.MemoNodeRead{n}
 		}},
 		{"bad key", "memo_nodes[0].key", func(in *readerv1.ModelInput) {

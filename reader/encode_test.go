@@ -19,6 +19,7 @@ import (
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestEncoderMatchesArrowWriter compares the encoder's bytes with those of
@@ -188,7 +189,7 @@ func randomColumn(tb testing.TB, rng *rand.Rand, typ transform.Type, rows int, n
 		m := block.Meta{Key: "k", ID: "b", Source: "ads", WindowLength: 1, SchemaFingerprint: "fp",
 			Kafka: &block.KafkaRange{Topic: "t", First: 0, Last: 1}}
 		m.ID = block.ID(0, *m.Kafka)
-		m.Key = block.RawKey("ads", m.ID)
+		m.Key = block.RawKey("ads", blockref.New(m.ID, 1))
 		data, meta, err := block.Encode(m, rec)
 		if err != nil {
 			tb.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestMemoPendingIsRetryable: a MEMO input whose state is pending, or whose
@@ -29,7 +30,7 @@ func TestMemoPendingIsRetryable(t *testing.T) {
 	pendingState := f.unit(0, 100, nil)
 	pendingState.Inputs[1].MemoState = sigv1.BlockState_BLOCK_STATE_PENDING
 
-	if err := f.store.Delete(ctx, block.MemoKey(victim.key, f.blocks[0].id)); err != nil {
+	if err := f.store.Delete(ctx, block.MemoKey(victim.key, blockref.ParseMemo(f.blocks[0].id))); err != nil {
 		t.Fatal(err)
 	}
 	evicted := f.unit(0, 100, nil)
@@ -95,7 +96,7 @@ func TestCorruptMemoIsDataLoss(t *testing.T) {
 	s := f.server(t, Config{})
 	ctx := context.Background()
 	blk := f.blocks[0]
-	key := func(i int) string { return block.MemoKey(f.inputs[i].key, blk.id) }
+	key := func(i int) string { return block.MemoKey(f.inputs[i].key, blockref.ParseMemo(blk.id)) }
 	restore := func(i int) {
 		if err := f.memoize(ctx, 0, f.inputs[i], block.Uncompressed); err != nil {
 			t.Fatal(err)
@@ -132,7 +133,7 @@ func TestCorruptMemoIsDataLoss(t *testing.T) {
 			}
 		}, "checksum"},
 		{"other block", 1, func() {
-			data, _, err := f.store.Get(ctx, block.MemoKey(f.inputs[1].key, f.blocks[1].id))
+			data, _, err := f.store.Get(ctx, block.MemoKey(f.inputs[1].key, blockref.ParseMemo(f.blocks[1].id)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +205,7 @@ func TestBadUnitIsInvalidArgument(t *testing.T) {
 		}, "inputs[2].canonical_dsl"},
 		{"dsl of another component", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) {
 			u.Inputs[0].ComponentKey = otherKey
-			u.Inputs[0].MemoObject = block.MemoKey(f.inputs[2].key, f.blocks[0].id)
+			u.Inputs[0].MemoObject = block.MemoKey(f.inputs[2].key, blockref.ParseMemo(f.blocks[0].id))
 		}, "inputs[0].canonical_dsl"},
 		{"two inputs in dsl", func(u *readerv1.WorkUnit, _ *readerv1.ReadRequest) {
 			u.Inputs[2].CanonicalDsl += "\ninput out2 = col(\"query\")"

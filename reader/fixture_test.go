@@ -20,6 +20,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -145,7 +146,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 		kr := block.KafkaRange{Topic: "raw.ads", Partition: 0, First: first, Last: first + int64(cfg.RowsPerBlock) - 1}
 		first += int64(cfg.RowsPerBlock)
 		id := block.ID(window, kr)
-		meta, err := block.WriteWith(ctx, f.store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
+		meta, err := block.WriteWith(ctx, f.store, block.Meta{Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads",
 			WindowStart: window, WindowLength: hour, SchemaFingerprint: f.schema.Fingerprint(), Kafka: &kr}, rec,
 			block.EncodeOptions{Compression: cfg.RawCompression})
 		rec.Release()
@@ -197,8 +198,8 @@ func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput, comp bloc
 	defer memo.Release()
 	m := blk.meta
 	ev, _ := m.Column(transform.ColEventID)
-	_, err = block.WriteWith(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blk.id), ID: blk.id, Source: "ads",
-		ComponentKey: in.key.String(), WindowStart: m.WindowStart, WindowLength: m.WindowLength,
+	_, err = block.WriteWith(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blockref.ParseMemo(blk.id)), ID: blk.id, Source: "ads",
+		ComponentKey: in.key, WindowStart: m.WindowStart, WindowLength: m.WindowLength,
 		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo,
 		block.EncodeOptions{Compression: comp, Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}})
 	return err
@@ -225,7 +226,7 @@ func (f *fixture) unit(b int, batchRows int, mode func(i int) readerv1.InputMode
 			m = mode(i)
 		}
 		u.Inputs = append(u.Inputs, &readerv1.ModelInput{Name: in.name, ComponentKey: in.key.String(),
-			Type: in.typ.String(), CanonicalDsl: in.dsl, MemoObject: block.MemoKey(in.key, blk.id),
+			Type: in.typ.String(), CanonicalDsl: in.dsl, MemoObject: block.MemoKey(in.key, blockref.ParseMemo(blk.id)),
 			MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: m})
 	}
 	return u

@@ -25,6 +25,7 @@ import (
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // SolutionResolver gives GetFlightInfo a pipeline's read solution: sigd's
@@ -354,13 +355,13 @@ func (s *Server) batchSchema(sol *sigv1.ReadSolution, opts UnitOptions, units []
 			if err != nil {
 				return nil, fmt.Errorf("%w: sigd's read solution: input %q: %w", ErrInvalidUnit, in.Input, err)
 			}
-			in.Blocks = []*sigv1.BlockRead{{BlockId: id, MemoObject: block.MemoKey(k, id), State: sigv1.BlockState_BLOCK_STATE_READY}}
+			in.Blocks = []*sigv1.BlockRead{{BlockId: id, MemoObject: block.MemoKey(k, blockref.ParseMemo(id)), State: sigv1.BlockState_BLOCK_STATE_READY}}
 		}
 		var err error
 		if units, err = UnitsFromSolution(sol, opts); err != nil {
 			return nil, err
 		}
-		units[0].RawObject = block.RawKey(units[0].RawSource, id)
+		units[0].RawObject = block.RawKey(units[0].RawSource, blockref.New(id, 1))
 	}
 	p, err := newPlan(units[0], s.cfg.Registry, s.cfg.Limits)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // flightClient dials addr with a bearer token (none if empty).
@@ -293,8 +294,8 @@ func TestFlightErrorsAndAuth(t *testing.T) {
 	}
 
 	// A memo object of another component in the place of input 0's.
-	key := block.MemoKey(f.inputs[0].key, f.blocks[0].id)
-	other, _, err := f.store.Get(ctx, block.MemoKey(f.inputs[1].key, f.blocks[0].id))
+	key := block.MemoKey(f.inputs[0].key, blockref.ParseMemo(f.blocks[0].id))
+	other, _, err := f.store.Get(ctx, block.MemoKey(f.inputs[1].key, blockref.ParseMemo(f.blocks[0].id)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/block/blocktest"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -74,7 +75,7 @@ func TestForeignRawBlockIsDataLoss(t *testing.T) {
 			u := f.unit(0, 100, allMode(local))
 			u.BlockId, u.RawObject, u.LabelColumns = id, meta.Key, []string{"click"}
 			for j, in := range u.Inputs {
-				in.MemoObject = block.MemoKey(f.inputs[j].key, id)
+				in.MemoObject = block.MemoKey(f.inputs[j].key, blockref.ParseMemo(id))
 			}
 			resps, err := collect(ctx, s, &readerv1.ReadRequest{Unit: u})
 			st := Status(err)
@@ -132,7 +133,7 @@ func TestTruncatedObjectsAreDataLoss(t *testing.T) {
 	s := f.server(t, Config{})
 	ctx := context.Background()
 	blk := f.blocks[0]
-	memoKey := block.MemoKey(f.inputs[0].key, blk.id)
+	memoKey := block.MemoKey(f.inputs[0].key, blockref.ParseMemo(blk.id))
 	whole := map[string][]byte{}
 	for _, key := range []string{memoKey, blk.meta.Key} {
 		data, _, err := f.store.Get(ctx, key)

@@ -19,6 +19,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestGuardRows: the sample is a function of its seed, k distinct rows in
@@ -101,10 +102,10 @@ type recordingReporter struct {
 	done chan struct{}
 }
 
-func (r *recordingReporter) ReportCorruptMemo(_ context.Context, k canon.Key, blockID, reason, detail string) (*sigv1.ReportCorruptMemoResponse, error) {
+func (r *recordingReporter) ReportCorruptMemo(_ context.Context, k canon.Key, blockID blockref.Memo, reason, detail string) (*sigv1.ReportCorruptMemoResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.got = append(r.got, k.String()+"/"+blockID+"/"+reason)
+	r.got = append(r.got, k.String()+"/"+blockID.String()+"/"+reason)
 	if r.done != nil {
 		close(r.done)
 		r.done = nil
@@ -118,7 +119,7 @@ func (r *recordingReporter) ReportCorruptMemo(_ context.Context, k canon.Key, bl
 func (f *fixture) perturbMemo(t *testing.T, b int, in fixtureInput, perm func(n int) []int) {
 	t.Helper()
 	ctx := context.Background()
-	key := block.MemoKey(in.key, f.blocks[b].id)
+	key := block.MemoKey(in.key, blockref.ParseMemo(f.blocks[b].id))
 	meta, rec, err := block.ReadBlock(ctx, f.store, key)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +144,7 @@ func (f *fixture) perturbMemo(t *testing.T, b int, in fixtureInput, perm func(n 
 // value of col.
 func swapFirstDifferent(t *testing.T, f *fixture, b int, in fixtureInput, r int) func(int) []int {
 	t.Helper()
-	_, rec, err := block.ReadBlock(context.Background(), f.store, block.MemoKey(in.key, f.blocks[b].id))
+	_, rec, err := block.ReadBlock(context.Background(), f.store, block.MemoKey(in.key, blockref.ParseMemo(f.blocks[b].id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestGuardMemoNodes(t *testing.T) {
 	unit := func() *readerv1.WorkUnit {
 		u := f.unit(0, 4096, allMode(local))
 		u.Inputs[x].MemoNodes = []*readerv1.MemoNodeRead{{Key: n.key.String(), Type: n.typ.String(),
-			MemoObject: block.MemoKey(n.key, f.blocks[0].id), MemoState: sigv1.BlockState_BLOCK_STATE_READY}}
+			MemoObject: block.MemoKey(n.key, blockref.ParseMemo(f.blocks[0].id)), MemoState: sigv1.BlockState_BLOCK_STATE_READY}}
 		return u
 	}
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -24,7 +25,7 @@ import (
 // one block if it is bad (SIG.ReportCorruptMemo), so a report is a hint,
 // never a decision of the reader's.
 type Reporter interface {
-	ReportCorruptMemo(ctx context.Context, component canon.Key, block, reason, detail string) (*sigv1.ReportCorruptMemoResponse, error)
+	ReportCorruptMemo(ctx context.Context, component canon.Key, block blockref.Memo, reason, detail string) (*sigv1.ReportCorruptMemoResponse, error)
 }
 
 // SIGReporter reports through a SIG client: cmd/reader's, with a token of
@@ -33,8 +34,8 @@ func SIGReporter(c sigv1.SIGClient) Reporter { return sigReporter{c} }
 
 type sigReporter struct{ c sigv1.SIGClient }
 
-func (r sigReporter) ReportCorruptMemo(ctx context.Context, component canon.Key, block, reason, detail string) (*sigv1.ReportCorruptMemoResponse, error) {
-	return r.c.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: component.String(), BlockId: block,
+func (r sigReporter) ReportCorruptMemo(ctx context.Context, component canon.Key, block blockref.Memo, reason, detail string) (*sigv1.ReportCorruptMemoResponse, error) {
+	return r.c.ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: component.String(), BlockId: block.String(),
 		Reason: reason, Detail: detail})
 }
 
@@ -88,16 +89,18 @@ func (s *Server) noteMemoError(p *plan, in inputPlan, err error) {
 	if errors.Is(err, ErrMemoMismatch) {
 		reason = ReasonMemoMismatch
 	}
-	s.reports.send(in.component, p.unit.GetBlockId(), reason, err.Error())
+	// The memo entry's block: the input version of the object read
+	// (issue 21), which sigd's entries are keyed by.
+	s.reports.send(in.component, in.memoBlock, reason, err.Error())
 }
 
 // memoBlock names one block of one component's memo.
 type memoBlock struct {
 	component canon.Key
-	block     string
+	block     blockref.Memo
 }
 
-func (rs *reports) send(component canon.Key, blockID, reason, detail string) {
+func (rs *reports) send(component canon.Key, blockID blockref.Memo, reason, detail string) {
 	k := memoBlock{component, blockID}
 	now := time.Now()
 	rs.mu.Lock()
@@ -135,7 +138,7 @@ func (rs *reports) send(component canon.Key, blockID, reason, detail string) {
 		switch {
 		case code == codes.NotFound:
 			// Evicted since the unit's read solution was taken.
-			rs.log.Info("reported memo block is not in sigd's cache", "component", component, "block", blockID)
+			rs.log.Info("reported memo block is not in sigd's cache", "component", component, "block", blockID.String())
 			return
 		case err != nil:
 			rs.log.Warn("reporting a corrupt memo object to sigd failed", "component", component, "block", blockID, "reason", reason, "err", err)

@@ -647,9 +647,9 @@ func (s *Server) readRawFooter(ctx context.Context, p *plan) (block.Meta, error)
 	if err != nil {
 		return block.Meta{}, rawErr(key, err)
 	}
-	if meta.ID != p.unit.BlockId || meta.ComponentKey != "" || meta.V() != p.rawVersion {
-		return block.Meta{}, fmt.Errorf("%w: raw object %s holds block %q version %d (component %q), not raw block %q version %d",
-			ErrCorrupt, key, meta.ID, meta.V(), meta.ComponentKey, p.unit.BlockId, p.rawVersion)
+	if meta.IsMemo() || meta.Ref() != p.raw {
+		return block.Meta{}, fmt.Errorf("%w: raw object %s holds block %q version %d (memo: %t), not raw block %q version %d",
+			ErrCorrupt, key, meta.ID, meta.Ref().Version(), meta.IsMemo(), p.raw.ID(), p.raw.Version())
 	}
 	if fp := p.schema.Fingerprint(); meta.SchemaFingerprint != fp {
 		return block.Meta{}, invalid("raw_schema_json", "schema fingerprint %.12s differs from raw block %s's %.12s",
@@ -711,10 +711,9 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc bl
 // checkMemoMeta checks from its footer that a memo object is the one the
 // input names: its component, its block, a value column of the input's type.
 func checkMemoMeta(p *plan, in inputPlan, meta block.Meta) error {
-	// The footer names its component in hex, as the worker wrote it.
-	if meta.ComponentKey != in.component.String() || meta.ID != p.unit.BlockId || meta.V() != in.memoVersion {
-		return memoCorrupt(in, "holds component %.12s of block %q input version %d, want component %.12s of block %q input version %d",
-			meta.ComponentKey, meta.ID, meta.V(), in.component, p.unit.BlockId, in.memoVersion)
+	if meta.ComponentKey != in.component || meta.MemoRef() != in.memoBlock {
+		return memoCorrupt(in, "holds component %s of block %q input version %d, want component %s of block %q input version %d",
+			meta.ComponentKey.Short(), meta.ID, meta.MemoRef().InputVersion(), in.component.Short(), in.memoBlock.ID(), in.memoBlock.InputVersion())
 	}
 	if len(meta.Columns) != 2 || meta.Columns[0].Name != transform.ColEventID || meta.Columns[1].Name != MemoColumn {
 		var names []string

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow/go/v15/arrow"
 
@@ -13,6 +12,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // MemoColumn is the name of the memoized column in a memo object (see
@@ -60,12 +60,12 @@ func (l Limits) EnsureDefaults() Limits {
 // plan is a checked work unit: everything a reader needs to serve it.
 type plan struct {
 	unit *readerv1.WorkUnit
-	// rawVersion is the version of the raw block the unit reads, from its
-	// raw_object key (issue 21).
-	rawVersion int64
-	schema     *transform.Schema
-	labels     []string
-	inputs     []inputPlan
+	// raw is the raw block version the unit reads, from its raw_object
+	// key (issue 21).
+	raw    blockref.Ref
+	schema *transform.Schema
+	labels []string
+	inputs []inputPlan
 	// rawColumns are the raw columns read (event_id implied): the labels,
 	// then the columns the LOCAL inputs read.
 	rawColumns []string
@@ -97,8 +97,8 @@ type inputPlan struct {
 	mode      readerv1.InputMode
 	memo      string
 	state     sigv1.BlockState
-	// memoVersion is the input version of the memo object (its key's).
-	memoVersion int64
+	// memoBlock is the memo object's block and input version (its key's).
+	memoBlock blockref.Memo
 }
 
 // reads returns the memo objects a unit reads: its inputs (the MEMO ones
@@ -157,12 +157,12 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 	}
 	// Any version of the block (issue 21): raw/<source>/<block>.arrow is
 	// version 1, raw/<source>/<block>.v<N>.arrow version N.
-	src, id, v, ok := block.ParseRawKeyVersion(u.RawObject)
-	if !ok || src != p.schema.Source || id != u.BlockId || block.ObjectKeyVersion(src, id, v) != u.RawObject {
+	src, ref, ok := block.ParseRawKey(u.RawObject)
+	if !ok || src != p.schema.Source || ref.ID() != u.BlockId || block.RawKey(src, ref) != u.RawObject {
 		return nil, invalid("raw_object", "%q, want %q or a version of it (raw/<source>/<block>[.v<N>].arrow)",
-			trunc(u.RawObject), block.RawKey(p.schema.Source, u.BlockId))
+			trunc(u.RawObject), block.RawKey(p.schema.Source, blockref.New(u.BlockId, 1)))
 	}
-	p.rawVersion = v
+	p.raw = ref
 
 	// Batch shape: event_id, labels, inputs.
 	p.batchRows = int(u.BatchRows)
@@ -219,9 +219,9 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
 		switch in.Mode {
 		case readerv1.InputMode_INPUT_MODE_MEMO:
-			if ip.memoVersion, ok = memoVersion(k, in.MemoObject, u.BlockId, p.rawVersion); !ok {
+			if ip.memoBlock, ok = memoBlockOf(k, in.MemoObject, p.raw); !ok {
 				return nil, invalid(field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<component>/<block>[.v<N>].arrow)",
-					trunc(in.MemoObject), block.MemoKey(k, u.BlockId), p.rawVersion)
+					trunc(in.MemoObject), block.MemoKey(k, p.raw.Memo(1)), p.raw.Version())
 			}
 			if in.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
 				return nil, invalid(field+".memo_state", "unspecified; a MEMO input needs the state from the read solution")
@@ -237,7 +237,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 			if len(g.Inputs) != 1 || g.Inputs[0].Name != "out" {
 				return nil, invalid(field+".canonical_dsl", "want exactly one model input named out, as in a read solution")
 			}
-			nodes, err := checkMemoNodes(field, in, u.BlockId, p.rawVersion)
+			nodes, err := checkMemoNodes(field, in, p.raw)
 			if err != nil {
 				return nil, err
 			}
@@ -356,7 +356,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 
 // checkMemoNodes checks the memo nodes a LOCAL input lists (the fields; that
 // each is a node of the input's component is planLocal's check).
-func checkMemoNodes(field string, in *readerv1.ModelInput, blockID string, rawVersion int64) ([]memoNodePlan, error) {
+func checkMemoNodes(field string, in *readerv1.ModelInput, raw blockref.Ref) ([]memoNodePlan, error) {
 	var out []memoNodePlan
 	seen := map[canon.Key]bool{}
 	for j, mn := range in.MemoNodes {
@@ -373,38 +373,31 @@ func checkMemoNodes(field string, in *readerv1.ModelInput, blockID string, rawVe
 		if err != nil {
 			return nil, invalid(f+".type", "%v", err)
 		}
-		mv, ok := memoVersion(k, mn.MemoObject, blockID, rawVersion)
+		mb, ok := memoBlockOf(k, mn.MemoObject, raw)
 		if !ok {
 			return nil, invalid(f+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<node>/<block>[.v<N>].arrow)",
-				trunc(mn.MemoObject), block.MemoKey(k, blockID), rawVersion)
+				trunc(mn.MemoObject), block.MemoKey(k, raw.Memo(1)), raw.Version())
 		}
 		if mn.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
 			return nil, invalid(f+".memo_state", "unspecified; a memo node needs the state from the read solution")
 		}
 		out = append(out, memoNodePlan{field: f, read: inputPlan{
 			name: fmt.Sprintf("%s (memo node %s)", in.Name, k.Short()), component: k, typ: t,
-			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, state: mn.MemoState, memoVersion: mv}})
+			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, state: mn.MemoState, memoBlock: mb}})
 	}
 	return out, nil
 }
 
-// memoVersion returns the input version of a memo object key of component
-// k for block blockID: memo/<k>/<block>.arrow is 1, memo/<k>/<block>.v<N>.arrow
-// N (issue 21), which must not be past the raw block's version. ok is false
-// for any other key.
-func memoVersion(k canon.Key, object, blockID string, rawVersion int64) (int64, bool) {
-	ref, ok := strings.CutPrefix(object, block.MemoComponentPrefix(k))
-	if !ok {
-		return 0, false
+// memoBlockOf returns the memo block of a memo object key of component k
+// for raw block version raw: memo/<k>/<block>.arrow is input version 1,
+// memo/<k>/<block>.v<N>.arrow N (issue 21), which must not be past the raw
+// block's version. ok is false for any other key.
+func memoBlockOf(k canon.Key, object string, raw blockref.Ref) (blockref.Memo, bool) {
+	got, m, ok := block.ParseMemoKey(object)
+	if !ok || got != k || m.ID() != raw.ID() || m.InputVersion() > raw.Version() {
+		return blockref.Memo{}, false
 	}
-	if ref, ok = strings.CutSuffix(ref, block.Ext); !ok {
-		return 0, false
-	}
-	id, v := block.SplitVersionedID(ref)
-	if id != blockID || block.VersionedID(id, v) != ref || v > rawVersion {
-		return 0, false
-	}
-	return v, true
+	return m, true
 }
 
 // checkName checks a name that ends up in logs and batch schemas: at most

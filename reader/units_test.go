@@ -11,6 +11,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestUnitsFromSolution builds the units of a read solution (as sigd
@@ -26,7 +27,7 @@ func TestUnitsFromSolution(t *testing.T) {
 	for _, in := range f.inputs {
 		is := &sigv1.InputSolution{Input: in.name, ComponentKey: in.key.String(), Type: in.typ.String(), CanonicalDsl: in.dsl}
 		for _, b := range f.blocks {
-			is.Blocks = append(is.Blocks, &sigv1.BlockRead{BlockId: b.id, MemoObject: block.MemoKey(in.key, b.id),
+			is.Blocks = append(is.Blocks, &sigv1.BlockRead{BlockId: b.id, MemoObject: block.MemoKey(in.key, blockref.ParseMemo(b.id)),
 				State: sigv1.BlockState_BLOCK_STATE_READY})
 		}
 		sol.Inputs = append(sol.Inputs, is)

@@ -10,6 +10,7 @@ import (
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestBlockVersions (issue 21): a unit may name a raw block version and
@@ -29,7 +30,7 @@ func TestBlockVersions(t *testing.T) {
 	}
 	defer rec.Release()
 	v2 := blk.meta.Clone()
-	v2.Key, v2.Version, v2.ColumnVersions = block.ObjectKeyVersion("ads", blk.id, 2), 2, map[string]int64{"click": 2}
+	v2.Key, v2.Version, v2.ColumnVersions = block.RawKey("ads", blockref.New(blk.id, 2)), 2, map[string]int64{"click": 2}
 	v2.Changes = []block.Change{{Version: 2, Topic: "raw.ads", First: 1 << 20, Last: 1 << 20, UpdatedRows: 1, Columns: []string{"click"}}}
 	if _, err := block.Write(ctx, f.store, v2, rec); err != nil {
 		t.Fatal(err)
@@ -69,16 +70,16 @@ func TestBlockVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	copyObject(v2.Key, block.ObjectKeyVersion("ads", blk.id, 3))
+	copyObject(v2.Key, block.RawKey("ads", blockref.New(blk.id, 3)))
 	u := at2(nil)
-	u.RawObject = block.ObjectKeyVersion("ads", blk.id, 3)
+	u.RawObject = block.RawKey("ads", blockref.New(blk.id, 3))
 	if _, err := collect(ctx, s, &readerv1.ReadRequest{Unit: u}); Status(err).Code() != codes.DataLoss || !strings.Contains(err.Error(), "version 2") {
 		t.Fatalf("raw object of version 3 holding version 2: %v, want DataLoss", err)
 	}
 	k := f.inputs[0].key
-	copyObject(block.MemoKey(k, blk.id), block.MemoKey(k, blk.id+".v2"))
+	copyObject(block.MemoKey(k, blockref.ParseMemo(blk.id)), block.MemoKey(k, blockref.ParseMemo(blk.id+".v2")))
 	u = at2(nil)
-	u.Inputs[0].MemoObject = block.MemoKey(k, blk.id+".v2")
+	u.Inputs[0].MemoObject = block.MemoKey(k, blockref.ParseMemo(blk.id+".v2"))
 	if _, err := collect(ctx, s, &readerv1.ReadRequest{Unit: u}); Status(err).Code() != codes.DataLoss || !strings.Contains(err.Error(), "input version 1") {
 		t.Fatalf("memo object of input version 2 holding 1: %v, want DataLoss", err)
 	}

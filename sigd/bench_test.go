@@ -22,6 +22,7 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // quantile returns the q-quantile of xs (sorted in place).
@@ -115,12 +116,12 @@ func BenchmarkSubmit200Nodes100kCached(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, blk := range in.Blocks {
-			e, err := cache.Memo(k, blk.BlockId)
+			e, err := cache.Memo(k, blockref.ParseMemo(blk.BlockId))
 			if err != nil {
 				b.Fatal(err)
 			}
 			if e.State == matching.MemoPending {
-				if err := srv.Frontend().MarkReady(k, blk.BlockId, e.Gen, 100, 1000); err != nil {
+				if err := srv.Frontend().MarkReady(k, blockref.ParseMemo(blk.BlockId), e.Gen, 100, 1000); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -19,16 +19,15 @@ import (
 // warehouse catalog.
 type catalogBlocks struct{ cat *catalog.Catalog }
 
+// Range lists the blocks of [from, to) now, each at its newest version
+// (toBlock, as RangeAt: both keep each block's version and column
+// versions).
 func (c catalogBlocks) Range(source string, from, to int64) ([]matching.Block, error) {
 	metas, err := c.cat.Range(source, from, to)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]matching.Block, len(metas))
-	for i, m := range metas {
-		out[i] = matching.Block{ID: m.ID, RawObject: m.Key, MinEvent: m.MinEventTime, MaxEvent: m.MaxEventTime, Rows: m.Rows}
-	}
-	return out, nil
+	return toBlocks(metas), nil
 }
 
 // Pages of ListBlocks.

@@ -26,16 +26,16 @@ func stateToProto(s matching.MemoState) sigv1.BlockState {
 }
 
 func rawBlockToProto(b matching.Block) *sigv1.BlockRead {
-	return &sigv1.BlockRead{BlockId: b.ID, RawObject: b.RawObject, State: sigv1.BlockState_BLOCK_STATE_READY,
-		Rows: b.Rows, Events: &sigv1.EventRange{StartMicros: b.MinEvent, EndMicros: b.MaxEvent + 1}, Version: b.V()}
+	return &sigv1.BlockRead{BlockId: b.Ref.ID(), RawObject: b.RawObject, State: sigv1.BlockState_BLOCK_STATE_READY,
+		Rows: b.Rows, Events: &sigv1.EventRange{StartMicros: b.MinEvent, EndMicros: b.MaxEvent + 1}, Version: b.Ref.Version()}
 }
 
 // blockToProto is an input's block; its raw object and event range are in
 // the solution's raw_blocks (sig.proto, BlockRead).
 func blockToProto(b *matching.BlockSolution) *sigv1.BlockRead {
 	return &sigv1.BlockRead{
-		BlockId: b.Block.ID, MemoObject: b.Object, State: stateToProto(b.State),
-		Reason: b.Error, Rows: b.Rows, Bytes: b.Bytes, Version: max(b.Version, 1),
+		BlockId: b.Memo.ID(), MemoObject: b.Object, State: stateToProto(b.State),
+		Reason: b.Error, Rows: b.Rows, Bytes: b.Bytes, Version: b.Memo.InputVersion(),
 	}
 }
 

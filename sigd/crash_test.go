@@ -9,6 +9,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestSIGKILLDuringWork runs the sigd binary, submits three overlapping
@@ -48,8 +49,8 @@ func TestSIGKILLDuringWork(t *testing.T) {
 		total += len(keys) * len(w.Blocks)
 		for _, k := range keys {
 			for _, b := range w.Blocks {
-				if _, ok := wanted[block.MemoKey(k, b.ID)]; !ok {
-					wanted[block.MemoKey(k, b.ID)] = m.graph
+				if _, ok := wanted[block.MemoKey(k, blockref.ParseMemo(b.ID))]; !ok {
+					wanted[block.MemoKey(k, blockref.ParseMemo(b.ID))] = m.graph
 				}
 			}
 		}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -17,6 +18,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/ui"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/workers"
 )
 
@@ -42,8 +44,8 @@ func (s *Server) newEvictor() *eviction.Evictor {
 // at the ref's input version N, which is block version N (the version at
 // which a column the component reads changed) while the catalog keeps it,
 // else the oldest kept version after it.
-func (s *Server) rawBlockOfRef(source, ref string) (block.Meta, error) {
-	id, v := matching.SplitMemoRef(ref)
+func (s *Server) rawBlockOfRef(source string, ref blockref.Memo) (block.Meta, error) {
+	id, v := ref.ID(), ref.InputVersion()
 	vs, err := s.catalog.Versions(source, id)
 	if err != nil {
 		return block.Meta{}, err
@@ -136,14 +138,11 @@ func (h *sigService) GetComponent(ctx context.Context, req *sigv1.GetComponentRe
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	var ids []string
-	for id := range memos {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.SortedFunc(maps.Keys(memos), blockref.Memo.Compare)
 	for _, id := range ids {
 		m := memos[id]
-		out.Blocks = append(out.Blocks, &sigv1.BlockRead{BlockId: id, MemoObject: m.Object, State: stateToProto(m.State),
+		// The memo block's name: "<id>.v<N>" from input version 2 on.
+		out.Blocks = append(out.Blocks, &sigv1.BlockRead{BlockId: id.String(), MemoObject: m.Object, State: stateToProto(m.State),
 			Reason: m.Error, Rows: m.Rows, Bytes: m.Bytes})
 	}
 	by, contains, err := h.s.frontend.Related(k)
@@ -188,9 +187,9 @@ func (h *sigService) EvictBlock(ctx context.Context, req *sigv1.EvictBlockReques
 	}
 	var im eviction.BlockImpact
 	if req.GetRecompute() {
-		im, err = h.s.evictor.RecomputeBlock(ctx, k, req.GetBlockId(), p.Name, req.GetReason())
+		im, err = h.s.evictor.RecomputeBlock(ctx, k, blockref.ParseMemo(req.GetBlockId()), p.Name, req.GetReason())
 	} else {
-		im, err = h.s.evictor.EvictBlock(ctx, k, req.GetBlockId(), p.Name, req.GetReason())
+		im, err = h.s.evictor.EvictBlock(ctx, k, blockref.ParseMemo(req.GetBlockId()), p.Name, req.GetReason())
 	}
 	if err != nil {
 		return nil, blockError(err)
@@ -228,7 +227,7 @@ func (h *sigService) ReportCorruptMemo(ctx context.Context, req *sigv1.ReportCor
 			return nil, grpcError(fmt.Errorf("%w: component %s", matching.ErrNotFound, k))
 		}
 	}
-	f, err := h.s.evictor.ReportCorrupt(ctx, k, req.GetBlockId(), p.Name, req.GetReason(), clipText(req.GetDetail(), maxReportDetail))
+	f, err := h.s.evictor.ReportCorrupt(ctx, k, blockref.ParseMemo(req.GetBlockId()), p.Name, req.GetReason(), clipText(req.GetDetail(), maxReportDetail))
 	if err != nil {
 		return nil, blockError(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
 )
@@ -149,7 +150,7 @@ func unitsOf(t *testing.T, sol *sigv1.ReadSolution) map[string]*readerv1.WorkUni
 
 func memoOf(t *testing.T, srv *sigdtest.Server, k canon.Key, id string) matching.MemoEntry {
 	t.Helper()
-	m, err := srv.Frontend().Cache().Memo(k, id)
+	m, err := srv.Frontend().Cache().Memo(k, blockref.ParseMemo(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,10 +469,10 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 	if err != nil || ev.State != sigv1.BlockState_BLOCK_STATE_UNSPECIFIED || ev.ObjectsDeleted != 1 || ev.AuditId == "" || ev.Bytes == 0 {
 		t.Fatalf("operator evicts a block: %v, %v", ev, err)
 	}
-	if _, err := srv.Frontend().Cache().Memo(q, b0); err == nil {
+	if _, err := srv.Frontend().Cache().Memo(q, blockref.ParseMemo(b0)); err == nil {
 		t.Errorf("evicted block still has a memo entry")
 	}
-	if _, err := srv.Store().Stat(ctx, block.MemoKey(q, b0)); err == nil {
+	if _, err := srv.Store().Stat(ctx, block.MemoKey(q, blockref.ParseMemo(b0))); err == nil {
 		t.Errorf("evicted block still has its object")
 	}
 	log := auditLog(t, ctx, srv)

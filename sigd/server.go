@@ -37,6 +37,7 @@ import (
 	"github.com/sigdata/sig/sigd/ui"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/ingest"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -226,7 +227,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
 	for _, t := range s.queue.ListQuarantine() {
-		_ = s.frontend.MarkFailed(t.ID.Component, t.ID.Block, t.Err)
+		_ = s.frontend.MarkFailed(t.ID.Component, blockref.ParseMemo(t.ID.Block), t.Err)
 	}
 	if n, err := s.frontend.Reconcile(); err != nil {
 		return nil, err
@@ -493,8 +494,8 @@ func insertionConfig(cfg Config, opts Options) insertion.Config {
 // queueScheduler adapts the work queues to the matching frontend.
 type queueScheduler struct{ q *workers.Queue }
 
-func (a queueScheduler) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
-	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block},
+func (a queueScheduler) Enqueue(k canon.Key, block blockref.Memo, client, pipeline string, prio int32) error {
+	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block.String()},
 		Client: client, Pipeline: pipeline, Priority: prio})
 	return err
 }
@@ -505,7 +506,7 @@ func (a queueScheduler) Room(client string) int { return a.q.Room(client) }
 func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 	ids := make([]workers.TaskID, len(tasks))
 	for i, t := range tasks {
-		ids[i] = workers.TaskID{Component: t.Component, Block: t.Block}
+		ids[i] = workers.TaskID{Component: t.Component, Block: t.Block.String()}
 	}
 	return a.q.Admit(client, ids)
 }
@@ -516,11 +517,11 @@ func (s *Server) onQueueEvent(e workers.Event) {
 	k := e.Task.ID.Component
 	switch e.Kind {
 	case workers.EventQuarantined:
-		if err := s.frontend.MarkFailed(k, e.Task.ID.Block, e.Task.Err); err != nil {
+		if err := s.frontend.MarkFailed(k, blockref.ParseMemo(e.Task.ID.Block), e.Task.Err); err != nil {
 			s.log.Warn("mark failed", "task", e.Task.ID.String(), "err", err)
 		}
 	case workers.EventReleased:
-		if err := s.frontend.MarkPending(k, e.Task.ID.Block); err != nil {
+		if err := s.frontend.MarkPending(k, blockref.ParseMemo(e.Task.ID.Block)); err != nil {
 			s.log.Warn("mark pending", "task", e.Task.ID.String(), "err", err)
 		}
 	}
@@ -528,7 +529,7 @@ func (s *Server) onQueueEvent(e workers.Event) {
 
 // describe fills a task's description for a worker from the matching cache.
 func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
-	k := id.Component
+	k, memoBlock := id.Component, blockref.ParseMemo(id.Block)
 	rec, err := s.cache.Component(k)
 	if err != nil {
 		return nil, err
@@ -537,7 +538,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown raw source %q", rec.Source)
 	}
-	gen, pending, err := s.frontend.Begin(k, id.Block)
+	gen, pending, err := s.frontend.Begin(k, memoBlock)
 	if err != nil {
 		return nil, err
 	}
@@ -557,7 +558,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	// version to compute, from a catalogued version with that input
 	// version for the component's columns (the newest such). None left
 	// (GC dropped them since): nothing to compute.
-	blockID, v := matching.SplitMemoRef(id.Block)
+	blockID, v := memoBlock.ID(), memoBlock.InputVersion()
 	meta, ok, err := s.rawVersion(rec.Source, blockID, rec.Columns, v)
 	if err != nil {
 		return nil, fmt.Errorf("block %s: %w", blockID, err)
@@ -567,7 +568,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	}
 	t := &sigv1.Task{
 		ComponentKey: k.String(), BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
-		RawObject: meta.Key, MemoObject: block.MemoKey(k, id.Block), Columns: rec.Columns,
+		RawObject: meta.Key, MemoObject: block.MemoKey(k, memoBlock), Columns: rec.Columns,
 		SchemaJson: sj, MemoGeneration: gen,
 	}
 	if gen != 0 {
@@ -583,7 +584,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 			if err != nil {
 				continue // not a memoized node
 			}
-			ref := matching.MemoRef(blockID, meta.InputVersion(nrec.Columns))
+			ref := meta.Ref().Memo(meta.InputVersion(nrec.Columns))
 			if e, err := s.cache.Memo(nk, ref); err == nil && e.State == matching.MemoReady {
 				t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: nk.String(), MemoObject: e.Object})
 			}
@@ -628,12 +629,13 @@ func (s *Server) rawVersion(source, id string, columns []string, v int64) (block
 // and the task runs again after its lease expires).
 func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.Result) error {
 	k := t.ID.Component
-	block, object := t.ID.Block, block.MemoKey(k, t.ID.Block)
+	mb := blockref.ParseMemo(t.ID.Block)
+	object := block.MemoKey(k, mb)
 	var gen uint64
 	if spec := t.Spec; spec != nil {
 		gen = spec.MemoGeneration
 	} else {
-		g, pending, err := s.frontend.Begin(k, block)
+		g, pending, err := s.frontend.Begin(k, mb)
 		if err != nil {
 			return err
 		}
@@ -647,7 +649,7 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 	if gen == 0 {
 		return nil // nothing was left to compute
 	}
-	if err := s.frontend.MarkReady(k, block, gen, res.Rows, res.Bytes); err != nil {
+	if err := s.frontend.MarkReady(k, mb, gen, res.Rows, res.Bytes); err != nil {
 		return err
 	}
 	// The workers' measurements, for the insertion policy: statistics, so
@@ -670,7 +672,7 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 	// re-read solutions): a lost event delays, never corrupts.
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.publisher.Publish(pctx, ready.Event{ComponentKey: k.String(), BlockID: block,
+	if err := s.publisher.Publish(pctx, ready.Event{ComponentKey: k, Block: mb,
 		Source: source, Bucket: s.cfg.S3Bucket, Key: object, Rows: res.Rows, Bytes: res.Bytes,
 		Time: s.clock.Now()}); err != nil {
 		s.log.Warn("publish sig.memo.ready", "err", err)

@@ -157,11 +157,11 @@ func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSo
 	state := map[matching.Task]matching.MemoState{}
 	blocks := map[string]bool{}
 	for _, b := range sol.Raw {
-		blocks[b.ID] = true
+		blocks[b.Ref.ID()] = true
 	}
 	notReady := 0
 	sol.EachMemo(func(k canon.Key, b *matching.BlockSolution) {
-		id := matching.Task{Component: k, Block: matching.MemoRef(b.Block.ID, b.Version)}
+		id := matching.Task{Component: k, Block: b.Memo}
 		if _, dup := state[id]; dup {
 			return
 		}
@@ -183,17 +183,16 @@ func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSo
 			id := matching.Task{Component: e.Component, Block: e.Block}
 			old, in := state[id]
 			if !in {
-				if blockID, _ := matching.SplitMemoRef(e.Block); follow && blocks[blockID] {
+				if follow && blocks[e.Block.ID()] {
 					return true, nil
 				}
 				continue
 			}
-			// The entry's memo block ref is the block and its input version.
-			blockID, version := matching.SplitMemoRef(e.Block)
+			// The entry's memo block is the block and its input version.
 			up := &sigv1.ReadSolutionUpdate{Changes: []*sigv1.BlockUpdate{{
 				ComponentKey: e.Component.String(),
-				Block: &sigv1.BlockRead{BlockId: blockID, MemoObject: e.Object, State: stateToProto(e.State),
-					Reason: e.Error, Rows: e.Rows, Bytes: e.Bytes, Version: version},
+				Block: &sigv1.BlockRead{BlockId: e.Block.ID(), MemoObject: e.Object, State: stateToProto(e.State),
+					Reason: e.Error, Rows: e.Rows, Bytes: e.Bytes, Version: e.Block.InputVersion()},
 			}}}
 			if err := stream.Send(up); err != nil {
 				return false, err

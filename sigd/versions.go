@@ -47,8 +47,8 @@ import (
 // toBlock is a catalogued raw block version as the matching frontend sees
 // it.
 func toBlock(m block.Meta) matching.Block {
-	return matching.Block{ID: m.ID, RawObject: m.Key, MinEvent: m.MinEventTime, MaxEvent: m.MaxEventTime, Rows: m.Rows,
-		Version: m.Version, ColumnVersions: m.ColumnVersions}
+	return matching.Block{Ref: m.Ref(), RawObject: m.Key, MinEvent: m.MinEventTime, MaxEvent: m.MaxEventTime, Rows: m.Rows,
+		ColumnVersions: m.ColumnVersions}
 }
 
 func toBlocks(ms []block.Meta) []matching.Block {

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sigdata/sig/matching"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
@@ -21,6 +20,7 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
@@ -106,7 +106,7 @@ func writeVersion(ctx context.Context, t *testing.T, st *objstore.Store, cat *ca
 	if next.ColumnVersions == nil {
 		next.ColumnVersions = map[string]int64{}
 	}
-	next.Key, next.Version, next.ColumnVersions[col] = block.ObjectKeyVersion(cur.Source, cur.ID, v), v, v
+	next.Key, next.Version, next.ColumnVersions[col] = block.RawKey(cur.Source, blockref.New(cur.ID, v)), v, v
 	next.Changes = append(next.Changes, block.Change{Version: v, Topic: "raw.ads", First: 1<<20 + v, Last: 1<<20 + v,
 		UpdatedRows: 1, Columns: []string{col}})
 	written, err := block.Write(ctx, st, next, rec)
@@ -237,8 +237,8 @@ func TestVersionsEndToEnd(t *testing.T) {
 	sol = settle(2)
 	got := runs.snapshot()
 	price := sigdtest.InputKey(t, sol, "price")
-	if n := total(got); n != 7 || got[workers.TaskID{Component: price, Block: matching.MemoRef(b0, 3)}] != 1 {
-		t.Fatalf("after a bid price update: runs %v; want one more, price over %s", got, matching.MemoRef(b0, 3))
+	if n := total(got); n != 7 || got[workers.TaskID{Component: price, Block: blockref.NewMemo(b0, 3).String()}] != 1 {
+		t.Fatalf("after a bid price update: runs %v; want one more, price over %s", got, blockref.NewMemo(b0, 3).String())
 	}
 	if got := metricValue(t, srv, "sig_version_memo_tasks_total"); got != 1 {
 		t.Fatalf("the bid price update made %v memo tasks, want 1", got)
@@ -247,9 +247,9 @@ func TestVersionsEndToEnd(t *testing.T) {
 	// A reader's report of the new entry is checked against the version it
 	// was computed from: sound, not recomputed.
 	rep, err := srv.SIG(t, "reader").ReportCorruptMemo(ctx, &sigv1.ReportCorruptMemoRequest{ComponentKey: price.String(),
-		BlockId: matching.MemoRef(b0, 3), Detail: "test"})
+		BlockId: blockref.NewMemo(b0, 3).String(), Detail: "test"})
 	if err != nil || rep.GetCorrupt() || rep.GetState() != sigv1.BlockState_BLOCK_STATE_READY {
-		t.Fatalf("report of price over %s: %v, %v; want sound and ready", matching.MemoRef(b0, 3), rep, err)
+		t.Fatalf("report of price over %s: %v, %v; want sound and ready", blockref.NewMemo(b0, 3).String(), rep, err)
 	}
 
 	// SIG and LIG stream identical bytes for every unit at version 3, and
@@ -289,8 +289,8 @@ func TestVersionsEndToEnd(t *testing.T) {
 	sol = settle(3)
 	got = runs.snapshot()
 	for _, in := range []string{"qid", "price", "adv"} {
-		if got[workers.TaskID{Component: sigdtest.InputKey(t, sol, in), Block: matching.MemoRef(b1, 2)}] != 1 {
-			t.Fatalf("after a deletion: runs %v; want %s over %s", got, in, matching.MemoRef(b1, 2))
+		if got[workers.TaskID{Component: sigdtest.InputKey(t, sol, in), Block: blockref.NewMemo(b1, 2).String()}] != 1 {
+			t.Fatalf("after a deletion: runs %v; want %s over %s", got, in, blockref.NewMemo(b1, 2).String())
 		}
 	}
 	if n := total(got); n != 10 {
@@ -313,7 +313,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 		_, err := srv.Store().Stat(ctx, key)
 		return err == nil
 	}
-	oldPrice := block.MemoKey(price, b0)
+	oldPrice := block.MemoKey(price, blockref.ParseMemo(b0))
 	collect := func() sigd.GCResult {
 		t.Helper()
 		r, err := srv.CollectVersions(ctx)
@@ -322,7 +322,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 		}
 		return r
 	}
-	if r := collect(); r.Versions != 1 || r.MemoEntries != 0 || r.Objects != 1 || exists(block.ObjectKeyVersion("ads", b0, 2)) {
+	if r := collect(); r.Versions != 1 || r.MemoEntries != 0 || r.Objects != 1 || exists(block.RawKey("ads", blockref.New(b0, 2))) {
 		t.Fatalf("GC with the pin: %+v", r)
 	}
 	if !exists(blocks[0].Key) || !exists(oldPrice) {
@@ -338,8 +338,8 @@ func TestVersionsEndToEnd(t *testing.T) {
 	gc <- struct{}{}
 	waitFor(t, 10*time.Second, "the triggered GC", func() bool { return metricValue(t, srv, "sig_version_gc_versions_total") == 3 })
 	qid := sigdtest.InputKey(t, sol, "qid")
-	if exists(blocks[0].Key) || exists(oldPrice) || exists(blocks[1].Key) || exists(block.MemoKey(qid, b1)) ||
-		!exists(block.MemoKey(qid, b0)) || metricValue(t, srv, "sig_version_gc_memo_entries_total") != 4 {
+	if exists(blocks[0].Key) || exists(oldPrice) || exists(blocks[1].Key) || exists(block.MemoKey(qid, blockref.ParseMemo(b1))) ||
+		!exists(block.MemoKey(qid, blockref.ParseMemo(b0))) || metricValue(t, srv, "sig_version_gc_memo_entries_total") != 4 {
 		t.Fatal("GC without a pin: version 1 of a block or an entry only it had survived, or qid's entry of block 0 went")
 	}
 	sol, err = ctr.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "p"})
@@ -361,7 +361,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 func checkVersions(t *testing.T, sol *sigv1.ReadSolution, id string, v int64, inputs map[string]int64) {
 	t.Helper()
 	for _, rb := range sol.GetRawBlocks() {
-		if rb.GetBlockId() == id && (rb.GetVersion() != v || rb.GetRawObject() != block.ObjectKeyVersion("ads", id, v)) {
+		if rb.GetBlockId() == id && (rb.GetVersion() != v || rb.GetRawObject() != block.RawKey("ads", blockref.New(id, v))) {
 			t.Fatalf("snapshot %d: raw block %s at version %d (%s), want %d", sol.GetSnapshot(), id, rb.GetVersion(), rb.GetRawObject(), v)
 		}
 	}
@@ -371,7 +371,7 @@ func checkVersions(t *testing.T, sol *sigv1.ReadSolution, id string, v int64, in
 				continue
 			}
 			k := sigdtest.InputKey(t, sol, in.GetInput())
-			if want := inputs[in.GetInput()]; b.GetVersion() != want || b.GetMemoObject() != block.MemoKey(k, matching.MemoRef(id, want)) {
+			if want := inputs[in.GetInput()]; b.GetVersion() != want || b.GetMemoObject() != block.MemoKey(k, blockref.NewMemo(id, want)) {
 				t.Fatalf("snapshot %d: input %s reads %s (input version %d), want input version %d", sol.GetSnapshot(), in.GetInput(), b.GetMemoObject(), b.GetVersion(), want)
 			}
 		}

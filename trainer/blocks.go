@@ -134,7 +134,7 @@ func (c *Controller) watch(ctx context.Context) {
 					if err != nil {
 						return
 					}
-					c.log.Debug("completion event", "component", e.ComponentKey, "block", e.BlockID)
+					c.log.Debug("completion event", "component", e.ComponentKey, "block", e.Block.String())
 					poke()
 				}
 			}()

@@ -6,7 +6,7 @@ import (
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestUnitModes: an input is read MEMO whenever its memoized block is
@@ -81,11 +81,12 @@ func TestUnitRefIsTheWarehouseName(t *testing.T) {
 	for _, ref := range []string{"b1", "b1.v2", "b1.v10", "b1.v1", "b1.v0", "b1.v02", "b1.v", "b1.vx", ".v3",
 		"20260101T000000Z-p00003-00000000000000000000-00000000000000000999.v7", "b1.v99999999999999999999", "b1.v1000000000000000000"} {
 		cid, cv := control.ParseUnitRef(ref)
-		bid, bv := block.SplitVersionedID(ref)
+		r := blockref.Parse(ref)
+		bid, bv := r.ID(), r.Version()
 		if cid != bid || cv != bv {
 			t.Errorf("%q: control %q v%d, warehouse %q v%d", ref, cid, cv, bid, bv)
 		}
-		if got, want := control.UnitRef(cid, cv), block.VersionedID(bid, bv); got != want {
+		if got, want := control.UnitRef(cid, cv), blockref.New(bid, bv).String(); got != want {
 			t.Errorf("%q: control writes %q, warehouse %q", ref, got, want)
 		}
 	}

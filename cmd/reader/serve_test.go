@@ -20,6 +20,7 @@ import (
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // startReader runs the reader command in this process against m, with the
@@ -90,7 +91,7 @@ func TestReaderMetrics(t *testing.T) {
 	defer cancel()
 	read := func(id string) (rows int64, err error) {
 		stream, err := rc.Read(ctx, &readerv1.ReadRequest{Unit: &readerv1.WorkUnit{UnitId: "u", Client: "ctr",
-			Pipeline: "p", RawSource: "ads", BlockId: id, RawObject: block.RawKey("ads", id)}})
+			Pipeline: "p", RawSource: "ads", BlockId: id, RawObject: block.RawKey("ads", blockref.New(id, 1))}})
 		if err != nil {
 			return 0, err
 		}
@@ -115,7 +116,7 @@ func TestReaderMetrics(t *testing.T) {
 	}
 	// The same unit through Flight's DoGet.
 	ticket, err := proto.Marshal(&readerv1.ReadRequest{Unit: &readerv1.WorkUnit{UnitId: "u", Client: "ctr",
-		Pipeline: "p", RawSource: "ads", BlockId: id, RawObject: block.RawKey("ads", id)}})
+		Pipeline: "p", RawSource: "ads", BlockId: id, RawObject: block.RawKey("ads", blockref.New(id, 1))}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,11 @@ import (
 	"io"
 	"strings"
 
+	"github.com/sigdata/sig/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // The demo's covers step (issue 20): two models sharing a nested
@@ -52,7 +54,7 @@ func demoCovers(ctx context.Context, env *demoEnv, op sigv1.SIGClient, from, to 
 	if err := waitComplete(ctx, op, pipes, w); err != nil {
 		return err
 	}
-	memoNodes := map[string]bool{}
+	memoNodes := map[canon.Key]bool{}
 	rawBlocks := 0
 	var units []*readerv1.WorkUnit
 	var lig []*readerv1.WorkUnit
@@ -71,8 +73,12 @@ func demoCovers(ctx context.Context, env *demoEnv, op sigv1.SIGClient, from, to 
 			default:
 				fmt.Fprintf(w, "  readers compute %s\n", in.GetResidualDsl())
 				for _, n := range in.GetMemoNodes() {
-					fmt.Fprintf(w, "  over memo node %s = %s\n", n.GetKey()[:12], strings.TrimPrefix(n.GetCanonicalDsl(), "input out = "))
-					memoNodes[n.GetKey()] = true
+					k, err := canon.ParseKey(n.GetKey())
+					if err != nil {
+						return fmt.Errorf("memo node key: %w", err)
+					}
+					fmt.Fprintf(w, "  over memo node %s = %s\n", k.Short(), strings.TrimPrefix(n.GetCanonicalDsl(), "input out = "))
+					memoNodes[k] = true
 				}
 			}
 			fmt.Fprintf(w, "  why: %s\n", in.GetReason())
@@ -94,13 +100,13 @@ func demoCovers(ctx context.Context, env *demoEnv, op sigv1.SIGClient, from, to 
 	blocks := rawBlocks
 	for k := range memoNodes {
 		n := 0
-		for _, err := range store.List(ctx, "memo/"+k+"/") {
+		for _, err := range store.List(ctx, block.MemoComponentPrefix(k)) {
 			if err != nil {
 				return err
 			}
 			n++
 		}
-		fmt.Fprintf(w, "memo node %s: %d memo objects for the %d raw blocks of the range: computed once per block for both models\n", k[:12], n, blocks)
+		fmt.Fprintf(w, "memo node %s: %d memo objects for the %d raw blocks of the range: computed once per block for both models\n", k.Short(), n, blocks)
 	}
 	rs, err := reader.NewServer(reader.Config{Store: store})
 	if err != nil {

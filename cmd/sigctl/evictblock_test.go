@@ -12,6 +12,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestEvictBlockCommand: against a real sigd, an operator recomputes one
@@ -51,7 +52,7 @@ func TestEvictBlockCommand(t *testing.T) {
 		!strings.Contains(errs, "PermissionDenied") {
 		t.Errorf("client token: exit %d: %s", code, errs)
 	}
-	if m, _ := srv.Frontend().Cache().Memos(k); m[b0].State != matching.MemoReady || m[b1].State != matching.MemoReady {
+	if m, _ := srv.Frontend().Cache().Memos(k); m[blockref.ParseMemo(b0)].State != matching.MemoReady || m[blockref.ParseMemo(b1)].State != matching.MemoReady {
 		t.Fatalf("refused commands changed the blocks: %v", m)
 	}
 
@@ -65,7 +66,7 @@ func TestEvictBlockCommand(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &resp) != nil || resp["auditId"] == nil || resp["objectsDeleted"] != 1.0 {
 		t.Errorf("evict --json: exit %d (%s):\n%s", code, errs, out)
 	}
-	if _, err := srv.Frontend().Cache().Memo(k, b1); err == nil {
+	if _, err := srv.Frontend().Cache().Memo(k, blockref.ParseMemo(b1)); err == nil {
 		t.Errorf("evicted block %s still has an entry", b1)
 	}
 	code, out, _ = sigctl(t, "audit", "--sigd", srv.Addr(), "--token", srv.Tokens["operator"])

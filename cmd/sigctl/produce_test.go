@@ -110,7 +110,7 @@ func TestIngestForeignEncodings(t *testing.T) {
 					cols = append(cols, "advertiser_id")
 				}
 				task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(ci)}, Block: meta.ID}, Spec: &sigv1.Task{
-					ComponentKey: fmt.Sprintf("c%d", ci), BlockId: meta.ID, RawSource: "partner", RawObject: meta.Key, MemoObject: memoKey,
+					ComponentKey: canon.Key{byte(ci + 1)}.String(), BlockId: meta.ID, RawSource: "partner", RawObject: meta.Key, MemoObject: memoKey,
 					CanonicalDsl: c.dsl, Columns: cols, SchemaJson: string(schemaJSON), MemoGeneration: 1,
 				}}
 				if _, err := r.Run(ctx, task); err != nil {

@@ -240,11 +240,7 @@ func listThroughSigd(s *session, source string) ([]block.Meta, error) {
 		for _, b := range resp.GetBlocks() {
 			m := block.Meta{Source: b.GetSource(), ID: b.GetBlockId(), Key: b.GetRawObject(), Rows: b.GetRows(),
 				Size: b.GetBytes(), MinEventTime: b.GetEvents().GetStartMicros(), MaxEventTime: b.GetEvents().GetEndMicros() - 1,
-				Late: b.GetLate(), Generation: b.GetGeneration()}
-			// The version is in the raw object's key (raw/<source>/<id>.v<N>.arrow).
-			if _, id, v, ok := block.ParseRawKeyVersion(m.Key); ok && id == m.ID {
-				m.Version = v
-			}
+				Late: b.GetLate(), Generation: b.GetGeneration(), Version: b.GetVersion(), Seq: b.GetSnapshot()}
 			if b.GetKafkaTopic() != "" {
 				m.Kafka = &block.KafkaRange{Topic: b.GetKafkaTopic(), Partition: b.GetKafkaPartition(),
 					First: b.GetKafkaFirstOffset(), Last: b.GetKafkaLastOffset()}

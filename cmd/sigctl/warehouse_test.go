@@ -12,6 +12,7 @@ import (
 
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 )
 
@@ -29,14 +30,14 @@ func TestWarehouseListAndGen(t *testing.T) {
 	}
 	kr := block.KafkaRange{Topic: "raw.ads", Partition: 1, First: 10, Last: 20}
 	id := block.ID(1767225600000000, kr)
-	v1 := block.Meta{Format: 1, Key: block.RawKey("ads", id), ID: id, Source: "ads",
+	v1 := block.Meta{Format: 1, Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads",
 		WindowStart: 1767225600000000, WindowLength: 3600e6, MinEventTime: 1767225600000000,
 		MaxEventTime: 1767225601000000, Rows: 11, Kafka: &kr, Late: true, Generation: 2}
 	if err := c.Add(v1); err != nil {
 		t.Fatal(err)
 	}
 	v2 := v1
-	v2.Version, v2.Key, v2.Rows = 2, block.ObjectKeyVersion("ads", id, 2), 10
+	v2.Version, v2.Key, v2.Rows = 2, block.RawKey("ads", blockref.New(id, 2)), 10
 	v2.Changes = []block.Change{{Version: 2, Topic: "raw.ads", Partition: 1, First: 30, Last: 31, DeletedRows: 1}}
 	if err := c.Add(v2); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/workers"
 )
@@ -219,15 +220,15 @@ func (c catalogBlocks) Range(source string, from, to int64) ([]matching.Block, e
 	}
 	out := make([]matching.Block, len(metas))
 	for i, m := range metas {
-		out[i] = matching.Block{ID: m.ID, RawObject: m.Key, MinEvent: m.MinEventTime, MaxEvent: m.MaxEventTime, Rows: m.Rows}
+		out[i] = matching.Block{Ref: m.Ref(), RawObject: m.Key, MinEvent: m.MinEventTime, MaxEvent: m.MaxEventTime, Rows: m.Rows}
 	}
 	return out, nil
 }
 
 type queueScheduler struct{ q *workers.Queue }
 
-func (a queueScheduler) Enqueue(k canon.Key, block, client, pipeline string, prio int32) error {
-	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block}, Client: client, Pipeline: pipeline, Priority: prio})
+func (a queueScheduler) Enqueue(k canon.Key, block blockref.Memo, client, pipeline string, prio int32) error {
+	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block.String()}, Client: client, Pipeline: pipeline, Priority: prio})
 	return err
 }
 
@@ -236,7 +237,7 @@ func (a queueScheduler) Room(client string) int { return a.q.Room(client) }
 func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 	ids := make([]workers.TaskID, len(tasks))
 	for i, t := range tasks {
-		ids[i] = workers.TaskID{Component: t.Component, Block: t.Block}
+		ids[i] = workers.TaskID{Component: t.Component, Block: t.Block.String()}
 	}
 	return a.q.Admit(client, ids)
 }
@@ -259,8 +260,8 @@ func (e *env) grow(s *stores, n int) {
 	blocks := e.w.Blocks
 	ready := func(k canon.Key) error {
 		for _, b := range blocks {
-			if err := s.cache.SetMemo(matching.MemoEntry{Component: k, Block: b.ID, State: matching.MemoReady,
-				Object: block.MemoKey(k, b.ID), Rows: 100, Bytes: 4096, Updated: time.Now(), Gen: rand.Uint64() | 1}); err != nil {
+			if err := s.cache.SetMemo(matching.MemoEntry{Component: k, Block: b.Ref().Memo(1), State: matching.MemoReady,
+				Object: block.MemoKey(k, b.Ref().Memo(1)), Rows: 100, Bytes: 4096, Updated: time.Now(), Gen: rand.Uint64() | 1}); err != nil {
 				return err
 			}
 		}
@@ -375,10 +376,10 @@ func (e *env) drain(s *stores) {
 			keep = append(keep, l.ID)
 			continue
 		}
-		if gen, ok, err := s.f.Begin(id.Component, id.Block); err != nil {
+		if gen, ok, err := s.f.Begin(id.Component, blockref.ParseMemo(id.Block)); err != nil {
 			e.tb.Fatal(err)
 		} else if ok {
-			if err := s.f.MarkReady(id.Component, id.Block, gen, 100, 4096); err != nil {
+			if err := s.f.MarkReady(id.Component, blockref.ParseMemo(id.Block), gen, 100, 4096); err != nil {
 				e.tb.Fatal(err)
 			}
 		}
@@ -840,7 +841,7 @@ func (e *env) evict(pr *proc, p *scale.Point, point int) {
 	}
 	for _, k := range keys {
 		for _, b := range e.w.Blocks {
-			objs <- block.MemoKey(k, b.ID)
+			objs <- block.MemoKey(k, blockref.ParseMemo(b.ID))
 		}
 	}
 	close(objs)

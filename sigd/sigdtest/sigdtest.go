@@ -25,6 +25,7 @@ import (
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -120,7 +121,7 @@ func (w *Warehouse) AddBlocks(tb testing.TB, n int) []block.Meta {
 		id := block.ID(window, kr)
 		shifted := shiftTimes(rec, window)
 		rec.Release()
-		meta, err := block.Write(ctx, w.Store, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
+		meta, err := block.Write(ctx, w.Store, block.Meta{Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads",
 			WindowStart: window, WindowLength: hour, SchemaFingerprint: s.Fingerprint(), Kafka: &kr}, shifted)
 		shifted.Release()
 		if err != nil {

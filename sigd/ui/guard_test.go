@@ -15,6 +15,7 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/workers"
 	"github.com/sigdata/sig/workers/memo"
 )
@@ -57,7 +58,7 @@ func TestUIShowsGuardMismatch(t *testing.T) {
 	e.Pipelines()
 	k := sigdtest.InputKey(t, e.Solution("ctr", "ctr-small"), "query_ids")
 	b0 := e.Blocks[0].ID
-	m, err := e.Srv.Frontend().Cache().Memo(k, b0)
+	m, err := e.Srv.Frontend().Cache().Memo(k, blockref.ParseMemo(b0))
 	if err != nil {
 		t.Fatal(err)
 	}

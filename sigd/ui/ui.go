@@ -485,7 +485,7 @@ func (u *UI) component(w http.ResponseWriter, r *http.Request, s *session) {
 	for _, m := range memos {
 		d.Blocks = append(d.Blocks, m)
 	}
-	sort.Slice(d.Blocks, func(i, j int) bool { return d.Blocks[i].Block < d.Blocks[j].Block })
+	sort.Slice(d.Blocks, func(i, j int) bool { return d.Blocks[i].Block.Compare(d.Blocks[j].Block) < 0 })
 	by, contains, err := u.cfg.Frontend.Related(k)
 	if err != nil {
 		p.Error = err.Error()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/eviction"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // block evicts or recomputes one block from its component's page
@@ -20,7 +21,7 @@ func (u *UI) block(w http.ResponseWriter, r *http.Request, s *session) {
 		u.render(w, http.StatusBadRequest, "error", u.base(s, "Bad request: component: "+err.Error()))
 		return
 	}
-	id, reason := r.PostFormValue("block"), strings.TrimSpace(r.PostFormValue("reason"))
+	id, reason := blockref.ParseMemo(r.PostFormValue("block")), strings.TrimSpace(r.PostFormValue("reason"))
 	var im eviction.BlockImpact
 	switch action := r.PostFormValue("action"); action {
 	case "evict":
@@ -31,7 +32,7 @@ func (u *UI) block(w http.ResponseWriter, r *http.Request, s *session) {
 		err = fmt.Errorf("action %q: want evict or recompute", action)
 	}
 	if err != nil {
-		u.render(w, http.StatusBadRequest, "error", u.base(s, "Block "+id+": "+err.Error()))
+		u.render(w, http.StatusBadRequest, "error", u.base(s, "Block "+id.String()+": "+err.Error()))
 		return
 	}
 	u.cfg.Log.Info("ui: block", "who", s.p.Name, "action", r.PostFormValue("action"), "component", k.String(), "block", id, "audit_id", im.AuditID)

@@ -10,6 +10,7 @@ import (
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestUIBlockActions: an operator recomputes one block and evicts another
@@ -45,7 +46,7 @@ func TestUIBlockActions(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/component/"+k.String() {
 		t.Fatalf("evict: %s at %s", resp.Status, resp.Request.URL)
 	}
-	if _, err := e.Srv.Frontend().Cache().Memo(k, b1); err == nil {
+	if _, err := e.Srv.Frontend().Cache().Memo(k, blockref.ParseMemo(b1)); err == nil {
 		t.Errorf("evicted block %s still has an entry", b1)
 	}
 	a, err := e.SIG(evictiontest.Operator).ListAudit(e.Ctx, &sigv1.ListAuditRequest{})
@@ -59,7 +60,7 @@ func TestUIBlockActions(t *testing.T) {
 	e.CheckMemoized(other)
 	e.WaitComplete("ctr", "ctr-small")
 	e.CheckMemoized(k)
-	if m, err := e.Srv.Frontend().Cache().Memo(k, b0); err != nil || m.State != matching.MemoReady {
+	if m, err := e.Srv.Frontend().Cache().Memo(k, blockref.ParseMemo(b0)); err != nil || m.State != matching.MemoReady {
 		t.Errorf("recomputed block: %+v %v", m, err)
 	}
 }

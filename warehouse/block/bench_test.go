@@ -10,6 +10,7 @@ import (
 
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/gen"
 )
 
@@ -22,7 +23,7 @@ func adsBlock(b *testing.B, n int) (block.Meta, func(context.Context, []string) 
 	defer rec.Release()
 	kr := block.KafkaRange{Topic: "raw.ads", Partition: 0, First: 0, Last: int64(n - 1)}
 	id := block.ID(1767225600000000, kr)
-	meta, err := block.Write(ctx, s, block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
+	meta, err := block.Write(ctx, s, block.Meta{Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads",
 		WindowStart: 1767225600000000, WindowLength: 3600e6, SchemaFingerprint: transform.AdsSchema().Fingerprint(), Kafka: &kr}, rec)
 	if err != nil {
 		b.Fatal(err)

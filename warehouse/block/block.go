@@ -18,7 +18,9 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -87,8 +89,9 @@ type Meta struct {
 	// Source is the raw event source; for a memoized block, the source of
 	// the raw block it is derived from.
 	Source string `json:"source"`
-	// ComponentKey is set on memoized blocks only.
-	ComponentKey string `json:"component_key,omitempty"`
+	// ComponentKey is set on memoized blocks only (hex in the footer,
+	// absent on raw blocks).
+	ComponentKey canon.Key `json:"component_key,omitzero"`
 	// WindowStart and WindowLength (microseconds) are the event-time
 	// window the block belongs to.
 	WindowStart  int64 `json:"window_start"`
@@ -159,8 +162,20 @@ type Change struct {
 	Columns []string `json:"columns,omitempty"`
 }
 
-// V returns the block's version (1 for objects written before versions).
-func (m *Meta) V() int64 { return max(m.Version, 1) }
+// Ref is the raw block version the metadata describes (Version 0, in
+// objects written before versions, is version 1: blockref.New).
+func (m *Meta) Ref() blockref.Ref { return blockref.New(m.ID, m.Version) }
+
+// MemoRef is the memo block a memo object's metadata describes: in a memo
+// object's footer Version is the input version of the component's data
+// (warehouse/blockref.Memo), not a raw version.
+func (m *Meta) MemoRef() blockref.Memo { return blockref.NewMemo(m.ID, m.Version) }
+
+// V is m.Ref().Version().
+func (m *Meta) V() int64 { return m.Ref().Version() }
+
+// IsMemo reports whether the metadata is a memo object's.
+func (m *Meta) IsMemo() bool { return m.ComponentKey != (canon.Key{}) }
 
 // ColumnVersion is the version at which column name's values last changed.
 func (m *Meta) ColumnVersion(name string) int64 {
@@ -226,12 +241,10 @@ func (m *Meta) Validate() error {
 	if err := ValidateName("block id", m.ID); err != nil {
 		return err
 	}
-	if m.ComponentKey == "" {
+	if !m.IsMemo() {
 		if err := ValidateName("source", m.Source); err != nil {
 			return err
 		}
-	} else if err := ValidateName("component key", m.ComponentKey); err != nil {
-		return err
 	}
 	if m.Rows < 0 || m.WindowLength < 0 || m.MinEventTime > m.MaxEventTime && m.Rows > 0 {
 		return fmt.Errorf("block %s: inconsistent rows/window/event range", m.ID)
@@ -437,9 +450,15 @@ func estimateSize(rec arrow.Record) int {
 	return n
 }
 
-// footerJSON is the footer: Meta without the placement fields.
+// footerJSON is the footer: Meta without the placement fields. Version 1
+// is written as no version at all, so that the object of a block (or memo
+// block) that never changed is byte for byte what it was before versions
+// (warehouse/blockref reads the absent version as 1).
 func footerJSON(m Meta) ([]byte, error) {
 	m.Size, m.FooterOffset, m.FooterLength, m.Checksum, m.Seq = 0, 0, 0, 0, 0
+	if m.Version == 1 {
+		m.Version = 0
+	}
 	return json.Marshal(m)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -60,7 +61,7 @@ func testRecord(n int) arrow.Record {
 func testMeta() block.Meta {
 	kr := block.KafkaRange{Topic: "raw.ads", Partition: 2, First: 100, Last: 900}
 	id := block.ID(1_699_999_200_000_000, kr)
-	return block.Meta{Key: block.RawKey("ads", id), ID: id, Source: "ads",
+	return block.Meta{Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads",
 		WindowStart: 1_699_999_200_000_000, WindowLength: 3600_000_000,
 		SchemaFingerprint: "fp", Kafka: &kr, Generation: 3}
 }
@@ -113,8 +114,8 @@ func TestIDsSortInEventOrder(t *testing.T) {
 			t.Fatalf("ids out of order: %s >= %s", ids[i-1], ids[i])
 		}
 	}
-	src, id, ok := block.ParseRawKey(block.RawKey("ads", ids[0]))
-	if !ok || src != "ads" || id != ids[0] {
+	src, id, ok := block.ParseRawKey(block.RawKey("ads", blockref.New(ids[0], 1)))
+	if !ok || src != "ads" || id != blockref.New(ids[0], 1) {
 		t.Fatalf("ParseRawKey: %q %q %v", src, id, ok)
 	}
 	for _, bad := range []string{"raw/ads.arrow", "memo/k/x.arrow", "raw/a/b/c.arrow", "raw//x.arrow", "raw/a/x.parquet"} {
@@ -258,7 +259,7 @@ func flip(b []byte, off int64) []byte {
 func TestMemoKeyLayout(t *testing.T) {
 	k := canon.Key{0xab, 0xc1}
 	want := "memo/abc1" + strings.Repeat("0", 60) + "/id1.arrow"
-	if got := block.MemoKey(k, "id1"); got != want {
+	if got := block.MemoKey(k, blockref.ParseMemo("id1")); got != want {
 		t.Fatalf("MemoKey = %q, want %q", got, want)
 	}
 	if p := block.MemoComponentPrefix(k); !strings.HasPrefix(want, p) || !strings.HasSuffix(p, "/") {

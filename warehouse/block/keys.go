@@ -2,11 +2,11 @@ package block
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Key prefixes of the bucket layout (brief, "Warehouse").
@@ -42,68 +42,66 @@ func ValidateName(what, s string) error {
 	return nil
 }
 
-// RawKey is the object key of a raw block: raw/<source>/<id>.arrow.
-func RawKey(source, id string) string { return RawPrefix + source + "/" + id + Ext }
+// RawKey is the object key of raw block version r: version 1 is
+// raw/<source>/<id>.arrow, version N >= 2 raw/<source>/<id>.v<N>.arrow
+// (r.String(), the warehouse's name of the version). Every version is a
+// whole object; none is ever rewritten.
+func RawKey(source string, r blockref.Ref) string { return RawPrefix + source + "/" + r.String() + Ext }
 
-// ObjectKeyVersion is the object key of version v of a raw block: version 1
-// (and 0, which means 1) keeps RawKey, raw/<source>/<id>.arrow; version N>=2
-// is raw/<source>/<id>.v<N>.arrow. Every version is a whole object; none is
-// ever rewritten.
-func ObjectKeyVersion(source, id string, v int64) string {
-	if v <= 1 {
-		return RawKey(source, id)
-	}
-	return RawPrefix + source + "/" + VersionedID(id, v) + Ext
-}
-
-// VersionedID is "<id>.v<N>" for version N>=2 and id for version 1: the name
-// of a block version in object keys (raw and memo alike).
-func VersionedID(id string, v int64) string {
-	if v <= 1 {
-		return id
-	}
-	return id + ".v" + strconv.FormatInt(v, 10)
-}
-
-// SplitVersionedID splits "<id>.v<N>" (N>=2, no leading zero) into id and N;
-// anything else is a version-1 id.
-func SplitVersionedID(s string) (id string, v int64) {
-	i := strings.LastIndex(s, ".v")
-	if i <= 0 {
-		return s, 1
-	}
-	digits := s[i+2:]
-	if digits == "" || digits[0] == '0' || len(digits) > 18 {
-		return s, 1
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n < 2 {
-		return s, 1
-	}
-	return s[:i], n
-}
-
-// ParseRawKeyVersion splits raw/<source>/<id>[.v<N>].arrow into source, id
-// and version.
-func ParseRawKeyVersion(key string) (source, id string, v int64, ok bool) {
-	source, vid, ok := ParseRawKey(key)
+// ParseRawKey splits raw/<source>/<id>[.v<N>].arrow into the source and
+// the block version.
+func ParseRawKey(key string) (source string, r blockref.Ref, ok bool) {
+	rest, ok := strings.CutPrefix(key, RawPrefix)
 	if !ok {
-		return "", "", 0, false
+		return "", r, false
 	}
-	id, v = SplitVersionedID(vid)
-	return source, id, v, true
+	rest, ok = strings.CutSuffix(rest, Ext)
+	if !ok {
+		return "", r, false
+	}
+	source, name, ok := strings.Cut(rest, "/")
+	if !ok || !validName(source) || !validName(name) {
+		return "", r, false
+	}
+	return source, blockref.Parse(name), true
 }
 
 // MemoColumn is the name of the memoized column in a memo object; the object
 // also holds event_id, row-aligned with its raw block.
 const MemoColumn = "value"
 
-// MemoKey is the object key of a component's memoized output for a block:
-// memo/<component-key>/<id>.arrow, the key in hex. This is the one
-// definition of the memo layout: the matching cache records it, workers
-// write there and readers read there.
-func MemoKey(k canon.Key, id string) string {
-	return MemoComponentPrefix(k) + id + Ext
+// MemoKey is the object key of a component's memoized output for a block
+// at an input version: memo/<component-key>/<id>[.v<N>].arrow, the key in
+// hex (m.String()). This is the one definition of the memo layout: the
+// matching cache records it, workers write there and readers read there.
+func MemoKey(k canon.Key, m blockref.Memo) string {
+	return MemoComponentPrefix(k) + m.String() + Ext
+}
+
+// ParseMemoKey splits memo/<component-key>/<id>[.v<N>].arrow into the
+// component key and the memo block; ok is false for anything MemoKey does
+// not write (so a key that parses prints back the same).
+func ParseMemoKey(key string) (k canon.Key, m blockref.Memo, ok bool) {
+	rest, ok := strings.CutPrefix(key, MemoPrefix)
+	if !ok {
+		return k, m, false
+	}
+	hex, name, ok := strings.Cut(rest, "/")
+	if !ok {
+		return k, m, false
+	}
+	if name, ok = strings.CutSuffix(name, Ext); !ok || !validName(name) {
+		return k, m, false
+	}
+	k, err := canon.ParseKey(hex)
+	if err != nil {
+		return k, m, false
+	}
+	m = blockref.ParseMemo(name)
+	if MemoKey(k, m) != key {
+		return k, m, false
+	}
+	return k, m, true
 }
 
 // MemoComponentPrefix is the prefix of every memo object of a component:
@@ -114,23 +112,6 @@ func MemoComponentPrefix(k canon.Key) string { return MemoPrefix + k.String() + 
 // checkpoints/<pipeline>/<name>. name may contain '/'.
 func CheckpointKey(pipeline, name string) string {
 	return CheckpointPrefix + pipeline + "/" + name
-}
-
-// ParseRawKey splits raw/<source>/<id>.arrow.
-func ParseRawKey(key string) (source, id string, ok bool) {
-	rest, ok := strings.CutPrefix(key, RawPrefix)
-	if !ok {
-		return "", "", false
-	}
-	rest, ok = strings.CutSuffix(rest, Ext)
-	if !ok {
-		return "", "", false
-	}
-	source, id, ok = strings.Cut(rest, "/")
-	if !ok || !validName(source) || !validName(id) {
-		return "", "", false
-	}
-	return source, id, true
 }
 
 // windowFormat renders window starts in block ids; windows are whole seconds.

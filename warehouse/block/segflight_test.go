@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/internal/devenv"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/objstore/memstore"
 )
@@ -48,7 +49,7 @@ func flightBlock(t *testing.T, s interface {
 	}
 	rec := b.NewRecord()
 	t.Cleanup(rec.Release)
-	meta, err := Write(context.Background(), s, Meta{Key: RawKey("ads", "b1"), ID: "b1", Source: "ads", SchemaFingerprint: "fp"}, rec)
+	meta, err := Write(context.Background(), s, Meta{Key: RawKey("ads", blockref.New("b1", 1)), ID: "b1", Source: "ads", SchemaFingerprint: "fp"}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sigdata/sig/internal/pebbleutil"
 	"math"
 	"slices"
 	"sync"
+
+	"github.com/sigdata/sig/internal/pebbleutil"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -216,7 +217,7 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 		if err := m.Validate(); err != nil {
 			return fmt.Errorf("catalog: %w", err)
 		}
-		if m.ComponentKey != "" {
+		if m.IsMemo() {
 			return fmt.Errorf("catalog: block %s is a memoized block; the catalog holds raw blocks", m.ID)
 		}
 		if m.WindowLength <= 0 || m.Key == "" {

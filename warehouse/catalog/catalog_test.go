@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -26,7 +27,7 @@ const hour = int64(3600_000_000)
 func meta(window int64, part int32, first, last int64, gen int64) block.Meta {
 	kr := block.KafkaRange{Topic: "raw.ads", Partition: part, First: first, Last: last}
 	id := block.ID(window, kr)
-	return block.Meta{Format: 1, Key: block.RawKey("ads", id), ID: id, Source: "ads",
+	return block.Meta{Format: 1, Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads",
 		WindowStart: window, WindowLength: hour, MinEventTime: window + 10, MaxEventTime: window + hour - 10,
 		Rows: last - first + 1, SchemaFingerprint: "fp", Kafka: &kr, Generation: gen}
 }

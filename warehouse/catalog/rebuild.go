@@ -63,7 +63,7 @@ func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, 
 		if err != nil {
 			return nil, rep, fmt.Errorf("catalog: rebuild: %w", err)
 		}
-		if _, _, _, ok := block.ParseRawKeyVersion(info.Key); ok {
+		if _, _, ok := block.ParseRawKey(info.Key); ok {
 			keys = append(keys, info.Key)
 		} else {
 			rep.Unreadable = append(rep.Unreadable, info.Key+": not a raw block key")
@@ -98,8 +98,8 @@ func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, 
 			continue
 		}
 		m := metas[i]
-		src, id, v, _ := block.ParseRawKeyVersion(keys[i])
-		if m.Source != src || m.ID != id || m.V() != v {
+		src, ref, _ := block.ParseRawKey(keys[i])
+		if m.Source != src || m.Ref() != ref {
 			// Also a version-1 block whose id ends in ".v<N>": its key
 			// would name version N.
 			rep.Unreadable = append(rep.Unreadable, fmt.Sprintf("%s: footer names block %s/%s version %d", keys[i], m.Source, m.ID, m.V()))

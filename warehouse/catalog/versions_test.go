@@ -14,6 +14,7 @@ import (
 
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -25,7 +26,7 @@ func next(base block.Meta, first, last int64, gen int64, cols ...string) block.M
 	m := base.Clone()
 	m.Seq = 0
 	m.Version = base.V() + 1
-	m.Key = block.ObjectKeyVersion(m.Source, m.ID, m.Version)
+	m.Key = block.RawKey(m.Source, blockref.New(m.ID, m.Version))
 	m.Generation = gen
 	if m.ColumnVersions == nil {
 		m.ColumnVersions = map[string]int64{}
@@ -107,7 +108,7 @@ func TestVersionsAndSnapshots(t *testing.T) {
 	if got, _ := c.Range("ads", w, w+hour); !reflect.DeepEqual(versionsOf(got), []int64{3, 1, 1}) {
 		t.Errorf("Range = versions %v, want the newest", versionsOf(got))
 	}
-	if m, err := c.GetAt("ads", a.ID, s2); err != nil || m.V() != 2 || m.Key != block.ObjectKeyVersion("ads", a.ID, 2) {
+	if m, err := c.GetAt("ads", a.ID, s2); err != nil || m.V() != 2 || m.Key != block.RawKey("ads", blockref.New(a.ID, 2)) {
 		t.Errorf("GetAt(s2) = version %d %s, %v", m.V(), m.Key, err)
 	}
 	if _, err := c.GetAt("ads", cBlock.ID, s2); !errors.Is(err, catalog.ErrNotFound) {
@@ -362,7 +363,7 @@ func TestRebuildVersions(t *testing.T) {
 	if !reflect.DeepEqual(ca, cb) {
 		t.Fatalf("coverage differs:\n%+v\n%+v", ca, cb)
 	}
-	if rep.Blocks != 2 || rep.Versions != 2 || !reflect.DeepEqual(rep.Superseded, []string{block.ObjectKeyVersion("ads", b.ID, 2)}) {
+	if rep.Blocks != 2 || rep.Versions != 2 || !reflect.DeepEqual(rep.Superseded, []string{block.RawKey("ads", blockref.New(b.ID, 2))}) {
 		t.Fatalf("report %+v", rep)
 	}
 
@@ -378,13 +379,13 @@ func TestRebuildVersions(t *testing.T) {
 			t.Errorf("object %s of a collected version: %v, want not found", g.Key, err)
 		}
 	}
-	if _, err := store.Stat(ctx, block.ObjectKeyVersion("ads", a.ID, 3)); err != nil {
+	if _, err := store.Stat(ctx, block.RawKey("ads", blockref.New(a.ID, 3))); err != nil {
 		t.Errorf("newest version's object: %v", err)
 	}
 
 	// Rebuilt after GC deleted a@1 and a@2, the catalog has a at version 3
 	// as its first, covering every record a's footer says it holds.
-	if err := store.Delete(ctx, block.ObjectKeyVersion("ads", b.ID, 2)); err != nil { // the orphan
+	if err := store.Delete(ctx, block.RawKey("ads", blockref.New(b.ID, 2))); err != nil { // the orphan
 		t.Fatal(err)
 	}
 	after, rep, err := catalog.Rebuild(ctx, store, filepath.Join(t.TempDir(), "after-gc"))

@@ -380,8 +380,8 @@ func (in *Ingester) newVersion(ctx context.Context, ps *partState, b *buffer, i 
 	defer nrec.Release()
 
 	m := base.Clone()
-	m.Version = base.V() + 1
-	m.Key = block.ObjectKeyVersion(m.Source, m.ID, m.Version)
+	m.Version = base.Ref().Version() + 1
+	m.Key = block.RawKey(m.Source, m.Ref())
 	m.Generation = in.gen
 	m.Seq, m.Columns, m.Size, m.FooterOffset, m.FooterLength, m.Checksum = 0, nil, 0, 0, 0, 0
 	if len(refs) == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
@@ -148,7 +149,7 @@ func TestChangesMakeVersions(t *testing.T) {
 	}
 	a, b, cc := v2[0], v2[1], v2[2]
 	for _, m := range v2 {
-		if m.Key != block.ObjectKeyVersion("ads", m.ID, 2) || len(m.Changes) != 1 || m.Changes[0].Version != 2 {
+		if m.Key != block.RawKey("ads", blockref.New(m.ID, 2)) || len(m.Changes) != 1 || m.Changes[0].Version != 2 {
 			t.Fatalf("version %s: key %s, changes %+v", m.ID, m.Key, m.Changes)
 		}
 		if ch := m.Changes[0]; ch.First != 260 || ch.Last != 264 || ch.Topic != "raw.ads" {
@@ -279,7 +280,7 @@ func TestIngestCollectsSupersededVersions(t *testing.T) {
 		run()
 	}
 	exists := func(v int64) bool {
-		_, err := e.store.Stat(context.Background(), block.ObjectKeyVersion("ads", a.ID, v))
+		_, err := e.store.Stat(context.Background(), block.RawKey("ads", blockref.New(a.ID, v)))
 		return err == nil
 	}
 	withCatalog(func(cat *catalog.Catalog) {

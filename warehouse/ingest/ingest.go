@@ -24,6 +24,7 @@ import (
 	"github.com/sigdata/sig/internal/topics"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/record"
@@ -793,7 +794,7 @@ func (in *Ingester) seal(ctx context.Context, cl *kgo.Client, ps *partState, b *
 func (in *Ingester) newBlockMeta(ps *partState, b *buffer) block.Meta {
 	kr := block.KafkaRange{Topic: in.cfg.Topic, Partition: ps.partition, First: b.first, Last: b.last}
 	id := block.ID(b.window, kr)
-	return block.Meta{Key: block.RawKey(in.cfg.Schema.Source, id), ID: id, Source: in.cfg.Schema.Source,
+	return block.Meta{Key: block.RawKey(in.cfg.Schema.Source, blockref.New(id, 1)), ID: id, Source: in.cfg.Schema.Source,
 		WindowStart: b.window, WindowLength: in.windowLen, SchemaFingerprint: in.fp,
 		Kafka: &kr, Late: b.late, Generation: in.gen}
 }
@@ -826,7 +827,7 @@ func (in *Ingester) sealed(ps *partState, b *buffer, ms []block.Meta) {
 	ps.covered[b.window] = insertSpan(ps.covered[b.window], span{b.first, b.last})
 	ps.maxCovered = max(ps.maxCovered, b.last)
 	for _, m := range ms {
-		if m.V() == 1 {
+		if m.Ref().Version() == 1 {
 			in.blocks.Add(1)
 			in.rows.Add(m.Rows)
 			if m.Late {
@@ -850,7 +851,7 @@ func (in *Ingester) sealed(ps *partState, b *buffer, ms []block.Meta) {
 			in.versionsDelete.Add(1)
 			in.deletedRows.Add(ch.DeletedRows)
 		}
-		in.cfg.Logger.Debug("ingest: new block version", "block", m.ID, "version", m.V(),
+		in.cfg.Logger.Debug("ingest: new block version", "block", m.Ref().String(),
 			"late_rows", ch.LateRows, "updated_rows", ch.UpdatedRows, "deleted_rows", ch.DeletedRows)
 	}
 }

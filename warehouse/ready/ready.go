@@ -11,7 +11,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Topic is the completeness topic.
@@ -22,10 +24,13 @@ var ErrInvalid = errors.New("invalid ready event")
 
 // Event announces that a memoized block is ready to read.
 type Event struct {
-	// ComponentKey is the Merkle key of the memoized component.
-	ComponentKey string `json:"component_key"`
-	// BlockID is the raw block the memoized block is row-aligned with.
-	BlockID string `json:"block_id"`
+	// ComponentKey is the Merkle key of the memoized component (64 hex
+	// digits on the topic; decoding parses it, canon.Key.UnmarshalText).
+	ComponentKey canon.Key `json:"component_key"`
+	// Block is the memo block: the raw block the memoized block is
+	// row-aligned with and the input version of its data ("<id>" or
+	// "<id>.v<N>" on the topic).
+	Block blockref.Memo `json:"block_id"`
 	// Source is the raw event source.
 	Source string `json:"source,omitempty"`
 	// Bucket and Key locate the object (block.MemoKey).
@@ -40,10 +45,10 @@ type Event struct {
 
 // Validate checks an event's fields.
 func (e *Event) Validate() error {
-	if err := block.ValidateName("component key", e.ComponentKey); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	if e.ComponentKey == (canon.Key{}) {
+		return fmt.Errorf("%w: no component key", ErrInvalid)
 	}
-	if err := block.ValidateName("block id", e.BlockID); err != nil {
+	if err := block.ValidateName("block id", e.Block.ID()); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if e.Bucket == "" || e.Key == "" {
@@ -96,9 +101,9 @@ func (p *Publisher) Publish(ctx context.Context, e Event) error {
 	if err != nil {
 		return err
 	}
-	r := &kgo.Record{Topic: p.topic, Key: []byte(e.ComponentKey), Value: v}
+	r := &kgo.Record{Topic: p.topic, Key: []byte(e.ComponentKey.String()), Value: v}
 	if err := p.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return fmt.Errorf("ready: publish %s/%s: %w", e.ComponentKey, e.BlockID, err)
+		return fmt.Errorf("ready: publish %s/%s: %w", e.ComponentKey, e.Block, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package ready_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,14 +12,16 @@ import (
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/ready"
 )
 
 func event(i int) ready.Event {
 	id := block.ID(0, block.KafkaRange{Partition: 0, First: int64(i), Last: int64(i)})
 	k := canon.Key{0xab, 0xc1, 0x23}
-	return ready.Event{ComponentKey: k.String(), BlockID: id, Source: "ads", Bucket: "sig",
-		Key: block.MemoKey(k, id), Rows: int64(100 + i), Bytes: 4096,
+	m := blockref.NewMemo(id, int64(i))
+	return ready.Event{ComponentKey: k, Block: m, Source: "ads", Bucket: "sig",
+		Key: block.MemoKey(k, m), Rows: int64(100 + i), Bytes: 4096,
 		Time: time.Date(2026, 1, 1, 1, 0, i, 0, time.UTC)}
 }
 
@@ -79,9 +82,17 @@ func TestUnmarshalRejects(t *testing.T) {
 	if _, err := ready.Unmarshal(good); err != nil {
 		t.Fatal(err)
 	}
+	// On the topic the key is hex and the block its warehouse name.
+	k := canon.Key{0xab, 0xc1, 0x23}
+	if v2, _ := ready.Marshal(event(2)); !strings.Contains(string(v2), `"component_key":"`+k.String()+`"`) ||
+		!strings.Contains(string(v2), `.v2"`) {
+		t.Errorf("event on the topic: %s", v2)
+	}
+	hex := k.String()
 	for _, b := range []string{``, `[]`, `{"component_key":"a"}`, string(good) + `{}`,
 		`{"component_key":"a/b","block_id":"x","bucket":"b","key":"k","rows":1,"bytes":1,"time":"2026-01-01T00:00:00Z"}`,
-		`{"component_key":"a","block_id":"x","bucket":"b","key":"k","rows":-1,"bytes":1,"time":"2026-01-01T00:00:00Z"}`} {
+		`{"component_key":"` + hex + `","block_id":"x/y","bucket":"b","key":"k","rows":1,"bytes":1,"time":"2026-01-01T00:00:00Z"}`,
+		`{"component_key":"` + hex + `","block_id":"x","bucket":"b","key":"k","rows":-1,"bytes":1,"time":"2026-01-01T00:00:00Z"}`} {
 		if _, err := ready.Unmarshal([]byte(b)); !errors.Is(err, ready.ErrInvalid) {
 			t.Errorf("%q: %v, want ErrInvalid", b, err)
 		}

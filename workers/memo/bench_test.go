@@ -18,6 +18,7 @@ import (
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
@@ -92,7 +93,7 @@ func BenchmarkCompression(b *testing.B) {
 			first := int64((i*len(recs) + k) * rows)
 			kr := block.KafkaRange{Topic: "raw.ads", First: first, Last: first + rows - 1}
 			id := block.ID(window, kr)
-			meta, err := block.WriteWith(ctx, st, block.Meta{Key: block.RawKey("ads", id), ID: id,
+			meta, err := block.WriteWith(ctx, st, block.Meta{Key: block.RawKey("ads", blockref.New(id, 1)), ID: id,
 				Source: "ads", WindowStart: window, WindowLength: int64(time.Hour / time.Microsecond),
 				SchemaFingerprint: s.Fingerprint(), Kafka: &kr}, rec, block.EncodeOptions{Compression: comp})
 			if err != nil {
@@ -108,7 +109,7 @@ func BenchmarkCompression(b *testing.B) {
 	}
 	rec := recs[0] // encoded again by every iteration: ingestion's cost
 	defer rec.Release()
-	memoKey := func(ci int, blk string) string { return block.MemoKey(c.Components[ci].Key, blk) }
+	memoKey := func(ci int, blk string) string { return block.MemoKey(c.Components[ci].Key, blockref.ParseMemo(blk)) }
 	// work memoizes every component over block k of arm a.
 	work := func(a *arm, k int) {
 		r := &memo.Runner{Store: st, Compression: a.comp}

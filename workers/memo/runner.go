@@ -16,6 +16,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
@@ -85,6 +86,13 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	if spec.MemoGeneration == 0 {
 		return &memoTask{}, nil // nothing left to compute
 	}
+	// The component and the memo block, parsed once where the task
+	// enters the worker.
+	key, err := canon.ParseKey(spec.ComponentKey)
+	if err != nil {
+		return nil, taskError("task component_key: %v", err)
+	}
+	memoBlock := blockref.ParseMemo(spec.BlockId)
 	s, err := transform.ParseSchema([]byte(spec.SchemaJson))
 	if err != nil {
 		return nil, taskError("task schema: %v", err)
@@ -101,7 +109,7 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	// memo block ref, the block and the input version to compute; its
 	// RawObject a version of the block with that input version for the
 	// component's columns).
-	meta, err := r.rawMeta(ctx, spec)
+	meta, err := r.rawMeta(ctx, spec, memoBlock)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +118,7 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	columns := spec.Columns
 	var over *overMemo
 	if len(spec.MemoInputs) > 0 {
-		if over = r.overMemo(ctx, spec, meta, g, s, reg); over != nil {
+		if over = r.overMemo(ctx, spec, key, meta, g, s, reg); over != nil {
 			g, types, columns = over.g, over.types, over.columns
 		}
 	}
@@ -154,15 +162,15 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 		raw.Release()
 		return nil, taskError("block %s: %v", spec.BlockId, err)
 	}
-	return &memoTask{r: r, spec: spec, g: g, reg: reg, meta: meta, raw: raw, classes: classes, over: over}, nil
+	return &memoTask{r: r, spec: spec, key: key, block: memoBlock, g: g, reg: reg, meta: meta, raw: raw, classes: classes, over: over}, nil
 }
 
 // rawMeta returns the metadata of the raw block version the task reads,
 // from the catalog when the runner has it (in process), else from the
 // object's footer, and checks that it is the task's block at the task's
 // input version.
-func (r *Runner) rawMeta(ctx context.Context, spec *sigv1.Task) (block.Meta, error) {
-	id, v := block.SplitVersionedID(spec.BlockId)
+func (r *Runner) rawMeta(ctx context.Context, spec *sigv1.Task, want blockref.Memo) (block.Meta, error) {
+	id := want.ID()
 	var meta block.Meta
 	found := false
 	if r.Catalog != nil {
@@ -182,9 +190,9 @@ func (r *Runner) rawMeta(ctx context.Context, spec *sigv1.Task) (block.Meta, err
 			return meta, err
 		}
 	}
-	if meta.ID != id || meta.InputVersion(spec.Columns) != v {
-		return meta, taskError("raw object %s is block %s version %d, whose input version for %v is %d; the task is %s",
-			spec.RawObject, meta.ID, meta.V(), spec.Columns, meta.InputVersion(spec.Columns), spec.BlockId)
+	if got := meta.Ref().Memo(meta.InputVersion(spec.Columns)); got != want {
+		return meta, taskError("raw object %s is block %s, whose input version for %v is %s; the task is %s",
+			spec.RawObject, meta.Ref(), spec.Columns, got, want)
 	}
 	return meta, nil
 }
@@ -205,9 +213,9 @@ type overMemo struct {
 // the block, the node's type). It returns nil when none is readable: the
 // component is then computed from raw columns. A memo input that cannot be
 // read is skipped, never an error: any subset gives the same column.
-func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, raw block.Meta, g *transform.Graph, s *transform.Schema, reg *transform.Registry) *overMemo {
+func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, key canon.Key, raw block.Meta, g *transform.Graph, s *transform.Schema, reg *transform.Registry) *overMemo {
 	c, err := canon.Canonicalize(g, s, reg, transform.Limits{})
-	if err != nil || len(c.Components) != 1 || c.Components[0].Key.String() != spec.ComponentKey {
+	if err != nil || len(c.Components) != 1 || c.Components[0].Key != key {
 		return nil
 	}
 	root := c.Components[0].Root
@@ -226,11 +234,12 @@ func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, raw block.Meta,
 		// The node's entry of the raw version's data in the columns the
 		// node reads (issue 21): another input version has other values.
 		nv := raw.InputVersion(c.Cone(j, "").Columns)
-		if mi.GetMemoObject() != block.MemoKey(k, block.VersionedID(raw.ID, nv)) {
+		want := raw.Ref().Memo(nv)
+		if mi.GetMemoObject() != block.MemoKey(k, want) {
 			continue
 		}
 		meta, err := block.ReadFooter(ctx, r.Store, mi.GetMemoObject())
-		if err != nil || meta.ComponentKey != k.String() || meta.ID != raw.ID || meta.V() != nv || len(meta.Columns) != 2 ||
+		if err != nil || meta.ComponentKey != k || meta.MemoRef() != want || len(meta.Columns) != 2 ||
 			meta.Columns[1].Name != block.MemoColumn || meta.Columns[1].Type != c.Nodes[j].Type.String() {
 			continue
 		}
@@ -300,11 +309,14 @@ func recordColumns(rec arrow.Record) []string {
 type memoTask struct {
 	r    *Runner
 	spec *sigv1.Task
-	g    *transform.Graph
-	reg  *transform.Registry
-	meta block.Meta
-	raw  arrow.Record // until Transform
-	memo arrow.Record // from Transform until Write
+	// key and block are the task's component and memo block.
+	key   canon.Key
+	block blockref.Memo
+	g     *transform.Graph
+	reg   *transform.Registry
+	meta  block.Meta
+	raw   arrow.Record // until Transform
+	memo  arrow.Record // from Transform until Write
 	// classes[i] is node i's op class; opNanos what its kernels took.
 	classes []string
 	opNanos map[string]int64
@@ -352,12 +364,8 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 	// The memo object's footer names the raw block and, from input
 	// version 2 on, the input version (issue 21; version 1 objects are
 	// what they always were).
-	_, v := block.SplitVersionedID(spec.BlockId)
-	if v == 1 {
-		v = 0
-	}
 	mm := block.Meta{
-		Key: spec.MemoObject, ID: meta.ID, Version: v, Source: spec.RawSource, ComponentKey: spec.ComponentKey,
+		Key: spec.MemoObject, ID: meta.ID, Version: m.block.InputVersion(), Source: spec.RawSource, ComponentKey: m.key,
 		WindowStart: meta.WindowStart, WindowLength: meta.WindowLength,
 		MinEventTime: meta.MinEventTime, MaxEventTime: meta.MaxEventTime,
 		SchemaFingerprint: meta.SchemaFingerprint, Late: meta.Late, Generation: meta.Generation,

@@ -19,6 +19,7 @@ import (
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/block/blocktest"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
 	"github.com/sigdata/sig/workers/memo"
@@ -65,7 +66,7 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 			}
 			memoKey := "memo/test/" + id + ".arrow"
 			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: id}, Spec: &sigv1.Task{
-				ComponentKey: "c", BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				ComponentKey: testKey.String(), BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: `input out = hash(col("advertiser_id"), buckets=100)`, Columns: []string{"advertiser_id"},
 				SchemaJson: string(schemaJSON), MemoGeneration: 1,
 			}}
@@ -90,7 +91,7 @@ func TestRunnerReportsOpCosts(t *testing.T) {
 	base := w.Blocks[0]
 	r := &memo.Runner{Store: w.Store}
 	res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: base.ID}, Spec: &sigv1.Task{
-		ComponentKey: "c", BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: "memo/test/" + base.ID + ".arrow",
+		ComponentKey: testKey.String(), BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: "memo/test/" + base.ID + ".arrow",
 		CanonicalDsl: `input out = concat(hash(unigrams(lower(col("query"))), buckets=100), hash(col("advertiser_id"), buckets=7))`,
 		Columns:      []string{"advertiser_id", "query"}, SchemaJson: string(schemaJSON), MemoGeneration: 1,
 	}})
@@ -151,10 +152,10 @@ func TestRunnerComputesOverMemoInputs(t *testing.T) {
 		t.Cleanup(rec.Release)
 		return rec.Column(1)
 	}
-	run(tokens, `input out = unigrams(lower(col("query")))`, block.MemoKey(tokens, base.ID))
+	run(tokens, `input out = unigrams(lower(col("query")))`, block.MemoKey(tokens, blockref.ParseMemo(base.ID)))
 	rootDSL := `input out = hash(unigrams(lower(col("query"))), buckets=100, salt=0)`
 	fromRaw := run(root, rootDSL, "memo/test/raw.arrow")
-	over := run(root, rootDSL, "memo/test/over.arrow", &sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, base.ID)})
+	over := run(root, rootDSL, "memo/test/over.arrow", &sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, blockref.ParseMemo(base.ID))})
 	if fromRaw.OpNanos["unigrams"] <= 0 || over.OpNanos["unigrams"] != 0 || over.OpNanos["lower"] != 0 || over.OpNanos["hash/list"] <= 0 {
 		t.Fatalf("op costs from raw %v, over the tokens %v: want only the hash over the tokens", fromRaw.OpNanos, over.OpNanos)
 	}
@@ -163,8 +164,8 @@ func TestRunnerComputesOverMemoInputs(t *testing.T) {
 	}
 	// Unusable memo inputs: computed from raw columns, same column.
 	bad := run(root, rootDSL, "memo/test/bad.arrow",
-		&sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, "other-block")},
-		&sigv1.MemoInput{Key: key(`lower(col("query"))`).String(), MemoObject: block.MemoKey(key(`lower(col("query"))`), base.ID)})
+		&sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, blockref.ParseMemo("other-block"))},
+		&sigv1.MemoInput{Key: key(`lower(col("query"))`).String(), MemoObject: block.MemoKey(key(`lower(col("query"))`), blockref.ParseMemo(base.ID))})
 	if bad.OpNanos["unigrams"] <= 0 || bad.OpNanos["lower"] <= 0 {
 		t.Fatalf("op costs %v: unusable memo inputs must leave the whole component to compute", bad.OpNanos)
 	}
@@ -221,7 +222,7 @@ func TestRunnerForeignEncodings(t *testing.T) {
 				cols = append(cols, "advertiser_id")
 			}
 			task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(i)}, Block: meta.ID}, Spec: &sigv1.Task{
-				ComponentKey: fmt.Sprintf("c%d", i), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				ComponentKey: canon.Key{byte(i)}.String(), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: c.dsl, Columns: cols, SchemaJson: string(schemaJSON), MemoGeneration: 1,
 			}}
 			if _, err := r.Run(ctx, task); err != nil {
@@ -272,7 +273,7 @@ func TestRunnerCompression(t *testing.T) {
 		for _, comp := range []block.Compression{block.Uncompressed, block.LZ4Frame, block.ZSTD} {
 			memoKey := fmt.Sprintf("memo/test/%s-%s.arrow", id, comp.Flag())
 			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: id}, Spec: &sigv1.Task{
-				ComponentKey: "c", BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				ComponentKey: testKey.String(), BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: `input out = unigrams(lower(col("query")))`, Columns: []string{"query"},
 				SchemaJson: string(schemaJSON), MemoGeneration: 1,
 			}}
@@ -304,3 +305,7 @@ func TestRunnerCompression(t *testing.T) {
 	}
 	want.Release()
 }
+
+// testKey is the component key of tasks whose key matters only as a valid
+// one (the runner parses it where the task enters the worker).
+var testKey = canon.Key{0xc0, 0xff, 0xee}

@@ -11,6 +11,7 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/workers"
 	"github.com/sigdata/sig/workers/memo"
 )
@@ -33,7 +34,7 @@ func TestRunnerBlockVersions(t *testing.T) {
 	}
 	defer rec.Release()
 	v3 := base.Clone()
-	v3.Key, v3.Version, v3.ColumnVersions = block.ObjectKeyVersion("ads", base.ID, 3), 3, map[string]int64{"advertiser_id": 2, "click": 3}
+	v3.Key, v3.Version, v3.ColumnVersions = block.RawKey("ads", blockref.New(base.ID, 3)), 3, map[string]int64{"advertiser_id": 2, "click": 3}
 	v3.Changes = []block.Change{{Version: 2, Topic: "raw.ads", First: 1 << 20, Last: 1 << 20, UpdatedRows: 1, Columns: []string{"advertiser_id"}},
 		{Version: 3, Topic: "raw.ads", First: 1<<20 + 1, Last: 1<<20 + 1, UpdatedRows: 1, Columns: []string{"click"}}}
 	if _, err := block.Write(ctx, w.Store, v3, rec); err != nil {
@@ -42,12 +43,12 @@ func TestRunnerBlockVersions(t *testing.T) {
 	r := &memo.Runner{Store: w.Store}
 	task := func(ref string) workers.Task {
 		return workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: ref}, Spec: &sigv1.Task{
-			ComponentKey: "c", BlockId: ref, RawSource: "ads", RawObject: v3.Key, MemoObject: "memo/test/" + ref + ".arrow",
+			ComponentKey: testKey.String(), BlockId: ref, RawSource: "ads", RawObject: v3.Key, MemoObject: "memo/test/" + ref + ".arrow",
 			CanonicalDsl: `input out = hash(col("advertiser_id"), buckets=100)`, Columns: []string{"advertiser_id"},
 			SchemaJson: string(schemaJSON), MemoGeneration: 1,
 		}}
 	}
-	ref := block.VersionedID(base.ID, 2)
+	ref := blockref.New(base.ID, 2).String()
 	if _, err := r.Run(ctx, task(ref)); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestRunnerBlockVersions(t *testing.T) {
 	if err != nil || meta.ID != base.ID || meta.V() != 2 || meta.Rows != 200 {
 		t.Fatalf("memo footer %+v, %v; want block %s input version 2", meta, err, base.ID)
 	}
-	for _, bad := range []string{base.ID, block.VersionedID(base.ID, 3)} {
+	for _, bad := range []string{base.ID, blockref.New(base.ID, 3).String()} {
 		_, err := r.Run(ctx, task(bad))
 		if err == nil || !strings.Contains(err.Error(), "input version for [advertiser_id] is 2") {
 			t.Fatalf("task %s over version 3: %v; want an error naming input version 2", bad, err)

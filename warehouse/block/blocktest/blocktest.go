@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Column is rec's column name.
@@ -51,6 +52,6 @@ func WithColumn(rec arrow.Record, name string, col arrow.Array) arrow.Record {
 // object key follows, and its column list is left for Encode to fill.
 func Renamed(base block.Meta, id string) block.Meta {
 	m := base
-	m.ID, m.Key, m.Columns = id, block.RawKey(base.Source, id), nil
+	m.ID, m.Key, m.Columns = id, block.RawKey(base.Source, blockref.New(id, 1)), nil
 	return m
 }

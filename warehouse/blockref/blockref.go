@@ -1,0 +1,166 @@
+package blockref
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// normalize is the one rule of unversioned names: a version below 1 (0 or
+// absent in objects and records written before versions) is version 1.
+func normalize(v int64) int64 {
+	if v < 1 {
+		return 1
+	}
+	return v
+}
+
+// Ref is one version of a raw block. The zero Ref names no block.
+type Ref struct {
+	id string
+	v  int64
+}
+
+// New is version v of block id (v < 1 means 1); the zero Ref if id is
+// empty.
+func New(id string, v int64) Ref {
+	if id == "" {
+		return Ref{}
+	}
+	return Ref{id: id, v: normalize(v)}
+}
+
+// Parse reads "<id>.v<N>" (N >= 2, canonical decimal) as version N of
+// block id and anything else as version 1 of the block named s. It never
+// fails: whether s is a valid block id is the caller's check at its edge
+// (warehouse/block.ValidateName).
+func Parse(s string) Ref {
+	id, v := split(s)
+	return New(id, v)
+}
+
+// ID is the block's id.
+func (r Ref) ID() string { return r.id }
+
+// Version is the block's version, at least 1 (0 only for the zero Ref).
+func (r Ref) Version() int64 { return r.v }
+
+// IsZero reports whether r names no block.
+func (r Ref) IsZero() bool { return r.id == "" }
+
+// String is the warehouse's name of the version: the id for version 1,
+// "<id>.v<N>" for N >= 2.
+func (r Ref) String() string { return name(r.id, r.v) }
+
+// Memo is the memo entry's block of a component whose input version in
+// this block version is inputVersion.
+func (r Ref) Memo(inputVersion int64) Memo { return NewMemo(r.id, inputVersion) }
+
+// MarshalText writes String, so that a Ref in JSON is its name.
+func (r Ref) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads a name written by MarshalText.
+func (r *Ref) UnmarshalText(b []byte) error {
+	*r = Parse(string(b))
+	return nil
+}
+
+// Memo is a memo entry's block: a block id and the input version of the
+// component's data in it (the version at which a column the component
+// reads last changed). It is not a raw version: many raw versions share
+// one input version. The zero Memo names no block.
+type Memo struct {
+	id string
+	v  int64
+}
+
+// NewMemo is block id at input version v (v < 1 means 1); the zero Memo
+// if id is empty.
+func NewMemo(id string, v int64) Memo {
+	if id == "" {
+		return Memo{}
+	}
+	return Memo{id: id, v: normalize(v)}
+}
+
+// ParseMemo reads a memo block name as Parse reads a Ref's.
+func ParseMemo(s string) Memo {
+	id, v := split(s)
+	return NewMemo(id, v)
+}
+
+// ID is the block's id.
+func (m Memo) ID() string { return m.id }
+
+// InputVersion is the version of the block's data in the columns the
+// component reads, at least 1 (0 only for the zero Memo).
+func (m Memo) InputVersion() int64 { return m.v }
+
+// IsZero reports whether m names no block.
+func (m Memo) IsZero() bool { return m.id == "" }
+
+// String is the name in memo object keys: the id for input version 1,
+// "<id>.v<N>" for N >= 2 (memo/<key>/<id>[.v<N>].arrow).
+func (m Memo) String() string { return name(m.id, m.v) }
+
+// MarshalText writes String.
+func (m Memo) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText reads a name written by MarshalText.
+func (m *Memo) UnmarshalText(b []byte) error {
+	*m = ParseMemo(string(b))
+	return nil
+}
+
+// Compare orders refs by block id, then version.
+func (r Ref) Compare(o Ref) int { return compare(r.id, r.v, o.id, o.v) }
+
+// Compare orders memo blocks by block id, then input version.
+func (m Memo) Compare(o Memo) int { return compare(m.id, m.v, o.id, o.v) }
+
+func compare(a string, av int64, b string, bv int64) int {
+	if c := strings.Compare(a, b); c != 0 {
+		return c
+	}
+	return cmp.Compare(av, bv)
+}
+
+// GoString shows which kind a value is in test failures.
+func (r Ref) GoString() string  { return fmt.Sprintf("blockref.New(%q, %d)", r.id, r.v) }
+func (m Memo) GoString() string { return fmt.Sprintf("blockref.NewMemo(%q, %d)", m.id, m.v) }
+
+func name(id string, v int64) string {
+	if v < 2 {
+		return id
+	}
+	return id + ".v" + strconv.FormatInt(v, 10)
+}
+
+// maxDigits bounds a version's digits so that it fits an int64 without
+// overflow checks (a 19-digit suffix is part of a version-1 name).
+const maxDigits = 18
+
+// split reads "<id>.v<N>" for N >= 2 written in canonical decimal (no sign,
+// no leading zero, at most maxDigits digits); anything else is version 1
+// of the block named s.
+func split(s string) (string, int64) {
+	i := strings.LastIndex(s, ".v")
+	if i <= 0 {
+		return s, normalize(0)
+	}
+	digits := s[i+2:]
+	if digits == "" || len(digits) > maxDigits || digits[0] == '0' {
+		return s, normalize(0)
+	}
+	for j := 0; j < len(digits); j++ {
+		if digits[j] < '0' || digits[j] > '9' {
+			return s, normalize(0)
+		}
+	}
+	n, _ := strconv.ParseInt(digits, 10, 64)
+	if n < 2 {
+		return s, normalize(0)
+	}
+	return s[:i], n
+}
