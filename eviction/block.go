@@ -430,8 +430,8 @@ func (e *Evictor) verify(ctx context.Context, m matching.MemoEntry, rec matching
 	if meta.Rows != m.Rows {
 		return bad("%d rows, %d when it was written", meta.Rows, m.Rows)
 	}
-	if e.RawBlock != nil {
-		raw, err := e.RawBlock(rec.Source, m.Block)
+	if e.Versions != nil {
+		raw, err := e.rawBlock(rec, m.Block)
 		if err != nil {
 			return "", false, fmt.Errorf("raw block %s: %w", m.Block, err)
 		}

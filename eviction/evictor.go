@@ -19,7 +19,6 @@ import (
 	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/warehouse/block"
-	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -46,13 +45,15 @@ type Evictor struct {
 	// overwrites it with the same bytes, but if the component is never
 	// requested again it would stay. Default: Interval.
 	SweepAfter time.Duration
-	// RawBlock returns a raw block's metadata (the catalog's): ReportCorrupt
-	// checks that a memo object is row-aligned with it. Nil skips that check.
-	RawBlock func(source string, m blockref.Memo) (block.Meta, error)
-	// Recompute computes a component's column over a raw block (RawBlock's
-	// for the memo entry), from raw columns (sigd: transform, as a worker
+	// Versions lists a raw block's catalogued versions (the catalog):
+	// ReportCorrupt checks that a memo object is row-aligned with the raw
+	// version its entry is computed from (rawBlock, matching.RawVersion:
+	// the one rule workers compute by). Nil skips that check.
+	Versions matching.RawVersions
+	// Recompute computes a component's column over a raw block (the memo
+	// entry's, rawBlock), from raw columns (sigd: transform, as a worker
 	// would): ReportCorrupt compares a memo object reported for a value
-	// mismatch with it (mismatch.go). Nil, or RawBlock nil: such reports
+	// mismatch with it (mismatch.go). Nil, or Versions nil: such reports
 	// are checked as corrupt ones only.
 	Recompute func(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error)
 	Log       *slog.Logger

@@ -30,14 +30,14 @@ const (
 
 // checkValues compares the memo object of the ready entry m, row by row
 // (transform.SameRow), with the component's column recomputed from the
-// raw block the entry was computed from (Evictor.RawBlock, then
+// raw block the entry was computed from (rawBlock, then
 // Evictor.Recompute: from raw columns, never over other memo objects,
 // whose values could be the wrong ones). It returns what it
 // found and whether the values differ; an error means it could not tell.
 // It reads the object and the component's raw columns whole and runs the
 // component: a worker's task, spent only on a report.
 func (e *Evictor) checkValues(ctx context.Context, m matching.MemoEntry, rec matching.ComponentRecord) (string, bool, error) {
-	if e.Recompute == nil || e.RawBlock == nil {
+	if e.Recompute == nil || e.Versions == nil {
 		return fmt.Sprintf("memo object %s reads back; sigd cannot recompute it to compare values", m.Object), false, nil
 	}
 	meta, r, err := block.ReadBlock(ctx, e.Store, m.Object)
@@ -61,7 +61,7 @@ func (e *Evictor) checkValues(ctx context.Context, m matching.MemoEntry, rec mat
 		return fmt.Sprintf("memo object %s is healthy: its %d rows equal a recomputation from the raw block (generation %d, checked before)",
 			m.Object, meta.Rows, m.Gen), false, nil
 	}
-	raw, err := e.RawBlock(rec.Source, m.Block)
+	raw, err := e.rawBlock(rec, m.Block)
 	if err != nil {
 		return "", false, fmt.Errorf("raw block %s: %w", m.Block, err)
 	}
@@ -174,4 +174,18 @@ func clip(s string) string {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// rawBlock is the raw block version the memo entry of m for component rec
+// is computed from: matching.RawVersion, the rule workers are given their
+// raw version by, so a check compares with what a worker read.
+func (e *Evictor) rawBlock(rec matching.ComponentRecord, m blockref.Memo) (block.Meta, error) {
+	raw, ok, err := matching.RawVersion(e.Versions, rec.Source, m, rec.Columns)
+	if err != nil {
+		return raw, err
+	}
+	if !ok {
+		return raw, fmt.Errorf("no catalogued version of block %s holds input version %d of %v (collected)", m.ID(), m.InputVersion(), rec.Columns)
+	}
+	return raw, nil
 }

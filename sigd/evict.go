@@ -17,7 +17,6 @@ import (
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/ui"
-	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/workers"
 )
@@ -36,26 +35,7 @@ func (s *Server) Evictor() *eviction.Evictor { return s.evictor }
 func (s *Server) newEvictor() *eviction.Evictor {
 	return &eviction.Evictor{Frontend: s.frontend, Queue: queueCanceler{s.queue}, Store: s.store, Clock: s.clock,
 		Policy: eviction.Policy{TTL: s.cfg.EvictTTL, BudgetBytes: s.cfg.EvictBudgetBytes}, Interval: s.cfg.EvictInterval, Log: s.log,
-		RawBlock: s.rawBlockOfRef}
-}
-
-// rawBlockOfRef is the raw block version a memo block ref's entry was
-// computed from, for the evictor's alignment check (issue 21): the block
-// at the ref's input version N, which is block version N (the version at
-// which a column the component reads changed) while the catalog keeps it,
-// else the oldest kept version after it.
-func (s *Server) rawBlockOfRef(source string, ref blockref.Memo) (block.Meta, error) {
-	id, v := ref.ID(), ref.InputVersion()
-	vs, err := s.catalog.Versions(source, id)
-	if err != nil {
-		return block.Meta{}, err
-	}
-	for _, m := range vs {
-		if m.V() >= v {
-			return m, nil
-		}
-	}
-	return vs[len(vs)-1], nil
+		Versions: s.catalog}
 }
 
 // ComponentSummary converts a component's info for the API, as p may see

@@ -1,0 +1,288 @@
+package matching
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
+	"github.com/sigdata/sig/warehouse/ready"
+)
+
+// The memo entry's side of a worker task (paper IV.A: "misses are
+// scheduled ... workers compute and memoize them"). A pending entry is a
+// task in the work queues; Memos says what that task computes (Describe),
+// what its completion does to the entry (Complete) and mirrors what the
+// queues decide about it (Quarantined, Released). The queues, the workers
+// and the RPCs carrying all of this are sigd's wiring; the decisions are
+// here, beside the entries they change.
+
+// RawVersions lists the catalogued versions of one raw block, oldest first
+// (the warehouse catalog). A memo entry is for an input version, and any
+// catalogued version with that input version for the component's columns
+// holds its data (RawVersion).
+type RawVersions interface {
+	Versions(source, id string) ([]block.Meta, error)
+}
+
+// Announcer publishes that a memo block is ready (warehouse/ready's
+// Publisher on sig.memo.ready).
+type Announcer interface {
+	Publish(ctx context.Context, e ready.Event) error
+}
+
+// ObjectStat reports whether an object exists (nil) or not (an error): the
+// object store's Stat.
+type ObjectStat func(ctx context.Context, key string) error
+
+// Memos is the memo entries' lifecycle around the work queues. It holds no
+// state of its own: everything is in the matching cache (Frontend) and the
+// catalog (Versions).
+type Memos struct {
+	Frontend *Frontend
+	Versions RawVersions
+	// Stat checks that a remotely computed memo object exists before its
+	// entry is marked ready (Complete).
+	Stat ObjectStat
+	// Announce, if set, publishes each block that became ready; Bucket is
+	// the object store's bucket the events name.
+	Announce Announcer
+	Bucket   string
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	// Done, if set, is told how long each task that marked its entry ready
+	// took from its enqueue (sigd's latency metric).
+	Done func(took time.Duration)
+}
+
+// MemoInput is a memo node of a task's cone, ready in the task's raw
+// version: the worker reads it instead of computing it.
+type MemoInput struct {
+	Key    canon.Key
+	Object string
+}
+
+// TaskSpec is what a worker computes for one memo entry.
+type TaskSpec struct {
+	Component canon.Key
+	Block     blockref.Memo
+	// DSL is the component's canonical DSL over Source's raw Columns.
+	DSL     string
+	Source  string
+	Columns []string
+	// Raw is the raw block version to compute from and RawObject its
+	// object: the newest catalogued version with the entry's input version
+	// for Columns.
+	Raw        blockref.Ref
+	RawObject  string
+	MemoObject string
+	// Gen is the generation of the pending entry the worker computes; 0
+	// when there is nothing to compute (the entry is ready or gone, no
+	// pipeline's cover names it any more, or no catalogued version holds
+	// its data).
+	Gen uint64
+	// MemoInputs are the memo nodes inside the cone ready for this raw
+	// version (only when Gen != 0).
+	MemoInputs []MemoInput
+}
+
+// RawVersion is the newest catalogued version of m's block whose input
+// version for columns is m's (ok false, with the newest version, when none
+// is: GC dropped every version of that data). This is the one rule mapping
+// a memo entry to the raw block it is computed from: workers compute from
+// it (Describe) and the evictor checks and recomputes reported objects
+// against it.
+func RawVersion(vs RawVersions, source string, m blockref.Memo, columns []string) (block.Meta, bool, error) {
+	ms, err := vs.Versions(source, m.ID())
+	if err != nil {
+		return block.Meta{}, false, err
+	}
+	if len(ms) == 0 {
+		return block.Meta{}, false, fmt.Errorf("%w: block %s of source %s", ErrNotFound, m.ID(), source)
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Ref().Memo(ms[i].InputVersion(columns)) == m {
+			return ms[i], true, nil
+		}
+	}
+	return ms[len(ms)-1], false, nil
+}
+
+// Describe says what the task of (k, m) computes. The entry's generation
+// is taken now: a worker marks only the incarnation it was told of.
+func (l *Memos) Describe(k canon.Key, m blockref.Memo) (TaskSpec, error) {
+	f := l.Frontend
+	rec, err := f.cfg.Cache.Component(k)
+	if err != nil {
+		return TaskSpec{}, err
+	}
+	gen, pending, err := f.Begin(k, m)
+	if err != nil {
+		return TaskSpec{}, err
+	}
+	if pending {
+		// A memo node no pipeline's cover names any more (its pipelines
+		// re-submitted under other covers) is not computed.
+		if pending, err = f.Needed(k); err != nil {
+			return TaskSpec{}, err
+		}
+	}
+	if !pending {
+		gen = 0
+	}
+	raw, ok, err := RawVersion(l.Versions, rec.Source, m, rec.Columns)
+	if err != nil {
+		return TaskSpec{}, fmt.Errorf("block %s: %w", m.ID(), err)
+	}
+	if !ok {
+		gen = 0 // GC dropped every version of this data: nothing to compute
+	}
+	t := TaskSpec{Component: k, Block: m, DSL: rec.DSL, Source: rec.Source, Columns: rec.Columns,
+		Raw: raw.Ref(), RawObject: raw.Key, MemoObject: block.MemoKey(k, m), Gen: gen}
+	if gen == 0 {
+		return t, nil
+	}
+	// Memo nodes inside the cone, ready for this block version: the worker
+	// computes only what is above them (a nested subexpression memoized for
+	// other covers is not computed again). Each node's entry is the one of
+	// its own input version in that raw version.
+	for _, nk := range rec.NodeKeys {
+		if nk == k {
+			continue
+		}
+		nrec, err := f.cfg.Cache.Component(nk)
+		if err != nil {
+			continue // not a memoized node
+		}
+		if e, err := f.cfg.Cache.Memo(nk, raw.Ref().Memo(raw.InputVersion(nrec.Columns))); err == nil && e.State == MemoReady {
+			t.MemoInputs = append(t.MemoInputs, MemoInput{Key: nk, Object: e.Object})
+		}
+	}
+	return t, nil
+}
+
+// Completion is what a worker's finished task reports.
+type Completion struct {
+	Rows, Bytes int64
+	// OpNanos is the time the task's kernels took per op class (the
+	// insertion policy's measured costs).
+	OpNanos map[string]int64
+	// Since is when the task was first enqueued.
+	Since time.Time
+}
+
+// Complete marks the entry of (k, m) ready after its worker wrote the memo
+// object whole, records the worker's measurements and announces the block,
+// before the task leaves the queue (an error keeps it there: its lease
+// expires and it runs again).
+//
+// gen is the generation the worker computed, from its task description
+// (in-process workers carry it). A remote worker's completion names only
+// its lease (gen 0): the entry's current generation is read, and the memo
+// object is checked to exist before the entry is marked, so an eviction
+// that deleted the object after the worker wrote it either changed the
+// generation (MarkReady refuses) or happened before the check (which then
+// fails, and the task runs again).
+func (l *Memos) Complete(ctx context.Context, k canon.Key, m blockref.Memo, gen uint64, c Completion) error {
+	f := l.Frontend
+	object := block.MemoKey(k, m)
+	if gen == 0 {
+		g, pending, err := f.Begin(k, m)
+		if err != nil {
+			return err
+		}
+		if !pending {
+			return nil // nothing was left to compute
+		}
+		if err := l.Stat(ctx, object); err != nil {
+			return fmt.Errorf("memo object %s: %w", object, err)
+		}
+		gen = g
+	}
+	if err := f.MarkReady(k, m, gen, c.Rows, c.Bytes); err != nil {
+		return err
+	}
+	// The workers' measurements, for the insertion policy: statistics, so
+	// a failure to keep them fails nothing.
+	if len(c.OpNanos) > 0 && c.Rows > 0 {
+		ops := make(map[string]OpStat, len(c.OpNanos))
+		for class, ns := range c.OpNanos {
+			ops[class] = OpStat{Nanos: ns, Rows: c.Rows}
+		}
+		if err := f.cfg.Cache.AddOpStats(ops); err != nil {
+			l.log().Warn("op statistics", "err", err)
+		}
+	}
+	now := l.clock().Now()
+	if l.Done != nil && !c.Since.IsZero() {
+		l.Done(now.Sub(c.Since))
+	}
+	if l.Announce == nil {
+		return nil
+	}
+	source := ""
+	if rec, err := f.cfg.Cache.Component(k); err == nil {
+		source = rec.Source
+	}
+	// Completion events are a hint (trainers also watch the gRPC stream and
+	// re-read solutions): a lost event delays, never corrupts.
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := l.Announce.Publish(pctx, ready.Event{ComponentKey: k, Block: m, Source: source, Bucket: l.Bucket,
+		Key: object, Rows: c.Rows, Bytes: c.Bytes, Time: now}); err != nil {
+		l.log().Warn("publish "+ready.Topic, "err", err)
+	}
+	return nil
+}
+
+// Quarantined mirrors a task the queues quarantined into its entry, so
+// read solutions show the failure and its reason.
+func (l *Memos) Quarantined(k canon.Key, m blockref.Memo, reason string) {
+	if err := l.Frontend.MarkFailed(k, m, reason); err != nil {
+		l.log().Warn("mark failed", "component", k.String(), "block", m.String(), "err", err)
+	}
+}
+
+// Released mirrors a quarantine an operator released: the entry is pending
+// again, with a new generation.
+func (l *Memos) Released(k canon.Key, m blockref.Memo) {
+	if err := l.Frontend.MarkPending(k, m); err != nil {
+		l.log().Warn("mark pending", "component", k.String(), "block", m.String(), "err", err)
+	}
+}
+
+// Failed is a task the queues quarantined, with their reason.
+type Failed struct {
+	Task
+	Reason string
+}
+
+// Recover brings the entries in line with the queues after a crash, before
+// anything is served: quarantined tasks (the queues' record) are mirrored
+// into their entries and every pending entry is scheduled again (Reconcile;
+// Enqueue is idempotent), so a crash between the two stores loses nothing.
+// It returns how many entries were scheduled.
+func (l *Memos) Recover(quarantined []Failed) (int, error) {
+	for _, t := range quarantined {
+		l.Quarantined(t.Component, t.Block, t.Reason)
+	}
+	return l.Frontend.Reconcile()
+}
+
+func (l *Memos) clock() clock.Clock {
+	if l.Clock == nil {
+		return clock.Real{}
+	}
+	return l.Clock
+}
+
+func (l *Memos) log() *slog.Logger {
+	if l.Logger == nil {
+		return slog.Default()
+	}
+	return l.Logger
+}

@@ -1,0 +1,150 @@
+package matching
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
+	"github.com/sigdata/sig/warehouse/ready"
+)
+
+// catalogVersions is a catalog of raw block versions for the lifecycle's
+// tests: per block id, its versions oldest first.
+type catalogVersions map[string][]block.Meta
+
+func (c catalogVersions) Versions(source, id string) ([]block.Meta, error) {
+	vs, ok := c[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return vs, nil
+}
+
+// blockVersions are three versions of block b: v1 as sealed, v2 a label
+// update (click), v3 a feature update (query).
+func blockVersions(id string) []block.Meta {
+	key := func(v int64) string { return block.RawKey("ads", blockref.New(id, v)) }
+	return []block.Meta{
+		{ID: id, Source: "ads", Key: key(1)},
+		{ID: id, Source: "ads", Key: key(2), Version: 2, ColumnVersions: map[string]int64{"click": 2}},
+		{ID: id, Source: "ads", Key: key(3), Version: 3, ColumnVersions: map[string]int64{"click": 2, "query": 3}},
+	}
+}
+
+// TestRawVersion: a memo entry is computed from the newest catalogued
+// version holding its input version's data in the component's columns.
+func TestRawVersion(t *testing.T) {
+	cat := catalogVersions{"b": blockVersions("b")}
+	for _, c := range []struct {
+		columns []string
+		memo    blockref.Memo
+		want    int64 // raw version
+		ok      bool
+	}{
+		{[]string{"query"}, blockref.NewMemo("b", 1), 2, true}, // the label update left query's data as it was
+		{[]string{"query"}, blockref.NewMemo("b", 3), 3, true},
+		{[]string{"query"}, blockref.NewMemo("b", 2), 3, false}, // no version has query at input version 2
+		{[]string{"ad_title"}, blockref.NewMemo("b", 1), 3, true},
+		{[]string{"click", "ad_title"}, blockref.NewMemo("b", 2), 3, true},
+		{[]string{"click", "ad_title"}, blockref.NewMemo("b", 1), 1, true},
+	} {
+		m, ok, err := RawVersion(cat, "ads", c.memo, c.columns)
+		if err != nil || ok != c.ok || m.Ref() != blockref.New("b", c.want) {
+			t.Errorf("RawVersion(%s over %v) = %s %v %v, want version %d %v", c.memo, c.columns, m.Ref(), ok, err, c.want, c.ok)
+		}
+	}
+	if _, _, err := RawVersion(cat, "ads", blockref.NewMemo("x", 1), nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an unknown block: %v", err)
+	}
+}
+
+type announcements []ready.Event
+
+func (a *announcements) Publish(_ context.Context, e ready.Event) error {
+	*a = append(*a, e)
+	return nil
+}
+
+// TestDescribeAndComplete: a task is described from the entry and the
+// catalog, and its completion marks exactly the incarnation described; a
+// remote completion (no generation) is marked only when the object exists.
+func TestDescribeAndComplete(t *testing.T) {
+	f, _, clk := newTestFrontend(t, 2)
+	res, err := f.Submit(SubmitRequest{Client: "c", Pipeline: "p", Graph: mustParse(t, `input q = hash(col("query"), buckets=7)`), From: 0, To: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := res.Solution.Inputs[0].Component
+	objects := map[string]bool{}
+	var ann announcements
+	l := &Memos{Frontend: f, Clock: clk, Announce: &ann, Bucket: "sig",
+		Versions: catalogVersions{"b000": blockVersions("b000")[:1], "b001": blockVersions("b001")},
+		Stat: func(_ context.Context, key string) error {
+			if !objects[key] {
+				return errors.New("no such object")
+			}
+			return nil
+		}}
+
+	// b001's newest version changed query: the entry of input version 3.
+	m := blockref.NewMemo("b001", 3)
+	if _, err := f.Cache().UpdateMemo(k, m, func(e *MemoEntry, ok bool) bool {
+		*e = newPending(k, m, clk.Now())
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := l.Describe(k, m)
+	if err != nil || spec.Gen == 0 || spec.Raw != blockref.New("b001", 3) || spec.RawObject != "raw/ads/b001.v3.arrow" ||
+		spec.MemoObject != block.MemoKey(k, m) || spec.DSL == "" {
+		t.Fatalf("Describe(%s) = %+v, %v", m, spec, err)
+	}
+	// A stale generation is refused, the described one marks the entry.
+	if err := l.Complete(context.Background(), k, m, spec.Gen+1, Completion{Rows: 10, Bytes: 80}); !errors.Is(err, ErrStale) {
+		t.Fatalf("completing another incarnation: %v, want ErrStale", err)
+	}
+	if err := l.Complete(context.Background(), k, m, spec.Gen, Completion{Rows: 10, Bytes: 80}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := f.Cache().Memo(k, m); e.State != MemoReady || e.Rows != 10 {
+		t.Fatalf("entry after completion: %+v", e)
+	}
+	if len(ann) != 1 || ann[0].ComponentKey != k || ann[0].Block != m || ann[0].Key != spec.MemoObject || ann[0].Bucket != "sig" {
+		t.Fatalf("announced %+v", ann)
+	}
+	// Nothing left to compute once ready.
+	if spec, err := l.Describe(k, m); err != nil || spec.Gen != 0 {
+		t.Fatalf("Describe of a ready entry: gen %d, %v", spec.Gen, err)
+	}
+
+	// A remote completion of b000: refused until the object exists.
+	m0 := blockref.NewMemo("b000", 1)
+	if spec, err := l.Describe(k, m0); err != nil || spec.Gen == 0 || spec.Raw != blockref.New("b000", 1) {
+		t.Fatalf("Describe(%s) = %+v, %v", m0, spec, err)
+	}
+	if err := l.Complete(context.Background(), k, m0, 0, Completion{Rows: 5}); err == nil {
+		t.Fatal("a remote completion without its object was accepted")
+	}
+	objects[block.MemoKey(k, m0)] = true
+	if err := l.Complete(context.Background(), k, m0, 0, Completion{Rows: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := f.Cache().Memo(k, m0); e.State != MemoReady {
+		t.Fatalf("entry after a remote completion: %+v", e)
+	}
+
+	// An entry whose data no catalogued version holds has nothing to
+	// compute.
+	gone := blockref.NewMemo("b001", 2)
+	if _, err := f.Cache().UpdateMemo(k, gone, func(e *MemoEntry, ok bool) bool {
+		*e = newPending(k, gone, clk.Now())
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if spec, err := l.Describe(k, gone); err != nil || spec.Gen != 0 {
+		t.Fatalf("Describe of an entry no version holds: gen %d, %v", spec.Gen, err)
+	}
+}
