@@ -25,7 +25,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("op %s panicked: %v", e
 // output column of every requested node, in the order of nodes. The graph
 // must have passed Check against a schema whose columns rec carries with the
 // same Arrow types. Intermediate columns shared by several requested nodes
-// are computed once. The caller releases the returned arrays.
+// are computed once. The caller releases the returned arrays. Run is the
+// executor; a record read from a block or a file goes through a Program,
+// which conforms it to the schema first.
 func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.Array, err error) {
 	return RunGiven(g, reg, rec, nil, nodes...)
 }
