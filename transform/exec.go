@@ -44,14 +44,6 @@ func RunGiven(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Arr
 	return run(g, reg, rec, given, nil, nodes)
 }
 
-// RunObserved is RunGiven telling observe how long each node's kernel took:
-// workers measure the cost of ops this way, for the insertion policy
-// (matching/insertion). The time of making a list-view contiguous for the
-// next kernel counts to the node that made it.
-func RunObserved(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, observe func(node int, d time.Duration), nodes ...int) (out []arrow.Array, err error) {
-	return run(g, reg, rec, given, observe, nodes)
-}
-
 func run(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, observe func(int, time.Duration), nodes []int) (out []arrow.Array, err error) {
 	if len(given) > 0 {
 		// A given node has no inputs as far as this run goes: the nodes
