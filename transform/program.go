@@ -10,13 +10,11 @@ import (
 
 // Program is a graph compiled once to compute its model inputs over many
 // records of raw events: the one way SIG computes a component over raw
-// columns. Workers compute memo objects with it, sigd's guard check
-// recomputes a block with it, readers compute LOCAL inputs (LIG) and their
-// guard's samples with it, and `sigctl run` computes a raw file with it,
-// so that a column computed anywhere is computed the same way: the record
-// conformed to the schema's types, then the graph run. Reading the record
-// stays with the caller, who alone knows where its columns are (a segment
-// cache, ranged fetches, a file): Columns says which to read.
+// columns, in workers, sigd, readers and `sigctl run` alike, so that a
+// column computed anywhere is computed the same way (package doc,
+// "Computing over raw columns"). Reading the record stays with the
+// caller, who alone knows where its columns are (a segment cache, ranged
+// fetches, a file): Columns says which to read.
 //
 // A Program is immutable: one may run over several records at once.
 type Program struct {
@@ -154,12 +152,12 @@ func (p *Program) Types() []Type { return p.typ }
 // and no given node covers, sorted. Read only.
 func (p *Program) Columns() []string { return p.columns }
 
-// Conform returns rec's Columns as a record in the schema's types
-// (transform.Conform: foreign encodings converted, layouts checked, no
+// Conform returns rec's Columns as a record in the schema's types, as the
+// package's Conform does (foreign encodings converted, layouts checked, no
 // copy of a column that already has its type). Its errors wrap ErrColumn.
-// Run takes a record Conform returned as it is, so a caller that needs
-// the conformed event_id (or checks something before computing) conforms
-// once.
+// Run takes a record Conform returned (or a slice of one) as it is, so a
+// caller that needs the conformed event_id (or checks something before
+// computing) conforms once.
 func (p *Program) Conform(rec arrow.Record) (arrow.Record, error) {
 	cols, err := conformColumns(p.s, rec, p.columns)
 	if err != nil {
