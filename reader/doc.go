@@ -77,8 +77,8 @@
 // chose (issue 20: any subgraph memoized, not only whole components). The
 // reader reads each as it reads a MEMO input's object (same checks, same
 // errors: a memo node not ready is a pending memo) and runs only the
-// residual above them (canon.Residual, transform.RunGiven), reading only
-// the raw columns the residual needs. A memo node must be a node of the
+// residual above them (canon.Residual, transform.CompileResidual), reading
+// only the raw columns the residual needs. A memo node must be a node of the
 // input's component and of its type; any subset of its nodes gives the same
 // column (TestCoversEqualLIG: random fleets' graphs, random covers, bytes of
 // pure LIG), so a unit lists the nodes whose blocks are ready

@@ -82,7 +82,7 @@ func (e *mismatchError) Error() string {
 func (e *mismatchError) Unwrap() []error { return []error{ErrMemoMismatch, ErrCorrupt} }
 
 // guardPlan is what a unit's guard runs: per guarded memo object (a MEMO
-// input's, or a memo node's a LOCAL input reads) the graph of its
+// input's, or a memo node's a LOCAL input reads) the program of its
 // component, whose output is what the object must hold.
 type guardPlan struct {
 	inputs []guardInput // by plan.inputs index, MEMO inputs only
@@ -90,10 +90,8 @@ type guardPlan struct {
 }
 
 type guardInput struct {
-	idx   int // in plan.inputs, or in plan.nodes
-	graph *transform.Graph
-	node  int      // the component's output node in graph
-	cols  []string // raw columns graph reads
+	idx  int // in plan.inputs, or in plan.nodes
+	prog *transform.Program
 }
 
 // sampleRows is the configured rows per input, 0 when the guard is off.
@@ -135,24 +133,19 @@ func parseGuardDSL(p *plan, i int, lim transform.Limits) (*canon.Canonical, erro
 	return c, nil
 }
 
-// guardOf returns the guard of component comp of c (its graph and the raw
-// columns it reads, which are added to those p reads).
+// guardOf returns the guard of component comp of c (its program, whose
+// raw columns are added to those p reads).
 func guardOf(p *plan, c *canon.Canonical, comp *canon.Component, idx int, field string, lim transform.Limits) (guardInput, error) {
-	cg := c.ComponentGraph(comp, "out")
-	if _, err := transform.Check(cg, p.schema, p.reg, lim); err != nil {
+	prog, err := transform.Compile(c.ComponentGraph(comp, "out"), p.schema, p.reg, lim)
+	if err != nil {
 		return guardInput{}, invalid(field, "%v", err)
 	}
-	gi := guardInput{idx: idx, graph: cg, node: cg.Inputs[0].Node}
-	for _, col := range comp.Columns {
-		if col == transform.ColEventID {
-			continue // always read
-		}
-		gi.cols = append(gi.cols, col)
+	for _, col := range prog.Columns()[1:] { // event_id is always read
 		if !slices.Contains(p.rawColumns, col) {
 			p.rawColumns = append(p.rawColumns, col)
 		}
 	}
-	return gi, nil
+	return guardInput{idx: idx, prog: prog}, nil
 }
 
 // planGuard plans the guard of unit p: every MEMO input that carries its
@@ -341,7 +334,7 @@ func (s *Server) guardColumn(p *plan, in inputPlan, gi guardInput, raw arrow.Rec
 
 // guardCompute runs gi's component over rows of raw.
 func (s *Server) guardCompute(raw arrow.Record, gi guardInput, rows []int) (arrow.Array, error) {
-	names := append([]string{transform.ColEventID}, gi.cols...)
+	names := gi.prog.Columns()
 	fields := make([]arrow.Field, len(names))
 	sample := make([]arrow.Array, len(names))
 	defer func() {
@@ -365,7 +358,7 @@ func (s *Server) guardCompute(raw arrow.Record, gi guardInput, rows []int) (arro
 	}
 	rec := array.NewRecord(arrow.NewSchema(fields, nil), sample, int64(len(rows)))
 	defer rec.Release()
-	out, err := transform.Run(gi.graph, s.cfg.Registry, rec, gi.node)
+	out, err := gi.prog.Run(rec, nil)
 	if err != nil {
 		return nil, err
 	}

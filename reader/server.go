@@ -508,9 +508,6 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 
 	var local []arrow.Array
 	if p.local != nil {
-		if err := transform.CheckRecord(p.local, p.schema, raw.rec); err != nil {
-			return fail(fmt.Errorf("%w: raw block %s: %v", ErrCorrupt, p.unit.RawObject, err))
-		}
 		// The memo nodes' columns are given: only the residual above them
 		// runs.
 		given := make(map[int]arrow.Array, len(p.nodes))
@@ -534,8 +531,11 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 			given[p.nodeIdx[j]] = c
 			s.memoNodes.Add(1)
 		}
-		out, err := transform.RunGiven(p.local, p.reg, raw.rec, given, p.localNodes...)
+		out, err := p.local.Run(raw.rec, given)
 		releaseGiven()
+		if errors.Is(err, transform.ErrColumn) {
+			return fail(fmt.Errorf("%w: raw block %s: %v", ErrCorrupt, p.unit.RawObject, err))
+		}
 		if err != nil {
 			return fail(fmt.Errorf("%w: block %s: %v", ErrCompute, p.unit.BlockId, err))
 		}

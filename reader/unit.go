@@ -69,11 +69,10 @@ type plan struct {
 	// rawColumns are the raw columns read (event_id implied): the labels,
 	// then the columns the LOCAL inputs read.
 	rawColumns []string
-	// local is the graph of every LOCAL input, shared nodes once (matching's
-	// canonical form); localNodes[i] is the node of inputs[localIdx[i]].
-	local      *transform.Graph
-	localNodes []int
-	localIdx   []int
+	// local computes every LOCAL input, shared nodes once (matching's
+	// canonical form); its i-th output is inputs[localIdx[i]].
+	local    *transform.Program
+	localIdx []int
 	// nodes are the memoized nodes the LOCAL inputs read (a cover's memo
 	// nodes, deduplicated, only those the residual reaches): each is read as
 	// a MEMO input is, and its column is given to the run of local at
@@ -328,29 +327,21 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 	}
 	// What runs is the residual above the memo nodes; its raw columns are
 	// the only ones read for the LOCAL inputs.
-	g, given, _ := c.Residual(memo)
-	isGiven := map[int]bool{}
-	for _, gi := range given {
-		isGiven[gi] = true
-	}
-	for i, n := range g.Nodes {
-		if n.Op != "col" || isGiven[i] {
-			continue
-		}
-		v, _ := n.Param("name")
-		if col := v.Str; col != transform.ColEventID && !slices.Contains(p.rawColumns, col) {
-			p.rawColumns = append(p.rawColumns, col)
-		}
-	}
+	g, given, types := c.Residual(memo)
 	for _, j := range slices.Sorted(maps.Keys(given)) {
 		p.nodes = append(p.nodes, reads[j])
 		p.nodeIdx = append(p.nodeIdx, given[j])
 	}
-	p.local = g
-	for x := range graphs {
-		in, _ := g.Input(p.inputs[p.localIdx[x]].name)
-		p.localNodes = append(p.localNodes, in.Node)
+	local, err := transform.CompileResidual(g, types, p.nodeIdx, p.schema, p.reg)
+	if err != nil {
+		return invalid("inputs", "LOCAL inputs together: %v", err)
 	}
+	for _, col := range local.Columns()[1:] { // event_id is always read
+		if !slices.Contains(p.rawColumns, col) {
+			p.rawColumns = append(p.rawColumns, col)
+		}
+	}
+	p.local = local
 	return nil
 }
 

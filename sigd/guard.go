@@ -21,26 +21,28 @@ import (
 // recomputeColumn computes component rec's column over raw block raw
 // (the version the memo entry was computed from, as the evictor resolves
 // it) from its raw columns, as a worker computes a block from raw: never
-// over memo nodes, whose values could be the wrong ones.
+// over memo nodes, whose values could be the wrong ones. The component's
+// program conforms the columns first, as the worker's does, so that a
+// block another Arrow producer wrote is computed exactly as the worker
+// computed it.
 func (s *Server) recomputeColumn(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error) {
 	sc, ok := s.schemas[rec.Source]
 	if !ok {
 		return nil, fmt.Errorf("unknown raw source %q", rec.Source)
 	}
-	reg := transform.Default()
-	g, _, err := transform.ParseAndCheck([]byte(rec.DSL), "component", sc, reg, transform.Limits{})
+	prog, err := transform.CompileDSL([]byte(rec.DSL), "component", sc, transform.Default(), transform.Limits{})
 	if err != nil {
 		return nil, fmt.Errorf("component %s: %w", rec.Key.Short(), err)
+	}
+	if n := len(prog.Graph().Inputs); n != 1 {
+		return nil, fmt.Errorf("component %s: DSL has %d model inputs, want 1", rec.Key.Short(), n)
 	}
 	cols, err := block.ReadColumns(ctx, s.store, raw, rec.Columns)
 	if err != nil {
 		return nil, err
 	}
 	defer cols.Release()
-	if err := transform.CheckRecord(g, sc, cols); err != nil {
-		return nil, err
-	}
-	out, err := transform.Run(g, reg, cols, g.Inputs[0].Node)
+	out, err := prog.Run(cols, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -351,6 +351,48 @@ func BenchmarkTypicalComponent(b *testing.B) {
 	})
 }
 
+// BenchmarkProgram is what a Program adds to the executor for a record
+// already in the schema's types (a SIG block, a reader's unit): "run" is
+// the typical component through Run, "program" the same through
+// Program.Run, which conforms the record first; "conform" is that step
+// alone over the three raw columns the component reads (a pass over the
+// string offsets, nothing copied).
+func BenchmarkProgram(b *testing.B) {
+	env := getBenchEnv(b)
+	p, err := CompileDSL([]byte(typicalComponent), "", AdsSchema(), Default(), Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := env.bytes["query"] + env.bytes["ad_title"] + env.bytes["ad_category"]
+	b.Run("run", func(b *testing.B) {
+		measureRows(b, payload, func() error {
+			out, err := Run(p.Graph(), Default(), env.rec, p.Graph().Inputs[0].Node)
+			if err == nil {
+				out[0].Release()
+			}
+			return err
+		})
+	})
+	b.Run("program", func(b *testing.B) {
+		measureRows(b, payload, func() error {
+			out, err := p.Run(env.rec, nil)
+			if err == nil {
+				out[0].Release()
+			}
+			return err
+		})
+	})
+	b.Run("conform", func(b *testing.B) {
+		measureRows(b, payload, func() error {
+			rec, err := p.Conform(env.rec)
+			if err == nil {
+				rec.Release()
+			}
+			return err
+		})
+	})
+}
+
 // TestBenchCasesMatchReference runs every benchmark case on a small slice
 // of the benchmark data and checks the two sides agree, so that the
 // benchmark compares like with like.

@@ -58,14 +58,23 @@ var ErrColumn = errors.New("column does not conform to the schema")
 // names the column, its Arrow type and the schema's; the caller adds the
 // file or object.
 func Conform(s *Schema, rec arrow.Record, names []string) (arrow.Record, error) {
-	fields := make([]arrow.Field, len(names))
+	cols, err := conformColumns(s, rec, names)
+	if err != nil {
+		return nil, err
+	}
+	return newRecord(conformedSchema(s, names), cols, rec.NumRows()), nil
+}
+
+// conformColumns is Conform's work: rec's columns names, in that order,
+// each with the schema's Arrow type. The caller owns (releases) them.
+func conformColumns(s *Schema, rec arrow.Record, names []string) ([]arrow.Array, error) {
 	cols := make([]arrow.Array, 0, len(names))
 	release := func() {
 		for _, c := range cols {
 			c.Release()
 		}
 	}
-	for i, name := range names {
+	for _, name := range names {
 		f, ok := s.Lookup(name)
 		if !ok {
 			release()
@@ -92,16 +101,37 @@ func Conform(s *Schema, rec arrow.Record, names []string) (arrow.Record, error) 
 			return nil, err
 		}
 		cols = append(cols, c)
-		nullable := name != ColEventID && name != ColEventTime
-		if nulls := c.NullN(); !nullable && nulls > 0 {
+		if nulls := c.NullN(); !nullable(name) && nulls > 0 {
 			release()
 			return nil, fmt.Errorf("%w: column %q has %d nulls; the schema allows none", ErrColumn, name, nulls)
 		}
-		fields[i] = arrow.Field{Name: name, Type: c.DataType(), Nullable: nullable}
 	}
-	out := array.NewRecord(arrow.NewSchema(fields, nil), cols, rec.NumRows())
-	release()
-	return out, nil
+	return cols, nil
+}
+
+// nullable reports whether the schema lets column name hold nulls: all but
+// event_id and event_time (Schema.Arrow).
+func nullable(name string) bool { return name != ColEventID && name != ColEventTime }
+
+// conformedSchema is the Arrow schema of the records Conform returns for
+// names, which must all be in s.
+func conformedSchema(s *Schema, names []string) *arrow.Schema {
+	fields := make([]arrow.Field, len(names))
+	for i, name := range names {
+		f, _ := s.Lookup(name)
+		fields[i] = arrow.Field{Name: name, Type: f.Type.ArrowType(), Nullable: nullable(name)}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// newRecord is a record of cols under schema, which takes over the
+// caller's references to cols.
+func newRecord(schema *arrow.Schema, cols []arrow.Array, rows int64) arrow.Record {
+	rec := array.NewRecord(schema, cols, rows)
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec
 }
 
 // ConformArray is Conform for one column: arr as an array of f's Arrow

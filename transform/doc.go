@@ -311,9 +311,9 @@
 // returns the requested nodes' columns; nodes several requests share are
 // computed once, and intermediates are released as soon as their last
 // user has run. A kernel that panics fails only its own Run with a
-// *PanicError (brief, "Beyond the paper" 4: a small blast radius).
-// CheckRecord checks a record's columns against the schema first, so that
-// a malformed block fails with a clear error rather than in a kernel.
+// *PanicError (brief, "Beyond the paper" 4: a small blast radius). Run
+// trusts its record to carry the schema's Arrow types (CheckRecord checks
+// that); records read from outside the process go through Conform first.
 // Conform is where Arrow from outside SIG (a raw Arrow file, a raw block
 // object) meets the schema, once, before anything reads it: it checks each
 // column's layout against its buffers and converts every Arrow encoding
@@ -331,7 +331,39 @@
 // A converted column's buffers are exactly as long as its rows need, as
 // Arrow C++ makes them. Every other type is refused (float64 for int64,
 // binary for string) with an error naming the column and both types, and
-// so is a column too large for 32-bit offsets.
+// so is a column too large for 32-bit offsets. A column that already has
+// the schema's type is taken as it is, retained, not copied: its layout is
+// checked (offsets read, never values), which costs a pass over its
+// offsets.
+//
+// # Computing over raw columns
+//
+// A Program is the one way SIG computes model inputs or a component over
+// raw columns: the worker computing a memo object (workers/memo), sigd
+// recomputing one to confirm a reported mismatch (sigd's guard), a reader
+// computing LOCAL inputs and its guard's sampled rows (reader), and
+// `sigctl run` over a raw Arrow file. All of them must give the same
+// column bit for bit (memo objects equal local recomputation; SIG and LIG
+// batches are byte-identical), so none of them assembles the steps on its
+// own. Compile (a Graph), CompileDSL (text) or CompileResidual (the
+// residual canon.Residual leaves above memoized nodes, whose columns are
+// given) does the per-graph work once: check against the schema, choose
+// the outputs (the graph's model inputs, in order), and know the raw
+// columns read (Program.Columns: event_id, then the columns the outputs
+// need that no given node covers, sorted). Program.Run then does the
+// per-record work: Conform the record's Columns to the schema's types,
+// check the given nodes' columns (every one given, of the node's type and
+// the record's rows), run, return the outputs. Program.Conform is the
+// first step alone, for callers that need the conformed event_id as well
+// (a memo object's, a batch's); Run takes a record it returned as it is.
+// Errors of the record wrap ErrColumn (a reader reports a corrupt block);
+// an op's failure does not.
+//
+// Reading the record is the caller's: the worker through its segment
+// cache, the reader with pooled ranged fetches, sigd with plain reads,
+// sigctl from a file; Program.Columns says what to read. A Program holds
+// its own copy of its graph and changes nothing after Compile, so one may
+// run over several records at once.
 //
 // bench/transform.sh measures every kernel against rowref's plain Go loop
 // on a million rows of Ads-like data; bench/transform.txt holds the last

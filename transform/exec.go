@@ -25,7 +25,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("op %s panicked: %v", e
 // output column of every requested node, in the order of nodes. The graph
 // must have passed Check against a schema whose columns rec carries with the
 // same Arrow types. Intermediate columns shared by several requested nodes
-// are computed once. The caller releases the returned arrays.
+// are computed once. The caller releases the returned arrays. Run is the
+// executor; a record read from a block or a file goes through a Program,
+// which conforms it to the schema first.
 func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.Array, err error) {
 	return RunGiven(g, reg, rec, nil, nodes...)
 }
@@ -40,14 +42,6 @@ func Run(g *Graph, reg *Registry, rec arrow.Record, nodes ...int) (out []arrow.A
 // LOCAL inputs with memo nodes).
 func RunGiven(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, nodes ...int) (out []arrow.Array, err error) {
 	return run(g, reg, rec, given, nil, nodes)
-}
-
-// RunObserved is RunGiven telling observe how long each node's kernel took:
-// workers measure the cost of ops this way, for the insertion policy
-// (matching/insertion). The time of making a list-view contiguous for the
-// next kernel counts to the node that made it.
-func RunObserved(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, observe func(node int, d time.Duration), nodes ...int) (out []arrow.Array, err error) {
-	return run(g, reg, rec, given, observe, nodes)
 }
 
 func run(g *Graph, reg *Registry, rec arrow.Record, given map[int]arrow.Array, observe func(int, time.Duration), nodes []int) (out []arrow.Array, err error) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -174,18 +173,17 @@ func runFlags(fs *flag.FlagSet) graphRun {
 //
 // The raw file comes from outside SIG: it is read with arrowfile, which
 // makes a malformed file an error naming it (not a panic, not an
-// out-of-memory crash), and each batch is conformed to the schema
-// (transform.Conform) before anything reads it, so that a column of a
-// foreign type is converted or refused with the column named.
+// out-of-memory crash), and each batch is computed by the graph's
+// transform.Program, as workers and readers compute a block, which
+// conforms it to the schema before anything reads it, so that a column of
+// a foreign type is converted or refused with the column named.
 func RunLocal(c *canon.Canonical, s *transform.Schema, rawPath, outPath string) (int64, error) {
-	g := c.Graph()
-	if _, err := transform.Check(g, s, transform.Default(), transform.Limits{}); err != nil {
+	prog, err := transform.Compile(c.Graph(), s, transform.Default(), transform.Limits{})
+	if err != nil {
 		return 0, err
 	}
 	fields := []arrow.Field{{Name: transform.ColEventID, Type: arrow.PrimitiveTypes.Int64}}
-	nodes := make([]int, len(g.Inputs))
-	for i, in := range g.Inputs {
-		nodes[i] = in.Node
+	for i, in := range prog.Graph().Inputs {
 		fields = append(fields, arrow.Field{Name: in.Name, Type: c.Components[i].Type.ArrowType(), Nullable: true})
 	}
 	outSchema := arrow.NewSchema(fields, nil)
@@ -200,10 +198,9 @@ func RunLocal(c *canon.Canonical, s *transform.Schema, rawPath, outPath string) 
 		out.Close()
 		return 0, err
 	}
-	need := rawColumns(g)
 	var rows int64
 	err = arrowfile.ReadFile(rawPath, func(i int, raw arrow.Record) error {
-		n, err := runBatch(raw, g, s, need, nodes, outSchema, w)
+		n, err := runBatch(raw, prog, outSchema, w)
 		if err != nil {
 			return fmt.Errorf("%s: record batch %d: %w", rawPath, i, err)
 		}
@@ -223,33 +220,17 @@ func RunLocal(c *canon.Canonical, s *transform.Schema, rawPath, outPath string) 
 	return rows, os.Rename(tmp, outPath)
 }
 
-// rawColumns is event_id and every raw column g reads, each once.
-func rawColumns(g *transform.Graph) []string {
-	names := []string{transform.ColEventID}
-	for _, n := range g.Nodes {
-		if n.Op != "col" {
-			continue
-		}
-		if name, _ := n.Param("name"); !slices.Contains(names, name.Str) {
-			names = append(names, name.Str)
-		}
-	}
-	return names
-}
-
-// runBatch runs a batch of raw events through g and writes event_id and
-// the inputs' columns to w.
-func runBatch(raw arrow.Record, g *transform.Graph, s *transform.Schema, need []string, nodes []int,
-	outSchema *arrow.Schema, w *ipc.FileWriter) (int64, error) {
-	rec, err := transform.Conform(s, raw, need)
+// runBatch runs a batch of raw events through prog and writes event_id
+// and the inputs' columns to w.
+func runBatch(raw arrow.Record, prog *transform.Program, outSchema *arrow.Schema, w *ipc.FileWriter) (int64, error) {
+	// Conformed here rather than in Run: the batch's event_id is written
+	// out, in the schema's type.
+	rec, err := prog.Conform(raw)
 	if err != nil {
 		return 0, err
 	}
 	defer rec.Release()
-	if err := transform.CheckRecord(g, s, rec); err != nil {
-		return 0, err
-	}
-	cols, err := transform.Run(g, transform.Default(), rec, nodes...)
+	cols, err := prog.Run(rec, nil)
 	if err != nil {
 		return 0, err
 	}

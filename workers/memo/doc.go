@@ -8,12 +8,13 @@
 // task's description names the memo nodes inside the cone that were ready
 // for the block (Task.memo_inputs, sigd's describe): the runner reads them,
 // checked as readers check memo objects (footer, type, row alignment), and
-// runs only the residual above them (canon.Residual, transform.RunGiven),
-// so a nested subexpression memoized for other covers is not computed
-// again; one it cannot use is skipped and computed from raw columns, which
-// gives the same column. It reports the time each op class's kernels took
-// (Result.OpNanos, transform.RunObserved), which sigd keeps for the
-// insertion policy.
+// runs only the residual above them (canon.Residual,
+// transform.CompileResidual), so a nested subexpression memoized for other
+// covers is not computed again; one it cannot use is skipped and computed
+// from raw columns, which gives the same column. The computing is a
+// transform.Program's, as sigd's, the readers' and `sigctl run`'s is. It
+// reports the time each op class's kernels took (Result.OpNanos,
+// Program.RunObserved), which sigd keeps for the insertion policy.
 //
 // Raw blocks have versions (issue 21). A task's block id is a memo block
 // ref, "<id>.v<N>" for input version N >= 2, and its raw object a version

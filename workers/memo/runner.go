@@ -3,7 +3,6 @@ package memo
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -101,9 +100,12 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	if reg == nil {
 		reg = transform.Default()
 	}
-	g, types, err := transform.ParseAndCheck([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
+	prog, err := transform.CompileDSL([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
 	if err != nil {
 		return nil, taskError("%v", err)
+	}
+	if n := len(prog.Graph().Inputs); n != 1 {
+		return nil, taskError("component %s: canonical DSL has %d model inputs, want 1", spec.ComponentKey, n)
 	}
 	// The raw block version the task names (issue 21: its BlockId is a
 	// memo block ref, the block and the input version to compute; its
@@ -118,11 +120,12 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	columns := spec.Columns
 	var over *overMemo
 	if len(spec.MemoInputs) > 0 {
-		if over = r.overMemo(ctx, spec, key, meta, g, s, reg); over != nil {
-			g, types, columns = over.g, over.types, over.columns
+		if over = r.overMemo(ctx, spec, key, meta, prog.Graph(), s, reg); over != nil {
+			prog, columns = over.prog, over.prog.Columns()
 		}
 	}
 	// Each node's op class, under which its kernel's time is reported.
+	g, types := prog.Graph(), prog.Types()
 	classes := make([]string, len(g.Nodes))
 	for i, n := range g.Nodes {
 		ins := make([]transform.Type, len(n.Inputs))
@@ -140,8 +143,10 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	r.observe("read", start)
 	// A raw block is Arrow from outside the worker: its columns, event_id
 	// included (it becomes the memo object's), must be the schema's types
-	// before any op or the memo encoder reads them.
-	conformed, err := transform.Conform(s, raw, recordColumns(raw))
+	// before any op or the memo encoder reads them. The program conforms
+	// them here, once, so that the alignment check below and the memo
+	// record see them too; Transform's run takes them as they are.
+	conformed, err := prog.Conform(raw)
 	raw.Release()
 	if err != nil {
 		over.release()
@@ -157,12 +162,7 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 		spec.MemoInputs = nil
 		return r.Read(ctx, workers.Task{ID: t.ID, Spec: spec, Since: t.Since})
 	}
-	if err := transform.CheckRecord(g, s, raw); err != nil {
-		over.release()
-		raw.Release()
-		return nil, taskError("block %s: %v", spec.BlockId, err)
-	}
-	return &memoTask{r: r, spec: spec, key: key, block: memoBlock, g: g, reg: reg, meta: meta, raw: raw, classes: classes, over: over}, nil
+	return &memoTask{r: r, spec: spec, key: key, block: memoBlock, prog: prog, meta: meta, raw: raw, classes: classes, over: over}, nil
 }
 
 // rawMeta returns the metadata of the raw block version the task reads,
@@ -198,14 +198,13 @@ func (r *Runner) rawMeta(ctx context.Context, spec *sigv1.Task, want blockref.Me
 }
 
 // overMemo is a task's residual over the memo inputs it could read: the
-// residual graph (canon.Residual) and its types, the raw columns it reads,
-// and each given node's column, from its memo object's record.
+// program of the residual graph (canon.Residual), which reads only the raw
+// columns the residual needs, and each given node's column, from its memo
+// object's record.
 type overMemo struct {
-	g       *transform.Graph
-	types   []transform.Type
-	columns []string
-	given   map[int]arrow.Array
-	recs    []arrow.Record
+	prog  *transform.Program
+	given map[int]arrow.Array
+	recs  []arrow.Record
 }
 
 // overMemo reads the task's memo inputs that are nodes of its component,
@@ -254,21 +253,17 @@ func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, key canon.Key, 
 	if len(memo) == 0 {
 		return nil
 	}
-	var given map[int]int
-	o.g, given, o.types = c.Residual(memo)
+	g, given, types := c.Residual(memo)
 	o.given = map[int]arrow.Array{}
+	var nodes []int
 	for j, gi := range given {
 		o.given[gi] = cols[j]
+		nodes = append(nodes, gi)
 	}
-	for i, n := range o.g.Nodes {
-		if _, isGiven := o.given[i]; n.Op == "col" && !isGiven {
-			v, _ := n.Param("name")
-			if !slices.Contains(o.columns, v.Str) {
-				o.columns = append(o.columns, v.Str)
-			}
-		}
+	if o.prog, err = transform.CompileResidual(g, types, nodes, s, reg); err != nil {
+		o.release()
+		return nil
 	}
-	slices.Sort(o.columns)
 	return o
 }
 
@@ -295,15 +290,6 @@ func (o *overMemo) release() {
 	o.recs = nil
 }
 
-// recordColumns is the names of rec's columns, in order.
-func recordColumns(rec arrow.Record) []string {
-	names := make([]string, rec.NumCols())
-	for i, f := range rec.Schema().Fields() {
-		names[i] = f.Name
-	}
-	return names
-}
-
 // memoTask is one task between its stages: the raw columns after Read, the
 // memo record after Transform. The zero memoTask has nothing to compute.
 type memoTask struct {
@@ -312,16 +298,17 @@ type memoTask struct {
 	// key and block are the task's component and memo block.
 	key   canon.Key
 	block blockref.Memo
-	g     *transform.Graph
-	reg   *transform.Registry
-	meta  block.Meta
-	raw   arrow.Record // until Transform
-	memo  arrow.Record // from Transform until Write
+	// prog computes the component (or the residual over the memo inputs
+	// in over); raw is its Conform's record.
+	prog *transform.Program
+	meta block.Meta
+	raw  arrow.Record // until Transform
+	memo arrow.Record // from Transform until Write
 	// classes[i] is node i's op class; opNanos what its kernels took.
 	classes []string
 	opNanos map[string]int64
-	// over holds the memo inputs' columns the residual g runs over (nil:
-	// g is the whole component), until Transform.
+	// over holds the memo inputs' columns the residual prog runs over
+	// (nil: prog is the whole component), until Transform.
 	over *overMemo
 }
 
@@ -339,9 +326,9 @@ func (m *memoTask) Transform(ctx context.Context) error {
 	if m.over != nil {
 		given = m.over.given
 	}
-	out, err := transform.RunObserved(m.g, m.reg, m.raw, given, func(node int, d time.Duration) {
+	out, err := m.prog.RunObserved(m.raw, given, func(node int, d time.Duration) {
 		m.opNanos[m.classes[node]] += d.Nanoseconds()
-	}, m.g.Inputs[0].Node)
+	})
 	m.over.release()
 	m.over = nil
 	if err != nil {
