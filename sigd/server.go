@@ -61,6 +61,7 @@ type Server struct {
 	compression block.Compression
 	cache       *matching.Cache
 	frontend    *matching.Frontend
+	memos       *matching.Memos
 	queue       *workers.Queue
 	stats       *statsService // the feature statistics of FDP (package featstats)
 	pool        *workers.Pool
@@ -224,12 +225,19 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
+	s.memos = &matching.Memos{Frontend: s.frontend, Versions: s.catalog, Announce: s.publisher, Bucket: cfg.S3Bucket,
+		Clock: s.clock, Logger: s.log, Done: s.metrics.taskDone,
+		Stat: func(ctx context.Context, key string) error {
+			_, err := s.store.Stat(ctx, key)
+			return err
+		}}
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
+	var quarantined []matching.Failed
 	for _, t := range s.queue.ListQuarantine() {
-		_ = s.frontend.MarkFailed(t.ID.Component, blockref.ParseMemo(t.ID.Block), t.Err)
+		quarantined = append(quarantined, matching.Failed{Task: matching.Task{Component: t.ID.Component, Block: blockref.ParseMemo(t.ID.Block)}, Reason: t.Err})
 	}
-	if n, err := s.frontend.Reconcile(); err != nil {
+	if n, err := s.memos.Recover(quarantined); err != nil {
 		return nil, err
 	} else if n > 0 {
 		s.log.Info("rescheduled pending memo entries", "entries", n)
@@ -514,170 +522,52 @@ func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 // onQueueEvent mirrors quarantines into the matching cache, so read
 // solutions show the failure and its reason.
 func (s *Server) onQueueEvent(e workers.Event) {
-	k := e.Task.ID.Component
+	k, m := e.Task.ID.Component, blockref.ParseMemo(e.Task.ID.Block)
 	switch e.Kind {
 	case workers.EventQuarantined:
-		if err := s.frontend.MarkFailed(k, blockref.ParseMemo(e.Task.ID.Block), e.Task.Err); err != nil {
-			s.log.Warn("mark failed", "task", e.Task.ID.String(), "err", err)
-		}
+		s.memos.Quarantined(k, m, e.Task.Err)
 	case workers.EventReleased:
-		if err := s.frontend.MarkPending(k, blockref.ParseMemo(e.Task.ID.Block)); err != nil {
-			s.log.Warn("mark pending", "task", e.Task.ID.String(), "err", err)
-		}
+		s.memos.Released(k, m)
 	}
 }
 
-// describe fills a task's description for a worker from the matching cache.
+// describe translates a task's description (matching.Memos.Describe) into
+// the Workers API's, with the raw source's schema.
 func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
-	k, memoBlock := id.Component, blockref.ParseMemo(id.Block)
-	rec, err := s.cache.Component(k)
+	spec, err := s.memos.Describe(id.Component, blockref.ParseMemo(id.Block))
 	if err != nil {
 		return nil, err
 	}
-	sj, ok := s.schemaJSON[rec.Source]
+	sj, ok := s.schemaJSON[spec.Source]
 	if !ok {
-		return nil, fmt.Errorf("unknown raw source %q", rec.Source)
-	}
-	gen, pending, err := s.frontend.Begin(k, memoBlock)
-	if err != nil {
-		return nil, err
-	}
-	if pending {
-		// A memo node no pipeline's cover names any more (its pipelines
-		// re-submitted under other covers) is not computed.
-		needed, err := s.frontend.Needed(k)
-		if err != nil {
-			return nil, err
-		}
-		pending = needed
-	}
-	if !pending {
-		gen = 0
-	}
-	// The task's block is a memo block ref: the block and the input
-	// version to compute, from a catalogued version with that input
-	// version for the component's columns (the newest such). None left
-	// (GC dropped them since): nothing to compute.
-	blockID, v := memoBlock.ID(), memoBlock.InputVersion()
-	meta, ok, err := s.rawVersion(rec.Source, blockID, rec.Columns, v)
-	if err != nil {
-		return nil, fmt.Errorf("block %s: %w", blockID, err)
-	}
-	if !ok {
-		gen = 0
+		return nil, fmt.Errorf("unknown raw source %q", spec.Source)
 	}
 	t := &sigv1.Task{
-		ComponentKey: k.String(), BlockId: id.Block, CanonicalDsl: rec.DSL, RawSource: rec.Source,
-		RawObject: meta.Key, MemoObject: block.MemoKey(k, memoBlock), Columns: rec.Columns,
-		SchemaJson: sj, MemoGeneration: gen,
+		ComponentKey: spec.Component.String(), BlockId: spec.Block.String(), CanonicalDsl: spec.DSL, RawSource: spec.Source,
+		RawObject: spec.RawObject, MemoObject: spec.MemoObject, Columns: spec.Columns,
+		SchemaJson: sj, MemoGeneration: spec.Gen,
 	}
-	if gen != 0 {
-		// Memo nodes inside the cone, ready for this block version: the
-		// worker computes only what is above them (a nested subexpression
-		// memoized for other covers is not computed again). Each node's
-		// entry is the one of its own input version in that raw version.
-		for _, nk := range rec.NodeKeys {
-			if nk == k {
-				continue
-			}
-			nrec, err := s.cache.Component(nk)
-			if err != nil {
-				continue // not a memoized node
-			}
-			ref := meta.Ref().Memo(meta.InputVersion(nrec.Columns))
-			if e, err := s.cache.Memo(nk, ref); err == nil && e.State == matching.MemoReady {
-				t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: nk.String(), MemoObject: e.Object})
-			}
-		}
+	for _, mi := range spec.MemoInputs {
+		t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: mi.Key.String(), MemoObject: mi.Object})
 	}
 	return t, nil
 }
 
-// rawVersion returns the newest catalogued version of block id whose input
-// version for columns is v (ok false, with the newest version, when none
-// is: GC dropped every version of that data).
-func (s *Server) rawVersion(source, id string, columns []string, v int64) (block.Meta, bool, error) {
-	cur, err := s.catalog.Get(source, id)
-	if err != nil {
-		return cur, false, err
-	}
-	if cur.InputVersion(columns) == v {
-		return cur, true, nil
-	}
-	vs, err := s.catalog.Versions(source, id)
-	if err != nil {
-		return cur, false, err
-	}
-	for i := len(vs) - 1; i >= 0; i-- {
-		if vs[i].InputVersion(columns) == v {
-			return vs[i], true, nil
-		}
-	}
-	return cur, false, nil
-}
-
 // completeHook marks a finished task's memo entry ready and announces it,
-// before the task leaves the queue.
-//
-// In-process workers' tasks carry the description they ran (t.Spec), with
-// the generation of the entry they computed. Remotely completed tasks do
-// not (the queue keeps no descriptions; CompleteTask names only the lease),
-// so the entry's current generation is read first and the memo object is
-// checked to exist before the entry is marked: an eviction that deleted
-// the object after the worker wrote it either changed the generation
-// (MarkReady then refuses) or happened before the check (which then fails
-// and the task runs again after its lease expires).
+// before the task leaves the queue (matching.Memos.Complete). In-process
+// workers' tasks carry the description they ran, with the generation of
+// the entry they computed (0: nothing was left to compute); remotely
+// completed ones do not (the queue keeps no descriptions; CompleteTask
+// names only the lease).
 func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.Result) error {
-	k := t.ID.Component
-	mb := blockref.ParseMemo(t.ID.Block)
-	object := block.MemoKey(k, mb)
 	var gen uint64
-	if spec := t.Spec; spec != nil {
-		gen = spec.MemoGeneration
-	} else {
-		g, pending, err := s.frontend.Begin(k, mb)
-		if err != nil {
-			return err
-		}
-		if pending {
-			if _, err := s.store.Stat(ctx, object); err != nil {
-				return fmt.Errorf("memo object %s: %w", object, err)
-			}
-			gen = g
+	if t.Spec != nil {
+		if gen = t.Spec.MemoGeneration; gen == 0 {
+			return nil
 		}
 	}
-	if gen == 0 {
-		return nil // nothing was left to compute
-	}
-	if err := s.frontend.MarkReady(k, mb, gen, res.Rows, res.Bytes); err != nil {
-		return err
-	}
-	// The workers' measurements, for the insertion policy: statistics, so
-	// a failure to keep them fails nothing.
-	if len(res.OpNanos) > 0 && res.Rows > 0 {
-		ops := make(map[string]matching.OpStat, len(res.OpNanos))
-		for class, ns := range res.OpNanos {
-			ops[class] = matching.OpStat{Nanos: ns, Rows: res.Rows}
-		}
-		if err := s.cache.AddOpStats(ops); err != nil {
-			s.log.Warn("op statistics", "err", err)
-		}
-	}
-	s.metrics.taskDone(s.clock.Now().Sub(t.Since))
-	source := ""
-	if rec, err := s.cache.Component(k); err == nil {
-		source = rec.Source
-	}
-	// Completion events are a hint (trainers also watch the gRPC stream and
-	// re-read solutions): a lost event delays, never corrupts.
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := s.publisher.Publish(pctx, ready.Event{ComponentKey: k, Block: mb,
-		Source: source, Bucket: s.cfg.S3Bucket, Key: object, Rows: res.Rows, Bytes: res.Bytes,
-		Time: s.clock.Now()}); err != nil {
-		s.log.Warn("publish sig.memo.ready", "err", err)
-	}
-	return nil
+	return s.memos.Complete(ctx, t.ID.Component, blockref.ParseMemo(t.ID.Block), gen,
+		matching.Completion{Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos, Since: t.Since})
 }
 
 func (s *Server) buildGRPC() error {
