@@ -2,8 +2,8 @@
 // blocks (issue 21; issue 26 made it one component): it follows the
 // catalog's change feed to make the entries new versions need, and collects
 // the versions no reader can see any more with the entries and objects only
-// they had. sigd constructs a Manager and runs it; nothing else in sigd
-// touches versions but the snapshot pins of its RPCs.
+// they had. sigd constructs a Manager and runs it (run("versions")), and
+// keeps only what translates RPCs: the snapshot pins trainers take.
 //
 // # Following
 //
