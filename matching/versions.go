@@ -25,6 +25,13 @@ import (
 // exactly the components reading it a new ref, whose entry is missing:
 // created pending and scheduled (BlockChanged, or the next read solution).
 
+// BlockOf is a catalogued raw block version as the frontend sees it: the
+// one conversion from the catalog's metadata.
+func BlockOf(m block.Meta) Block {
+	return Block{Ref: m.Ref(), RawObject: m.Key, MinEvent: m.MinEventTime, MaxEvent: m.MaxEventTime, Rows: m.Rows,
+		ColumnVersions: m.ColumnVersions}
+}
+
 // ColumnVersion is the version at which column c's values last changed.
 func (b *Block) ColumnVersion(c string) int64 {
 	return block.InputVersionOf(b.ColumnVersions, []string{c})

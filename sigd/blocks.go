@@ -20,7 +20,7 @@ import (
 type catalogBlocks struct{ cat *catalog.Catalog }
 
 // Range lists the blocks of [from, to) now, each at its newest version
-// (toBlock, as RangeAt: both keep each block's version and column
+// (matching.BlockOf, as RangeAt: both keep each block's version and column
 // versions).
 func (c catalogBlocks) Range(source string, from, to int64) ([]matching.Block, error) {
 	metas, err := c.cat.Range(source, from, to)

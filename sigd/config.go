@@ -53,7 +53,7 @@ type Config struct {
 	DataDir string
 	// --version-gc-every: how often superseded raw block versions no
 	// pinned snapshot sees are collected, with the memo entries and
-	// objects only they had (versions.go).
+	// objects only they had (package versions).
 	VersionGCEvery time.Duration
 	// --version-gc-grace: a superseded version is kept at least this long
 	// after it was superseded, so that a reader that resolved a solution

@@ -42,20 +42,23 @@
 //
 // A raw block can change after it was sealed (issue 21: late rows, label
 // updates, deletions); each change is a new version in the catalog, at a
-// new snapshot (versions.go). sigd follows the versions the catalog adds
-// and has the matching frontend make pending, at the pipelines'
-// priorities, the memo entries of the components reading a changed column
-// only (Frontend.BlockChanged; sig_block_versions_total,
-// sig_version_memo_tasks_total). GetReadSolution and WatchReadSolution
-// take a snapshot (0 = now) and the solution names it, each raw block's
-// version and each memo entry's input version. Trainers and operators pin
-// snapshots (PinSnapshot, UnpinSnapshot; a trainer's pin names start with
-// "<client>:"), and version GC (every --version-gc-every, or
-// Options.GCTrigger; sigd's ingestion leaves it to sigd) drops the
-// versions no pin and not "now" sees, superseded more than
+// new snapshot. Package versions, which sigd runs, follows the catalog's
+// change feed from the position it stored there (a restart resumes, and
+// re-creates no entry evicted since) and has the matching frontend make
+// pending, at the pipelines' priorities, the memo entries of the
+// components reading a changed column only (Frontend.BlockChanged;
+// sig_block_versions_total, sig_version_memo_tasks_total).
+// GetReadSolution and WatchReadSolution take a snapshot (0 = now) and the
+// solution names it, each raw block's version and each memo entry's input
+// version. Trainers and operators pin snapshots (PinSnapshot,
+// UnpinSnapshot, versions.go; a trainer's pin names start with
+// "<client>:"), and version GC (package versions: every
+// --version-gc-every, or Options.GCTrigger; sigd's ingestion leaves it to
+// sigd) drops the versions no pin and not "now" sees, superseded more than
 // --version-gc-grace ago, then the memo entries no kept version reads,
-// then their objects (sig_version_gc_*). A task's block is a memo block ref; describe names
-// a raw version of that input version for the worker to read.
+// then their objects (sig_version_gc_*). A task's block is a memo block
+// ref; describe names a raw version of that input version for the worker
+// to read.
 //
 // # Corrupt memo objects
 //

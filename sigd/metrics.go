@@ -9,6 +9,7 @@ import (
 
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/versions"
 )
 
 // metrics exports sigd's own series (the queue and autoscaler register
@@ -21,7 +22,7 @@ type metrics struct {
 	taskLatency                        prometheus.Histogram
 	phases                             *prometheus.HistogramVec
 	trainerGoodput                     *prometheus.GaugeVec
-	// Versioned blocks (versions.go): versions followed, the memo tasks
+	// Versioned blocks (package versions): versions followed, the memo tasks
 	// they made, and what version GC removed.
 	blockVersions, versionTasks      prometheus.Counter
 	gcVersions, gcEntries, gcObjects prometheus.Counter
@@ -231,7 +232,7 @@ func (m *metrics) versionChanged(inv matching.Invalidation) {
 	}
 }
 
-func (m *metrics) versionGC(r GCResult) {
+func (m *metrics) versionGC(r versions.GCResult) {
 	m.gcVersions.Add(float64(r.Versions))
 	m.gcEntries.Add(float64(r.MemoEntries))
 	m.gcObjects.Add(float64(r.Objects))

@@ -1,7 +1,6 @@
 package sigd
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +35,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/ui"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/versions"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
@@ -91,10 +91,8 @@ type Server struct {
 	// long-polling LeaseTask calls end then, so a graceful stop does not
 	// wait for them.
 	stopping chan struct{}
-	// gcTrigger is Options.GCTrigger; gcHorizons version GC's grace.
-	gcTrigger     <-chan struct{}
-	gcHorizons    gcHorizons
-	versionRescan time.Duration
+	// versions follows and collects block versions (package versions).
+	versions *versions.Manager
 }
 
 // Options are what a caller (cmd/sigd, tests) adds beyond Config.
@@ -116,10 +114,6 @@ type Options struct {
 	// GCTrigger, if set, runs a version GC on each receive, besides every
 	// Config.VersionGCEvery (tests).
 	GCTrigger <-chan struct{}
-	// VersionRescan is how often sigd looks for block versions that its
-	// own ingesters did not make (versions.go; default
-	// DefaultVersionRescan; tests committing to the catalog shorten it).
-	VersionRescan time.Duration
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -136,8 +130,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		opts.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
-		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{}), gcTrigger: opts.GCTrigger,
-		versionRescan: cmp.Or(opts.VersionRescan, DefaultVersionRescan)}
+		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{})}
 	s.compression, _ = block.ParseCompression(cfg.SegmentCompression) // Validate checked it
 	ok := false
 	defer func() {
@@ -191,6 +184,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	if err := s.reg.Register(s.metrics); err != nil {
 		return nil, err
 	}
+	s.versions = versions.New(versions.Options{Catalog: s.catalog, Frontend: versionsFrontend{s.frontend}, Store: s.store,
+		Clock: s.clock, Logger: s.log, GCEvery: cfg.VersionGCEvery, GCGrace: cfg.VersionGCGrace, GCTrigger: opts.GCTrigger,
+		OnChanged: s.metrics.versionChanged, OnCollected: s.metrics.versionGC})
 	if err := s.reg.Register(guardMetrics{s}); err != nil {
 		return nil, err
 	}
@@ -252,7 +248,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: s.compression,
 			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src),
 			// sigd collects superseded versions itself, with the memo
-			// entries and objects only they had (versions.go).
+			// entries and objects only they had (package versions).
 			GCInterval: -1})
 		if err != nil {
 			return nil, err
@@ -640,8 +636,7 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("eviction", func() error { return s.evictor.Run(ctx) })
 	run("ui", func() error { return s.ui.Run(ctx) })
 	run("autoscaler", func() error { return s.scaler.Run(ctx) })
-	run("versions", func() error { return s.followVersions(ctx, s.versionRescan) })
-	run("version gc", func() error { return s.gcLoop(ctx, s.gcTrigger) })
+	run("versions", func() error { return s.versions.Run(ctx) })
 	for i, in := range s.ingesters {
 		run("ingest "+s.cfg.Ingest[i], func() error { return in.Run(ctx) })
 	}
@@ -685,6 +680,9 @@ func (s *Server) Store() *objstore.Store { return s.store }
 
 // Catalog returns the block catalog.
 func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
+
+// Versions returns the follower and collector of block versions.
+func (s *Server) Versions() *versions.Manager { return s.versions }
 
 // Tokens returns the token table.
 func (s *Server) Tokens() *auth.Tokens { return s.tokens }

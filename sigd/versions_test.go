@@ -19,6 +19,7 @@ import (
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/versions"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
@@ -214,7 +215,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 	b0, b1 := blocks[0].ID, blocks[1].ID
 	settle := func(versions int) *sigv1.ReadSolution {
 		t.Helper()
-		// sigd follows the versions its ingesters make (every 250 ms).
+		// sigd follows the catalog's versions every 250 ms.
 		waitFor(t, 10*time.Second, fmt.Sprintf("sigd to follow %d versions", versions), func() bool {
 			return metricValue(t, srv, "sig_block_versions_total") >= float64(versions)
 		})
@@ -314,9 +315,9 @@ func TestVersionsEndToEnd(t *testing.T) {
 		return err == nil
 	}
 	oldPrice := block.MemoKey(price, blockref.ParseMemo(b0))
-	collect := func() sigd.GCResult {
+	collect := func() versions.GCResult {
 		t.Helper()
-		r, err := srv.CollectVersions(ctx)
+		r, err := srv.Versions().Collect(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,9 +416,9 @@ func TestWatchFollowsVersions(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 500, Seed: 4})
 	gate, wrap := newGate()
 	gate.close()
-	// The version is committed here, not by sigd's ingestion: sigd looks
-	// for such versions every VersionRescan.
-	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{WrapRunner: wrap, VersionRescan: 200 * time.Millisecond})
+	// The version is committed here, not by sigd's ingestion: sigd follows
+	// the catalog, whoever commits.
+	srv := sigdtest.Start(t, w, sigd.Config{WorkersMin: 1, WorkersMax: 1}, sigd.Options{WrapRunner: wrap})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ctr := srv.SIG(t, "ctr")
@@ -476,8 +477,8 @@ func TestWatchFollowsVersions(t *testing.T) {
 
 // TestVersionCommittedWhileDown: a block version catalogued while sigd is
 // not running (a crash between a commit and its invalidation) is followed
-// when sigd starts: the first pass over the catalog makes the entry the
-// version needs, and the solution completes at it.
+// when sigd starts: its first pass, from the position it stopped at, makes
+// the entry the version needs, and the solution completes at it.
 func TestVersionCommittedWhileDown(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 500, Seed: 6})
 	dir := t.TempDir()
@@ -505,4 +506,72 @@ func TestVersionCommittedWhileDown(t *testing.T) {
 	})
 	sol := sigdtest.WaitComplete(ctx, t, srv.SIG(t, "ctr"), "ctr", "p")
 	checkVersions(t, sol, w.Blocks[1].ID, 2, map[string]int64{"qid": 1, "price": 1, "adv": 2})
+}
+
+// TestEvictedStaysEvictedAcrossRestart (issue 26): an operator evicts a
+// component whose entries a block version made; sigd restarts and follows
+// the catalog from where it stopped, so none of its entries is re-created
+// (before, every start followed every versioned block again and made the
+// evicted component's entry of the version anew, and counted the version
+// again). A version catalogued after the restart is followed, once.
+func TestEvictedStaysEvictedAcrossRestart(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 2, RowsPerBlock: 500, Seed: 8})
+	dir := t.TempDir()
+	w.Catalog(t, dir)
+	cfg := sigd.Config{WorkersMin: 1, WorkersMax: 1}
+	srv := sigdtest.StartIn(t, w, dir, cfg, sigd.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := srv.SIG(t, "ctr").SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 5, versionsGraph, w.All())); err != nil {
+		t.Fatal(err)
+	}
+	sol := sigdtest.WaitComplete(ctx, t, srv.SIG(t, "ctr"), "ctr", "p")
+	price, qid := sigdtest.InputKey(t, sol, "price"), sigdtest.InputKey(t, sol, "qid")
+	b0, b1 := w.Blocks[0].ID, w.Blocks[1].ID
+
+	// A bid price change to block 0 makes price's entry of version 2.
+	writeVersion(ctx, t, srv.Store(), srv.Catalog(), w.Blocks[0], "bid_price")
+	waitFor(t, 10*time.Second, "sigd to follow the version", func() bool {
+		return metricValue(t, srv, "sig_version_memo_tasks_total") == 1
+	})
+	sol = sigdtest.WaitComplete(ctx, t, srv.SIG(t, "ctr"), "ctr", "p")
+	checkVersions(t, sol, b0, 2, map[string]int64{"qid": 1, "price": 2, "adv": 1})
+
+	// The operator evicts price: its entries go, its pipeline stays.
+	if _, err := srv.SIG(t, "operator").Evict(ctx, &sigv1.EvictRequest{
+		Target: &sigv1.EvictRequest_NodeKey{NodeKey: price.String()}, Reason: "bucket boundaries bug"}); err != nil {
+		t.Fatal(err)
+	}
+	entries := func(srv *sigdtest.Server) []blockref.Memo {
+		t.Helper()
+		es, err := srv.Frontend().Cache().Memos(price)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []blockref.Memo
+		for ref := range es {
+			out = append(out, ref)
+		}
+		return out
+	}
+	if es := entries(srv); len(es) != 0 {
+		t.Fatalf("after the eviction price has entries %v", es)
+	}
+
+	srv.Stop(t)
+	srv = sigdtest.StartIn(t, w, dir, cfg, sigd.Options{})
+	// A query change to block 1 after the restart (qid reads it, price
+	// does not): once qid's entry of it exists, sigd has followed every
+	// version catalogued before it.
+	writeVersion(ctx, t, srv.Store(), srv.Catalog(), w.Blocks[1], "query")
+	waitFor(t, 10*time.Second, "sigd to follow the version made after the restart", func() bool {
+		_, err := srv.Frontend().Cache().Memo(qid, blockref.NewMemo(b1, 2))
+		return err == nil
+	})
+	if es := entries(srv); len(es) != 0 {
+		t.Fatalf("after a restart the evicted component has entries %v again", es)
+	}
+	if n := metricValue(t, srv, "sig_block_versions_total"); n != 1 {
+		t.Fatalf("sigd followed %v block versions since the restart, want 1 (the one made after it)", n)
+	}
 }

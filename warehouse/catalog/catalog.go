@@ -177,6 +177,10 @@ func Open(dir string) (*Catalog, error) {
 	} else {
 		closer.Close()
 	}
+	if err := c.indexBySeq(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -238,7 +242,8 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 		return err
 	}
 	sources := map[string]int64{}
-	batchIDs := map[string]int64{} // source\x00id -> version added in this batch
+	batchIDs := map[string]int64{}  // source\x00id -> version added in this batch
+	batchSeqs := map[string]int64{} // source\x00id -> its sequence number
 	for _, m := range ms {
 		wl, seen := sources[m.Source]
 		if !seen {
@@ -263,15 +268,15 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 		// earlier in this batch.
 		bid := m.Source + "\x00" + m.ID
 		old, err := c.Get(m.Source, m.ID)
-		var oldV int64
+		var oldV, oldSeq int64
 		switch {
 		case err == nil:
-			oldV = old.V()
+			oldV, oldSeq = old.V(), old.Seq
 		case !errors.Is(err, ErrNotFound):
 			return err
 		}
 		if v, ok := batchIDs[bid]; ok {
-			oldV = v
+			oldV, oldSeq = v, batchSeqs[bid]
 		}
 		var spans []block.KafkaRange
 		switch {
@@ -324,9 +329,16 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 			return fmt.Errorf("catalog: %w", err)
 		}
 		b.Set(blockKey(m.Source, m.ID), v, nil)
-		batchIDs[bid] = m.V()
+		// The change feed holds each block's newest version only
+		// (feed.go).
+		if oldSeq >= 1 {
+			b.Delete(seqKey(oldSeq), nil)
+		}
+		b.Set(seqKey(seq), seqRef(m.Source, m.ID), nil)
+		batchIDs[bid], batchSeqs[bid] = m.V(), seq
 	}
 	b.Set(keySeq, binary.BigEndian.AppendUint64(nil, uint64(seq)), nil)
+	b.Set(keyIndexed, binary.BigEndian.AppendUint64(nil, uint64(seq)), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("catalog: commit %d blocks: %w", len(ms), err)
 	}
@@ -415,6 +427,9 @@ func (c *Catalog) Remove(source, id string) error {
 	p := historyPrefix(source, id)
 	b.DeleteRange(p, append(slices.Clone(p[:len(p)-1]), 1), nil)
 	b.Delete(blockKey(source, id), nil)
+	if m.Seq >= 1 {
+		b.Delete(seqKey(m.Seq), nil)
+	}
 	return b.Commit(pebble.Sync)
 }
 

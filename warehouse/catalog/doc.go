@@ -10,11 +10,14 @@
 //	sig.catalog.format                        -> "1"
 //	sig.catalog.generation                    -> uint64 BE: last ingestion generation
 //	sig.catalog.seq                           -> uint64 BE: last sequence number handed out
+//	sig.catalog.seqindex                      -> uint64 BE: the last sequence number the q\x00 index accounts for
 //	s\x00<source>                             -> JSON SourceInfo (window length)
 //	b\x00<source>\x00<block id>               -> JSON block.Meta of the block's newest version
 //	h\x00<source>\x00<block id>\x00<version:u64 BE>
 //	                                          -> JSON block.Meta of a superseded version
 //	p\x00<pin name>                           -> uint64 BE: the pinned snapshot
+//	q\x00<seq:u64 BE>                         -> <source>\x00<block id>: the block whose newest version has seq
+//	f\x00<follower name>                      -> uint64 BE: the snapshot a follower of the feed has acted on
 //	o\x00<topic>\x00<partition:u32 BE><window start:i64 BE, sign-flipped><first offset:u64 BE>
 //	                                          -> JSON offsetEntry (block id, source, last offset)
 //
@@ -31,6 +34,23 @@
 // (RangeAt, GetAt). One Commit is one Pebble batch, so a change buffer's
 // versions and the coverage of its records become visible together.
 //
+// # The change feed
+//
+// ChangedSince(after, limit) lists the blocks whose newest version was
+// catalogued after snapshot after, in sequence order, each once at that
+// version, and the position to continue from: what sigd follows to make
+// the memo entries new versions need (package versions), at the cost of
+// what changed rather than of every block catalogued. The q\x00 index
+// holds one entry per block, the sequence number of its newest version;
+// Commit writes it in the batch of the version it records and deletes the
+// entry of the version it supersedes (so GC, which removes superseded
+// versions only, has none to remove; Remove deletes its block's). A
+// follower stores its position in the catalog (SetPosition, Position),
+// after acting on the changes up to it, and resumes from it after a
+// restart: a crash in between repeats them, never skips one. The
+// positions count in this catalog's sequence: a rebuilt catalog has none,
+// and its followers start over.
+//
 // Pins (Pin, Unpin, Pins) name the snapshots readers still use (a training
 // epoch). GC removes the superseded versions that neither a pin nor "now"
 // sees and returns them; the caller deletes their objects afterwards
@@ -39,8 +59,18 @@
 //
 // Catalogs written before versions have no sig.catalog.seq, no h\x00 or
 // p\x00 keys and entries without seq: Open adds the sequence key at 1, so
-// their blocks (Seq 0) are seen by every snapshot, and everything else reads
-// them unchanged. A rebuilt catalog has new sequence numbers and no pins.
+// their blocks (Seq 0) are seen by every snapshot (and are in no feed), and
+// everything else reads them unchanged. A rebuilt catalog has new sequence
+// numbers, no pins and no follower positions.
+//
+// Catalogs written before the change feed have no q\x00 index and no
+// sig.catalog.seqindex: Open builds the index from the b\x00 entries,
+// once, in one batch, and records the sequence number it accounts for.
+// Every Commit moves that marker with sig.catalog.seq, so a catalog that a
+// binary without the index wrote to since (the marker behind) is indexed
+// again at its next Open, whole: the index never misses a version or names
+// a superseded one. Both extend format 1: a binary without them ignores
+// the q\x00 and f\x00 keys.
 //
 // Block ids sort in event order (block.ID), so the b\x00<source>\x00 prefix
 // is the source's blocks in event order, and a lookup by event range seeks to

@@ -218,6 +218,11 @@ func TestCatalogBeforeVersionsOpens(t *testing.T) {
 	if got, _ := c.Range("ads", w, w+hour); !reflect.DeepEqual(versionsOf(got), []int64{2}) {
 		t.Fatalf("Range after a new version = %v", versionsOf(got))
 	}
+	// The block catalogued before versions is in every snapshot and was
+	// in no feed; its new version is.
+	if got, _, err := c.ChangedSince(0, 0); err != nil || !reflect.DeepEqual(versionsOf(got), []int64{2}) {
+		t.Fatalf("ChangedSince(0) = %v, %v; want the new version", versionsOf(got), err)
+	}
 }
 
 // TestPinsAndGC: GC removes exactly the superseded versions neither a pin
@@ -357,6 +362,11 @@ func TestRebuildVersions(t *testing.T) {
 	}
 	if vs, _ := rebuilt.Versions("ads", a.ID); !reflect.DeepEqual(versionsOf(vs), []int64{1, 2, 3}) {
 		t.Fatalf("rebuilt versions of a: %v", versionsOf(vs))
+	}
+	// Its feed has every block once, at its newest version, in its new
+	// sequence.
+	if fed, _, err := rebuilt.ChangedSince(0, 0); err != nil || len(fed) != 2 || fed[0].ID != b.ID || fed[1].ID != a.ID || fed[1].V() != 3 {
+		t.Fatalf("rebuilt feed: %v versions %v, %v", ids(fed), versionsOf(fed), err)
 	}
 	ca, _ := orig.Covered("raw.ads", 0)
 	cb, _ := rebuilt.Covered("raw.ads", 0)

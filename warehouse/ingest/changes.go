@@ -404,12 +404,6 @@ func (in *Ingester) newVersion(ctx context.Context, ps *partState, b *buffer, i 
 	return in.write(ctx, m, nrec)
 }
 
-// gcHorizon is a catalog snapshot and when it was taken.
-type gcHorizon struct {
-	at   time.Time
-	snap int64
-}
-
 // collect runs the catalog's GC every GCInterval, keeping what was
 // superseded within GCGrace, and deletes the objects of what it removed
 // (catalog first: a crash in between leaves orphan objects, harmless).
@@ -425,13 +419,7 @@ func (in *Ingester) collect(ctx context.Context, log *slog.Logger) {
 		log.Warn("ingest: gc: snapshot", "err", err)
 		return
 	}
-	in.horizons = append(in.horizons, gcHorizon{now, snap})
-	grace := max(in.cfg.GCGrace, 0)
-	for len(in.horizons) > 0 && now.Sub(in.horizons[0].at) >= grace {
-		in.gcHorizon = in.horizons[0].snap
-		in.horizons = in.horizons[1:]
-	}
-	ms, err := in.cfg.Catalog.GCUpTo(in.gcHorizon)
+	ms, err := in.cfg.Catalog.GCUpTo(in.gcHorizon.Advance(now, snap))
 	if err != nil {
 		log.Warn("ingest: gc", "err", err)
 		return

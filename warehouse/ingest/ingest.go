@@ -136,7 +136,8 @@ type Config struct {
 	GCInterval time.Duration
 	// GCGrace keeps a superseded version at least this long after it was
 	// superseded, so that a reader that resolved it just before, without a
-	// pin, still reads it. Default 10m; negative: none.
+	// pin, still reads it (catalog.Horizon, as sigd's version GC).
+	// Default 10m; negative: none.
 	GCGrace time.Duration
 	// Clock times SealAfter and is the present that event times are
 	// checked against (MaxEventTimeAhead) and the watermark may not pass.
@@ -263,11 +264,10 @@ type Ingester struct {
 	versions, versionsLate, versionsUpdate, versionsDelete, updatedRows, deletedRows atomic.Int64
 	versionsCollected                                                                atomic.Int64
 
-	// GC state (Run's goroutine only): when it last ran, the snapshots
-	// taken then, and the horizon of the grace period.
+	// GC state (Run's goroutine only): when it last ran, and the grace
+	// period's horizon (its Grace is Config.GCGrace).
 	lastGC                      time.Time
-	horizons                    []gcHorizon
-	gcHorizon                   int64
+	gcHorizon                   catalog.Horizon
 	offsetResets, offsetsBehind atomic.Int64
 	deadLettersByReason         []atomic.Int64
 }
@@ -337,6 +337,7 @@ func New(cfg Config) (*Ingester, error) {
 		arrowSch:  cfg.Schema.Arrow(),
 		parts:     map[int32]*partState{},
 		dec:       record.NewDecoder(cfg.Schema, cfg.MaxRecordBytes),
+		gcHorizon: catalog.Horizon{Grace: cfg.GCGrace},
 
 		deadLettersByReason: make([]atomic.Int64, len(DeadLetterReasons)),
 	}, nil

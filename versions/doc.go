@@ -1,0 +1,63 @@
+// Package versions keeps the memo entries in step with the versions of raw
+// blocks (issue 21; issue 26 made it one component): it follows the
+// catalog's change feed to make the entries new versions need, and collects
+// the versions no reader can see any more with the entries and objects only
+// they had. sigd constructs a Manager and runs it (run("versions")), and
+// keeps only what translates RPCs: the snapshot pins trainers take.
+//
+// # Following
+//
+// A raw block changes after it was sealed by new versions (late rows,
+// updated columns, deleted rows: warehouse/ingest). For each block whose
+// newest version the catalog added, the Manager passes that version to the
+// matching frontend (Frontend.BlockChanged), which creates and schedules the
+// memo entries of the components reading a changed column, so a label update
+// recomputes nothing and a feature update exactly the components reading
+// it. It reads the versions from the catalog's change feed
+// (catalog.ChangedSince) from the position it stored in the catalog
+// (catalog.SetPosition) and stores the new one after BlockChanged returned
+// for every version up to it:
+//
+//   - a restart resumes where it stopped, so it counts no version twice
+//     (sig_block_versions_total) and re-creates no entry an operator
+//     evicted since (eviction deletes entries and leaves the pipelines, and
+//     BlockChanged creates an entry it finds missing);
+//   - a crash between a version's commit and BlockChanged, or between
+//     BlockChanged and the position, repeats the version (BlockChanged only
+//     adds what is missing), so no task is lost;
+//   - a pass costs what changed since the position, not every block
+//     catalogued (bench/versions.txt: the first pass of a restart at 50,000
+//     blocks against the full rescan it replaces).
+//
+// A version superseded before a pass saw it is not passed on its own (the
+// feed lists each block once, at its newest version): the entries only it
+// would have made are created when a read solution at a snapshot naming
+// it asks for them (resolve creates missing entries). Version-1 blocks are
+// in the feed too and are skipped: no entry of a new block exists to be
+// out of date. The Manager polls the feed (Options.Poll): looking costs one
+// read of the catalog's sequence number when nothing was committed, so
+// versions committed by any writer (sigd's ingesters, another process
+// before sigd started, tests) are followed alike.
+//
+// # Collecting
+//
+// Version GC (Collect, every Options.GCEvery and on Options.GCTrigger):
+// the catalog drops the versions no pin and not "now" sees and that were
+// superseded before the grace horizon (catalog.Horizon: a reader may have
+// resolved one without a pin within Options.GCGrace), then the memo
+// entries no kept version reads are removed (Frontend.DropVersions), then
+// their memo objects and the raw versions' objects (Store.DeleteMany).
+// Catalog and entries first, objects after: a crash in between leaves
+// orphan objects, never an entry or a version without its object; a crash
+// between the catalog's GC and the entries' removal leaves entries (with
+// their objects) that no version reads and no read solution names, storage
+// only, until their component is evicted. Ingestion run by sigd leaves GC
+// to it (ingest.Config.GCInterval < 0), since only sigd knows the entries.
+//
+// # What it does not own
+//
+// Which entries a version makes or drops (matching), the versions and the
+// feed (warehouse/catalog), the objects (warehouse/objstore), the pins
+// trainers take (sigd's PinSnapshot and UnpinSnapshot RPCs, catalog.Pin),
+// metrics (sigd's, through Options.OnChanged and Options.OnCollected).
+package versions
