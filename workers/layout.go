@@ -1,7 +1,7 @@
 package workers
 
 // The queue's on-disk layout: the keys and the task record that the state
-// (state.go) writes and loads, and the store (queue.go) puts in Pebble as
+// (state.go) writes and restores, and the store (queue.go) puts in Pebble as
 // they are. doc.go ("Persistence") describes the layout; it is the format
 // FormatVersion names, so existing stores open with byte-identical keys.
 
@@ -148,6 +148,37 @@ func parseLeaseKey(k []byte) (deadline time.Time, leaseID string, err error) {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))), string(k[9:]), nil
 }
 
+// describeRecord names an index record for an error message.
+func describeRecord(k, v []byte) string {
+	of := func() string {
+		if id, err := parseID(v); err == nil {
+			return " for " + id.String()
+		}
+		return fmt.Sprintf(" holding %q", v)
+	}
+	if len(k) > 0 {
+		switch k[0] {
+		case pfxQueue:
+			if client, prio, seq, err := parseQueueKey(k); err == nil {
+				return fmt.Sprintf("queue entry %s@%d #%d%s", client, prio, seq, of())
+			}
+		case pfxPipeline:
+			if client, pipeline, id, err := parsePipelineKey(k); err == nil {
+				return fmt.Sprintf("pipeline entry %s/%s for %s", client, pipeline, id)
+			}
+		case pfxLease:
+			if deadline, leaseID, err := parseLeaseKey(k); err == nil {
+				return fmt.Sprintf("lease entry %s due %s%s", leaseID, deadline.UTC().Format(time.RFC3339Nano), of())
+			}
+		case pfxQuarantine:
+			if id, err := parseID(k[1:]); err == nil {
+				return "quarantine entry for " + id.String()
+			}
+		}
+	}
+	return fmt.Sprintf("record %q", k)
+}
+
 // ------------------------------------------------------------ records
 
 const recordVersion = 1
@@ -286,6 +317,15 @@ func decodeRecord(b []byte) (*record, error) {
 	}
 	if d.err == nil && len(r.requesters) == 0 {
 		d.err = errors.New("no requesters")
+	}
+	// Requesters are kept sorted by client and pipeline, each once
+	// (sortRequesters, findRequester): a task's place in each client's
+	// queue is read from them in that order (clientPriorities).
+	for i := 1; i < len(r.requesters) && d.err == nil; i++ {
+		a, b := r.requesters[i-1], r.requesters[i]
+		if a.Client > b.Client || (a.Client == b.Client && a.Pipeline >= b.Pipeline) {
+			d.err = fmt.Errorf("requesters %s/%s and %s/%s out of order or repeated", a.Client, a.Pipeline, b.Client, b.Pipeline)
+		}
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: task record: %v", ErrCorrupt, d.err)

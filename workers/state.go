@@ -19,10 +19,13 @@ import (
 // the records the change writes and deletes, in the store's layout
 // (layout.go), and the events it causes. The store (queue.go) takes the
 // locks, reads the clock, calls apply, writes the records in one Pebble
-// batch and emits the events; on Open it hands the stored records to load.
-// This is tf.data service's dispatcher state ("all state modifications
-// must be done via Apply", the journal kept apart) and etcd raft's pure
-// state machine whose caller does the I/O; testdata/state drives it alone.
+// batch and emits the events; on Open it replays the stored records
+// through apply too (opRestore, see "restore" below), so the code that
+// changes the state at run time is the code that rebuilds it. This is
+// tf.data service's dispatcher state ("all state modifications must be
+// done via Apply", the journal kept apart and replayed through Apply at
+// start) and etcd raft's pure state machine whose caller does the I/O;
+// testdata/state drives it alone.
 
 // stateConfig is what the state's rules depend on besides the ops.
 type stateConfig struct {
@@ -51,6 +54,8 @@ const (
 	opReturn                           // lease
 	opExpire                           // due
 	opTakePeak                         // (nothing: resets the queued peak)
+	opRestore                          // key, value: one stored record, at Open
+	opRestoreEnd                       // (nothing: the replay is over; checks it)
 )
 
 // op is one change to the state, with everything it depends on: its
@@ -68,6 +73,9 @@ type op struct {
 	cause    string
 	// due: leases whose deadline is not after it expire.
 	due time.Time
+	// key, value: a stored record being restored. The state copies what it
+	// keeps, so the store may pass its iterator's buffers.
+	key, value []byte
 }
 
 // write is one record the change writes: key set to value, or deleted.
@@ -89,9 +97,11 @@ type result struct {
 	lease       Lease     // lease
 	deadline    time.Time // heartbeat
 	quarantined bool      // fail
-	// err refuses the op (ErrLeaseLost, ErrCancelled); the state may still
-	// have changed in memory (a cancelled lease is forgotten once its holder
-	// has heard), but there is nothing to write.
+	// err refuses the op (ErrLeaseLost, ErrCancelled), or says a restored
+	// record is unreadable or disagrees with the others (ErrCorrupt,
+	// ErrFormat); the state may still have changed in memory (a cancelled
+	// lease is forgotten once its holder has heard), but there is nothing
+	// to write.
 	err error
 	// writes are the records to write, in order. They are the state's
 	// buffer: valid until the next apply.
@@ -144,6 +154,13 @@ type state struct {
 	haveCost bool
 	heads    []Head // scratch
 
+	// restoring checks a replay of the store's records (opRestore) until
+	// opRestoreEnd; nil at other times.
+	restoring *restoreCheck
+	// changed: an op other than a restore has been applied, so the state
+	// is no longer what the records alone say and a replay may not start.
+	changed bool
+
 	// The change being applied.
 	now    time.Time
 	writes []write
@@ -166,6 +183,20 @@ func newState(cfg stateConfig) *state {
 
 // apply performs one op: the only way the state changes.
 func (s *state) apply(o *op) result {
+	// A replay comes first and whole: a change applied in the middle of it
+	// would act on half-built indexes, and records replayed after a change
+	// would describe a state that is gone. Either is a bug in the store.
+	switch o.kind {
+	case opRestore, opRestoreEnd:
+		if s.changed {
+			panic("workers: restoring records into a state that has changed since")
+		}
+	default:
+		if s.restoring != nil {
+			panic("workers: a change applied during the replay of the store")
+		}
+		s.changed = true
+	}
 	s.now = o.now
 	s.writes = s.writes[:0]
 	s.events = nil // handed to the store, which emits them after unlocking
@@ -197,6 +228,10 @@ func (s *state) apply(o *op) result {
 	case opTakePeak:
 		r.n = max(s.peakQueued, s.nQueued)
 		s.peakQueued = s.nQueued
+	case opRestore:
+		r.err = s.restore(o.key, o.value)
+	case opRestoreEnd:
+		r.err = s.endRestore()
 	default:
 		panic(fmt.Sprintf("workers: unknown op %d", o.kind))
 	}
@@ -364,10 +399,33 @@ func (s *state) cancelTask(t *task) {
 		s.del(leaseKey(t.rec.deadline, t.lease.id))
 		s.nLeased--
 	case StateQuarantined:
-		delete(s.quarantine, t.id)
-		s.del(quarantineKey(t.sid))
+		s.leaveQuarantine(t)
 	}
 	s.dropTask(t)
+}
+
+// holdLease enters the lease of a task whose record says it is leased
+// (lease, restore): the lease index, by id in memory and by deadline in
+// the store.
+func (s *state) holdLease(l *lease) {
+	t := l.t
+	t.lease = l
+	s.leases[l.id] = l
+	s.nLeased++
+	s.set(leaseKey(t.rec.deadline, l.id), t.sid)
+}
+
+// enterQuarantine enters a task whose record says it is quarantined
+// (failLeased, restore) in the quarantine index; leaveQuarantine takes it
+// out.
+func (s *state) enterQuarantine(t *task) {
+	s.quarantine[t.id] = t
+	s.set(quarantineKey(t.sid), nil)
+}
+
+func (s *state) leaveQuarantine(t *task) {
+	delete(s.quarantine, t.id)
+	s.del(quarantineKey(t.sid))
 }
 
 // endLease forgets a lease (not cancelled) whose task stays.
@@ -394,8 +452,7 @@ func (s *state) failLeased(l *lease, cause string) (quarantined bool) {
 	s.stats.Failures++
 	if t.rec.attempts >= s.cfg.MaxAttempts {
 		t.rec.state = StateQuarantined
-		s.quarantine[t.id] = t
-		s.set(quarantineKey(t.sid), nil)
+		s.enterQuarantine(t)
 		s.stats.Quarantines++
 		s.events = append(s.events, Event{Kind: EventQuarantined, Task: t.snapshot()})
 	} else {
@@ -548,7 +605,6 @@ func (s *state) lease(worker string) (Lease, bool) {
 	// is the hot path of every task.
 	var idb [48]byte
 	l := &lease{id: string(strconv.AppendUint(append(idb[:0], s.leasePrefix...), s.leaseN, 10)), t: t}
-	t.lease = l
 	t.rec.state = StateLeased
 	t.rec.since = s.now
 	t.rec.leaseID = l.id
@@ -557,10 +613,8 @@ func (s *state) lease(worker string) (Lease, bool) {
 	t.rec.priority = head.prio
 	t.rec.leasedAt = s.now
 	t.rec.deadline = s.now.Add(s.cfg.LeaseTTL)
-	s.leases[l.id] = l
-	s.nLeased++
 	s.putRecord(t)
-	s.set(leaseKey(t.rec.deadline, l.id), t.sid)
+	s.holdLease(l)
 	return l.snapshot(), true
 }
 
@@ -693,8 +747,7 @@ func (s *state) release(id TaskID) bool {
 	if t == nil {
 		return false
 	}
-	delete(s.quarantine, id)
-	s.del(quarantineKey(t.sid))
+	s.leaveQuarantine(t)
 	t.rec.state = StateQueued
 	t.rec.attempts = 0
 	t.rec.err = ""
@@ -799,153 +852,176 @@ func (s *state) admit(client string, ids []TaskID, limit int) error {
 	return nil
 }
 
-// --------------------------------------------------------------- load
+// ------------------------------------------------------------ restore
+//
+// Open rebuilds the state by replaying the store's records through apply,
+// one opRestore each and then opRestoreEnd, as tf.data service's
+// dispatcher rebuilds its state by replaying its journal through Apply.
+// The records are a snapshot rather than a journal: each says what is,
+// not what happened. So a task record is restored by the code that keeps
+// the indexes at run time (addPipe, enqueueItems, holdLease,
+// enterQuarantine), which places the task in memory and returns the index
+// records (q, p, l, x) that placing it writes. Those are not written: they
+// are what the store must already hold, and the replay checks that it
+// does, each stored index record implied by a task record and each
+// implied one stored (ErrCorrupt otherwise). Index records are thus never
+// read into the state, only compared with what the run-time code would
+// write, so the replay and the run-time changes cannot disagree on what a
+// task's records are without the store refusing to open. The fairness
+// cursors (f) are state of their own: they are read. A replay writes
+// nothing and emits nothing.
+//
+// Records may come in any order; the store replays the task records
+// first, so that the check holds only the records they imply until the
+// store shows them, never copies of the store's own.
 
-// load rebuilds an empty state from stored records: task records first,
-// then each index, checking that every index agrees with the records
-// (ErrCorrupt). scan calls fn for every stored key with prefix p, in key
-// order; the store scans Pebble, a test a map.
-func (s *state) load(scan func(p byte, fn func(k, v []byte) error) error) error {
-	err := scan(pfxTask, func(k, v []byte) error {
-		id, err := parseID(k[1:])
-		if err != nil {
-			return err
-		}
-		rec, err := decodeRecord(v)
-		if err != nil {
-			return fmt.Errorf("task %s: %w", id, err)
-		}
-		s.tasks[id] = &task{id: id, sid: append(storedID(nil), k[1:]...), rec: *rec}
-		if rec.seq >= s.seq {
-			s.seq = rec.seq
-		}
+// restoreCheck is a replay's check: the index records seen on one side
+// only so far.
+type restoreCheck struct {
+	pending map[string]pendingIndex // by key
+}
+
+// pendingIndex is an index record implied by a restored task (of) and not
+// yet found in the store, or stored (of nil) and not yet implied.
+type pendingIndex struct {
+	value []byte
+	of    *task
+}
+
+// restore restores one stored record (opRestore).
+func (s *state) restore(k, v []byte) error {
+	// The records the run-time code writes while placing a task are the
+	// store's already (or, if the record is refused, the store is not
+	// opened), and nothing waits for work on a queue not open yet.
+	defer func() {
+		s.writes = s.writes[:0]
+		s.wake = false
+	}()
+	if s.restoring == nil {
+		s.restoring = &restoreCheck{pending: make(map[string]pendingIndex)}
+	}
+	if len(k) == 0 {
+		return fmt.Errorf("%w: a record with an empty key", ErrCorrupt)
+	}
+	switch k[0] {
+	case pfxFormat:
+		// The store's own: checked before the replay, and written into a
+		// new store, by Queue.checkFormat.
 		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = scan(pfxQueue, func(k, v []byte) error {
-		client, prio, seq, err := parseQueueKey(k)
-		if err != nil {
-			return err
-		}
-		id, err := parseID(v)
-		if err != nil {
-			return err
-		}
-		t := s.tasks[id]
-		if t == nil || t.rec.state != StateQueued || t.rec.seq != seq {
-			return fmt.Errorf("%w: queue entry %s@%d for %s has no matching queued task", ErrCorrupt, client, prio, id)
-		}
-		if p, ok := clientPriority(t.rec.requesters, client); !ok || p != prio {
-			return fmt.Errorf("%w: queue entry %s@%d for %s disagrees with its requesters", ErrCorrupt, client, prio, id)
-		}
-		cq := s.queues[client]
-		if cq == nil {
-			cq = &clientQueue{}
-			s.queues[client] = cq
-		}
-		// Keys arrive in (priority desc, seq asc) order: appending keeps the
-		// heap property without sifting.
-		it := &qitem{t: t, client: client, prio: prio, idx: len(cq.items)}
-		cq.items = append(cq.items, it)
-		t.items = append(t.items, it)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	nReq := 0
-	for _, t := range s.tasks {
-		nReq += len(t.rec.requesters)
-		if t.rec.state != StateQueued {
-			continue
-		}
-		if len(t.items) != len(clientPriorities(t.rec.requesters)) {
-			return fmt.Errorf("%w: queued task %s is missing from a client queue", ErrCorrupt, t.id)
-		}
-		s.nQueued++
-	}
-	nPipe := 0
-	err = scan(pfxPipeline, func(k, _ []byte) error {
-		client, pipeline, id, err := parsePipelineKey(k)
-		if err != nil {
-			return err
-		}
-		t := s.tasks[id]
-		if t == nil || findRequester(t.rec.requesters, client, pipeline) < 0 {
-			return fmt.Errorf("%w: pipeline entry %s/%s for %s has no matching requester", ErrCorrupt, client, pipeline, id)
-		}
-		pk := pipeKey{client, pipeline}
-		m := s.pipelines[pk]
-		if m == nil {
-			m = make(map[TaskID]*task)
-			s.pipelines[pk] = m
-		}
-		m[id] = t
-		nPipe++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if nPipe != nReq {
-		return fmt.Errorf("%w: %d pipeline entries for %d requesters", ErrCorrupt, nPipe, nReq)
-	}
-	err = scan(pfxLease, func(k, v []byte) error {
-		deadline, leaseID, err := parseLeaseKey(k)
-		if err != nil {
-			return err
-		}
-		id, err := parseID(v)
-		if err != nil {
-			return err
-		}
-		t := s.tasks[id]
-		if t == nil || t.rec.state != StateLeased || t.rec.leaseID != leaseID || !t.rec.deadline.Equal(deadline) {
-			return fmt.Errorf("%w: lease entry %s for %s has no matching leased task", ErrCorrupt, leaseID, id)
-		}
-		l := &lease{id: leaseID, t: t}
-		t.lease = l
-		s.leases[leaseID] = l
-		s.nLeased++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = scan(pfxQuarantine, func(k, _ []byte) error {
-		id, err := parseID(k[1:])
-		if err != nil {
-			return err
-		}
-		t := s.tasks[id]
-		if t == nil || t.rec.state != StateQuarantined {
-			return fmt.Errorf("%w: quarantine entry for %s has no quarantined task", ErrCorrupt, id)
-		}
-		s.quarantine[id] = t
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = scan(pfxFairness, func(k, v []byte) error {
+	case pfxTask:
+		return s.restoreTask(k, v)
+	case pfxQueue, pfxPipeline, pfxLease, pfxQuarantine:
+		return s.restoring.match(k, v, nil)
+	case pfxFairness:
 		p, err := parseFairnessKey(k)
 		if err != nil {
 			return err
 		}
 		s.fair.Last[p] = string(v)
 		return nil
-	})
+	}
+	// Not ignored: the state would then not be what the store holds.
+	return fmt.Errorf("%w: record %q is of no kind this format has", ErrCorrupt, k)
+}
+
+// restoreTask restores a task record: the task is placed in the indexes its
+// state puts it in, by the code that places it there at run time, and the
+// records that code writes are checked against the store's.
+func (s *state) restoreTask(k, v []byte) error {
+	id, err := parseID(k[1:])
 	if err != nil {
 		return err
 	}
-	for _, t := range s.tasks {
-		if (t.rec.state == StateLeased && t.lease == nil) || (t.rec.state == StateQuarantined && s.quarantine[t.id] == nil) {
-			return fmt.Errorf("%w: %s task %s missing from its index", ErrCorrupt, t.rec.state, t.id)
+	rec, err := decodeRecord(v)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", id, err)
+	}
+	if s.tasks[id] != nil {
+		return fmt.Errorf("%w: task %s restored twice", ErrCorrupt, id)
+	}
+	t := &task{id: id, sid: storeID(id), rec: *rec}
+	s.tasks[id] = t
+	// The next sequence number is past every one a task holds, so work
+	// queued after a restart goes behind the work queued before it (a
+	// completed task's number may be given again: nothing refers to it).
+	s.seq = max(s.seq, rec.seq)
+	for _, r := range rec.requesters {
+		s.addPipe(t, r.Client, r.Pipeline)
+	}
+	switch rec.state {
+	case StateQueued:
+		// Pushed as Enqueue pushes it: the heaps are in order whatever the
+		// order of the records.
+		s.enqueueItems(t)
+	case StateLeased:
+		// Kept until its deadline, so a worker that outlived the restart
+		// can still heartbeat and complete it; Open then expires those
+		// already past it.
+		if other := s.leases[rec.leaseID]; other != nil {
+			return fmt.Errorf("%w: lease %s held by tasks %s and %s", ErrCorrupt, rec.leaseID, other.t.id, id)
+		}
+		s.holdLease(&lease{id: rec.leaseID, t: t})
+	case StateQuarantined:
+		s.enterQuarantine(t)
+	}
+	for _, w := range s.writes {
+		if err := s.restoring.match(w.key, w.value, t); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// match pairs an index record implied by task of (or stored, of nil) with
+// its other side, or keeps it until that comes.
+func (c *restoreCheck) match(k, v []byte, of *task) error {
+	p, ok := c.pending[string(k)]
+	if !ok {
+		if of == nil {
+			v = bytes.Clone(v) // the store's iterator reuses its buffers
+		}
+		c.pending[string(k)] = pendingIndex{value: v, of: of}
+		return nil
+	}
+	switch {
+	case p.of != nil && of != nil:
+		// Two tasks queued under one sequence number, say.
+		return fmt.Errorf("%w: %s implied twice, by tasks %s and %s", ErrCorrupt, describeRecord(k, v), p.of.id, of.id)
+	case p.of == nil && of == nil:
+		return fmt.Errorf("%w: %s restored twice", ErrCorrupt, describeRecord(k, v))
+	}
+	implied, stored := v, p.value
+	if of == nil {
+		implied, stored, of = p.value, v, p.of
+	}
+	if !bytes.Equal(implied, stored) {
+		return fmt.Errorf("%w: %s holds %q where task %s implies %q", ErrCorrupt, describeRecord(k, stored), stored, of.id, implied)
+	}
+	delete(c.pending, string(k))
+	return nil
+}
+
+// endRestore ends a replay (opRestoreEnd): every index record must have
+// been matched.
+func (s *state) endRestore() error {
+	c := s.restoring
+	s.restoring = nil
+	if c == nil || len(c.pending) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(c.pending))
+	for k := range c.pending {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	p := c.pending[keys[0]]
+	what := describeRecord([]byte(keys[0]), p.value)
+	if p.of != nil {
+		what = fmt.Sprintf("%s task %s has no %s", p.of.rec.state, p.of.id, what)
+	} else {
+		what += " belongs to no task in that state"
+	}
+	return fmt.Errorf("%w: %d index records disagree with the task records; the first: %s", ErrCorrupt, len(keys), what)
 }
 
 // --------------------------------------------------------------- dump
