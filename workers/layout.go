@@ -148,37 +148,6 @@ func parseLeaseKey(k []byte) (deadline time.Time, leaseID string, err error) {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))), string(k[9:]), nil
 }
 
-// describeRecord names an index record for an error message.
-func describeRecord(k, v []byte) string {
-	of := func() string {
-		if id, err := parseID(v); err == nil {
-			return " for " + id.String()
-		}
-		return fmt.Sprintf(" holding %q", v)
-	}
-	if len(k) > 0 {
-		switch k[0] {
-		case pfxQueue:
-			if client, prio, seq, err := parseQueueKey(k); err == nil {
-				return fmt.Sprintf("queue entry %s@%d #%d%s", client, prio, seq, of())
-			}
-		case pfxPipeline:
-			if client, pipeline, id, err := parsePipelineKey(k); err == nil {
-				return fmt.Sprintf("pipeline entry %s/%s for %s", client, pipeline, id)
-			}
-		case pfxLease:
-			if deadline, leaseID, err := parseLeaseKey(k); err == nil {
-				return fmt.Sprintf("lease entry %s due %s%s", leaseID, deadline.UTC().Format(time.RFC3339Nano), of())
-			}
-		case pfxQuarantine:
-			if id, err := parseID(k[1:]); err == nil {
-				return "quarantine entry for " + id.String()
-			}
-		}
-	}
-	return fmt.Sprintf("record %q", k)
-}
-
 // ------------------------------------------------------------ records
 
 const recordVersion = 1

@@ -192,26 +192,13 @@ func (q *Queue) checkFormat() error {
 	return q.db.Set(keyFormat, []byte(FormatVersion), pebble.Sync)
 }
 
-// restore rebuilds the state from the store: every record replayed
-// through the state's apply (opRestore), then the end of the replay
-// (opRestoreEnd), which checks that the index records agree with the task
-// records (see state.go, "restore"). Task records go first, so that the
-// check holds only what they imply until the index records after them
-// match it. There is no lock to take: the queue is not shared yet.
+// restore rebuilds the state from the store: every record, in key order,
+// replayed through the state's apply (opRestore), then the end of the
+// replay (opRestoreEnd), which checks that the index records are those
+// the task records imply (see state.go, "restore"). There is no lock to
+// take: the queue is not shared yet.
 func (q *Queue) restore() error {
-	tasks, after := []byte{pfxTask}, []byte{pfxTask + 1}
-	for _, r := range [][2][]byte{{tasks, after}, {nil, tasks}, {after, nil}} {
-		if err := q.replay(r[0], r[1]); err != nil {
-			return err
-		}
-	}
-	return q.st.apply(&op{kind: opRestoreEnd}).err
-}
-
-// replay restores every record with a key in [lower, upper), in key order
-// (nil: unbounded).
-func (q *Queue) replay(lower, upper []byte) error {
-	it, err := q.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := q.db.NewIter(nil)
 	if err != nil {
 		return err
 	}
@@ -225,7 +212,10 @@ func (q *Queue) replay(lower, upper []byte) error {
 			return err
 		}
 	}
-	return it.Close()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	return q.st.apply(&op{kind: opRestoreEnd}).err
 }
 
 // Close closes the store. Blocked Lease calls return ErrClosed.

@@ -22,9 +22,9 @@ import (
 // them in Pebble, and after every op rebuilds a second state from that map
 // by replaying the records through apply, as Open does, and fails if the
 // two differ: the records a change returns are the whole change, and the
-// replay rebuilds what the changes built. It replays in the store's order
-// (task records first) and in plain key order (index records before the
-// tasks that imply them), which must give the same state.
+// replay rebuilds what the changes built. It replays in key order, as the
+// store does (most index records before the task records that imply
+// them), and with the task records first, which must give the same state.
 //
 // Commands (tasks are named as in testdata/schedule: "t1" is block "b"):
 //
@@ -86,8 +86,8 @@ func (h *stateHarness) apply(o op) result {
 	return r
 }
 
-// keys lists the stored keys in key order, with the task records first if
-// tasksFirst (the order the store replays them in).
+// keys lists the stored keys in key order (the store's), or with the task
+// records first if tasksFirst.
 func (h *stateHarness) keys(tasksFirst bool) []string {
 	keys := make([]string, 0, len(h.store))
 	for k := range h.store {
@@ -203,7 +203,7 @@ func (h *stateHarness) run(t *testing.T, td *datadriven.TestData) string {
 	case "restart":
 		before := h.s.dump(idName)
 		h.cfg.Nonce++
-		h.s = h.rebuild(t, h.cfg, h.keys(true))
+		h.s = h.rebuild(t, h.cfg, h.keys(false))
 		if after := h.s.dump(idName); after != before {
 			td.Fatalf(t, "the restarted state differs:\n--- before\n%s--- after\n%s", before, after)
 		}
@@ -493,8 +493,8 @@ func (h *stateHarness) describeResult(t *testing.T, r result) string {
 
 // TestReplayRefusesDisagreement: a replay refuses a store whose index
 // records are not exactly those its task records imply, or whose records
-// it cannot read, and names the record. Each case tampers with the
-// records of one state, and is replayed in both orders.
+// it cannot read, and says which kind of record. Each case tampers with
+// the records of one state, and is replayed in both orders.
 func TestReplayRefusesDisagreement(t *testing.T) {
 	// k1 quarantined, k2 leased (shared by a and b), k3 queued.
 	h := &stateHarness{
@@ -534,17 +534,20 @@ func TestReplayRefusesDisagreement(t *testing.T) {
 		names string // in the error
 	}{
 		{"untouched", nil, nil, ""},
-		{"missing queue entry", []edit{{string(queueKey("a", 5, 3)), nil}}, ErrCorrupt, "queued task " + k3.String() + " has no queue entry a@5 #3"},
-		{"orphan queue entry", []edit{{string(queueKey("c", 1, 999)), sid(ghost)}}, ErrCorrupt, "queue entry c@1 #999 for " + ghost.String() + " belongs to no task"},
-		{"queue entry at another priority", []edit{{string(queueKey("a", 5, 3)), nil}, {string(queueKey("a", 4, 3)), sid(k3)}}, ErrCorrupt, "2 index records disagree with the task records; the first: queued task " + k3.String() + " has no queue entry a@5 #3"},
-		{"queue entry naming another task", []edit{{string(queueKey("a", 5, 3)), sid(k1)}}, ErrCorrupt, "where task " + k3.String() + " implies"},
-		{"missing pipeline entry", []edit{{string(pipelineKey("b", "q", sid(k2))), nil}}, ErrCorrupt, "pipeline entry b/q for " + k2.String()},
-		{"orphan pipeline entry", []edit{{string(pipelineKey("a", "nope", sid(k3))), []byte{}}}, ErrCorrupt, "pipeline entry a/nope"},
-		{"pipeline entry with a value", []edit{{string(pipelineKey("a", "p", sid(k3))), []byte("x")}}, ErrCorrupt, "pipeline entry a/p"},
-		{"missing lease entry", []edit{{lease2, nil}}, ErrCorrupt, "leased task " + k2.String() + " has no lease entry " + l2.ID},
-		{"lease entry at another deadline", []edit{{lease2, nil}, {string(leaseKey(l2.Deadline.Add(time.Second), l2.ID)), sid(k2)}}, ErrCorrupt, "lease entry " + l2.ID},
-		{"missing quarantine entry", []edit{{string(quarantineKey(sid(k1))), nil}}, ErrCorrupt, "quarantined task " + k1.String()},
-		{"quarantine entry of a queued task", []edit{{string(quarantineKey(sid(k3))), []byte{}}}, ErrCorrupt, "quarantine entry for " + k3.String()},
+		{"missing queue entry", []edit{{string(queueKey("a", 5, 3)), nil}}, ErrCorrupt, "queue entries: 0 stored, 1 implied by the task records"},
+		{"orphan queue entry", []edit{{string(queueKey("c", 1, 999)), sid(ghost)}}, ErrCorrupt, "queue entries: 2 stored, 1 implied"},
+		{"queue entry at another priority", []edit{{string(queueKey("a", 5, 3)), nil}, {string(queueKey("a", 4, 3)), sid(k3)}}, ErrCorrupt, "queue entries: 1 stored, not those the task records imply"},
+		{"queue entry naming another task", []edit{{string(queueKey("a", 5, 3)), sid(k1)}}, ErrCorrupt, "queue entries: 1 stored, not those"},
+		{"two tasks queued under one number", []edit{{string(quarantineKey(sid(k1))), nil}, {string(taskKey(sid(k1))), rewrite(k1, func(r *record) {
+			r.state, r.seq = StateQueued, 3
+		})}}, ErrCorrupt, "queue entries: 1 stored, 2 implied"},
+		{"missing pipeline entry", []edit{{string(pipelineKey("b", "q", sid(k2))), nil}}, ErrCorrupt, "pipeline entries: 3 stored, 4 implied"},
+		{"orphan pipeline entry", []edit{{string(pipelineKey("a", "nope", sid(k3))), []byte{}}}, ErrCorrupt, "pipeline entries: 5 stored, 4 implied"},
+		{"pipeline entry with a value", []edit{{string(pipelineKey("a", "p", sid(k3))), []byte("x")}}, ErrCorrupt, "pipeline entries: 4 stored, not those"},
+		{"missing lease entry", []edit{{lease2, nil}}, ErrCorrupt, "lease entries: 0 stored, 1 implied"},
+		{"lease entry at another deadline", []edit{{lease2, nil}, {string(leaseKey(l2.Deadline.Add(time.Second), l2.ID)), sid(k2)}}, ErrCorrupt, "lease entries: 1 stored, not those"},
+		{"missing quarantine entry", []edit{{string(quarantineKey(sid(k1))), nil}}, ErrCorrupt, "quarantine entries: 0 stored, 1 implied"},
+		{"quarantine entry of a queued task", []edit{{string(quarantineKey(sid(k3))), []byte{}}}, ErrCorrupt, "quarantine entries: 2 stored, 1 implied"},
 		{"a requester named twice", []edit{{string(taskKey(sid(k3))), rewrite(k3, func(r *record) {
 			r.requesters = append(r.requesters, r.requesters[0])
 		})}}, ErrCorrupt, "requesters a/p and a/p out of order or repeated"},
@@ -553,7 +556,7 @@ func TestReplayRefusesDisagreement(t *testing.T) {
 		})}}, ErrCorrupt, "held by tasks"},
 		{"a task record without its indexes' state", []edit{{string(taskKey(sid(k2))), rewrite(k2, func(r *record) {
 			r.state = StateQueued
-		})}}, ErrCorrupt, "belongs to no task"},
+		})}}, ErrCorrupt, "queue entries: 1 stored, 3 implied by the task records; lease entries: 1 stored, 0 implied"},
 		{"unreadable task record", []edit{{string(taskKey(sid(k3))), []byte{recordVersion, byte(StateQueued), 9}}}, ErrCorrupt, k3.String()},
 		{"task record of another version", []edit{{string(taskKey(sid(k3))), []byte{recordVersion + 1}}}, ErrFormat, k3.String()},
 		{"malformed fairness key", []edit{{"f\x00", []byte("a")}}, ErrCorrupt, "fairness"},
