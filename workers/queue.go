@@ -123,10 +123,11 @@ type Queue struct {
 }
 
 // Open opens (creating if needed) the queue store in dir and rebuilds the
-// state from it, replaying its records through the state's apply. Leases found in the store stay leased until their
-// deadline, so a remote worker that outlives a sigd restart can still
-// heartbeat and complete; leases already past their deadline are returned
-// to the queues at once, counting an attempt (see doc.go).
+// state from it, replaying its records through the state's apply. Leases
+// found in the store stay leased until their deadline, so a remote worker
+// that outlives a sigd restart can still heartbeat and complete; leases
+// already past their deadline are returned to the queues at once,
+// counting an attempt (see doc.go).
 func Open(dir string, opts Options) (*Queue, error) {
 	opts.EnsureDefaults()
 	db, err := openDB(dir, opts.Durability)

@@ -384,8 +384,8 @@ func TestReplayActsAsApplied(t *testing.T) {
 			b := h.describeResult(t, rb)
 			ra := h.apply(o)
 			a := h.describeResult(t, ra)
-			// The one thing a restart changes on purpose: new leases have
-			// the new nonce.
+			// New leases have the restarted state's nonce: their ids are
+			// read as the live state's.
 			sameLease := func(s string) string {
 				if rb.lease.ID == "" {
 					return s
