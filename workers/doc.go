@@ -83,18 +83,27 @@
 // around it: it takes the lock, reads the clock, applies the op, writes
 // its records in one Pebble batch (see Durability) and emits its events
 // outside the lock; so changing a lease rule touches only the state.
+// Open rebuilds the state through apply too, replaying the stored records
+// (see Persistence), as tf.data's dispatcher replays its journal through
+// Apply: there is no second path that must agree with the first.
 // testdata/state drives the state alone and prints each op's records and
-// events; its harness rebuilds a state from the records after every op,
-// which shows that the records are the whole change.
+// events; its harness rebuilds a state by replaying the records after
+// every op, which shows that the records are the whole change, and
+// TestReplayActsAsApplied gives random ops to a live state and to one
+// rebuilt from its records, which must do the same.
 //
 // # Persistence
 //
 // Queues live in Pebble, and the state serves leasing from memory without
 // reads. Memory and store move in step: each change is applied and its
-// batch committed under one lock. Open rebuilds the state from the records
-// and checks each index against the task records, refusing a store where
-// they disagree (ErrCorrupt) or whose format is unknown (ErrFormat). Key
-// layout (layout.go), format
+// batch committed under one lock. Open replays every stored record
+// through apply. A task record is placed in the indexes by the code that
+// places tasks at run time (pushing it onto its clients' heaps as Enqueue
+// does), and the index records that code writes are not written but
+// checked against the stored ones: Open refuses a store whose index
+// records are not exactly those its task records imply (ErrCorrupt), or
+// whose format is unknown (ErrFormat). Index records are never read into
+// memory; the round-robin cursors are. Key layout (layout.go), format
 // FormatVersion ("sig.workers/1"); <component> is the canon.Key's 64
 // lowercase hex digits (a TaskID holds the key itself: the store is where
 // it becomes text); names never contain NUL, which terminates them:
@@ -113,9 +122,8 @@
 // of the last state change, last error, requesters (client, pipeline,
 // priority), and when leased the lease id, worker, the client and priority
 // it was leased at, the deadline and the lease time. The q keys of a client
-// are its queue in lease order: Open appends them to the heap as they come,
-// already a valid heap. The l keys list leases by deadline; x keys the
-// quarantine; f keys the round-robin cursors.
+// are its queue in lease order. The l keys list leases by deadline; x keys
+// the quarantine; f keys the round-robin cursors.
 //
 // # Durability
 //
@@ -148,7 +156,10 @@
 // lease never reuses an old id). Leases already past their deadline are
 // returned to the queues at once, counting an attempt, as any expiry does.
 // In-process workers die with sigd, so their tasks wait at most one
-// LeaseTTL before running again.
+// LeaseTTL before running again. What only memory held is gone: the holder
+// of a lease cancelled before the restart hears ErrLeaseLost rather than
+// ErrCancelled, and the counters of Stats start again (testdata/state/
+// restart.txt).
 //
 // # Workers
 //

@@ -9,9 +9,9 @@ type qitem struct {
 }
 
 // clientQueue is one client's queue: a binary heap ordered by priority
-// (highest first), then enqueue sequence (oldest first). That is exactly the
-// order of the client's q keys in Pebble, so the key scan on Open yields a
-// sorted slice, which is already a valid heap.
+// (highest first), then enqueue sequence (oldest first), the order of the
+// client's q keys in Pebble. Open does not read those keys into it: it
+// pushes each queued task as Enqueue does (state.go, "restore").
 type clientQueue struct{ items []*qitem }
 
 func (c *clientQueue) Len() int { return len(c.items) }

@@ -1,7 +1,7 @@
 package workers
 
 // The queue's on-disk layout: the keys and the task record that the state
-// (state.go) writes and loads, and the store (queue.go) puts in Pebble as
+// (state.go) writes and restores, and the store (queue.go) puts in Pebble as
 // they are. doc.go ("Persistence") describes the layout; it is the format
 // FormatVersion names, so existing stores open with byte-identical keys.
 
@@ -286,6 +286,15 @@ func decodeRecord(b []byte) (*record, error) {
 	}
 	if d.err == nil && len(r.requesters) == 0 {
 		d.err = errors.New("no requesters")
+	}
+	// Requesters are kept sorted by client and pipeline, each once
+	// (sortRequesters, findRequester): a task's place in each client's
+	// queue is read from them in that order (clientPriorities).
+	for i := 1; i < len(r.requesters) && d.err == nil; i++ {
+		a, b := r.requesters[i-1], r.requesters[i]
+		if a.Client > b.Client || (a.Client == b.Client && a.Pipeline >= b.Pipeline) {
+			d.err = fmt.Errorf("requesters %s/%s and %s/%s out of order or repeated", a.Client, a.Pipeline, b.Client, b.Pipeline)
+		}
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: task record: %v", ErrCorrupt, d.err)

@@ -123,10 +123,11 @@ type Queue struct {
 }
 
 // Open opens (creating if needed) the queue store in dir and rebuilds the
-// state from it. Leases found in the store stay leased until their
-// deadline, so a remote worker that outlives a sigd restart can still
-// heartbeat and complete; leases already past their deadline are returned
-// to the queues at once, counting an attempt (see doc.go).
+// state from it, replaying its records through the state's apply. Leases
+// found in the store stay leased until their deadline, so a remote worker
+// that outlives a sigd restart can still heartbeat and complete; leases
+// already past their deadline are returned to the queues at once,
+// counting an attempt (see doc.go).
 func Open(dir string, opts Options) (*Queue, error) {
 	opts.EnsureDefaults()
 	db, err := openDB(dir, opts.Durability)
@@ -154,7 +155,7 @@ func Open(dir string, opts Options) (*Queue, error) {
 		db.Close()
 		return nil, fmt.Errorf("workers: %s: %w", dir, err)
 	}
-	if err := q.st.load(q.scan); err != nil {
+	if err := q.restore(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("workers: %s: %w", dir, err)
 	}
@@ -192,24 +193,30 @@ func (q *Queue) checkFormat() error {
 	return q.db.Set(keyFormat, []byte(FormatVersion), pebble.Sync)
 }
 
-// scan calls fn for every key with prefix p, in key order.
-func (q *Queue) scan(p byte, fn func(k, v []byte) error) error {
-	it, err := q.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
+// restore rebuilds the state from the store: every record, in key order,
+// replayed through the state's apply (opRestore), then the end of the
+// replay (opRestoreEnd), which checks that the index records are those
+// the task records imply (see state.go, "restore"). There is no lock to
+// take: the queue is not shared yet.
+func (q *Queue) restore() error {
+	it, err := q.db.NewIter(nil)
 	if err != nil {
 		return err
 	}
 	for it.First(); it.Valid(); it.Next() {
 		v, err := it.ValueAndErr()
+		if err == nil {
+			err = q.st.apply(&op{kind: opRestore, key: it.Key(), value: v}).err
+		}
 		if err != nil {
 			it.Close()
 			return err
 		}
-		if err := fn(it.Key(), v); err != nil {
-			it.Close()
-			return err
-		}
 	}
-	return it.Close()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	return q.st.apply(&op{kind: opRestoreEnd}).err
 }
 
 // Close closes the store. Blocked Lease calls return ErrClosed.

@@ -3,7 +3,9 @@ package workers
 import (
 	"bytes"
 	"container/heap"
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,10 +21,13 @@ import (
 // the records the change writes and deletes, in the store's layout
 // (layout.go), and the events it causes. The store (queue.go) takes the
 // locks, reads the clock, calls apply, writes the records in one Pebble
-// batch and emits the events; on Open it hands the stored records to load.
-// This is tf.data service's dispatcher state ("all state modifications
-// must be done via Apply", the journal kept apart) and etcd raft's pure
-// state machine whose caller does the I/O; testdata/state drives it alone.
+// batch and emits the events; on Open it replays the stored records
+// through apply too (opRestore, see "restore" below), so the code that
+// changes the state at run time is the code that rebuilds it. This is
+// tf.data service's dispatcher state ("all state modifications must be
+// done via Apply", the journal kept apart and replayed through Apply at
+// start) and etcd raft's pure state machine whose caller does the I/O;
+// testdata/state drives it alone.
 
 // stateConfig is what the state's rules depend on besides the ops.
 type stateConfig struct {
@@ -51,6 +56,8 @@ const (
 	opReturn                           // lease
 	opExpire                           // due
 	opTakePeak                         // (nothing: resets the queued peak)
+	opRestore                          // key, value: one stored record, at Open
+	opRestoreEnd                       // (nothing: the replay is over; checks it)
 )
 
 // op is one change to the state, with everything it depends on: its
@@ -68,6 +75,9 @@ type op struct {
 	cause    string
 	// due: leases whose deadline is not after it expire.
 	due time.Time
+	// key, value: a stored record being restored. The state copies what it
+	// keeps, so the store may pass its iterator's buffers.
+	key, value []byte
 }
 
 // write is one record the change writes: key set to value, or deleted.
@@ -89,9 +99,11 @@ type result struct {
 	lease       Lease     // lease
 	deadline    time.Time // heartbeat
 	quarantined bool      // fail
-	// err refuses the op (ErrLeaseLost, ErrCancelled); the state may still
-	// have changed in memory (a cancelled lease is forgotten once its holder
-	// has heard), but there is nothing to write.
+	// err refuses the op (ErrLeaseLost, ErrCancelled), or says a restored
+	// record is unreadable or disagrees with the others (ErrCorrupt,
+	// ErrFormat); the state may still have changed in memory (a cancelled
+	// lease is forgotten once its holder has heard), but there is nothing
+	// to write.
 	err error
 	// writes are the records to write, in order. They are the state's
 	// buffer: valid until the next apply.
@@ -144,6 +156,13 @@ type state struct {
 	haveCost bool
 	heads    []Head // scratch
 
+	// restoring checks a replay of the store's records (opRestore) until
+	// opRestoreEnd; nil at other times.
+	restoring *restoreCheck
+	// changed: an op other than a restore has been applied, so the state
+	// is no longer what the records alone say and a replay may not start.
+	changed bool
+
 	// The change being applied.
 	now    time.Time
 	writes []write
@@ -166,6 +185,20 @@ func newState(cfg stateConfig) *state {
 
 // apply performs one op: the only way the state changes.
 func (s *state) apply(o *op) result {
+	// A replay comes first and whole: a change applied in the middle of it
+	// would act on half-built indexes, and records replayed after a change
+	// would describe a state that is gone. Either is a bug in the store.
+	switch o.kind {
+	case opRestore, opRestoreEnd:
+		if s.changed {
+			panic("workers: restoring records into a state that has changed since")
+		}
+	default:
+		if s.restoring != nil {
+			panic("workers: a change applied during the replay of the store")
+		}
+		s.changed = true
+	}
 	s.now = o.now
 	s.writes = s.writes[:0]
 	s.events = nil // handed to the store, which emits them after unlocking
@@ -197,6 +230,10 @@ func (s *state) apply(o *op) result {
 	case opTakePeak:
 		r.n = max(s.peakQueued, s.nQueued)
 		s.peakQueued = s.nQueued
+	case opRestore:
+		r.err = s.restore(o.key, o.value)
+	case opRestoreEnd:
+		r.err = s.endRestore()
 	default:
 		panic(fmt.Sprintf("workers: unknown op %d", o.kind))
 	}
@@ -364,10 +401,33 @@ func (s *state) cancelTask(t *task) {
 		s.del(leaseKey(t.rec.deadline, t.lease.id))
 		s.nLeased--
 	case StateQuarantined:
-		delete(s.quarantine, t.id)
-		s.del(quarantineKey(t.sid))
+		s.leaveQuarantine(t)
 	}
 	s.dropTask(t)
+}
+
+// holdLease enters the lease of a task whose record says it is leased
+// (lease, restore): the lease index, by id in memory and by deadline in
+// the store.
+func (s *state) holdLease(l *lease) {
+	t := l.t
+	t.lease = l
+	s.leases[l.id] = l
+	s.nLeased++
+	s.set(leaseKey(t.rec.deadline, l.id), t.sid)
+}
+
+// enterQuarantine enters a task whose record says it is quarantined
+// (failLeased, restore) in the quarantine index; leaveQuarantine takes it
+// out.
+func (s *state) enterQuarantine(t *task) {
+	s.quarantine[t.id] = t
+	s.set(quarantineKey(t.sid), nil)
+}
+
+func (s *state) leaveQuarantine(t *task) {
+	delete(s.quarantine, t.id)
+	s.del(quarantineKey(t.sid))
 }
 
 // endLease forgets a lease (not cancelled) whose task stays.
@@ -394,8 +454,7 @@ func (s *state) failLeased(l *lease, cause string) (quarantined bool) {
 	s.stats.Failures++
 	if t.rec.attempts >= s.cfg.MaxAttempts {
 		t.rec.state = StateQuarantined
-		s.quarantine[t.id] = t
-		s.set(quarantineKey(t.sid), nil)
+		s.enterQuarantine(t)
 		s.stats.Quarantines++
 		s.events = append(s.events, Event{Kind: EventQuarantined, Task: t.snapshot()})
 	} else {
@@ -548,7 +607,6 @@ func (s *state) lease(worker string) (Lease, bool) {
 	// is the hot path of every task.
 	var idb [48]byte
 	l := &lease{id: string(strconv.AppendUint(append(idb[:0], s.leasePrefix...), s.leaseN, 10)), t: t}
-	t.lease = l
 	t.rec.state = StateLeased
 	t.rec.since = s.now
 	t.rec.leaseID = l.id
@@ -557,10 +615,8 @@ func (s *state) lease(worker string) (Lease, bool) {
 	t.rec.priority = head.prio
 	t.rec.leasedAt = s.now
 	t.rec.deadline = s.now.Add(s.cfg.LeaseTTL)
-	s.leases[l.id] = l
-	s.nLeased++
 	s.putRecord(t)
-	s.set(leaseKey(t.rec.deadline, l.id), t.sid)
+	s.holdLease(l)
 	return l.snapshot(), true
 }
 
@@ -693,8 +749,7 @@ func (s *state) release(id TaskID) bool {
 	if t == nil {
 		return false
 	}
-	delete(s.quarantine, id)
-	s.del(quarantineKey(t.sid))
+	s.leaveQuarantine(t)
 	t.rec.state = StateQueued
 	t.rec.attempts = 0
 	t.rec.err = ""
@@ -799,151 +854,188 @@ func (s *state) admit(client string, ids []TaskID, limit int) error {
 	return nil
 }
 
-// --------------------------------------------------------------- load
+// ------------------------------------------------------------ restore
+//
+// Open rebuilds the state by replaying the store's records through apply,
+// one opRestore each and then opRestoreEnd, as tf.data service's
+// dispatcher rebuilds its state by replaying its journal through Apply.
+// The records are a snapshot rather than a journal: each says what is,
+// not what happened. So a task record is restored by the code that keeps
+// the indexes at run time (addPipe, enqueueItems, holdLease,
+// enterQuarantine), which places the task in memory and returns the index
+// records (q, p, l, x) that placing it writes. Those are not written: they
+// are what the store must already hold, and the replay checks that it
+// holds exactly those (ErrCorrupt otherwise). Index records are thus never
+// read into the state, only compared with what the run-time code would
+// write, so the replay and the run-time changes cannot disagree on what a
+// task's records are without the store refusing to open. The fairness
+// cursors (f) are state of their own: they are read. A replay writes
+// nothing and emits nothing.
+//
+// The check takes constant memory, whatever the order of the records (the
+// index records sort before or after the task records that imply them):
+// per kind of index record it counts the records implied and stored and
+// sums a hash of each implied record less the same hash of each stored
+// one. The store holds exactly the implied records when the counts agree
+// and the sum is zero; a difference that left both unchanged would need
+// hashes that cancel, a chance of 2^-64. Remembering the records instead,
+// to name the one that differs, held every index record in memory at once
+// and about doubled the time Open takes (BenchmarkOpen), for an error
+// that is rare; the error names the kind of record and the counts.
 
-// load rebuilds an empty state from stored records: task records first,
-// then each index, checking that every index agrees with the records
-// (ErrCorrupt). scan calls fn for every stored key with prefix p, in key
-// order; the store scans Pebble, a test a map.
-func (s *state) load(scan func(p byte, fn func(k, v []byte) error) error) error {
-	err := scan(pfxTask, func(k, v []byte) error {
-		id, err := parseID(k[1:])
-		if err != nil {
-			return err
-		}
-		rec, err := decodeRecord(v)
-		if err != nil {
-			return fmt.Errorf("task %s: %w", id, err)
-		}
-		s.tasks[id] = &task{id: id, sid: append(storedID(nil), k[1:]...), rec: *rec}
-		if rec.seq >= s.seq {
-			s.seq = rec.seq
-		}
+// restoreCheck is a replay's check.
+type restoreCheck struct {
+	h     maphash.Hash // a random seed per replay
+	kinds [4]indexTally
+}
+
+// indexKind is a kind of index record.
+type indexKind struct {
+	prefix byte
+	name   string
+}
+
+// indexKinds are the kinds of index record a replay checks, in the order
+// of restoreCheck.kinds.
+var indexKinds = [4]indexKind{{pfxQueue, "queue entries"}, {pfxPipeline, "pipeline entries"}, {pfxLease, "lease entries"}, {pfxQuarantine, "quarantine entries"}}
+
+type indexTally struct {
+	implied, stored int
+	// sum: the hashes of the implied records less those of the stored.
+	sum uint64
+}
+
+// restore restores one stored record (opRestore).
+func (s *state) restore(k, v []byte) error {
+	// The records the run-time code writes while placing a task are the
+	// store's already (or, if the record is refused, the store is not
+	// opened), and nothing waits for work on a queue not open yet.
+	defer func() {
+		s.writes = s.writes[:0]
+		s.wake = false
+	}()
+	if s.restoring == nil {
+		s.restoring = &restoreCheck{}
+	}
+	if len(k) == 0 {
+		return fmt.Errorf("%w: a record with an empty key", ErrCorrupt)
+	}
+	switch k[0] {
+	case pfxFormat:
+		// The store's own: checked before the replay, and written into a
+		// new store, by Queue.checkFormat.
 		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = scan(pfxQueue, func(k, v []byte) error {
-		client, prio, seq, err := parseQueueKey(k)
-		if err != nil {
-			return err
-		}
-		id, err := parseID(v)
-		if err != nil {
-			return err
-		}
-		t := s.tasks[id]
-		if t == nil || t.rec.state != StateQueued || t.rec.seq != seq {
-			return fmt.Errorf("%w: queue entry %s@%d for %s has no matching queued task", ErrCorrupt, client, prio, id)
-		}
-		if p, ok := clientPriority(t.rec.requesters, client); !ok || p != prio {
-			return fmt.Errorf("%w: queue entry %s@%d for %s disagrees with its requesters", ErrCorrupt, client, prio, id)
-		}
-		cq := s.queues[client]
-		if cq == nil {
-			cq = &clientQueue{}
-			s.queues[client] = cq
-		}
-		// Keys arrive in (priority desc, seq asc) order: appending keeps the
-		// heap property without sifting.
-		it := &qitem{t: t, client: client, prio: prio, idx: len(cq.items)}
-		cq.items = append(cq.items, it)
-		t.items = append(t.items, it)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	nReq := 0
-	for _, t := range s.tasks {
-		nReq += len(t.rec.requesters)
-		if t.rec.state != StateQueued {
-			continue
-		}
-		if len(t.items) != len(clientPriorities(t.rec.requesters)) {
-			return fmt.Errorf("%w: queued task %s is missing from a client queue", ErrCorrupt, t.id)
-		}
-		s.nQueued++
-	}
-	nPipe := 0
-	err = scan(pfxPipeline, func(k, _ []byte) error {
-		client, pipeline, id, err := parsePipelineKey(k)
-		if err != nil {
-			return err
-		}
-		t := s.tasks[id]
-		if t == nil || findRequester(t.rec.requesters, client, pipeline) < 0 {
-			return fmt.Errorf("%w: pipeline entry %s/%s for %s has no matching requester", ErrCorrupt, client, pipeline, id)
-		}
-		pk := pipeKey{client, pipeline}
-		m := s.pipelines[pk]
-		if m == nil {
-			m = make(map[TaskID]*task)
-			s.pipelines[pk] = m
-		}
-		m[id] = t
-		nPipe++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if nPipe != nReq {
-		return fmt.Errorf("%w: %d pipeline entries for %d requesters", ErrCorrupt, nPipe, nReq)
-	}
-	err = scan(pfxLease, func(k, v []byte) error {
-		deadline, leaseID, err := parseLeaseKey(k)
-		if err != nil {
-			return err
-		}
-		id, err := parseID(v)
-		if err != nil {
-			return err
-		}
-		t := s.tasks[id]
-		if t == nil || t.rec.state != StateLeased || t.rec.leaseID != leaseID || !t.rec.deadline.Equal(deadline) {
-			return fmt.Errorf("%w: lease entry %s for %s has no matching leased task", ErrCorrupt, leaseID, id)
-		}
-		l := &lease{id: leaseID, t: t}
-		t.lease = l
-		s.leases[leaseID] = l
-		s.nLeased++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = scan(pfxQuarantine, func(k, _ []byte) error {
-		id, err := parseID(k[1:])
-		if err != nil {
-			return err
-		}
-		t := s.tasks[id]
-		if t == nil || t.rec.state != StateQuarantined {
-			return fmt.Errorf("%w: quarantine entry for %s has no quarantined task", ErrCorrupt, id)
-		}
-		s.quarantine[id] = t
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = scan(pfxFairness, func(k, v []byte) error {
+	case pfxTask:
+		return s.restoreTask(k, v)
+	case pfxFairness:
 		p, err := parseFairnessKey(k)
 		if err != nil {
 			return err
 		}
 		s.fair.Last[p] = string(v)
 		return nil
-	})
+	}
+	if !s.restoring.tally(k, v, false) {
+		// Not ignored: the state would then not be what the store holds.
+		return fmt.Errorf("%w: record %q is of no kind this format has", ErrCorrupt, k)
+	}
+	return nil
+}
+
+// restoreTask restores a task record: the task is placed in the indexes its
+// state puts it in, by the code that places it there at run time, and the
+// records that code writes are checked against the store's.
+func (s *state) restoreTask(k, v []byte) error {
+	id, err := parseID(k[1:])
 	if err != nil {
 		return err
 	}
-	for _, t := range s.tasks {
-		if (t.rec.state == StateLeased && t.lease == nil) || (t.rec.state == StateQuarantined && s.quarantine[t.id] == nil) {
-			return fmt.Errorf("%w: %s task %s missing from its index", ErrCorrupt, t.rec.state, t.id)
+	rec, err := decodeRecord(v)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", id, err)
+	}
+	if s.tasks[id] != nil {
+		return fmt.Errorf("%w: task %s restored twice", ErrCorrupt, id)
+	}
+	t := &task{id: id, sid: storeID(id), rec: *rec}
+	s.tasks[id] = t
+	// The next sequence number is past every one a task holds, so work
+	// queued after a restart goes behind the work queued before it (a
+	// completed task's number may be given again: nothing refers to it).
+	s.seq = max(s.seq, rec.seq)
+	for _, r := range rec.requesters {
+		s.addPipe(t, r.Client, r.Pipeline)
+	}
+	switch rec.state {
+	case StateQueued:
+		// Pushed as Enqueue pushes it: the heaps are in order whatever the
+		// order of the records.
+		s.enqueueItems(t)
+	case StateLeased:
+		// Kept until its deadline, so a worker that outlived the restart
+		// can still heartbeat and complete it; Open then expires those
+		// already past it.
+		if other := s.leases[rec.leaseID]; other != nil {
+			return fmt.Errorf("%w: lease %s held by tasks %s and %s", ErrCorrupt, rec.leaseID, other.t.id, id)
 		}
+		s.holdLease(&lease{id: rec.leaseID, t: t})
+	case StateQuarantined:
+		s.enterQuarantine(t)
+	}
+	for _, w := range s.writes {
+		// Placing a task only adds index records; anything else is a bug
+		// in the code above, not in the store.
+		if w.del || !s.restoring.tally(w.key, w.value, true) {
+			panic(fmt.Sprintf("workers: placing task %s would change %q, no index record it implies", id, w.key))
+		}
+	}
+	return nil
+}
+
+// tally counts an index record implied by a task record, or stored. It
+// reports false for a record that is no index record.
+func (c *restoreCheck) tally(k, v []byte, implied bool) bool {
+	i := slices.IndexFunc(indexKinds[:], func(x indexKind) bool { return x.prefix == k[0] })
+	if i < 0 {
+		return false
+	}
+	// The key's length first, so that no two records hash the same bytes.
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(k)))
+	c.h.Reset()
+	c.h.Write(n[:])
+	c.h.Write(k)
+	c.h.Write(v)
+	t := &c.kinds[i]
+	if implied {
+		t.implied++
+		t.sum += c.h.Sum64()
+	} else {
+		t.stored++
+		t.sum -= c.h.Sum64()
+	}
+	return true
+}
+
+// endRestore ends a replay (opRestoreEnd): the store must hold exactly the
+// index records its task records imply.
+func (s *state) endRestore() error {
+	c := s.restoring
+	s.restoring = nil
+	if c == nil {
+		return nil
+	}
+	var bad []string
+	for i, t := range c.kinds {
+		switch {
+		case t.implied != t.stored:
+			bad = append(bad, fmt.Sprintf("%s: %d stored, %d implied by the task records", indexKinds[i].name, t.stored, t.implied))
+		case t.sum != 0:
+			bad = append(bad, fmt.Sprintf("%s: %d stored, not those the task records imply", indexKinds[i].name, t.stored))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrCorrupt, strings.Join(bad, "; "))
 	}
 	return nil
 }

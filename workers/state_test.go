@@ -1,7 +1,12 @@
 package workers
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,8 +20,11 @@ import (
 // each answers, the records it writes ("set"/"del", decoded) and the events
 // it emits. The harness keeps the records in a map, as the store keeps
 // them in Pebble, and after every op rebuilds a second state from that map
-// (state.load) and fails if the two differ: the records a change returns
-// are the whole change.
+// by replaying the records through apply, as Open does, and fails if the
+// two differ: the records a change returns are the whole change, and the
+// replay rebuilds what the changes built. It replays in key order, as the
+// store does (most index records before the task records that imply
+// them), and with the task records first, which must give the same state.
 //
 // Commands (tasks are named as in testdata/schedule: "t1" is block "b"):
 //
@@ -31,6 +39,11 @@ import (
 //	advance by=DURATION
 //	peak                         take the queued peak
 //	dump                         the whole state
+//	restart                      replay the records into a new state (a
+//	                             new lease nonce, as a new Open has), check
+//	                             it equals the state before, dump it, and
+//	                             go on with it; unlike Open it expires
+//	                             nothing, so a script shows that apart
 func TestStateData(t *testing.T) {
 	datadriven.Walk(t, "testdata/state", func(t *testing.T, path string) {
 		h := &stateHarness{
@@ -42,8 +55,10 @@ func TestStateData(t *testing.T) {
 		h.s = newState(h.cfg)
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 			out := strings.TrimRight(h.run(t, td), "\n")
-			if reloaded := h.reload(t); reloaded != h.s.dump(idName) {
-				t.Fatalf("%s: the state rebuilt from the records differs:\n--- state\n%s--- rebuilt\n%s", td.Pos, h.s.dump(idName), reloaded)
+			for _, tasksFirst := range []bool{true, false} {
+				if rebuilt := h.rebuild(t, h.cfg, h.keys(tasksFirst)).dump(idName); rebuilt != h.s.dump(idName) {
+					t.Fatalf("%s: the state rebuilt from the records (task records first: %v) differs:\n--- state\n%s--- rebuilt\n%s", td.Pos, tasksFirst, h.s.dump(idName), rebuilt)
+				}
 			}
 			return out
 		})
@@ -71,28 +86,50 @@ func (h *stateHarness) apply(o op) result {
 	return r
 }
 
-// reload builds a state from the records alone and dumps it.
-func (h *stateHarness) reload(t *testing.T) string {
-	s := newState(h.cfg)
-	err := s.load(func(p byte, fn func(k, v []byte) error) error {
-		var keys []string
-		for k := range h.store {
-			if k[0] == p {
-				keys = append(keys, k)
-			}
+// keys lists the stored keys in key order (the store's), or with the task
+// records first if tasksFirst.
+func (h *stateHarness) keys(tasksFirst bool) []string {
+	keys := make([]string, 0, len(h.store))
+	for k := range h.store {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if ti, tj := keys[i][0] == pfxTask, keys[j][0] == pfxTask; tasksFirst && ti != tj {
+			return ti
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if err := fn([]byte(k), h.store[k]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return keys[i] < keys[j]
 	})
+	return keys
+}
+
+// rebuild builds a state from the stored records alone, replaying those
+// named by keys, in that order, through apply as Open does. A replay
+// writes, emits and wakes nothing; a refused record fails the test.
+func (h *stateHarness) rebuild(t *testing.T, cfg stateConfig, keys []string) *state {
+	t.Helper()
+	s, err := replayRecords(cfg, h.store, keys)
 	if err != nil {
 		t.Fatalf("rebuilding the state from its records: %v", err)
 	}
-	return s.dump(idName)
+	return s
+}
+
+// replayRecords builds a state from records, replaying those named by keys
+// in that order, then ending the replay.
+func replayRecords(cfg stateConfig, records map[string][]byte, keys []string) (*state, error) {
+	s := newState(cfg)
+	check := func(r result) error {
+		if len(r.writes) > 0 || len(r.events) > 0 || r.wake {
+			return fmt.Errorf("a restore wrote %d records, emitted %d events, woke leasers: %v", len(r.writes), len(r.events), r.wake)
+		}
+		return r.err
+	}
+	for _, k := range keys {
+		if err := check(s.apply(&op{kind: opRestore, key: []byte(k), value: records[k]})); err != nil {
+			return nil, err
+		}
+	}
+	return s, check(s.apply(&op{kind: opRestoreEnd}))
 }
 
 func (h *stateHarness) run(t *testing.T, td *datadriven.TestData) string {
@@ -163,6 +200,14 @@ func (h *stateHarness) run(t *testing.T, td *datadriven.TestData) string {
 		return "now " + h.at(h.now)
 	case "dump":
 		return h.s.dump(idName)
+	case "restart":
+		before := h.s.dump(idName)
+		h.cfg.Nonce++
+		h.s = h.rebuild(t, h.cfg, h.keys(false))
+		if after := h.s.dump(idName); after != before {
+			td.Fatalf(t, "the restarted state differs:\n--- before\n%s--- after\n%s", before, after)
+		}
+		return fmt.Sprintf("restored %d records\n%s", len(h.store), h.s.dump(idName))
 	default:
 		td.Fatalf(t, "unknown command %q", td.Cmd)
 	}
@@ -267,4 +312,275 @@ func (h *stateHarness) describeWrite(t *testing.T, w write) string {
 		return fmt.Sprintf("%s %s = %s", verb, what, val)
 	}
 	return verb + " " + what
+}
+
+// TestReplayActsAsApplied: a state rebuilt by replaying the records acts
+// as the state that wrote them. Random ops are applied to a live state;
+// before each, a second state is rebuilt from the records so far (in a
+// random order, and with another lease nonce, as a restart has) and is
+// given the same op, and the two must answer, write, emit and end alike.
+// The after-op check of TestStateData compares states; this compares what
+// they do next, which catches what a dump does not show (the next
+// sequence number, the heaps' order, the fairness cursors' effect).
+//
+// What lives in memory only is left out, as a restart loses it: cancelled
+// leases (their holders hear ErrCancelled until the restart, ErrLeaseLost
+// after), the queued peak, the counters, and the sequence numbers of
+// tasks since deleted (the replayed state is checked to go on from the
+// highest a task holds, then given the live state's).
+func TestReplayActsAsApplied(t *testing.T) {
+	var tasks []TaskID
+	for i := range 8 {
+		tasks = append(tasks, parseTask(fmt.Sprintf("r%d", i)))
+	}
+	clients, pipelines := []string{"a", "b", "c"}, []string{"p", "q"}
+	var seen struct {
+		moved, released, cancelled, returned int
+		completed, expired, quarantines      uint64
+		restoredLeased, restoredQuarantined  int
+	}
+	for seed := uint64(1); seed <= 40; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 26))
+		h := &stateHarness{
+			cfg:    stateConfig{LeaseTTL: 30 * time.Second, MaxAttempts: 3, CostSmoothing: 0.2},
+			now:    t0,
+			store:  map[string][]byte{},
+			leases: map[TaskID]string{},
+		}
+		h.s = newState(h.cfg)
+		for step := range 150 {
+			h.now = h.now.Add(time.Duration(rng.IntN(3)) * 10 * time.Second)
+			o := randomOp(rng, h.s, h.now, tasks, clients, pipelines)
+
+			keys := h.keys(false)
+			rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+			cfg := h.cfg
+			cfg.Nonce = 0xb
+			restarted, err := replayRecords(cfg, h.store, keys)
+			if err != nil {
+				t.Fatalf("seed %d step %d: replay: %v", seed, step, err)
+			}
+			if a, b := h.s.dump(idName), restarted.dump(idName); a != b {
+				t.Fatalf("seed %d step %d: the replayed state differs:\n--- live\n%s--- replayed\n%s", seed, step, a, b)
+			}
+			seen.restoredLeased += restarted.nLeased
+			seen.restoredQuarantined += len(restarted.quarantine)
+			// The next sequence number: past every one a task holds, which
+			// is all order needs. The live state may be further on, having
+			// numbered tasks since deleted; those numbers are not stored,
+			// so the replayed state is given the live one's to go on alike.
+			var held uint64
+			for _, tk := range h.s.tasks {
+				held = max(held, tk.rec.seq)
+			}
+			if restarted.seq != held {
+				t.Fatalf("seed %d step %d: the replayed state's last sequence number is %d, the highest a task holds %d", seed, step, restarted.seq, held)
+			}
+			restarted.seq = h.s.seq
+
+			ob := o
+			ob.now = h.now
+			rb := restarted.apply(&ob)
+			b := h.describeResult(t, rb)
+			ra := h.apply(o)
+			a := h.describeResult(t, ra)
+			// New leases have the restarted state's nonce: their ids are
+			// read as the live state's.
+			sameLease := func(s string) string {
+				if rb.lease.ID == "" {
+					return s
+				}
+				return strings.ReplaceAll(s, rb.lease.ID, ra.lease.ID)
+			}
+			if b = sameLease(b); a != b {
+				t.Fatalf("seed %d step %d: op %d: the live state did\n%s\nthe replayed one\n%s", seed, step, o.kind, a, b)
+			}
+			if a, b := h.s.dump(idName), sameLease(restarted.dump(idName)); a != b {
+				t.Fatalf("seed %d step %d: op %d: the states differ after it:\n--- live\n%s--- replayed\n%s", seed, step, o.kind, a, b)
+			}
+			switch {
+			case o.kind == opSetPriority && ra.n > 0:
+				seen.moved++
+			case o.kind == opRelease && ra.ok:
+				seen.released++
+			case o.kind == opCancel && ra.ok:
+				seen.cancelled++
+			case o.kind == opReturn && ra.err == nil:
+				seen.returned++
+			}
+		}
+		st := h.s.statsSnapshot()
+		seen.completed += st.Completed
+		seen.expired += st.Expired
+		seen.quarantines += st.Quarantines
+	}
+	// The random ops must reach every kind of change and of restored
+	// task, or agreeing would prove little.
+	if seen.moved == 0 || seen.released == 0 || seen.cancelled == 0 || seen.returned == 0 || seen.completed == 0 || seen.expired == 0 || seen.quarantines == 0 || seen.restoredLeased == 0 || seen.restoredQuarantined == 0 {
+		t.Fatalf("the random ops missed a kind of change: %+v", seen)
+	}
+}
+
+// randomOp picks an op to apply to s. Lease ops name a live lease (or a
+// lost one), never a cancelled one, which lives in memory only.
+func randomOp(rng *rand.Rand, s *state, now time.Time, tasks []TaskID, clients, pipelines []string) op {
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	var live []string
+	for id, l := range s.leases {
+		if !l.cancelled {
+			live = append(live, id)
+		}
+	}
+	sort.Strings(live)
+	leaseID := "0000000000000000-999" // lost
+	if len(live) > 0 && rng.IntN(10) > 0 {
+		leaseID = live[rng.IntN(len(live))]
+	}
+	switch n := rng.IntN(100); {
+	case n < 30:
+		var reqs []Request
+		for range 1 + rng.IntN(3) {
+			reqs = append(reqs, Request{Task: tasks[rng.IntN(len(tasks))], Client: pick(clients), Pipeline: pick(pipelines), Priority: int32(rng.IntN(4))})
+		}
+		return op{kind: opEnqueue, reqs: reqs}
+	case n < 36:
+		return op{kind: opSetPriority, client: pick(clients), pipeline: pick(pipelines), priority: int32(rng.IntN(4))}
+	case n < 39:
+		return op{kind: opRemovePipeline, client: pick(clients), pipeline: pick(pipelines)}
+	case n < 42:
+		return op{kind: opCancel, id: tasks[rng.IntN(len(tasks))]}
+	case n < 47:
+		return op{kind: opRelease, id: tasks[rng.IntN(len(tasks))]}
+	case n < 65:
+		return op{kind: opLease, worker: pick([]string{"w1", "w2"})}
+	case n < 72:
+		return op{kind: opHeartbeat, lease: leaseID}
+	case n < 80:
+		return op{kind: opComplete, lease: leaseID}
+	case n < 90:
+		return op{kind: opFail, lease: leaseID, cause: "boom"}
+	case n < 94:
+		return op{kind: opReturn, lease: leaseID}
+	default:
+		return op{kind: opExpire, due: now}
+	}
+}
+
+// describeResult prints all of an op's result. Its writes are sorted by
+// key, keeping the order of the writes to one key: a batch is applied
+// whole, so the order of writes to distinct keys is no part of what an op
+// does (and it differs: a task lists its queue entries in the order its
+// clients asked for it, a restored task by client name).
+func (h *stateHarness) describeResult(t *testing.T, r result) string {
+	out := []string{fmt.Sprintf("n=%d ok=%v quarantined=%v err=%v", r.n, r.ok, r.quarantined, r.err)}
+	if !r.deadline.IsZero() {
+		out = append(out, "deadline "+h.at(r.deadline))
+	}
+	if r.lease.ID != "" {
+		l := r.lease
+		out = append(out, fmt.Sprintf("lease %s of %s to %s from %s@%d until %s", l.ID, taskName(l.Task.ID), l.Worker, l.Client, l.Priority, h.at(l.Deadline)))
+	}
+	writes := slices.Clone(r.writes)
+	slices.SortStableFunc(writes, func(a, b write) int { return bytes.Compare(a.key, b.key) })
+	for _, w := range writes {
+		out = append(out, h.describeWrite(t, w))
+	}
+	for _, e := range r.events {
+		out = append(out, fmt.Sprintf("event %s %s attempts=%d err=%q", e.Kind, taskName(e.Task.ID), e.Task.Attempts, e.Task.Err))
+	}
+	return strings.Join(out, "\n") + fmt.Sprintf("\nwake=%v", r.wake)
+}
+
+// TestReplayRefusesDisagreement: a replay refuses a store whose index
+// records are not exactly those its task records imply, or whose records
+// it cannot read, and says which kind of record. Each case tampers with
+// the records of one state, and is replayed in both orders.
+func TestReplayRefusesDisagreement(t *testing.T) {
+	// k1 quarantined, k2 leased (shared by a and b), k3 queued.
+	h := &stateHarness{
+		cfg:    stateConfig{LeaseTTL: 30 * time.Second, MaxAttempts: 1},
+		now:    t0,
+		store:  map[string][]byte{},
+		leases: map[TaskID]string{},
+	}
+	h.s = newState(h.cfg)
+	k1, k2, k3, ghost := parseTask("k1"), parseTask("k2"), parseTask("k3"), parseTask("ghost")
+	h.apply(op{kind: opEnqueue, reqs: []Request{{k1, "a", "p", 5}, {k2, "a", "p", 5}, {k3, "a", "p", 5}, {k2, "b", "q", 1}}})
+	l1 := h.apply(op{kind: opLease, worker: "w"}).lease
+	h.apply(op{kind: opFail, lease: l1.ID, cause: "boom"})
+	l2 := h.apply(op{kind: opLease, worker: "w"}).lease
+	if l1.Task.ID != k1 || l2.Task.ID != k2 {
+		t.Fatalf("leased %v then %v", l1.Task.ID, l2.Task.ID)
+	}
+	base := h.store
+	lease2 := string(leaseKey(l2.Deadline, l2.ID))
+	rewrite := func(id TaskID, change func(r *record)) []byte {
+		r, err := decodeRecord(base[string(taskKey(storeID(id)))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(r)
+		return r.encode()
+	}
+	sid := func(id TaskID) []byte { return storeID(id) }
+	type edit struct {
+		key   string
+		value []byte // nil: delete
+	}
+	cases := []struct {
+		name  string
+		edits []edit
+		want  error
+		names string // in the error
+	}{
+		{"untouched", nil, nil, ""},
+		{"missing queue entry", []edit{{string(queueKey("a", 5, 3)), nil}}, ErrCorrupt, "queue entries: 0 stored, 1 implied by the task records"},
+		{"orphan queue entry", []edit{{string(queueKey("c", 1, 999)), sid(ghost)}}, ErrCorrupt, "queue entries: 2 stored, 1 implied"},
+		{"queue entry at another priority", []edit{{string(queueKey("a", 5, 3)), nil}, {string(queueKey("a", 4, 3)), sid(k3)}}, ErrCorrupt, "queue entries: 1 stored, not those the task records imply"},
+		{"queue entry naming another task", []edit{{string(queueKey("a", 5, 3)), sid(k1)}}, ErrCorrupt, "queue entries: 1 stored, not those"},
+		{"two tasks queued under one number", []edit{{string(quarantineKey(sid(k1))), nil}, {string(taskKey(sid(k1))), rewrite(k1, func(r *record) {
+			r.state, r.seq = StateQueued, 3
+		})}}, ErrCorrupt, "queue entries: 1 stored, 2 implied"},
+		{"missing pipeline entry", []edit{{string(pipelineKey("b", "q", sid(k2))), nil}}, ErrCorrupt, "pipeline entries: 3 stored, 4 implied"},
+		{"orphan pipeline entry", []edit{{string(pipelineKey("a", "nope", sid(k3))), []byte{}}}, ErrCorrupt, "pipeline entries: 5 stored, 4 implied"},
+		{"pipeline entry with a value", []edit{{string(pipelineKey("a", "p", sid(k3))), []byte("x")}}, ErrCorrupt, "pipeline entries: 4 stored, not those"},
+		{"missing lease entry", []edit{{lease2, nil}}, ErrCorrupt, "lease entries: 0 stored, 1 implied"},
+		{"lease entry at another deadline", []edit{{lease2, nil}, {string(leaseKey(l2.Deadline.Add(time.Second), l2.ID)), sid(k2)}}, ErrCorrupt, "lease entries: 1 stored, not those"},
+		{"missing quarantine entry", []edit{{string(quarantineKey(sid(k1))), nil}}, ErrCorrupt, "quarantine entries: 0 stored, 1 implied"},
+		{"quarantine entry of a queued task", []edit{{string(quarantineKey(sid(k3))), []byte{}}}, ErrCorrupt, "quarantine entries: 2 stored, 1 implied"},
+		{"a requester named twice", []edit{{string(taskKey(sid(k3))), rewrite(k3, func(r *record) {
+			r.requesters = append(r.requesters, r.requesters[0])
+		})}}, ErrCorrupt, "requesters a/p and a/p out of order or repeated"},
+		{"one lease held by two tasks", []edit{{string(taskKey(sid(k3))), rewrite(k3, func(r *record) {
+			r.state, r.leaseID, r.worker, r.client, r.priority, r.deadline, r.leasedAt = StateLeased, l2.ID, "w", "a", 5, l2.Deadline.Add(time.Second), t0
+		})}}, ErrCorrupt, "held by tasks"},
+		{"a task record without its indexes' state", []edit{{string(taskKey(sid(k2))), rewrite(k2, func(r *record) {
+			r.state = StateQueued
+		})}}, ErrCorrupt, "queue entries: 1 stored, 3 implied by the task records; lease entries: 1 stored, 0 implied"},
+		{"unreadable task record", []edit{{string(taskKey(sid(k3))), []byte{recordVersion, byte(StateQueued), 9}}}, ErrCorrupt, k3.String()},
+		{"task record of another version", []edit{{string(taskKey(sid(k3))), []byte{recordVersion + 1}}}, ErrFormat, k3.String()},
+		{"malformed fairness key", []edit{{"f\x00", []byte("a")}}, ErrCorrupt, "fairness"},
+		{"a record of no known kind", []edit{{"z", nil}, {"zz", []byte{}}}, ErrCorrupt, `"zz"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h.store = maps.Clone(base)
+			for _, e := range c.edits {
+				if e.value == nil {
+					if _, ok := h.store[e.key]; !ok && e.key != "z" {
+						t.Fatalf("deleting %q: not stored", e.key)
+					}
+					delete(h.store, e.key)
+				} else {
+					h.store[e.key] = e.value
+				}
+			}
+			for _, tasksFirst := range []bool{true, false} {
+				_, err := replayRecords(h.cfg, h.store, h.keys(tasksFirst))
+				if !errors.Is(err, c.want) || (err != nil && !strings.Contains(err.Error(), c.names)) {
+					t.Errorf("task records first %v: replay = %v, want %v naming %q", tasksFirst, err, c.want, c.names)
+				}
+			}
+		})
+	}
 }
