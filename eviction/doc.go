@@ -69,8 +69,8 @@
 //
 // # Tests
 //
-// The environment (package evictiontest, shared with sigd/ui's tests) is a
-// sigd in process on a real MinIO and kfake, with three clients' pipelines
-// that share a faulty subgraph. policy.go's decisions are data-driven
+// The end-to-end environment (package sigd/evictiontest, shared with
+// sigd/ui's tests) is a sigd in process on a real MinIO and kfake, with
+// three clients' pipelines that share a faulty subgraph. policy.go's decisions are data-driven
 // (testdata/policy.txt).
 package eviction

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sigdata/sig/canon"
-	"github.com/sigdata/sig/eviction/evictiontest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
 )
 

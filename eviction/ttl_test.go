@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/eviction"
-	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/internal/clock"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/evictiontest"
 )
 
 // TestTTLEviction: last-requested eviction on sigd's clock. Components not
