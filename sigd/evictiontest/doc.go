@@ -9,7 +9,9 @@
 //
 // It sits beside sigdtest, above sigd, because it starts a sigd: package
 // eviction is below sigd, so its harness cannot live under it without an
-// import running up the layers (issue 26).
+// import running up the layers (issue 26). The Evictor's own decisions are
+// tested without it, on the matching cache, the work queue and an object
+// store in memory (eviction/stack_test.go).
 //
 // Nothing here is specific to one of the two suites; what a suite adds
 // (a browser, a reader, race checks) it adds on its own side. It is
