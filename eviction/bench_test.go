@@ -15,10 +15,10 @@ import (
 
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/eviction"
-	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/internal/devenv"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/insertion"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"

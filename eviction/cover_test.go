@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/sigdata/sig/canon"
-	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
 )
 

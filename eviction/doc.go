@@ -69,8 +69,16 @@
 //
 // # Tests
 //
-// The environment (package evictiontest, shared with sigd/ui's tests) is a
-// sigd in process on a real MinIO and kfake, with three clients' pipelines
-// that share a faulty subgraph. policy.go's decisions are data-driven
-// (testdata/policy.txt).
+// policy.go's decisions are data-driven (testdata/policy.txt). The
+// Evictor's (evictor_test.go: rounds by TTL and budget, subgraph and
+// single-block eviction and recomputation, verifying corrupt reports,
+// confirming mismatches) run on the pieces below sigd, wired as sigd wires
+// them (stack_test.go): a matching cache in a temporary Pebble directory,
+// a work queue, raw blocks in objstore/memstore, and the test as the
+// worker. Eviction interleaved step by step with reads and workers
+// (interleave_test.go) runs on MinIO, which it stops mid-eviction. What
+// needs sigd (gRPC and roles, readers, a trainer, workers racing
+// evictions, cost-aware covers) runs end to end on sigd/evictiontest, a
+// sigd in process on a real MinIO and kfake with three clients' pipelines
+// that share a faulty subgraph, shared with sigd/ui's tests.
 package eviction

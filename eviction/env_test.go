@@ -3,7 +3,7 @@ package eviction_test
 import (
 	"testing"
 
-	"github.com/sigdata/sig/eviction/evictiontest"
+	"github.com/sigdata/sig/sigd/evictiontest"
 )
 
 // env is the suite's environment (evictiontest, shared with the web UI's

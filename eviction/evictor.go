@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"sort"
 	"strings"
@@ -27,11 +28,24 @@ type Canceler interface {
 	Cancel(component canon.Key, block string) error
 }
 
+// Store is what the Evictor does in the object store: list and delete
+// components' memo objects, and read a reported object whole, or a raw
+// block's event ids, to check it (objstore.Reader). *objstore.Store
+// implements it over S3; objstore/memstore in memory, on which eviction's
+// tests check the Evictor's decisions.
+type Store interface {
+	objstore.Reader
+	Stat(ctx context.Context, key string) (objstore.Info, error)
+	Delete(ctx context.Context, key string) error
+	DeleteMany(ctx context.Context, keys []string) (int, error)
+	List(ctx context.Context, prefix string) iter.Seq2[objstore.Info, error]
+}
+
 // Evictor removes memoized data.
 type Evictor struct {
 	Frontend *matching.Frontend
 	Queue    Canceler
-	Store    *objstore.Store
+	Store    Store
 	Clock    clock.Clock
 	Policy   Policy
 	// Interval between last-requested eviction rounds and sweeps. Default

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/canon"
-	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"

@@ -10,10 +10,10 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/sigdata/sig/eviction/evictiontest"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/sigd/evictiontest"
 )
 
 // readerServer is a stateless reader serving in the test process.

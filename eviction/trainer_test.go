@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/canon"
-	"github.com/sigdata/sig/eviction/evictiontest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer"
 )

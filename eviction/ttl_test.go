@@ -6,17 +6,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigdata/sig/eviction"
-	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/internal/clock"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/evictiontest"
 )
 
 // TestTTLEviction: last-requested eviction on sigd's clock. Components not
 // requested within the TTL lose their memo entries and objects, those
 // requested recently keep them; the evicted pipelines' read solutions turn
 // pending and are recomputed on the next read; and sigd's own loop runs the
-// rounds every interval.
+// rounds every interval. The decisions alone are
+// TestRoundEvictsIdleComponents's, on the Evictor without sigd; this adds
+// sigd's wiring: its clock, its loop, its workers and the audit over gRPC.
 func TestTTLEviction(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	const ttl, interval = time.Hour, 6 * time.Hour
@@ -98,40 +99,6 @@ func TestTTLEviction(t *testing.T) {
 	}
 	e.WaitComplete("ctr", "ctr-small")
 	for _, k := range ctr {
-		e.CheckMemoized(k)
-	}
-}
-
-// TestBudgetEvictionRound: with a storage budget, a round evicts the least
-// recently requested components until the rest fits.
-func TestBudgetEvictionRound(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	e := newEnv(t, evictiontest.Config{Clock: clk, Blocks: 2, Rows: 200})
-	e.Submit("explore", "explore", evictiontest.ExploreDSL)
-	e.WaitComplete("explore", "explore")
-	clk.Advance(time.Minute)
-	e.Submit("cvr", evictiontest.XSSPipeline, evictiontest.CvrDSL)
-	e.WaitComplete("cvr", evictiontest.XSSPipeline)
-	exp, cvr := evictiontest.Components(e.Solution("explore", "explore")), evictiontest.Components(e.Solution("cvr", evictiontest.XSSPipeline))
-	var cvrBytes int64
-	for _, k := range cvr {
-		info, err := e.Srv.Frontend().Info(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cvrBytes += info.Bytes
-	}
-	ev := &eviction.Evictor{Frontend: e.Srv.Frontend(), Store: e.Srv.Store(), Clock: clk,
-		Policy: eviction.Policy{BudgetBytes: cvrBytes}}
-	d, err := ev.Round(e.Ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(d) != 1 || d[0].Component != exp[0] || d[0].Reason != "budget" {
-		t.Errorf("budget round: %v, want explore's component", d)
-	}
-	e.CheckEvicted(exp[0])
-	for _, k := range cvr {
 		e.CheckMemoized(k)
 	}
 }

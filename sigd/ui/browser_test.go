@@ -18,10 +18,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sigdata/sig/canon"
-	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/internal/devenv"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/report"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/sigd"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
 )
 

@@ -40,8 +40,8 @@
 //
 // # Tests
 //
-// The browser and HTTP tests run on eviction's environment
-// (eviction/evictiontest: a sigd in process on a real MinIO and kfake with
+// The browser and HTTP tests run on eviction's end-to-end environment
+// (sigd/evictiontest: a sigd in process on a real MinIO and kfake with
 // the pipelines that share a faulty subgraph), the same one eviction's
 // gRPC tests use: logins and roles, CSRF on every form, escaping of
 // user-supplied names, block actions, a guard's quarantine on the component

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigdata/sig/eviction/evictiontest"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/blockref"
 )

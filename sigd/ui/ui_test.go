@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigdata/sig/eviction/evictiontest"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
 )
 
