@@ -36,6 +36,11 @@ type Reuse struct {
 	BlocksByPipelines []int64
 }
 
+// Reuse summarizes how the cache's ready memo blocks are shared: each
+// counted with the pipelines whose read solutions name it (Cache.Reuse over
+// the frontend's blocks).
+func (f *Frontend) Reuse() (Reuse, error) { return f.cfg.Cache.Reuse(f.cfg.Blocks) }
+
 // Reuse walks the cache (cost linear in its size; callers cache the
 // result). A ready memo block (component k, block b) is used by the
 // registered pipelines that have k among the memo keys of their inputs
