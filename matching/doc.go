@@ -3,15 +3,17 @@
 //   - canonicalization and component keys live in canon, which
 //     stores nothing, so that readers and trainers use keys without the
 //     cache;
-//   - the Pebble-backed matching cache (cache.go) and its key layout
-//     (keys.go, pinned by testdata/layout.txt): only the Cache's methods
-//     touch Pebble or a key's bytes;
-//   - the frontend: submit, read solutions, memo generations and watch
-//     (frontend.go), and the graph search index (search.go), both through
-//     Cache methods;
-//   - how memoized blocks are shared (Frontend.Reuse): a ready block counts
-//     the registered pipelines whose read solutions name it, those that use
-//     its component over an event range covering it (testdata/reuse.txt);
+//   - the Pebble-backed matching cache (cache.go, its records in
+//     records.go) and its key layout (keys.go, pinned by
+//     testdata/layout.txt): only the Cache's methods touch Pebble or a
+//     key's bytes;
+//   - the frontend: submit, read solutions, the memo entry lifecycle and
+//     watch (the files are listed below), and the graph search index
+//     (search.go), all through Cache methods;
+//   - how memoized blocks are shared (Frontend.Reuse, reuse.go): a ready
+//     block counts the registered pipelines whose read solutions name it,
+//     those that use its component over an event range covering it
+//     (testdata/reuse.txt);
 //   - covers (cover.go, issue 20): at submit, the insertion policy
 //     (matching/insertion) decides per model input which canonical nodes
 //     of its component are memoized, fed the ops' measured costs and the
@@ -45,6 +47,42 @@
 // A component key is a canon.Key throughout, in the records the cache
 // stores too (as hex in their JSON); it is never formatted and parsed back
 // inside the process.
+//
+// Where things are, one concern a file. The frontend:
+//
+//   - frontend.go: the Frontend, its config and constructor, the
+//     interfaces it takes (Blocks, SnapshotBlocks, Scheduler, Admitter),
+//     its counters;
+//   - validate.go: InputError and the checks of names, priorities and
+//     event ranges;
+//   - submit.go: Submit and admission;
+//   - solution.go: read solutions (the Solution types, ReadSolution,
+//     resolve);
+//   - memo.go: the memo entry lifecycle (createMissing, Evicting, Begin,
+//     Needed, MarkReady, MarkFailed, MarkPending, Invalidate, Schedule,
+//     Reconcile);
+//   - watch.go: watchers of memo entries (Watch, Notify, the notifier);
+//   - lifecycle.go: the memo entry's side of a worker task (Memos:
+//     Describe, Complete, Quarantined, Released, Recover) and RawVersion,
+//     the one rule from a memo entry to the raw version it is computed
+//     from; sigd wires it to the queues and translates it to the Workers
+//     API;
+//   - cover.go, versions.go, search.go, reuse.go: covers, versions, search
+//     and reuse, as above.
+//
+// The cache:
+//
+//   - cache.go: the Cache, its options, open and close;
+//   - keys.go: the key layout;
+//   - records.go: the records it keeps (ComponentRecord, MemoEntry,
+//     Pipeline, PipelineInput, Cover);
+//   - components.go: component records (and their search index entries);
+//   - pipelines.go: registered pipelines and the user index;
+//   - requested.go: last-requested times;
+//   - memoentries.go: memo entries;
+//   - index.go: the search index's scans and streams;
+//   - stats.go: the insertion policy's measurements;
+//   - audit.go: the eviction audit log.
 //
 // It does not execute transforms (package transform) nor schedule work
 // (package workers).

@@ -12,8 +12,8 @@ import (
 
 // The matching cache's key layout, format version 1: the one place that
 // knows the bytes of its Pebble keys and of the values that are not JSON.
-// Only the Cache's methods (cache.go) use it; testdata/layout.txt pins it
-// (TestCacheLayout).
+// Only the Cache's methods (cache.go and the files of each record kind)
+// use it; testdata/layout.txt pins it (TestCacheLayout).
 //
 // Component keys are the 32 raw bytes of the Merkle key; names are
 // validated to contain no byte below 0x20, so \x00 is a safe separator.

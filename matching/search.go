@@ -15,7 +15,7 @@ import (
 // search infrastructure that indexes transformation graphs based on various
 // attributes, including the raw features they read, the training pipelines
 // that utilize them"). The index lives in the cache (prefixes n, o, k and u;
-// see cache.go); a query intersects the sorted key streams of its filters
+// see index.go); a query intersects the sorted key streams of its filters
 // (see Search).
 
 // Query filters components; every given filter must match.
