@@ -136,7 +136,7 @@ func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id blockref.Memo,
 		}
 		removed, im.Bytes = true, m.Bytes
 		if e.Queue != nil {
-			if err := e.Queue.Cancel(k, id.String()); err != nil {
+			if err := e.Queue.Cancel(k, id); err != nil {
 				return err
 			}
 		}
@@ -331,7 +331,7 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 			return err
 		}
 		if e.Queue != nil {
-			if err := e.Queue.Cancel(k, id.String()); err != nil {
+			if err := e.Queue.Cancel(k, id); err != nil {
 				return err
 			}
 		}

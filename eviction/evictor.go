@@ -20,12 +20,13 @@ import (
 	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 // Canceler cancels queued or running memoization tasks (the work queues).
 type Canceler interface {
-	Cancel(component canon.Key, block string) error
+	Cancel(component canon.Key, block blockref.Memo) error
 }
 
 // Store is what the Evictor does in the object store: list and delete
@@ -248,7 +249,7 @@ func (e *Evictor) remove(ctx context.Context, keys []canon.Key) (int, error) {
 		}
 		for _, m := range deleted {
 			if e.Queue != nil {
-				if err := e.Queue.Cancel(m.Component, m.Block.String()); err != nil {
+				if err := e.Queue.Cancel(m.Component, m.Block); err != nil {
 					return err
 				}
 			}

@@ -431,7 +431,7 @@ func TestRecomputeBlock(t *testing.T) {
 	}
 
 	// Pending: only scheduled again.
-	if _, err := s.queue.Cancel(workers.TaskID{Component: price, Block: b0}); err != nil {
+	if _, err := s.queue.Cancel(workers.TaskID{Component: price, Block: blockref.ParseMemo(b0)}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := s.ev.RecomputeBlock(s.ctx, price, blockref.ParseMemo(b0), "operator", "again")
@@ -692,7 +692,7 @@ func TestReportMismatchConfirmed(t *testing.T) {
 	s.submit("ctr", ctrGraph)
 	q, price := s.input("ctr", "query_ids"), s.input("ctr", "price")
 	b0, b1 := s.raw[0].ID, s.raw[1].ID
-	s.faulty[workers.TaskID{Component: q, Block: b0}] = true
+	s.faulty[workers.TaskID{Component: q, Block: blockref.ParseMemo(b0)}] = true
 	s.work()
 	bad, other, otherBlock := s.memo(q, blockref.ParseMemo(b0)), s.memo(price, blockref.ParseMemo(b0)), s.memo(q, blockref.ParseMemo(b1))
 

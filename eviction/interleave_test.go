@@ -61,7 +61,7 @@ func (s *hookSched) count() int {
 // the memo entries and of the objects.
 type hookCancel struct{ hook func() }
 
-func (c *hookCancel) Cancel(component canon.Key, block string) error {
+func (c *hookCancel) Cancel(component canon.Key, block blockref.Memo) error {
 	if c.hook != nil {
 		c.hook()
 	}

@@ -126,14 +126,14 @@ func newStack(t *testing.T, nblocks, rows int, p eviction.Policy) *stack {
 type queueScheduler struct{ q *workers.Queue }
 
 func (a queueScheduler) Enqueue(k canon.Key, block blockref.Memo, client, pipeline string, prio int32) error {
-	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block.String()},
+	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block},
 		Client: client, Pipeline: pipeline, Priority: prio})
 	return err
 }
 
 type queueCanceler struct{ q *workers.Queue }
 
-func (c queueCanceler) Cancel(k canon.Key, block string) error {
+func (c queueCanceler) Cancel(k canon.Key, block blockref.Memo) error {
 	_, err := c.q.Cancel(workers.TaskID{Component: k, Block: block})
 	return err
 }
@@ -262,7 +262,7 @@ func (s *stack) work() int {
 // the shared-fate guard catches).
 func (s *stack) run(id workers.TaskID) workers.Result {
 	s.t.Helper()
-	k, ref := id.Component, blockref.ParseMemo(id.Block)
+	k, ref := id.Component, id.Block
 	gen, pending, err := s.f.Begin(k, ref)
 	if err != nil {
 		s.t.Fatal(err)
@@ -390,7 +390,7 @@ func (s *stack) checkEvicted(k canon.Key) {
 
 // task returns the queued task of (k, ref), if any.
 func (s *stack) task(k canon.Key, ref string) (workers.Task, bool) {
-	return s.queue.Get(workers.TaskID{Component: k, Block: ref})
+	return s.queue.Get(workers.TaskID{Component: k, Block: blockref.ParseMemo(ref)})
 }
 
 func (s *stack) audit() []matching.AuditEntry {

@@ -110,7 +110,7 @@ func rawBlockProto(m block.Meta) *sigv1.RawBlock {
 	b := &sigv1.RawBlock{Source: m.Source, BlockId: m.ID, RawObject: m.Key, Rows: m.Rows, Bytes: m.Size,
 		Events: &sigv1.EventRange{StartMicros: m.MinEventTime, EndMicros: m.MaxEventTime + 1},
 		Window: &sigv1.EventRange{StartMicros: m.WindowStart, EndMicros: m.WindowStart + m.WindowLength},
-		Late:   m.Late, Generation: m.Generation, Version: m.V(), Snapshot: m.Seq}
+		Late:   m.Late, Generation: m.Generation, Version: m.Ref().Version(), Snapshot: m.Seq}
 	if k := m.Kafka; k != nil {
 		b.KafkaTopic, b.KafkaPartition, b.KafkaFirstOffset, b.KafkaLastOffset = k.Topic, k.Partition, k.First, k.Last
 	}

@@ -24,7 +24,7 @@ import (
 // queueCanceler adapts the work queues to the evictor.
 type queueCanceler struct{ q *workers.Queue }
 
-func (c queueCanceler) Cancel(k canon.Key, block string) error {
+func (c queueCanceler) Cancel(k canon.Key, block blockref.Memo) error {
 	_, err := c.q.Cancel(workers.TaskID{Component: k, Block: block})
 	return err
 }
@@ -266,7 +266,7 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 				if cs := t.Clients(); len(cs) > 0 {
 					client = cs[0]
 				}
-				out = append(out, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component.String(), BlockId: t.ID.Block, Error: t.Err,
+				out = append(out, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component.String(), BlockId: t.ID.Block.String(), Error: t.Err,
 					Attempts: uint32(t.Attempts), Since: timestamp(t.Since), Client: client})
 			}
 			return out
@@ -278,7 +278,7 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 			if err != nil {
 				return false, &matching.InputError{Field: "component", Err: err}
 			}
-			return s.queue.Release(workers.TaskID{Component: k, Block: block})
+			return s.queue.Release(workers.TaskID{Component: k, Block: blockref.ParseMemo(block)})
 		},
 		Trainers:    func() []*sigv1.TrainerStatus { return s.TrainerStatuses(op) },
 		QueuedPeak:  s.queue.QueuedPeak,

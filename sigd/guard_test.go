@@ -23,6 +23,7 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
 	"github.com/sigdata/sig/workers/memo"
@@ -130,7 +131,7 @@ func TestGuardMismatchRepaired(t *testing.T) {
 	q := sigdtest.InputKey(t, sol, "q")
 	b0 := w.Blocks[0].ID
 	faulty.mu.Lock()
-	faulty.bad[workers.TaskID{Component: q, Block: b0}] = true
+	faulty.bad[workers.TaskID{Component: q, Block: blockref.ParseMemo(b0)}] = true
 	faulty.mu.Unlock()
 	gate.release()
 	sol = sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
@@ -201,7 +202,7 @@ func TestGuardMismatchRepaired(t *testing.T) {
 	if o := memoOf(t, srv, q, w.Blocks[1].ID); o.State != matching.MemoReady || o.Gen != otherBlock.Gen {
 		t.Errorf("another block of the component changed: %+v", o)
 	}
-	task, ok := srv.Queue().Get(workers.TaskID{Component: q, Block: b0})
+	task, ok := srv.Queue().Get(workers.TaskID{Component: q, Block: blockref.ParseMemo(b0)})
 	if !ok || task.Priority() != 700 {
 		t.Errorf("recomputation task %+v (queued %v), want one at the pipeline's priority 700", task, ok)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/workers"
 )
 
@@ -94,7 +95,7 @@ func (h *sigService) ListQuarantine(ctx context.Context, _ *sigv1.ListQuarantine
 		if p.IsOperator() && len(clients) > 0 {
 			client = clients[0]
 		}
-		out.Tasks = append(out.Tasks, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component.String(), BlockId: t.ID.Block,
+		out.Tasks = append(out.Tasks, &sigv1.QuarantinedTask{ComponentKey: t.ID.Component.String(), BlockId: t.ID.Block.String(),
 			Error: t.Err, Attempts: uint32(t.Attempts), Since: timestamp(t.Since), Client: client})
 	}
 	return out, nil
@@ -109,7 +110,7 @@ func (h *sigService) ReleaseQuarantine(ctx context.Context, req *sigv1.ReleaseQu
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "component_key: %v", err)
 	}
-	ok, err := h.s.queue.Release(workers.TaskID{Component: k, Block: req.GetBlockId()})
+	ok, err := h.s.queue.Release(workers.TaskID{Component: k, Block: blockref.ParseMemo(req.GetBlockId())})
 	if err != nil {
 		return nil, grpcError(err)
 	}

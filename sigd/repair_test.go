@@ -226,7 +226,7 @@ func TestCorruptMemoRepaired(t *testing.T) {
 	if o := memoOf(t, srv, q, w.Blocks[1].ID); o.State != matching.MemoReady {
 		t.Errorf("another block of the component changed: %+v", o)
 	}
-	task, ok := srv.Queue().Get(workers.TaskID{Component: q, Block: b0})
+	task, ok := srv.Queue().Get(workers.TaskID{Component: q, Block: blockref.ParseMemo(b0)})
 	if !ok || len(task.Requesters) != 1 || task.Priority() != 700 {
 		t.Errorf("recomputation task %+v (queued %v), want one at the pipeline's priority 700", task, ok)
 	}
@@ -367,7 +367,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 		if m := memoOf(t, srv, k, id); m.State != matching.MemoReady || m.Gen != was.Gen {
 			t.Errorf("%s: entry %+v, want it ready as before (generation %d)", what, m, was.Gen)
 		}
-		if _, queued := srv.Queue().Get(workers.TaskID{Component: k, Block: id}); queued {
+		if _, queued := srv.Queue().Get(workers.TaskID{Component: k, Block: blockref.ParseMemo(id)}); queued {
 			t.Errorf("%s: a task was queued", what)
 		}
 		if n := len(auditLog(t, ctx, srv)); n != 0 {

@@ -231,7 +231,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	// reconcile both before serving.
 	var quarantined []matching.Failed
 	for _, t := range s.queue.ListQuarantine() {
-		quarantined = append(quarantined, matching.Failed{Task: matching.Task{Component: t.ID.Component, Block: blockref.ParseMemo(t.ID.Block)}, Reason: t.Err})
+		quarantined = append(quarantined, matching.Failed{Task: matching.Task{Component: t.ID.Component, Block: t.ID.Block}, Reason: t.Err})
 	}
 	if n, err := s.memos.Recover(quarantined); err != nil {
 		return nil, err
@@ -499,7 +499,7 @@ func insertionConfig(cfg Config, opts Options) insertion.Config {
 type queueScheduler struct{ q *workers.Queue }
 
 func (a queueScheduler) Enqueue(k canon.Key, block blockref.Memo, client, pipeline string, prio int32) error {
-	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block.String()},
+	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block},
 		Client: client, Pipeline: pipeline, Priority: prio})
 	return err
 }
@@ -510,7 +510,7 @@ func (a queueScheduler) Room(client string) int { return a.q.Room(client) }
 func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 	ids := make([]workers.TaskID, len(tasks))
 	for i, t := range tasks {
-		ids[i] = workers.TaskID{Component: t.Component, Block: t.Block.String()}
+		ids[i] = workers.TaskID{Component: t.Component, Block: t.Block}
 	}
 	return a.q.Admit(client, ids)
 }
@@ -518,7 +518,7 @@ func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 // onQueueEvent mirrors quarantines into the matching cache, so read
 // solutions show the failure and its reason.
 func (s *Server) onQueueEvent(e workers.Event) {
-	k, m := e.Task.ID.Component, blockref.ParseMemo(e.Task.ID.Block)
+	k, m := e.Task.ID.Component, e.Task.ID.Block
 	switch e.Kind {
 	case workers.EventQuarantined:
 		s.memos.Quarantined(k, m, e.Task.Err)
@@ -530,7 +530,7 @@ func (s *Server) onQueueEvent(e workers.Event) {
 // describe translates a task's description (matching.Memos.Describe) into
 // the Workers API's, with the raw source's schema.
 func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
-	spec, err := s.memos.Describe(id.Component, blockref.ParseMemo(id.Block))
+	spec, err := s.memos.Describe(id.Component, id.Block)
 	if err != nil {
 		return nil, err
 	}
@@ -562,7 +562,7 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 			return nil
 		}
 	}
-	return s.memos.Complete(ctx, t.ID.Component, blockref.ParseMemo(t.ID.Block), gen,
+	return s.memos.Complete(ctx, t.ID.Component, t.ID.Block, gen,
 		matching.Completion{Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos, Since: t.Since})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/ingest"
 	"github.com/sigdata/sig/warehouse/record"
@@ -109,7 +110,7 @@ func TestThreeClientsShareComponents(t *testing.T) {
 				users[k]++
 			}
 			for _, b := range w.Blocks {
-				want[workers.TaskID{Component: k, Block: b.ID}] = true
+				want[workers.TaskID{Component: k, Block: blockref.ParseMemo(b.ID)}] = true
 			}
 		}
 	}
@@ -173,7 +174,7 @@ func TestThreeClientsShareComponents(t *testing.T) {
 	wide := sigdtest.DSL(t, "ctr_wide")
 	for _, k := range componentKeys(t, wide) {
 		for _, b := range w.Blocks {
-			want[workers.TaskID{Component: k, Block: b.ID}] = true
+			want[workers.TaskID{Component: k, Block: blockref.ParseMemo(b.ID)}] = true
 		}
 	}
 	for _, m := range models {
@@ -208,12 +209,12 @@ func checkOnce(t *testing.T, runs map[workers.TaskID]int, want map[workers.TaskI
 	var bad []string
 	for id := range want {
 		if n := runs[id]; n != 1 {
-			bad = append(bad, id.Component.Short()+"/"+id.Block+": computed "+strconv.Itoa(n)+" times")
+			bad = append(bad, id.Component.Short()+"/"+id.Block.String()+": computed "+strconv.Itoa(n)+" times")
 		}
 	}
 	for id, n := range runs {
 		if !want[id] {
-			bad = append(bad, id.Component.Short()+"/"+id.Block+": not wanted, computed "+strconv.Itoa(n)+" times")
+			bad = append(bad, id.Component.Short()+"/"+id.Block.String()+": not wanted, computed "+strconv.Itoa(n)+" times")
 		}
 	}
 	sort.Strings(bad)
@@ -359,7 +360,7 @@ func TestRemoteWorkerKilledMidTask(t *testing.T) {
 	if _, err := srv.SIG(t, "ctr").SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 1, dsl, w.All())); err != nil {
 		t.Fatal(err)
 	}
-	id := workers.TaskID{Component: componentKeys(t, dsl)["qid"], Block: w.Blocks[0].ID}
+	id := workers.TaskID{Component: componentKeys(t, dsl)["qid"], Block: blockref.ParseMemo(w.Blocks[0].ID)}
 	args := func(name string) []string {
 		return append([]string{"worker", "--sigd", srv.Addr(), "--token", srv.Tokens["worker"], "--concurrency", "1", "--name", name}, w.S3Args()...)
 	}

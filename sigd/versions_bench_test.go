@@ -192,7 +192,7 @@ func BenchmarkFirstVersionPass(b *testing.B) {
 				}
 				listed += len(ms)
 				for _, m := range ms {
-					if m.V() >= 2 {
+					if m.Ref().Version() >= 2 {
 						picked++
 					}
 				}

@@ -87,7 +87,7 @@ func produceChange(ctx context.Context, t *testing.T, w *sigdtest.Warehouse, srv
 	var m block.Meta
 	waitFor(t, 30*time.Second, fmt.Sprintf("ingestion to catalogue version %d of %s", v, id), func() bool {
 		m, err = srv.Catalog().Get("ads", id)
-		return err == nil && m.V() == v
+		return err == nil && m.Ref().Version() == v
 	})
 	return m
 }
@@ -102,7 +102,7 @@ func writeVersion(ctx context.Context, t *testing.T, st *objstore.Store, cat *ca
 		t.Fatal(err)
 	}
 	defer rec.Release()
-	v := cur.V() + 1
+	v := cur.Ref().Version() + 1
 	next := cur.Clone()
 	if next.ColumnVersions == nil {
 		next.ColumnVersions = map[string]int64{}
@@ -238,7 +238,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 	sol = settle(2)
 	got := runs.snapshot()
 	price := sigdtest.InputKey(t, sol, "price")
-	if n := total(got); n != 7 || got[workers.TaskID{Component: price, Block: blockref.NewMemo(b0, 3).String()}] != 1 {
+	if n := total(got); n != 7 || got[workers.TaskID{Component: price, Block: blockref.NewMemo(b0, 3)}] != 1 {
 		t.Fatalf("after a bid price update: runs %v; want one more, price over %s", got, blockref.NewMemo(b0, 3).String())
 	}
 	if got := metricValue(t, srv, "sig_version_memo_tasks_total"); got != 1 {
@@ -290,7 +290,7 @@ func TestVersionsEndToEnd(t *testing.T) {
 	sol = settle(3)
 	got = runs.snapshot()
 	for _, in := range []string{"qid", "price", "adv"} {
-		if got[workers.TaskID{Component: sigdtest.InputKey(t, sol, in), Block: blockref.NewMemo(b1, 2).String()}] != 1 {
+		if got[workers.TaskID{Component: sigdtest.InputKey(t, sol, in), Block: blockref.NewMemo(b1, 2)}] != 1 {
 			t.Fatalf("after a deletion: runs %v; want %s over %s", got, in, blockref.NewMemo(b1, 2).String())
 		}
 	}

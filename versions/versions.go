@@ -191,18 +191,18 @@ func (m *Manager) Follow(ctx context.Context) (int, error) {
 			return n, err
 		}
 		for _, b := range ms {
-			if b.V() < 2 {
+			if b.Ref().Version() < 2 {
 				continue
 			}
 			inv, err := m.o.Frontend.BlockChanged(b.Source, b)
 			if err != nil {
 				// Everything before b is done.
-				return n, errors.Join(fmt.Errorf("block %s/%s version %d: %w", b.Source, b.ID, b.V(), err), m.store(b.Seq-1))
+				return n, errors.Join(fmt.Errorf("block %s/%s version %d: %w", b.Source, b.ID, b.Ref().Version(), err), m.store(b.Seq-1))
 			}
 			n++
 			m.o.OnChanged(inv)
 			if len(inv.Tasks) > 0 {
-				m.o.Logger.Info("block version invalidated memo entries", "block", b.ID, "version", b.V(),
+				m.o.Logger.Info("block version invalidated memo entries", "block", b.ID, "version", b.Ref().Version(),
 					"candidates", inv.Candidates, "tasks", len(inv.Tasks))
 			}
 		}

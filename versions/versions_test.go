@@ -25,7 +25,7 @@ type failing struct {
 }
 
 func (w *failing) BlockChanged(source string, m block.Meta) (matching.Invalidation, error) {
-	name := fmt.Sprintf("%s@%d", m.ID, m.V())
+	name := fmt.Sprintf("%s@%d", m.ID, m.Ref().Version())
 	if name == w.failOn {
 		w.failOn = ""
 		return matching.Invalidation{}, errors.New("injected failure")
@@ -80,7 +80,7 @@ func TestFollowResumesFromItsPosition(t *testing.T) {
 			m = block.Meta{Format: 1, Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads", WindowStart: hour, WindowLength: hour,
 				MinEventTime: hour, MaxEventTime: 2*hour - 1, Rows: 10, SchemaFingerprint: "fp", Kafka: &kr}
 		} else {
-			v := m.V() + 1
+			v := m.Ref().Version() + 1
 			m = m.Clone()
 			m.Version, m.Key = v, block.RawKey("ads", blockref.New(m.ID, v))
 			if m.ColumnVersions == nil {
@@ -100,7 +100,7 @@ func TestFollowResumesFromItsPosition(t *testing.T) {
 			t.Fatal(err)
 		}
 		blocks[name] = m
-		return fmt.Sprintf("%s@%d", m.ID, m.V())
+		return fmt.Sprintf("%s@%d", m.ID, m.Ref().Version())
 	}
 	commit("a")
 	commit("b")

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestDecideData runs testdata/autoscale: a config, then observations with
@@ -139,7 +140,7 @@ func TestAutoscalerBurst(t *testing.T) {
 	var reqs []Request
 	for i := 0; i < 1000; i++ {
 		c := fmt.Sprintf("client%d", i%4)
-		reqs = append(reqs, Request{Task: TaskID{Component: numKey(i % 10), Block: fmt.Sprint(i)}, Client: c, Pipeline: "p", Priority: int32(i % 3)})
+		reqs = append(reqs, Request{Task: TaskID{Component: numKey(i % 10), Block: blockref.ParseMemo(fmt.Sprint(i))}, Client: c, Pipeline: "p", Priority: int32(i % 3)})
 	}
 	if n, err := q.Enqueue(reqs...); err != nil || n != 1000 {
 		t.Fatalf("enqueue: %d, %v", n, err)

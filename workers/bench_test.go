@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // BenchmarkQueueCycle measures one task's life through the queue, with
@@ -24,7 +25,7 @@ func BenchmarkQueueCycle(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
-				r := Request{Task: TaskID{Component: comp, Block: strconv.Itoa(i)}, Client: clients[i%len(clients)], Pipeline: "p", Priority: int32(i % 3)}
+				r := Request{Task: TaskID{Component: comp, Block: blockref.ParseMemo(strconv.Itoa(i))}, Client: clients[i%len(clients)], Pipeline: "p", Priority: int32(i % 3)}
 				if _, err := q.Enqueue(r); err != nil {
 					b.Fatal(err)
 				}
@@ -57,7 +58,7 @@ func BenchmarkQueueCycleParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := int(n.Add(1))
-					r := Request{Task: TaskID{Component: comp, Block: strconv.Itoa(i)}, Client: clients[i%len(clients)], Pipeline: "p", Priority: int32(i % 3)}
+					r := Request{Task: TaskID{Component: comp, Block: blockref.ParseMemo(strconv.Itoa(i))}, Client: clients[i%len(clients)], Pipeline: "p", Priority: int32(i % 3)}
 					if _, err := q.Enqueue(r); err != nil {
 						b.Error(err)
 						return
@@ -111,7 +112,7 @@ func BenchmarkOpen(b *testing.B) {
 	comp := numKey(7)
 	var reqs []Request
 	for i := 0; i < tasks; i++ {
-		reqs = append(reqs, Request{Task: TaskID{Component: comp, Block: strconv.Itoa(i)}, Client: clients[i%len(clients)], Pipeline: "p" + strconv.Itoa(i%2), Priority: int32(i % 3)})
+		reqs = append(reqs, Request{Task: TaskID{Component: comp, Block: blockref.ParseMemo(strconv.Itoa(i))}, Client: clients[i%len(clients)], Pipeline: "p" + strconv.Itoa(i%2), Priority: int32(i % 3)})
 		if len(reqs) == 1000 {
 			if _, err := q.Enqueue(reqs...); err != nil {
 				b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 const crashDirEnv = "SIG_WORKERS_CRASH_DIR"
@@ -30,7 +31,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := 0; ; i++ {
-		id := TaskID{Component: numKey(i % 17), Block: fmt.Sprint(i)}
+		id := TaskID{Component: numKey(i % 17), Block: blockref.ParseMemo(fmt.Sprint(i))}
 		if _, err := q.Enqueue(Request{Task: id, Client: fmt.Sprintf("c%d", i%3), Pipeline: "p", Priority: int32(i % 4)}); err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)

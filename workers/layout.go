@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // FormatVersion is the on-disk format of the queue store (see doc.go for the
@@ -43,7 +44,7 @@ func appendName(k []byte, s string) []byte { return append(append(k, s...), 0) }
 // appendID writes a task id as its component key's 64 lowercase hex digits
 // (canon.Key.String, the form stores have always held), NUL, the block id.
 func appendID(k []byte, id TaskID) []byte {
-	return append(append(hex.AppendEncode(k, id.Component[:]), 0), id.Block...)
+	return append(append(hex.AppendEncode(k, id.Component[:]), 0), id.Block.String()...)
 }
 
 // storedID is a task id as the store holds it (appendID). Every key of a
@@ -52,7 +53,7 @@ func appendID(k []byte, id TaskID) []byte {
 type storedID []byte
 
 func storeID(id TaskID) storedID {
-	return appendID(make([]byte, 0, keyHexLen+1+len(id.Block)), id)
+	return appendID(make([]byte, 0, keyHexLen+1+len(id.Block.ID())+20), id)
 }
 
 // keyHexLen is the length of a component key in a store key.
@@ -119,7 +120,7 @@ func parseID(b []byte) (TaskID, error) {
 	if !ok {
 		return TaskID{}, fmt.Errorf("%w: task id %q: component key is not 64 lowercase hex digits", ErrCorrupt, b)
 	}
-	return TaskID{Component: k, Block: string(b[i+1:])}, nil
+	return TaskID{Component: k, Block: blockref.ParseMemo(string(b[i+1:]))}, nil
 }
 
 func parseQueueKey(k []byte) (client string, prio int32, seq uint64, err error) {

@@ -24,7 +24,7 @@ func nameKey(name string) canon.Key {
 func keyName(k canon.Key) string { return string(bytes.TrimRight(k[:], "\x00")) }
 
 // idName prints a task id with its component's test name.
-func idName(id TaskID) string { return keyName(id.Component) + "/" + id.Block }
+func idName(id TaskID) string { return keyName(id.Component) + "/" + id.Block.String() }
 
 // numKey is a distinct component key per i >= 0, for tests that need many:
 // i+1 in its last bytes (the zero key is no component's).

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestPipelineData runs testdata/pipeline: a Pool of workers whose Runner
@@ -258,7 +259,7 @@ func (h *pipeHarness) do(td *datadriven.TestData, expected string) string {
 		g.ch <- v
 		return ""
 	case "cancel":
-		if ok, err := h.q.Cancel(TaskID{nameKey(tasks[0]), "0"}); !ok || err != nil {
+		if ok, err := h.q.Cancel(TaskID{nameKey(tasks[0]), blockref.ParseMemo("0")}); !ok || err != nil {
 			t.Fatalf("cancel %s: %v %v", tasks[0], ok, err)
 		}
 		return ""
@@ -361,7 +362,7 @@ func (h *pipeHarness) state() string {
 	var sb strings.Builder
 	for _, n := range names {
 		fmt.Fprintf(&sb, "%s: ", n)
-		tk, ok := h.q.Get(TaskID{nameKey(n), "0"})
+		tk, ok := h.q.Get(TaskID{nameKey(n), blockref.ParseMemo("0")})
 		switch {
 		case !ok && h.outcome[n] != "":
 			sb.WriteString(h.outcome[n])

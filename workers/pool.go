@@ -600,7 +600,7 @@ func describeLease(describe func(TaskID) (*sigv1.Task, error), l Lease) (*sigv1.
 		}
 	}
 	spec.ComponentKey = l.Task.ID.Component.String()
-	spec.BlockId = l.Task.ID.Block
+	spec.BlockId = l.Task.ID.Block.String()
 	spec.Attempt = uint32(l.Task.Attempts)
 	spec.Priority = l.Priority
 	spec.Client = l.Client

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // countingLeaser counts heartbeats passing through to the queue and keeps
@@ -149,7 +150,7 @@ func TestPoolCancelStopsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	if ok, err := q.Cancel(TaskID{nameKey("evicted"), "b"}); !ok || err != nil {
+	if ok, err := q.Cancel(TaskID{nameKey("evicted"), blockref.ParseMemo("b")}); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	var err error
@@ -231,7 +232,7 @@ func TestPoolHardClose(t *testing.T) {
 	if pool.Size() != 0 {
 		t.Errorf("size %d after Close", pool.Size())
 	}
-	if tk, _ := q.Get(TaskID{nameKey("a"), "1"}); tk.State != StateLeased || tk.Attempts != 0 {
+	if tk, _ := q.Get(TaskID{nameKey("a"), blockref.ParseMemo("1")}); tk.State != StateLeased || tk.Attempts != 0 {
 		t.Errorf("interrupted task %+v, want still leased with no attempt counted", tk)
 	}
 	pool.Resize(3)

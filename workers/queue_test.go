@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 func openTest(t *testing.T, dir string, clk clock.Clock, mod ...func(*Options)) *Queue {
@@ -28,7 +29,7 @@ func openTest(t *testing.T, dir string, clk clock.Clock, mod ...func(*Options)) 
 }
 
 func req(comp, block, client, pipeline string, prio int32) Request {
-	return Request{Task: TaskID{Component: nameKey(comp), Block: block}, Client: client, Pipeline: pipeline, Priority: prio}
+	return Request{Task: TaskID{Component: nameKey(comp), Block: blockref.ParseMemo(block)}, Client: client, Pipeline: pipeline, Priority: prio}
 }
 
 // buildMixedState puts a queue through every kind of change, leaving queued
@@ -183,16 +184,16 @@ func TestOpenChecksIndexes(t *testing.T) {
 		want   error
 	}{
 		{"orphan queue entry", func(db *pebble.DB) error {
-			return db.Set(queueKey("c", 1, 999), storeID(TaskID{nameKey("ghost"), "b"}), pebble.Sync)
+			return db.Set(queueKey("c", 1, 999), storeID(TaskID{nameKey("ghost"), blockref.ParseMemo("b")}), pebble.Sync)
 		}, ErrCorrupt},
 		{"missing queue entry", func(db *pebble.DB) error {
 			return db.Delete(queueKey("a", 5, 1), pebble.Sync)
 		}, ErrCorrupt},
 		{"orphan pipeline entry", func(db *pebble.DB) error {
-			return db.Set(pipelineKey("a", "nope", storeID(TaskID{nameKey("t1"), "b"})), nil, pebble.Sync)
+			return db.Set(pipelineKey("a", "nope", storeID(TaskID{nameKey("t1"), blockref.ParseMemo("b")})), nil, pebble.Sync)
 		}, ErrCorrupt},
 		{"bad record", func(db *pebble.DB) error {
-			return db.Set(taskKey(storeID(TaskID{nameKey("t1"), "b"})), []byte{recordVersion, 9, 9}, pebble.Sync)
+			return db.Set(taskKey(storeID(TaskID{nameKey("t1"), blockref.ParseMemo("b")})), []byte{recordVersion, 9, 9}, pebble.Sync)
 		}, ErrCorrupt},
 		{"other format", func(db *pebble.DB) error {
 			return db.Set(keyFormat, []byte("sig.workers/0"), pebble.Sync)
@@ -283,7 +284,7 @@ func TestLeaseWaits(t *testing.T) {
 	if _, err := q.Enqueue(req("k", "b", "c", "p", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if l := <-got; l.Task.ID != (TaskID{nameKey("k"), "b"}) {
+	if l := <-got; l.Task.ID != (TaskID{nameKey("k"), blockref.ParseMemo("b")}) {
 		t.Errorf("leased %v", l.Task.ID)
 	}
 
@@ -326,10 +327,10 @@ func TestOverdueLeasesOnOpen(t *testing.T) {
 	clk.Advance(15 * time.Second) // old's deadline (30s) passed; new's (50s) not
 	q = openTest(t, dir, clk)
 	defer q.Close()
-	if tk, _ := q.Get(TaskID{nameKey("old"), "b"}); tk.State != StateQueued || tk.Attempts != 1 || !strings.Contains(tk.Err, "expired") {
+	if tk, _ := q.Get(TaskID{nameKey("old"), blockref.ParseMemo("b")}); tk.State != StateQueued || tk.Attempts != 1 || !strings.Contains(tk.Err, "expired") {
 		t.Errorf("overdue lease: %+v, want queued with 1 attempt", tk)
 	}
-	if tk, _ := q.Get(TaskID{nameKey("new"), "b"}); tk.State != StateLeased || tk.Attempts != 0 {
+	if tk, _ := q.Get(TaskID{nameKey("new"), blockref.ParseMemo("b")}); tk.State != StateLeased || tk.Attempts != 0 {
 		t.Errorf("live lease: %+v, want still leased", tk)
 	}
 }
@@ -362,7 +363,7 @@ func TestRunExpiresLeases(t *testing.T) {
 			return false
 		})
 	}
-	tk, _ := q.Get(TaskID{nameKey("killer"), "b"})
+	tk, _ := q.Get(TaskID{nameKey("killer"), blockref.ParseMemo("b")})
 	if tk.State != StateQuarantined || tk.Attempts != 3 {
 		t.Errorf("task that killed 3 workers: %+v, want quarantined", tk)
 	}
@@ -457,7 +458,7 @@ func TestEvents(t *testing.T) {
 	if _, err := q.Fail(context.Background(), l.ID, "bad column"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Release(TaskID{nameKey("k"), "b"}); err != nil {
+	if _, err := q.Release(TaskID{nameKey("k"), blockref.ParseMemo("b")}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{`quarantined k/b "bad column"`, `released k/b ""`}
@@ -534,7 +535,7 @@ func TestMachineDurability(t *testing.T) {
 func TestKeyLayout(t *testing.T) {
 	k := numKey(0xabc)
 	hx := k.String() // 0000…0abd
-	id := TaskID{Component: k, Block: "b7"}
+	id := TaskID{Component: k, Block: blockref.ParseMemo("b7")}
 	for _, c := range []struct{ got, want string }{
 		{string(taskKey(storeID(id))), "t" + hx + "\x00b7"},
 		{string(quarantineKey(storeID(id))), "x" + hx + "\x00b7"},

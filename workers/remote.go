@@ -13,6 +13,7 @@ import (
 
 	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // The lease protocol over gRPC (service sig.v1.Workers): `sigd worker
@@ -117,7 +118,7 @@ func leaseFromProto(workerID string, resp *sigv1.LeaseTaskResponse) (Lease, erro
 	if err != nil {
 		return Lease{}, fmt.Errorf("workers: server sent a bad task: %w: component_key: %v", ErrInvalid, err)
 	}
-	id := TaskID{Component: k, Block: t.GetBlockId()}
+	id := TaskID{Component: k, Block: blockref.ParseMemo(t.GetBlockId())}
 	if err := id.validate(); err != nil {
 		return Lease{}, fmt.Errorf("workers: server sent a bad task: %w", err)
 	}

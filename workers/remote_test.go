@@ -19,6 +19,7 @@ import (
 
 	"github.com/sigdata/sig/internal/clock"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // serveWorkers starts the Workers service over q on a real socket on
@@ -48,8 +49,8 @@ func describeFake(id TaskID) (*sigv1.Task, error) {
 	return &sigv1.Task{
 		CanonicalDsl: "input out = lower(col(\"query\"))",
 		RawSource:    "ads",
-		RawObject:    "raw/ads/" + id.Block + ".arrow",
-		MemoObject:   "memo/" + keyName(id.Component) + "/" + id.Block + ".arrow",
+		RawObject:    "raw/ads/" + id.Block.String() + ".arrow",
+		MemoObject:   "memo/" + keyName(id.Component) + "/" + id.Block.String() + ".arrow",
 		Columns:      []string{"query"},
 	}, nil
 }
@@ -101,11 +102,11 @@ func TestRemoteWorkers(t *testing.T) {
 		t.Errorf("complete hook ran for %d tasks, want 20", len(hooked))
 	}
 	for id, res := range hooked {
-		if want := int64(len("memo/" + keyName(id.Component) + "/" + id.Block + ".arrow")); res.Rows != 10 || res.Bytes != want {
+		if want := int64(len("memo/" + keyName(id.Component) + "/" + id.Block.String() + ".arrow")); res.Rows != 10 || res.Bytes != want {
 			t.Errorf("%s: hook got %+v", id, res)
 		}
 	}
-	v, ok := seen.Load(TaskID{nameKey("k1"), "1"})
+	v, ok := seen.Load(TaskID{nameKey("k1"), blockref.ParseMemo("1")})
 	if !ok {
 		t.Fatal("k1/1 never reached a worker")
 	}
@@ -114,7 +115,7 @@ func TestRemoteWorkers(t *testing.T) {
 		spec.GetMemoObject() != "memo/k1/1.arrow" || spec.GetCanonicalDsl() == "" {
 		t.Errorf("task as the worker saw it: %v", spec)
 	}
-	if _, ok := seen.Load(TaskID{nameKey("ghost"), "b0"}); ok {
+	if _, ok := seen.Load(TaskID{nameKey("ghost"), blockref.ParseMemo("b0")}); ok {
 		t.Error("an undescribable task reached a worker")
 	}
 	qs := q.ListQuarantine()
@@ -205,7 +206,7 @@ func TestRemoteLeaseProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Task.ID != (TaskID{nameKey("k"), "b"}) || !l.Deadline.Equal(clk.Now().Add(30*time.Second)) {
+	if l.Task.ID != (TaskID{nameKey("k"), blockref.ParseMemo("b")}) || !l.Deadline.Equal(clk.Now().Add(30*time.Second)) {
 		t.Errorf("remote lease %+v", l)
 	}
 	if d, err := rl.Heartbeat(ctx, l.ID); err != nil || d.Before(l.Deadline) {
@@ -271,7 +272,7 @@ func TestRemoteBadTask(t *testing.T) {
 		}
 	}
 	l, err := leaseFromProto("w", &sigv1.LeaseTaskResponse{Task: &sigv1.Task{ComponentKey: good, BlockId: "b"}, LeaseId: "l", Deadline: deadline})
-	if err != nil || l.Task.ID != (TaskID{nameKey("k"), "b"}) {
+	if err != nil || l.Task.ID != (TaskID{nameKey("k"), blockref.ParseMemo("b")}) {
 		t.Errorf("good task: %+v, %v", l.Task.ID, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/sigdata/sig/internal/clock"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -46,9 +47,9 @@ func (h *queueHarness) open() {
 // parseTask reads "t1" (block "b") or "t1/b7".
 func parseTask(s string) TaskID {
 	if c, b, ok := strings.Cut(s, "/"); ok {
-		return TaskID{Component: nameKey(c), Block: b}
+		return TaskID{Component: nameKey(c), Block: blockref.ParseMemo(b)}
 	}
-	return TaskID{Component: nameKey(s), Block: "b"}
+	return TaskID{Component: nameKey(s), Block: blockref.ParseMemo("b")}
 }
 
 func atoi32(t *testing.T, s string) int32 {
@@ -270,10 +271,10 @@ func (h *queueHarness) run(t *testing.T, td *datadriven.TestData) string {
 }
 
 func blockSuffix(id TaskID) string {
-	if id.Block == "b" {
+	if id.Block == blockref.NewMemo("b", 1) {
 		return ""
 	}
-	return "/" + id.Block
+	return "/" + id.Block.String()
 }
 
 // runSchedule: heads as client:priority and last as priority:client (none
@@ -349,7 +350,7 @@ func TestFairnessLongRun(t *testing.T) {
 	for c, n := range sizes {
 		var reqs []Request
 		for i := 0; i < n; i++ {
-			reqs = append(reqs, Request{Task: TaskID{Component: nameKey(c), Block: fmt.Sprint(i)}, Client: c, Pipeline: "p", Priority: 1})
+			reqs = append(reqs, Request{Task: TaskID{Component: nameKey(c), Block: blockref.ParseMemo(fmt.Sprint(i))}, Client: c, Pipeline: "p", Priority: 1})
 		}
 		if _, err := h.q.Enqueue(reqs...); err != nil {
 			t.Fatal(err)

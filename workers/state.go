@@ -492,7 +492,8 @@ func sortedTasks(m map[TaskID]*task) []*task {
 		if c := bytes.Compare(a.Component[:], b.Component[:]); c != 0 {
 			return c < 0
 		}
-		return a.Block < b.Block
+		// The order of their keys (layout.go): the memo block's name.
+		return a.Block.String() < b.Block.String()
 	})
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Sentinel errors callers branch on.
@@ -67,11 +68,11 @@ const (
 // as its 64 hex digits (see doc.go, "Persistence"), and the lease protocol
 // carries it as hex in sigv1.Task, parsed once in RemoteLeaser.
 type TaskID struct {
-	Component canon.Key // the component's Merkle key
-	Block     string    // the raw block id
+	Component canon.Key     // the component's Merkle key
+	Block     blockref.Memo // the memo block: the raw block and the input version
 }
 
-func (id TaskID) String() string { return id.Component.String() + "/" + id.Block }
+func (id TaskID) String() string { return id.Component.String() + "/" + id.Block.String() }
 
 // Requester is one pipeline of one client that asked for a task, at the
 // pipeline's priority.
@@ -216,7 +217,7 @@ func (id TaskID) validate() error {
 	if id.Component == (canon.Key{}) {
 		return fmt.Errorf("%w: empty component key", ErrInvalid)
 	}
-	return checkName("block id", id.Block)
+	return checkName("block id", id.Block.ID())
 }
 
 func (r Request) validate() error {

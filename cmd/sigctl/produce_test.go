@@ -14,6 +14,7 @@ import (
 	"github.com/sigdata/sig/internal/devenv"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
 	"github.com/sigdata/sig/warehouse/ingest"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -109,7 +110,7 @@ func TestIngestForeignEncodings(t *testing.T) {
 				if strings.Contains(c.dsl, "advertiser_id") {
 					cols = append(cols, "advertiser_id")
 				}
-				task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(ci)}, Block: meta.ID}, Spec: &sigv1.Task{
+				task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(ci)}, Block: blockref.ParseMemo(meta.ID)}, Spec: &sigv1.Task{
 					ComponentKey: canon.Key{byte(ci + 1)}.String(), BlockId: meta.ID, RawSource: "partner", RawObject: meta.Key, MemoObject: memoKey,
 					CanonicalDsl: c.dsl, Columns: cols, SchemaJson: string(schemaJSON), MemoGeneration: 1,
 				}}

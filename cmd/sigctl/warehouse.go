@@ -276,7 +276,7 @@ var warehouseList = remote{name: "warehouse list", flags: func(fs *flag.FlagSet)
 			if m.Kafka != nil {
 				kafka = fmt.Sprintf("%s[%d] %d-%d", m.Kafka.Topic, m.Kafka.Partition, m.Kafka.First, m.Kafka.Last)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s..%s\t%s\t%v\t%d\n", m.Source, m.ID, m.V(), m.Rows, m.Size,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s..%s\t%s\t%v\t%d\n", m.Source, m.ID, m.Ref().Version(), m.Rows, m.Size,
 				time.UnixMicro(m.MinEventTime).UTC().Format(time.RFC3339), time.UnixMicro(m.MaxEventTime).UTC().Format(time.RFC3339),
 				kafka, m.Late, m.Generation)
 		}

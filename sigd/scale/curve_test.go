@@ -228,7 +228,7 @@ func (c catalogBlocks) Range(source string, from, to int64) ([]matching.Block, e
 type queueScheduler struct{ q *workers.Queue }
 
 func (a queueScheduler) Enqueue(k canon.Key, block blockref.Memo, client, pipeline string, prio int32) error {
-	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block.String()}, Client: client, Pipeline: pipeline, Priority: prio})
+	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block}, Client: client, Pipeline: pipeline, Priority: prio})
 	return err
 }
 
@@ -237,7 +237,7 @@ func (a queueScheduler) Room(client string) int { return a.q.Room(client) }
 func (a queueScheduler) Admit(client string, tasks []matching.Task) error {
 	ids := make([]workers.TaskID, len(tasks))
 	for i, t := range tasks {
-		ids[i] = workers.TaskID{Component: t.Component, Block: t.Block.String()}
+		ids[i] = workers.TaskID{Component: t.Component, Block: t.Block}
 	}
 	return a.q.Admit(client, ids)
 }
@@ -376,10 +376,10 @@ func (e *env) drain(s *stores) {
 			keep = append(keep, l.ID)
 			continue
 		}
-		if gen, ok, err := s.f.Begin(id.Component, blockref.ParseMemo(id.Block)); err != nil {
+		if gen, ok, err := s.f.Begin(id.Component, id.Block); err != nil {
 			e.tb.Fatal(err)
 		} else if ok {
-			if err := s.f.MarkReady(id.Component, blockref.ParseMemo(id.Block), gen, 100, 4096); err != nil {
+			if err := s.f.MarkReady(id.Component, id.Block, gen, 100, 4096); err != nil {
 				e.tb.Fatal(err)
 			}
 		}
@@ -561,7 +561,7 @@ func (e *env) queueCycles(s *stores, p *scale.Point) {
 	for i := range e.cfg.QueueCycles {
 		var k canon.Key
 		copy(k[:], fmt.Sprintf("cycle-%d-%d", len(e.keys), i))
-		id := workers.TaskID{Component: k, Block: "b"}
+		id := workers.TaskID{Component: k, Block: blockref.ParseMemo("b")}
 		if _, err := q.Enqueue(workers.Request{Task: id, Client: clients[i%len(clients)], Pipeline: "cycle", Priority: matching.MaxPriority}); err != nil {
 			e.tb.Fatal(err)
 		}

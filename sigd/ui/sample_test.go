@@ -10,6 +10,7 @@ import (
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/clock"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/workers"
 )
 
@@ -40,7 +41,7 @@ func TestQueueChartKeepsBursts(t *testing.T) {
 	u.sample()
 	var reqs []workers.Request
 	for i := 0; i < 81; i++ {
-		reqs = append(reqs, workers.Request{Task: workers.TaskID{Component: canon.Key{'c'}, Block: fmt.Sprint(i)}, Client: "ctr", Pipeline: "p", Priority: 1})
+		reqs = append(reqs, workers.Request{Task: workers.TaskID{Component: canon.Key{'c'}, Block: blockref.ParseMemo(fmt.Sprint(i))}, Client: "ctr", Pipeline: "p", Priority: 1})
 	}
 	if _, err := q.Enqueue(reqs...); err != nil {
 		t.Fatal(err)

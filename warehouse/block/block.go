@@ -171,9 +171,6 @@ func (m *Meta) Ref() blockref.Ref { return blockref.New(m.ID, m.Version) }
 // (warehouse/blockref.Memo), not a raw version.
 func (m *Meta) MemoRef() blockref.Memo { return blockref.NewMemo(m.ID, m.Version) }
 
-// V is m.Ref().Version().
-func (m *Meta) V() int64 { return m.Ref().Version() }
-
 // IsMemo reports whether the metadata is a memo object's.
 func (m *Meta) IsMemo() bool { return m.ComponentKey != (canon.Key{}) }
 
@@ -256,13 +253,13 @@ func (m *Meta) Validate() error {
 		return fmt.Errorf("block %s: negative version %d", m.ID, m.Version)
 	}
 	for c, v := range m.ColumnVersions {
-		if v < 1 || v > m.V() {
-			return fmt.Errorf("block %s version %d: column %s has version %d", m.ID, m.V(), c, v)
+		if v < 1 || v > m.Ref().Version() {
+			return fmt.Errorf("block %s version %d: column %s has version %d", m.ID, m.Ref().Version(), c, v)
 		}
 	}
 	for _, c := range m.Changes {
-		if c.Version < 2 || c.Version > m.V() || c.First > c.Last || c.First < 0 {
-			return fmt.Errorf("block %s version %d: invalid change %+v", m.ID, m.V(), c)
+		if c.Version < 2 || c.Version > m.Ref().Version() || c.First > c.Last || c.First < 0 {
+			return fmt.Errorf("block %s version %d: invalid change %+v", m.ID, m.Ref().Version(), c)
 		}
 	}
 	return nil
@@ -456,9 +453,7 @@ func estimateSize(rec arrow.Record) int {
 // (warehouse/blockref reads the absent version as 1).
 func footerJSON(m Meta) ([]byte, error) {
 	m.Size, m.FooterOffset, m.FooterLength, m.Checksum, m.Seq = 0, 0, 0, 0, 0
-	if m.Version == 1 {
-		m.Version = 0
-	}
+	m.Version = blockref.Stored(m.Version)
 	return json.Marshal(m)
 }
 

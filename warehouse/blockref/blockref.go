@@ -16,6 +16,17 @@ func normalize(v int64) int64 {
 	return v
 }
 
+// Stored is version v as records written before versions hold it: absent
+// (0) for version 1, v otherwise, so that a block (or memo block) that
+// never changed is stored byte for byte as it always was. It is the
+// inverse of New's rule: New(id, Stored(v)) == New(id, v).
+func Stored(v int64) int64 {
+	if normalize(v) == 1 {
+		return 0
+	}
+	return v
+}
+
 // Ref is one version of a raw block. The zero Ref names no block.
 type Ref struct {
 	id string

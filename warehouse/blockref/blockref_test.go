@@ -50,6 +50,11 @@ func TestUnversionedMeansOne(t *testing.T) {
 			t.Errorf("NewMemo(b, %d) = %#v", v, NewMemo("b", v))
 		}
 	}
+	for _, v := range []int64{0, 1, 2, 9} {
+		if New("b", Stored(v)) != New("b", v) || (v <= 1) != (Stored(v) == 0) {
+			t.Errorf("Stored(%d) = %d", v, Stored(v))
+		}
+	}
 	if New("b", 2) == New("b", 1) || Parse("b.v2") != New("b", 2) {
 		t.Error("versions 1 and 2 of a block must differ, and parse as they print")
 	}

@@ -227,9 +227,9 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 		if m.WindowLength <= 0 || m.Key == "" {
 			return fmt.Errorf("catalog: block %s: window length and key are required", m.ID)
 		}
-		if m.V() >= 2 {
-			if n := len(m.Changes); n == 0 || m.Changes[n-1].Version != m.V() {
-				return fmt.Errorf("catalog: block %s version %d: its last change must be the one that made it", m.ID, m.V())
+		if m.Ref().Version() >= 2 {
+			if n := len(m.Changes); n == 0 || m.Changes[n-1].Version != m.Ref().Version() {
+				return fmt.Errorf("catalog: block %s version %d: its last change must be the one that made it", m.ID, m.Ref().Version())
 			}
 		}
 	}
@@ -271,7 +271,7 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 		var oldV, oldSeq int64
 		switch {
 		case err == nil:
-			oldV, oldSeq = old.V(), old.Seq
+			oldV, oldSeq = old.Ref().Version(), old.Seq
 		case !errors.Is(err, ErrNotFound):
 			return err
 		}
@@ -280,7 +280,7 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 		}
 		var spans []block.KafkaRange
 		switch {
-		case m.V() == 1:
+		case m.Ref().Version() == 1:
 			if oldV > 1 {
 				return fmt.Errorf("catalog: block %s is at version %d; version 1 cannot replace it: %w", m.ID, oldV, ErrConflict)
 			}
@@ -291,9 +291,9 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 				spans = append(spans, *m.Kafka)
 			}
 		default:
-			if oldV != m.V()-1 && !(rebuild && oldV < m.V()) {
+			if oldV != m.Ref().Version()-1 && !(rebuild && oldV < m.Ref().Version()) {
 				return fmt.Errorf("catalog: version %d of block %s/%s follows version %d, the catalog has %s: %w",
-					m.V(), m.Source, m.ID, m.V()-1, versionName(oldV), ErrConflict)
+					m.Ref().Version(), m.Source, m.ID, m.Ref().Version()-1, versionName(oldV), ErrConflict)
 			}
 			if _, ok := batchIDs[bid]; ok {
 				return fmt.Errorf("catalog: block %s: two versions in one commit", m.ID)
@@ -311,13 +311,13 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 			}
 		}
 		for _, span := range spans {
-			if other, ok, err := c.overlapping(m.ID, m.WindowStart, span, m.V() == 1); err != nil {
+			if other, ok, err := c.overlapping(m.ID, m.WindowStart, span, m.Ref().Version() == 1); err != nil {
 				return err
-			} else if ok && rebuild && m.V() > 1 && other.First == span.First && other.Last == span.Last {
+			} else if ok && rebuild && m.Ref().Version() > 1 && other.First == span.First && other.Last == span.Last {
 				continue
 			} else if ok {
 				return fmt.Errorf("catalog: block %s version %d covers %s[%d] offsets %d-%d, block %s already covers %d-%d: %w",
-					m.ID, m.V(), span.Topic, span.Partition, span.First, span.Last, other.ID, other.First, other.Last, ErrOverlap)
+					m.ID, m.Ref().Version(), span.Topic, span.Partition, span.First, span.Last, other.ID, other.First, other.Last, ErrOverlap)
 			}
 			v, _ := json.Marshal(offsetEntry{Source: m.Source, ID: m.ID, Last: span.Last, MaxEventTime: m.MaxEventTime})
 			b.Set(offsetKey(span.Topic, span.Partition, m.WindowStart, span.First), v, nil)
@@ -335,7 +335,7 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 			b.Delete(seqKey(oldSeq), nil)
 		}
 		b.Set(seqKey(seq), seqRef(m.Source, m.ID), nil)
-		batchIDs[bid], batchSeqs[bid] = m.V(), seq
+		batchIDs[bid], batchSeqs[bid] = m.Ref().Version(), seq
 	}
 	b.Set(keySeq, binary.BigEndian.AppendUint64(nil, uint64(seq)), nil)
 	b.Set(keyIndexed, binary.BigEndian.AppendUint64(nil, uint64(seq)), nil)

@@ -22,7 +22,7 @@ func changed(t *testing.T, c *catalog.Catalog, after int64, limit int, names map
 	}
 	var out []string
 	for _, m := range ms {
-		out = append(out, fmt.Sprintf("%s@%d/%d", names[m.ID], m.V(), m.Seq))
+		out = append(out, fmt.Sprintf("%s@%d/%d", names[m.ID], m.Ref().Version(), m.Seq))
 	}
 	return out, next
 }

@@ -102,7 +102,7 @@ func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, 
 		if m.Source != src || m.Ref() != ref {
 			// Also a version-1 block whose id ends in ".v<N>": its key
 			// would name version N.
-			rep.Unreadable = append(rep.Unreadable, fmt.Sprintf("%s: footer names block %s/%s version %d", keys[i], m.Source, m.ID, m.V()))
+			rep.Unreadable = append(rep.Unreadable, fmt.Sprintf("%s: footer names block %s/%s version %d", keys[i], m.Source, m.ID, m.Ref().Version()))
 			continue
 		}
 		rep.Generation = max(rep.Generation, m.Generation)
@@ -129,14 +129,14 @@ func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, 
 // Kafka range, a later version's change (false: neither, a block another
 // program wrote).
 func span(m block.Meta) (block.KafkaRange, bool) {
-	if m.V() == 1 {
+	if m.Ref().Version() == 1 {
 		if m.Kafka == nil {
 			return block.KafkaRange{}, false
 		}
 		return *m.Kafka, true
 	}
 	n := len(m.Changes)
-	if n == 0 || m.Changes[n-1].Version != m.V() {
+	if n == 0 || m.Changes[n-1].Version != m.Ref().Version() {
 		return block.KafkaRange{}, false
 	}
 	ch := m.Changes[n-1]
@@ -174,7 +174,7 @@ func addAll(c *Catalog, ms []block.Meta, rep *RebuildReport) error {
 	var units []*unit
 	for _, m := range ms {
 		sp, ok := span(m)
-		if !ok && m.V() > 1 {
+		if !ok && m.Ref().Version() > 1 {
 			rep.Unreadable = append(rep.Unreadable, m.Key+": a version without the change that made it")
 			continue
 		}
@@ -229,7 +229,7 @@ func addAll(c *Catalog, ms []block.Meta, rep *RebuildReport) error {
 			return err
 		}
 		for _, m := range u.ms {
-			if m.V() == 1 {
+			if m.Ref().Version() == 1 {
 				rep.Blocks++
 			} else {
 				rep.Versions++

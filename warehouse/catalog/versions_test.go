@@ -19,13 +19,13 @@ import (
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
-// next is version base.V()+1 of a block, made by the change records first..last
+// next is version base.Ref().Version()+1 of a block, made by the change records first..last
 // of its partition and window; cols are the columns it changed (nil: the row
 // set changed, so every column).
 func next(base block.Meta, first, last int64, gen int64, cols ...string) block.Meta {
 	m := base.Clone()
 	m.Seq = 0
-	m.Version = base.V() + 1
+	m.Version = base.Ref().Version() + 1
 	m.Key = block.RawKey(m.Source, blockref.New(m.ID, m.Version))
 	m.Generation = gen
 	if m.ColumnVersions == nil {
@@ -52,7 +52,7 @@ func next(base block.Meta, first, last int64, gen int64, cols ...string) block.M
 func versionsOf(ms []block.Meta) []int64 {
 	var out []int64
 	for _, m := range ms {
-		out = append(out, m.V())
+		out = append(out, m.Ref().Version())
 	}
 	return out
 }
@@ -108,8 +108,8 @@ func TestVersionsAndSnapshots(t *testing.T) {
 	if got, _ := c.Range("ads", w, w+hour); !reflect.DeepEqual(versionsOf(got), []int64{3, 1, 1}) {
 		t.Errorf("Range = versions %v, want the newest", versionsOf(got))
 	}
-	if m, err := c.GetAt("ads", a.ID, s2); err != nil || m.V() != 2 || m.Key != block.RawKey("ads", blockref.New(a.ID, 2)) {
-		t.Errorf("GetAt(s2) = version %d %s, %v", m.V(), m.Key, err)
+	if m, err := c.GetAt("ads", a.ID, s2); err != nil || m.Ref().Version() != 2 || m.Key != block.RawKey("ads", blockref.New(a.ID, 2)) {
+		t.Errorf("GetAt(s2) = version %d %s, %v", m.Ref().Version(), m.Key, err)
 	}
 	if _, err := c.GetAt("ads", cBlock.ID, s2); !errors.Is(err, catalog.ErrNotFound) {
 		t.Errorf("GetAt of a block added after the snapshot: %v, want ErrNotFound", err)
@@ -120,7 +120,7 @@ func TestVersionsAndSnapshots(t *testing.T) {
 	}
 	for i := 1; i < len(vs); i++ {
 		if vs[i].Seq <= vs[i-1].Seq {
-			t.Errorf("version %d has seq %d after %d", vs[i].V(), vs[i].Seq, vs[i-1].Seq)
+			t.Errorf("version %d has seq %d after %d", vs[i].Ref().Version(), vs[i].Seq, vs[i-1].Seq)
 		}
 	}
 	if got := vs[2].InputVersion([]string{"query"}); got != 1 {
@@ -365,7 +365,7 @@ func TestRebuildVersions(t *testing.T) {
 	}
 	// Its feed has every block once, at its newest version, in its new
 	// sequence.
-	if fed, _, err := rebuilt.ChangedSince(0, 0); err != nil || len(fed) != 2 || fed[0].ID != b.ID || fed[1].ID != a.ID || fed[1].V() != 3 {
+	if fed, _, err := rebuilt.ChangedSince(0, 0); err != nil || len(fed) != 2 || fed[0].ID != b.ID || fed[1].ID != a.ID || fed[1].Ref().Version() != 3 {
 		t.Fatalf("rebuilt feed: %v versions %v, %v", ids(fed), versionsOf(fed), err)
 	}
 	ca, _ := orig.Covered("raw.ads", 0)

@@ -141,7 +141,7 @@ func TestChangesMakeVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	v2, _ := cat.Range("ads", w0, w0+3600*sec)
-	if got := []int64{v2[0].V(), v2[1].V(), v2[2].V()}; !reflect.DeepEqual(got, []int64{2, 2, 2}) {
+	if got := []int64{v2[0].Ref().Version(), v2[1].Ref().Version(), v2[2].Ref().Version()}; !reflect.DeepEqual(got, []int64{2, 2, 2}) {
 		t.Fatalf("versions after the changes: %v", got)
 	}
 	if old, _ := cat.RangeAt("ads", w0, w0+3600*sec, s1); !reflect.DeepEqual(noSeqs(old), noSeqs(v1)) {
@@ -200,7 +200,7 @@ func TestChangesMakeVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a3.V() != 3 || a3.ColumnVersion("conversion") != 3 || a3.ColumnVersion("click") != 2 || len(a3.Changes) != 2 {
+	if a3.Ref().Version() != 3 || a3.ColumnVersion("conversion") != 3 || a3.ColumnVersion("click") != 2 || len(a3.Changes) != 2 {
 		t.Fatalf("block a at version 3: column versions %v, changes %+v", a3.ColumnVersions, a3.Changes)
 	}
 	if v := readValues(t, e, a3); v[5] != [2]int64{0, 0} {
@@ -306,7 +306,7 @@ func TestIngestCollectsSupersededVersions(t *testing.T) {
 func versionNumbers(ms []block.Meta) []int64 {
 	var out []int64
 	for _, m := range ms {
-		out = append(out, m.V())
+		out = append(out, m.Ref().Version())
 	}
 	return out
 }
@@ -340,7 +340,7 @@ func TestChangesInAnOpenWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	bs, _ := cat.Range("ads", w0, w0+3600*sec)
-	if len(bs) != 2 || bs[0].V() != 2 || bs[1].V() != 1 {
+	if len(bs) != 2 || bs[0].Ref().Version() != 2 || bs[1].Ref().Version() != 1 {
 		t.Fatalf("blocks %v versions %v", ids(bs), versionNumbers(bs))
 	}
 	a, nb := bs[0], bs[1]

@@ -200,7 +200,7 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 		if m.Late {
 			late++
 		}
-		versions += int(m.V()) - 1
+		versions += int(m.Ref().Version()) - 1
 	}
 	t.Logf("%d blocks (%d late, %d later versions) hold %d events exactly once, %d deleted, %d updated, after %d kills",
 		len(blocks), late, versions, n-len(changes.deleted), len(changes.deleted), len(changes.values), kills)
@@ -366,8 +366,8 @@ func (c *changeStream) verify(t *testing.T, e *env, catalogDir string) {
 			t.Fatal(err)
 		}
 		for i, v := range vs {
-			if v.V() != int64(i+1) {
-				t.Fatalf("block %s: versions %d at place %d", m.ID, v.V(), i+1)
+			if v.Ref().Version() != int64(i+1) {
+				t.Fatalf("block %s: versions %d at place %d", m.ID, v.Ref().Version(), i+1)
 			}
 		}
 		rec, err := block.ReadColumns(context.Background(), e.store, m, []string{"click", "conversion", "query"})

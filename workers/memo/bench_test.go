@@ -116,7 +116,7 @@ func BenchmarkCompression(b *testing.B) {
 		meta := a.raw[k]
 		for ci := range c.Components {
 			comp := &c.Components[ci]
-			task := workers.Task{ID: workers.TaskID{Component: comp.Key, Block: meta.ID}, Spec: &sigv1.Task{
+			task := workers.Task{ID: workers.TaskID{Component: comp.Key, Block: blockref.ParseMemo(meta.ID)}, Spec: &sigv1.Task{
 				ComponentKey: comp.Key.String(), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key,
 				MemoObject: memoKey(ci, meta.ID), CanonicalDsl: c.DSL(comp, "out"), Columns: comp.Columns,
 				SchemaJson: string(schemaJSON), MemoGeneration: 1,

@@ -65,7 +65,7 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 				t.Fatal(err)
 			}
 			memoKey := "memo/test/" + id + ".arrow"
-			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: id}, Spec: &sigv1.Task{
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: blockref.ParseMemo(id)}, Spec: &sigv1.Task{
 				ComponentKey: testKey.String(), BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: `input out = hash(col("advertiser_id"), buckets=100)`, Columns: []string{"advertiser_id"},
 				SchemaJson: string(schemaJSON), MemoGeneration: 1,
@@ -90,7 +90,7 @@ func TestRunnerReportsOpCosts(t *testing.T) {
 	schemaJSON, _ := json.Marshal(transform.AdsSchema())
 	base := w.Blocks[0]
 	r := &memo.Runner{Store: w.Store}
-	res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: base.ID}, Spec: &sigv1.Task{
+	res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: blockref.ParseMemo(base.ID)}, Spec: &sigv1.Task{
 		ComponentKey: testKey.String(), BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: "memo/test/" + base.ID + ".arrow",
 		CanonicalDsl: `input out = concat(hash(unigrams(lower(col("query"))), buckets=100), hash(col("advertiser_id"), buckets=7))`,
 		Columns:      []string{"advertiser_id", "query"}, SchemaJson: string(schemaJSON), MemoGeneration: 1,
@@ -130,7 +130,7 @@ func TestRunnerComputesOverMemoInputs(t *testing.T) {
 	tokens, root := key(`unigrams(lower(col("query")))`), key(`hash(unigrams(lower(col("query"))), buckets=100)`)
 	run := func(k canon.Key, dsl, object string, inputs ...*sigv1.MemoInput) workers.Result {
 		t.Helper()
-		res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: k, Block: base.ID}, Spec: &sigv1.Task{
+		res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: k, Block: blockref.ParseMemo(base.ID)}, Spec: &sigv1.Task{
 			ComponentKey: k.String(), BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: object,
 			CanonicalDsl: dsl, Columns: []string{"query"}, SchemaJson: string(schemaJSON), MemoGeneration: 1, MemoInputs: inputs,
 		}})
@@ -221,7 +221,7 @@ func TestRunnerForeignEncodings(t *testing.T) {
 			if strings.Contains(c.dsl, "advertiser_id") {
 				cols = append(cols, "advertiser_id")
 			}
-			task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(i)}, Block: meta.ID}, Spec: &sigv1.Task{
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(i)}, Block: blockref.ParseMemo(meta.ID)}, Spec: &sigv1.Task{
 				ComponentKey: canon.Key{byte(i)}.String(), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: c.dsl, Columns: cols, SchemaJson: string(schemaJSON), MemoGeneration: 1,
 			}}
@@ -272,7 +272,7 @@ func TestRunnerCompression(t *testing.T) {
 		rawEv, _ := meta.Column(transform.ColEventID)
 		for _, comp := range []block.Compression{block.Uncompressed, block.LZ4Frame, block.ZSTD} {
 			memoKey := fmt.Sprintf("memo/test/%s-%s.arrow", id, comp.Flag())
-			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: id}, Spec: &sigv1.Task{
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: blockref.ParseMemo(id)}, Spec: &sigv1.Task{
 				ComponentKey: testKey.String(), BlockId: id, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: `input out = unigrams(lower(col("query")))`, Columns: []string{"query"},
 				SchemaJson: string(schemaJSON), MemoGeneration: 1,

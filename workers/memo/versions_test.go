@@ -42,7 +42,7 @@ func TestRunnerBlockVersions(t *testing.T) {
 	}
 	r := &memo.Runner{Store: w.Store}
 	task := func(ref string) workers.Task {
-		return workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: ref}, Spec: &sigv1.Task{
+		return workers.Task{ID: workers.TaskID{Component: canon.Key{'c'}, Block: blockref.ParseMemo(ref)}, Spec: &sigv1.Task{
 			ComponentKey: testKey.String(), BlockId: ref, RawSource: "ads", RawObject: v3.Key, MemoObject: "memo/test/" + ref + ".arrow",
 			CanonicalDsl: `input out = hash(col("advertiser_id"), buckets=100)`, Columns: []string{"advertiser_id"},
 			SchemaJson: string(schemaJSON), MemoGeneration: 1,
@@ -53,7 +53,7 @@ func TestRunnerBlockVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta, err := block.ReadFooter(ctx, w.Store, "memo/test/"+ref+".arrow")
-	if err != nil || meta.ID != base.ID || meta.V() != 2 || meta.Rows != 200 {
+	if err != nil || meta.ID != base.ID || meta.Ref().Version() != 2 || meta.Rows != 200 {
 		t.Fatalf("memo footer %+v, %v; want block %s input version 2", meta, err, base.ID)
 	}
 	for _, bad := range []string{base.ID, blockref.New(base.ID, 3).String()} {
