@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 
 	"github.com/sigdata/sig/canon"
@@ -13,6 +14,7 @@ import (
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
+	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 // The reasons of a report (ReportCorrupt), as readers send them
@@ -188,4 +190,38 @@ func (e *Evictor) rawBlock(rec matching.ComponentRecord, m blockref.Memo) (block
 		return raw, fmt.Errorf("no catalogued version of block %s holds input version %d of %v (collected)", m.ID(), m.InputVersion(), rec.Columns)
 	}
 	return raw, nil
+}
+
+// RecomputeFromRaw is an Evictor.Recompute over the object store: it
+// computes component rec's column over raw block raw (the version the memo
+// entry was computed from, rawBlock) from its raw columns, as a worker
+// computes a block from raw, never over memo nodes, whose values could be
+// the wrong ones. The component's transform.Program conforms the columns
+// first, as the worker's does, so that a block another Arrow producer
+// wrote is computed exactly as the worker computed it. schema returns a
+// raw source's schema.
+func RecomputeFromRaw(store objstore.Reader, schema func(source string) (*transform.Schema, error)) func(context.Context, matching.ComponentRecord, block.Meta) (arrow.Array, error) {
+	return func(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error) {
+		sc, err := schema(rec.Source)
+		if err != nil {
+			return nil, err
+		}
+		prog, err := transform.CompileDSL([]byte(rec.DSL), "component", sc, transform.Default(), transform.Limits{})
+		if err != nil {
+			return nil, fmt.Errorf("component %s: %w", rec.Key.Short(), err)
+		}
+		if n := len(prog.Graph().Inputs); n != 1 {
+			return nil, fmt.Errorf("component %s: DSL has %d model inputs, want 1", rec.Key.Short(), n)
+		}
+		cols, err := block.ReadColumns(ctx, store, raw, rec.Columns)
+		if err != nil {
+			return nil, err
+		}
+		defer cols.Release()
+		out, err := prog.Run(cols, nil)
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
+	}
 }

@@ -170,33 +170,16 @@ func (s *stack) rawBlock(source string, ref blockref.Memo) (block.Meta, error) {
 	return vs[0], nil
 }
 
-// recompute is the evictor's Recompute (sigd's recomputeColumn), counted.
+// recompute is the evictor's Recompute (sigd's: eviction.RecomputeFromRaw), counted.
 func (s *stack) recompute(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error) {
 	s.recomputes.Add(1)
 	return s.column(ctx, rec, raw)
 }
 
-// column computes component rec over raw block raw from its raw columns,
-// as a worker does, and returns event_id and the component's column.
+// column computes component rec's column over raw block raw from its raw
+// columns, as a worker does (through the evictor's own recomputation).
 func (s *stack) column(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error) {
-	sc, reg := transform.AdsSchema(), transform.Default()
-	g, _, err := transform.ParseAndCheck([]byte(rec.DSL), "component", sc, reg, transform.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	cols, err := block.ReadColumns(ctx, s.store, raw, rec.Columns)
-	if err != nil {
-		return nil, err
-	}
-	defer cols.Release()
-	if err := transform.CheckRecord(g, sc, cols); err != nil {
-		return nil, err
-	}
-	out, err := transform.Run(g, reg, cols, g.Inputs[0].Node)
-	if err != nil {
-		return nil, err
-	}
-	return out[0], nil
+	return eviction.RecomputeFromRaw(s.store, func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil })(ctx, rec, raw)
 }
 
 // submit submits a pipeline "p" of client over every block.

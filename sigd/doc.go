@@ -70,7 +70,7 @@
 // bad is recomputed (eviction.Evictor.ReportCorrupt). A reader's guard
 // reports a memo object whose sampled rows differ from a recomputation
 // with reason MEMO_MISMATCH: sigd recomputes the block from its raw
-// columns (guard.go, recomputeColumn), compares every row, and quarantines
+// columns (eviction.RecomputeFromRaw), compares every row, and quarantines
 // and recomputes the entry only if they differ; sig_memo_mismatches_total
 // counts confirmed mismatches by component, sig_memo_reports_total every
 // report by reason and outcome (healthy MEMO_MISMATCH reports point at a

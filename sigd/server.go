@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		Insertion: insertionConfig(cfg, opts),
 	})
 	s.evictor = s.newEvictor()
-	s.evictor.Recompute = s.recomputeColumn // the guard's check (guard.go)
+	s.evictor.Recompute = eviction.RecomputeFromRaw(s.store, s.schema) // the guard's check
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := workers.RegisterQueueMetrics(s.reg, s.queue); err != nil {
