@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"cmd/"},
 	{"fleet/run", "e2e"},
 	{"sigd", "sigd/ui"},
-	{"eviction", "featstats", "workers/memo", "report", "versions"},
+	{"eviction", "featstats", "workers/memo", "report", "sigd/trainers", "versions"},
 	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},
 	{"reader", "trainer"},
 	{"warehouse", "warehouse/block", "warehouse/ready", "warehouse/objstore"},

@@ -2,6 +2,7 @@ package matching
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/sigdata/sig/transform"
@@ -93,4 +94,22 @@ func ValidatePipelineName(field, s string) error {
 		}
 	}
 	return nil
+}
+
+// ClipText returns free text a caller sent (a reason, a report's detail)
+// as sigd keeps and shows it: cut to at most n bytes at a rune boundary,
+// invalid UTF-8 and control characters replaced by spaces, rather than
+// refused.
+func ClipText(s string, n int) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			r = ' '
+		}
+		if b.Len()+utf8.RuneLen(r) > n {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/matching"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/trainers"
 	"github.com/sigdata/sig/transform/graphpb"
 	"github.com/sigdata/sig/workers"
 )
@@ -101,6 +102,9 @@ func grpcError(err error) error {
 	}
 	if errors.Is(err, matching.ErrNotFound) {
 		return status.Error(codes.NotFound, err.Error())
+	}
+	if errors.Is(err, trainers.ErrTooMany) {
+		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	if errors.Is(err, workers.ErrQuota) {
 		return status.Errorf(codes.ResourceExhausted, "%v (sigd --max-queued-per-client); nothing was registered: submit a shorter range, or again when the queue has drained", err)

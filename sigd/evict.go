@@ -207,7 +207,7 @@ func (h *sigService) ReportCorruptMemo(ctx context.Context, req *sigv1.ReportCor
 			return nil, grpcError(fmt.Errorf("%w: component %s", matching.ErrNotFound, k))
 		}
 	}
-	f, err := h.s.evictor.ReportCorrupt(ctx, k, blockref.ParseMemo(req.GetBlockId()), p.Name, req.GetReason(), clipText(req.GetDetail(), maxReportDetail))
+	f, err := h.s.evictor.ReportCorrupt(ctx, k, blockref.ParseMemo(req.GetBlockId()), p.Name, req.GetReason(), matching.ClipText(req.GetDetail(), maxReportDetail))
 	if err != nil {
 		return nil, blockError(err)
 	}
@@ -280,7 +280,7 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 			}
 			return s.queue.Release(workers.TaskID{Component: k, Block: blockref.ParseMemo(block)})
 		},
-		Trainers:    func() []*sigv1.TrainerStatus { return s.TrainerStatuses(op) },
+		Trainers:    func() []*sigv1.TrainerStatus { return s.trainers.List(op) },
 		QueuedPeak:  s.queue.QueuedPeak,
 		SampleEvery: sampleEvery,
 	})

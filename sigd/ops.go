@@ -2,13 +2,8 @@ package sigd
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"slices"
 	"sort"
-	"strings"
-	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -129,6 +124,7 @@ func (h *sigService) Stats(ctx context.Context, _ *sigv1.StatsRequest) (*sigv1.S
 	return st, nil
 }
 
+// ReportTrainerStatus keeps a trainer job's status (package trainers).
 func (h *sigService) ReportTrainerStatus(ctx context.Context, req *sigv1.TrainerStatus) (*sigv1.ReportTrainerStatusResponse, error) {
 	if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator, auth.RoleClient); err != nil {
 		return nil, err
@@ -138,139 +134,10 @@ func (h *sigService) ReportTrainerStatus(ctx context.Context, req *sigv1.Trainer
 	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
 		return nil, err
 	}
-	if err := cleanTrainerStatus(req); err != nil {
+	if err := h.s.trainers.Report(req); err != nil {
 		return nil, grpcError(err)
 	}
-	if err := h.s.reportTrainer(req, time.Now()); err != nil {
-		return nil, err
-	}
 	return &sigv1.ReportTrainerStatusResponse{}, nil
-}
-
-// Bounds on trainer reports: every field a client sends is kept in memory,
-// exported as metrics and drawn in the operator overview.
-const (
-	maxTrainersPerClient = 64
-	maxTrainers          = 1024
-	// trainerStatusTTL: a job that has not reported for this long is
-	// forgotten (trainers report every few seconds while they run).
-	trainerStatusTTL = 24 * time.Hour
-	maxHoldText      = 1024
-	maxChipKinds     = 32
-)
-
-// cleanTrainerStatus checks a report's fields (names as names, text
-// printable, numbers finite and non-negative) and cleans its hold reason:
-// an error message of the trainer's, clipped and its control characters
-// blanked rather than refused, so that a held job still shows.
-// A NaN loss is kept: it is what a NaN-loss hold looks like.
-func cleanTrainerStatus(t *sigv1.TrainerStatus) error {
-	if err := matching.ValidateName("job", t.GetJob()); err != nil {
-		return err
-	}
-	if err := matching.ValidateName("client", t.GetClient()); err != nil {
-		return err
-	}
-	for _, f := range []struct{ field, v string }{{"pipeline", t.GetPipeline()}, {"phase", t.GetPhase()}} {
-		if f.v == "" {
-			continue
-		}
-		if err := matching.ValidatePipelineName(f.field, f.v); err != nil {
-			return err
-		}
-	}
-	t.Hold = clipText(t.GetHold(), maxHoldText)
-	for _, f := range []struct {
-		field string
-		v     float64
-	}{{"scheduling_goodput", t.GetSchedulingGoodput()}, {"runtime_goodput", t.GetRuntimeGoodput()},
-		{"program_goodput", t.GetProgramGoodput()}, {"mpg", t.GetMpg()},
-		{"tensorcore_ns_per_step", t.GetTensorcoreNsPerStep()}, {"sparsecore_ns_per_step", t.GetSparsecoreNsPerStep()},
-		{"device_ns_per_step", t.GetDeviceNsPerStep()}} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			return fieldErr(f.field, "must be finite and non-negative, got %v", f.v)
-		}
-	}
-	if t.GetChips() < 0 {
-		return fieldErr("chips", "must not be negative, got %d", t.GetChips())
-	}
-	if len(t.GetChipSeconds()) > maxChipKinds {
-		return fieldErr("chip_seconds", "at most %d categories, got %d", maxChipKinds, len(t.GetChipSeconds()))
-	}
-	for k, v := range t.GetChipSeconds() {
-		if err := matching.ValidateName("chip_seconds key", k); err != nil {
-			return err
-		}
-		if !(v >= 0) || math.IsInf(v, 0) {
-			return fieldErr("chip_seconds", "%s: must be finite and non-negative, got %v", k, v)
-		}
-	}
-	return nil
-}
-
-// clipText returns s cut to at most n bytes (at a rune boundary), invalid
-// UTF-8 and control characters replaced by spaces.
-func clipText(s string, n int) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			r = ' '
-		}
-		if b.Len()+utf8.RuneLen(r) > n {
-			break
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func fieldErr(field, format string, args ...any) error {
-	return &matching.InputError{Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// trainerKey names a trainer job: job names are a client's own, so two
-// clients may both run a job "train" without one replacing the other's.
-type trainerKey struct{ client, job string }
-
-type trainerEntry struct {
-	status *sigv1.TrainerStatus
-	seen   time.Time
-}
-
-// reportTrainer keeps t as its job's latest status, first forgetting jobs
-// silent for trainerStatusTTL; a client at maxTrainersPerClient jobs (or a
-// server at maxTrainers) cannot add another.
-func (s *Server) reportTrainer(t *sigv1.TrainerStatus, now time.Time) error {
-	s.trainersMu.Lock()
-	defer s.trainersMu.Unlock()
-	k := trainerKey{t.GetClient(), t.GetJob()}
-	if _, ok := s.trainers[k]; !ok {
-		s.forgetSilentTrainers(now)
-		perClient := 0
-		for ok := range s.trainers {
-			if ok.client == k.client {
-				perClient++
-			}
-		}
-		if perClient >= maxTrainersPerClient || len(s.trainers) >= maxTrainers {
-			return status.Errorf(codes.ResourceExhausted, "client %q reports %d trainer jobs (at most %d per client, %d in all); reuse job names",
-				k.client, perClient, maxTrainersPerClient, maxTrainers)
-		}
-	}
-	s.trainers[k] = trainerEntry{status: t, seen: now}
-	s.metrics.trainerReport(t)
-	return nil
-}
-
-// forgetSilentTrainers drops the jobs silent for trainerStatusTTL and
-// their metric series. s.trainersMu is held.
-func (s *Server) forgetSilentTrainers(now time.Time) {
-	for k, e := range s.trainers {
-		if now.Sub(e.seen) > trainerStatusTTL {
-			delete(s.trainers, k)
-			s.metrics.trainerForget(k.client, k.job)
-		}
-	}
 }
 
 func (h *sigService) ListTrainerStatus(ctx context.Context, _ *sigv1.ListTrainerStatusRequest) (*sigv1.ListTrainerStatusResponse, error) {
@@ -278,28 +145,7 @@ func (h *sigService) ListTrainerStatus(ctx context.Context, _ *sigv1.ListTrainer
 	if err != nil {
 		return nil, err
 	}
-	return &sigv1.ListTrainerStatusResponse{Trainers: h.s.TrainerStatuses(p)}, nil
-}
-
-// TrainerStatuses returns the latest report of every trainer p may see,
-// by client then job.
-func (s *Server) TrainerStatuses(p *auth.Principal) []*sigv1.TrainerStatus {
-	s.trainersMu.Lock()
-	defer s.trainersMu.Unlock()
-	s.forgetSilentTrainers(time.Now())
-	var out []*sigv1.TrainerStatus
-	for _, e := range s.trainers {
-		if p.IsOperator() || e.status.Client == p.Client {
-			out = append(out, e.status)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Client != out[j].Client {
-			return out[i].Client < out[j].Client
-		}
-		return out[i].Job < out[j].Job
-	})
-	return out
+	return &sigv1.ListTrainerStatusResponse{Trainers: h.s.trainers.List(p)}, nil
 }
 
 // workersAuth admits only the worker (and operator) role to the lease

@@ -33,6 +33,7 @@ import (
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/matching/insertion"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd/trainers"
 	"github.com/sigdata/sig/sigd/ui"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/versions"
@@ -79,14 +80,13 @@ type Server struct {
 	reg        *prometheus.Registry
 	metrics    *metrics
 
-	grpc       *grpc.Server
-	health     *grpcsvc.Health
-	lis        net.Listener
-	httpSrv    *http.Server
-	httpLis    net.Listener
-	extraHTTP  map[string]http.Handler
-	trainersMu sync.Mutex
-	trainers   map[trainerKey]trainerEntry
+	grpc      *grpc.Server
+	health    *grpcsvc.Health
+	lis       net.Listener
+	httpSrv   *http.Server
+	httpLis   net.Listener
+	extraHTTP map[string]http.Handler
+	trainers  *trainers.Registry
 	// stopping is closed when Serve starts shutting down: watch streams and
 	// long-polling LeaseTask calls end then, so a graceful stop does not
 	// wait for them.
@@ -130,7 +130,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		opts.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
-		trainers: map[trainerKey]trainerEntry{}, stopping: make(chan struct{})}
+		stopping: make(chan struct{})}
 	s.compression, _ = block.ParseCompression(cfg.SegmentCompression) // Validate checked it
 	ok := false
 	defer func() {
@@ -181,6 +181,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s)
+	s.trainers = &trainers.Registry{Clock: s.clock, Reported: s.metrics.trainerReport, Forgotten: s.metrics.trainerForget}
 	if err := s.reg.Register(s.metrics); err != nil {
 		return nil, err
 	}
