@@ -4,32 +4,37 @@
 // checking. cmd/sigd parses flags into a Config and runs a Server.
 //
 // It owns wiring and RPC translation only: canonicalization and read
-// solutions are package matching's, scheduling is package workers', the
-// memoization task its workers run is package workers/memo's (shared with
-// the remote `sigd worker`), storage is package warehouse's, and the operator
-// console it serves under /ui/ on its HTTP port is package sigd/ui.
+// solutions are package matching's, and so is the memo entry's side of a
+// worker task (matching.Memos: what a task computes, what its completion
+// does, the queues' quarantine mirrored); scheduling is package workers',
+// the memoization task its workers run is package workers/memo's (shared
+// with the remote `sigd worker`), following and collecting block versions
+// package versions', checking reported memo objects package eviction's,
+// trainers' reported statuses package sigd/trainers', storage is package
+// warehouse's, and the operator console it serves under /ui/ on its HTTP
+// port is package sigd/ui.
 //
 // # Component keys
 //
 // A component key is a canon.Key inside sigd. Requests name components in
 // hex: each handler parses the field once (canon.ParseKey, InvalidArgument
-// naming it) and answers format keys once (keysToProto, Key.String). The
-// work queues name a task by workers.TaskID; taskid.go is the one place
-// that converts between it and a (key, block).
+// naming it) and answers format keys once (keysToProto, Key.String). A
+// block is a warehouse/blockref value likewise, parsed where a request
+// names it (blockref.ParseMemo) and printed where an answer does.
 //
 // # Completion
 //
 // A memo entry is marked ready only after its object is written whole, and
 // only for the incarnation (generation) the worker computed: in-process
 // runs carry it in their task description; for remote workers, whose
-// CompleteTask names only the lease, the completion hook reads the entry's
-// current generation and checks that the object exists first (see
-// completeHook). The task leaves the queue after that, so a crash in
-// between re-runs it, rewriting the same bytes. The hook also keeps the
-// workers' measured op costs (CompleteTask.op_nanos) in the matching
+// CompleteTask names only the lease, the entry's current generation is
+// read and the object checked to exist first (matching.Memos.Complete,
+// which sigd's completion hook calls before the task leaves the queue, so
+// a crash in between re-runs it, rewriting the same bytes). It also keeps
+// the workers' measured op costs (CompleteTask.op_nanos) in the matching
 // cache, for the insertion policy; and a task whose memo node no
 // registered pipeline's cover names any more is described as having
-// nothing to compute (describe, Frontend.Needed).
+// nothing to compute (matching.Memos.Describe, Frontend.Needed).
 //
 // # Insertion
 //
@@ -57,8 +62,9 @@
 // sigd) drops the versions no pin and not "now" sees, superseded more than
 // --version-gc-grace ago, then the memo entries no kept version reads,
 // then their objects (sig_version_gc_*). A task's block is a memo block
-// ref; describe names a raw version of that input version for the worker
-// to read.
+// (blockref.Memo: the block and an input version); its description names a
+// raw version of that input version for the worker to read
+// (matching.RawVersion, the rule the evictor's checks use too).
 //
 // # Corrupt memo objects
 //

@@ -53,27 +53,23 @@ type Server struct {
 	log   *slog.Logger
 	clock clock.Clock
 
-	dev      *DevEnv
-	store    *objstore.Store
-	catalog  *catalog.Catalog
-	segments *block.SegmentCache // the in-process workers'
-	// compression is cfg.SegmentCompression, parsed: what ingestion and
-	// the in-process workers write.
-	compression block.Compression
-	cache       *matching.Cache
-	frontend    *matching.Frontend
-	memos       *matching.Memos
-	queue       *workers.Queue
-	stats       *statsService // the feature statistics of FDP (package featstats)
-	pool        *workers.Pool
-	scaler      *workers.Autoscaler
-	kafka       *kgo.Client
-	publisher   *ready.Publisher
-	ingesters   []*ingest.Ingester
-	evictor     *eviction.Evictor
-	ui          *ui.UI
-	tokens      *auth.Tokens
-	schemas     map[string]*transform.Schema
+	dev       *DevEnv
+	store     *objstore.Store
+	catalog   *catalog.Catalog
+	segments  *block.SegmentCache // the in-process workers'
+	cache     *matching.Cache
+	frontend  *matching.Frontend
+	memos     *matching.Memos
+	queue     *workers.Queue
+	stats     *statsService // the feature statistics of FDP (package featstats)
+	pool      *workers.Pool
+	scaler    *workers.Autoscaler
+	kafka     *kgo.Client
+	ingesters []*ingest.Ingester
+	evictor   *eviction.Evictor
+	ui        *ui.UI
+	tokens    *auth.Tokens
+	schemas   map[string]*transform.Schema
 	// schemaJSON is each schema as task descriptions and read solutions
 	// carry it, encoded once.
 	schemaJSON map[string]string
@@ -131,7 +127,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, extraHTTP: opts.HTTP,
 		stopping: make(chan struct{})}
-	s.compression, _ = block.ParseCompression(cfg.SegmentCompression) // Validate checked it
+	// What ingestion and the in-process workers write (Validate checked
+	// it).
+	compression, _ := block.ParseCompression(cfg.SegmentCompression)
 	ok := false
 	defer func() {
 		if !ok {
@@ -201,7 +199,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	if !cfg.RemoteWorkers {
 		s.segments = block.NewSegmentCache(cfg.WorkerCacheBytes)
 		var runner workers.Runner = &memo.Runner{Store: s.store, Catalog: s.catalog, Segments: s.segments, Observe: s.metrics.phase,
-			Compression: s.compression}
+			Compression: compression}
 		if opts.WrapRunner != nil {
 			runner = opts.WrapRunner(runner)
 		}
@@ -222,7 +220,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
-	s.memos = &matching.Memos{Frontend: s.frontend, Versions: s.catalog, Announce: s.publisher, Bucket: cfg.S3Bucket,
+	s.memos = &matching.Memos{Frontend: s.frontend, Versions: s.catalog, Announce: ready.NewPublisher(s.kafka), Bucket: cfg.S3Bucket,
 		Clock: s.clock, Logger: s.log, Done: s.metrics.taskDone,
 		Stat: func(ctx context.Context, key string) error {
 			_, err := s.store.Stat(ctx, key)
@@ -246,7 +244,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		}
 		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
 			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
-			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: s.compression,
+			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: compression,
 			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src),
 			// sigd collects superseded versions itself, with the memo
 			// entries and objects only they had (package versions).
@@ -387,7 +385,6 @@ func (s *Server) openEnv(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.publisher = ready.NewPublisher(s.kafka)
 	return nil
 }
 

@@ -149,18 +149,17 @@ func (e *Env) WaitComplete(client, pipeline string) *sigv1.ReadSolution {
 
 // Components returns the distinct component keys of a solution.
 func Components(sol *sigv1.ReadSolution) []canon.Key {
-	seen := map[string]bool{}
+	seen := map[canon.Key]bool{}
 	var out []canon.Key
 	for _, in := range sol.Inputs {
-		if seen[in.ComponentKey] {
-			continue
-		}
-		seen[in.ComponentKey] = true
 		k, err := canon.ParseKey(in.ComponentKey)
 		if err != nil {
 			panic(err)
 		}
-		out = append(out, k)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
 	}
 	return out
 }
@@ -221,8 +220,12 @@ func (e *Env) CheckEvicted(k canon.Key) {
 func PendingBlocks(sol *sigv1.ReadSolution, ks ...canon.Key) int {
 	n := 0
 	for _, in := range sol.Inputs {
+		got, err := canon.ParseKey(in.ComponentKey)
+		if err != nil {
+			continue
+		}
 		for _, k := range ks {
-			if in.ComponentKey != k.String() {
+			if got != k {
 				continue
 			}
 			for _, b := range in.Blocks {

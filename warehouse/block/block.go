@@ -118,8 +118,8 @@ type Meta struct {
 	// Version is the block's version: 0 (absent, as in every object
 	// written before blocks had versions) means 1. A change to a sealed
 	// block (late rows, updated columns, deleted rows) never rewrites its
-	// object: it writes version N+1 whole under ObjectKeyVersion(source,
-	// id, N+1), with the same id.
+	// object: it writes version N+1 whole under RawKey(source,
+	// blockref.New(id, N+1)), with the same id. Ref reads it.
 	Version int64 `json:"version,omitempty"`
 	// ColumnVersions gives, per raw column, the block version at which
 	// its values last changed; a column absent here has not changed since

@@ -89,16 +89,18 @@
 //
 // A raw block changes after it was sealed only by new versions (late rows,
 // updated columns, deleted rows; warehouse/ingest): version N>=2 is a whole
-// object of its own at ObjectKeyVersion(source, id, N),
-// raw/<source>/<id>.v<N>.arrow, with the same id; version 1 keeps RawKey. Its
+// object of its own at RawKey(source, blockref.New(id, N)),
+// raw/<source>/<id>.v<N>.arrow, with the same id; version 1 keeps
+// raw/<source>/<id>.arrow. Meta.Ref is the version as a blockref.Ref. Its
 // footer carries Version, ColumnVersions (per column, the version at which
 // its values last changed; absent: 1) and Changes (the Kafka records that
 // made each version since 1). All three are omitted when empty, so a
 // version-1 object is byte for byte what it was before versions existed.
 // InputVersion(columns) is the version of the data a reader of those
 // columns sees: a component reading only columns a change left alone reads
-// the same values at both versions. (Memo objects of a version are the
-// matching cache's concern: VersionedID names "<id>.v<N>".)
+// the same values at both versions. (Memo objects are per input version:
+// MemoKey(k, blockref.Memo) names memo/<key>/<id>[.v<N>].arrow, and which
+// entries exist is the matching cache's concern.)
 //
 // # Segment cache
 //

@@ -25,7 +25,7 @@
 //
 // A raw block changes after it was sealed by new versions (late rows,
 // updated columns, deleted rows: warehouse/ingest), each a whole object of
-// its own (block.ObjectKeyVersion). b\x00 always holds the newest version,
+// its own (block.RawKey). b\x00 always holds the newest version,
 // so Get, Blocks, BlocksAfter and Range read "now" exactly as before
 // versions existed; Commit moves the version it supersedes to h\x00. Every
 // version committed gets the next sequence number (block.Meta.Seq), and a

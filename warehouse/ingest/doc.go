@@ -75,7 +75,7 @@
 //     for them (RowsPerBlock): then they are appended to that block. A late
 //     buffer of a window with no block yet makes a block flagged Late;
 //   - a new version of every stored block that receives rows or whose rows
-//     its changes touch, written whole under block.ObjectKeyVersion (version
+//     its changes touch, written whole under block.RawKey (version
 //     1 objects keep their keys and bytes). The version's metadata
 //     (block.Meta) records, per column, the version at which its values
 //     last changed: an update bumps the columns it overwrote (a label
