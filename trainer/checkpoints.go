@@ -10,6 +10,7 @@ import (
 
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Checkpoints (paper III.C): loading the last one's progress at start
@@ -115,7 +116,7 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 // event id occurs twice in the merged ledger, and the merged ledger has the
 // units the progress commits. It returns the committed ledger merged with
 // the attempt's.
-func checkLedger(committed, attempt *checkpoint.Ledger, rows map[string]int64, units int) (*checkpoint.Ledger, error) {
+func checkLedger(committed, attempt *checkpoint.Ledger, rows map[blockref.Ref]int64, units int) (*checkpoint.Ledger, error) {
 	merged := committed.Clone()
 	if attempt == nil {
 		return merged, errors.New("no ledger for the attempt")
@@ -131,13 +132,13 @@ func checkLedger(committed, attempt *checkpoint.Ledger, rows map[string]int64, u
 			break
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(rows)) {
+	for _, ref := range slices.SortedFunc(maps.Keys(rows), blockref.Ref.Compare) {
 		var n int64
-		if attempt.Has(id) {
-			n = attempt.Unit(id).Rows()
+		if attempt.Has(ref) {
+			n = attempt.Unit(ref).Rows()
 		}
-		if n != rows[id] && bad == nil {
-			bad = fmt.Errorf("unit %s: %d event ids in the ledger, %d rows read", id, n, rows[id])
+		if n != rows[ref] && bad == nil {
+			bad = fmt.Errorf("unit %s: %d event ids in the ledger, %d rows read", ref, n, rows[ref])
 		}
 	}
 	merged.Merge(attempt)
