@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/randid"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -91,8 +92,8 @@ type Controller struct {
 	// features' keys in the statistics store (component keys, per sparse
 	// input) and the statistics read at setup (both also read by compile,
 	// under the device's mutex), the plans compiled, what was published.
-	featKeys  []string
-	featStats map[string]fdp.Statistics
+	featKeys  []canon.Key
+	featStats map[canon.Key]fdp.Statistics
 	plans     []PlanReport
 	fdpRep    FDPReport
 
@@ -134,18 +135,18 @@ type exitInfo struct {
 // msg is what the run goroutine receives.
 type msg struct {
 	ev       control.Event
-	sess     *session                  // with EvHostJoined
-	batch    *pendingBatch             // with EvBatch
-	step     *stepResult               // with EvStepDone
-	sol      *solution                 // with EvBlocks, EvSetupDone
-	model    *model.Model              // with EvSetupDone
-	manifest *checkpoint.Manifest      // with EvRestored, EvCheckpointDone
-	ledger   *checkpoint.Ledger        // with EvModelRestored, EvCheckpointDone
-	stats    map[string]fdp.Statistics // with EvSetupDone: by feature key
-	keys     []string                  // with EvSetupDone: feature key per sparse input
-	plan     *PlanReport               // with EvCompiled
-	history  *restoredHistory          // with EvRestored: goodput to restore
-	fn       func()                    // run on the loop
+	sess     *session                     // with EvHostJoined
+	batch    *pendingBatch                // with EvBatch
+	step     *stepResult                  // with EvStepDone
+	sol      *solution                    // with EvBlocks, EvSetupDone
+	model    *model.Model                 // with EvSetupDone
+	manifest *checkpoint.Manifest         // with EvRestored, EvCheckpointDone
+	ledger   *checkpoint.Ledger           // with EvModelRestored, EvCheckpointDone
+	stats    map[canon.Key]fdp.Statistics // with EvSetupDone: by feature key
+	keys     []canon.Key                  // with EvSetupDone: feature key per sparse input
+	plan     *PlanReport                  // with EvCompiled
+	history  *restoredHistory             // with EvRestored: goodput to restore
+	fn       func()                       // run on the loop
 }
 
 // NewController checks cfg and returns a controller; Run starts it.

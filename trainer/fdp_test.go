@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
@@ -67,9 +68,17 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 	// The store has the three features, keyed by component key.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	keys := map[string]map[string]string{} // pipeline -> input -> component key
+	keys := map[string]map[string]canon.Key{} // pipeline -> input -> component key
 	for _, p := range []string{"fdp_first", "fdp_second"} {
-		keys[p] = map[string]string{}
+		keys[p] = map[string]canon.Key{}
+	}
+	key := func(in *sigv1.InputSolution) canon.Key {
+		t.Helper()
+		k, err := canon.ParseKey(in.GetComponentKey())
+		if err != nil {
+			t.Fatalf("input %s: %v", in.GetInput(), err)
+		}
+		return k
 	}
 	sol1, err := e.sigd.SIG(t, "ctr").GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "fdp_first", Range: e.w.All()})
 	if err != nil {
@@ -77,16 +86,20 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 	}
 	var ask []string
 	for _, in := range sol1.GetInputs() {
-		keys["fdp_first"][in.GetInput()] = in.GetComponentKey()
+		keys["fdp_first"][in.GetInput()] = key(in)
 		ask = append(ask, in.GetComponentKey())
 	}
 	got, err := sigv1.NewFeatureStatsClient(e.sigd.Dial(t, "operator")).GetFeatureStatistics(ctx, &sigv1.GetFeatureStatisticsRequest{Features: ask})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stats := map[string]fdp.Statistics{}
+	stats := map[canon.Key]fdp.Statistics{}
 	for _, st := range got.GetStats() {
-		stats[st.GetFeature()] = fdp.FromProto(st)
+		s, err := fdp.FromProto(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stats[s.Feature] = s
 		t.Logf("statistics %.12s… (model %s): %d batches of %d, mean valency %.2f, %.0f unique rows per batch, %d hot rows, zipf %.2f",
 			st.GetFeature(), st.GetModel(), st.GetBatches(), st.GetBatchSize(), st.GetMeanValency(), st.GetMeanUniquePerBatch(), len(st.GetHotRows()), st.GetZipfS())
 	}
@@ -103,7 +116,7 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range sol2.GetInputs() {
-		keys["fdp_second"][in.GetInput()] = in.GetComponentKey()
+		keys["fdp_second"][in.GetInput()] = key(in)
 	}
 
 	// The slice's problem (4 chips, batch 256) for a plan's tables, under

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
@@ -57,28 +58,37 @@ type FDPReport struct {
 }
 
 // featureKeys returns the statistics-store key of each sparse input: the
-// component key of the computation producing it (see trainer/embedding/fdp).
-func featureKeys(sol *solution, f model.Features) []string {
+// component key of the computation producing it (see trainer/embedding/fdp),
+// parsed from the read solution, where it enters the controller. An input
+// without one (an older sigd) has the zero key: no statistics are read or
+// published for it. A key that does not parse is an error naming the
+// input: the solution is not one the job can train from.
+func featureKeys(sol *solution, f model.Features) ([]canon.Key, error) {
 	ins := sol.sol.GetInputs()
-	keys := make([]string, len(f.Sparse))
+	keys := make([]canon.Key, len(f.Sparse))
 	for k, i := range f.Sparse {
-		if i < len(ins) {
-			keys[k] = ins[i].GetComponentKey()
+		if i >= len(ins) || ins[i].GetComponentKey() == "" {
+			continue
 		}
+		key, err := canon.ParseKey(ins[i].GetComponentKey())
+		if err != nil {
+			return nil, fmt.Errorf("read solution: input %q: component_key: %w", ins[i].GetInput(), err)
+		}
+		keys[k] = key
 	}
-	return keys
+	return keys, nil
 }
 
 // readStatistics gets the statistics of the features from the store. A
 // failure is not fatal: the partitioner plans without them.
-func (c *Controller) readStatistics(ctx context.Context, keys []string) map[string]fdp.Statistics {
+func (c *Controller) readStatistics(ctx context.Context, keys []canon.Key) map[canon.Key]fdp.Statistics {
 	if c.fstats == nil || len(keys) == 0 {
 		return nil
 	}
 	var ask []string
 	for _, k := range keys {
-		if k != "" {
-			ask = append(ask, k)
+		if k != (canon.Key{}) {
+			ask = append(ask, k.String())
 		}
 	}
 	resp, err := c.fstats.GetFeatureStatistics(ctx, &sigv1.GetFeatureStatisticsRequest{Features: ask})
@@ -86,9 +96,14 @@ func (c *Controller) readStatistics(ctx context.Context, keys []string) map[stri
 		c.log.Warn("feature statistics: planning without them", "err", err)
 		return nil
 	}
-	out := map[string]fdp.Statistics{}
+	out := map[canon.Key]fdp.Statistics{}
 	for _, st := range resp.GetStats() {
-		out[st.GetFeature()] = fdp.FromProto(st)
+		s, err := fdp.FromProto(st)
+		if err != nil {
+			c.log.Warn("feature statistics: skipping one", "err", err)
+			continue
+		}
+		out[s.Feature] = s
 	}
 	c.log.Info("feature statistics", "features", len(keys), "found", len(out))
 	return out
@@ -173,7 +188,7 @@ func (c *Controller) publishStatistics(ctx context.Context) {
 	stats := c.dev.prof.Statistics(c.cfg.Pipeline)
 	req := &sigv1.PutFeatureStatisticsRequest{}
 	for _, s := range stats {
-		if s.Feature != "" {
+		if s.Feature != (canon.Key{}) {
 			req.Stats = append(req.Stats, s.Proto())
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
@@ -29,11 +30,12 @@ func (c *Controller) eventRange() *sigv1.EventRange {
 
 // setup registers the graph (when the job has one) and builds the model
 // from the read solution's inputs. A graph SIG rejects (InvalidArgument:
-// the DSL does not compile) or inputs the model cannot consume are
-// permanent: a person must fix the configuration (paper VI.A).
+// the DSL does not compile), inputs the model cannot consume, or an input
+// whose component key does not parse are permanent: a person must fix the
+// configuration or look at sigd (paper VI.A).
 func (c *Controller) setup(ctx context.Context) {
-	var keys []string
-	var stats map[string]fdp.Statistics
+	var keys []canon.Key
+	var stats map[canon.Key]fdp.Statistics
 	done := func(err error, permanent bool, sol *solution, m *model.Model) {
 		ev := control.Event{Kind: control.EvSetupDone, Permanent: permanent}
 		if err != nil {
@@ -71,7 +73,10 @@ func (c *Controller) setup(ctx context.Context) {
 	}
 	// Feedback-directed partitioning (paper V.C): what other models (or
 	// earlier runs) measured for these features.
-	keys = featureKeys(sol, f)
+	if keys, err = featureKeys(sol, f); err != nil {
+		done(err, true, nil, nil)
+		return
+	}
 	stats = c.readStatistics(rctx, keys)
 	done(nil, false, sol, m)
 }
