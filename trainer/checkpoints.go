@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sigdata/sig/trainer/accounting/jobgoodput"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/warehouse/blockref"
@@ -20,7 +21,7 @@ import (
 
 // loadCheckpoint reads the last committed checkpoint's manifest and
 // progress (none: zero progress) and the goodput history to restore with
-// it (history.go), and posts EvRestored.
+// it (accounting.go), and posts EvRestored.
 func (c *Controller) loadCheckpoint(ctx context.Context) {
 	m, err := c.cks.Latest(ctx)
 	ev := control.Event{Kind: control.EvRestored}
@@ -35,7 +36,7 @@ func (c *Controller) loadCheckpoint(ctx context.Context) {
 		ev.Progress = p
 		c.log.Info("resuming from checkpoint", "seq", m.Seq, "epochs", m.Epochs, "units", len(m.Units), "phase", m.Phase)
 	}
-	var h *restoredHistory
+	var h *jobgoodput.Restored
 	if ev.Err == "" {
 		h = c.loadHistory(ctx, m)
 	}
@@ -66,11 +67,12 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 		ev := control.Event{Kind: control.EvCheckpointDone, Attempt: attempt}
 		// With the tables on parameter servers, the servers checkpoint
 		// first and the tables are read back into the model state: the
-		// manifest, written last, commits both (paramservers.go).
+		// manifest, written last, commits both
+		// (paramservers.Servers.Save).
 		var pss *checkpoint.ParameterServers
 		var err error
-		if st := c.dev.ps; st != nil && st.client != nil {
-			if pss, err = c.saveTables(ctx, st, c.dev.model); err != nil {
+		if st := c.dev.ps; st.OnServers() {
+			if pss, err = st.Save(ctx, c.dev.model); err != nil {
 				err = fmt.Errorf("parameter servers: %w", err)
 			}
 		}
@@ -94,10 +96,7 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 			// preemption deadline is measured against.
 			ev.At = c.now()
 			c.log.Info("checkpoint committed", "epochs", p.Epochs, "units", len(p.Units), "event_ids", man.EventIDs)
-			if pss != nil {
-				c.dev.ps.rep.Checkpoints++
-				c.dev.ps.rep.CommittedStep = pss.Step
-			}
+			c.dev.ps.Committed(pss)
 			c.publishStatistics(ctx)
 		}
 		c.post(msg{ev: ev, manifest: &man, ledger: merged})

@@ -210,8 +210,8 @@ func TestRunStepMissingBatch(t *testing.T) {
 	m := receive(t, c, control.EvStepDone)
 	c.stepDone(c.now(), m.step, &m.ev)
 	feed(c, m.ev)
-	if c.m.Attempt() != 0 || len(c.stats.failures) != 1 || !strings.Contains(c.stats.failures[0], "batch") {
-		t.Fatalf("attempt %d, failures %q: %s", c.m.Attempt(), c.stats.failures, c.m.Describe())
+	if c.m.Attempt() != 0 || len(c.failures) != 1 || !strings.Contains(c.failures[0], "batch") {
+		t.Fatalf("attempt %d, failures %q: %s", c.m.Attempt(), c.failures, c.m.Describe())
 	}
 }
 

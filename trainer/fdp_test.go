@@ -10,6 +10,7 @@ import (
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/embedding/partition"
+	"github.com/sigdata/sig/trainer/embedding/placement"
 	"github.com/sigdata/sig/trainer/steptime"
 )
 
@@ -165,8 +166,8 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 		name string
 		p    *partition.Plan
 		lay  []string
-	}{{"model 1, initial plan (no statistics)", a, initial1.Layouts}, {"model 2 without statistics", b, planLayouts(noStats)}, {"model 2 with FDP", c, withFDP.Layouts}} {
-		t.Logf("  %-38s SparseCore %7.1f ns/step, load imbalance %.3f  %s", x.name, x.p.CostNS, x.p.LoadImbalance, layoutsText(x.lay))
+	}{{"model 1, initial plan (no statistics)", a, initial1.Layouts}, {"model 2 without statistics", b, placement.Layouts(noStats)}, {"model 2 with FDP", c, withFDP.Layouts}} {
+		t.Logf("  %-38s SparseCore %7.1f ns/step, load imbalance %.3f  %s", x.name, x.p.CostNS, x.p.LoadImbalance, placement.LayoutsText(x.lay))
 	}
 	if !(c.CostNS < a.CostNS && c.CostNS < b.CostNS) {
 		t.Errorf("FDP plan's modelled SparseCore time %.1f ns is not below model 1's initial plan (%.1f) and the no-statistics plan (%.1f)", c.CostNS, a.CostNS, b.CostNS)

@@ -8,10 +8,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/placement"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/trainer/steptime"
 )
@@ -34,15 +33,14 @@ func (c *Controller) eventRange() *sigv1.EventRange {
 // whose component key does not parse are permanent: a person must fix the
 // configuration or look at sigd (paper VI.A).
 func (c *Controller) setup(ctx context.Context) {
-	var keys []canon.Key
-	var stats map[canon.Key]fdp.Statistics
+	var feats placement.Features
 	done := func(err error, permanent bool, sol *solution, m *model.Model) {
 		ev := control.Event{Kind: control.EvSetupDone, Permanent: permanent}
 		if err != nil {
 			ev.Err = err.Error()
 			c.log.Warn("setup failed", "err", err, "permanent", permanent)
 		}
-		c.post(msg{ev: ev, sol: sol, model: m, keys: keys, stats: stats})
+		c.post(msg{ev: ev, sol: sol, model: m, fdp: feats})
 	}
 	rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
@@ -73,11 +71,11 @@ func (c *Controller) setup(ctx context.Context) {
 	}
 	// Feedback-directed partitioning (paper V.C): what other models (or
 	// earlier runs) measured for these features.
-	if keys, err = featureKeys(sol, f); err != nil {
+	if feats.Keys, err = placement.FeatureKeys(sol.sol.GetInputs(), f); err != nil {
 		done(err, true, nil, nil)
 		return
 	}
-	stats = c.readStatistics(rctx, keys)
+	feats.Stats = c.readStatistics(rctx, feats.Keys)
 	done(nil, false, sol, m)
 }
 
