@@ -24,9 +24,9 @@
 // The runtime imports the other two wings and wires them: it decides when
 // each piece runs and on which goroutine (embedding.go, accounting.go), the
 // wings decide how. They never import this package, nor each other (each
-// wing's doc.go says which way its own imports run); they may use the
-// emulated device and the runtime's records of it (trainer/model,
-// trainer/steptime, trainer/checkpoint).
+// wing's doc.go says which way its own imports run; layout_test.go checks
+// it); they may use the emulated device and the runtime's records of it
+// (trainer/model, trainer/steptime, trainer/checkpoint).
 //
 // # Processes
 //

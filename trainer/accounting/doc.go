@@ -25,7 +25,8 @@
 // feeds a jobgoodput.Account from the controller's machine and steps, sums
 // the steps in a runstats.Stats, stores the goodput history with its
 // checkpoints, and takes chips from a fleet.Shared when jobs share one.
-// None imports the job runtime or the embedding wing (trainer/embedding).
+// None imports the job runtime or the embedding wing (trainer/embedding);
+// layout_test.go checks both.
 //
 // What this wing does not own: what a step costs — the emulated device's
 // step-time model (trainer/steptime) stays with the runtime, which lasts

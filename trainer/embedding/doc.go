@@ -28,7 +28,8 @@
 // emulated model and what a checkpoint records of the servers
 // (trainer/checkpoint). embreport uses partition, fdp and ps and the
 // emulated device (trainer/model, trainer/steptime). None imports the job
-// runtime (package trainer) or the accounting wing (trainer/accounting).
+// runtime (package trainer) or the accounting wing (trainer/accounting);
+// layout_test.go checks both.
 //
 // What this wing does not own: executing a plan's lookups and updates (the
 // emulated model, trainer/model, follows the plan's shards); when the job
