@@ -1,7 +1,8 @@
 package sig_test
 
 // The layout docs/ARCHITECTURE.md draws, checked: layers point down,
-// internal/ holds leaves, and the reader and the trainer link no Pebble.
+// internal/ holds leaves, the reader and the trainer link no Pebble, and
+// the trainer's wings import neither its runtime nor each other.
 // It reads the import graph from `go list`, as a reviewer would.
 
 import (
@@ -127,6 +128,41 @@ func TestReaderAndTrainerLinkNoPebble(t *testing.T) {
 	for _, p := range goList(t, "-deps", "./cmd/reader", "./cmd/trainer") {
 		if strings.Contains(p.ImportPath, "cockroachdb/pebble") {
 			t.Errorf("the reader or the trainer links %s", p.ImportPath)
+		}
+	}
+}
+
+// The trainer's wings (trainer/doc.go, "Three wings"): the job runtime,
+// package trainer, imports the embedding and accounting wings and wires
+// them; a wing never depends on the runtime package, even through another
+// package, and never imports the other wing.
+var trainerWings = []string{"trainer/embedding", "trainer/accounting"}
+
+func trainerWing(path string) (string, bool) {
+	for _, w := range trainerWings {
+		if path == w || strings.HasPrefix(path, w+"/") {
+			return w, true
+		}
+	}
+	return "", false
+}
+
+func TestTrainerWingsImportNoRuntime(t *testing.T) {
+	for _, p := range goList(t, "./trainer/...") {
+		from := strings.TrimPrefix(p.ImportPath, module)
+		wing, ok := trainerWing(from)
+		if !ok {
+			continue
+		}
+		for _, d := range p.Deps {
+			if d == module+"trainer" {
+				t.Errorf("%s depends on the job runtime, package trainer: the runtime wires the wings, not the other way", from)
+			}
+		}
+		for _, imp := range p.Imports {
+			if w, ok := trainerWing(strings.TrimPrefix(imp, module)); ok && w != wing {
+				t.Errorf("%s (%s) imports %s, of the other wing", from, wing, imp)
+			}
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,11 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/auth"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer/checkpoint"
-	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
@@ -274,7 +273,7 @@ func TestCaughtUpVersions(t *testing.T) {
 			return false
 		}
 		for _, rb := range s.GetRawBlocks() {
-			if !slices.Contains(m.Units, control.UnitRef(rb.GetBlockId(), rb.GetVersion())) {
+			if !slices.Contains(m.Units, blockref.New(rb.GetBlockId(), rb.GetVersion())) {
 				return false
 			}
 		}
@@ -318,7 +317,7 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 	if err != nil {
 		t.Fatal(err)
 	}
-	units := map[string]bool{}
+	units := map[blockref.Ref]bool{}
 	trainedBlock := map[string]bool{} // blocks a unit before this one trained
 	versions, retrained := 0, 0
 	for _, u := range led.Units {
@@ -326,7 +325,7 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 			t.Errorf("unit %s twice in the ledger", u.Unit)
 		}
 		units[u.Unit] = true
-		id, v := control.ParseUnitRef(u.Unit)
+		id, v := u.Unit.ID(), u.Unit.Version()
 		if v > 1 {
 			versions++
 		}
@@ -334,7 +333,7 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 			retrained++
 		}
 		trainedBlock[id] = true
-		meta, err := block.ReadFooter(ctx, store, block.RawKey(source, blockref.New(id, v)))
+		meta, err := block.ReadFooter(ctx, store, block.RawKey(source, u.Unit))
 		if err != nil {
 			t.Fatalf("unit %s: %v", u.Unit, err)
 		}
@@ -364,7 +363,7 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 	}
 	newest := map[int64]bool{}
 	for _, rb := range sol.GetRawBlocks() {
-		ref := control.UnitRef(rb.GetBlockId(), rb.GetVersion())
+		ref := blockref.New(rb.GetBlockId(), rb.GetVersion())
 		if !units[ref] {
 			t.Errorf("newest version %s not trained", ref)
 		}
@@ -403,9 +402,13 @@ func checkLedger(t *testing.T, ctx context.Context, store *objstore.Store, cs *c
 // changed a column its component reads.
 func checkMemo(t *testing.T, ctx context.Context, store *objstore.Store, sol *sigv1.ReadSolution) {
 	t.Helper()
-	cols := map[string][]string{} // component key -> raw columns read
+	cols := map[canon.Key][]string{} // component key -> raw columns read
 	for _, in := range sol.GetInputs() {
-		cols[in.GetComponentKey()] = in.GetColumns()
+		k, err := canon.ParseKey(in.GetComponentKey())
+		if err != nil {
+			t.Fatalf("input %s: component_key: %v", in.GetInput(), err)
+		}
+		cols[k] = in.GetColumns()
 	}
 	footers := map[string]block.Meta{}
 	footer := func(id string, v int64) block.Meta {
@@ -421,22 +424,23 @@ func checkMemo(t *testing.T, ctx context.Context, store *objstore.Store, sol *si
 		return m
 	}
 	recomputed, labelOnly, unneeded := 0, 0, 0
-	changedVersions := map[string]bool{}
+	changedVersions := map[blockref.Memo]bool{}
 	for info, err := range store.List(ctx, block.MemoPrefix) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rest := strings.TrimSuffix(strings.TrimPrefix(info.Key, block.MemoPrefix), block.Ext)
-		ck, ref, ok := strings.Cut(rest, "/")
+		// A memo object is named by its block at an input version, not a
+		// raw version (blockref.Memo).
+		ck, memo, ok := block.ParseMemoKey(info.Key)
 		if !ok {
 			continue
 		}
-		id, v := control.ParseUnitRef(ref)
+		id, v := memo.ID(), memo.InputVersion()
 		if v < 2 {
 			continue
 		}
 		recomputed++
-		changedVersions[ref] = true
+		changedVersions[memo] = true
 		m := footer(id, v)
 		touched := false
 		for _, c := range cols[ck] {
@@ -461,7 +465,7 @@ func checkMemo(t *testing.T, ctx context.Context, store *objstore.Store, sol *si
 			}
 			if only {
 				labelOnly++
-				if changedVersions[control.UnitRef(rb.GetBlockId(), v)] {
+				if changedVersions[blockref.NewMemo(rb.GetBlockId(), v)] {
 					t.Errorf("version %d of %s changed only labels, yet a memo object was computed for it", v, rb.GetBlockId())
 				}
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer/accounting/fleet"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/trainer/accounting/jobgoodput"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/steptime"
@@ -137,7 +138,7 @@ func initialStall(rep Report) (frac, rate float64) {
 				if secs > 0 {
 					rate = float64(examples) / secs
 				}
-				return stallFraction(p), rate
+				return jobgoodput.StallFraction(p), rate
 			}
 		}
 	}

@@ -8,8 +8,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sigdata/sig/trainer/accounting/jobgoodput"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Checkpoints (paper III.C): loading the last one's progress at start
@@ -19,7 +21,7 @@ import (
 
 // loadCheckpoint reads the last committed checkpoint's manifest and
 // progress (none: zero progress) and the goodput history to restore with
-// it (history.go), and posts EvRestored.
+// it (accounting.go), and posts EvRestored.
 func (c *Controller) loadCheckpoint(ctx context.Context) {
 	m, err := c.cks.Latest(ctx)
 	ev := control.Event{Kind: control.EvRestored}
@@ -34,7 +36,7 @@ func (c *Controller) loadCheckpoint(ctx context.Context) {
 		ev.Progress = p
 		c.log.Info("resuming from checkpoint", "seq", m.Seq, "epochs", m.Epochs, "units", len(m.Units), "phase", m.Phase)
 	}
-	var h *restoredHistory
+	var h *jobgoodput.Restored
 	if ev.Err == "" {
 		h = c.loadHistory(ctx, m)
 	}
@@ -65,11 +67,12 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 		ev := control.Event{Kind: control.EvCheckpointDone, Attempt: attempt}
 		// With the tables on parameter servers, the servers checkpoint
 		// first and the tables are read back into the model state: the
-		// manifest, written last, commits both (paramservers.go).
+		// manifest, written last, commits both
+		// (paramservers.Servers.Save).
 		var pss *checkpoint.ParameterServers
 		var err error
-		if st := c.dev.ps; st != nil && st.client != nil {
-			if pss, err = c.saveTables(ctx, st, c.dev.model); err != nil {
+		if st := c.dev.ps; st.OnServers() {
+			if pss, err = st.Save(ctx, c.dev.model); err != nil {
 				err = fmt.Errorf("parameter servers: %w", err)
 			}
 		}
@@ -93,10 +96,7 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 			// preemption deadline is measured against.
 			ev.At = c.now()
 			c.log.Info("checkpoint committed", "epochs", p.Epochs, "units", len(p.Units), "event_ids", man.EventIDs)
-			if pss != nil {
-				c.dev.ps.rep.Checkpoints++
-				c.dev.ps.rep.CommittedStep = pss.Step
-			}
+			c.dev.ps.Committed(pss)
 			c.publishStatistics(ctx)
 		}
 		c.post(msg{ev: ev, manifest: &man, ledger: merged})
@@ -115,7 +115,7 @@ func (c *Controller) writeCheckpoint(ctx context.Context, now time.Time, a contr
 // event id occurs twice in the merged ledger, and the merged ledger has the
 // units the progress commits. It returns the committed ledger merged with
 // the attempt's.
-func checkLedger(committed, attempt *checkpoint.Ledger, rows map[string]int64, units int) (*checkpoint.Ledger, error) {
+func checkLedger(committed, attempt *checkpoint.Ledger, rows map[blockref.Ref]int64, units int) (*checkpoint.Ledger, error) {
 	merged := committed.Clone()
 	if attempt == nil {
 		return merged, errors.New("no ledger for the attempt")
@@ -131,13 +131,13 @@ func checkLedger(committed, attempt *checkpoint.Ledger, rows map[string]int64, u
 			break
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(rows)) {
+	for _, ref := range slices.SortedFunc(maps.Keys(rows), blockref.Ref.Compare) {
 		var n int64
-		if attempt.Has(id) {
-			n = attempt.Unit(id).Rows()
+		if attempt.Has(ref) {
+			n = attempt.Unit(ref).Rows()
 		}
-		if n != rows[id] && bad == nil {
-			bad = fmt.Errorf("unit %s: %d event ids in the ledger, %d rows read", id, n, rows[id])
+		if n != rows[ref] && bad == nil {
+			bad = fmt.Errorf("unit %s: %d event ids in the ledger, %d rows read", ref, n, rows[ref])
 		}
 	}
 	merged.Merge(attempt)

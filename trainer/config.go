@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/paramservers"
 	"github.com/sigdata/sig/trainer/steptime"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -171,11 +172,11 @@ type ControllerConfig struct {
 	CompileTime time.Duration
 
 	// ParameterServers, when it names servers, holds the embedding tables
-	// in the caught-up phase (paper III.B; paramservers.go): at the switch
-	// they move from the slice onto that many `trainer ps` processes, which
-	// the controller starts with the job and restarts if one dies. Zero
-	// keeps them on the slice in both phases.
-	ParameterServers ParameterServers
+	// in the caught-up phase (paper III.B; trainer/embedding/paramservers):
+	// at the switch they move from the slice onto that many `trainer ps`
+	// processes, which the controller starts with the job and restarts if
+	// one dies. Zero keeps them on the slice in both phases.
+	ParameterServers paramservers.Config
 
 	// Allocator hands out chips. Default Unlimited.
 	Allocator Allocator
@@ -322,7 +323,7 @@ func (c *ControllerConfig) validate() error {
 	if c.To > transform.EndEventTime {
 		errs = append(errs, fmt.Errorf("event range end %d is past %s, the end of the event times SIG stores", c.To, transform.FormatMicros(transform.EndEventTime)))
 	}
-	if err := c.ParameterServers.validate(); err != nil {
+	if err := c.ParameterServers.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.BufferExamples < c.BatchSize {

@@ -12,10 +12,13 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/trainer/accounting/jobgoodput"
+	"github.com/sigdata/sig/trainer/accounting/runstats"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/paramservers"
+	"github.com/sigdata/sig/trainer/embedding/placement"
 	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/trainer/model"
 )
@@ -68,33 +71,32 @@ type Controller struct {
 	watchCancel   context.CancelFunc
 	// Steps (steps.go): stepsStarted counts the steps this process handed
 	// to the device (fault injection and FDP sampling count by it);
-	// nanDone: the injected NaN was; stats: what the steps did (stats.go).
+	// nanDone: the injected NaN was; stats: what the steps did
+	// (trainer/accounting/runstats); failures: why attempts failed.
 	stepsStarted uint64
 	nanDone      bool
-	stats        runStats
+	stats        runstats.Stats
+	failures     []string
 	// Holds placed and lifted (holds.go), and why the controller exits.
 	holdLog []HoldRecord
 	exit    *exitInfo
-	// Goodput (goodput.go): the recorder, the job's part of it and its open
-	// interval. Across restarts (history.go): whether the earlier
-	// incarnations' history was restored (or found absent), the journal
-	// write running (nil: none), whether another must follow it, and when
-	// the last one was taken.
-	rec          *goodput.Recorder
-	jr           *goodput.JobRecorder
-	open         *goodput.Category
+	// Goodput (accounting.go): the job's account (its part of the
+	// recorder, and its open interval). Across restarts: whether the
+	// earlier incarnations' history was restored (or found absent), the
+	// journal write running (nil: none), whether another must follow it,
+	// and when the last one was taken.
+	acct         *jobgoodput.Account
 	gpRestored   bool
 	journalDone  chan struct{}
 	journalAgain bool
 	lastJournal  time.Time
-	// Feedback-directed partitioning (feedback.go, paper V.C): the
-	// features' keys in the statistics store (component keys, per sparse
-	// input) and the statistics read at setup (both also read by compile,
-	// under the device's mutex), the plans compiled, what was published.
-	featKeys  []string
-	featStats map[string]fdp.Statistics
-	plans     []PlanReport
-	fdpRep    FDPReport
+	// Feedback-directed partitioning (embedding.go, paper V.C): the
+	// features' keys in the statistics store and the statistics read at
+	// setup (also read by compile, under the device's mutex), the plans
+	// compiled, what was published.
+	fdpFeatures placement.Features
+	plans       []placement.PlanReport
+	fdpRep      placement.FDPReport
 
 	// The emulated slice (device.go): its own mutex, not the run
 	// goroutine's.
@@ -134,18 +136,17 @@ type exitInfo struct {
 // msg is what the run goroutine receives.
 type msg struct {
 	ev       control.Event
-	sess     *session                  // with EvHostJoined
-	batch    *pendingBatch             // with EvBatch
-	step     *stepResult               // with EvStepDone
-	sol      *solution                 // with EvBlocks, EvSetupDone
-	model    *model.Model              // with EvSetupDone
-	manifest *checkpoint.Manifest      // with EvRestored, EvCheckpointDone
-	ledger   *checkpoint.Ledger        // with EvModelRestored, EvCheckpointDone
-	stats    map[string]fdp.Statistics // with EvSetupDone: by feature key
-	keys     []string                  // with EvSetupDone: feature key per sparse input
-	plan     *PlanReport               // with EvCompiled
-	history  *restoredHistory          // with EvRestored: goodput to restore
-	fn       func()                    // run on the loop
+	sess     *session              // with EvHostJoined
+	batch    *pendingBatch         // with EvBatch
+	step     *stepResult           // with EvStepDone
+	sol      *solution             // with EvBlocks, EvSetupDone
+	model    *model.Model          // with EvSetupDone
+	manifest *checkpoint.Manifest  // with EvRestored, EvCheckpointDone
+	ledger   *checkpoint.Ledger    // with EvModelRestored, EvCheckpointDone
+	fdp      placement.Features    // with EvSetupDone: the features' keys and statistics
+	plan     *placement.PlanReport // with EvCompiled
+	history  *jobgoodput.Restored  // with EvRestored: goodput to restore
+	fn       func()                // run on the loop
 }
 
 // NewController checks cfg and returns a controller; Run starts it.
@@ -174,11 +175,11 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		}
 	}
 	c.started = cfg.Clock.Now()
-	c.rec = cfg.Recorder
-	if c.rec == nil {
-		c.rec = goodput.NewRecorder(cfg.FleetChips, c.started)
+	rec := cfg.Recorder
+	if rec == nil {
+		rec = goodput.NewRecorder(cfg.FleetChips, c.started)
 	}
-	c.jr = c.rec.Job(cfg.Job)
+	c.acct = jobgoodput.New(rec, cfg.Job)
 	if cfg.Registry != nil {
 		if err := c.registerMetrics(cfg.Registry); err != nil {
 			return nil, fmt.Errorf("trainer: metrics: %w", err)
@@ -245,18 +246,18 @@ func (c *Controller) Run(ctx context.Context) (Report, error) {
 	if c.cfg.StatusInterval > 0 {
 		wg.Go(func() { every(ctx, c.cfg.StatusInterval, func() { c.reportStatus(ctx) }) })
 	}
-	if c.cfg.ParameterServers.enabled() {
+	if c.cfg.ParameterServers.Enabled() {
 		// Started with the job, stopped after the device's last operation
 		// (the deferred close runs after the barrier below).
-		st, err := c.startParameterServers(ctx)
+		st, err := paramservers.Start(ctx, c.cfg.ParameterServers, c.now, c.log)
 		if err != nil {
 			cancel()
 			wg.Wait()
 			return c.report(c.now()), fmt.Errorf("trainer: %w", err)
 		}
-		defer st.close()
+		defer st.Close()
 		c.dev.mu.Lock()
-		st.placed, st.beforeApply = c.psPlaced, c.psBeforeApply
+		st.Placed, st.BeforeApply = c.psPlaced, c.psBeforeApply
 		c.dev.ps = st
 		c.dev.mu.Unlock()
 	}
@@ -273,10 +274,7 @@ loop:
 		}
 	}
 	end := c.now()
-	if c.open != nil {
-		_ = c.jr.End(end)
-		c.open = nil
-	}
+	_ = c.acct.End(end)
 	if c.acquireCancel != nil {
 		c.acquireCancel()
 	}
@@ -285,7 +283,7 @@ loop:
 	}
 	if c.m.Chips() > 0 {
 		c.cfg.Allocator.Release(c.cfg.Job)
-		_ = c.jr.Allocate(end, 0, 0)
+		_ = c.acct.Allocate(end, 0, 0)
 	}
 	for _, s := range c.sessions {
 		reason := "controller stopped"
@@ -341,10 +339,10 @@ func (c *Controller) handle(m msg) {
 		if m.ev.Err == "" {
 			c.dev.mu.Lock() // a step of an aborted attempt may still run
 			c.sol, c.dev.model = m.sol, m.model
-			c.featKeys, c.featStats = m.keys, m.stats
+			c.fdpFeatures = m.fdp
 			c.dev.prof = c.newProfiler()
 			c.dev.mu.Unlock()
-			c.fdpRep.StatisticsRead = len(m.stats)
+			c.fdpRep.StatisticsRead = len(m.fdp.Stats)
 			c.feats, c.featsOK = m.model.Config().Features, true
 			for _, s := range c.sessions {
 				c.welcome(s)
@@ -382,7 +380,6 @@ func (c *Controller) handle(m msg) {
 	case control.EvCheckpointDone:
 		if m.ev.Err == "" && m.ev.Attempt == c.m.Attempt() && c.m.Status() == control.StCheckpointing {
 			c.manifest, c.committedLedger = m.manifest, m.ledger
-			c.stats.checkpoints++
 			journal = true
 		}
 	case control.EvTick:
@@ -403,7 +400,7 @@ func (c *Controller) handle(m msg) {
 // execute carries out one action of the machine: slow work in goroutines
 // that post their result back as an event; what the hosts must hear
 // through their sessions (sessions.go); holds and goodput into the run's
-// records (holds.go, goodput.go).
+// records (holds.go, accounting.go).
 func (c *Controller) execute(ctx context.Context, now time.Time, a control.Action) {
 	switch a.Kind {
 	case control.ActSetup:
@@ -428,7 +425,7 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 	case control.ActAbort:
 		c.payloads = map[hostSeq]*pendingBatch{}
 		c.attemptLedger = nil
-		c.stats.failures = append(c.stats.failures, a.Reason)
+		c.failures = append(c.failures, a.Reason)
 		c.log.Warn("epoch attempt failed: retrain from the last checkpoint", "attempt", a.Attempt, "reason", a.Reason)
 		c.tellHosts(a)
 	case control.ActAssign, control.ActDrain, control.ActExitHost, control.ActRejectHost:

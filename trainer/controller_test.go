@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,13 +54,16 @@ func newHandController(t *testing.T, clk clock.Clock) *Controller {
 	return c
 }
 
+// b1 is the one unit of the hand-driven tests: block b1 as first sealed.
+var b1 = blockref.New("b1", 1)
+
 // testBatch is a batch of two examples of unit b1 (event ids 1 and 2).
 func testBatch(f model.Features) *pendingBatch {
 	ex := model.NewExamples(f)
 	ex.EventIDs, ex.Labels = []int64{1, 2}, []float32{1, 0}
 	ex.Sparse[0] = model.SparseColumn{Offsets: []int32{0, 1, 2}, IDs: []uint64{3, 4}}
 	ex.Dense[0] = []float32{0.5, -0.5}
-	return &pendingBatch{ex: ex, segs: []buffer.Segment{{Unit: "b1", Rows: 2}}}
+	return &pendingBatch{ex: ex, segs: []buffer.Segment{{Unit: b1, Rows: 2}}}
 }
 
 // feed hands events to c's machine (at the clock's time) and executes the
@@ -85,16 +89,16 @@ func feed(c *Controller, evs ...control.Event) []control.Action {
 func toStep(t *testing.T, c *Controller, notice *control.Event) control.Action {
 	t.Helper()
 	feed(c, control.Event{Kind: control.EvStart}, control.Event{Kind: control.EvSetupDone}, control.Event{Kind: control.EvRestored},
-		control.Event{Kind: control.EvBlocks, Blocks: []control.Block{{ID: "b1", Ready: true}}},
+		control.Event{Kind: control.EvBlocks, Blocks: []control.Block{{Ref: b1, Ready: true}}},
 		control.Event{Kind: control.EvChipsGranted}, control.Event{Kind: control.EvModelRestored}, control.Event{Kind: control.EvCompiled},
 		control.Event{Kind: control.EvHostJoined, Host: "h0", Incarnation: "1"},
 		control.Event{Kind: control.EvUnitsRequested, Host: "h0", Attempt: 1, Max: 1},
-		control.Event{Kind: control.EvUnitRead, Host: "h0", Attempt: 1, Unit: "b1", Rows: 2})
+		control.Event{Kind: control.EvUnitRead, Host: "h0", Attempt: 1, Unit: b1, Rows: 2})
 	if notice != nil {
 		feed(c, *notice)
 	}
 	c.payloads[hostSeq{host: "h0", attempt: 1, seq: 0}] = testBatch(c.feats)
-	acts := feed(c, control.Event{Kind: control.EvBatch, Host: "h0", Attempt: 1, Seq: 0, Examples: 2, UnitRows: map[string]int64{"b1": 2}, Final: true})
+	acts := feed(c, control.Event{Kind: control.EvBatch, Host: "h0", Attempt: 1, Seq: 0, Examples: 2, UnitRows: map[blockref.Ref]int64{b1: 2}, Final: true})
 	for _, a := range acts {
 		if a.Kind == control.ActRunStep {
 			return a
@@ -109,7 +113,7 @@ func toStep(t *testing.T, c *Controller, notice *control.Event) control.Action {
 func toCheckpoint(t *testing.T, c *Controller, notice *control.Event, ids []int64) control.Action {
 	t.Helper()
 	toStep(t, c, notice)
-	c.attemptLedger.Unit("b1").Add(ids)
+	c.attemptLedger.Unit(b1).Add(ids)
 	for _, a := range feed(c, control.Event{Kind: control.EvStepDone, Attempt: 1}) {
 		if a.Kind == control.ActWriteCheckpoint {
 			return a
@@ -167,7 +171,7 @@ func TestStaleStepAfterRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	man, err := c.cks.Save(ctx, checkpoint.Checkpoint{Job: "p", Progress: control.Progress{Epochs: 1, Units: []string{"b0"}},
+	man, err := c.cks.Save(ctx, checkpoint.Checkpoint{Job: "p", Progress: control.Progress{Epochs: 1, Units: []blockref.Ref{blockref.New("b0", 1)}},
 		Fingerprint: c.dev.model.Fingerprint(), Model: state, Ledger: &checkpoint.Ledger{}, Created: time.Now()})
 	if err != nil {
 		t.Fatal(err)
@@ -206,8 +210,8 @@ func TestRunStepMissingBatch(t *testing.T) {
 	m := receive(t, c, control.EvStepDone)
 	c.stepDone(c.now(), m.step, &m.ev)
 	feed(c, m.ev)
-	if c.m.Attempt() != 0 || len(c.stats.failures) != 1 || !strings.Contains(c.stats.failures[0], "batch") {
-		t.Fatalf("attempt %d, failures %q: %s", c.m.Attempt(), c.stats.failures, c.m.Describe())
+	if c.m.Attempt() != 0 || len(c.failures) != 1 || !strings.Contains(c.failures[0], "batch") {
+		t.Fatalf("attempt %d, failures %q: %s", c.m.Attempt(), c.failures, c.m.Describe())
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/paramservers"
 	"github.com/sigdata/sig/trainer/embedding/partition"
+	"github.com/sigdata/sig/trainer/embedding/placement"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/trainer/steptime"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -35,15 +37,15 @@ type device struct {
 	gen   atomic.Uint64
 	model *model.Model
 	prof  *fdp.Profiler // nil: no statistics store, or profiling disabled
-	// ps is the parameter servers of the caught-up phase (paramservers.go);
-	// nil when the job keeps its tables on the slice. Its client is set
-	// while the tables are on the servers.
-	ps *psState
+	// ps is the parameter servers of the caught-up phase
+	// (trainer/embedding/paramservers); nil when the job keeps its tables
+	// on the slice. The tables are on them while ps.OnServers().
+	ps *paramservers.Servers
 }
 
 // restoreModel loads the last checkpoint onto the slice (or initial
 // parameters when there is none); in the caught-up phase of a job with
-// parameter servers its tables go onto them (placeTables).
+// parameter servers its tables go onto them (paramservers.Servers.Place).
 func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest, phase control.Phase) {
 	c.dev.mu.Lock()
 	defer c.dev.mu.Unlock()
@@ -66,12 +68,13 @@ func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest, p
 			ledger = l
 		}
 		if st := c.dev.ps; st != nil {
-			if st.client != nil {
-				st.rep.RPCs += st.client.RPCs()
-			}
-			st.client = nil
+			st.Drop()
 			if phase == control.CaughtUp {
-				if err := c.placeTables(ctx, st, fresh, m); err != nil {
+				var committed *checkpoint.ParameterServers
+				if m != nil {
+					committed = m.ParameterServers
+				}
+				if err := st.Place(ctx, fresh, committed); err != nil {
 					return fmt.Errorf("parameter servers: %w", err)
 				}
 			}
@@ -92,20 +95,20 @@ func (c *Controller) restoreModel(ctx context.Context, m *checkpoint.Manifest, p
 }
 
 // compile places the embedding tables on the new slice by the
-// partitioner's solved plan (feedback.go: measured statistics when the
-// store has them; out of memory and invalid problems are permanent, paper
-// VI.A) and "compiles" the step.
+// partitioner's solved plan (trainer/embedding/placement: measured
+// statistics when the store has them; out of memory and invalid problems
+// are permanent, paper VI.A) and "compiles" the step.
 func (c *Controller) compile(ctx context.Context, chips int, phase control.Phase) {
 	c.dev.mu.Lock()
 	defer c.dev.mu.Unlock()
 	ev := control.Event{Kind: control.EvCompiled}
-	plan, rep, err := c.solvePlan(chips, phase)
+	plan, rep, err := c.slice().Solve(chips, phase.String(), c.dev.model.Config(), c.fdpFeatures)
 	if err == nil {
 		err = c.dev.model.Replan(plan)
 	}
 	if err == nil {
 		c.log.Info("partition plan", "chips", chips, "tables_with_statistics", rep.TablesWithStatistics,
-			"load_imbalance", rep.LoadImbalance, "cost_ns", rep.CostNS, "layouts", layoutsText(rep.Layouts))
+			"load_imbalance", rep.LoadImbalance, "cost_ns", rep.CostNS, "layouts", placement.LayoutsText(rep.Layouts))
 		if c.dev.prof != nil {
 			c.dev.prof.ResetLoad()
 		}
@@ -162,17 +165,13 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 		c.dev.model.Poison()
 	}
 	var (
-		res    model.Result
-		err    error
-		remote *psRemote
+		res model.Result
+		err error
 	)
-	if st := c.dev.ps; st != nil && st.client != nil {
-		remote = &psRemote{client: st.client, before: st.beforeApply, now: c.now}
+	remote := c.dev.ps.Remote()
+	if remote != nil {
 		res, err = c.dev.model.StepRemote(ctx, b, remote)
-		st.rep.RPCSeconds += remote.rpc.Seconds()
-		if err == nil {
-			st.rep.Steps++
-		}
+		c.dev.ps.Stepped(remote, err)
 	} else {
 		res, err = c.dev.model.Step(b)
 	}
@@ -180,7 +179,7 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 		// A parameter server failed (killed, restarting): the step did
 		// not happen, and its update may have reached some servers. The
 		// attempt is retrained from the last checkpoint, which rolls
-		// every server back (placeTables).
+		// every server back (paramservers.Servers.Place).
 		r.failed = err.Error()
 		c.log.Warn("step on the parameter servers failed", "err", err)
 		c.post(msg{ev: control.Event{Kind: control.EvStepDone}, step: r})
@@ -201,7 +200,7 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 		// The host waits for its rows before the device step and for the
 		// servers' acknowledgement after it: the RPCs' wall time adds to
 		// the step's, and the step's ideal time does not include them.
-		wall += remote.rpc
+		wall += remote.RPCTime()
 	}
 	if rest := start.Add(wall).Sub(c.now()); rest > 0 {
 		select {

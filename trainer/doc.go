@@ -14,11 +14,19 @@
 //	  buffer/             a host's input buffer and its reading parallelism
 //	  checkpoint/         checkpoints in object storage
 //	  model/, steptime/   the emulated device: the model and its step time
-//	trainer/embedding/    embedding placement (paper V): partition, fdp, ps, embreport
-//	trainer/accounting/   accounting (MPG paper): goodput, fleet
+//	trainer/embedding/    embedding placement (paper V): partition, fdp, ps,
+//	                      placement (a job's plan and FDP), paramservers (a
+//	                      job's parameter servers), embreport
+//	trainer/accounting/   accounting (MPG paper): goodput, jobgoodput (a job's
+//	                      goodput account and its history across restarts),
+//	                      runstats (what a run's steps did), fleet
 //
-// The runtime imports the other two wings; they never import this package
-// (each wing's doc.go says which way its own imports run).
+// The runtime imports the other two wings and wires them: it decides when
+// each piece runs and on which goroutine (embedding.go, accounting.go), the
+// wings decide how. They never import this package, nor each other (each
+// wing's doc.go says which way its own imports run; layout_test.go checks
+// it); they may use the emulated device and the runtime's records of it
+// (trainer/model, trainer/steptime, trainer/checkpoint).
 //
 // # Processes
 //
@@ -64,16 +72,20 @@
 //	chips.go        chips from an Allocator (trainer/accounting/fleet shares
 //	                a fleet among jobs)
 //	holds.go        training holds as the run records them; their release
-//	goodput.go      the machine's activity and goodput actions into the
-//	                recorder; history.go keeps the history across restarts
-//	feedback.go     the controller's side of the partitioner and of FDP
 //	service.go      the unary RPCs: preemption notices, holds, status
 //	status.go       the snapshot the RPCs and metrics read; status to sigd
 //	                (ReportTrainerStatus) every few seconds
-//	stats.go, report.go  what the run did, and the report written at exit
-//	paramservers.go the caught-up phase's tables on parameter servers: moved
-//	                there, stepped, checkpointed and rolled back with the model
-//	psfleet.go      the `trainer ps` processes the controller starts and restarts
+//	embedding.go    the embedding wing wired in: statistics read at setup,
+//	                the slice's plan at each compile (trainer/embedding/
+//	                placement), profiles published at each commit; the
+//	                parameter servers (trainer/embedding/paramservers)
+//	                start with Run and follow the device
+//	accounting.go   the accounting wing wired in: the machine's activity
+//	                and goodput actions into the job's account
+//	                (trainer/accounting/jobgoodput), its history into every
+//	                checkpoint and the journal, restored at a restart
+//	report.go       the report written at exit, each wing's part of it
+//	                (the steps' statistics: trainer/accounting/runstats)
 //
 // and, beside the controller, host.go (a host worker), run.go (RunJob),
 // wire.go (batches and inputs on the wire), config.go.
@@ -81,10 +93,10 @@
 // The emulated slice lives in the controller: the model (trainer/model,
 // embedding tables placed by a trainer/embedding/partition plan and a dense
 // MLP trained by SGD) and the step. Each compile solves the slice's
-// partitioning problem with the partitioner's heuristic (feedback.go); out
-// of memory is a permanent hold.
+// partitioning problem with the partitioner's heuristic
+// (trainer/embedding/placement); out of memory is a permanent hold.
 //
-// # Feedback-directed partitioning (paper V.C; feedback.go, trainer/embedding/fdp)
+// # Feedback-directed partitioning (paper V.C; trainer/embedding/placement, fdp)
 //
 // At setup the controller reads, from sigd's statistics store (the
 // FeatureStats service, Pebble-backed, shared by every model), the
@@ -150,21 +162,22 @@
 //
 // # Goodput
 //
-// A goodput.Recorder in the controller gets every interval: allocations
-// (queued, held, released by holds), the machine's Activity between steps
-// (initialization, compile, checkpoint restore and save, input stall, idle),
-// every step with its device time and ideal time (model FLOPs at peak),
-// committed checkpoints, failures, preemptions and phase changes. The report
-// (Report, written as JSON and text at exit), the Prometheus metrics
-// (goodput.RegisterMetrics plus the job's gauges) and the status sent to
-// sigd all come from it.
+// A goodput.Recorder in the controller gets, through the job's account
+// (jobgoodput.Account), every interval: allocations (queued, held, released
+// by holds), the machine's Activity between steps (initialization, compile,
+// checkpoint restore and save, input stall, idle), every step with its
+// device time and ideal time (model FLOPs at peak), committed checkpoints,
+// failures, preemptions and phase changes. The report (Report, written as
+// JSON and text at exit), the Prometheus metrics (goodput.RegisterMetrics
+// plus the job's gauges) and the status sent to sigd all come from it.
 //
-// Goodput survives controller restarts (history.go): the report covers the
-// job's whole history, not the last controller process. Every checkpoint
-// carries the job's goodput.History up to the moment its save began, with
-// the checkpoint itself committed there (goodput.json, written before the
-// manifest, so a committed checkpoint always has it; a checkpoint written
-// before this existed restores without it). Between checkpoints — every
+// Goodput survives controller restarts (accounting.go,
+// trainer/accounting/jobgoodput): the report covers the job's whole history,
+// not the last controller process. Every checkpoint carries the job's
+// goodput.History up to the moment its save began, with the checkpoint
+// itself committed there (goodput.json, written before the manifest, so a
+// committed checkpoint always has it; a checkpoint written before this
+// existed restores without it). Between checkpoints — every
 // GoodputJournalInterval, after each commit and at exit — the controller
 // also writes a journal of its history beside the checkpoints, saying
 // which checkpoint it follows; it commits nothing. A restarted controller,
@@ -227,7 +240,7 @@
 // (trainer/checkpoint, Ledger.Check). e2e's TestCaughtUpVersions runs all
 // of it against `sigd dev` with kills.
 //
-// # Parameter servers (paper III.B, V.B; paramservers.go, psfleet.go)
+// # Parameter servers (paper III.B, V.B; trainer/embedding/paramservers)
 //
 // With ControllerConfig.ParameterServers (`--ps-servers N`), the caught-up
 // phase keeps its embedding tables on N CPU parameter servers
@@ -294,9 +307,10 @@
 // What this package does not own: the decisions (trainer/control), the
 // model and its step time (trainer/model, trainer/steptime), the buffer and
 // scaling rule (trainer/buffer), the checkpoint format (trainer/checkpoint),
-// embedding placement (trainer/embedding: the partitioner, the profiler of
-// feedback-directed partitioning, the parameter servers and their client),
-// the goodput
-// arithmetic and the fleet scheduler (trainer/accounting), and the
-// statistics store (featstats, served by sigd).
+// embedding placement (trainer/embedding: the partitioner, the slice's plan
+// and the profiler of feedback-directed partitioning, the parameter servers,
+// their processes and their client), accounting (trainer/accounting: the
+// goodput arithmetic, the job's goodput account and its history across
+// restarts, the steps' statistics, the fleet scheduler), and the statistics
+// store (featstats, served by sigd).
 package trainer

@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/embedding/partition"
+	"github.com/sigdata/sig/trainer/embedding/placement"
 	"github.com/sigdata/sig/trainer/steptime"
 )
 
@@ -67,9 +69,17 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 	// The store has the three features, keyed by component key.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	keys := map[string]map[string]string{} // pipeline -> input -> component key
+	keys := map[string]map[string]canon.Key{} // pipeline -> input -> component key
 	for _, p := range []string{"fdp_first", "fdp_second"} {
-		keys[p] = map[string]string{}
+		keys[p] = map[string]canon.Key{}
+	}
+	key := func(in *sigv1.InputSolution) canon.Key {
+		t.Helper()
+		k, err := canon.ParseKey(in.GetComponentKey())
+		if err != nil {
+			t.Fatalf("input %s: %v", in.GetInput(), err)
+		}
+		return k
 	}
 	sol1, err := e.sigd.SIG(t, "ctr").GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: "ctr", Pipeline: "fdp_first", Range: e.w.All()})
 	if err != nil {
@@ -77,16 +87,20 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 	}
 	var ask []string
 	for _, in := range sol1.GetInputs() {
-		keys["fdp_first"][in.GetInput()] = in.GetComponentKey()
+		keys["fdp_first"][in.GetInput()] = key(in)
 		ask = append(ask, in.GetComponentKey())
 	}
 	got, err := sigv1.NewFeatureStatsClient(e.sigd.Dial(t, "operator")).GetFeatureStatistics(ctx, &sigv1.GetFeatureStatisticsRequest{Features: ask})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stats := map[string]fdp.Statistics{}
+	stats := map[canon.Key]fdp.Statistics{}
 	for _, st := range got.GetStats() {
-		stats[st.GetFeature()] = fdp.FromProto(st)
+		s, err := fdp.FromProto(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stats[s.Feature] = s
 		t.Logf("statistics %.12s… (model %s): %d batches of %d, mean valency %.2f, %.0f unique rows per batch, %d hot rows, zipf %.2f",
 			st.GetFeature(), st.GetModel(), st.GetBatches(), st.GetBatchSize(), st.GetMeanValency(), st.GetMeanUniquePerBatch(), len(st.GetHotRows()), st.GetZipfS())
 	}
@@ -103,7 +117,7 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range sol2.GetInputs() {
-		keys["fdp_second"][in.GetInput()] = in.GetComponentKey()
+		keys["fdp_second"][in.GetInput()] = key(in)
 	}
 
 	// The slice's problem (4 chips, batch 256) for a plan's tables, under
@@ -152,8 +166,8 @@ func TestFeedbackDirectedPartitioning(t *testing.T) {
 		name string
 		p    *partition.Plan
 		lay  []string
-	}{{"model 1, initial plan (no statistics)", a, initial1.Layouts}, {"model 2 without statistics", b, planLayouts(noStats)}, {"model 2 with FDP", c, withFDP.Layouts}} {
-		t.Logf("  %-38s SparseCore %7.1f ns/step, load imbalance %.3f  %s", x.name, x.p.CostNS, x.p.LoadImbalance, layoutsText(x.lay))
+	}{{"model 1, initial plan (no statistics)", a, initial1.Layouts}, {"model 2 without statistics", b, placement.Layouts(noStats)}, {"model 2 with FDP", c, withFDP.Layouts}} {
+		t.Logf("  %-38s SparseCore %7.1f ns/step, load imbalance %.3f  %s", x.name, x.p.CostNS, x.p.LoadImbalance, placement.LayoutsText(x.lay))
 	}
 	if !(c.CostNS < a.CostNS && c.CostNS < b.CostNS) {
 		t.Errorf("FDP plan's modelled SparseCore time %.1f ns is not below model 1's initial plan (%.1f) and the no-statistics plan (%.1f)", c.CostNS, a.CostNS, b.CostNS)

@@ -13,6 +13,7 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // env is a warehouse of raw blocks in a real MinIO with a real sigd serving
@@ -57,17 +58,18 @@ func (e *env) memoize(t testing.TB, pipeline string) {
 	sigdtest.WaitComplete(ctx, t, c, "ctr", pipeline)
 }
 
-// allEventIDs returns every event id of the warehouse's blocks.
-func (e *env) allEventIDs(t testing.TB) map[int64]string {
+// allEventIDs returns every event id of the warehouse's blocks, with the
+// block version it is in.
+func (e *env) allEventIDs(t testing.TB) map[int64]blockref.Ref {
 	t.Helper()
-	out := map[int64]string{}
+	out := map[int64]blockref.Ref{}
 	for _, m := range e.w.Blocks {
 		rec, err := block.ReadColumns(context.Background(), e.w.Store, m, []string{"event_id"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range rec.Column(0).(interface{ Int64Values() []int64 }).Int64Values() {
-			out[id] = m.ID
+			out[id] = m.Ref()
 		}
 		rec.Release()
 	}
@@ -101,7 +103,7 @@ func checkExactlyOnce(t *testing.T, e *env, pipeline string) *checkpoint.Manifes
 			}
 			seen[id] = true
 			if want[id] != u.Unit {
-				t.Errorf("event %d trained as part of unit %s, it is in block %q", id, u.Unit, want[id])
+				t.Errorf("event %d trained as part of unit %s, it is in block %s", id, u.Unit, want[id])
 			}
 		}
 	}
@@ -115,7 +117,7 @@ func checkExactlyOnce(t *testing.T, e *env, pipeline string) *checkpoint.Manifes
 		t.Errorf("committed ledger has %d events, the range %d (%d missing)", len(seen), len(want), missing)
 	}
 	units := slices.Clone(m.Units)
-	slices.Sort(units)
+	slices.SortFunc(units, blockref.Ref.Compare)
 	if len(units) != len(e.w.Blocks) {
 		t.Errorf("committed units %v, blocks %d", units, len(e.w.Blocks))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/model"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // HostConfig configures a TPU host worker (paper III.B: it supplies
@@ -361,17 +362,21 @@ func (h *host) scale(at *hostAttempt, s buffer.Scaling, send func(*trainerv1.Hos
 	}
 }
 
-// readUnit streams one unit from the readers into the buffer.
+// readUnit streams one unit from the readers into the buffer. The unit's
+// id names its block version (blockref.Ref's text), parsed once here: the
+// buffer attributes rows to the Ref, and the host's messages name it as the
+// controller did.
 func (h *host) readUnit(at *hostAttempt, u *readerv1.WorkUnit, send func(*trainerv1.HostMessage)) {
 	defer at.wg.Done()
+	ref := blockref.Parse(u.GetUnitId())
 	var rows int64
 	fail := func(err error) {
 		if at.ctx.Err() != nil {
 			return
 		}
-		h.log.Warn("unit failed", "unit", u.GetUnitId(), "err", err)
+		h.log.Warn("unit failed", "unit", ref.String(), "err", err)
 		send(&trainerv1.HostMessage{Msg: &trainerv1.HostMessage_UnitFailed{UnitFailed: &trainerv1.UnitFailed{
-			Attempt: at.id, UnitId: u.GetUnitId(), Pending: reader.IsMemoPending(err), Error: err.Error()}}})
+			Attempt: at.id, UnitId: ref.String(), Pending: reader.IsMemoPending(err), Error: err.Error()}}})
 	}
 	label := h.welcome.GetLabelColumn()
 	for rec, err := range h.readers.Read(at.ctx, u) {
@@ -384,14 +389,14 @@ func (h *host) readUnit(at *hostAttempt, u *readerv1.WorkUnit, send func(*traine
 			fail(err)
 			return
 		}
-		if err := at.buf.Put(at.ctx, u.GetUnitId(), ex); err != nil {
+		if err := at.buf.Put(at.ctx, ref, ex); err != nil {
 			return // the attempt ended
 		}
 		rows += int64(ex.Len())
 	}
 	// UnitRead goes out before the in-flight count drops, so it precedes
 	// the final batch on the stream.
-	send(&trainerv1.HostMessage{Msg: &trainerv1.HostMessage_UnitRead{UnitRead: &trainerv1.UnitRead{Attempt: at.id, UnitId: u.GetUnitId(), Rows: rows}}})
+	send(&trainerv1.HostMessage{Msg: &trainerv1.HostMessage_UnitRead{UnitRead: &trainerv1.UnitRead{Attempt: at.id, UnitId: ref.String(), Rows: rows}}})
 	at.update(func() { at.inflight-- })
 }
 

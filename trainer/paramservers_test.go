@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/checkpoint"
+	"github.com/sigdata/sig/trainer/embedding/paramservers"
 	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/trainer/model"
 )
@@ -56,7 +57,7 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 		cfg.Hosts = 1
 		cfg.HostInFlight = buffer.Scaling{Min: 1, Max: 1}
 		if servers > 0 {
-			cfg.ParameterServers = ParameterServers{Servers: servers, Command: []string{trainerBin, "ps"},
+			cfg.ParameterServers = paramservers.Config{Servers: servers, Command: []string{trainerBin, "ps"},
 				StoreArgs: []string{"--s3-endpoint", mio.Endpoint, "--s3-bucket", sigdtest.Bucket, "--pipeline", pipeline},
 				Env:       []string{"SIG_S3_ACCESS_KEY=" + mio.AccessKey, "SIG_S3_SECRET_KEY=" + mio.SecretKey}}
 		}
@@ -146,7 +147,7 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 				return
 			}
 			once.Do(func() {
-				pid := c.dev.ps.fleet.pid(1) // the hook runs under the device's mutex
+				pid := c.dev.ps.PID(1) // the hook runs under the device's mutex
 				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 					killed <- err.Error()
 					return
@@ -189,12 +190,12 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 // error naming what is wrong, before anything starts.
 func TestParameterServersConfig(t *testing.T) {
 	for _, tc := range []struct {
-		ps   ParameterServers
+		ps   paramservers.Config
 		want string
 	}{
-		{ParameterServers{Servers: -1}, "parameter servers: -1"},
-		{ParameterServers{Servers: 2}, "no checkpoint store"},
-		{ParameterServers{Servers: 2, Addrs: []string{"127.0.0.1:1"}}, "2 servers but 1 addresses"},
+		{paramservers.Config{Servers: -1}, "parameter servers: -1"},
+		{paramservers.Config{Servers: 2}, "no checkpoint store"},
+		{paramservers.Config{Servers: 2, Addrs: []string{"127.0.0.1:1"}}, "2 servers but 1 addresses"},
 	} {
 		_, err := NewController(ControllerConfig{Client: "c", Pipeline: "p", SigdAddr: "127.0.0.1:1", ParameterServers: tc.ps})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

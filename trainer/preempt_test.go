@@ -11,11 +11,12 @@ import (
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/trainer/checkpoint"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // committedSeq is the sequence number of the pipeline's last committed
 // checkpoint (-1 for none).
-func committedSeq(t *testing.T, e *env, pipeline string) (int, []string) {
+func committedSeq(t *testing.T, e *env, pipeline string) (int, []blockref.Ref) {
 	t.Helper()
 	cs, err := checkpoint.NewStore(e.w.Store, pipeline)
 	if err != nil {

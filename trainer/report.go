@@ -8,44 +8,27 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/trainer/accounting/jobgoodput"
+	"github.com/sigdata/sig/trainer/accounting/runstats"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/paramservers"
+	"github.com/sigdata/sig/trainer/embedding/placement"
 	"github.com/sigdata/sig/trainer/steptime"
 )
 
-// LossPoint is one step's training loss (before its update).
-type LossPoint struct {
-	Step  uint64  `json:"step"`
-	Loss  float64 `json:"loss"`
-	Phase string  `json:"phase"`
-}
+// The run's report: what the runtime, each wing and the goodput recorder
+// say about the run, assembled at exit (Run) and written as JSON and text.
 
-// PhaseReport is one phase of the run (paper III.A).
-type PhaseReport struct {
-	Phase    string `json:"phase"`
-	Steps    uint64 `json:"steps"`
-	Examples int64  `json:"examples"`
-	// FirstLoss and LastLoss are the mean training loss of the phase's
-	// first and last 20 steps.
-	FirstLoss float64 `json:"first_loss"`
-	LastLoss  float64 `json:"last_loss"`
-	// Feature values looked up and unique rows gathered per step after
-	// deduplication (paper V.A).
-	ValuesPerStep float64 `json:"values_per_step"`
-	UniquePerStep float64 `json:"unique_per_step"`
-	// LoadImbalance is paper Eq. 1 over the bytes each SparseCore moved in
-	// the phase's real lookups under the plan; TensorCoreNSPerStep (the
-	// ideal, PG's numerator), SparseCoreNSPerStep and DeviceNSPerStep are
-	// the mean modelled TensorCore, SparseCore and device time of a step
-	// (unscaled, steptime).
-	LoadImbalance float64 `json:"load_imbalance"`
-	// Chips is the mean number of chips a step ran on.
-	Chips               float64 `json:"chips"`
-	TensorCoreNSPerStep float64 `json:"tensorcore_ns_per_step"`
-	SparseCoreNSPerStep float64 `json:"sparsecore_ns_per_step"`
-	DeviceNSPerStep     float64 `json:"device_ns_per_step"`
-}
+// PhaseReport is one phase of a run (trainer/accounting/runstats), named
+// here for RunJob's callers.
+type PhaseReport = runstats.PhaseReport
 
-// Report is what a trainer run did: written as JSON and text at exit.
+// Report is what a trainer run did: written as JSON and text at exit. Each
+// wing reports its part: the steps' statistics (trainer/accounting/runstats),
+// the plans and feedback-directed partitioning
+// (trainer/embedding/placement), the parameter servers
+// (trainer/embedding/paramservers) and goodput
+// (trainer/accounting/goodput).
 type Report struct {
 	Job      string `json:"job"`
 	Client   string `json:"client"`
@@ -61,10 +44,10 @@ type Report struct {
 	EventIDs int64  `json:"event_ids"`
 	Steps    uint64 `json:"steps"`
 	// What this process ran, committed or not.
-	StepsRun    uint64        `json:"steps_run"`
-	ExamplesRun int64         `json:"examples_run"`
-	Phases      []PhaseReport `json:"phases"`
-	LossCurve   []LossPoint   `json:"loss_curve"`
+	StepsRun    uint64               `json:"steps_run"`
+	ExamplesRun int64                `json:"examples_run"`
+	Phases      []PhaseReport        `json:"phases"`
+	LossCurve   []runstats.LossPoint `json:"loss_curve"`
 	// InputStallFraction is input-stall chip-time over the chip-time of
 	// epoch attempts (stalls + steps).
 	InputStallFraction float64 `json:"input_stall_fraction"`
@@ -81,18 +64,20 @@ type Report struct {
 	Holds    []HoldRecord `json:"holds,omitempty"`
 	// Partition lists the plans compiled (one per slice the job ran on)
 	// and FDP what feedback-directed partitioning did (paper V.C).
-	Partition []PlanReport `json:"partition"`
-	FDP       FDPReport    `json:"fdp"`
+	Partition []placement.PlanReport `json:"partition"`
+	FDP       placement.FDPReport    `json:"fdp"`
 	// ParameterServers is what the caught-up phase's parameter servers did
 	// (nil: the job kept its tables on the slice).
-	ParameterServers *ParameterServerReport `json:"parameter_servers,omitempty"`
-	Goodput          goodput.Report         `json:"goodput"`
+	ParameterServers *paramservers.Report `json:"parameter_servers,omitempty"`
+	Goodput          goodput.Report       `json:"goodput"`
 }
 
+// report assembles the run's report as of end.
 func (c *Controller) report(end time.Time) Report {
+	run := c.stats.Totals()
 	r := Report{Job: c.cfg.Job, Client: c.cfg.Client, Pipeline: c.cfg.Pipeline, Exit: "stopped",
-		StepsRun: c.stats.steps, ExamplesRun: c.stats.examples, LossCurve: c.stats.curve,
-		Failures: c.stats.failures, Holds: c.holdLog}
+		StepsRun: run.Steps, ExamplesRun: run.Examples, LossCurve: c.stats.LossCurve(),
+		Failures: c.failures, Holds: c.holdLog}
 	if c.exit != nil {
 		r.Exit, r.Committed = c.exit.reason, c.exit.committed
 	}
@@ -101,37 +86,20 @@ func (c *Controller) report(end time.Time) Report {
 	if c.committedLedger != nil {
 		r.EventIDs = c.committedLedger.Rows()
 	}
-	for _, ps := range c.stats.phases {
-		pr := PhaseReport{Phase: ps.phase.String(), Steps: ps.steps, Examples: ps.examples,
-			FirstLoss: mean(ps.first), LastLoss: mean(ps.last)}
-		if ps.steps > 0 {
-			pr.ValuesPerStep = float64(ps.values) / float64(ps.steps)
-			pr.UniquePerStep = float64(ps.unique) / float64(ps.steps)
-			pr.Chips = float64(ps.chipSteps) / float64(ps.steps)
-			pr.TensorCoreNSPerStep = float64(ps.tcTime.Nanoseconds()) / float64(ps.steps)
-			pr.SparseCoreNSPerStep = float64(ps.scTime.Nanoseconds()) / float64(ps.steps)
-			pr.DeviceNSPerStep = float64(ps.dev.Nanoseconds()) / float64(ps.steps)
-		}
-		pr.LoadImbalance = fdp.LoadImbalance(ps.scBytes)
-		r.Phases = append(r.Phases, pr)
-	}
+	// A phase's load imbalance is the embedding wing's Eq. 1.
+	r.Phases = c.stats.Phases(fdp.LoadImbalance)
 	r.Partition, r.FDP = c.plans, c.fdpRep
 	c.dev.mu.Lock() // Run waited for the device: this does not block
-	if st := c.dev.ps; st != nil {
-		r.ParameterServers = st.report()
-		if st.client != nil {
-			r.ParameterServers.RPCs += st.client.RPCs()
-		}
-	}
+	r.ParameterServers = c.dev.ps.Report()
 	c.dev.mu.Unlock()
 	st := c.m.Stats()
 	r.Stats.Attempts, r.Stats.FailedAttempts, r.Stats.CommittedEpochs = st.Attempts, st.FailedAttempts, st.CommittedEpochs
 	r.Stats.PreemptedEpochs, r.Stats.PreemptedCommitted = st.PreemptedEpochs, st.PreemptedCommitted
 	r.Stats.PermanentHolds, r.Stats.TransientHolds = st.PermanentHolds, st.TransientHolds
-	if g, err := c.rec.Report(end); err == nil {
+	if g, err := c.acct.Report(end); err == nil {
 		r.Goodput = g
-		if j, ok := c.jobGoodput(g); ok {
-			r.InputStallFraction = stallFraction(j.Total)
+		if j, ok := c.acct.Summary(g); ok {
+			r.InputStallFraction = jobgoodput.StallFraction(j.Total)
 		}
 	} else {
 		c.log.Warn("goodput report", "err", err)
@@ -156,18 +124,7 @@ func (r Report) JobGoodput() goodput.Summary {
 // each step weighted by the chips it ran on as PG weighs it (a step on 4
 // chips is 4 times the chip-time of one on 1).
 func (r Report) StepNS() (tensorCore, sparseCore, device float64) {
-	var steps float64
-	for _, p := range r.Phases {
-		n := float64(p.Steps) * max(p.Chips, 1)
-		tensorCore += p.TensorCoreNSPerStep * n
-		sparseCore += p.SparseCoreNSPerStep * n
-		device += p.DeviceNSPerStep * n
-		steps += n
-	}
-	if steps == 0 {
-		return 0, 0, 0
-	}
-	return tensorCore / steps, sparseCore / steps, device / steps
+	return runstats.StepNS(r.Phases)
 }
 
 // ProgramGoodputWhy says in one line why the job's PG is what it is
@@ -197,18 +154,14 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "preempted epochs %d, committed %d; holds: %d permanent, %d transient\n",
 		r.Stats.PreemptedEpochs, r.Stats.PreemptedCommitted, r.Stats.PermanentHolds, r.Stats.TransientHolds)
 	for _, p := range r.Phases {
-		fmt.Fprintf(&b, "phase %-9s %6d steps %9d examples  loss %.4f -> %.4f  values/step %.0f unique/step %.0f  load imbalance %.3f  TensorCore %.3g ns/step  SparseCore %.0f ns/step  device %.0f ns/step\n",
-			p.Phase, p.Steps, p.Examples, p.FirstLoss, p.LastLoss, p.ValuesPerStep, p.UniquePerStep, p.LoadImbalance, p.TensorCoreNSPerStep, p.SparseCoreNSPerStep, p.DeviceNSPerStep)
+		b.WriteString(p.Text())
 	}
 	for _, p := range r.Partition {
-		fmt.Fprintf(&b, "plan %-9s %d chips: %d of %d tables from measured statistics, modelled load imbalance %.3f, %.0f ns/step; %s\n",
-			p.Phase, p.Chips, p.TablesWithStatistics, len(p.Layouts), p.LoadImbalance, p.CostNS, layoutsText(p.Layouts))
+		b.WriteString(p.Text())
 	}
-	fmt.Fprintf(&b, "feedback-directed partitioning: statistics for %d features read, %d batches profiled, %d feature statistics published\n",
-		r.FDP.StatisticsRead, r.FDP.ProfiledBatches, r.FDP.Published)
+	b.WriteString(r.FDP.Text())
 	if p := r.ParameterServers; p != nil {
-		fmt.Fprintf(&b, "parameter servers: %d (stacking %v), %d restarts; tables moved on %d times, rolled back %d times; %d steps, %d RPCs, %.2f s in step RPCs; %d checkpoints (step %d), %.2f s saving, %.2f s placing\n",
-			p.Servers, p.Stacking, p.Restarts, p.Moves, p.Restores, p.Steps, p.RPCs, p.RPCSeconds, p.Checkpoints, p.CommittedStep, p.SaveSeconds, p.MoveSeconds)
+		b.WriteString(p.Text())
 	}
 	for _, h := range r.Holds {
 		lift := "still held"

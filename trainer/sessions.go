@@ -19,6 +19,7 @@ import (
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // The hosts' side of the controller: one Session stream per TPU host
@@ -161,7 +162,8 @@ func (s *service) Session(stream trainerv1.Controller_SessionServer) error {
 	}
 }
 
-// fromHost turns a host's message into an event.
+// fromHost turns a host's message into an event. A unit id from the host
+// is parsed into its block version here, where it enters the controller.
 func (s *service) fromHost(sess *session, m *trainerv1.HostMessage) error {
 	c := s.c
 	ev := control.Event{Host: sess.id, Incarnation: sess.incarnation}
@@ -169,9 +171,9 @@ func (s *service) fromHost(sess *session, m *trainerv1.HostMessage) error {
 	case *trainerv1.HostMessage_Request:
 		ev.Kind, ev.Attempt, ev.Max = control.EvUnitsRequested, x.Request.GetAttempt(), int(x.Request.GetMax())
 	case *trainerv1.HostMessage_UnitRead:
-		ev.Kind, ev.Attempt, ev.Unit, ev.Rows = control.EvUnitRead, x.UnitRead.GetAttempt(), x.UnitRead.GetUnitId(), x.UnitRead.GetRows()
+		ev.Kind, ev.Attempt, ev.Unit, ev.Rows = control.EvUnitRead, x.UnitRead.GetAttempt(), blockref.Parse(x.UnitRead.GetUnitId()), x.UnitRead.GetRows()
 	case *trainerv1.HostMessage_UnitFailed:
-		ev.Kind, ev.Attempt, ev.Unit = control.EvUnitFailed, x.UnitFailed.GetAttempt(), x.UnitFailed.GetUnitId()
+		ev.Kind, ev.Attempt, ev.Unit = control.EvUnitFailed, x.UnitFailed.GetAttempt(), blockref.Parse(x.UnitFailed.GetUnitId())
 		ev.Pending, ev.Err = x.UnitFailed.GetPending(), x.UnitFailed.GetError()
 	case *trainerv1.HostMessage_Batch:
 		b := x.Batch
@@ -244,10 +246,10 @@ func (c *Controller) tellHosts(a control.Action) {
 			return
 		}
 		as := &trainerv1.Assign{Attempt: a.Attempt}
-		for _, id := range a.Units {
-			u, err := c.sol.unit(&c.cfg, id, a.Phase)
+		for _, ref := range a.Units {
+			u, err := c.sol.unit(&c.cfg, ref, a.Phase)
 			if err != nil {
-				c.log.Error("build work unit", "unit", id, "err", err)
+				c.log.Error("build work unit", "unit", ref.String(), "err", err)
 				s.kill()
 				return
 			}

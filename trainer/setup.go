@@ -10,7 +10,7 @@ import (
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/control"
-	"github.com/sigdata/sig/trainer/embedding/fdp"
+	"github.com/sigdata/sig/trainer/embedding/placement"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/trainer/steptime"
 )
@@ -29,18 +29,18 @@ func (c *Controller) eventRange() *sigv1.EventRange {
 
 // setup registers the graph (when the job has one) and builds the model
 // from the read solution's inputs. A graph SIG rejects (InvalidArgument:
-// the DSL does not compile) or inputs the model cannot consume are
-// permanent: a person must fix the configuration (paper VI.A).
+// the DSL does not compile), inputs the model cannot consume, or an input
+// whose component key does not parse are permanent: a person must fix the
+// configuration or look at sigd (paper VI.A).
 func (c *Controller) setup(ctx context.Context) {
-	var keys []string
-	var stats map[string]fdp.Statistics
+	var feats placement.Features
 	done := func(err error, permanent bool, sol *solution, m *model.Model) {
 		ev := control.Event{Kind: control.EvSetupDone, Permanent: permanent}
 		if err != nil {
 			ev.Err = err.Error()
 			c.log.Warn("setup failed", "err", err, "permanent", permanent)
 		}
-		c.post(msg{ev: ev, sol: sol, model: m, keys: keys, stats: stats})
+		c.post(msg{ev: ev, sol: sol, model: m, fdp: feats})
 	}
 	rctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
@@ -71,8 +71,11 @@ func (c *Controller) setup(ctx context.Context) {
 	}
 	// Feedback-directed partitioning (paper V.C): what other models (or
 	// earlier runs) measured for these features.
-	keys = featureKeys(sol, f)
-	stats = c.readStatistics(rctx, keys)
+	if feats.Keys, err = placement.FeatureKeys(sol.sol.GetInputs(), f); err != nil {
+		done(err, true, nil, nil)
+		return
+	}
+	feats.Stats = c.readStatistics(rctx, feats.Keys)
 	done(nil, false, sol, m)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // solution is a read solution indexed for building work units.
@@ -47,7 +48,9 @@ func newSolution(s *sigv1.ReadSolution) *solution {
 				ready = false
 			}
 		}
-		x.blocks = append(x.blocks, control.Block{ID: rb.GetBlockId(), Version: rb.GetVersion(), Ready: ready})
+		// The read solution is where a block version enters the
+		// controller: parsed once into its Ref.
+		x.blocks = append(x.blocks, control.Block{Ref: blockref.New(rb.GetBlockId(), rb.GetVersion()), Ready: ready})
 	}
 	return x
 }
@@ -71,19 +74,20 @@ func (x *solution) features() (model.Features, error) {
 // what SIG has ready rather than recomputing it (issue 21). With
 // CaughtUpLIG, caught-up units are all LOCAL, as in the paper (IV.B).
 //
-// ref is a unit ref (control.UnitRef): the block at the version the epoch's
-// snapshot has. A solution of another snapshot, where the block is at
-// another version, is an error, never a unit of the other version.
-func (x *solution) unit(cfg *ControllerConfig, ref string, phase control.Phase) (*readerv1.WorkUnit, error) {
-	blockID, version := control.ParseUnitRef(ref)
+// ref is the block at the version the epoch's snapshot has. A solution of
+// another snapshot, where the block is at another version, is an error,
+// never a unit of the other version. The unit's id on the wire is the
+// ref's name.
+func (x *solution) unit(cfg *ControllerConfig, ref blockref.Ref, phase control.Phase) (*readerv1.WorkUnit, error) {
+	blockID := ref.ID()
 	rb, ok := x.raw[blockID]
 	if !ok {
 		return nil, fmt.Errorf("block %s is not in the read solution", blockID)
 	}
-	if v := max(rb.GetVersion(), 1); v != version {
-		return nil, fmt.Errorf("unit %s: the read solution (snapshot %d) has version %d of block %s", ref, x.snapshot, v, blockID)
+	if have := blockref.New(blockID, rb.GetVersion()); have != ref {
+		return nil, fmt.Errorf("unit %s: the read solution (snapshot %d) has version %d of block %s", ref, x.snapshot, have.Version(), blockID)
 	}
-	u := &readerv1.WorkUnit{UnitId: ref, Client: cfg.Client, Pipeline: cfg.Pipeline, RawSource: x.sol.GetRawSource(),
+	u := &readerv1.WorkUnit{UnitId: ref.String(), Client: cfg.Client, Pipeline: cfg.Pipeline, RawSource: x.sol.GetRawSource(),
 		RawSchemaJson: x.sol.GetRawSchemaJson(), // empty from an older sigd: the reader assumes ads
 		BlockId:       blockID, RawObject: rb.GetRawObject(), LabelColumns: []string{cfg.LabelColumn}, BatchRows: uint32(cfg.ReadBatchRows)}
 	for i, in := range x.sol.GetInputs() {

@@ -36,7 +36,7 @@ func TestUnitModes(t *testing.T) {
 	} {
 		cfg := ControllerConfig{Client: "c", Pipeline: "p", CaughtUpInputs: tc.inputs}
 		cfg.EnsureDefaults()
-		u, err := sol.unit(&cfg, "b1", tc.phase)
+		u, err := sol.unit(&cfg, blockref.New("b1", 1), tc.phase)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,40 +54,21 @@ func TestUnitModes(t *testing.T) {
 func TestUnitVersion(t *testing.T) {
 	sol := newSolution(&sigv1.ReadSolution{RawSource: "ads", Snapshot: 9,
 		RawBlocks: []*sigv1.BlockRead{{BlockId: "b1", RawObject: "raw/ads/b1.v3.arrow", Version: 3}}})
-	if got := sol.blocks[0]; got.ID != "b1" || got.Version != 3 {
+	if got := sol.blocks[0]; got.Ref != blockref.New("b1", 3) {
 		t.Fatalf("block %+v", got)
 	}
 	cfg := ControllerConfig{Client: "c", Pipeline: "p"}
 	cfg.EnsureDefaults()
-	u, err := sol.unit(&cfg, "b1.v3", control.CaughtUp)
+	u, err := sol.unit(&cfg, blockref.New("b1", 3), control.CaughtUp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if u.GetUnitId() != "b1.v3" || u.GetBlockId() != "b1" || u.GetRawObject() != "raw/ads/b1.v3.arrow" {
 		t.Errorf("unit %v", u)
 	}
-	for _, ref := range []string{"b1", "b1.v2", "b2"} {
+	for _, ref := range []blockref.Ref{blockref.New("b1", 1), blockref.New("b1", 2), blockref.New("b2", 1)} {
 		if _, err := sol.unit(&cfg, ref, control.CaughtUp); err == nil {
 			t.Errorf("unit %s of a solution with b1 at version 3: no error", ref)
-		}
-	}
-}
-
-// TestUnitRefIsTheWarehouseName: a unit ref is the name the warehouse gives
-// a block version (block.VersionedID; its objects are
-// raw/<source>/<ref>.arrow), written and parsed alike; trainer/control keeps
-// its own copy so that the decision logic links no storage code.
-func TestUnitRefIsTheWarehouseName(t *testing.T) {
-	for _, ref := range []string{"b1", "b1.v2", "b1.v10", "b1.v1", "b1.v0", "b1.v02", "b1.v", "b1.vx", ".v3",
-		"20260101T000000Z-p00003-00000000000000000000-00000000000000000999.v7", "b1.v99999999999999999999", "b1.v1000000000000000000"} {
-		cid, cv := control.ParseUnitRef(ref)
-		r := blockref.Parse(ref)
-		bid, bv := r.ID(), r.Version()
-		if cid != bid || cv != bv {
-			t.Errorf("%q: control %q v%d, warehouse %q v%d", ref, cid, cv, bid, bv)
-		}
-		if got, want := control.UnitRef(cid, cv), blockref.New(bid, bv).String(); got != want {
-			t.Errorf("%q: control writes %q, warehouse %q", ref, got, want)
 		}
 	}
 }

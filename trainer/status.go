@@ -11,6 +11,7 @@ import (
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/trainer/accounting/runstats"
 	"github.com/sigdata/sig/trainer/control"
 )
 
@@ -28,19 +29,15 @@ type snapshot struct {
 	progress control.Progress
 	hold     *control.Hold
 	stats    control.Stats
-	loss     float64
-	steps    uint64
-	// tc, sc, dev, chipSteps: the chip-weighted modelled step times
-	// (runStats).
-	tc, sc, dev time.Duration
-	chipSteps   int64
+	// run sums this process's steps: their count, the last loss, the
+	// chip-weighted modelled step times.
+	run runstats.Totals
 }
 
 // refreshSnapshot takes the snapshot (on the run goroutine).
 func (c *Controller) refreshSnapshot() {
 	s := snapshot{status: c.m.Status(), phase: c.m.Phase(), attempt: c.m.Attempt(), chips: c.m.Chips(),
-		progress: c.m.Committed(), stats: c.m.Stats(), loss: c.stats.lastLoss, steps: c.stats.steps,
-		tc: c.stats.tc, sc: c.stats.sc, dev: c.stats.dev, chipSteps: c.stats.chipSteps}
+		progress: c.m.Committed(), stats: c.m.Stats(), run: c.stats.Totals()}
 	if h, ok := c.m.Hold(); ok {
 		s.hold = &h
 	}
@@ -66,13 +63,13 @@ func (c *Controller) Status() *trainerv1.StatusResponse {
 	out := &trainerv1.StatusResponse{Job: c.cfg.Job, Client: c.cfg.Client, Pipeline: c.cfg.Pipeline,
 		Status: sn.status.String(), Phase: sn.phase.String(), Attempt: sn.attempt, Chips: int32(sn.chips),
 		Hosts: sn.hosts, CommittedEpochs: uint32(sn.progress.Epochs), CommittedUnits: uint32(len(sn.progress.Units)),
-		Steps: sn.steps, LastLoss: sn.loss, PreemptedEpochs: uint32(sn.stats.PreemptedEpochs),
+		Steps: sn.run.Steps, LastLoss: sn.run.LastLoss, PreemptedEpochs: uint32(sn.stats.PreemptedEpochs),
 		PreemptedCommitted: uint32(sn.stats.PreemptedCommitted), ChipSeconds: map[string]float64{}}
 	if sn.hold != nil {
 		out.Hold = c.holdInfo(*sn.hold)
 	}
-	if r, err := c.rec.Report(c.now()); err == nil {
-		if j, ok := c.jobGoodput(r); ok {
+	if r, err := c.acct.Report(c.now()); err == nil {
+		if j, ok := c.acct.Summary(r); ok {
 			out.SchedulingGoodput, out.RuntimeGoodput, out.ProgramGoodput, out.Mpg = j.Total.SG, j.Total.RG, j.Total.PG, j.Total.MPG
 			for cat, v := range j.Total.ChipSeconds {
 				if v != 0 {
@@ -87,7 +84,7 @@ func (c *Controller) Status() *trainerv1.StatusResponse {
 // registerMetrics exports goodput (trainer/accounting/goodput's collector) and the
 // run's counters on reg.
 func (c *Controller) registerMetrics(reg prometheus.Registerer) error {
-	if err := goodput.RegisterMetrics(reg, func() (goodput.Report, error) { return c.rec.Report(c.now()) }); err != nil {
+	if err := goodput.RegisterMetrics(reg, func() (goodput.Report, error) { return c.acct.Report(c.now()) }); err != nil {
 		return err
 	}
 	gauge := func(name, help string, f func(s snapshot) float64) prometheus.Collector {
@@ -95,8 +92,8 @@ func (c *Controller) registerMetrics(reg prometheus.Registerer) error {
 			func() float64 { return f(c.snapshot()) })
 	}
 	for _, col := range []prometheus.Collector{
-		gauge("sig_trainer_steps", "Training steps run by this controller process.", func(s snapshot) float64 { return float64(s.steps) }),
-		gauge("sig_trainer_loss", "Training loss of the last step.", func(s snapshot) float64 { return s.loss }),
+		gauge("sig_trainer_steps", "Training steps run by this controller process.", func(s snapshot) float64 { return float64(s.run.Steps) }),
+		gauge("sig_trainer_loss", "Training loss of the last step.", func(s snapshot) float64 { return s.run.LastLoss }),
 		gauge("sig_trainer_committed_epochs", "Epochs in the last committed checkpoint.", func(s snapshot) float64 { return float64(s.progress.Epochs) }),
 		gauge("sig_trainer_chips", "Chips the job holds.", func(s snapshot) float64 { return float64(s.chips) }),
 		gauge("sig_trainer_on_hold", "1 while the job is on a training hold.", func(s snapshot) float64 {
@@ -125,12 +122,7 @@ func (c *Controller) reportStatus(ctx context.Context) {
 		ChipSeconds: st.ChipSeconds, Loss: st.LastLoss, Steps: st.Steps}
 	// The step-time figures behind PG, so the overview can say why it is
 	// what it is (steptime.ExplainProgramGoodput).
-	if sn := c.snapshot(); sn.chipSteps > 0 {
-		n := float64(sn.chipSteps)
-		ts.TensorcoreNsPerStep = float64(sn.tc.Nanoseconds()) / n
-		ts.SparsecoreNsPerStep = float64(sn.sc.Nanoseconds()) / n
-		ts.DeviceNsPerStep = float64(sn.dev.Nanoseconds()) / n
-	}
+	ts.TensorcoreNsPerStep, ts.SparsecoreNsPerStep, ts.DeviceNsPerStep = c.snapshot().run.PerChipStep()
 	if st.Hold != nil {
 		ts.Hold = st.Hold.Kind + ": " + st.Hold.Reason
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
+	"github.com/sigdata/sig/trainer/accounting/runstats"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
@@ -88,8 +89,9 @@ func (c *Controller) stepDone(now time.Time, r *stepResult, ev *control.Event) {
 	if r.profiled {
 		c.fdpRep.ProfiledBatches++
 	}
-	if err := c.jr.Step(r.start, r.end, r.ideal); err != nil {
+	if err := c.acct.Step(r.start, r.end, r.ideal); err != nil {
 		c.log.Debug("goodput step", "err", err)
 	}
-	c.stats.observe(c.m.Phase(), r)
+	c.stats.Observe(c.m.Phase().String(), runstats.Step{Chips: r.chips, TensorCore: r.time.TensorCore, SparseCore: r.time.SparseCore,
+		Device: r.time.Device, Examples: r.examples, Values: r.values, Unique: r.unique, Loss: r.loss, SparseCoreBytes: r.scBytes})
 }

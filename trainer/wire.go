@@ -7,6 +7,7 @@ import (
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // examplesToProto encodes a host's batch for the wire.
@@ -42,11 +43,13 @@ func examplesFromProto(f model.Features, p *trainerv1.Examples) (*model.Examples
 func segmentsToProto(segs []buffer.Segment) []*trainerv1.UnitRows {
 	out := make([]*trainerv1.UnitRows, 0, len(segs))
 	for _, s := range segs {
-		out = append(out, &trainerv1.UnitRows{UnitId: s.Unit, Rows: int64(s.Rows)})
+		out = append(out, &trainerv1.UnitRows{UnitId: s.Unit.String(), Rows: int64(s.Rows)})
 	}
 	return out
 }
 
+// segmentsFromProto decodes and checks a batch's rows per unit, each unit id
+// parsed into its block version.
 func segmentsFromProto(p []*trainerv1.UnitRows, n int) ([]buffer.Segment, error) {
 	var out []buffer.Segment
 	total := 0
@@ -54,7 +57,7 @@ func segmentsFromProto(p []*trainerv1.UnitRows, n int) ([]buffer.Segment, error)
 		if u.GetRows() <= 0 || u.GetUnitId() == "" {
 			return nil, fmt.Errorf("batch: unit rows %q: %d", u.GetUnitId(), u.GetRows())
 		}
-		out = append(out, buffer.Segment{Unit: u.GetUnitId(), Rows: int(u.GetRows())})
+		out = append(out, buffer.Segment{Unit: blockref.Parse(u.GetUnitId()), Rows: int(u.GetRows())})
 		total += int(u.GetRows())
 	}
 	if total != n {

@@ -18,6 +18,7 @@ import (
 	"github.com/sigdata/sig/internal/grpcsvc"
 	"github.com/sigdata/sig/trainer"
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/trainer/embedding/paramservers"
 	"github.com/sigdata/sig/trainer/steptime"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -173,7 +174,7 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 		CompileTime: f.compile, StatusInterval: f.statusInterval, HoldPollInterval: f.holdPoll,
 		Faults: trainer.Faults{NaNAtStep: f.nanAtStep}, Logger: log}
 	c.InFlight.Min, c.InFlight.Max = f.minIF, f.maxIF
-	c.ParameterServers = trainer.ParameterServers{Servers: f.psServers, Addrs: f.psAddrs, NoStacking: f.psNoStacking}
+	c.ParameterServers = paramservers.Config{Servers: f.psServers, Addrs: f.psAddrs, NoStacking: f.psNoStacking}
 	if f.psServers > 0 && len(f.psAddrs) == 0 {
 		// The servers checkpoint beside the job's checkpoints
 		// (checkpoints/<pipeline>/ps/); the keys go in their environment.

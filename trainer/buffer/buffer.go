@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/sigdata/sig/trainer/model"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Buffer is a host's FIFO of examples. Safe for concurrent use: readers Put,
@@ -21,9 +22,10 @@ type Buffer struct {
 	closed   bool
 }
 
-// Segment is a run of rows of one work unit, in buffer order.
+// Segment is a run of rows of one work unit (a block at a version), in
+// buffer order.
 type Segment struct {
-	Unit string
+	Unit blockref.Ref
 	Rows int
 }
 
@@ -47,7 +49,7 @@ func (b *Buffer) notify() {
 // builder for a batch, forever: with 1,024-row records, a capacity of 1,024
 // and batches of 128, after a 1,000-row unit's 7 batches.) It returns ctx's
 // error if ctx ends first, or ErrClosed; the rows put before stay.
-func (b *Buffer) Put(ctx context.Context, unit string, e *model.Examples) error {
+func (b *Buffer) Put(ctx context.Context, unit blockref.Ref, e *model.Examples) error {
 	n := e.Len()
 	for off := 0; off < n; {
 		err := b.await(ctx, func() bool {
@@ -140,8 +142,8 @@ func (b *Buffer) Changed() <-chan struct{} {
 }
 
 // Rows sums segments by unit.
-func Rows(segs []Segment) map[string]int64 {
-	out := map[string]int64{}
+func Rows(segs []Segment) map[blockref.Ref]int64 {
+	out := map[blockref.Ref]int64{}
 	for _, s := range segs {
 		out[s.Unit] += int64(s.Rows)
 	}

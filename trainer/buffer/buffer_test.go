@@ -9,7 +9,11 @@ import (
 
 	"github.com/sigdata/sig/trainer/model"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
+
+// unit names a work unit in these tests.
+func unit(s string) blockref.Ref { return blockref.Parse(s) }
 
 func features(t *testing.T) model.Features {
 	f, err := model.NewFeatures([]model.Input{{Name: "q", Type: transform.ListInt64}, {Name: "p", Type: transform.Float64}})
@@ -36,17 +40,17 @@ func TestTakeReportsRowsPerUnit(t *testing.T) {
 	f := features(t)
 	b := New(f, 100)
 	ctx := context.Background()
-	if err := b.Put(ctx, "u1", rows(f, 0, 5)); err != nil {
+	if err := b.Put(ctx, unit("u1"), rows(f, 0, 5)); err != nil {
 		t.Fatal(err)
 	}
-	_ = b.Put(ctx, "u2", rows(f, 100, 3))
-	_ = b.Put(ctx, "u2", rows(f, 103, 2))
-	_ = b.Put(ctx, "u1", rows(f, 5, 4))
+	_ = b.Put(ctx, unit("u2"), rows(f, 100, 3))
+	_ = b.Put(ctx, unit("u2"), rows(f, 103, 2))
+	_ = b.Put(ctx, unit("u1"), rows(f, 5, 4))
 	got, segs := b.Take(7)
-	if want := []Segment{{"u1", 5}, {"u2", 2}}; got.Len() != 7 || len(segs) != 2 || segs[0] != want[0] || segs[1] != want[1] {
+	if want := []Segment{{unit("u1"), 5}, {unit("u2"), 2}}; got.Len() != 7 || len(segs) != 2 || segs[0] != want[0] || segs[1] != want[1] {
 		t.Fatalf("take 7: %d examples, %v", got.Len(), segs)
 	}
-	if per := Rows(segs); per["u1"] != 5 || per["u2"] != 2 {
+	if per := Rows(segs); per[unit("u1")] != 5 || per[unit("u2")] != 2 {
 		t.Fatalf("rows per unit of take 7: %v", per)
 	}
 	if got.EventIDs[5] != 100 {
@@ -54,7 +58,7 @@ func TestTakeReportsRowsPerUnit(t *testing.T) {
 	}
 	got, segs = b.Take(100)
 	per := Rows(segs)
-	if got.Len() != 7 || per["u2"] != 3 || per["u1"] != 4 || len(segs) != 2 {
+	if got.Len() != 7 || per[unit("u2")] != 3 || per[unit("u1")] != 4 || len(segs) != 2 {
 		t.Fatalf("take rest: %d, %v", got.Len(), segs)
 	}
 	if got, segs := b.Take(5); got.Len() != 0 || len(segs) != 0 {
@@ -72,7 +76,7 @@ func TestPutBlocksWhileFull(t *testing.T) {
 	ctx := context.Background()
 	// An oversized put fills the buffer and waits with the rest.
 	done := make(chan error, 1)
-	go func() { done <- b.Put(ctx, "u", rows(f, 0, 12)) }()
+	go func() { done <- b.Put(ctx, unit("u"), rows(f, 0, 12)) }()
 	if err := b.Wait(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +97,7 @@ func TestPutBlocksWhileFull(t *testing.T) {
 	if b.Len() != 4 {
 		t.Fatalf("len %d after the rest went in", b.Len())
 	}
-	go func() { done <- b.Put(ctx, "u", rows(f, 12, 7)) }()
+	go func() { done <- b.Put(ctx, unit("u"), rows(f, 12, 7)) }()
 	select {
 	case err := <-done:
 		t.Fatalf("put into a nearly full buffer returned %v", err)
@@ -107,8 +111,8 @@ func TestPutBlocksWhileFull(t *testing.T) {
 		t.Fatalf("len %d", b.Len())
 	}
 	// Close wakes a blocked put.
-	_ = b.Put(ctx, "u", rows(f, 19, 7))
-	go func() { done <- b.Put(ctx, "u", rows(f, 26, 5)) }()
+	_ = b.Put(ctx, unit("u"), rows(f, 19, 7))
+	go func() { done <- b.Put(ctx, unit("u"), rows(f, 26, 5)) }()
 	time.Sleep(10 * time.Millisecond)
 	b.Close()
 	if err := <-done; !errors.Is(err, ErrClosed) {
@@ -138,7 +142,7 @@ func TestRecordsLargerThanTheRoomLeft(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for u := range 3 {
-			if err := b.Put(ctx, fmt.Sprintf("u%d", u), rows(f, int64(u*record), record)); err != nil {
+			if err := b.Put(ctx, unit(fmt.Sprintf("u%d", u)), rows(f, int64(u*record), record)); err != nil {
 				done <- err
 				return
 			}
@@ -146,7 +150,7 @@ func TestRecordsLargerThanTheRoomLeft(t *testing.T) {
 		done <- nil
 	}()
 	var next int64
-	per := map[string]int{}
+	per := map[blockref.Ref]int{}
 	for next < 3*record {
 		want := min(batch, 3*record-int(next))
 		if err := b.Wait(ctx, want); err != nil {
@@ -169,7 +173,7 @@ func TestRecordsLargerThanTheRoomLeft(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if per["u0"] != record || per["u1"] != record || per["u2"] != record {
+	if per[unit("u0")] != record || per[unit("u1")] != record || per[unit("u2")] != record {
 		t.Fatalf("rows per unit %v", per)
 	}
 }
@@ -187,7 +191,7 @@ func TestWaitForAnyChange(t *testing.T) {
 		t.Fatalf("wait returned %v before any change", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	_ = b.Put(ctx, "u", rows(f, 0, 1))
+	_ = b.Put(ctx, unit("u"), rows(f, 0, 1))
 	if err := <-done; err != nil {
 		t.Fatalf("wait after a put: %v", err)
 	}

@@ -1,25 +1,32 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/objstore/memstore"
 )
 
+// ref names a unit in these tests as a manifest or a ledger spells it.
+func ref(s string) blockref.Ref { return blockref.Parse(s) }
+
 func TestLedger(t *testing.T) {
 	var l Ledger
-	l.Unit("b1").Add([]int64{1, 2, 3, 7, 8})
-	l.Unit("b2").Add([]int64{4, 5, 6})
+	l.Unit(ref("b1")).Add([]int64{1, 2, 3, 7, 8})
+	l.Unit(ref("b2")).Add([]int64{4, 5, 6})
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Unit("b1").Runs; len(got) != 2 || got[1] != (Run{7, 2}) {
+	if got := l.Unit(ref("b1")).Runs; len(got) != 2 || got[1] != (Run{7, 2}) {
 		t.Fatalf("runs %v", got)
 	}
 	b, _ := l.MarshalBinary()
@@ -27,16 +34,16 @@ func TestLedger(t *testing.T) {
 	if err := r.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}
-	if r.Rows() != 8 || len(r.Unit("b2").IDs()) != 3 || r.Unit("b1").IDs()[3] != 7 {
+	if r.Rows() != 8 || len(r.Unit(ref("b2")).IDs()) != 3 || r.Unit(ref("b1")).IDs()[3] != 7 {
 		t.Fatalf("round trip: %+v", r.Units)
 	}
 	// A repeat, inside a unit or across units, is found.
-	r.Unit("b3").Add([]int64{8})
+	r.Unit(ref("b3")).Add([]int64{8})
 	if err := r.Check(); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate across units: %v", err)
 	}
 	var d Ledger
-	d.Unit("b").Add([]int64{1, 2, 3, 2})
+	d.Unit(ref("b")).Add([]int64{1, 2, 3, 2})
 	if err := d.Check(); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate in a unit: %v", err)
 	}
@@ -44,20 +51,20 @@ func TestLedger(t *testing.T) {
 	// each once; a version of another block may not, nor may a version
 	// train one twice.
 	var v Ledger
-	v.Unit("b1").Add([]int64{1, 2, 3})
-	v.Unit("b2").Add([]int64{4, 5})
-	v.Unit("b1.v2").Add([]int64{1, 3, 9})
-	v.Unit("b1.v3").Add([]int64{1, 2, 3, 9, 10})
+	v.Unit(ref("b1")).Add([]int64{1, 2, 3})
+	v.Unit(ref("b2")).Add([]int64{4, 5})
+	v.Unit(ref("b1.v2")).Add([]int64{1, 3, 9})
+	v.Unit(ref("b1.v3")).Add([]int64{1, 2, 3, 9, 10})
 	if err := v.Check(); err != nil {
 		t.Fatalf("versions of one block: %v", err)
 	}
-	v.Unit("b2.v2").Add([]int64{4, 10})
+	v.Unit(ref("b2.v2")).Add([]int64{4, 10})
 	if err := v.Check(); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("event 10 in b1.v3 and b2.v2: %v", err)
 	}
 	var w Ledger
-	w.Unit("b1").Add([]int64{1, 2})
-	w.Unit("b1.v2").Add([]int64{1, 2, 1})
+	w.Unit(ref("b1")).Add([]int64{1, 2})
+	w.Unit(ref("b1.v2")).Add([]int64{1, 2, 1})
 	if err := w.Check(); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("event 1 twice in b1.v2: %v", err)
 	}
@@ -93,9 +100,9 @@ func TestSaveLatestLoad(t *testing.T) {
 		t.Fatalf("empty store: %v %v", got, err)
 	}
 	var led Ledger
-	led.Unit("b1").Add([]int64{10, 11, 12})
+	led.Unit(ref("b1")).Add([]int64{10, 11, 12})
 	for epoch := 1; epoch <= 3; epoch++ {
-		_, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: epoch, Units: []string{"b1"}, Phase: control.CaughtUp, Steps: uint64(epoch * 10)},
+		_, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: epoch, Units: []blockref.Ref{ref("b1")}, Phase: control.CaughtUp, Steps: uint64(epoch * 10)},
 			Fingerprint: "f", Model: []byte{byte(epoch), 2, 3}, Ledger: &led, Created: time.Now()})
 		if err != nil {
 			t.Fatal(err)
@@ -151,10 +158,10 @@ func TestGoodputHistory(t *testing.T) {
 		t.Fatalf("no journal yet: %q %v", j, err)
 	}
 	var led Ledger
-	led.Unit("b1").Add([]int64{1, 2})
+	led.Unit(ref("b1")).Add([]int64{1, 2})
 	save := func(epoch int, gp []byte) *Manifest {
 		t.Helper()
-		if _, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: epoch, Units: []string{"b1"}, Phase: control.Initial},
+		if _, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: epoch, Units: []blockref.Ref{ref("b1")}, Phase: control.Initial},
 			Fingerprint: "f", Model: []byte{1}, Ledger: &led, Goodput: gp, Created: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
@@ -215,10 +222,10 @@ func TestRetryKeepsCommittedObjects(t *testing.T) {
 	_, cs := newStore(t, "p3")
 	ctx := context.Background()
 	var led Ledger
-	led.Unit("b1").Add([]int64{1, 2})
+	led.Unit(ref("b1")).Add([]int64{1, 2})
 	save := func(model byte) Manifest {
 		t.Helper()
-		m, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: 1, Units: []string{"b1"}},
+		m, err := cs.Save(ctx, Checkpoint{Job: "j", Progress: control.Progress{Epochs: 1, Units: []blockref.Ref{ref("b1")}},
 			Fingerprint: "f", Model: []byte{model, model}, Ledger: &led, Goodput: []byte{model}, Created: time.Now()})
 		if err != nil {
 			t.Fatal(err)
@@ -241,5 +248,88 @@ func TestRetryKeepsCommittedObjects(t *testing.T) {
 	}
 	if mb, _, err := cs.Load(ctx, latest); err != nil || mb[0] != 2 {
 		t.Fatalf("the retry's checkpoint: %v %v", mb, err)
+	}
+}
+
+// TestFormatBeforeRefs: a manifest and a ledger written before units were
+// blockref.Refs — when they were strings, "<id>" for a block's first
+// version and "<id>.v<N>" from the second on — load, with every unit the
+// block version its string named, and are written back byte for byte.
+func TestFormatBeforeRefs(t *testing.T) {
+	st, cs := newStore(t, "old")
+	ctx := context.Background()
+	// The ledger as the string-unit encoder wrote it: magic, unit count,
+	// then per unit its name's length and bytes, its run count and runs
+	// (start delta, zig-zag; length).
+	oldLedger := []byte(ledgerMagic + "\x03" + "\x02b1" + "\x01" + "\x14\x03" + "\x05b1.v2" + "\x01" + "\x14\x02" + "\x02b2" + "\x01" + "\x1a\x01")
+	led, err := st.Put(ctx, cs.key(2, "s/"+LedgerObject), oldLedger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := st.Put(ctx, cs.key(2, "s/"+ModelObject), []byte{7}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The manifest as json.MarshalIndent wrote it from string units.
+	oldManifest := fmt.Sprintf(`{
+  "format": 1,
+  "pipeline": "old",
+  "job": "j",
+  "seq": 2,
+  "epochs": 2,
+  "units": [
+    "b1",
+    "b1.v2",
+    "b2"
+  ],
+  "phase": "caught-up",
+  "steps": 9,
+  "snapshot": 5,
+  "retrained": 1,
+  "fingerprint": "f",
+  "model": {
+    "key": %q,
+    "size": 1,
+    "crc32c": %d
+  },
+  "ledger": {
+    "key": %q,
+    "size": %d,
+    "crc32c": %d
+  },
+  "event_ids": 6,
+  "created": "2026-01-01T00:00:00Z"
+}`, model.Key, model.Checksum, led.Key, len(oldLedger), led.Checksum)
+	if _, err := st.Put(ctx, cs.key(2, ManifestObject), []byte(oldManifest), nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cs.Latest(ctx)
+	if err != nil || m == nil {
+		t.Fatalf("latest: %+v %v", m, err)
+	}
+	p, err := m.Progress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []blockref.Ref{blockref.New("b1", 1), blockref.New("b1", 2), blockref.New("b2", 1)}
+	if !slices.Equal(p.Units, want) || p.Retrained != 1 || p.Snapshot != 5 {
+		t.Fatalf("progress of the old manifest: %+v, want units %v", p, want)
+	}
+	body, err := json.MarshalIndent(m, "", "  ")
+	if err != nil || string(body) != oldManifest {
+		t.Fatalf("the old manifest written back (%v):\n%s\nwant:\n%s", err, body, oldManifest)
+	}
+	_, l, err := cs.Load(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Unit(blockref.New("b1", 2)).IDs(); !slices.Equal(got, []int64{10, 11}) || len(l.Units) != 3 || l.Units[2].Unit != blockref.New("b2", 1) {
+		t.Fatalf("the old ledger: %+v", l.Units)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := l.MarshalBinary(); err != nil || !bytes.Equal(b, oldLedger) {
+		t.Fatalf("the old ledger written back: %q %v, want %q", b, err, oldLedger)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/sigdata/sig/trainer/control"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Run is Len consecutive event ids from Start.
@@ -15,9 +15,10 @@ type Run struct {
 	Start, Len int64
 }
 
-// UnitLedger is what was trained from one work unit.
+// UnitLedger is what was trained from one work unit: a block at a
+// version.
 type UnitLedger struct {
-	Unit string
+	Unit blockref.Ref
 	// Runs of event ids in training order.
 	Runs []Run
 }
@@ -56,13 +57,13 @@ func (u *UnitLedger) IDs() []int64 {
 // Ledger lists the event ids trained into a model, unit by unit.
 type Ledger struct {
 	Units []UnitLedger
-	index map[string]int
+	index map[blockref.Ref]int
 }
 
 // Unit returns the ledger of unit, adding it if absent.
-func (l *Ledger) Unit(unit string) *UnitLedger {
+func (l *Ledger) Unit(unit blockref.Ref) *UnitLedger {
 	if l.index == nil {
-		l.index = map[string]int{}
+		l.index = map[blockref.Ref]int{}
 		for i, u := range l.Units {
 			l.index[u.Unit] = i
 		}
@@ -77,7 +78,7 @@ func (l *Ledger) Unit(unit string) *UnitLedger {
 }
 
 // Has reports whether unit is in the ledger.
-func (l *Ledger) Has(unit string) bool {
+func (l *Ledger) Has(unit blockref.Ref) bool {
 	for _, u := range l.Units {
 		if u.Unit == unit {
 			return true
@@ -116,11 +117,11 @@ func (l *Ledger) Rows() int64 {
 var ErrDuplicate = errors.New("checkpoint: event trained more than once")
 
 // Check returns ErrDuplicate (naming an id) if an event id occurs twice in
-// one unit, or in units of two different blocks. Units are unit refs
-// (control.UnitRef): an event of a block that changed after it was trained
-// (issue 21) is trained again in the unit of the block's new version,
-// which is another event version, not a duplicate; within a version and
-// across blocks every event is trained once.
+// one unit, or in units of two different blocks. Units are block
+// versions: an event of a block that changed after it was trained (issue
+// 21) is trained again in the unit of the block's new version, which is
+// another event version, not a duplicate; within a version and across
+// blocks every event is trained once.
 func (l *Ledger) Check() error {
 	blocks := map[string][]Run{} // block id -> the union of its versions' runs
 	for _, u := range l.Units {
@@ -128,7 +129,7 @@ func (l *Ledger) Check() error {
 		if err := overlap(runs); err != nil {
 			return fmt.Errorf("%w (unit %s)", err, u.Unit)
 		}
-		id, _ := control.ParseUnitRef(u.Unit)
+		id := u.Unit.ID()
 		blocks[id] = union(append(blocks[id], runs...))
 	}
 	var all []Run
@@ -168,13 +169,15 @@ func union(runs []Run) []Run {
 const ledgerMagic = "SIGLEDGER1\n"
 
 // MarshalBinary encodes the ledger: magic, unit count, then per unit its
-// name, run count and runs (start delta-coded, zig-zag varints).
+// name (as the warehouse names the block version, blockref.Ref.String), run
+// count and runs (start delta-coded, zig-zag varints).
 func (l *Ledger) MarshalBinary() ([]byte, error) {
 	b := []byte(ledgerMagic)
 	b = binary.AppendUvarint(b, uint64(len(l.Units)))
 	for _, u := range l.Units {
-		b = binary.AppendUvarint(b, uint64(len(u.Unit)))
-		b = append(b, u.Unit...)
+		name := u.Unit.String()
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
 		b = binary.AppendUvarint(b, uint64(len(u.Runs)))
 		var prev int64
 		for _, r := range u.Runs {
@@ -211,7 +214,7 @@ func (l *Ledger) UnmarshalBinary(b []byte) error {
 		if !ok || k > uint64(len(b)) {
 			return bad("unit name")
 		}
-		u := UnitLedger{Unit: string(b[:k])}
+		u := UnitLedger{Unit: blockref.Parse(string(b[:k]))}
 		b = b[k:]
 		runs, ok := uv()
 		if !ok || runs > uint64(len(b)) {

@@ -14,6 +14,7 @@ import (
 	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -47,12 +48,14 @@ type Manifest struct {
 	Seq      int    `json:"seq"`
 	// Progress: epochs, committed units, phase, steps.
 	Epochs int `json:"epochs"`
-	// Units are unit refs (control.UnitRef): a block id, with its version
-	// from version 2 on, so the manifest states which version of which
-	// block the model trained on.
-	Units []string `json:"units"`
-	Phase string   `json:"phase"`
-	Steps uint64   `json:"steps"`
+	// Units are the committed units, each a block version written as the
+	// warehouse names it (blockref.Ref's text: the block id, with
+	// ".v<N>" from version 2 on), so the manifest states which version of
+	// which block the model trained on; manifests written before Ref
+	// existed hold the same strings.
+	Units []blockref.Ref `json:"units"`
+	Phase string         `json:"phase"`
+	Steps uint64         `json:"steps"`
 	// Snapshot is the catalog snapshot the last epoch read its blocks at,
 	// and Retrained how many Units trained a changed block again (issue
 	// 21); absent in checkpoints written before versions.
@@ -91,7 +94,7 @@ func (m *Manifest) Progress() (control.Progress, error) {
 	if err != nil {
 		return control.Progress{}, err
 	}
-	return control.Progress{Epochs: m.Epochs, Units: append([]string(nil), m.Units...), Phase: ph, Steps: m.Steps,
+	return control.Progress{Epochs: m.Epochs, Units: append([]blockref.Ref(nil), m.Units...), Phase: ph, Steps: m.Steps,
 		Snapshot: m.Snapshot, Retrained: m.Retrained}, nil
 }
 

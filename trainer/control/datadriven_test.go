@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // The scripts in testdata/ drive a Machine through
@@ -161,7 +163,9 @@ func parseEvent(td *datadriven.TestData, now *time.Time) (Event, error) {
 		case "n":
 			ev.Examples = int(num())
 		case "units":
-			ev.Progress.Units = append([]string(nil), arg.Vals...)
+			for _, u := range arg.Vals {
+				ev.Progress.Units = append(ev.Progress.Units, blockref.Parse(u))
+			}
 		case "epochs":
 			ev.Progress.Epochs = int(num())
 		case "snap":
@@ -187,9 +191,9 @@ func parseEvent(td *datadriven.TestData, now *time.Time) (Event, error) {
 				return ev, fmt.Errorf("unknown argument %q", a)
 			}
 			if ev.UnitRows == nil {
-				ev.UnitRows = map[string]int64{}
+				ev.UnitRows = map[blockref.Ref]int64{}
 			}
-			ev.UnitRows[k] = num()
+			ev.UnitRows[blockref.Parse(k)] = num()
 		}
 	}
 	ev.At = *now
@@ -198,15 +202,14 @@ func parseEvent(td *datadriven.TestData, now *time.Time) (Event, error) {
 		for _, p := range pos {
 			ref, state, _ := strings.Cut(p, ":")
 			id, v, _ := strings.Cut(ref, "@")
-			b := Block{ID: id, Ready: state != "pending"}
+			var n int64 // none: as first sealed
 			if v != "" {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
+				var err error
+				if n, err = strconv.ParseInt(v, 10, 64); err != nil {
 					return ev, fmt.Errorf("block %s: version %q", p, v)
 				}
-				b.Version = n
 			}
-			ev.Blocks = append(ev.Blocks, b)
+			ev.Blocks = append(ev.Blocks, Block{Ref: blockref.New(id, n), Ready: state != "pending"})
 		}
 	case EvHostJoined, EvHostLost, EvUnitsRequested, EvUnitRead, EvUnitFailed, EvBatch:
 		if len(pos) == 0 {
@@ -214,7 +217,7 @@ func parseEvent(td *datadriven.TestData, now *time.Time) (Event, error) {
 		}
 		ev.Host = pos[0]
 		if len(pos) > 1 {
-			ev.Unit = pos[1]
+			ev.Unit = blockref.Parse(pos[1])
 		}
 		if kind == EvHostJoined && ev.Incarnation == "" {
 			ev.Incarnation = "1"

@@ -36,9 +36,12 @@
 // A raw block can change after it was sealed (late events, new labels,
 // deletions: warehouse), and every change is a new version of the block.
 // Blocks arrive with their version in one catalog snapshot (EvBlocks
-// Snapshot), and a unit is a block at a version (UnitRef: the block id,
-// "<id>.v<N>" from version 2 on). Each epoch is planned from one snapshot,
-// which ActStartAttempt names and the checkpoint's Progress records, so a
+// Snapshot), and a unit is a block at a version: a blockref.Ref
+// (warehouse/blockref, which links no storage code), named as the
+// warehouse names it, the block id, "<id>.v<N>" from version 2 on. Refs
+// are compared as values here; the caller parses them from and prints
+// them to its wire. Each epoch is planned from one snapshot, which
+// ActStartAttempt names and the checkpoint's Progress records, so a
 // checkpoint states which version of which block the model trained on,
 // and a block appears at most once per epoch. A failed attempt is planned
 // again from the snapshot the next refresh answers: nothing of the failed

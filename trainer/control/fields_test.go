@@ -3,6 +3,8 @@ package control
 import (
 	"testing"
 	"time"
+
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // TestPreemptScopeIsItsOwnField: a broadcast preemption notice says what it
@@ -30,9 +32,9 @@ func TestPreemptScopeIsItsOwnField(t *testing.T) {
 	feed(Event{Kind: EvSetupDone})
 	feed(Event{Kind: EvRestored})
 	blocks := func(ready bool) []Block {
-		bs := []Block{{ID: "b1", Ready: ready}}
+		bs := []Block{{Ref: blockref.New("b1", 1), Ready: ready}}
 		for _, id := range []string{"b2", "b3", "b4", "b5", "b6"} {
-			bs = append(bs, Block{ID: id, Ready: true})
+			bs = append(bs, Block{Ref: blockref.New(id, 1), Ready: true})
 		}
 		return bs
 	}

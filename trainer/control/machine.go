@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Config shapes the controller. Zero fields take defaults (EnsureDefaults).
@@ -74,11 +75,11 @@ type hostState struct {
 type queued struct {
 	seq      uint64
 	examples int
-	rows     map[string]int64
+	rows     map[blockref.Ref]int64
 }
 
 type unitState struct {
-	id      string
+	ref     blockref.Ref
 	host    string // "" until handed out
 	read    bool
 	rows    int64 // when read
@@ -90,7 +91,7 @@ type attemptState struct {
 	phase        Phase
 	snapshot     int64
 	units        []*unitState
-	byID         map[string]*unitState
+	byRef        map[blockref.Ref]*unitState
 	next         int
 	participants []string
 	steps        uint64
@@ -120,13 +121,13 @@ type Machine struct {
 	status Status
 
 	committed Progress
-	// trained is the newest version of each block a committed epoch
-	// trained.
+	// trained is the newest version of each block (by id) a committed
+	// epoch trained.
 	trained  map[string]int64
 	pending  Progress // what the checkpoint in flight commits
 	blocks   []Block
 	snapshot int64 // the catalog snapshot blocks were resolved at
-	planned  []string
+	planned  []blockref.Ref
 	// plannedSnapshot is the snapshot of planned's versions.
 	plannedSnapshot int64
 	phase           Phase
@@ -141,7 +142,7 @@ type Machine struct {
 	attemptSeq uint64
 	at         *attemptState
 	stepping   bool
-	stepRows   []map[string]int64
+	stepRows   []map[blockref.Ref]int64
 
 	failures int // consecutive failed attempts
 	hold     *Hold
@@ -389,11 +390,10 @@ func (m *Machine) phaseChips() int {
 	return m.cfg.Chips
 }
 
-// noteTrained records committed unit refs in trained.
-func (m *Machine) noteTrained(units []string) {
+// noteTrained records committed units in trained.
+func (m *Machine) noteTrained(units []blockref.Ref) {
 	for _, u := range units {
-		id, v := ParseUnitRef(u)
-		m.trained[id] = max(m.trained[id], v)
+		m.trained[u.ID()] = max(m.trained[u.ID()], u.Version())
 	}
 }
 
@@ -408,11 +408,11 @@ func (m *Machine) noteTrained(units []string) {
 func (m *Machine) plan() {
 	var fresh, changed []Block
 	for _, b := range m.blocks {
-		v, ok := m.trained[b.ID]
+		v, ok := m.trained[b.Ref.ID()]
 		switch {
 		case !ok:
 			fresh = append(fresh, b)
-		case v < max(b.Version, 1) && m.cfg.Retrain == RetrainChanged:
+		case v < b.Ref.Version() && m.cfg.Retrain == RetrainChanged:
 			changed = append(changed, b)
 		}
 	}
@@ -435,17 +435,17 @@ func (m *Machine) plan() {
 		m.phase = CaughtUp
 		m.emit(Action{Kind: ActSetPhase, Phase: m.phase})
 	}
-	var units []string
+	var units []blockref.Ref
 	var waiting string // the first block whose memoized data is pending
 	for _, b := range fresh {
 		if len(units) == m.epochUnits() {
 			break
 		}
 		if m.phase == Initial && !b.Ready {
-			waiting = b.ID
+			waiting = b.Ref.ID()
 			break
 		}
-		units = append(units, UnitRef(b.ID, b.Version))
+		units = append(units, b.Ref)
 	}
 	// A changed block waits for room after the fresh blocks, and in the
 	// initial phase for its memoized data; it never holds the job.
@@ -457,12 +457,12 @@ func (m *Machine) plan() {
 			if m.phase == Initial && !b.Ready {
 				continue
 			}
-			units = append(units, UnitRef(b.ID, b.Version))
+			units = append(units, b.Ref)
 		}
 	}
 	if len(units) == 0 {
 		if waiting == "" {
-			waiting = changed[0].ID
+			waiting = changed[0].Ref.ID()
 		}
 		if m.hold == nil {
 			m.placeHold(Transient, fmt.Sprintf("memoized data of block %s is pending in SIG", waiting))
@@ -552,11 +552,11 @@ func (m *Machine) startAttempt() {
 		return
 	}
 	m.attemptSeq++
-	at := &attemptState{id: m.attemptSeq, phase: m.phase, snapshot: m.plannedSnapshot, byID: map[string]*unitState{}, participants: members}
-	for _, id := range m.planned {
-		u := &unitState{id: id}
+	at := &attemptState{id: m.attemptSeq, phase: m.phase, snapshot: m.plannedSnapshot, byRef: map[blockref.Ref]*unitState{}, participants: members}
+	for _, ref := range m.planned {
+		u := &unitState{ref: ref}
 		at.units = append(at.units, u)
-		at.byID[id] = u
+		at.byRef[ref] = u
 	}
 	for _, h := range m.hosts {
 		h.final, h.queue = false, nil
@@ -565,7 +565,7 @@ func (m *Machine) startAttempt() {
 	m.stepping = false
 	m.status = StTraining
 	m.stats.Attempts++
-	m.emit(Action{Kind: ActStartAttempt, Attempt: at.id, Units: append([]string(nil), m.planned...), Phase: m.phase, Snapshot: at.snapshot})
+	m.emit(Action{Kind: ActStartAttempt, Attempt: at.id, Units: append([]blockref.Ref(nil), m.planned...), Phase: m.phase, Snapshot: at.snapshot})
 }
 
 func (m *Machine) onHostJoined(ev Event) {
@@ -630,13 +630,13 @@ func (m *Machine) onUnitsRequested(ev Event) {
 	// and leave the others with nothing to feed the slice.
 	fair := (left + len(at.participants) - 1) / len(at.participants)
 	n := min(max(ev.Max, 1), fair, left)
-	var ids []string
+	var refs []blockref.Ref
 	for _, u := range at.units[at.next : at.next+n] {
 		u.host = ev.Host
-		ids = append(ids, u.id)
+		refs = append(refs, u.ref)
 	}
 	at.next += n
-	m.emit(Action{Kind: ActAssign, Host: ev.Host, Attempt: at.id, Units: ids, Phase: at.phase})
+	m.emit(Action{Kind: ActAssign, Host: ev.Host, Attempt: at.id, Units: refs, Phase: at.phase})
 }
 
 // hostUnit returns ev's unit if it belongs to ev's host in the running
@@ -645,7 +645,7 @@ func (m *Machine) hostUnit(ev Event) *unitState {
 	if !m.current(ev) {
 		return nil
 	}
-	u := m.at.byID[ev.Unit]
+	u := m.at.byRef[ev.Unit]
 	if u == nil || u.host != ev.Host {
 		return nil
 	}
@@ -658,7 +658,7 @@ func (m *Machine) onUnitRead(ev Event) {
 		return
 	}
 	if ev.Rows < u.trained {
-		m.failAttempt(fmt.Sprintf("unit %s: %d rows trained, %d read", u.id, u.trained, ev.Rows), false)
+		m.failAttempt(fmt.Sprintf("unit %s: %d rows trained, %d read", u.ref, u.trained, ev.Rows), false)
 		return
 	}
 	u.read, u.rows = true, ev.Rows
@@ -672,9 +672,9 @@ func (m *Machine) onBatch(ev Event) {
 	if h == nil || h.final {
 		return
 	}
-	for id := range ev.UnitRows {
-		if u := m.at.byID[id]; u == nil || u.host != ev.Host {
-			m.failAttempt(fmt.Sprintf("host %s sent rows of unit %s it was not given", ev.Host, id), false)
+	for ref := range ev.UnitRows {
+		if u := m.at.byRef[ref]; u == nil || u.host != ev.Host {
+			m.failAttempt(fmt.Sprintf("host %s sent rows of unit %s it was not given", ev.Host, ref), false)
 			return
 		}
 	}
@@ -702,7 +702,7 @@ func (m *Machine) tryStep() {
 		}
 		var hosts []string
 		var seqs []uint64
-		var rows []map[string]int64
+		var rows []map[blockref.Ref]int64
 		examples := 0
 		for _, id := range at.participants {
 			h := m.hosts[id]
@@ -745,11 +745,11 @@ func (m *Machine) onStepDone(ev Event) {
 	m.at.steps++
 	m.stats.Steps++
 	for _, rs := range m.stepRows {
-		for id, r := range rs {
-			u := m.at.byID[id]
+		for ref, r := range rs {
+			u := m.at.byRef[ref]
 			u.trained += r
 			if u.read && u.trained > u.rows {
-				m.failAttempt(fmt.Sprintf("unit %s: %d rows trained, only %d read", id, u.trained, u.rows), false)
+				m.failAttempt(fmt.Sprintf("unit %s: %d rows trained, only %d read", ref, u.trained, u.rows), false)
 				return
 			}
 		}
@@ -762,15 +762,15 @@ func (m *Machine) onStepDone(ev Event) {
 // for the checkpoint (paper III.C: drain, quiesce, checkpoint).
 func (m *Machine) endEpoch() {
 	at := m.at
-	var done []string
-	rows := map[string]int64{}
+	var done []blockref.Ref
+	rows := map[blockref.Ref]int64{}
 	for _, u := range at.units[:at.next] {
 		if !u.read || u.trained != u.rows {
-			m.failAttempt(fmt.Sprintf("unit %s: %d of %d rows trained at the epoch end (read %v)", u.id, u.trained, u.rows, u.read), false)
+			m.failAttempt(fmt.Sprintf("unit %s: %d of %d rows trained at the epoch end (read %v)", u.ref, u.trained, u.rows, u.read), false)
 			return
 		}
-		done = append(done, u.id)
-		rows[u.id] = u.rows
+		done = append(done, u.ref)
+		rows[u.ref] = u.rows
 	}
 	if len(done) == 0 {
 		// Only a preemption ends an epoch before any unit is handed out:
@@ -782,7 +782,7 @@ func (m *Machine) endEpoch() {
 	p := m.committed.Clone()
 	p.Epochs++
 	for _, u := range done {
-		if id, _ := ParseUnitRef(u); m.trained[id] > 0 {
+		if m.trained[u.ID()] > 0 {
 			p.Retrained++
 		}
 	}
@@ -1011,7 +1011,7 @@ func (m *Machine) Describe() string {
 	} else if m.stepping {
 		b.WriteString(" activity=step")
 	}
-	fmt.Fprintf(&b, " committed=%d:%s", m.committed.Epochs, strings.Join(m.committed.Units, ","))
+	fmt.Fprintf(&b, " committed=%d:%s", m.committed.Epochs, joinRefs(m.committed.Units))
 	if m.hold != nil {
 		fmt.Fprintf(&b, " hold=#%d:%s", m.hold.ID, m.hold.Kind)
 	}

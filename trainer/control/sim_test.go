@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // simHost is a TPU host worker in the simulation: it follows the protocol
@@ -16,11 +18,11 @@ type simHost struct {
 	inc     int
 	up      bool
 	attempt uint64
-	units   []string // assigned, not yet read whole
-	reading map[string]int64
+	units   []blockref.Ref // assigned, not yet read whole
+	reading map[blockref.Ref]int64
 	drain   bool
 	final   bool
-	buffer  []string // unit of each buffered row
+	buffer  []blockref.Ref // unit of each buffered row
 	seq     uint64
 	credit  int
 	phase   Phase
@@ -46,12 +48,12 @@ func simulate(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 99))
 	nBlocks := 1 + r.IntN(9)
 	nHosts := 1 + r.IntN(3)
-	rows := map[string]int64{}
+	rows := map[blockref.Ref]int64{}
 	var blocks []Block
 	for i := 0; i < nBlocks; i++ {
-		id := fmt.Sprintf("b%d", i)
-		rows[id] = 1 + r.Int64N(40)
-		blocks = append(blocks, Block{ID: id, Ready: true})
+		ref := blockref.New(fmt.Sprintf("b%d", i), 1)
+		rows[ref] = 1 + r.Int64N(40)
+		blocks = append(blocks, Block{Ref: ref, Ready: true})
 	}
 	// Versions: a refresh may answer a newer snapshot where a block
 	// changed (up to changeBudget changes, so the job ends). Rows are per
@@ -65,7 +67,7 @@ func simulate(t *testing.T, seed uint64) {
 	record := func() {
 		vs := map[string]int64{}
 		for _, b := range blocks {
-			vs[b.ID] = max(b.Version, 1)
+			vs[b.Ref.ID()] = b.Ref.Version()
 		}
 		versionsAt[snapshot] = vs
 	}
@@ -77,9 +79,9 @@ func simulate(t *testing.T, seed uint64) {
 	// committed rows (one entry per row, naming its unit).
 	var store struct {
 		progress Progress
-		ledger   []string
+		ledger   []blockref.Ref
 	}
-	var attemptLedger []string
+	var attemptLedger []blockref.Ref
 	restarts, preemptions, committedPreempted := 0, 0, 0
 	hosts := map[string]*simHost{}
 	for i := 0; i < nHosts; i++ {
@@ -89,9 +91,9 @@ func simulate(t *testing.T, seed uint64) {
 	var queue []Event
 	push := func(ev Event) { queue = append(queue, ev) }
 	// Batches sent and not yet consumed by a step: host -> seq -> units.
-	sent := map[string]map[uint64][]string{}
+	sent := map[string]map[uint64][]blockref.Ref{}
 	var stepAttempt uint64
-	var stepUnits []string
+	var stepUnits []blockref.Ref
 	stepping := false
 	done := false
 	var restart bool
@@ -109,8 +111,8 @@ func simulate(t *testing.T, seed uint64) {
 					changeBudget--
 					i := r.IntN(len(blocks))
 					blocks = slices.Clone(blocks)
-					blocks[i].Version = max(blocks[i].Version, 1) + 1
-					rows[UnitRef(blocks[i].ID, blocks[i].Version)] = 1 + r.Int64N(40)
+					blocks[i].Ref = blockref.New(blocks[i].Ref.ID(), blocks[i].Ref.Version()+1)
+					rows[blocks[i].Ref] = 1 + r.Int64N(40)
 					snapshot++
 					record()
 				}
@@ -126,7 +128,7 @@ func simulate(t *testing.T, seed uint64) {
 				// snapshot's version, and no block appears twice.
 				ids := map[string]bool{}
 				for _, u := range a.Units {
-					id, v := ParseUnitRef(u)
+					id, v := u.ID(), u.Version()
 					if ids[id] {
 						t.Fatalf("attempt %d trains block %s twice: %v", a.Attempt, id, a.Units)
 					}
@@ -136,11 +138,11 @@ func simulate(t *testing.T, seed uint64) {
 					}
 				}
 				attemptLedger = nil
-				sent = map[string]map[uint64][]string{}
+				sent = map[string]map[uint64][]blockref.Ref{}
 				stepping = false
 				for _, h := range hosts {
 					if h.up {
-						*h = simHost{id: h.id, inc: h.inc, up: true, attempt: a.Attempt, reading: map[string]int64{}, credit: 2, phase: a.Phase}
+						*h = simHost{id: h.id, inc: h.inc, up: true, attempt: a.Attempt, reading: map[blockref.Ref]int64{}, credit: 2, phase: a.Phase}
 					}
 				}
 			case ActAbort:
@@ -279,12 +281,12 @@ func simulate(t *testing.T, seed uint64) {
 			final := h.drain && len(h.units) == 0 && n == len(h.buffer)
 			batch := h.buffer[:n]
 			h.buffer = h.buffer[n:]
-			ur := map[string]int64{}
+			ur := map[blockref.Ref]int64{}
 			for _, u := range batch {
 				ur[u]++
 			}
 			if sent[h.id] == nil {
-				sent[h.id] = map[uint64][]string{}
+				sent[h.id] = map[uint64][]blockref.Ref{}
 			}
 			sent[h.id][h.seq] = batch
 			h.credit--
@@ -305,11 +307,11 @@ func simulate(t *testing.T, seed uint64) {
 	// Every version the committed epochs claim reached committed state
 	// exactly once, and every block's newest version is among them (a
 	// change is never lost).
-	count := map[string]int64{}
+	count := map[blockref.Ref]int64{}
 	for _, u := range store.ledger {
 		count[u]++
 	}
-	claimed := map[string]bool{}
+	claimed := map[blockref.Ref]bool{}
 	for _, u := range store.progress.Units {
 		claimed[u] = true
 		if count[u] != rows[u] {
@@ -320,8 +322,8 @@ func simulate(t *testing.T, seed uint64) {
 		t.Errorf("rows committed of units %v, progress claims %v", count, store.progress.Units)
 	}
 	for _, b := range blocks {
-		if ref := UnitRef(b.ID, b.Version); !claimed[ref] {
-			t.Errorf("block %s: newest version %s never trained (committed %v)", b.ID, ref, store.progress.Units)
+		if ref := b.Ref; !claimed[ref] {
+			t.Errorf("block %s: newest version %s never trained (committed %v)", ref.ID(), ref, store.progress.Units)
 		}
 	}
 	if p := m.Committed(); p.Retrained != len(p.Units)-nBlocks {
@@ -331,7 +333,7 @@ func simulate(t *testing.T, seed uint64) {
 
 func checkInvariants(t *testing.T, m *Machine) {
 	t.Helper()
-	seen := map[string]bool{}
+	seen := map[blockref.Ref]bool{}
 	for _, u := range m.committed.Units {
 		if seen[u] {
 			t.Fatalf("unit %s committed twice: %v", u, m.committed.Units)

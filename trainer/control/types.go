@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // Phase is the training phase (paper III.A).
@@ -38,11 +39,10 @@ func ParsePhase(s string) (Phase, error) {
 
 // Block is one raw block of the pipeline's range, in event order.
 type Block struct {
-	ID string
-	// Version is the block's version in the snapshot the blocks were
-	// resolved at (0 or 1: as first sealed). A block trained at an older
-	// version is offered again per Config.Retrain.
-	Version int64
+	// Ref is the block at its version in the snapshot the blocks were
+	// resolved at; the unit of the block is this Ref. A block trained at
+	// an older version is offered again per Config.Retrain.
+	Ref blockref.Ref
 	// Ready: no memoized input of the block is pending, so it can be read in
 	// the initial phase (caught-up reads compute inputs locally and need
 	// nothing).
@@ -53,11 +53,10 @@ type Block struct {
 type Progress struct {
 	// Epochs is the number of committed epochs.
 	Epochs int
-	// Units are the committed work units, in commit order: unit refs
-	// (UnitRef: the block id, with the version when it is not the first).
-	// A block that changed after it was trained appears again with its
-	// new version (RetrainChanged).
-	Units []string
+	// Units are the committed work units, in commit order: each a block
+	// at the version it was trained at. A block that changed after it was
+	// trained appears again with its new version (RetrainChanged).
+	Units []blockref.Ref
 	// Retrained counts the Units that trained a newer version of a block
 	// an earlier epoch had trained.
 	Retrained int
@@ -72,7 +71,7 @@ type Progress struct {
 
 // Clone returns a deep copy.
 func (p Progress) Clone() Progress {
-	p.Units = append([]string(nil), p.Units...)
+	p.Units = append([]blockref.Ref(nil), p.Units...)
 	return p
 }
 
@@ -186,13 +185,13 @@ type Event struct {
 	Host        string
 	Incarnation string
 	Attempt     uint64
-	Unit        string
+	Unit        blockref.Ref
 	Max         int
 	Rows        int64
 	Seq         uint64
 	Examples    int
 	// UnitRows: rows of each unit in a batch.
-	UnitRows  map[string]int64
+	UnitRows  map[blockref.Ref]int64
 	Final     bool
 	NonFinite bool
 	Pending   bool
@@ -293,9 +292,9 @@ type Action struct {
 	Host string
 	// Attempt is the epoch attempt the action belongs to.
 	Attempt uint64
-	// Units are work units (block ids): the attempt's, or those handed to
-	// Host.
-	Units []string
+	// Units are work units (a block at a version each): the attempt's, or
+	// those handed to Host.
+	Units []blockref.Ref
 	// Hosts and Seqs name a step's batches: Seqs[i] of Hosts[i].
 	Hosts []string
 	Seqs  []uint64
@@ -306,7 +305,7 @@ type Action struct {
 	// Progress is what a checkpoint commits.
 	Progress Progress
 	// Rows are the rows of each unit an attempt trained.
-	Rows map[string]int64
+	Rows map[blockref.Ref]int64
 	// Hold is the training hold placed or lifted.
 	Hold Hold
 	// Deadline is a preemption notice's, and Scope what it covers:
@@ -325,8 +324,8 @@ type Action struct {
 	// Committed: the epoch a preemption notice cut short committed.
 	Committed bool
 	// Snapshot is the catalog snapshot the attempt's units were planned
-	// at (ActStartAttempt); each unit names its block's version in it
-	// (UnitRef), which is what hosts read.
+	// at (ActStartAttempt); each unit is its block at the version it has
+	// in it, which is what hosts read.
 	Snapshot int64
 }
 
@@ -338,14 +337,14 @@ func (a Action) String() string {
 	case ActAcquireChips, ActCompile:
 		fmt.Fprintf(&b, " chips=%d phase=%s", a.Chips, a.Phase)
 	case ActStartAttempt:
-		fmt.Fprintf(&b, " a=%d units=%s phase=%s", a.Attempt, strings.Join(a.Units, ","), a.Phase)
+		fmt.Fprintf(&b, " a=%d units=%s phase=%s", a.Attempt, joinRefs(a.Units), a.Phase)
 		if a.Snapshot != 0 {
 			fmt.Fprintf(&b, " snap=%d", a.Snapshot)
 		}
 	case ActAbort:
 		fmt.Fprintf(&b, " a=%d (%s)", a.Attempt, a.Reason)
 	case ActAssign:
-		fmt.Fprintf(&b, " %s a=%d %s", a.Host, a.Attempt, strings.Join(a.Units, ","))
+		fmt.Fprintf(&b, " %s a=%d %s", a.Host, a.Attempt, joinRefs(a.Units))
 	case ActDrain, ActExitHost, ActRejectHost:
 		fmt.Fprintf(&b, " %s", a.Host)
 		if a.Reason != "" {
@@ -358,7 +357,7 @@ func (a Action) String() string {
 		}
 	case ActWriteCheckpoint:
 		fmt.Fprintf(&b, " a=%d epochs=%d units=%s steps=%d phase=%s", a.Attempt, a.Progress.Epochs,
-			strings.Join(a.Progress.Units, ","), a.Progress.Steps, a.Progress.Phase)
+			joinRefs(a.Progress.Units), a.Progress.Steps, a.Progress.Phase)
 		if a.Progress.Snapshot != 0 || a.Progress.Retrained != 0 {
 			fmt.Fprintf(&b, " snap=%d retrained=%d", a.Progress.Snapshot, a.Progress.Retrained)
 		}
@@ -381,6 +380,18 @@ func (a Action) String() string {
 		fmt.Fprintf(&b, " %s", a.Goodput)
 	case ActSetPhase:
 		fmt.Fprintf(&b, " %s", a.Phase)
+	}
+	return b.String()
+}
+
+// joinRefs lists units as the warehouse names them, comma-separated.
+func joinRefs(units []blockref.Ref) string {
+	var b strings.Builder
+	for i, u := range units {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(u.String())
 	}
 	return b.String()
 }

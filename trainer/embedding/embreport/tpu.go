@@ -2,6 +2,7 @@ package embreport
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/model"
@@ -263,12 +265,15 @@ func tpuRun(ctx context.Context, sc Scaled, o Options) (ModelResult, error) {
 	res.ProfiledBatches = prof.Batches()
 	l.measuredTables = append([]partition.Table(nil), l.compileTables...)
 	var values float64
-	index := map[string]int{}
+	index := map[canon.Key]int{}
 	for i, t := range sc.Tables {
-		index[t.Name] = i
+		index[featureKey(t.Name)] = i
 	}
 	for _, st := range prof.Statistics("previous-" + sc.Spec.Name) {
-		st = fdp.FromProto(st.Proto())
+		st, err := fdp.FromProto(st.Proto())
+		if err != nil {
+			return res, fmt.Errorf("model %s: %w", sc.Spec.Name, err)
+		}
 		i := index[st.Feature]
 		l.measuredTables[i].Measured = st.Measured(sc.Tables[i].Vocab, l.batch)
 		values += st.MeanValency
@@ -331,10 +336,16 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 func profTables(ts []TableSpec) []fdp.Table {
 	out := make([]fdp.Table, len(ts))
 	for i, t := range ts {
-		out[i] = fdp.Table{Feature: t.Name, Vocab: t.Vocab}
+		out[i] = fdp.Table{Feature: featureKey(t.Name), Vocab: t.Vocab}
 	}
 	return out
 }
+
+// featureKey keys a synthetic table's statistics. The synthetic models'
+// features are computed by no SIG component, so they have no component
+// key, the key fdp stores statistics under; the SHA-256 of the table's
+// name stands in for it (one key per feature is all the profile needs).
+func featureKey(name string) canon.Key { return sha256.Sum256([]byte("embreport/" + name)) }
 
 // strategiesText is "row 12, table 20, column 1".
 func strategiesText(m map[string]int) string {

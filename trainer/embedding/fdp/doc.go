@@ -31,11 +31,13 @@
 //
 // # Keys
 //
-// The trainer keys statistics by the feature's component key (the Merkle key
-// of the computation that produces the model input, matching/): it is the
+// The trainer keys statistics by the feature's component key (canon.Key, the
+// Merkle key of the computation that produces the model input): it is the
 // feature's identity in SIG, so two models that name the same feature
 // differently (ctr_small's qa_overlap and ctr_wide's overlap) share its
 // statistics, and two that use one name for different features do not.
+// A key is a canon.Key here; it is hex only in the store's messages
+// (Proto, FromProto: where statistics cross to and from sigd).
 //
 // # From statistics to the partitioner (Measured)
 //

@@ -1,10 +1,12 @@
 package fdp
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
 
+	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/model"
@@ -42,9 +44,10 @@ func Sampled(seed, step uint64, rate float64) bool {
 }
 
 // Table names one profiled table: Feature is the key its statistics are
-// stored under, Vocab its rows (feature id mod Vocab is the row).
+// stored under (the feature's component key, see Keys in the package doc),
+// Vocab its rows (feature id mod Vocab is the row).
 type Table struct {
-	Feature string
+	Feature canon.Key
 	Vocab   int64
 }
 
@@ -164,7 +167,7 @@ func topRows(counts map[int64]uint64, k int) []rowCount {
 
 // Statistics are one feature's profile (proto sig.v1.FeatureStatistics).
 type Statistics struct {
-	Feature   string
+	Feature   canon.Key
 	Model     string
 	Batches   uint64
 	BatchSize uint64 // mean examples per profiled batch
@@ -241,9 +244,10 @@ func fitZipf(top []rowCount) float64 {
 	return math.Max(0, math.Min(s, 100))
 }
 
-// Proto converts to the statistics store's message.
+// Proto converts to the statistics store's message: the feature's key in
+// hex, as keys cross a process boundary.
 func (s Statistics) Proto() *sigv1.FeatureStatistics {
-	m := &sigv1.FeatureStatistics{Feature: s.Feature, Model: s.Model, Batches: s.Batches, BatchSize: s.BatchSize,
+	m := &sigv1.FeatureStatistics{Feature: s.Feature.String(), Model: s.Model, Batches: s.Batches, BatchSize: s.BatchSize,
 		MeanValency: s.MeanValency, ValencyHistogram: s.ValencyHistogram, MeanUniquePerBatch: s.MeanUniquePerBatch,
 		ZipfS: s.ZipfS, Vocab: uint64(s.Vocab)}
 	for _, h := range s.HotRows {
@@ -252,15 +256,21 @@ func (s Statistics) Proto() *sigv1.FeatureStatistics {
 	return m
 }
 
-// FromProto converts from the statistics store's message.
-func FromProto(m *sigv1.FeatureStatistics) Statistics {
-	s := Statistics{Feature: m.GetFeature(), Model: m.GetModel(), Batches: m.GetBatches(), BatchSize: m.GetBatchSize(),
+// FromProto converts from the statistics store's message; its feature must
+// be a component key (the store takes any name, and a statistic stored
+// under another name is no feature of a SIG model).
+func FromProto(m *sigv1.FeatureStatistics) (Statistics, error) {
+	k, err := canon.ParseKey(m.GetFeature())
+	if err != nil {
+		return Statistics{}, fmt.Errorf("fdp: feature statistics: feature: %w", err)
+	}
+	s := Statistics{Feature: k, Model: m.GetModel(), Batches: m.GetBatches(), BatchSize: m.GetBatchSize(),
 		MeanValency: m.GetMeanValency(), ValencyHistogram: m.GetValencyHistogram(), MeanUniquePerBatch: m.GetMeanUniquePerBatch(),
 		ZipfS: m.GetZipfS(), Vocab: int64(min(m.GetVocab(), math.MaxInt64))}
 	for _, h := range m.GetHotRows() {
 		s.HotRows = append(s.HotRows, partition.RowFraction{Row: h.GetRow(), Fraction: h.GetFraction()})
 	}
-	return s
+	return s, nil
 }
 
 // Measured turns the statistics into the partitioner's measured statistics

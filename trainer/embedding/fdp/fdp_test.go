@@ -1,11 +1,15 @@
 package fdp
 
 import (
+	"crypto/sha256"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/sigdata/sig/canon"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/trainer/embedding/partition"
 	"github.com/sigdata/sig/trainer/model"
 )
@@ -39,6 +43,25 @@ func TestSampledIsDeterministicAndNearRate(t *testing.T) {
 	}
 }
 
+// key is a feature's key in these tests: any canon.Key, one per name.
+func key(name string) canon.Key { return sha256.Sum256([]byte(name)) }
+
+// TestFromProtoParsesTheKey: statistics enter the trainer with their
+// feature's component key parsed; a store entry under a name that is not
+// a key is refused, naming the field, not taken as some feature's.
+func TestFromProtoParsesTheKey(t *testing.T) {
+	k := key("f")
+	s, err := FromProto(&sigv1.FeatureStatistics{Feature: k.String(), Batches: 1, MeanValency: 2})
+	if err != nil || s.Feature != k || s.Batches != 1 {
+		t.Fatalf("statistics of %s: %+v %v", k, s, err)
+	}
+	for _, name := range []string{"", "qa_overlap", k.String()[:63], strings.ToUpper(k.String()[:2]) + "zz" + k.String()[4:]} {
+		if _, err := FromProto(&sigv1.FeatureStatistics{Feature: name}); err == nil || !strings.Contains(err.Error(), "feature") {
+			t.Errorf("statistics of feature %q: %v, want an error naming the feature", name, err)
+		}
+	}
+}
+
 // batch builds a batch of one sparse column from per-example feature ids.
 func batch(examples ...[]uint64) *model.Examples {
 	e := &model.Examples{Sparse: []model.SparseColumn{{Offsets: []int32{0}}}}
@@ -53,7 +76,7 @@ func batch(examples ...[]uint64) *model.Examples {
 
 // TestProfileByHand: two batches of a 10-row table, counted by hand.
 func TestProfileByHand(t *testing.T) {
-	p := NewProfiler([]Table{{Feature: "f", Vocab: 10}})
+	p := NewProfiler([]Table{{Feature: key("f"), Vocab: 10}})
 	// Batch 1: valencies 0, 2, 3; rows 1,1 | 3,13(=3),4: unique {1,3,4} = 3.
 	p.Observe(batch(nil, []uint64{1, 11}, []uint64{3, 13, 4}), []float64{30, 10})
 	// Batch 2: valencies 1, 1, 1; rows 1, 2, 1: unique {1,2} = 2.
@@ -66,7 +89,7 @@ func TestProfileByHand(t *testing.T) {
 		t.Fatalf("%d statistics", len(st))
 	}
 	s := st[0]
-	want := Statistics{Feature: "f", Model: "m", Batches: 2, BatchSize: 3, MeanValency: 8.0 / 6,
+	want := Statistics{Feature: key("f"), Model: "m", Batches: 2, BatchSize: 3, MeanValency: 8.0 / 6,
 		ValencyHistogram: []float64{1.0 / 6, 3.0 / 6, 1.0 / 6, 1.0 / 6}, MeanUniquePerBatch: 2.5, Vocab: 10,
 		// Row 1: 4 of 8 values; row 3: 2; rows 2, 4: 1 each.
 		HotRows: []partition.RowFraction{{Row: 1, Fraction: 0.5}, {Row: 3, Fraction: 0.25}, {Row: 2, Fraction: 0.125}, {Row: 4, Fraction: 0.125}},
@@ -77,8 +100,8 @@ func TestProfileByHand(t *testing.T) {
 	if p.Batches() != 0 || len(p.Statistics("m")) != 0 {
 		t.Error("Statistics did not reset the profile")
 	}
-	if got := FromProto(s.Proto()); !reflect.DeepEqual(got, s) {
-		t.Errorf("proto round trip: %+v", got)
+	if got, err := FromProto(s.Proto()); err != nil || !reflect.DeepEqual(got, s) {
+		t.Errorf("proto round trip: %+v %v", got, err)
 	}
 }
 
@@ -88,7 +111,7 @@ func zipfTable(t *testing.T, s float64, vocab int64, sorted bool, batches int) S
 	t.Helper()
 	rng := rand.New(rand.NewPCG(5, 5))
 	z := rand.NewZipf(rng, s, 1, uint64(vocab-1))
-	p := NewProfiler([]Table{{Feature: "z", Vocab: vocab}})
+	p := NewProfiler([]Table{{Feature: key("z"), Vocab: vocab}})
 	for b := 0; b < batches; b++ {
 		var ex [][]uint64
 		for e := 0; e < 512; e++ {
@@ -160,7 +183,7 @@ func TestZipfFitAndMeasured(t *testing.T) {
 // TestRowCountsStayBounded: a table with far more distinct rows than the
 // profiler keeps still reports its true hot rows.
 func TestRowCountsStayBounded(t *testing.T) {
-	p := NewProfiler([]Table{{Feature: "big", Vocab: 1 << 40}})
+	p := NewProfiler([]Table{{Feature: key("big"), Vocab: 1 << 40}})
 	rng := rand.New(rand.NewPCG(9, 9))
 	for b := 0; b < 5; b++ {
 		var ex [][]uint64

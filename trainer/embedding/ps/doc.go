@@ -86,23 +86,23 @@
 // with client.Checkpoint after some steps and client.Restore after a
 // restart. Three things run it:
 //
-//   - the job runtime (package trainer: paramservers.go, psfleet.go;
-//     `trainer run|controller --ps-servers N`). With parameter servers
+//   - a training job (trainer/embedding/paramservers, which package trainer
+//     runs; `trainer run|controller --ps-servers N`). With parameter servers
 //     configured, the controller starts N `trainer ps` processes with the
-//     job and restarts one that dies, on its address. When the job
-//     switches to the caught-up slice, the model state it restores moves
-//     onto them (Assign at the model's step, then a checkpoint); each step
-//     of the emulated TPU host looks the global batch's unique rows up in
-//     one coalesced Lookup per server (Fetched.Value feeds the pooling in
-//     place of the slice's tables) and sends their gradients in one Apply
-//     per server, tables stacked and rows distributed cyclically; each
-//     epoch end reads the tables back into the model state, checkpoints
-//     every server at the model's step and only then writes the
-//     controller's manifest, which records that committed step; a restore
-//     rolls every server back to it (Client.Restore), or, when one has lost
-//     it, writes the tables from the model state again. A server killed
-//     mid-epoch fails the step and the attempt, which is retrained from the
-//     last checkpoint: no update is lost or applied twice (trainer's
+//     job and restarts one that dies, on its address. When the job switches
+//     to the caught-up slice, the model state it restores moves onto them
+//     (Assign at the model's step, then a checkpoint); each step of the
+//     emulated TPU host looks the global batch's unique rows up in one
+//     coalesced Lookup per server (Fetched.Value feeds the pooling in place
+//     of the slice's tables) and sends their gradients in one Apply per
+//     server, tables stacked and rows distributed cyclically; each epoch end
+//     reads the tables back into the model state, checkpoints every server
+//     at the model's step and only then writes the controller's manifest,
+//     which records that committed step; a restore rolls every server back
+//     to it (Client.Restore), or, when one has lost it, writes the tables
+//     from the model state again. A server killed mid-epoch fails the step
+//     and the attempt, which is retrained from the last checkpoint: no
+//     update is lost or applied twice (trainer's
 //     TestCaughtUpOnParameterServers compares the final parameters with a
 //     run that kept its tables on the slice, bit for bit);
 //   - the embeddings report (trainer/embedding/embreport: `trainer
@@ -124,7 +124,7 @@
 // What the package does not own: the dense model (trainer/model), the
 // choice between TPU and CPU embeddings (the job's configuration: package
 // trainer puts the caught-up phase's tables here when it has servers),
-// starting and supervising server processes (cmd/trainer ps, package
-// trainer's psfleet.go), and the network: one process per server, any
-// gRPC transport.
+// starting and supervising server processes (cmd/trainer ps,
+// trainer/embedding/paramservers), and the network: one process per
+// server, any gRPC transport.
 package ps

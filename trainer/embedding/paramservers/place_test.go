@@ -1,26 +1,30 @@
-package trainer
+package paramservers
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/trainer/model"
+	"github.com/sigdata/sig/transform"
 )
 
 // startInProcessServers starts n parameter servers in the test process on
 // loopback gRPC, each with its own checkpoint directory (unit level: the
 // job-level tests run `trainer ps` processes).
-func startInProcessServers(t *testing.T, n int) *psState {
+func startInProcessServers(t *testing.T, n int) *Servers {
 	t.Helper()
-	st := &psState{}
+	st := &Servers{log: slog.New(slog.DiscardHandler), now: time.Now}
 	dir := t.TempDir()
 	for i := range n {
 		s, err := ps.NewServer(context.Background(), ps.Config{Shard: i, Shards: n, Store: ps.DirStore{Dir: dir}})
@@ -44,6 +48,42 @@ func startInProcessServers(t *testing.T, n int) *psState {
 	return st
 }
 
+// testModel is a small model of one sparse and one dense input, and a batch
+// of two examples for it.
+func testModel(t *testing.T) (*model.Model, *model.Examples) {
+	t.Helper()
+	f, err := model.NewFeatures([]model.Input{{Name: "ad", Type: transform.Int64}, {Name: "price", Type: transform.Float64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(model.Config{Features: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := model.NewExamples(f)
+	ex.EventIDs, ex.Labels = []int64{1, 2}, []float32{1, 0}
+	ex.Sparse[0] = model.SparseColumn{Offsets: []int32{0, 1, 2}, IDs: []uint64{3, 4}}
+	ex.Dense[0] = []float32{0.5, -0.5}
+	return m, ex
+}
+
+func sameTables(a, b [][]float32) error {
+	if len(a) != len(b) {
+		return fmt.Errorf("%d tables vs %d", len(a), len(b))
+	}
+	for t := range a {
+		if len(a[t]) != len(b[t]) {
+			return fmt.Errorf("table %d: %d floats vs %d", t, len(a[t]), len(b[t]))
+		}
+		for i := range a[t] {
+			if math.Float32bits(a[t][i]) != math.Float32bits(b[t][i]) {
+				return fmt.Errorf("table %d float %d: %v vs %v", t, i, a[t][i], b[t][i])
+			}
+		}
+	}
+	return nil
+}
+
 // TestPlaceTablesRollsBackOrRewrites drives the device's parameter-server
 // operations by hand: the tables move onto the servers at the switch, a
 // step trains there, a checkpoint reads them back and commits the servers'
@@ -53,10 +93,9 @@ func startInProcessServers(t *testing.T, n int) *psState {
 // with the checkpoint's tables, bit for bit.
 func TestPlaceTablesRollsBackOrRewrites(t *testing.T) {
 	ctx := context.Background()
-	c := newHandController(t, clock.Real{})
-	m := c.dev.model
+	m, batch := testModel(t)
 	st := startInProcessServers(t, 2)
-	if err := c.placeTables(ctx, st, m, nil); err != nil {
+	if err := st.Place(ctx, m, nil); err != nil {
 		t.Fatal(err)
 	}
 	if st.rep.Moves != 1 || st.client.Step() != int64(m.Steps()) {
@@ -64,12 +103,12 @@ func TestPlaceTablesRollsBackOrRewrites(t *testing.T) {
 	}
 	step := func() {
 		t.Helper()
-		if _, err := m.StepRemote(ctx, testBatch(c.feats).ex, &psRemote{client: st.client, now: c.now}); err != nil {
+		if _, err := m.StepRemote(ctx, batch, st.Remote()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	step()
-	pss, err := c.saveTables(ctx, st, m)
+	pss, err := st.Save(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +135,7 @@ func TestPlaceTablesRollsBackOrRewrites(t *testing.T) {
 
 	// A step past the checkpoint, then the attempt fails: roll back.
 	step()
-	if err := c.placeTables(ctx, st, restored(), man); err != nil {
+	if err := st.Place(ctx, restored(), man.ParameterServers); err != nil {
 		t.Fatal(err)
 	}
 	got, err := st.client.ReadTables(ctx)
@@ -109,7 +148,7 @@ func TestPlaceTablesRollsBackOrRewrites(t *testing.T) {
 
 	// Servers that never saw the checkpoint: the tables from the model state.
 	fresh := startInProcessServers(t, 2)
-	if err := c.placeTables(ctx, fresh, restored(), man); err != nil {
+	if err := fresh.Place(ctx, restored(), man.ParameterServers); err != nil {
 		t.Fatal(err)
 	}
 	if got, err = fresh.client.ReadTables(ctx); err != nil {
@@ -120,7 +159,7 @@ func TestPlaceTablesRollsBackOrRewrites(t *testing.T) {
 	}
 	// A checkpoint whose servers' step is not its model's is refused.
 	bad := &checkpoint.Manifest{ParameterServers: &checkpoint.ParameterServers{Servers: 2, Stacking: true, Step: 7}}
-	if err := c.placeTables(ctx, fresh, restored(), bad); !errors.Is(err, checkpoint.ErrCorrupt) {
+	if err := fresh.Place(ctx, restored(), bad.ParameterServers); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("a manifest whose servers' step is not its model's: %v, want ErrCorrupt (a permanent hold)", err)
 	}
 }

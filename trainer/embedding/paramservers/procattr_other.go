@@ -1,6 +1,6 @@
 //go:build !linux
 
-package trainer
+package paramservers
 
 import "syscall"
 

@@ -1,9 +1,8 @@
-package trainer
+package paramservers
 
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,68 +14,22 @@ import (
 	"time"
 )
 
-// ParameterServers configures the caught-up phase's parameter servers
-// (ControllerConfig.ParameterServers; paramservers.go).
-type ParameterServers struct {
-	// Servers is how many `trainer ps` processes the controller starts, one
-	// shard each; 0 with Addrs empty keeps the tables on the slice.
-	Servers int
-	// Addrs are servers already running (shard i at Addrs[i]); the
-	// controller starts none then, and a dead one is its operator's to
-	// restart.
-	Addrs []string
-	// Command runs `trainer ps`: the program and the arguments before the
-	// server's flags. Default: this process's executable and "ps" (the
-	// trainer binary runs them).
-	Command []string
-	// StoreArgs are the servers' checkpoint flags: --data DIR, or the
-	// warehouse's --s3-* flags and --pipeline (`trainer ps`). Required
-	// with Servers: a server that restarts without its checkpoints would
-	// lose the tables.
-	StoreArgs []string
-	// Env is added to the servers' environment (e.g. SIG_S3_SECRET_KEY:
-	// secrets stay off their command lines).
-	Env []string
-	// NoStacking keeps every table its own variable; by default tables of
-	// one width and optimizer are stacked (paper V.B), rows distributed
-	// cyclically over the servers.
-	NoStacking bool
-	// RestartDelay is the pause before a dead server is started again.
-	// Default 100ms.
-	RestartDelay time.Duration
-}
-
-// enabled reports whether the tables go to parameter servers.
-func (p ParameterServers) enabled() bool { return p.Servers > 0 || len(p.Addrs) > 0 }
-
-func (p ParameterServers) validate() error {
-	switch {
-	case p.Servers < 0 || p.Servers > 64:
-		return fmt.Errorf("parameter servers: %d, want 0 to 64", p.Servers)
-	case len(p.Addrs) > 0 && p.Servers > 0 && p.Servers != len(p.Addrs):
-		return fmt.Errorf("parameter servers: %d servers but %d addresses", p.Servers, len(p.Addrs))
-	case p.Servers > 0 && len(p.Addrs) == 0 && len(p.StoreArgs) == 0:
-		return errors.New("parameter servers: no checkpoint store for them (StoreArgs: --data DIR or the --s3-* flags and --pipeline)")
-	}
-	return nil
-}
-
-// psFleet is the `trainer ps` processes a controller started: one per
-// shard, each restarted on its address when it dies (a server restarts from
-// its newest checkpoint; the controller then rolls every server back to the
-// committed step, paramservers.go).
-type psFleet struct {
+// fleet is the `trainer ps` processes a job started: one per shard, each
+// restarted on its address when it dies (a server restarts from its newest
+// checkpoint; the job's next restore then rolls every server back to the
+// committed step, Servers.Place).
+type fleet struct {
 	log   *slog.Logger
 	env   []string
 	delay time.Duration
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
-	procs []*psProc
+	procs []*proc
 }
 
-// psProc is one server process.
-type psProc struct {
+// proc is one server process.
+type proc struct {
 	shard int
 	argv  []string // without --listen
 
@@ -87,8 +40,8 @@ type psProc struct {
 	exitedCh chan struct{}
 }
 
-// startPSFleet starts cfg.Servers servers and returns once each listens.
-func startPSFleet(ctx context.Context, cfg ParameterServers, log *slog.Logger) (*psFleet, error) {
+// startFleet starts cfg.Servers servers and returns once each listens.
+func startFleet(ctx context.Context, cfg Config, log *slog.Logger) (*fleet, error) {
 	argv := cfg.Command
 	if len(argv) == 0 {
 		exe, err := os.Executable()
@@ -102,10 +55,10 @@ func startPSFleet(ctx context.Context, cfg ParameterServers, log *slog.Logger) (
 		delay = 100 * time.Millisecond
 	}
 	fctx, stop := context.WithCancel(context.Background())
-	f := &psFleet{log: log, env: cfg.Env, delay: delay, ctx: fctx, stop: stop}
+	f := &fleet{log: log, env: cfg.Env, delay: delay, ctx: fctx, stop: stop}
 	for i := range cfg.Servers {
 		a := append(append([]string(nil), argv...), "--shard", fmt.Sprint(i), "--shards", fmt.Sprint(cfg.Servers))
-		f.procs = append(f.procs, &psProc{shard: i, argv: append(a, cfg.StoreArgs...), addr: "127.0.0.1:0"})
+		f.procs = append(f.procs, &proc{shard: i, argv: append(a, cfg.StoreArgs...), addr: "127.0.0.1:0"})
 	}
 	for _, p := range f.procs {
 		if err := f.start(ctx, p); err != nil {
@@ -119,7 +72,7 @@ func startPSFleet(ctx context.Context, cfg ParameterServers, log *slog.Logger) (
 
 // start runs p on its address (any port the first time) and waits until
 // it prints the address it listens on.
-func (f *psFleet) start(ctx context.Context, p *psProc) error {
+func (f *fleet) start(ctx context.Context, p *proc) error {
 	p.mu.Lock()
 	addr := p.addr
 	p.mu.Unlock()
@@ -173,7 +126,7 @@ func (f *psFleet) start(ctx context.Context, p *psProc) error {
 }
 
 // supervise restarts p whenever it exits, until the fleet stops.
-func (f *psFleet) supervise(p *psProc) {
+func (f *fleet) supervise(p *proc) {
 	for {
 		p.mu.Lock()
 		exited := p.exitedCh
@@ -203,7 +156,7 @@ func (f *psFleet) supervise(p *psProc) {
 }
 
 // addrs are the servers' addresses, shard by shard.
-func (f *psFleet) addrs() []string {
+func (f *fleet) addrs() []string {
 	var out []string
 	for _, p := range f.procs {
 		p.mu.Lock()
@@ -214,7 +167,7 @@ func (f *psFleet) addrs() []string {
 }
 
 // restarts is how many times servers were started again after dying.
-func (f *psFleet) restarts() int {
+func (f *fleet) restarts() int {
 	n := 0
 	for _, p := range f.procs {
 		p.mu.Lock()
@@ -225,7 +178,7 @@ func (f *psFleet) restarts() int {
 }
 
 // pid is shard i's process id (tests kill it).
-func (f *psFleet) pid(i int) int {
+func (f *fleet) pid(i int) int {
 	p := f.procs[i]
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -236,7 +189,7 @@ func (f *psFleet) pid(i int) int {
 }
 
 // close stops the servers (SIGTERM, then SIGKILL after 5s) and waits.
-func (f *psFleet) close() {
+func (f *fleet) close() {
 	f.stop()
 	f.wg.Wait()
 	for _, p := range f.procs {
