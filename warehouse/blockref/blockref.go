@@ -27,126 +27,99 @@ func Stored(v int64) int64 {
 	return v
 }
 
-// Ref is one version of a raw block. The zero Ref names no block.
-type Ref struct {
+// versioned is what Ref and Memo share: a block id and a version of at
+// least 1, named as the warehouse names it. The two types embed it and
+// stay distinct, so a raw version and an input version cannot be mixed.
+type versioned struct {
 	id string
 	v  int64
 }
 
+func newVersioned(id string, v int64) versioned {
+	if id == "" {
+		return versioned{}
+	}
+	return versioned{id: id, v: normalize(v)}
+}
+
+// ID is the block's id.
+func (n versioned) ID() string { return n.id }
+
+// IsZero reports whether the value names no block.
+func (n versioned) IsZero() bool { return n.id == "" }
+
+// String is the warehouse's name: the id for version 1, "<id>.v<N>" for
+// N >= 2 (raw/<source>/<name>.arrow, memo/<key>/<name>.arrow).
+func (n versioned) String() string {
+	if n.v < 2 {
+		return n.id
+	}
+	return n.id + ".v" + strconv.FormatInt(n.v, 10)
+}
+
+// MarshalText writes String, so that a value in JSON is its name.
+func (n versioned) MarshalText() ([]byte, error) { return []byte(n.String()), nil }
+
+// UnmarshalText reads a name written by MarshalText (as Parse does).
+func (n *versioned) UnmarshalText(b []byte) error {
+	*n = newVersioned(split(string(b)))
+	return nil
+}
+
+// compare orders by block id, then version.
+func (n versioned) compare(o versioned) int {
+	if c := strings.Compare(n.id, o.id); c != 0 {
+		return c
+	}
+	return cmp.Compare(n.v, o.v)
+}
+
+// Ref is one version of a raw block. The zero Ref names no block.
+type Ref struct{ versioned }
+
 // New is version v of block id (v < 1 means 1); the zero Ref if id is
 // empty.
-func New(id string, v int64) Ref {
-	if id == "" {
-		return Ref{}
-	}
-	return Ref{id: id, v: normalize(v)}
-}
+func New(id string, v int64) Ref { return Ref{newVersioned(id, v)} }
 
 // Parse reads "<id>.v<N>" (N >= 2, canonical decimal) as version N of
 // block id and anything else as version 1 of the block named s. It never
 // fails: whether s is a valid block id is the caller's check at its edge
 // (warehouse/block.ValidateName).
-func Parse(s string) Ref {
-	id, v := split(s)
-	return New(id, v)
-}
-
-// ID is the block's id.
-func (r Ref) ID() string { return r.id }
+func Parse(s string) Ref { return Ref{newVersioned(split(s))} }
 
 // Version is the block's version, at least 1 (0 only for the zero Ref).
 func (r Ref) Version() int64 { return r.v }
-
-// IsZero reports whether r names no block.
-func (r Ref) IsZero() bool { return r.id == "" }
-
-// String is the warehouse's name of the version: the id for version 1,
-// "<id>.v<N>" for N >= 2.
-func (r Ref) String() string { return name(r.id, r.v) }
 
 // Memo is the memo entry's block of a component whose input version in
 // this block version is inputVersion.
 func (r Ref) Memo(inputVersion int64) Memo { return NewMemo(r.id, inputVersion) }
 
-// MarshalText writes String, so that a Ref in JSON is its name.
-func (r Ref) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
-// UnmarshalText reads a name written by MarshalText.
-func (r *Ref) UnmarshalText(b []byte) error {
-	*r = Parse(string(b))
-	return nil
-}
+// Compare orders refs by block id, then version.
+func (r Ref) Compare(o Ref) int { return r.compare(o.versioned) }
 
 // Memo is a memo entry's block: a block id and the input version of the
 // component's data in it (the version at which a column the component
 // reads last changed). It is not a raw version: many raw versions share
 // one input version. The zero Memo names no block.
-type Memo struct {
-	id string
-	v  int64
-}
+type Memo struct{ versioned }
 
 // NewMemo is block id at input version v (v < 1 means 1); the zero Memo
 // if id is empty.
-func NewMemo(id string, v int64) Memo {
-	if id == "" {
-		return Memo{}
-	}
-	return Memo{id: id, v: normalize(v)}
-}
+func NewMemo(id string, v int64) Memo { return Memo{newVersioned(id, v)} }
 
 // ParseMemo reads a memo block name as Parse reads a Ref's.
-func ParseMemo(s string) Memo {
-	id, v := split(s)
-	return NewMemo(id, v)
-}
-
-// ID is the block's id.
-func (m Memo) ID() string { return m.id }
+func ParseMemo(s string) Memo { return Memo{newVersioned(split(s))} }
 
 // InputVersion is the version of the block's data in the columns the
 // component reads, at least 1 (0 only for the zero Memo).
 func (m Memo) InputVersion() int64 { return m.v }
 
-// IsZero reports whether m names no block.
-func (m Memo) IsZero() bool { return m.id == "" }
-
-// String is the name in memo object keys: the id for input version 1,
-// "<id>.v<N>" for N >= 2 (memo/<key>/<id>[.v<N>].arrow).
-func (m Memo) String() string { return name(m.id, m.v) }
-
-// MarshalText writes String.
-func (m Memo) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
-
-// UnmarshalText reads a name written by MarshalText.
-func (m *Memo) UnmarshalText(b []byte) error {
-	*m = ParseMemo(string(b))
-	return nil
-}
-
-// Compare orders refs by block id, then version.
-func (r Ref) Compare(o Ref) int { return compare(r.id, r.v, o.id, o.v) }
-
 // Compare orders memo blocks by block id, then input version.
-func (m Memo) Compare(o Memo) int { return compare(m.id, m.v, o.id, o.v) }
-
-func compare(a string, av int64, b string, bv int64) int {
-	if c := strings.Compare(a, b); c != 0 {
-		return c
-	}
-	return cmp.Compare(av, bv)
-}
+func (m Memo) Compare(o Memo) int { return m.compare(o.versioned) }
 
 // GoString shows which kind a value is in test failures.
 func (r Ref) GoString() string  { return fmt.Sprintf("blockref.New(%q, %d)", r.id, r.v) }
 func (m Memo) GoString() string { return fmt.Sprintf("blockref.NewMemo(%q, %d)", m.id, m.v) }
-
-func name(id string, v int64) string {
-	if v < 2 {
-		return id
-	}
-	return id + ".v" + strconv.FormatInt(v, 10)
-}
 
 // maxDigits bounds a version's digits so that it fits an int64 without
 // overflow checks (a 19-digit suffix is part of a version-1 name).
