@@ -3,10 +3,12 @@ package canon
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -377,5 +379,70 @@ input b = concat(intersect(q, unigrams(lower(col("ad_title")))), col("ad_categor
 	q := c.Nodes[a.Root].Inputs[0]
 	if got, want := c.ResidualDSL(a, map[int]bool{q: true}), `hash(memo("`+c.Nodes[q].Key.Short()+`"), buckets=1000, salt=0)`; got != want {
 		t.Fatalf("residual %s, want %s", got, want)
+	}
+}
+
+// TestResidualOverEveryNodeKind (issue 27): whichever node is given — a
+// bare column (read by one user or two), a node constant folding made, a
+// node with two users, a root — the residual (Residual, compiled by
+// transform.CompileResidual as workers and readers compile it) takes that
+// node's column and reads exactly the raw columns of the nodes reached
+// without passing through it: never a column only the given node read.
+func TestResidualOverEveryNodeKind(t *testing.T) {
+	c := canon(t, `
+input dev = col("device")
+input ok = hash(col("device"), buckets=16)
+input devs = cross(col("device"), hash(col("device"), buckets=16), buckets=97)
+input folded = truncate(truncate(unigrams(lower(lower(col("query")))), max=8), max=3)
+input grams = union(ngrams(col("ad_title"), n=1), union(unigrams(col("ad_category")), unigrams(col("ad_title"))))
+input twice = concat(unigrams(lower(col("country"))), ngrams(lower(col("country")), n=2))
+`)
+	s, reg := transform.AdsSchema(), transform.Default()
+	live := map[int]bool{}
+	for _, comp := range c.Components {
+		for _, j := range comp.Nodes {
+			live[j] = true
+		}
+	}
+	for _, j := range slices.Sorted(maps.Keys(live)) {
+		memo := map[int]bool{j: true}
+		// The raw columns reached from the roots without passing through
+		// the memo node.
+		want := []string{transform.ColEventID}
+		seen := map[int]bool{}
+		var walk func(i int)
+		walk = func(i int) {
+			if seen[i] || memo[i] {
+				return
+			}
+			seen[i] = true
+			n := &c.Nodes[i]
+			if v, ok := paramOf(n.Params, "name"); ok && n.Op == "col" && !slices.Contains(want, v.Str) {
+				want = append(want, v.Str)
+			}
+			for _, k := range n.Inputs {
+				walk(k)
+			}
+		}
+		for _, comp := range c.Components {
+			walk(comp.Root)
+		}
+		sort.Strings(want[1:])
+		g, given, types := c.Residual(memo)
+		gi, ok := given[j]
+		if !ok || len(given) != 1 {
+			t.Fatalf("node %d (%s): given %v, want the node alone", j, c.Nodes[j].Op, given)
+		}
+		if len(g.Nodes[gi].Inputs) != 0 {
+			t.Errorf("node %d (%s): the given node keeps its inputs", j, c.Nodes[j].Op)
+		}
+		p, err := transform.CompileResidual(g, types, []int{gi}, s, reg)
+		if err != nil {
+			t.Fatalf("node %d (%s): %v", j, c.Nodes[j].Op, err)
+		}
+		if got := p.Columns(); !slices.Equal(got, want) {
+			cone := c.Cone(j, "n")
+			t.Errorf("node %d (%s) given: the residual reads %v, want %v", j, c.DSL(&cone, "n"), got, want)
+		}
 	}
 }

@@ -226,3 +226,49 @@ func TestCoversPaperPolicy(t *testing.T) {
 		t.Fatalf("%d tasks, want 2 components x 2 blocks", len(sched.tasks))
 	}
 }
+
+// TestCoverNeverNamesBareColumn (issue 27): a bare column is memoized only
+// as a model input's whole component (here by the owner's override), and
+// no cover names it as a memo node — not even once its objects exist and
+// their size is measured, under inputs readers compute (cheap ones) and
+// inputs that read it twice: readers read it from the raw block, where
+// fetching it costs what its memo object would and computing it nothing.
+func TestCoverNeverNamesBareColumn(t *testing.T) {
+	f, _ := newCoverFrontend(t, 2)
+	price := keyOf(t, `col("bid_price")`)
+	r, err := f.Submit(SubmitRequest{Client: "c1", Pipeline: "bp", Priority: 5, Graph: mustParse(t, `input bp = col("bid_price")`),
+		From: 0, To: 200, Memoize: map[string]insertion.Override{"bp": insertion.Always}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := r.Solution.Inputs[0]; in.Computed || in.Component != price {
+		t.Fatalf("bp under always: %+v, want the bare column memoized whole", in)
+	}
+	if err := f.Cache().AddSize(price, 800_000, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	computed := 0
+	for _, p := range []string{"a", "b", "c"} {
+		r, err := f.Submit(SubmitRequest{Client: "c2", Pipeline: p, Priority: 5, From: 0, To: 200, Graph: mustParse(t, `
+input b = bucketize(col("bid_price"), boundaries=[1, 2])
+input c = clip(col("bid_price"), lo=0, hi=10)
+input both = cross(bucketize(col("bid_price"), boundaries=[1, 2]), bucketize(clip(col("bid_price"), lo=0, hi=10), boundaries=[3]), buckets=16)
+`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range r.Solution.Inputs {
+			if in.Computed {
+				computed++
+			}
+			for _, mn := range in.MemoNodes {
+				if mn.Key == price {
+					t.Fatalf("pipeline %s input %s: a cover names the bare column as a memo node (%s)", p, in.Name, in.Reason)
+				}
+			}
+		}
+	}
+	if computed == 0 {
+		t.Fatal("every input was memoized whole: no cover could have named the column")
+	}
+}

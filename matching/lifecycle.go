@@ -149,7 +149,9 @@ func (l *Memos) Describe(k canon.Key, m blockref.Memo) (TaskSpec, error) {
 	// Memo nodes inside the cone, ready for this block version: the worker
 	// computes only what is above them (a nested subexpression memoized for
 	// other covers is not computed again). Each node's entry is the one of
-	// its own input version in that raw version.
+	// its own input version in that raw version. Any node kind may be one
+	// (a node constant folding made, a node with two users): the worker
+	// runs the residual above it (canon.Residual, transform.Program).
 	for _, nk := range rec.NodeKeys {
 		if nk == k {
 			continue
@@ -157,6 +159,19 @@ func (l *Memos) Describe(k canon.Key, m blockref.Memo) (TaskSpec, error) {
 		nrec, err := f.cfg.Cache.Component(nk)
 		if err != nil {
 			continue // not a memoized node
+		}
+		if nrec.BareColumn() {
+			// A bare column is memoized when it is a model input's whole
+			// component (`input dev = col("device")`, the paper's SIG
+			// memoizes every component, IV.A), but another task does not
+			// read it in place of the raw column (issue 27): memoizing
+			// saves computing, and a column computes nothing, while its
+			// memo object costs a footer and an object read for bytes the
+			// task's raw block holds (which the block's tasks share,
+			// block.SegmentCache) and makes the task depend on another
+			// entry's object. The insertion policy never makes one a cover's
+			// memo node for the same reason (matching/insertion).
+			continue
 		}
 		if e, err := f.cfg.Cache.Memo(nk, raw.Ref().Memo(raw.InputVersion(nrec.Columns))); err == nil && e.State == MemoReady {
 			t.MemoInputs = append(t.MemoInputs, MemoInput{Key: nk, Object: e.Object})

@@ -3,8 +3,11 @@ package matching
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
+	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/ready"
@@ -147,4 +150,94 @@ func TestDescribeAndComplete(t *testing.T) {
 	if spec, err := l.Describe(k, gone); err != nil || spec.Gen != 0 {
 		t.Fatalf("Describe of an entry no version holds: gen %d, %v", spec.Gen, err)
 	}
+}
+
+// TestDescribeMemoInputsEveryNodeKind (issue 27): a task's memo inputs are
+// the ready memo nodes of its cone whatever their kind — a node constant
+// folding made (truncate of a truncate), a node with two users — except a
+// bare column: memoized as `input dev = col("device")`'s whole component,
+// it is not a memo input of `hash(col("device"), buckets=16)`, whose
+// worker reads the column from the raw block (Describe says why).
+func TestDescribeMemoInputsEveryNodeKind(t *testing.T) {
+	f, _, clk := newTestFrontend(t, 1)
+	ctx := context.Background()
+	l := &Memos{Frontend: f, Clock: clk, Versions: catalogVersions{"b000": blockVersions("b000")[:1]}}
+	m := blockref.NewMemo("b000", 1)
+	submit := func(pipeline, src string) map[string]canon.Key {
+		t.Helper()
+		res, err := f.Submit(SubmitRequest{Client: "c", Pipeline: pipeline, Graph: mustParse(t, src), From: 0, To: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]canon.Key{}
+		for _, in := range res.Solution.Inputs {
+			out[in.Name] = in.Component
+		}
+		return out
+	}
+	// describe returns the task's memo inputs; complete marks its entry
+	// ready as a worker's completion does.
+	describe := func(k canon.Key) []MemoInput {
+		t.Helper()
+		spec, err := l.Describe(k, m)
+		if err != nil || spec.Gen == 0 {
+			t.Fatalf("Describe(%s): gen %d, %v", k.Short(), spec.Gen, err)
+		}
+		return spec.MemoInputs
+	}
+	complete := func(k canon.Key) {
+		t.Helper()
+		spec, err := l.Describe(k, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Complete(ctx, k, m, spec.Gen, Completion{Rows: 100, Bytes: 800}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(expr string) canon.Key {
+		t.Helper()
+		k, _, err := canon.KeyOf(expr, transform.AdsSchema(), transform.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	want := func(name string, got []MemoInput, keys ...canon.Key) {
+		t.Helper()
+		var ws []MemoInput
+		for _, k := range keys {
+			ws = append(ws, MemoInput{Key: k, Object: block.MemoKey(k, m)})
+		}
+		if !slices.Equal(got, ws) {
+			t.Errorf("%s: memo inputs %v, want %v", name, got, ws)
+		}
+	}
+
+	first := submit("first", `
+input dev = col("device")
+input tok3 = truncate(truncate(unigrams(lower(col("query"))), max=8), max=3)
+input low = lower(col("ad_title"))
+`)
+	for _, k := range first {
+		complete(k)
+	}
+	folded := key(`truncate(unigrams(lower(col("query"))), max=3)`)
+	if first["tok3"] != folded || first["dev"] != key(`col("device")`) {
+		t.Fatalf("components %v: tok3 is not the folded truncate or dev not the bare column", first)
+	}
+	second := submit("second", `
+input ok = hash(col("device"), buckets=16)
+input devs = cross(col("device"), hash(col("device"), buckets=16), buckets=97)
+input h = hash(truncate(truncate(unigrams(lower(col("query"))), max=8), max=3), buckets=16)
+input twice = concat(unigrams(lower(col("ad_title"))), ngrams(lower(col("ad_title")), n=2))
+`)
+	want("ok (over the memoized bare column)", describe(second["ok"]))
+	want("h (over the folded node)", describe(second["h"]), folded)
+	want("twice (over a node with two users)", describe(second["twice"]), first["low"])
+	// The column has two users in devs; the hash above it, memoized as
+	// ok's component, is devs's memo input, the column still is not.
+	want("devs before ok is ready", describe(second["devs"]))
+	complete(second["ok"])
+	want("devs", describe(second["devs"]), second["ok"])
 }

@@ -27,6 +27,12 @@ type ComponentRecord struct {
 	NodeKeys []canon.Key `json:"node_keys"`
 }
 
+// BareColumn reports whether the component is one raw column, col("...")
+// alone: its only op is col, which reads no other node.
+func (r *ComponentRecord) BareColumn() bool {
+	return len(r.Ops) == 1 && r.Ops[0] == "col"
+}
+
 // MemoState is the state of one memoized block.
 type MemoState uint8
 

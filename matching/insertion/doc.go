@@ -32,7 +32,11 @@
 // The cover is then the memoized nodes reached from the root without
 // passing through another memoized node: the root alone is the paper's
 // whole component; no node at all means readers compute the input from
-// raw columns. A per-input Override (Always, Never) replaces the decision
+// raw columns. A raw column is never a memo node beneath the root, even
+// one memoized as another input's whole component: its op computes
+// nothing, and its memo object would cost readers what the raw block's
+// column does (issue 27; sigd's workers read it from the raw block too,
+// matching's Describe). A per-input Override (Always, Never) replaces the decision
 // for users who know better. Decision.Reason says why in numbers.
 //
 // Every default is documented where it is declared (Config), with its

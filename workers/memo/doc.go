@@ -11,7 +11,11 @@
 // runs only the residual above them (canon.Residual,
 // transform.CompileResidual), so a nested subexpression memoized for other
 // covers is not computed again; one it cannot use is skipped and computed
-// from raw columns, which gives the same column. The computing is a
+// from raw columns, which gives the same column. A memo input may be any
+// node of the cone — one constant folding made, one with two users, a
+// bare column, whose raw column is then not read (TestRunnerOverEveryNodeKind,
+// issue 27) — though sigd never names a bare column (matching's Describe:
+// reading its object saves no computing). The computing is a
 // transform.Program's, as sigd's, the readers' and `sigctl run`'s is. It
 // reports the time each op class's kernels took (Result.OpNanos,
 // Program.RunObserved), which sigd keeps for the insertion policy.

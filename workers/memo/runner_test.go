@@ -174,6 +174,111 @@ func TestRunnerComputesOverMemoInputs(t *testing.T) {
 	}
 }
 
+// TestRunnerOverEveryNodeKind (issue 27): a memo input may be any node of
+// the cone — a bare column (read by one user or two), a node constant
+// folding made (truncate of a truncate), a node with two users — and the
+// task computes the same column as from raw columns, reading from the raw
+// block only the columns the residual above its memo inputs reads (the
+// segment cache counts them) and running none of the ops beneath them.
+// Before transform.Program (issue 26) a bare column memo input failed
+// every task: the residual's record check still asked for the raw column
+// the runner had not read (`record has no column "device"`).
+func TestRunnerOverEveryNodeKind(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 2000})
+	ctx := context.Background()
+	s, reg := transform.AdsSchema(), transform.Default()
+	schemaJSON, _ := json.Marshal(s)
+	base := w.Blocks[0]
+	mb := blockref.ParseMemo(base.ID)
+	// component returns an expression's key, canonical DSL and columns, as
+	// a task's description carries them.
+	component := func(t *testing.T, expr string) (canon.Key, string, []string) {
+		t.Helper()
+		k, c, err := canon.KeyOf(expr, s, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, c.DSL(&c.Components[0], "out"), c.Components[0].Columns
+	}
+	// run runs the task of expr writing object and returns its result and
+	// how many raw segments it read (event_id included).
+	run := func(t *testing.T, expr, object string, inputs ...*sigv1.MemoInput) (workers.Result, int64) {
+		t.Helper()
+		k, dsl, cols := component(t, expr)
+		r := &memo.Runner{Store: w.Store, Segments: block.NewSegmentCache(64 << 20)}
+		res, err := r.Run(ctx, workers.Task{ID: workers.TaskID{Component: k, Block: mb}, Spec: &sigv1.Task{
+			ComponentKey: k.String(), BlockId: base.ID, RawSource: "ads", RawObject: base.Key, MemoObject: object,
+			CanonicalDsl: dsl, Columns: cols, SchemaJson: string(schemaJSON), MemoGeneration: 1, MemoInputs: inputs,
+		}})
+		if err != nil {
+			t.Fatalf("%s over %d memo inputs: %v", expr, len(inputs), err)
+		}
+		return res, r.Segments.Stats().Misses
+	}
+	// memoize memoizes a node as its own component and returns it as a
+	// memo input.
+	memoize := func(expr string) *sigv1.MemoInput {
+		t.Helper()
+		k, _, _ := component(t, expr)
+		run(t, expr, block.MemoKey(k, mb))
+		return &sigv1.MemoInput{Key: k.String(), MemoObject: block.MemoKey(k, mb)}
+	}
+	value := func(t *testing.T, object string) []byte {
+		t.Helper()
+		meta, err := block.ReadFooter(ctx, w.Store, object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := block.ReadColumns(ctx, w.Store, meta, []string{block.MemoColumn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rec.Release()
+		b, err := sigdtest.ColumnBytes(rec.Column(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	device := memoize(`col("device")`)
+	folded := memoize(`truncate(unigrams(lower(col("query"))), max=3)`)
+	lowTitle := memoize(`lower(col("ad_title"))`)
+	for i, tc := range []struct {
+		name, expr string
+		inputs     []*sigv1.MemoInput
+		// segments: the raw segments read over the memo inputs (event_id
+		// and the residual's columns); beneath: op classes that must not run.
+		segments int64
+		beneath  []string
+	}{
+		{"bare column", `hash(col("device"), buckets=16)`, []*sigv1.MemoInput{device}, 1, nil},
+		{"bare column used twice", `cross(col("device"), hash(col("device"), buckets=16), buckets=97)`, []*sigv1.MemoInput{device}, 1, nil},
+		{"folded node", `hash(truncate(truncate(unigrams(lower(col("query"))), max=8), max=3), buckets=16)`, []*sigv1.MemoInput{folded}, 1,
+			[]string{"lower", "unigrams", "truncate"}},
+		{"node used twice", `concat(unigrams(lower(col("ad_title"))), ngrams(lower(col("ad_title")), n=2))`, []*sigv1.MemoInput{lowTitle}, 1,
+			[]string{"lower"}},
+		{"all of them", `concat(hash(col("device"), buckets=16), hash(truncate(truncate(unigrams(lower(col("query"))), max=8), max=3), buckets=16), ` +
+			`hash(unigrams(lower(col("ad_title"))), buckets=16), hash(ngrams(lower(col("ad_title")), n=2), buckets=16), hash(col("country"), buckets=16))`,
+			[]*sigv1.MemoInput{device, folded, lowTitle}, 2, []string{"lower", "truncate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fromRaw, rawSegs := run(t, tc.expr, fmt.Sprintf("memo/test/raw%d.arrow", i))
+			over, segs := run(t, tc.expr, fmt.Sprintf("memo/test/over%d.arrow", i), tc.inputs...)
+			if segs != tc.segments || rawSegs <= segs {
+				t.Errorf("read %d raw segments over the memo inputs, %d from raw; want %d over them", segs, rawSegs, tc.segments)
+			}
+			for _, class := range tc.beneath {
+				if over.OpNanos[class] != 0 || fromRaw.OpNanos[class] <= 0 {
+					t.Errorf("op %s: %d ns over the memo inputs, %d from raw; want it run from raw only", class, over.OpNanos[class], fromRaw.OpNanos[class])
+				}
+			}
+			if !bytes.Equal(value(t, fmt.Sprintf("memo/test/raw%d.arrow", i)), value(t, fmt.Sprintf("memo/test/over%d.arrow", i))) {
+				t.Fatal("the column computed over the memo inputs differs from the one computed from raw columns")
+			}
+		})
+	}
+}
+
 // TestRunnerForeignEncodings is ingestion by another program: raw block
 // objects that pyarrow wrote in the block layout
 // (testdata/foreign/make_blocks.py), the same events with their string
