@@ -45,7 +45,7 @@ func ReadFile(path string, fn func(i int, rec arrow.Record) error) error {
 // memory: a segment of a block object another program wrote), named name
 // in its errors.
 func Read(r io.ReaderAt, size int64, name string, fn func(i int, rec arrow.Record) error) error {
-	if err := checkFile(r, size); err != nil {
+	if _, err := checkFile(r, size); err != nil {
 		return fmt.Errorf("%s: not a valid Arrow IPC file: %w", name, err)
 	}
 	alloc := NewBudgetAllocator(0, "the file")
@@ -146,9 +146,10 @@ const (
 	footerMetadata      = 12 // Footer.custom_metadata: [KeyValue]
 	blockSize           = 24 // struct Block {offset: long; metaDataLength: int; bodyLength: long}
 
-	schemaFields   = 6 // Schema.fields: [Field]
-	schemaMetadata = 8 // Schema.custom_metadata
-	schemaFeatures = 10
+	schemaEndianness = 4 // Schema.endianness: short, 0 little, 1 big
+	schemaFields     = 6 // Schema.fields: [Field]
+	schemaMetadata   = 8 // Schema.custom_metadata
+	schemaFeatures   = 10
 
 	fieldName       = 4  // Field.name
 	fieldTypeType   = 8  // Field.type_type
@@ -164,9 +165,23 @@ const (
 	keyValueValue = 6
 )
 
+// fileBlock is a message of the file as the footer places it: its
+// metadata (length prefix included) at offset, its body after it.
+type fileBlock struct {
+	offset, meta, body int64
+}
+
+// footerIndex is what checkFile learned of a valid footer: where the
+// record batches are and the byte order of their buffers.
+type footerIndex struct {
+	batches   []fileBlock
+	bigEndian bool
+}
+
 // checkFile checks the trailer and the footer of the file as Arrow's
-// reader will read them.
-func checkFile(f io.ReaderAt, size int64) (err error) {
+// reader will read them, and returns the footer's index of record batches,
+// each within the file.
+func checkFile(f io.ReaderAt, size int64) (idx footerIndex, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("footer: %v", p)
@@ -174,22 +189,22 @@ func checkFile(f io.ReaderAt, size int64) (err error) {
 	}()
 	const tail = len(magic) + 4
 	if size < int64(2*len(magic)+4+tail) {
-		return fmt.Errorf("%d bytes, too short", size)
+		return idx, fmt.Errorf("%d bytes, too short", size)
 	}
 	var tr [tail]byte
 	if _, err := f.ReadAt(tr[:], size-int64(tail)); err != nil {
-		return err
+		return idx, err
 	}
 	if string(tr[4:]) != magic {
-		return fmt.Errorf("no %s magic at the end", magic)
+		return idx, fmt.Errorf("no %s magic at the end", magic)
 	}
 	n := int64(flatbuffers.GetUint32(tr[:4]))
 	if n <= 0 || n > size-int64(tail)-int64(len(magic)) {
-		return fmt.Errorf("footer of %d bytes in a file of %d", n, size)
+		return idx, fmt.Errorf("footer of %d bytes in a file of %d", n, size)
 	}
 	buf := make([]byte, n)
 	if _, err := f.ReadAt(buf, size-int64(tail)-n); err != nil {
-		return err
+		return idx, err
 	}
 	c := &checker{buf: buf, fields: int(n) / 8}
 	footer := c.root()
@@ -201,17 +216,21 @@ func checkFile(f io.ReaderAt, size int64) (err error) {
 			meta := int64(int32(flatbuffers.GetUint32(buf[b+8:])))
 			body := int64(flatbuffers.GetUint64(buf[b+16:]))
 			if off < 0 || meta < 8 || body < 0 || off > size || meta > size-off || body > size-off-meta {
-				return fmt.Errorf("block %d at %d: metadata of %d and body of %d bytes in a file of %d", i, off, meta, body, size)
+				return idx, fmt.Errorf("block %d at %d: metadata of %d and body of %d bytes in a file of %d", i, off, meta, body, size)
+			}
+			if slot == footerRecordBatches {
+				idx.batches = append(idx.batches, fileBlock{off, meta, body})
 			}
 		}
 	}
 	c.keyValues(footer, footerMetadata)
 	if schema, ok := c.table(footer, footerSchema); ok {
+		idx.bigEndian = schema.GetInt16Slot(schemaEndianness, 0) == 1
 		c.vector(schema, schemaFeatures, 8)
 		c.keyValues(schema, schemaMetadata)
 		c.fieldVector(schema, schemaFields, 1)
 	}
-	return c.err
+	return idx, c.err
 }
 
 // checker walks a footer's flatbuffer; out-of-range reads panic (slice

@@ -72,13 +72,15 @@ func vectorAt(t *flatbuffers.Table, base int, slot flatbuffers.VOffsetT) int {
 	return base + int(t.Vector(flatbuffers.UOffsetT(o))) - 4
 }
 
-// TestReadFileMalformedMetadata: files whose footer would make Arrow's
-// reader allocate by a bogus length, recurse without end, or read a batch
-// beyond the file are errors naming the file. Without checkFile each of
-// the first three kills the process (out of memory or stack overflow),
-// which no recover catches.
-func TestReadFileMalformedMetadata(t *testing.T) {
+// malformedFile is a file whose footer would make Arrow's reader allocate
+// by a bogus length, recurse without end, or read a batch beyond the
+// file, or which is cut short, and what the error reading it must say.
+type malformedFile struct{ name, path, want string }
+
+func malformedFiles(t *testing.T) []malformedFile {
+	t.Helper()
 	good := validFile(t)
+	var out []malformedFile
 	for _, tc := range []struct {
 		name  string
 		spoil func(data []byte)
@@ -112,28 +114,37 @@ func TestReadFileMalformedMetadata(t *testing.T) {
 		}, "block 1 at"},
 		{"batches overwritten", func(data []byte) { copy(data, data[len(data)/2:]) }, "record batch 0: "},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			data := append([]byte(nil), good...)
-			tc.spoil(data)
-			p := filepath.Join(t.TempDir(), "bad.arrow")
-			if err := os.WriteFile(p, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			err := ReadFile(p, func(int, arrow.Record) error { return nil })
-			if err == nil || !strings.Contains(err.Error(), p+": ") || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("%v, want an error naming %s with %q", err, p, tc.want)
-			}
-		})
+		data := append([]byte(nil), good...)
+		tc.spoil(data)
+		p := filepath.Join(t.TempDir(), "bad.arrow")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, malformedFile{tc.name, p, tc.want})
 	}
 	p := filepath.Join(t.TempDir(), "truncated.arrow")
 	if err := os.WriteFile(p, good[:len(good)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := ReadFile(p, func(int, arrow.Record) error { return nil }); err == nil || !strings.Contains(err.Error(), p+": not a valid Arrow IPC file") {
-		t.Errorf("truncated file: %v", err)
+	return append(out, malformedFile{"truncated", p, "not a valid Arrow IPC file"})
+}
+
+// TestReadFileMalformedMetadata: files whose footer would make Arrow's
+// reader allocate by a bogus length, recurse without end, or read a batch
+// beyond the file are errors naming the file. Without checkFile each of
+// the first three kills the process (out of memory or stack overflow),
+// which no recover catches.
+func TestReadFileMalformedMetadata(t *testing.T) {
+	for _, tc := range malformedFiles(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ReadFile(tc.path, func(int, arrow.Record) error { return nil })
+			if err == nil || !strings.Contains(err.Error(), tc.path+": ") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v, want an error naming %s with %q", err, tc.path, tc.want)
+			}
+		})
 	}
-	p = filepath.Join(t.TempDir(), "good.arrow")
-	if err := os.WriteFile(p, good, 0o644); err != nil {
+	p := filepath.Join(t.TempDir(), "good.arrow")
+	if err := os.WriteFile(p, validFile(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var rows int64

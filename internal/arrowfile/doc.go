@@ -17,6 +17,20 @@
 // the reader's client gives Arrow for the IPC streams it receives); and it
 // turns any remaining panic into an error naming the file.
 //
+// ReadColumns reads a file on disk as Polars and pyarrow do: memory-mapped,
+// only the columns a caller names, their buffers used where they lie in the
+// file (Arrow Go v15's reader copies every column twice, which was most of
+// `sigctl run` for a cheap graph). It keeps ReadFile's footer checks, and
+// adds its own where it walks a record batch's message in place of Arrow's
+// reader: every field node and buffer within the message and the batch's
+// body, nothing allocated by a stated length. Its records live only during
+// the caller's function (the file is unmapped after the last), and a file
+// that shrinks while mapped (its pages fault) is an error, not a SIGBUS.
+// Batches it does not decode in place (compressed, dictionary-encoded
+// columns read, big-endian files) go through Arrow's reader as in ReadFile.
+// warehouse/block decodes its own segments (SIG's types, written by SIG)
+// without copying too; this is the reader of any Arrow file.
+//
 // What it does not check: the arrays' contents (lengths, offsets) against
 // their buffers; transform.Conform does that for the columns a caller
 // reads, and converts their types to the schema's.

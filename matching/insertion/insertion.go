@@ -3,6 +3,7 @@ package insertion
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sigdata/sig/canon"
@@ -284,7 +285,9 @@ func Decide(in Input, cfg Config) Decision {
 			memo[i] = true
 			why[i] = fmt.Sprintf("already memoized: fetching it costs readers %.1f ns/row, computing it %.1f", fetch(i), computeReader)
 		case computeReader <= cfg.CheapFactor*fetch(i):
-			why[i] = fmt.Sprintf("cheap: readers compute it for %.1f ns/row, within %.2gx of the %.1f fetching it would cost", computeReader, cfg.CheapFactor, fetch(i))
+			// The factor exactly as configured: %.2g printed 1.25 as "1.2".
+			why[i] = fmt.Sprintf("cheap: readers compute it for %.1f ns/row, within %sx of the %.1f fetching it would cost",
+				computeReader, strconv.FormatFloat(cfg.CheapFactor, 'g', -1, 64), fetch(i))
 		case fetchCost < computeCost:
 			memo[i] = true
 			why[i] = fmt.Sprintf("memoized: fetching costs %.1f a row read (readers %.1f weighted, plus %.1f once for workers and %.0f B/row stored, over %d pipeline(s)), computing %.1f",

@@ -37,17 +37,18 @@ func TestDecideData(t *testing.T) {
 		memoized := map[string]bool{}
 		for _, a := range td.CmdArgs {
 			for _, v := range a.Vals {
-				op, num, _ := strings.Cut(v, ":")
-				f, _ := strconv.ParseFloat(num, 64)
 				switch a.Key {
 				case "users":
-					users, _ = strconv.Atoi(v)
+					users = int(number(t, td, a.Key, v))
 				case "shared":
-					shared[op] = int(f)
+					op, n := opNumber(t, td, a.Key, v)
+					shared[op] = int(n)
 				case "cost":
-					cost[op] = f
+					op, n := opNumber(t, td, a.Key, v)
+					cost[op] = n
 				case "bytes":
-					bytes[op] = f
+					op, n := opNumber(t, td, a.Key, v)
+					bytes[op] = n
 				case "override":
 					o, err := ParseOverride(v)
 					if err != nil {
@@ -57,7 +58,7 @@ func TestDecideData(t *testing.T) {
 				case "policy":
 					cfg.MemoizeAll = v == "all"
 				case "rows":
-					in.BlockRows = f
+					in.BlockRows = number(t, td, a.Key, v)
 				case "memoized":
 					memoized[v] = true
 				default:
@@ -115,6 +116,27 @@ func TestDecideData(t *testing.T) {
 		fmt.Fprintf(&b, "estimates: reader %.1f ns/row, worker %.1f ns/row, %.1f B/row\n", d.ReaderNsPerRow, d.WorkerNsPerRow, d.BytesPerRow)
 		return b.String()
 	})
+}
+
+// number reads a plain number argument (users=N, rows=N); anything else
+// fails the case, so a mistyped argument cannot silently take the default.
+func number(t *testing.T, td *datadriven.TestData, key, v string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		td.Fatalf(t, "%s=%q: want a number", key, v)
+	}
+	return f
+}
+
+// opNumber reads an OP:N argument (shared=, cost=, bytes=).
+func opNumber(t *testing.T, td *datadriven.TestData, key, v string) (string, float64) {
+	t.Helper()
+	op, num, ok := strings.Cut(v, ":")
+	if !ok || op == "" {
+		td.Fatalf(t, "%s=%q: want OP:N", key, v)
+	}
+	return op, number(t, td, key, num)
 }
 
 func canonInput(t *testing.T, src string) (*canon.Canonical, *canon.Component) {
