@@ -206,14 +206,16 @@ func (rs *reports) forget(k memoBlock) {
 // on is reported at once. A block sigd found healthy stays remembered
 // until reportEvery is out: a reader that refuses what sigd accepts (one
 // computing wrong, whose guard fails some units of the block and passes
-// others) reports it once a minute, not once a unit.
+// others) reports it once a minute, not once a unit. One whose minute is
+// out is forgotten too, so that units read while nothing is remembered
+// skip the lock (noteMemoReads).
 func (rs *reports) readOK(k memoBlock) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r, ok := rs.last[k]
 	switch {
 	case !ok:
-	case r.replaced:
+	case r.replaced || time.Since(r.at) >= reportEvery:
 		rs.forget(k)
 	default:
 		r.readOK = true // sigd's answer may still be on its way
