@@ -389,11 +389,13 @@ func (e *Evictor) deleteObject(ctx context.Context, key string) (int, error) {
 
 // verify reads the memo object of the ready entry m whole and checks it as
 // a reader would: the object's checksum (objstore), its trailer, footer and
-// every segment's checksum and decoding (block.Decode), that it is this
-// component's block with event_id and a value of the component's type, the
-// rows the worker recorded, and that its event ids are the raw block's. It
-// returns what it found and whether that is corruption; an error means it
-// could not tell (the object store failed).
+// every segment's checksum and decoding (block.Decode), the footer as
+// readers check it (block.CheckMemo: this component's block at its input
+// version, event_id and a value of the component's type, the rows the
+// worker recorded), and that its rows and event ids are the raw block's. Sharing the readers' footer check is what makes every footer a
+// reader refuses one sigd repairs (issue 27). It returns what it found and
+// whether that is corruption; an error means it could not tell (the object
+// store failed).
 func (e *Evictor) verify(ctx context.Context, m matching.MemoEntry, rec matching.ComponentRecord) (string, bool, error) {
 	data, _, err := e.Store.Get(ctx, m.Object)
 	switch {
@@ -415,20 +417,11 @@ func (e *Evictor) verify(ctx context.Context, m matching.MemoEntry, rec matching
 	bad := func(format string, args ...any) (string, bool, error) {
 		return fmt.Sprintf("memo object %s: ", m.Object) + fmt.Sprintf(format, args...), true, nil
 	}
-	// A memo object's footer names its raw block and input version (its
-	// entry's memo block ref, issue 21).
-	if meta.ComponentKey != m.Component || meta.MemoRef() != m.Block {
-		return bad("holds component %s of block %s", meta.ComponentKey.Short(), meta.MemoRef())
-	}
-	if len(meta.Columns) != 2 || meta.Columns[0].Name != transform.ColEventID || meta.Columns[1].Name != block.MemoColumn ||
-		meta.Columns[0].Type != transform.Int64.String() {
-		return bad("columns %v, want event_id (int64) and %s", meta.Columns, block.MemoColumn)
-	}
-	if meta.Columns[1].Type != rec.Type {
-		return bad("value has type %s, want %s", meta.Columns[1].Type, rec.Type)
-	}
-	if meta.Rows != m.Rows {
-		return bad("%d rows, %d when it was written", meta.Rows, m.Rows)
+	// The rows the worker recorded are the raw block's as it read them;
+	// the raw block itself is compared with below, when sigd has the
+	// catalog, as readers do.
+	if err := block.CheckMemo(meta, m.Component, m.Block, rec.Type, m.Rows); err != nil {
+		return err.Error(), true, nil
 	}
 	if e.Versions != nil {
 		raw, err := e.rawBlock(rec, m.Block)
@@ -436,13 +429,12 @@ func (e *Evictor) verify(ctx context.Context, m matching.MemoEntry, rec matching
 			return "", false, fmt.Errorf("raw block %s: %w", m.Block, err)
 		}
 		if meta.Rows != raw.Rows {
-			return bad("%d rows, raw block has %d", meta.Rows, raw.Rows)
+			return bad("%d rows, raw block has %d: not row-aligned", meta.Rows, raw.Rows)
 		}
 		// A memo object's event_id segment is the raw block's, written by
 		// the same encoder: equal lengths and checksums show alignment, as
 		// for readers; otherwise the ids themselves must be equal.
-		rc, ok := raw.Column(transform.ColEventID)
-		if !ok || rc.Length != meta.Columns[0].Length || rc.CRC32C != meta.Columns[0].CRC32C {
+		if !block.SameSegment(raw, meta, transform.ColEventID) {
 			ids, err := block.ReadColumns(ctx, e.Store, raw, nil)
 			if err != nil {
 				return "", false, fmt.Errorf("raw block %s: %w", m.Block, err)

@@ -18,7 +18,9 @@
 //     mistaken or hostile caller cannot destroy good data: the object is
 //     read whole and checked as readers check it (checksums, footer,
 //     component, type, rows, alignment with the raw block), at most
-//     maxVerifications at once; a healthy object changes nothing. A bad
+//     maxVerifications at once; a healthy object changes nothing. The
+//     footer is checked by the readers' own check (block.CheckMemo), so
+//     that every footer a reader refuses is one sigd repairs (issue 27). A bad
 //     one is deleted, then its entry turns pending with a new generation
 //     (only the incarnation that was checked: matching.Frontend.Invalidate),
 //     any task of the old one is cancelled, and the block is scheduled at

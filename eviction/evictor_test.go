@@ -20,6 +20,7 @@ import (
 	"github.com/sigdata/sig/eviction"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/block/blocktest"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
@@ -522,8 +523,10 @@ func (s *stack) misalign(key string) {
 // the Evictor checks by reading the object itself. A healthy object
 // changes nothing, whoever reports it; bad requests name the field. An
 // object found bad — rotten under its stored checksum, rotten in a
-// segment under a fresh one, not row-aligned with its raw block, or
-// missing — is deleted, its entry turns pending with a new generation and
+// segment under a fresh one, not row-aligned with its raw block,
+// missing, or with a footer readers refuse (every kind of
+// blocktest.MemoFooterDamages, its checksums written to match) — is
+// deleted, its entry turns pending with a new generation and
 // the finding, its task is queued at the pipeline's priority, and the
 // repair is audited under the reporter's name with what it saw and what
 // was found; nothing else changes. Reported by several at once, a block is
@@ -674,6 +677,40 @@ func TestReportCorruptVerifies(t *testing.T) {
 		if got := s.get(o); !slices.Equal(got, want) {
 			t.Errorf("memo object %s differs after the repairs", o)
 		}
+	}
+
+	// A footer readers refuse (issue 27), one byte of it flipped with its
+	// CRC-32C and the object's checksum written to match, so that only the
+	// values it gives are wrong: a segment's place or checksum, the rows,
+	// the component key, the block id, the format, the value's type or
+	// name; or its JSON broken, or a byte rotted. Each is found corrupt and
+	// repaired, and recomputed as it was.
+	for _, d := range blocktest.MemoFooterDamages {
+		was := s.memo(q, blockref.ParseMemo(b0))
+		bad, err := blocktest.DamageFooter(data[was.Object], d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.store.PutChecksummed(s.ctx, was.Object, bad, objstore.Checksum(bad), nil); err != nil {
+			t.Fatal(err)
+		}
+		f, err := report(q, b0, "reader")
+		if err != nil || !f.Corrupt || f.Repair.AuditID == "" || f.Entry.State != matching.MemoPending || f.Entry.Gen == was.Gen {
+			t.Errorf("report of a footer with its %s damaged: %+v, %v; want it repaired", d.Name, f, err)
+		}
+		if n := s.work(); n != 1 {
+			t.Errorf("footer %s: %d tasks ran, want the repaired block's", d.Name, n)
+		}
+		if !slices.Equal(s.get(was.Object), data[was.Object]) {
+			t.Errorf("footer %s: memo object %s differs after the repair", d.Name, was.Object)
+		}
+	}
+	if n, want := int64(len(s.audit())), int64(4+len(blocktest.MemoFooterDamages)); n != want {
+		t.Errorf("%d audit entries, want %d: the 4 repairs and one a damaged footer", n, want)
+	}
+	if n, want := s.ev.Reports()[eviction.ReportCount{Reason: eviction.ReasonCorrupt, Outcome: eviction.OutcomeRepaired}],
+		int64(4+len(blocktest.MemoFooterDamages)); n != want {
+		t.Errorf("%d reports repaired, want %d", n, want)
 	}
 }
 

@@ -116,7 +116,9 @@
 // memo/<key>/<block>.v<N>.arrow; the raw footer must be that version and
 // the memo footer that input version, or the unit is corrupt.
 // A memo object must name the unit's component and block, have the input's
-// type, and be row-aligned with the raw block: its event_id column is the
+// type and the raw block's rows (block.CheckMemo, the footer check sigd
+// also verifies a reported object with), and be row-aligned with the raw
+// block: its event_id column is the
 // raw block's, written by the same encoder with the same compression
 // (workers/memo encodes it as the raw block's), so equal segment lengths and
 // CRC-32Cs in the two footers show it without fetching it; otherwise the
@@ -154,11 +156,18 @@
 // the guard found holding wrong values is reported to sigd when
 // Config.Reporter is set (cmd/reader --sigd, with a token of role reader),
 // with the reason (CORRUPT or MEMO_MISMATCH): in the background, once a
-// minute per block at most. sigd checks the object itself (for a mismatch
-// it recomputes the whole block and compares every row) and recomputes
-// that block if it is bad; the read solution turns pending, then ready, and
-// the same unit then reads the same bytes as before the corruption
-// (TestCorruptMemoRepaired, TestGuardMismatchRepaired in sigd).
+// minute per block at most while the block keeps failing. Once sigd has
+// said it is replacing the object reported and a unit of the block reads
+// back, the block is forgotten, so that a later failure, of another
+// object, is reported at once (report.go; issue 27: a block repaired and
+// then damaged again stayed DataLoss until the minute was out). sigd
+// checks the object itself, with the footer check readers make
+// (block.CheckMemo), so that whatever a reader refuses sigd finds
+// corrupt (for a mismatch it recomputes the whole block and compares
+// every row), and recomputes that block if it is bad; the read solution
+// turns pending, then ready, and the same unit then reads the same bytes
+// as before the corruption (TestCorruptMemoRepaired,
+// TestGuardMismatchRepaired, TestDamagedFooterRepaired in sigd).
 //
 // # The shared-fate guard
 //

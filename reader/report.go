@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/sigdata/sig/canon"
+	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
@@ -41,8 +43,14 @@ func (r sigReporter) ReportCorruptMemo(ctx context.Context, component canon.Key,
 
 const (
 	// reportEvery: a block is reported at most once in this interval by one
-	// reader. Every unit of a corrupt block fails until sigd has marked it
-	// pending (then readers refuse it before reading): one report suffices.
+	// reader while it keeps failing. Every unit of a corrupt block fails
+	// until sigd has marked it pending (then readers refuse it before
+	// reading), and units taken before find its object gone until it is
+	// recomputed: one report suffices. Once sigd has said it is replacing
+	// the object reported and a unit of the block reads back, the block is
+	// forgotten (readOK): a failure after that is of another object, and
+	// is reported at once (issue 27: a block repaired, then damaged again
+	// within the minute, stayed DataLoss until the minute was out).
 	reportEvery = time.Minute
 	// maxReportsInFlight bounds the reports a reader sends at once; more are
 	// dropped (a later failure reports again).
@@ -53,15 +61,32 @@ const (
 )
 
 // reports sends a Server's reports in the background, each block at most
-// once per reportEvery, so that a failing unit never waits for sigd.
+// once per reportEvery while it fails, so that a failing unit never waits
+// for sigd.
 type reports struct {
 	r   Reporter
 	log *slog.Logger
 
 	mu       sync.Mutex
-	last     map[memoBlock]time.Time
+	last     map[memoBlock]reported
 	inFlight int
 	wg       sync.WaitGroup
+	// remembered is len(last), read without the lock by every unit that
+	// reads back (readOK), which has nothing to do while it is 0.
+	remembered atomic.Int64
+}
+
+// reported is what a reader remembers of a block it reported.
+type reported struct {
+	at time.Time
+	// replaced: sigd answered that the object reported is on its way out:
+	// corrupt (recomputed by this report), the block pending (recomputed,
+	// on another report) or not in its cache (evicted). A unit of the
+	// block that reads back after that read another object.
+	replaced bool
+	// readOK: a unit of the block read back while the report was in
+	// flight.
+	readOK bool
 }
 
 // newReports returns the reports of a Server, nil without a Reporter.
@@ -69,7 +94,7 @@ func newReports(cfg Config) *reports {
 	if cfg.Reporter == nil {
 		return nil
 	}
-	return &reports{r: cfg.Reporter, log: cfg.Logger, last: map[memoBlock]time.Time{}}
+	return &reports{r: cfg.Reporter, log: cfg.Logger, last: map[memoBlock]reported{}}
 }
 
 // brokenMemo reports whether a memo read error shows the object bad (as
@@ -104,14 +129,14 @@ func (rs *reports) send(component canon.Key, blockID blockref.Memo, reason, deta
 	k := memoBlock{component, blockID}
 	now := time.Now()
 	rs.mu.Lock()
-	if t, ok := rs.last[k]; (ok && now.Sub(t) < reportEvery) || rs.inFlight >= maxReportsInFlight {
+	if r, ok := rs.last[k]; (ok && now.Sub(r.at) < reportEvery) || rs.inFlight >= maxReportsInFlight {
 		rs.mu.Unlock()
 		return
 	}
 	if len(rs.last) >= maxReportedBlocks {
-		for b, t := range rs.last {
-			if now.Sub(t) >= reportEvery {
-				delete(rs.last, b)
+		for b, r := range rs.last {
+			if now.Sub(r.at) >= reportEvery {
+				rs.forget(b)
 			}
 		}
 		if len(rs.last) >= maxReportedBlocks {
@@ -119,7 +144,7 @@ func (rs *reports) send(component canon.Key, blockID blockref.Memo, reason, deta
 			return
 		}
 	}
-	rs.last[k] = now
+	rs.remember(k, reported{at: now})
 	rs.inFlight++
 	rs.wg.Add(1)
 	rs.mu.Unlock()
@@ -131,8 +156,18 @@ func (rs *reports) send(component canon.Key, blockID blockref.Memo, reason, deta
 		code := status.Code(err)
 		rs.mu.Lock()
 		rs.inFlight--
-		if code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled || code == codes.Unknown {
-			delete(rs.last, k) // not heard: the next failure reports again
+		switch r, ok := rs.last[k]; {
+		case !ok || !r.at.Equal(now):
+			// Forgotten meanwhile (pruned): nothing to update.
+		case code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled || code == codes.Unknown:
+			rs.forget(k) // not heard: the next failure reports again
+		case code == codes.NotFound || err == nil && (resp.GetCorrupt() || resp.GetState() == sigv1.BlockState_BLOCK_STATE_PENDING):
+			if r.readOK {
+				rs.forget(k) // read back already: the object is another
+			} else {
+				r.replaced = true
+				rs.last[k] = r
+			}
 		}
 		rs.mu.Unlock()
 		switch {
@@ -147,4 +182,57 @@ func (rs *reports) send(component canon.Key, blockID blockref.Memo, reason, deta
 		rs.log.Info("reported a corrupt memo object to sigd", "component", component, "block", blockID, "reason", reason,
 			"corrupt", resp.GetCorrupt(), "state", resp.GetState(), "finding", resp.GetFinding(), "audit_id", resp.GetAuditId())
 	}()
+}
+
+// remember and forget change rs.last, and remembered with it; rs.mu is
+// held.
+func (rs *reports) remember(k memoBlock, r reported) {
+	if _, ok := rs.last[k]; !ok {
+		rs.remembered.Add(1)
+	}
+	rs.last[k] = r
+}
+
+func (rs *reports) forget(k memoBlock) {
+	if _, ok := rs.last[k]; ok {
+		rs.remembered.Add(-1)
+		delete(rs.last, k)
+	}
+}
+
+// readOK notes that a unit read block k's memo object back with every
+// check passed. A block whose reported object sigd said it was replacing
+// is forgotten: the object read is its successor, and a failure from now
+// on is reported at once. A block sigd found healthy stays remembered
+// until reportEvery is out: a reader that refuses what sigd accepts (one
+// computing wrong, whose guard fails some units of the block and passes
+// others) reports it once a minute, not once a unit. One whose minute is
+// out is forgotten too, so that units read while nothing is remembered
+// skip the lock (noteMemoReads).
+func (rs *reports) readOK(k memoBlock) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r, ok := rs.last[k]
+	switch {
+	case !ok:
+	case r.replaced || time.Since(r.at) >= reportEvery:
+		rs.forget(k)
+	default:
+		r.readOK = true // sigd's answer may still be on its way
+		rs.last[k] = r
+	}
+}
+
+// noteMemoReads tells the reports that every memo object of unit p (its
+// MEMO inputs' and memo nodes') read back and passed every check, the
+// guard's included.
+func (s *Server) noteMemoReads(p *plan) {
+	if s.reports == nil || s.reports.remembered.Load() == 0 {
+		return
+	}
+	for _, in := range p.reads() {
+		if in.mode == readerv1.InputMode_INPUT_MODE_MEMO {
+			s.reports.readOK(memoBlock{in.component, in.memoBlock})
+		}
+	}
 }

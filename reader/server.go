@@ -571,12 +571,16 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 	if err := s.guard(p, raw.rec, cols); err != nil {
 		return fail(err)
 	}
+	// Every memo object read back: a block reported while its object was
+	// bad is forgotten once sigd is replacing it (report.go, readOK).
+	s.noteMemoReads(p)
 	return cols, n, nil
 }
 
-// readMemo reads input in's memo object into m: its footer and its value
-// segment, and its event_id segment unless the footers show it is the raw
-// block's (sameSegment).
+// readMemo reads input in's memo object into m: its footer, checked with
+// block.CheckMemo (the check sigd verifies a reported object with), and its
+// value segment, and its event_id segment unless the footers show it is
+// the raw block's (block.SameSegment).
 //
 // A memo object is laid out as block.Encode lays out a record of event_id
 // and the value: the event_id segment first, the same bytes as the raw
@@ -592,11 +596,11 @@ func (s *Server) readMemo(ctx context.Context, p *plan, in inputPlan, m *memoRea
 		meta, seg, err := block.FetchTail(ctx, s.cfg.Store, in.memo, block.After(id), MemoColumn, alloc)
 		switch {
 		case err == nil:
-			if err := checkMemoMeta(p, in, meta); err != nil {
+			if err := block.CheckMemo(meta, in.component, in.memoBlock, in.typ.String(), rawMeta.Rows); err != nil {
 				return err
 			}
 			m.meta = meta
-			if sameSegment(meta, rawMeta, transform.ColEventID) {
+			if block.SameSegment(meta, rawMeta, transform.ColEventID) {
 				m.segs = [][]byte{seg}
 				return nil
 			}
@@ -614,11 +618,11 @@ func (s *Server) readMemo(ctx context.Context, p *plan, in inputPlan, m *memoRea
 	if m.meta, err = block.ReadFooter(ctx, s.cfg.Store, in.memo); err != nil {
 		return err
 	}
-	if err := checkMemoMeta(p, in, m.meta); err != nil {
+	if err := block.CheckMemo(m.meta, in.component, in.memoBlock, in.typ.String(), rawMeta.Rows); err != nil {
 		return err
 	}
 	names := []string{transform.ColEventID, MemoColumn}
-	if !s.cfg.ExactAlignment && sameSegment(m.meta, rawMeta, transform.ColEventID) {
+	if !s.cfg.ExactAlignment && block.SameSegment(m.meta, rawMeta, transform.ColEventID) {
 		names = names[1:]
 	}
 	m.segs, err = block.FetchSegmentsInto(ctx, s.cfg.Store, m.meta, names, alloc)
@@ -708,40 +712,8 @@ func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc bl
 	return &rawRead{rec: array.NewRecord(arrow.NewSchema(fields, nil), cols, meta.Rows), eventIDSeg: segs[0]}, nil
 }
 
-// checkMemoMeta checks from its footer that a memo object is the one the
-// input names: its component, its block, a value column of the input's type.
-func checkMemoMeta(p *plan, in inputPlan, meta block.Meta) error {
-	if meta.ComponentKey != in.component || meta.MemoRef() != in.memoBlock {
-		return memoCorrupt(in, "holds component %s of block %q input version %d, want component %s of block %q input version %d",
-			meta.ComponentKey.Short(), meta.ID, meta.MemoRef().InputVersion(), in.component.Short(), in.memoBlock.ID(), in.memoBlock.InputVersion())
-	}
-	if len(meta.Columns) != 2 || meta.Columns[0].Name != transform.ColEventID || meta.Columns[1].Name != MemoColumn {
-		var names []string
-		for _, c := range meta.Columns {
-			names = append(names, c.Name)
-		}
-		return memoCorrupt(in, "columns %v, want [%s %s]", names, transform.ColEventID, MemoColumn)
-	}
-	if meta.Columns[0].Type != transform.Int64.String() {
-		return memoCorrupt(in, "event_id has type %s", meta.Columns[0].Type)
-	}
-	if meta.Columns[1].Type != in.typ.String() {
-		return memoCorrupt(in, "value has type %s, want %s", meta.Columns[1].Type, in.typ)
-	}
-	return nil
-}
-
 func memoCorrupt(in inputPlan, format string, args ...any) error {
 	return fmt.Errorf("%w: memo object %s (input %q): %s", ErrCorrupt, in.memo, in.name, fmt.Sprintf(format, args...))
-}
-
-// sameSegment reports whether two block objects hold byte-identical
-// segments of column name, as far as their footers tell: same length and
-// CRC-32C.
-func sameSegment(a, b block.Meta, name string) bool {
-	ca, oka := a.Column(name)
-	cb, okb := b.Column(name)
-	return oka && okb && ca.Length == cb.Length && ca.CRC32C == cb.CRC32C
 }
 
 // memoColumn checks that a memo object is row-aligned with the raw block
@@ -755,6 +727,8 @@ func sameSegment(a, b block.Meta, name string) bool {
 // bytes are equal; else (another encoder wrote one of them) the decoded
 // event ids must be equal.
 func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64, alloc block.Alloc) (arrow.Array, error) {
+	// block.CheckMemo refused other rows already; kept here because the
+	// loop below indexes the raw block's ids by the memo's rows.
 	if m.meta.Rows != int64(len(eventIDs)) {
 		return nil, memoCorrupt(in, "%d rows, raw block has %d: not row-aligned", m.meta.Rows, len(eventIDs))
 	}

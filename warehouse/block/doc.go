@@ -38,6 +38,14 @@
 // no encoding of the type the footer gives its column (a checksum only says
 // the bytes are the ones written, not that the writer was SIG's).
 //
+// A footer's checksums do not show that its values are the right ones: a
+// writer with a bug writes a wrong footer and checksums over it. So a memo
+// object's footer is also checked for what its reader expects, its
+// component, block, columns, type and rows (CheckMemo, memo.go). Readers
+// check every memo object with it and sigd an object a reader reported, so
+// that a footer a reader refuses is one sigd finds corrupt and recomputes
+// (issue 27).
+//
 // # Compression
 //
 // A segment may use Arrow IPC's own buffer compression (LZ4 frame or ZSTD:
