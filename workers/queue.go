@@ -622,6 +622,20 @@ func (b buildLeaser) Lease(ctx context.Context, workerID string) (Lease, error) 
 	return b.LeaseAs(ctx, workerID, b.build)
 }
 
+// Quarantine quarantines a queued task now, with reason, as MaxAttempts
+// failures would: sigd does it to the recomputation of a block a banned
+// build computed wrong (issue 27), so that the block waits for an operator
+// (Release) rather than for the next build to compute it. It reports
+// whether the task was queued; a task leased meanwhile is left to its
+// worker.
+func (q *Queue) Quarantine(id TaskID, reason string) (bool, error) {
+	if err := id.validate(); err != nil {
+		return false, err
+	}
+	r, _, err := q.change(&op{kind: opQuarantine, id: id, cause: reason})
+	return r.ok, err
+}
+
 // ListQuarantine returns the quarantined tasks with their errors, by id.
 func (q *Queue) ListQuarantine() (out []Task) {
 	q.read(func(s *state) { out = s.listQuarantine() })

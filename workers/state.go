@@ -60,6 +60,7 @@ const (
 	opRestoreEnd                       // (nothing: the replay is over; checks it)
 	opBan                              // build, cause
 	opLift                             // build
+	opQuarantine                       // id, cause
 )
 
 // op is one change to the state, with everything it depends on: its
@@ -100,7 +101,7 @@ type result struct {
 	n int
 	// ok: the task existed (cancel), was quarantined (release), a task
 	// was leased (lease), the build was not banned before (ban), or was
-	// (lift).
+	// (lift), a queued task was quarantined (quarantine).
 	ok          bool
 	lease       Lease     // lease
 	deadline    time.Time // heartbeat
@@ -247,6 +248,8 @@ func (s *state) apply(o *op) result {
 		r.ok, r.n = s.ban(o.build, o.cause)
 	case opLift:
 		r.ok = s.lift(o.build)
+	case opQuarantine:
+		r.ok = s.quarantineNow(o.id, o.cause)
 	default:
 		panic(fmt.Sprintf("workers: unknown op %d", o.kind))
 	}
@@ -803,6 +806,25 @@ func (s *state) expire(due time.Time) int {
 		n++
 	}
 	return n
+}
+
+// quarantineNow quarantines a queued task with cause, as MaxAttempts
+// failures would (Queue.Quarantine). A task leased meanwhile is left to its
+// worker; it reports whether it quarantined it.
+func (s *state) quarantineNow(id TaskID, cause string) bool {
+	t := s.tasks[id]
+	if t == nil || t.rec.state != StateQueued {
+		return false
+	}
+	s.dequeueItems(t)
+	t.rec.state = StateQuarantined
+	t.rec.err = clip(cause)
+	t.rec.since = s.now
+	s.enterQuarantine(t)
+	s.putRecord(t)
+	s.stats.Quarantines++
+	s.events = append(s.events, Event{Kind: EventQuarantined, Task: t.snapshot()})
+	return true
 }
 
 // release puts a quarantined task back in the queues with its attempts

@@ -37,6 +37,7 @@ import (
 //	remove-pipeline client=C pipeline=P
 //	ban build=B reason=(WORDS)   refuse B leases, take back its tasks
 //	lift build=B
+//	quarantine TASK reason=(WORDS)  quarantine a queued task now
 //	expire                       leases due now
 //	advance by=DURATION
 //	peak                         take the queued peak
@@ -196,6 +197,9 @@ func (h *stateHarness) run(t *testing.T, td *datadriven.TestData) string {
 	case "lift":
 		r = h.apply(op{kind: opLift, build: arg(t, td, "build")})
 		answer = fmt.Sprintf("lifted %v", r.ok)
+	case "quarantine":
+		r = h.apply(op{kind: opQuarantine, id: task(), cause: argText(td, "reason")})
+		answer = fmt.Sprintf("quarantined %v", r.ok)
 	case "expire":
 		r = h.apply(op{kind: opExpire, due: h.now})
 		answer = fmt.Sprintf("expired %d", r.n)
@@ -482,6 +486,9 @@ func randomOp(rng *rand.Rand, s *state, now time.Time, tasks []TaskID, clients, 
 	case n < 64:
 		return op{kind: opBan, build: pick([]string{"b1", "b2"}), cause: "wrong values"}
 	case n < 65:
+		if rng.IntN(2) == 0 {
+			return op{kind: opQuarantine, id: tasks[rng.IntN(len(tasks))], cause: "banned build"}
+		}
 		return op{kind: opLift, build: pick([]string{"b1", "b2"})}
 	case n < 72:
 		return op{kind: opHeartbeat, lease: leaseID}
