@@ -201,10 +201,12 @@
 // The guard's cost is mostly fetching the raw columns the guarded
 // components read, whole (a segment is the unit of ranged reads and
 // checksums), not the rows it recomputes: bench/reader.sh (BenchmarkGuard,
-// two runs on this 2-core machine at load 6-8) measured the default at
-// 1.07-1.36x an unguarded SIG reader's CPU per example across the example
-// pipelines (the raw columns it fetches are 0.5-0.9x the bytes a unit
-// sends), 1024 rows at 1.4-1.8x.
+// medians of three runs on a 2-core machine at load 5-7, with the sample
+// drawn per read) measured the default at 1.23-1.36x an unguarded SIG
+// reader's CPU per example across the example pipelines (the raw columns
+// it fetches are 0.5-0.9x the bytes a unit sends), 1024 rows at 2.0-2.1x;
+// drawing the sample per read costs nothing measurable (the same
+// benchmark before it, same machine, same hour: within the runs' spread).
 // Config.GuardEvery (--guard-every N) guards each input in one read of N,
 // picked by the same seed, for about 1/N of that. If the sample
 // cannot be computed (an op fails on it), sig_reader_guard_errors_total
