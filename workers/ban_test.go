@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -102,5 +103,23 @@ func TestBannedBuildRemote(t *testing.T) {
 	defer cancel()
 	if l, err := q.ForBuild("v1 misbuilt").Lease(ctx, "w"); err != nil || l.Build != "v1 misbuilt" {
 		t.Errorf("after the lift: %+v %v, want a lease of build v1 misbuilt", l, err)
+	}
+}
+
+// TestBuildID: the build a worker says it runs names the Go version, the
+// target and the executable's hash, is the same at every call, and is a
+// name the queue accepts.
+func TestBuildID(t *testing.T) {
+	id := BuildID()
+	for _, want := range []string{runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH, " exe:"} {
+		if !strings.Contains(id, want) {
+			t.Errorf("BuildID() = %q, want it to name %q", id, want)
+		}
+	}
+	if strings.HasSuffix(id, "exe:unknown") {
+		t.Errorf("BuildID() = %q: the executable was not hashed", id)
+	}
+	if BuildID() != id || checkName("build", id) != nil {
+		t.Errorf("BuildID() = %q, then %q; checkName: %v", id, BuildID(), checkName("build", id))
 	}
 }

@@ -68,7 +68,8 @@
 // # Worker builds and bans
 //
 // A worker says which build it runs when it leases (BuildID: VCS revision,
-// Go version, target; Queue.LeaseAs, ForBuild in process,
+// Go version, target, the executable's hash; Queue.LeaseAs, ForBuild in
+// process,
 // LeaseTaskRequest.build remotely), and the lease records it: Result.Build
 // at completion is the lease's, so sigd knows which build computed each
 // memo object. A worker that computes wrong values writes objects whose
