@@ -16,8 +16,8 @@
 #                        discarded), SIG and LIG.
 #   BenchmarkGuard       the shared-fate guard's cost: the same SIG units served
 #                        by readers without the guard, with the default sample
-#                        (16 rows per memo input per unit), with it in one
-#                        unit of 8 (--guard-every 8) and with 1024 rows,
+#                        (16 rows per memo input per read, drawn per read),
+#                        with it in one read of 8 (--guard-every 8) and with 1024 rows,
 #                        alternating, per example pipeline; reader CPU per
 #                        example and the ratio to unguarded, and the raw column
 #                        bytes per example the guard adds to a unit's fetch.
@@ -80,9 +80,9 @@ bench_go_test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCos
 			"$(median $t guard16/off)" "$(median $t guard16every8/off)" "$(median $t guard1024-cpu-ns/ex)" "$(median $t guard1024/off)" \
 			"$(median $t guard-raw-B/ex)" "$(median $t sent-B/ex)"
 	done
-	echo "16 rows per memo input in every unit is cmd/reader's default (--guard-sample-rows 16 --guard-every 1); its cost"
+	echo "16 rows per memo input in every read, drawn per read, is cmd/reader's default (--guard-sample-rows 16 --guard-every 1); its cost"
 	echo "is mostly fetching the raw columns the components read, whole (+raw B/ex), not the rows it recomputes;"
-	echo "--guard-every 8 guards each input in one unit of 8"
+	echo "--guard-every 8 guards each input in one read of 8 (drawn per read: about 1/8 of the units in a run)"
 	echo
 	echo "## The reader's own work, without gRPC (ctr_small, CPU ns per example)"
 	printf "SIG %s   LIG %s\n" "$(median BenchmarkServe/sig cpu-ns/example)" "$(median BenchmarkServe/lig cpu-ns/example)"

@@ -50,9 +50,15 @@ type BlockImpact struct {
 	// Objects deleted (0 or 1).
 	Objects int
 	// State of the entry afterwards: pending when it is being recomputed,
-	// 0 when it was evicted (the next read of a solution re-creates it).
+	// 0 when it was evicted (the next read of a solution re-creates it),
+	// failed when its task was quarantined (mismatch.go).
 	State   matching.MemoState
 	AuditID string
+	// BannedBuild is the worker build a confirmed mismatch banned (issue
+	// 27; mismatch.go), or "".
+	BannedBuild string
+
+	gen uint64 // the entry's generation after a recompute
 }
 
 // Finding is sigd's answer to a report of a corrupt memo object.
@@ -201,7 +207,7 @@ func (e *Evictor) RecomputeBlock(ctx context.Context, k canon.Key, id blockref.M
 		return im, err
 	}
 	return e.recompute(ctx, m, who, blockWhat("recompute ", k, id), why,
-		fmt.Sprintf("recomputing at the request of %s: %s", who, why))
+		fmt.Sprintf("recomputing at the request of %s: %s", who, why), "")
 }
 
 // ReportCorrupt handles a report that the memo object of (k, id) is
@@ -272,13 +278,11 @@ func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id blockref.Me
 		return Finding{What: what, Entry: m}, nil
 	}
 	why := fmt.Sprintf("reported by %s: %s; sigd found: %s", who, detail, what)
-	verb, pending := "recompute corrupt ", "corrupt memo object, recomputing: "+what
+	var im BlockImpact
 	if mismatch {
-		verb, pending = "quarantine mismatching ", "quarantined ("+ReasonMemoMismatch+"), recomputing: "+what
-	}
-	im, err := e.recompute(ctx, m, who, blockWhat(verb, k, id), why, pending)
-	if mismatch && !errors.Is(err, matching.ErrStale) {
-		e.countMismatch(k)
+		im, err = e.repairMismatch(ctx, m, who, why, what) // mismatch.go
+	} else {
+		im, err = e.recompute(ctx, m, who, blockWhat("recompute corrupt ", k, id), why, "corrupt memo object, recomputing: "+what, "")
 	}
 	f := Finding{Corrupt: true, What: what, Repair: im}
 	if errors.Is(err, matching.ErrStale) {
@@ -301,6 +305,9 @@ func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id blockref.Me
 // recompute deletes the object of the ready entry m, cancels any task of
 // it and makes the entry pending with a new generation, then schedules it
 // and audits. The entry must still be m's incarnation (else ErrStale).
+// With quarantine set (a block a banned worker build computed wrong,
+// mismatch.go) the task scheduled is quarantined at once with that reason
+// and the entry failed, for an operator to release.
 //
 // The object goes before the entry turns pending: from then on a worker may
 // write the new object, which must not be deleted. blockMu serializes these
@@ -310,7 +317,7 @@ func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id blockref.Me
 // still leased for the old incarnation (its worker between marking it
 // ready and completing) is cancelled, so the task scheduled afterwards is a
 // new one and not merged into one about to leave the queue.
-func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what, why, pendingReason string) (BlockImpact, error) {
+func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what, why, pendingReason, quarantine string) (BlockImpact, error) {
 	k, id := m.Component, m.Block
 	im, unlock, err := e.lockBlock(k, id)
 	if err != nil {
@@ -336,7 +343,7 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 			}
 		}
 		after, err := e.Frontend.Invalidate(k, id, cur.Gen, pendingReason)
-		im.State = after.State
+		im.State, im.gen = after.State, after.Gen
 		return err
 	})
 	if err != nil {
@@ -347,6 +354,11 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 	// start (Reconcile), schedules the pending entry.
 	if _, err := e.Frontend.Schedule(k, id); err != nil {
 		return im, err
+	}
+	if quarantine != "" {
+		if err := e.quarantine(k, id, quarantine, &im); err != nil {
+			return im, err
+		}
 	}
 	entry := e.blockAudit(im, who, what, why)
 	im.AuditID = entry.ID

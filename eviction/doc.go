@@ -40,6 +40,16 @@
 //     found healthy is remembered (generation and value checksum), so a
 //     reader that computes wrong does not make sigd recompute the block
 //     for each of its reports.
+//     A misbuilt worker build computes the same wrong values again when
+//     the block is recomputed, and catch, quarantine and recompute would
+//     loop for ever (issue 27): the memo entry records the build that
+//     computed it (from its lease), and when the recomputation of a block
+//     a build computed wrong is confirmed wrong again and was computed by
+//     the same build, the build is banned from leasing (Builds: the work
+//     queues) and the block's task quarantined, its entry failed with
+//     the reason naming the build, audited; an operator lifts the ban and
+//     releases the block (OutcomeQuarantined). One wrong object does not
+//     ban a build: a fault of one machine must not stop all its workers.
 //
 // Evicting never breaks a reader: a read solution whose data was evicted
 // turns pending, and the next read re-creates and schedules it (matching

@@ -71,7 +71,13 @@ type Evictor struct {
 	// mismatch with it (mismatch.go). Nil, or Versions nil: such reports
 	// are checked as corrupt ones only.
 	Recompute func(ctx context.Context, rec matching.ComponentRecord, raw block.Meta) (arrow.Array, error)
-	Log       *slog.Logger
+	// Builds bans worker builds and quarantines tasks (the work queues):
+	// a block whose recomputation by the build that computed it wrong is
+	// found wrong again bans the build and fails the block, rather than
+	// recompute it for ever (mismatch.go, issue 27). Nil: such blocks are
+	// recomputed each time.
+	Builds Builds
+	Log    *slog.Logger
 
 	evicted atomic.Int64 // blocks evicted since start
 	swept   atomic.Int64 // objects deleted by sweeps since start
@@ -81,6 +87,9 @@ type Evictor struct {
 	mismatches map[canon.Key]int64     // confirmed value mismatches since start
 	healthy    map[checkedKey]bool     // incarnations checkValues found healthy
 	reports    map[ReportCount]int64   // ReportCorrupt's reports by reason and outcome
+	// strikes: incarnations recomputing a block whose object sigd found
+	// wrong, by the build that computed that object (mismatch.go).
+	strikes map[strike]string
 
 	blockMu     sync.Mutex    // serializes single-block operations (block.go)
 	verifyOnce  sync.Once     // makes verifySlots

@@ -794,3 +794,128 @@ func TestReportMismatchConfirmed(t *testing.T) {
 		t.Errorf("a mismatch report to an evictor that cannot recompute: %+v, %v", f, err)
 	}
 }
+
+// TestMismatchBansBuild (issue 27): a misbuilt worker build computes the
+// same wrong values every time, so recomputing its block by the same build
+// would loop for ever (caught, quarantined, recomputed, caught). A first
+// confirmed mismatch recomputes the block, as a fault of the moment
+// (TestReportMismatchConfirmed); the recomputation, by the same build, is
+// confirmed wrong again: the build is banned from leasing, the block's
+// task quarantined and its entry failed, naming the build, and the audit
+// says so; nothing is scheduled. Another build then leases what is
+// queued; once an operator releases the block it computes it right. A
+// block computed wrong once by one build and recomputed by another is
+// never banned for: the second object is right. Before, every confirmed
+// mismatch was recomputed, by whichever build, for ever.
+func TestMismatchBansBuild(t *testing.T) {
+	const misbuilt, good = "0123456789ab go1.26 linux/amd64 v3", "fedcba987654 go1.26 linux/amd64 v1"
+	s := newStack(t, 2, 300, eviction.Policy{})
+	s.submit("ctr", ctrGraph)
+	q := s.input("ctr", "query_ids")
+	b0 := blockref.ParseMemo(s.raw[0].ID)
+	s.build, s.wrong[misbuilt] = misbuilt, true
+	s.work()
+	if m := s.memo(q, b0); m.State != matching.MemoReady || m.Build != misbuilt {
+		t.Fatalf("entry %+v, want ready, computed by %q", m, misbuilt)
+	}
+	report := func() eviction.Finding {
+		t.Helper()
+		f, err := s.ev.ReportCorrupt(s.ctx, q, b0, "reader", eviction.ReasonMemoMismatch, "memo mismatch at row 3")
+		if err != nil || !f.Corrupt || f.Repair.AuditID == "" {
+			t.Fatalf("the mismatch report: %+v, %v", f, err)
+		}
+		return f
+	}
+
+	// Caught once: recomputed, the build not banned.
+	if f := report(); f.Repair.BannedBuild != "" || f.Entry.State != matching.MemoPending {
+		t.Fatalf("first confirmed mismatch: %+v, want the block recomputed, no ban", f)
+	}
+	if _, banned := s.queue.Banned(misbuilt); banned {
+		t.Fatal("a build banned for one wrong object")
+	}
+	if a := s.audit(); len(a) != 1 || !strings.Contains(a[0].Why, misbuilt) {
+		t.Errorf("audit %+v, want the build that computed the object named", a)
+	}
+	// Recomputed by the same build: wrong again.
+	if n := s.work(); n != 1 {
+		t.Fatalf("%d tasks ran, want the recomputation", n)
+	}
+	s.clk.Advance(time.Minute) // the audit lists the newest first
+	f := report()
+	if f.Repair.BannedBuild != misbuilt || f.Entry.State != matching.MemoFailed {
+		t.Fatalf("second confirmed mismatch from the same build: %+v, want the build banned and the block failed", f)
+	}
+	m := s.memo(q, b0)
+	if m.State != matching.MemoFailed || !strings.Contains(m.Error, "quarantined (MEMO_MISMATCH)") || !strings.Contains(m.Error, misbuilt) ||
+		!strings.Contains(m.Error, "banned") || !strings.Contains(m.Error, "wrong values") {
+		t.Errorf("entry %+v, want failed, naming the banned build and what sigd found", m)
+	}
+	if objs := s.objects(q); slices.Contains(objs, m.Object) {
+		t.Errorf("the wrong object %s is still there", m.Object)
+	}
+	if ban, ok := s.queue.Banned(misbuilt); !ok || !strings.Contains(ban.Reason, b0.String()) || !strings.Contains(ban.Reason, q.String()) {
+		t.Errorf("ban %+v %v, want one naming the block and component", ban, ok)
+	}
+	if _, _, err := s.queue.TryLeaseAs("w", misbuilt); !errors.Is(err, workers.ErrBanned) {
+		t.Errorf("the banned build leases: %v", err)
+	}
+	qs := s.queue.ListQuarantine()
+	if len(qs) != 1 || qs[0].ID != (workers.TaskID{Component: q, Block: b0}) || !strings.Contains(qs[0].Err, misbuilt) {
+		t.Fatalf("quarantine %+v, want the block's task, naming the build", qs)
+	}
+	if a := s.audit(); len(a) != 2 || !strings.Contains(a[0].What, "ban worker build") || !strings.Contains(a[0].What, misbuilt) ||
+		!strings.Contains(a[0].Why, "banned") || !strings.Contains(a[0].Why, "memo mismatch at row 3") {
+		t.Errorf("audit %+v, want the ban and the quarantine", a)
+	}
+	if got, want := s.ev.Reports(), map[eviction.ReportCount]int64{
+		{Reason: eviction.ReasonMemoMismatch, Outcome: eviction.OutcomeRepaired}:    1,
+		{Reason: eviction.ReasonMemoMismatch, Outcome: eviction.OutcomeQuarantined}: 1,
+	}; !maps.Equal(got, want) {
+		t.Errorf("Reports() = %v, want %v", got, want)
+	}
+	if got := s.ev.Mismatches(); got[q] != 2 {
+		t.Errorf("Mismatches() = %v, want 2 for %s", got, q.Short())
+	}
+
+	// Not looping: nothing runs until an operator acts.
+	s.build = good
+	if n := s.work(); n != 0 {
+		t.Errorf("%d tasks ran with the block quarantined, want none", n)
+	}
+	if ok, err := s.queue.Release(workers.TaskID{Component: q, Block: b0}); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if n := s.work(); n != 1 {
+		t.Fatalf("%d tasks ran after the release, want 1", n)
+	}
+	if m := s.memo(q, b0); m.State != matching.MemoReady || m.Build != good {
+		t.Fatalf("after the release: %+v, want ready, computed by %q", m, good)
+	}
+	if f, err := s.ev.ReportCorrupt(s.ctx, q, b0, "operator", eviction.ReasonMemoMismatch, "check"); err != nil || f.Corrupt {
+		t.Errorf("the object the good build computed: %+v %v, want healthy", f, err)
+	}
+
+	// Wrong once by the misbuilt build (banned builds aside: lifted), then
+	// recomputed by the good one: right, no second strike.
+	if ok, err := s.queue.LiftBan(misbuilt); err != nil || !ok {
+		t.Fatalf("lift: %v %v", ok, err)
+	}
+	b1 := blockref.ParseMemo(s.raw[1].ID)
+	if _, err := s.ev.RecomputeBlock(s.ctx, q, b1, "operator", "recompute with the misbuilt build"); err != nil {
+		t.Fatal(err)
+	}
+	s.build = misbuilt
+	s.work()
+	if f, err := s.ev.ReportCorrupt(s.ctx, q, b1, "reader", eviction.ReasonMemoMismatch, "x"); err != nil || !f.Corrupt || f.Repair.BannedBuild != "" {
+		t.Fatalf("a block wrong once: %+v %v, want recomputed", f, err)
+	}
+	s.build = good
+	s.work()
+	if f, err := s.ev.ReportCorrupt(s.ctx, q, b1, "reader", eviction.ReasonMemoMismatch, "x"); err != nil || f.Corrupt {
+		t.Errorf("recomputed by another build: %+v %v, want healthy", f, err)
+	}
+	if bans := s.queue.Bans(); len(bans) != 0 {
+		t.Errorf("bans %v after one wrong object of the build, want none", bans)
+	}
+}

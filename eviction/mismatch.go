@@ -30,6 +30,112 @@ const (
 	ReasonMemoMismatch = "MEMO_MISMATCH"
 )
 
+// Builds is what the Evictor asks of the work queues to stop a worker build
+// that computes wrong values (issue 27): sigd's adapter of workers.Queue.
+type Builds interface {
+	// BanBuild refuses build every lease from now on, with reason
+	// (workers.Queue.BanBuild).
+	BanBuild(build, reason string) (added bool, revoked int, err error)
+	// Quarantine quarantines the queued task of (component, block) with
+	// reason, as a task that failed too often is, for an operator to
+	// release (workers.Queue.Quarantine); false when it was not queued.
+	Quarantine(component canon.Key, block blockref.Memo, reason string) (bool, error)
+}
+
+// A confirmed mismatch (paper VIII.E: a memo object shared by many
+// models holding wrong values) is first taken for a fault of the moment (a
+// bad machine, a bit flipped): the block is recomputed, by whichever
+// worker leases it (TestGuardMismatchRepaired). But a misbuilt binary
+// computes the same wrong values every time, and if it is the build that
+// recomputes the block, catch, quarantine and recompute would loop for
+// ever, every reader of the block failing meanwhile (issue 27). So the
+// recomputing incarnation is remembered with the build whose output was
+// wrong (a strike); if that incarnation too is confirmed wrong and was
+// computed by the same build, the output is that build's, not the
+// moment's: the build is banned from leasing (Builds.BanBuild: its other
+// tasks go to other builds), and the block's task is quarantined and its
+// entry failed (the reason names the build), so that it waits for an
+// operator, who lifts the ban or runs another build, then releases it. A
+// build that computed a block wrong once is not banned: one fault on one
+// machine must not stop every worker of the build. Strikes live in memory:
+// after a restart of sigd a misbuilt build gets one more recomputation
+// before its ban. Without a known build (a worker that does not say it),
+// or without Builds, the block is recomputed each time, as before.
+
+// strike is an incarnation recomputing a block whose object a build
+// computed wrong.
+type strike struct {
+	component canon.Key
+	block     blockref.Memo
+	gen       uint64
+}
+
+// maxStrikes bounds the strikes remembered (all are forgotten when it is
+// reached).
+const maxStrikes = 4096
+
+// repairMismatch takes a confirmed mismatch of the ready entry m out of
+// service (sigd found what; why is the audit's): recompute it, or, when
+// the build that computed it had computed its previous incarnation wrong
+// too, ban the build and fail the block (see above).
+func (e *Evictor) repairMismatch(ctx context.Context, m matching.MemoEntry, who, why, found string) (BlockImpact, error) {
+	k, id := m.Component, m.Block
+	by := "an unknown worker build (it did not say)"
+	if m.Build != "" {
+		by = fmt.Sprintf("worker build %q", m.Build)
+	}
+	why = fmt.Sprintf("%s; the object was computed by %s", why, by)
+	e.mu.Lock()
+	again := m.Build != "" && e.strikes[strike{k, id, m.Gen}] == m.Build
+	e.mu.Unlock()
+	var im BlockImpact
+	var err error
+	if again && e.Builds != nil {
+		reason := fmt.Sprintf("it computed block %s of component %s wrong twice in a row; sigd's recomputation found: %s", id, k, found)
+		if _, _, err := e.Builds.BanBuild(m.Build, reason); err != nil {
+			return BlockImpact{Component: k, Block: id}, fmt.Errorf("banning worker build %q: %w", m.Build, err)
+		}
+		failed := fmt.Sprintf("quarantined (%s): worker build %q computed this block wrong again after its recomputation and is banned from leasing; "+
+			"an operator lifts the ban (or runs another build) and releases the block: %s", ReasonMemoMismatch, m.Build, found)
+		im, err = e.recompute(ctx, m, who, blockWhat("quarantine mismatching ", k, id)+fmt.Sprintf(" and ban worker build %q", m.Build),
+			why+"; that build computed its previous incarnation wrong too, so it is banned from leasing and the block failed until an operator releases it",
+			failed, failed)
+		im.BannedBuild = m.Build
+	} else {
+		im, err = e.recompute(ctx, m, who, blockWhat("quarantine mismatching ", k, id), why,
+			"quarantined ("+ReasonMemoMismatch+"), recomputing: "+found, "")
+		if err == nil && m.Build != "" {
+			e.mu.Lock()
+			if e.strikes == nil || len(e.strikes) >= maxStrikes {
+				e.strikes = map[strike]string{}
+			}
+			e.strikes[strike{k, id, im.gen}] = m.Build
+			e.mu.Unlock()
+		}
+	}
+	if !errors.Is(err, matching.ErrStale) {
+		e.countMismatch(k)
+	}
+	return im, err
+}
+
+// quarantine quarantines the task just scheduled for (k, id) and fails its
+// entry with reason (the queue's event would too; sigd mirrors it): a
+// block a banned build computed wrong waits for an operator. A task leased
+// meanwhile (by another build: the banned one is refused) is left to its
+// worker.
+func (e *Evictor) quarantine(k canon.Key, id blockref.Memo, reason string, im *BlockImpact) error {
+	ok, err := e.Builds.Quarantine(k, id, reason)
+	if err != nil || !ok {
+		return err
+	}
+	if err := e.Frontend.MarkFailed(k, id, reason); err != nil {
+		return err
+	}
+	im.State = matching.MemoFailed
+	return nil
+}
+
 // checkValues compares the memo object of the ready entry m, row by row
 // (transform.SameRow), with the component's column recomputed from the
 // raw block the entry was computed from (rawBlock, then
@@ -116,15 +222,18 @@ func (e *Evictor) countMismatch(k canon.Key) {
 }
 
 // Report outcomes (Reports): the object was bad and is being recomputed;
-// it was bad but changed meanwhile; it was healthy; the block was not
-// ready; sigd could not tell (ErrVerify, or the entry or component is not
-// there). A report of an invalid block id or reason is not counted.
+// it was wrong again, from the build that computed it wrong before, which
+// is banned, and the block is quarantined (issue 27); it was bad but
+// changed meanwhile; it was healthy; the block was not ready; sigd could
+// not tell (ErrVerify, or the entry or component is not there). A report
+// of an invalid block id or reason is not counted.
 const (
-	OutcomeRepaired = "repaired"
-	OutcomeStale    = "stale"
-	OutcomeHealthy  = "healthy"
-	OutcomeNotReady = "not_ready"
-	OutcomeError    = "error"
+	OutcomeRepaired    = "repaired"
+	OutcomeQuarantined = "quarantined"
+	OutcomeStale       = "stale"
+	OutcomeHealthy     = "healthy"
+	OutcomeNotReady    = "not_ready"
+	OutcomeError       = "error"
 )
 
 // ReportCount keys Reports: a report's reason and outcome.
@@ -135,6 +244,8 @@ func (e *Evictor) countReport(reason string, f Finding, err error) {
 	switch {
 	case err != nil:
 		outcome = OutcomeError
+	case f.Corrupt && f.Repair.AuditID != "" && f.Repair.BannedBuild != "":
+		outcome = OutcomeQuarantined
 	case f.Corrupt && f.Repair.AuditID != "":
 		outcome = OutcomeRepaired
 	case f.Corrupt:

@@ -71,6 +71,10 @@ type stack struct {
 	recomputes atomic.Int64 // calls of ev.Recompute (reports may come at once)
 
 	faulty map[workers.TaskID]bool // tasks whose next run writes wrong values
+	// build is the worker build the test leases as (work); wrong are the
+	// builds every run of which writes wrong values (a misbuilt binary).
+	build string
+	wrong map[string]bool
 }
 
 // newStack writes nblocks raw blocks of rows events and builds the
@@ -78,7 +82,7 @@ type stack struct {
 func newStack(t *testing.T, nblocks, rows int, p eviction.Policy) *stack {
 	t.Helper()
 	s := &stack{t: t, ctx: t.Context(), clk: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)),
-		store: memstore.New(), faulty: map[workers.TaskID]bool{}}
+		store: memstore.New(), faulty: map[workers.TaskID]bool{}, wrong: map[string]bool{}}
 	g := gen.New(gen.Config{Seed: 11, LateFraction: -1})
 	sc := transform.AdsSchema()
 	hour := int64(time.Hour / time.Microsecond)
@@ -101,7 +105,16 @@ func newStack(t *testing.T, nblocks, rows int, p eviction.Policy) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cache.Close() })
-	s.queue, err = workers.Open(t.TempDir(), workers.Options{Clock: s.clk, LeaseTTL: 10 * time.Second})
+	// Quarantines and releases mirrored into the entries, as sigd's
+	// onQueueEvent does.
+	s.queue, err = workers.Open(t.TempDir(), workers.Options{Clock: s.clk, LeaseTTL: 10 * time.Second, OnEvent: func(e workers.Event) {
+		switch e.Kind {
+		case workers.EventQuarantined:
+			_ = s.f.MarkFailed(e.Task.ID.Component, e.Task.ID.Block, e.Task.Err)
+		case workers.EventReleased:
+			_ = s.f.MarkPending(e.Task.ID.Component, e.Task.ID.Block)
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +130,7 @@ func newStack(t *testing.T, nblocks, rows int, p eviction.Policy) *stack {
 	// Interval and Log as sigd leaves them by default: no test here runs
 	// the loop (TestTTLEviction runs sigd's).
 	s.ev = &eviction.Evictor{Frontend: s.f, Queue: queueCanceler{s.queue}, Store: s.store, Clock: s.clk, Policy: p,
-		Versions: s, Recompute: s.recompute}
+		Versions: s, Recompute: s.recompute, Builds: queueBuilds{s.queue}}
 	return s
 }
 
@@ -129,6 +142,18 @@ func (a queueScheduler) Enqueue(k canon.Key, block blockref.Memo, client, pipeli
 	_, err := a.q.Enqueue(workers.Request{Task: workers.TaskID{Component: k, Block: block},
 		Client: client, Pipeline: pipeline, Priority: prio})
 	return err
+}
+
+// queueBuilds adapts the work queue as sigd's adapter of the same name
+// does (sigd/evict.go).
+type queueBuilds struct{ q *workers.Queue }
+
+func (b queueBuilds) BanBuild(build, reason string) (bool, int, error) {
+	return b.q.BanBuild(build, reason)
+}
+
+func (b queueBuilds) Quarantine(k canon.Key, block blockref.Memo, reason string) (bool, error) {
+	return b.q.Quarantine(workers.TaskID{Component: k, Block: block}, reason)
 }
 
 type queueCanceler struct{ q *workers.Queue }
@@ -218,12 +243,13 @@ func (s *stack) input(client, name string) canon.Key {
 	return canon.Key{}
 }
 
-// work runs every queued task to completion and returns how many ran.
+// work runs every queued task to completion, leasing as s.build, and
+// returns how many ran.
 func (s *stack) work() int {
 	s.t.Helper()
 	n := 0
 	for {
-		l, ok, err := s.queue.TryLease("w")
+		l, ok, err := s.queue.TryLeaseAs("w", s.build)
 		if err != nil {
 			s.t.Fatal(err)
 		}
@@ -231,7 +257,7 @@ func (s *stack) work() int {
 			return n
 		}
 		n++
-		res := s.run(l.Task.ID)
+		res := s.run(l.Task.ID, l.Build)
 		if err := s.queue.Complete(s.ctx, l.ID, res); err != nil {
 			s.t.Fatal(err)
 		}
@@ -242,8 +268,10 @@ func (s *stack) work() int {
 // written as workers/memo writes it (its event_id segment encoded as the
 // raw block's), the entry marked ready. A faulty task's object holds every
 // row's value shifted up by one row: sound bytes, wrong values (the fault
-// the shared-fate guard catches).
-func (s *stack) run(id workers.TaskID) workers.Result {
+// the shared-fate guard catches), as is every object of a build in
+// s.wrong. The entry records the build (the lease's, as sigd's completion
+// does).
+func (s *stack) run(id workers.TaskID, build string) workers.Result {
 	s.t.Helper()
 	k, ref := id.Component, id.Block
 	gen, pending, err := s.f.Begin(k, ref)
@@ -271,7 +299,7 @@ func (s *stack) run(id workers.TaskID) workers.Result {
 		s.t.Fatal(err)
 	}
 	defer v.Release()
-	faulty := s.faulty[id]
+	faulty := s.faulty[id] || s.wrong[build]
 	delete(s.faulty, id)
 	if faulty {
 		v = rotate(s.t, v)
@@ -287,7 +315,7 @@ func (s *stack) run(id workers.TaskID) workers.Result {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if err := s.f.MarkReady(k, ref, gen, written.Rows, written.Size); err != nil {
+	if err := s.f.MarkReadyBy(k, ref, gen, written.Rows, written.Size, build); err != nil {
 		s.t.Fatal(err)
 	}
 	return workers.Result{Rows: written.Rows, Bytes: written.Size}

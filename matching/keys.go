@@ -188,7 +188,14 @@ func encodeMemo(e *MemoEntry) []byte {
 	b = binary.AppendUvarint(b, uint64(len(e.Object)))
 	b = append(b, e.Object...)
 	b = binary.AppendUvarint(b, uint64(len(e.Error)))
-	return append(b, e.Error...)
+	b = append(b, e.Error...)
+	if e.Build != "" {
+		// Last and only when known: entries without one keep the bytes
+		// they always had (testdata/layout.txt).
+		b = binary.AppendUvarint(b, uint64(len(e.Build)))
+		b = append(b, e.Build...)
+	}
+	return b
 }
 
 // memoStateBytes decodes only a memo entry's state and object size, what
@@ -245,10 +252,14 @@ func decodeMemo(k canon.Key, block blockref.Memo, v []byte) (MemoEntry, error) {
 		v = v[l:]
 		return out, true
 	}
+	ok3 := true
 	var ok1, ok2 bool
 	e.Object, ok1 = s()
 	e.Error, ok2 = s()
-	if !ok1 || !ok2 || e.State < MemoPending || e.State > MemoFailed {
+	if ok2 && len(v) > 0 {
+		e.Build, ok3 = s()
+	}
+	if !ok1 || !ok2 || !ok3 || e.State < MemoPending || e.State > MemoFailed {
 		return e, bad()
 	}
 	return e, nil

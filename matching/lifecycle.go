@@ -188,6 +188,9 @@ type Completion struct {
 	OpNanos map[string]int64
 	// Since is when the task was first enqueued.
 	Since time.Time
+	// Build is the build of the worker that computed it, from its lease
+	// (workers.Result.Build), recorded with the entry (MemoEntry.Build).
+	Build string
 }
 
 // Complete marks the entry of (k, m) ready after its worker wrote the memo
@@ -218,7 +221,7 @@ func (l *Memos) Complete(ctx context.Context, k canon.Key, m blockref.Memo, gen 
 		}
 		gen = g
 	}
-	if err := f.MarkReady(k, m, gen, c.Rows, c.Bytes); err != nil {
+	if err := f.MarkReadyBy(k, m, gen, c.Rows, c.Bytes, c.Build); err != nil {
 		return err
 	}
 	// The workers' measurements, for the insertion policy: statistics, so

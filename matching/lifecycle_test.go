@@ -108,10 +108,12 @@ func TestDescribeAndComplete(t *testing.T) {
 	if err := l.Complete(context.Background(), k, m, spec.Gen+1, Completion{Rows: 10, Bytes: 80}); !errors.Is(err, ErrStale) {
 		t.Fatalf("completing another incarnation: %v, want ErrStale", err)
 	}
-	if err := l.Complete(context.Background(), k, m, spec.Gen, Completion{Rows: 10, Bytes: 80}); err != nil {
+	if err := l.Complete(context.Background(), k, m, spec.Gen, Completion{Rows: 10, Bytes: 80, Build: "abc123 go1.26 linux/amd64 v1"}); err != nil {
 		t.Fatal(err)
 	}
-	if e, _ := f.Cache().Memo(k, m); e.State != MemoReady || e.Rows != 10 {
+	// The entry records the build that computed it (issue 27), kept in
+	// the store, until it is invalidated.
+	if e, _ := f.Cache().Memo(k, m); e.State != MemoReady || e.Rows != 10 || e.Build != "abc123 go1.26 linux/amd64 v1" {
 		t.Fatalf("entry after completion: %+v", e)
 	}
 	if len(ann) != 1 || ann[0].ComponentKey != k || ann[0].Block != m || ann[0].Key != spec.MemoObject || ann[0].Bucket != "sig" {
@@ -134,8 +136,12 @@ func TestDescribeAndComplete(t *testing.T) {
 	if err := l.Complete(context.Background(), k, m0, 0, Completion{Rows: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if e, _ := f.Cache().Memo(k, m0); e.State != MemoReady {
-		t.Fatalf("entry after a remote completion: %+v", e)
+	if e, _ := f.Cache().Memo(k, m0); e.State != MemoReady || e.Build != "" {
+		t.Fatalf("entry after a remote completion without a build: %+v", e)
+	}
+	e, _ := f.Cache().Memo(k, m)
+	if after, err := f.Invalidate(k, m, e.Gen, "wrong"); err != nil || after.Build != "" {
+		t.Fatalf("invalidated entry %+v, %v: want its build forgotten with its incarnation", after, err)
 	}
 
 	// An entry whose data no catalogued version holds has nothing to

@@ -134,13 +134,19 @@ var ErrStale = errors.New("matching: memo entry changed while computing")
 // It only succeeds on the pending entry of the given generation, so a worker
 // that raced with an eviction never marks data that was deleted.
 func (f *Frontend) MarkReady(k canon.Key, block blockref.Memo, gen uint64, rows, bytes int64) error {
+	return f.MarkReadyBy(k, block, gen, rows, bytes, "")
+}
+
+// MarkReadyBy is MarkReady recording the worker build that computed the
+// incarnation (MemoEntry.Build; "" when unknown).
+func (f *Frontend) MarkReadyBy(k canon.Key, block blockref.Memo, gen uint64, rows, bytes int64, build string) error {
 	var stale bool
 	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State != MemoPending || e.Gen != gen {
 			stale = true
 			return false
 		}
-		e.State, e.Rows, e.Bytes, e.Error, e.Updated = MemoReady, rows, bytes, "", f.cfg.Clock.Now()
+		e.State, e.Rows, e.Bytes, e.Error, e.Updated, e.Build = MemoReady, rows, bytes, "", f.cfg.Clock.Now(), build
 		return true
 	})
 	if err != nil {
@@ -178,7 +184,7 @@ func (f *Frontend) MarkPending(k canon.Key, block blockref.Memo) error {
 		if !ok || e.State != MemoFailed {
 			return false
 		}
-		e.State, e.Error, e.Updated, e.Gen = MemoPending, "", f.cfg.Clock.Now(), rand.Uint64()|1
+		e.State, e.Error, e.Updated, e.Gen, e.Build = MemoPending, "", f.cfg.Clock.Now(), rand.Uint64()|1, ""
 		return true
 	})
 	if err != nil {
@@ -203,7 +209,7 @@ func (f *Frontend) Invalidate(k canon.Key, block blockref.Memo, gen uint64, reas
 			stale = true
 			return false
 		}
-		e.State, e.Rows, e.Bytes, e.Error, e.Updated, e.Gen = MemoPending, 0, 0, reason, f.cfg.Clock.Now(), rand.Uint64()|1
+		e.State, e.Rows, e.Bytes, e.Error, e.Updated, e.Gen, e.Build = MemoPending, 0, 0, reason, f.cfg.Clock.Now(), rand.Uint64()|1, ""
 		return true
 	})
 	if err != nil {

@@ -69,6 +69,11 @@ type MemoEntry struct {
 	// after an eviction has a new Gen, so a worker that started before the
 	// eviction cannot mark the new incarnation ready (see MarkReady).
 	Gen uint64
+	// Build is the worker build that computed a ready incarnation, as its
+	// lease recorded it (workers.BuildID; "" when unknown): a mismatch
+	// sigd confirms in the object bans that build (issue 27, eviction).
+	// Stored after the other fields only when known.
+	Build string
 }
 
 // Pipeline is a registered training pipeline.

@@ -500,8 +500,8 @@ func BenchmarkFlight(b *testing.B) {
 // BenchmarkGuard measures the shared-fate guard's cost (guard.go): per
 // example pipeline, the same SIG units (100k-row blocks, every input from
 // its memo object) served over loopback by a reader without the guard, one
-// with the default sample (16 rows per input), one guarding each input in
-// one unit of 8 (GuardEvery) and one sampling 1024 rows, alternating in the
+// with the default sample (16 rows per input, drawn per read), one guarding
+// each input in one read of 8 (GuardEvery) and one sampling 1024 rows, alternating in the
 // same run. Per example: the server process's CPU, and
 // the raw column bytes the guard adds to a unit's fetch (the columns the
 // pipeline's components read, whole segments). guard16/off is the

@@ -146,7 +146,10 @@
 //	                                  from the raw block and the memo object holds another
 //	                                  value; the message names the input, component, block,
 //	                                  the first differing row, its event_id and both values
-//	                                  (metadata: input, component, block, row, event_id)
+//	                                  (metadata: input, component, block, row, event_id,
+//	                                  guard_seed: the seed of the rows checked)
+//	FailedPrecondition  GUARD_ERROR   the guard could not recompute a MEMO input's sampled
+//	                                  rows and the reader runs --guard-on-error fail
 //	InvalidArgument     INVALID_UNIT  the unit is malformed; the message names the field
 //	NotFound            NO_BLOCK      the raw block does not exist
 //	Unavailable         STORE_UNAVAILABLE  the object store failed after its own retries
@@ -191,20 +194,34 @@
 // those rows of its output (TestGuardPassesHonestMemos samples every row
 // of every example pipeline's inputs over blocks with nulls and finds no
 // difference). The rows are drawn uniformly (Floyd's algorithm) from a seed
-// of the unit's id, block and component: a unit read again checks the same
-// rows, so a failure is reproducible and a retry cannot pass by luck, while
-// the block's other units (other epochs and pipelines) check other rows.
+// of the unit's id, block and component mixed with a nonce each read draws
+// (issue 27): every job reading a block sends the same unit (a trainer's
+// unit id is the block's reference), so a sample of the unit alone checked
+// the same rows for every job, however many pipelines shared the block.
+// Drawn per read, k reads of s rows check about k·s rows, and a block with
+// m wrong rows of n is caught with probability about 1 - (1 - m/n)^(k·s):
+// coverage grows with reuse, as the shared-fate risk does
+// (bench/guard-detection.txt measures it against the formula;
+// TestGuardSampleGrowsWithReads). A failure stays reproducible: its error
+// carries the seed of its sample (guard_seed; GuardSample gives its rows).
+// A re-read of a block found wrong may draw a sample that misses its wrong
+// rows, but the object is reported at the first failure, and sigd takes it
+// out of service once its own recomputation confirms it.
 // The guard's cost is mostly fetching the raw columns the guarded
 // components read, whole (a segment is the unit of ranged reads and
 // checksums), not the rows it recomputes: bench/reader.sh (BenchmarkGuard,
-// two runs on this 2-core machine at load 6-8) measured the default at
-// 1.07-1.36x an unguarded SIG reader's CPU per example across the example
-// pipelines (the raw columns it fetches are 0.5-0.9x the bytes a unit
-// sends), 1024 rows at 1.4-1.8x.
-// Config.GuardEvery (--guard-every N) guards each input in one unit of N,
+// medians of three runs on a 2-core machine at load 5-7, with the sample
+// drawn per read) measured the default at 1.23-1.36x an unguarded SIG
+// reader's CPU per example across the example pipelines (the raw columns
+// it fetches are 0.5-0.9x the bytes a unit sends), 1024 rows at 2.0-2.1x;
+// drawing the sample per read costs nothing measurable (the same
+// benchmark before it, same machine, same hour: within the runs' spread).
+// Config.GuardEvery (--guard-every N) guards each input in one read of N,
 // picked by the same seed, for about 1/N of that. If the sample
-// cannot be computed (an op fails on it), the unit is served unchecked and
-// sig_reader_guard_errors_total counts it. Like LIG, the guard relies on
+// cannot be computed (an op fails on it), sig_reader_guard_errors_total
+// counts it and the unit is served unchecked, or fails with
+// FailedPrecondition GUARD_ERROR under Config.GuardOnError = GuardFail
+// (--guard-on-error fail). Like LIG, the guard relies on
 // readers computing what workers compute, bit for bit (transform, log1p:
 // the same GOARCH and GOAMD64): a reader built otherwise fails units with
 // MEMO_MISMATCH that sigd's recomputation then finds healthy, which

@@ -109,6 +109,7 @@ func Status(err error) *status.Status {
 		code, reason = codes.DataLoss, ReasonMemoMismatch
 		md["input"], md["component"], md["block"] = mm.Input, mm.Component.String(), mm.Block
 		md["row"], md["event_id"] = strconv.FormatInt(mm.Row, 10), strconv.FormatInt(mm.EventID, 10)
+		md["guard_seed"] = fmt.Sprintf("%#016x", mm.Seed) // GuardSample replays the rows checked
 	case errors.As(err, &me):
 		code, reason = codes.Unavailable, ReasonMemoPending
 		if me.Kind == ErrMemoFailed {

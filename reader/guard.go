@@ -12,6 +12,9 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sigdata/sig/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
@@ -40,12 +43,20 @@ import (
 // components read, whole (a segment is the unit of a ranged read and of
 // its checksum); bench/reader.sh measures it (BenchmarkGuard).
 //
-// The rows are chosen from a seed of the unit's id, block and component
-// (guardRows), so that a unit read again checks the same rows (a failure
-// is reproducible, a retry does not pass by luck), while other units of
-// the block (other epochs, other pipelines) check other rows. With
-// Config.GuardEvery = N the same seed picks one unit in N to guard an
-// input in, for 1/N of the cost.
+// The rows are chosen per read (issue 27): from a seed of the unit's id,
+// block and component (guardSeed) mixed with a nonce drawn for each read
+// (readSeed). A trainer's unit id is its block's reference, so every job
+// reading a memo block sends the same unit: a sample of the unit alone
+// checked the same 16 rows for every job, and 22 pipelines reading the
+// block checked those rows 22 times, while the paper's shared-fate risk
+// (VIII.E) grows with exactly that reuse. With a sample per read, k reads
+// of s rows check about k·s rows of the block, and a block with m wrong
+// rows of n is caught with probability 1 - (1 - m/n)^(k·s)
+// (bench/guard-detection.txt measures it). A failure stays reproducible:
+// its error carries the seed of the rows it checked (MEMO_MISMATCH's
+// guard_seed; GuardSample replays it). With Config.GuardEvery = N the
+// same seed picks whether this read guards an input (one read in N), so
+// that every read of a block has the same chance of being the guarded one.
 
 // DefaultGuardSampleRows is the rows of each MEMO input a unit recomputes
 // by default (Config.GuardSampleRows; cmd/reader --guard-sample-rows).
@@ -59,6 +70,78 @@ var ErrMemoMismatch = errors.New("memo mismatch")
 // ReasonMemoMismatch is the ErrorInfo reason of a guard failure.
 const ReasonMemoMismatch = "MEMO_MISMATCH"
 
+// ErrGuard: the guard could not recompute a memo object's sampled rows
+// (an op failed on them), and Config.GuardOnError is GuardFail. The memo
+// data may be right: the reader could not check it.
+var ErrGuard = errors.New("guard could not check memo data")
+
+// ReasonGuardError is the ErrorInfo reason of a unit failed because its
+// guard could not compute its sample (GuardFail).
+const ReasonGuardError = "GUARD_ERROR"
+
+// GuardOnError is what a reader does with a unit whose guard could not
+// compute its sample (Config.GuardOnError; cmd/reader --guard-on-error).
+type GuardOnError uint8
+
+const (
+	// GuardServe serves the unit unchecked (the default): the failure is
+	// the reader's (it computes otherwise than the worker did), not
+	// evidence against the memo data, and it is logged and counted
+	// (MetricGuardErrors).
+	GuardServe GuardOnError = iota
+	// GuardFail fails the unit with FailedPrecondition, reason
+	// GUARD_ERROR, naming the input, component, block and the sample's
+	// seed: no memo data is served unchecked.
+	GuardFail
+)
+
+func (g GuardOnError) String() string {
+	if g == GuardFail {
+		return "fail"
+	}
+	return "serve"
+}
+
+// ParseGuardOnError parses "serve" or "fail".
+func ParseGuardOnError(s string) (GuardOnError, error) {
+	switch s {
+	case "serve":
+		return GuardServe, nil
+	case "fail":
+		return GuardFail, nil
+	}
+	return 0, fmt.Errorf("%q: want serve or fail", s)
+}
+
+// guardError is a guarded memo object whose sample could not be
+// recomputed, under GuardFail.
+type guardError struct {
+	Input     string
+	Component canon.Key
+	Block     string
+	Seed      uint64
+	Err       error
+}
+
+func (e *guardError) Error() string {
+	return fmt.Sprintf("%v: input %q (component %s) of block %s: its sampled rows (guard seed %#016x) could not be recomputed "+
+		"from the raw block: %v (the reader serves no memo data it could not check: --guard-on-error fail)",
+		ErrGuard, e.Input, e.Component, e.Block, e.Seed, e.Err)
+}
+
+func (e *guardError) Unwrap() error { return ErrGuard }
+
+// GRPCStatus is the status the unit fails with: FailedPrecondition (a
+// retry on this reader computes the same way), reason GUARD_ERROR.
+func (e *guardError) GRPCStatus() *status.Status {
+	st := status.New(codes.FailedPrecondition, e.Error())
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonGuardError, Domain: ErrorDomain, Metadata: map[string]string{
+		"input": e.Input, "component": e.Component.String(), "block": e.Block, "guard_seed": fmt.Sprintf("%#016x", e.Seed)}}); err == nil {
+		st = d
+	}
+	return st
+}
+
 // mismatchError is a memo object whose row Row differs from the recomputed
 // value; it names the input, the component, the block and the first
 // differing row of the sample.
@@ -71,12 +154,15 @@ type mismatchError struct {
 	Memo      string // the memo object's value (transform.FormatRow)
 	Local     string // the recomputed one
 	Checked   int    // rows of the sample
+	// Seed is the seed of the sample (readSeed): GuardSample(block rows,
+	// Checked, Seed) gives the rows checked.
+	Seed uint64
 }
 
 func (e *mismatchError) Error() string {
 	return fmt.Sprintf("memo mismatch: input %q (component %s) of block %s: row %d (event_id %d) holds %s in the memo object, "+
-		"but the component computes %s from the raw block (%d sampled rows checked)",
-		e.Input, e.Component, e.Block, e.Row, e.EventID, e.Memo, e.Local, e.Checked)
+		"but the component computes %s from the raw block (%d sampled rows checked, guard seed %#016x)",
+		e.Input, e.Component, e.Block, e.Row, e.EventID, e.Memo, e.Local, e.Checked, e.Seed)
 }
 
 func (e *mismatchError) Unwrap() []error { return []error{ErrMemoMismatch, ErrCorrupt} }
@@ -87,6 +173,9 @@ func (e *mismatchError) Unwrap() []error { return []error{ErrMemoMismatch, ErrCo
 type guardPlan struct {
 	inputs []guardInput // by plan.inputs index, MEMO inputs only
 	nodes  map[int]guardInput
+	// nonce is this read's, mixed into every guarded object's seed
+	// (readSeed).
+	nonce uint64
 }
 
 type guardInput struct {
@@ -105,10 +194,11 @@ func (c *Config) sampleRows() int {
 	return c.GuardSampleRows
 }
 
-// guardTurn reports whether this unit guards memo object k (GuardEvery).
-func (s *Server) guardTurn(p *plan, k canon.Key) bool {
+// guardTurn reports whether the read of p with nonce guards memo object k
+// (GuardEvery).
+func (s *Server) guardTurn(p *plan, k canon.Key, nonce uint64) bool {
 	n := uint64(s.cfg.GuardEvery)
-	return n <= 1 || guardSeed(p.unit.GetUnitId(), p.unit.GetBlockId(), k)%n == 0
+	return n <= 1 || objectSeed(p, k, nonce)%n == 0
 }
 
 // parseGuardDSL parses and canonicalizes the canonical DSL of unit input i
@@ -161,9 +251,9 @@ func (s *Server) planGuard(p *plan) error {
 		return nil
 	}
 	lim := s.cfg.Limits.Graph
-	g := &guardPlan{nodes: map[int]guardInput{}}
+	g := &guardPlan{nodes: map[int]guardInput{}, nonce: s.guardNonce()}
 	for i, in := range p.inputs {
-		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO || p.unit.Inputs[i].GetCanonicalDsl() == "" || !s.guardTurn(p, in.component) {
+		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO || p.unit.Inputs[i].GetCanonicalDsl() == "" || !s.guardTurn(p, in.component, g.nonce) {
 			continue // not read from memo, no DSL, or another unit's turn (its DSL is not run, so not checked)
 		}
 		c, err := parseGuardDSL(p, i, lim)
@@ -190,7 +280,7 @@ func (s *Server) planGuard(p *plan) error {
 	// that the node is a node of that input's component).
 	want := map[canon.Key]int{}
 	for j, nd := range p.nodes {
-		if s.guardTurn(p, nd.component) {
+		if s.guardTurn(p, nd.component, g.nonce) {
 			want[nd.component] = j
 		}
 	}
@@ -230,8 +320,9 @@ func (s *Server) planGuard(p *plan) error {
 	return nil
 }
 
-// guardSeed is the seed of the rows a unit's guard checks for one
-// component: the unit's id, its block and the component.
+// guardSeed is a unit's part of the seed of the rows a read's guard
+// checks for one component: the unit's id, its block and the component.
+// Every read of the unit mixes its own nonce into it (readSeed).
 func guardSeed(unitID, blockID string, k canon.Key) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(unitID))
@@ -240,6 +331,29 @@ func guardSeed(unitID, blockID string, k canon.Key) uint64 {
 	h.Write([]byte{0})
 	h.Write(k[:])
 	return h.Sum64()
+}
+
+// readSeed is the seed of the rows one read checks for one memo object:
+// the unit's seed (guardSeed) and the read's nonce, mixed by SplitMix64's
+// finalizer so that nearby nonces give unrelated seeds.
+func readSeed(unitSeed, nonce uint64) uint64 {
+	z := unitSeed ^ (nonce * 0x9e3779b97f4a7c15)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// objectSeed is the seed of the read of p with nonce for memo object k.
+func objectSeed(p *plan, k canon.Key, nonce uint64) uint64 {
+	return readSeed(guardSeed(p.unit.GetUnitId(), p.unit.GetBlockId(), k), nonce)
+}
+
+// GuardSample returns the rows of a block of blockRows rows that a guard
+// sampling sampleRows rows with seed checks: the rows behind a
+// MEMO_MISMATCH error's guard_seed (with its count of rows checked), to
+// replay a guard's check.
+func GuardSample(blockRows int64, sampleRows int, seed uint64) []int {
+	return guardRows(blockRows, sampleRows, seed)
 }
 
 // guardRows returns k distinct rows of [0, n), ascending, drawn uniformly
@@ -302,38 +416,61 @@ func (s *Server) guardNode(p *plan, j int, raw arrow.Record, col arrow.Array) er
 // guardColumn recomputes the sampled rows of memo object in's column
 // memoCol and compares them. A sample that cannot be computed (an op
 // fails on it, which the worker's run over the whole block did not) is
-// logged and counted and does not fail the unit: the memo data may well
-// be right.
+// logged and counted (MetricGuardErrors); by default it does not fail the
+// unit, since the memo data may well be right, and with
+// Config.GuardOnError = GuardFail it does (a guardError).
 func (s *Server) guardColumn(p *plan, in inputPlan, gi guardInput, raw arrow.Record, memoCol arrow.Array) error {
-	rows := guardRows(raw.NumRows(), s.cfg.sampleRows(), guardSeed(p.unit.GetUnitId(), p.unit.GetBlockId(), in.component))
+	seed := objectSeed(p, in.component, p.guard.nonce)
+	rows := guardRows(raw.NumRows(), s.cfg.sampleRows(), seed)
 	if len(rows) == 0 {
 		return nil
 	}
-	local, err := s.guardCompute(raw, gi, rows)
+	local, x, err := checkSample(raw, gi, memoCol, rows)
 	if err != nil {
 		s.guardMetrics.errors.Add(1)
 		s.cfg.Logger.Warn("guard could not recompute sampled rows", "unit", p.unit.GetUnitId(), "block", p.unit.GetBlockId(),
-			"input", in.name, "component", in.component.String(), "err", err)
+			"input", in.name, "component", in.component.String(), "guard_seed", fmt.Sprintf("%#016x", seed), "rows", len(rows),
+			"on_error", s.cfg.GuardOnError.String(), "err", err)
+		if s.cfg.GuardOnError == GuardFail {
+			return &guardError{Input: in.name, Component: in.component, Block: p.unit.GetBlockId(), Seed: seed, Err: err}
+		}
 		return nil
 	}
 	defer local.Release()
 	s.guardMetrics.rows.Add(int64(len(rows)))
-	for x, r := range rows {
-		if transform.SameRow(memoCol, r, local, x) {
-			continue
-		}
-		err := &mismatchError{Input: in.name, Component: in.component, Block: p.unit.GetBlockId(), Row: int64(r),
-			EventID: raw.Column(0).(*array.Int64).Value(r), Memo: transform.FormatRow(memoCol, r),
-			Local: transform.FormatRow(local, x), Checked: len(rows)}
-		s.guardMetrics.mismatches.WithLabelValues(in.component.String()).Inc()
-		s.noteMemoError(p, in, err)
-		return err
+	if x < 0 {
+		return nil
 	}
-	return nil
+	r := rows[x]
+	merr := &mismatchError{Input: in.name, Component: in.component, Block: p.unit.GetBlockId(), Row: int64(r),
+		EventID: raw.Column(0).(*array.Int64).Value(r), Memo: transform.FormatRow(memoCol, r),
+		Local: transform.FormatRow(local, x), Checked: len(rows), Seed: seed}
+	s.guardMetrics.mismatches.WithLabelValues(in.component.String()).Inc()
+	s.noteMemoError(p, in, merr)
+	return merr
+}
+
+// checkSample recomputes rows of raw with gi's component and compares
+// them with the same rows of memoCol, bit for bit (transform.SameRow): the
+// recomputed values and the index in rows of the first that differs, -1
+// when none does. It is the whole of a guard's check but for drawing the
+// rows (guardColumn; bench/guard-detection.sh measures it over many
+// reads).
+func checkSample(raw arrow.Record, gi guardInput, memoCol arrow.Array, rows []int) (local arrow.Array, diff int, err error) {
+	local, err = guardCompute(raw, gi, rows)
+	if err != nil {
+		return nil, -1, err
+	}
+	for x, r := range rows {
+		if !transform.SameRow(memoCol, r, local, x) {
+			return local, x, nil
+		}
+	}
+	return local, -1, nil
 }
 
 // guardCompute runs gi's component over rows of raw.
-func (s *Server) guardCompute(raw arrow.Record, gi guardInput, rows []int) (arrow.Array, error) {
+func guardCompute(raw arrow.Record, gi guardInput, rows []int) (arrow.Array, error) {
 	names := gi.prog.Columns()
 	fields := make([]arrow.Field, len(names))
 	sample := make([]arrow.Array, len(names))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -11,8 +12,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sigdata/sig/canon"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
@@ -60,6 +65,16 @@ func TestGuardRows(t *testing.T) {
 	if guardSeed("u1", "b", k1) == guardSeed("u2", "b", k1) || guardSeed("u1", "b", k1) == guardSeed("u1", "c", k1) ||
 		guardSeed("u1", "b", k1) == guardSeed("u1", "b", canon.Key{2}) || guardSeed("u1", "b", k1) != guardSeed("u1", "b", k1) {
 		t.Error("the seed is not a function of unit, block and component")
+	}
+	// A read's seed is the unit's and the read's nonce: the same nonce
+	// gives the same rows (a logged seed replays the sample, GuardSample),
+	// another nonce other rows.
+	u := guardSeed("u1", "b", k1)
+	if readSeed(u, 7) != readSeed(u, 7) || readSeed(u, 7) == readSeed(u, 8) || readSeed(u, 7) == readSeed(guardSeed("u2", "b", k1), 7) {
+		t.Error("the read's seed is not a function of the unit's seed and the nonce")
+	}
+	if got := GuardSample(n, k, readSeed(u, 7)); !slices.Equal(got, guardRows(n, k, readSeed(u, 7))) {
+		t.Errorf("GuardSample %v is not the guard's sample", got)
 	}
 }
 
@@ -221,10 +236,122 @@ func TestGuardCatchesWrongValues(t *testing.T) {
 		}
 		return p
 	})
-	_, err = collect(ctx, f.server(t, Config{}), &readerv1.ReadRequest{Unit: f.unit(0, 4096, nil)})
-	if st := Status(err); st.Code() != codes.DataLoss || reasonOf(st) != ReasonMemoMismatch {
+	ds := f.server(t, Config{})
+	ds.guardNonce = func() uint64 { return 42 }
+	u := f.unit(0, 4096, nil)
+	_, err = collect(ctx, ds, &readerv1.ReadRequest{Unit: u})
+	st = Status(err)
+	if st.Code() != codes.DataLoss || reasonOf(st) != ReasonMemoMismatch {
 		t.Fatalf("default guard over a memo object of shifted rows: %v, want DataLoss MEMO_MISMATCH", err)
 	}
+	// The error carries the seed of the rows it checked (issue 27: each
+	// read draws its own): the sample replays from it, and every row
+	// being wrong, the first row reported is the sample's first.
+	var mm *mismatchError
+	if !errors.As(err, &mm) {
+		t.Fatalf("%v is no mismatchError", err)
+	}
+	seed := readSeed(guardSeed(u.UnitId, u.BlockId, victim.key), 42)
+	sample := GuardSample(rows, mm.Checked, mm.Seed)
+	if mm.Seed != seed || len(sample) != DefaultGuardSampleRows || mm.Row != int64(sample[0]) {
+		t.Errorf("mismatch of seed %#x at row %d, sample %v; want seed %#x, the sample's first row", mm.Seed, mm.Row, sample, seed)
+	}
+	if md := errorMetadata(st); md["guard_seed"] != fmt.Sprintf("%#016x", seed) || !strings.Contains(err.Error(), md["guard_seed"]) {
+		t.Errorf("ErrorInfo metadata %v and message %q: want guard_seed %#016x in both", md, err, seed)
+	}
+}
+
+// errorMetadata is the ErrorInfo metadata of a reader's status.
+func errorMetadata(s *status.Status) map[string]string {
+	for _, d := range s.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == ErrorDomain {
+			return info.Metadata
+		}
+	}
+	return nil
+}
+
+// failingShortRegistry is the default registry with every kernel refusing
+// records of fewer than 50 rows: a reader that computes the whole block
+// as the worker did but cannot compute a guard's sample.
+func failingShortRegistry() *transform.Registry {
+	r := transform.NewRegistry()
+	for _, name := range transform.Default().Names() {
+		spec, _ := transform.Default().Op(name)
+		k, _ := transform.Default().Kernel(name)
+		r.Register(spec, func(in []arrow.Array, n *transform.Node) (arrow.Array, error) {
+			if len(in) > 0 && in[0].Len() < 50 {
+				return nil, fmt.Errorf("%s refuses a record of %d rows", name, in[0].Len())
+			}
+			return k(in, n)
+		})
+	}
+	return r
+}
+
+// TestGuardOnError (issue 27): a guard that cannot compute its sample
+// serves the unit unchecked by default and counts it on /metrics
+// (sig_reader_guard_errors_total, one per input); with GuardFail
+// (--guard-on-error fail) the unit fails with FailedPrecondition, reason
+// GUARD_ERROR, naming the input, component, block and the sample's seed,
+// and nothing is reported to sigd (the memo data may be right).
+func TestGuardOnError(t *testing.T) {
+	f := newFixture(t, fixtureConfig{Blocks: 1, RowsPerBlock: 100, Graphs: fleetGraphs(t, "ctr_small")})
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	serve := f.server(t, Config{Registry: failingShortRegistry(), Registerer: reg})
+	if _, err := collect(ctx, serve, &readerv1.ReadRequest{Unit: f.unit(0, 4096, nil)}); err != nil {
+		t.Fatalf("default --guard-on-error serve: %v", err)
+	}
+	if got := gauge(t, reg, MetricGuardErrors); got != float64(len(f.inputs)) {
+		t.Errorf("%s = %v on /metrics, want %d (every input's sample)", MetricGuardErrors, got, len(f.inputs))
+	}
+
+	rep := &recordingReporter{}
+	fail := f.server(t, Config{Registry: failingShortRegistry(), GuardOnError: GuardFail, Reporter: rep})
+	fail.guardNonce = func() uint64 { return 9 }
+	u := f.unit(0, 4096, nil)
+	_, err := collect(ctx, fail, &readerv1.ReadRequest{Unit: u})
+	st := Status(err)
+	if !errors.Is(err, ErrGuard) || st.Code() != codes.FailedPrecondition || reasonOf(st) != ReasonGuardError {
+		t.Fatalf("--guard-on-error fail: %v (code %v, reason %q), want FailedPrecondition %s", err, st.Code(), reasonOf(st), ReasonGuardError)
+	}
+	seed := fmt.Sprintf("%#016x", readSeed(guardSeed(u.UnitId, u.BlockId, f.inputs[0].key), 9))
+	for _, want := range []string{strconv.Quote(f.inputs[0].name), f.inputs[0].key.String(), f.blocks[0].id, seed, "refuses a record"} {
+		if !strings.Contains(st.Message(), want) {
+			t.Errorf("status message %q does not name %s", st.Message(), want)
+		}
+	}
+	if md := errorMetadata(st); md["guard_seed"] != seed || md["component"] != f.inputs[0].key.String() {
+		t.Errorf("ErrorInfo metadata %v", md)
+	}
+	if fail.guardMetrics.errors.Load() != 1 {
+		t.Errorf("guard errors %d, want 1 (the unit failed at the first)", fail.guardMetrics.errors.Load())
+	}
+	fail.reports.wg.Wait()
+	if len(rep.got) != 0 {
+		t.Errorf("reported %v to sigd, want nothing: the reader could not check, the memo data may be right", rep.got)
+	}
+	if _, err := ParseGuardOnError("bogus"); err == nil {
+		t.Error("ParseGuardOnError accepted bogus")
+	}
+}
+
+// gauge returns the value of the unlabelled counter or gauge name in reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return 0
 }
 
 // TestGuardChecksMemoDSL: a MEMO input's canonical DSL is what the guard
@@ -252,35 +379,37 @@ func TestGuardChecksMemoDSL(t *testing.T) {
 }
 
 // TestGuardEvery: with GuardEvery = 4 each input is guarded in about one
-// unit of 4, the same units whenever they are read again.
+// read of 4, whatever the unit: reads of the same unit (every job reading
+// a block sends the same one) are each guarded with that chance, so no
+// block escapes the guard for good (issue 27; before, the unit's seed
+// alone picked the units, and a block not picked was never guarded). A
+// read's nonce decides it: the same nonce guards the same inputs.
 func TestGuardEvery(t *testing.T) {
 	f := newFixture(t, fixtureConfig{Blocks: 1, RowsPerBlock: 100, Graphs: fleetGraphs(t, "ctr_small")})
 	s := f.server(t, Config{GuardEvery: 4})
 	ctx := context.Background()
-	const units = 80
-	checked := func(id string) int64 {
-		u := f.unit(0, 4096, nil)
-		u.UnitId = id
+	const reads = 80
+	checked := func(nonce uint64) int64 {
+		s.guardNonce = func() uint64 { return nonce }
 		before := s.guardMetrics.rows.Load()
-		if _, err := collect(ctx, s, &readerv1.ReadRequest{Unit: u}); err != nil {
+		if _, err := collect(ctx, s, &readerv1.ReadRequest{Unit: f.unit(0, 4096, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		return s.guardMetrics.rows.Load() - before
 	}
 	var total int64
-	for i := range units {
-		id := "unit-" + strconv.Itoa(i)
-		n := checked(id)
-		if again := checked(id); again != n {
-			t.Fatalf("unit %s guarded %d rows, then %d", id, n, again)
+	for i := range uint64(reads) {
+		n := checked(i)
+		if again := checked(i); again != n {
+			t.Fatalf("nonce %d guarded %d rows, then %d", i, n, again)
 		}
 		total += n
 	}
-	// Binomial(80 x inputs, 1/4) input-units of 16 rows: 5 deviations.
-	trials := float64(units * len(f.inputs))
+	// Binomial(80 x inputs, 1/4) input-reads of 16 rows: 5 deviations.
+	trials := float64(reads * len(f.inputs))
 	mean, sd := trials/4, math.Sqrt(trials*3/16)
 	if got := float64(total) / DefaultGuardSampleRows; got < mean-5*sd || got > mean+5*sd {
-		t.Errorf("%v input-units guarded of %v, want about %v", got, trials, mean)
+		t.Errorf("%v input-reads of one unit guarded of %v, want about %v", got, trials, mean)
 	}
 }
 
@@ -361,4 +490,65 @@ func TestGuardOpsAreRowLocal(t *testing.T) {
 			t.Errorf("op %q: is each output row computed from the same row of its inputs only? The guard samples rows (guard.go)", name)
 		}
 	}
+}
+
+// TestGuardSampleGrowsWithReads (issue 27): every training job reading a
+// block sends the same unit (a trainer's unit id is the block ref), so a
+// sample drawn from the unit alone checks the same rows for every job,
+// and 22 pipelines reading a memo block check its same 16 rows 22 times
+// (paper VIII.E: the block is a shared-fate risk for all of them). Two
+// rows outside the unit's own sample (guardSeed) are made wrong; the same
+// unit is read 100 times. Each read draws its own sample, so the wrong
+// rows are found (a read checks them with probability about 0.15; all
+// 100 reads miss them with probability about 1e-7). With the sample of
+// the unit alone, no read ever checked them.
+func TestGuardSampleGrowsWithReads(t *testing.T) {
+	const rows, reads = 200, 100
+	f := newFixture(t, fixtureConfig{Blocks: 1, RowsPerBlock: rows, Graphs: fleetGraphs(t, "ctr_small")})
+	victim := f.inputs[0]
+	u := f.unit(0, 4096, nil)
+	unitSample := guardRows(rows, DefaultGuardSampleRows, guardSeed(u.UnitId, u.BlockId, victim.key))
+	_, rec, err := block.ReadBlock(context.Background(), f.store, block.MemoKey(victim.key, blockref.ParseMemo(f.blocks[0].id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rec.Column(1)
+	r, s := -1, -1
+	for a := 0; a < rows && s < 0; a++ {
+		for b := a + 1; b < rows && !slices.Contains(unitSample, a); b++ {
+			if !slices.Contains(unitSample, b) && !transform.SameRow(c, a, c, b) {
+				r, s = a, b
+				break
+			}
+		}
+	}
+	rec.Release()
+	if s < 0 {
+		t.Fatalf("input %s: no two rows outside the sample %v differ", victim.name, unitSample)
+	}
+	f.perturbMemo(t, 0, victim, func(n int) []int {
+		p := make([]int, n)
+		for i := range p {
+			p[i] = i
+		}
+		p[r], p[s] = s, r
+		return p
+	})
+	srv := f.server(t, Config{})
+	caught := 0
+	for range reads {
+		_, err := collect(context.Background(), srv, &readerv1.ReadRequest{Unit: f.unit(0, 4096, nil)})
+		switch st := Status(err); {
+		case err == nil:
+		case st.Code() == codes.DataLoss && reasonOf(st) == ReasonMemoMismatch:
+			caught++
+		default:
+			t.Fatalf("read: %v", err)
+		}
+	}
+	if caught == 0 {
+		t.Errorf("%d reads of the unit with rows %d and %d wrong (outside the unit's sample %v): none failed with %s; "+
+			"every read checked the same rows", reads, r, s, unitSample, ReasonMemoMismatch)
+	}
+	t.Logf("%d of %d reads caught rows %d and %d", caught, reads, r, s)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,11 @@ type Config struct {
 	// cost, mostly fetching raw columns, by about as much (cmd/reader
 	// --guard-every). 0 and 1: every unit.
 	GuardEvery int
+	// GuardOnError says what to do with a unit whose guard could not
+	// recompute its sample: serve it unchecked (GuardServe, the default)
+	// or fail it (GuardFail; cmd/reader --guard-on-error). Either way it is
+	// logged and counted (MetricGuardErrors).
+	GuardOnError GuardOnError
 }
 
 // EnsureDefaults fills zero fields.
@@ -127,6 +133,9 @@ type Server struct {
 	metrics *serverMetrics
 	// guardMetrics count the guard's work (guard.go).
 	guardMetrics *guardMetrics
+	// guardNonce draws each read's guard nonce (guard.go, readSeed):
+	// rand.Uint64; tests replay reads with chosen nonces.
+	guardNonce func() uint64
 
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
@@ -139,7 +148,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("reader: Config.Store is required")
 	}
-	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg), guardMetrics: newGuardMetrics()}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg), guardMetrics: newGuardMetrics(),
+		guardNonce: rand.Uint64}
 	s.metrics = newServerMetrics(s)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.metrics); err != nil {

@@ -85,6 +85,19 @@
 // (TestGuardMismatchRepaired). Operators evict or recompute one block with
 // EvictBlock.
 //
+// Workers say their build when they lease (workers.BuildID; in-process
+// workers Options.WorkerBuild in tests), and a memo entry records the
+// build that computed it. A misbuilt build computes a block wrong again
+// when it is recomputed: when the recomputation of a block a build
+// computed wrong is confirmed wrong again and was computed by the same
+// build, the evictor bans the build (it leases nothing more; its leases
+// are taken back), quarantines the block's task and fails its entry,
+// naming the build in the reason and the audit log, rather than loop
+// (issue 27; TestGuardBansWrongBuild). ListWorkerBuildBans, the web UI's
+// overview and sig_banned_worker_builds show the bans; an operator lifts
+// one (LiftWorkerBuildBan, `sigctl builds lift BUILD`, the overview's Lift
+// button; audited) and releases the block (ReleaseQuarantine).
+//
 // # Kafka topics
 //
 // New creates every topic sigd reads or writes that the brokers lack

@@ -35,7 +35,7 @@ func (s *Server) Evictor() *eviction.Evictor { return s.evictor }
 func (s *Server) newEvictor() *eviction.Evictor {
 	return &eviction.Evictor{Frontend: s.frontend, Queue: queueCanceler{s.queue}, Store: s.store, Clock: s.clock,
 		Policy: eviction.Policy{TTL: s.cfg.EvictTTL, BudgetBytes: s.cfg.EvictBudgetBytes}, Interval: s.cfg.EvictInterval, Log: s.log,
-		Versions: s.catalog}
+		Versions: s.catalog, Builds: queueBuilds{s.queue}}
 }
 
 // ComponentSummary converts a component's info for the API, as p may see
@@ -280,6 +280,8 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 			}
 			return s.queue.Release(workers.TaskID{Component: k, Block: blockref.ParseMemo(block)})
 		},
+		Bans:        s.bans,
+		LiftBan:     s.liftBan,
 		Trainers:    func() []*sigv1.TrainerStatus { return s.trainers.List(op) },
 		QueuedPeak:  s.queue.QueuedPeak,
 		SampleEvery: sampleEvery,

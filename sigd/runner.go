@@ -12,18 +12,19 @@ import (
 
 // completing wraps the in-process leaser so that Complete first marks the
 // memo entry ready, exactly like the remote protocol's completion hook. It
-// remembers each lease's task (with its description) for the hook.
+// remembers each lease (its task with its description, and the build it
+// was leased as) for the hook.
 type completing struct {
 	workers.Leaser // described: leased tasks carry their Spec
 	q              *workers.Queue
 	hook           func(ctx context.Context, t workers.Task, res workers.Result) error
-	leases         sync.Map // lease id -> workers.Task
+	leases         sync.Map // lease id -> workers.Lease
 }
 
 func (c *completing) Lease(ctx context.Context, workerID string) (workers.Lease, error) {
 	l, err := c.Leaser.Lease(ctx, workerID)
 	if err == nil {
-		c.leases.Store(l.ID, l.Task)
+		c.leases.Store(l.ID, l)
 	}
 	return l, err
 }
@@ -33,7 +34,9 @@ func (c *completing) Complete(ctx context.Context, leaseID string, res workers.R
 	if !ok {
 		return fmt.Errorf("lease %s: %w", leaseID, workers.ErrLeaseLost)
 	}
-	if err := c.hook(ctx, v.(workers.Task), res); err != nil {
+	l := v.(workers.Lease)
+	res.Build = l.Build // who computed it: the lease's, as the remote protocol's server sets it
+	if err := c.hook(ctx, l.Task, res); err != nil {
 		if errors.Is(err, matching.ErrStale) {
 			// The entry was evicted and re-created meanwhile: run again for
 			// the new incarnation, without counting an attempt.

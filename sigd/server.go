@@ -110,6 +110,10 @@ type Options struct {
 	// GCTrigger, if set, runs a version GC on each receive, besides every
 	// Config.VersionGCEvery (tests).
 	GCTrigger <-chan struct{}
+	// WorkerBuild, if set, is the build the in-process workers say they
+	// run when they lease (default workers.BuildID(); tests name builds to
+	// ban one, issue 27).
+	WorkerBuild string
 }
 
 // New opens every store, connects to S3 and Kafka (starting embedded ones
@@ -203,7 +207,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		if opts.WrapRunner != nil {
 			runner = opts.WrapRunner(runner)
 		}
-		leaser := &completing{Leaser: workers.Describe(s.queue, s.describe), q: s.queue, hook: s.completeHook}
+		build := opts.WorkerBuild
+		if build == "" {
+			build = workers.BuildID()
+		}
+		leaser := &completing{Leaser: workers.Describe(s.queue.ForBuild(build), s.describe), q: s.queue, hook: s.completeHook}
 		s.pool = workers.NewPool(leaser, runner, workers.PoolOptions{Clock: s.clock, Name: "sigd", Logger: s.log})
 		resizer = s.pool
 	}
@@ -553,6 +561,10 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 // the entry they computed (0: nothing was left to compute); remotely
 // completed ones do not (the queue keeps no descriptions; CompleteTask
 // names only the lease).
+//
+// res.Build is the build the lease recorded; the entry keeps it, so that a
+// mismatch sigd confirms names the build (issue 27). A build banned since
+// it leased (its leases were taken back) marks nothing.
 func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.Result) error {
 	var gen uint64
 	if t.Spec != nil {
@@ -560,8 +572,11 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 			return nil
 		}
 	}
+	if ban, ok := s.queue.Banned(res.Build); ok {
+		return &workers.BannedError{Ban: ban}
+	}
 	return s.memos.Complete(ctx, t.ID.Component, t.ID.Block, gen,
-		matching.Completion{Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos, Since: t.Since})
+		matching.Completion{Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos, Since: t.Since, Build: res.Build})
 }
 
 func (s *Server) buildGRPC() error {

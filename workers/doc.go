@@ -65,6 +65,26 @@
 // operator (ListQuarantine, Release). This is the small blast radius of
 // BRIEF "Beyond the paper" 4: one bad component fails alone.
 //
+// # Worker builds and bans
+//
+// A worker says which build it runs when it leases (BuildID: VCS revision,
+// Go version, target, the executable's hash; Queue.LeaseAs, ForBuild in
+// process,
+// LeaseTaskRequest.build remotely), and the lease records it: Result.Build
+// at completion is the lease's, so sigd knows which build computed each
+// memo object. A worker that computes wrong values writes objects whose
+// bytes are sound, and the readers' guard finds them (package reader);
+// sigd's own recomputation confirms it. A misbuilt binary computes the
+// same wrong values every time, so recomputing would loop for ever (catch,
+// quarantine, recompute, catch): sigd bans the build instead (issue 27,
+// paper VIII.E's shared-fate risk). BanBuild refuses the build every lease
+// from then on (a BannedError, FailedPrecondition over the wire; the
+// worker logs it once and keeps asking) and takes back the tasks it holds,
+// without counting an attempt. Bans are durable; only an operator lifts
+// one (LiftBan: sigctl builds lift BUILD, or the web UI). A worker that
+// does not say its build is never refused, and its output cannot be
+// attributed: sigd then recomputes as before.
+//
 // Cancel and RemovePipeline remove tasks for eviction. A cancelled task that
 // is leased stays with its worker until the worker's next heartbeat, which
 // answers ErrCancelled and cancels the run; Complete and Fail of that lease
@@ -104,26 +124,31 @@
 // records are not exactly those its task records imply (ErrCorrupt), or
 // whose format is unknown (ErrFormat). Index records are never read into
 // memory; the round-robin cursors are. Key layout (layout.go), format
-// FormatVersion ("sig.workers/1"); <component> is the canon.Key's 64
+// FormatVersion ("sig.workers/2"; a store of "sig.workers/1", which has
+// no b keys and no builds, is upgraded in place at Open); <component> is the canon.Key's 64
 // lowercase hex digits (a TaskID holds the key itself: the store is where
 // it becomes text); names never contain NUL, which terminates them:
 //
-//	v                                             -> "sig.workers/1"
+//	v                                             -> "sig.workers/2"
 //	t <component> 00 <block>                      -> task record
 //	q <client> 00 <^priority:4> <seq:8>           -> <component> 00 <block>
 //	p <client> 00 <pipeline> 00 <component> 00 <block> -> (empty)
 //	l <deadline ns:8> <lease id>                  -> <component> 00 <block>
 //	x <component> 00 <block>                      -> (empty)
 //	f <^priority:4>                               -> client served last
+//	b <build>                                     -> ban record
 //
 // Integers are big-endian; ^priority is the priority with its sign bit
 // flipped and then inverted, so higher priorities sort first. The task
 // record (version byte 1) holds the state, enqueue sequence, attempts, time
 // of the last state change, last error, requesters (client, pipeline,
 // priority), and when leased the lease id, worker, the client and priority
-// it was leased at, the deadline and the lease time. The q keys of a client
-// are its queue in lease order. The l keys list leases by deadline; x keys
-// the quarantine; f keys the round-robin cursors.
+// it was leased at, the deadline and the lease time, and the worker's
+// build when it said one (written last, so that records without it read
+// as they did). The q keys of a client are its queue in lease order. The l
+// keys list leases by deadline; x keys the quarantine; f keys the
+// round-robin cursors; b keys the banned builds (version byte 1, the time
+// of the ban, its reason), read back at Open like the cursors.
 //
 // # Durability
 //

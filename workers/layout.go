@@ -18,8 +18,15 @@ import (
 )
 
 // FormatVersion is the on-disk format of the queue store (see doc.go for the
-// key layout). Open refuses a store with a different version.
-const FormatVersion = "sig.workers/1"
+// key layout). Open refuses a store with a different version, but for
+// formatV1, which it upgrades in place.
+const FormatVersion = "sig.workers/2"
+
+// formatV1 is the format before worker builds (issue 27): /2 adds ban
+// records and a leased task's build, so a /1 store is a /2 store as it is,
+// while a binary of /1 would refuse the records /2 adds (it sees the
+// version instead, ErrFormat).
+const formatV1 = "sig.workers/1"
 
 // Key prefixes; doc.go describes the layout.
 const (
@@ -30,6 +37,7 @@ const (
 	pfxLease      = 'l'
 	pfxQuarantine = 'x'
 	pfxFairness   = 'f'
+	pfxBan        = 'b'
 )
 
 var keyFormat = []byte{pfxFormat}
@@ -107,6 +115,35 @@ func parseFairnessKey(k []byte) (int32, error) {
 	return fromInvPriority(binary.BigEndian.Uint32(k[1:])), nil
 }
 
+// banKey is b<build>: a build refused leases (issue 27).
+func banKey(build string) []byte { return append([]byte{pfxBan}, build...) }
+
+const banVersion = 1
+
+// encodeBan is a ban record: version, time (Unix ns), reason.
+func encodeBan(b Ban) []byte {
+	v := binary.AppendVarint([]byte{banVersion}, b.Since.UnixNano())
+	return appendString(v, b.Reason)
+}
+
+func decodeBan(k, v []byte) (Ban, error) {
+	d := decoder{b: v}
+	if ver := d.byte(); d.err == nil && ver != banVersion {
+		return Ban{}, fmt.Errorf("%w: ban record version %d", ErrFormat, ver)
+	}
+	b := Ban{Build: string(k[1:]), Since: time.Unix(0, d.varint()), Reason: d.string()}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err == nil && checkName("build", b.Build) != nil {
+		d.err = fmt.Errorf("build %q", b.Build)
+	}
+	if d.err != nil {
+		return Ban{}, fmt.Errorf("%w: ban record %q: %v", ErrCorrupt, k, d.err)
+	}
+	return b, nil
+}
+
 func quarantineKey(id storedID) []byte {
 	return append(append(make([]byte, 0, 1+len(id)), pfxQuarantine), id...)
 }
@@ -168,6 +205,10 @@ type record struct {
 	priority int32
 	deadline time.Time
 	leasedAt time.Time
+	// build is the leasing worker's build (issue 27), written after the
+	// lease's other fields only when known, so that records of workers
+	// that do not say stay as they were.
+	build string
 }
 
 func appendString(b []byte, s string) []byte {
@@ -194,6 +235,9 @@ func (r *record) encode() []byte {
 		b = binary.AppendVarint(b, int64(r.priority))
 		b = binary.AppendVarint(b, r.deadline.UnixNano())
 		b = binary.AppendVarint(b, r.leasedAt.UnixNano())
+		if r.build != "" {
+			b = appendString(b, r.build)
+		}
 	}
 	return b
 }
@@ -277,6 +321,9 @@ func decodeRecord(b []byte) (*record, error) {
 		r.priority = int32(d.varint())
 		r.deadline = time.Unix(0, d.varint())
 		r.leasedAt = time.Unix(0, d.varint())
+		if d.err == nil && len(d.b) > 0 {
+			r.build = d.string()
+		}
 	default:
 		if d.err == nil {
 			d.err = fmt.Errorf("unknown state %d", r.state)

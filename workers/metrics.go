@@ -13,6 +13,7 @@ import (
 //	sig_tasks_completed_total, sig_task_failures_total,
 //	sig_lease_expirations_total, sig_tasks_quarantined_total
 //	sig_task_seconds (moving average of task cost)
+//	sig_banned_worker_builds (builds refused leases; BanBuild)
 //
 // Counters count since the queue was opened.
 func RegisterQueueMetrics(r prometheus.Registerer, q *Queue) error {
@@ -35,12 +36,14 @@ var (
 		"Tasks that entered quarantine.", nil, nil)
 	descTaskSeconds = prometheus.NewDesc("sig_task_seconds",
 		"Moving average of lease-to-completion time of successful tasks.", nil, nil)
+	descBannedBuilds = prometheus.NewDesc("sig_banned_worker_builds",
+		"Worker builds refused leases because sigd confirmed wrong values in a memo object they computed; an operator lifts a ban.", nil, nil)
 )
 
 type queueCollector struct{ q *Queue }
 
 func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueueTasks, descQuarantined, descCompleted, descFailures, descExpired, descQuarantines, descTaskSeconds} {
+	for _, d := range []*prometheus.Desc{descQueueTasks, descQuarantined, descCompleted, descFailures, descExpired, descQuarantines, descTaskSeconds, descBannedBuilds} {
 		ch <- d
 	}
 }
@@ -58,4 +61,5 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descExpired, prometheus.CounterValue, float64(s.Expired))
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(s.Quarantines))
 	ch <- prometheus.MustNewConstMetric(descTaskSeconds, prometheus.GaugeValue, s.MeanTaskSeconds)
+	ch <- prometheus.MustNewConstMetric(descBannedBuilds, prometheus.GaugeValue, float64(len(c.q.Bans())))
 }

@@ -31,6 +31,9 @@ func TestQueueMetrics(t *testing.T) {
 	if _, err := q.Fail(context.Background(), l.ID, "x"); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := q.BanBuild("v1", "wrong values"); err != nil {
+		t.Fatal(err)
+	}
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -56,6 +59,7 @@ func TestQueueMetrics(t *testing.T) {
 		"sig_tasks_quarantined_total{}":                            1,
 		"sig_queue_tasks{client=research,priority=1,state=queued}": 1,
 		"sig_queue_tasks{client=research,priority=1,state=leased}": 0,
+		"sig_banned_worker_builds{}":                               1,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {

@@ -338,15 +338,29 @@ func (p *Pool) loop(w *poolWorker) {
 // lease takes the worker's next task, retrying a failing Leaser every
 // RetryInterval. It reports false once the worker is stopped.
 func (p *Pool) lease(w *poolWorker, log *slog.Logger) (Lease, bool) {
+	banned := false
 	for w.leaseCtx.Err() == nil {
 		l, err := p.leaser.Lease(w.leaseCtx, w.id)
 		if err == nil {
+			if banned {
+				log.Info("the worker build's ban was lifted: leasing again")
+			}
 			return l, true
 		}
 		if w.leaseCtx.Err() != nil || errors.Is(err, ErrClosed) {
 			return Lease{}, false
 		}
-		log.Warn("lease failed", "err", err)
+		switch {
+		case errors.Is(err, ErrBanned):
+			// Asked again at every RetryInterval until an operator lifts
+			// the ban (issue 27); said once.
+			if !banned {
+				log.Error("this worker's build is banned from leasing: it computed wrong values; waiting for an operator to lift the ban", "err", err)
+			}
+			banned = true
+		default:
+			log.Warn("lease failed", "err", err)
+		}
 		select {
 		case <-w.leaseCtx.Done():
 			return Lease{}, false

@@ -171,6 +171,9 @@ func (q *Queue) checkFormat() error {
 	if err == nil {
 		got := string(v)
 		closer.Close()
+		if got == formatV1 {
+			return q.db.Set(keyFormat, []byte(FormatVersion), pebble.Sync)
+		}
 		if got != FormatVersion {
 			return fmt.Errorf("%w: format %q, want %q", ErrFormat, got, FormatVersion)
 		}
@@ -430,10 +433,18 @@ func (q *Queue) Cancel(id TaskID) (bool, error) {
 // Lease takes the next task for workerID: the scheduler (Schedule) picks the
 // client, the client's queue gives its first task, and the task leaves every
 // queue it was in. If no task is queued, Lease waits until one is or ctx is
-// done.
+// done. The worker does not say its build (LeaseAs).
 func (q *Queue) Lease(ctx context.Context, workerID string) (Lease, error) {
+	return q.LeaseAs(ctx, workerID, "")
+}
+
+// LeaseAs is Lease for a worker running build (BuildID; "" when it does
+// not say): the lease records it, so that what the task computes is known
+// to come from that build (Result.Build), and a banned build is refused
+// (a *BannedError) rather than left waiting.
+func (q *Queue) LeaseAs(ctx context.Context, workerID, build string) (Lease, error) {
 	for {
-		l, ok, wake, err := q.tryLease(workerID)
+		l, ok, wake, err := q.tryLease(workerID, build)
 		if err != nil || ok {
 			return l, err
 		}
@@ -447,15 +458,25 @@ func (q *Queue) Lease(ctx context.Context, workerID string) (Lease, error) {
 
 // TryLease is Lease without waiting; ok is false when nothing is queued.
 func (q *Queue) TryLease(workerID string) (l Lease, ok bool, err error) {
-	l, ok, _, err = q.tryLease(workerID)
+	return q.TryLeaseAs(workerID, "")
+}
+
+// TryLeaseAs is LeaseAs without waiting.
+func (q *Queue) TryLeaseAs(workerID, build string) (l Lease, ok bool, err error) {
+	l, ok, _, err = q.tryLease(workerID, build)
 	return l, ok, err
 }
 
-func (q *Queue) tryLease(workerID string) (Lease, bool, <-chan struct{}, error) {
+func (q *Queue) tryLease(workerID, build string) (Lease, bool, <-chan struct{}, error) {
 	if err := checkName("worker id", workerID); err != nil {
 		return Lease{}, false, nil, err
 	}
-	r, wake, err := q.change(&op{kind: opLease, worker: workerID})
+	if build != "" {
+		if err := checkName("build", build); err != nil {
+			return Lease{}, false, nil, err
+		}
+	}
+	r, wake, err := q.change(&op{kind: opLease, worker: workerID, build: build})
 	if err != nil {
 		return Lease{}, false, nil, err
 	}
@@ -547,6 +568,71 @@ func (q *Queue) Release(id TaskID) (bool, error) {
 		return false, err
 	}
 	r, _, err := q.change(&op{kind: opRelease, id: id})
+	return r.ok, err
+}
+
+// BanBuild refuses leases to a worker build from now on, durably, and
+// takes back the tasks it holds (requeued without counting an attempt;
+// their workers hear ErrLeaseLost): sigd does it when its own
+// recomputation confirms that a memo object the build computed holds
+// wrong values (issue 27), since the build would compute it wrong again.
+// reason says why (kept with the ban). It reports whether the build was
+// not banned already, and how many leases it revoked. Only an operator
+// lifts a ban (LiftBan).
+func (q *Queue) BanBuild(build, reason string) (added bool, revoked int, err error) {
+	if err := checkName("build", build); err != nil {
+		return false, 0, err
+	}
+	r, _, err := q.change(&op{kind: opBan, build: build, cause: reason})
+	return r.ok, r.n, err
+}
+
+// LiftBan lets a banned build lease again (an operator found the cause:
+// sigctl builds lift, the web UI). It reports whether it was banned.
+func (q *Queue) LiftBan(build string) (bool, error) {
+	if err := checkName("build", build); err != nil {
+		return false, err
+	}
+	r, _, err := q.change(&op{kind: opLift, build: build})
+	return r.ok, err
+}
+
+// Bans returns the banned builds, by build.
+func (q *Queue) Bans() (out []Ban) {
+	q.read(func(s *state) { out = s.listBans() })
+	return out
+}
+
+// Banned returns the ban of build, if it is banned.
+func (q *Queue) Banned(build string) (b Ban, ok bool) {
+	q.read(func(s *state) { b, ok = s.bans[build] })
+	return b, ok && build != ""
+}
+
+// ForBuild returns the Leaser of in-process workers running build: Lease
+// is LeaseAs(build), the rest the Queue's.
+func (q *Queue) ForBuild(build string) Leaser { return buildLeaser{q, build} }
+
+type buildLeaser struct {
+	*Queue
+	build string
+}
+
+func (b buildLeaser) Lease(ctx context.Context, workerID string) (Lease, error) {
+	return b.LeaseAs(ctx, workerID, b.build)
+}
+
+// Quarantine quarantines a queued task now, with reason, as MaxAttempts
+// failures would: sigd does it to the recomputation of a block a banned
+// build computed wrong (issue 27), so that the block waits for an operator
+// (Release) rather than for the next build to compute it. It reports
+// whether the task was queued; a task leased meanwhile is left to its
+// worker.
+func (q *Queue) Quarantine(id TaskID, reason string) (bool, error) {
+	if err := id.validate(); err != nil {
+		return false, err
+	}
+	r, _, err := q.change(&op{kind: opQuarantine, id: id, cause: reason})
 	return r.ok, err
 }
 

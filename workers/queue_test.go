@@ -176,7 +176,8 @@ func TestReopenKeepsEveryTask(t *testing.T) {
 }
 
 // TestOpenChecksIndexes: Open refuses a store whose indexes disagree with
-// its task records, or whose format it does not know.
+// its task records, or whose format it does not know; it upgrades one of
+// the format before worker builds in place.
 func TestOpenChecksIndexes(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -198,6 +199,10 @@ func TestOpenChecksIndexes(t *testing.T) {
 		{"other format", func(db *pebble.DB) error {
 			return db.Set(keyFormat, []byte("sig.workers/0"), pebble.Sync)
 		}, ErrFormat},
+		// The format before worker builds: upgraded in place (issue 27).
+		{"format 1", func(db *pebble.DB) error {
+			return db.Set(keyFormat, []byte(formatV1), pebble.Sync)
+		}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -216,8 +221,25 @@ func TestOpenChecksIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 			db.Close()
-			if _, err := Open(dir, Options{Clock: clk}); !errors.Is(err, c.want) {
+			q, err = Open(dir, Options{Clock: clk})
+			if !errors.Is(err, c.want) {
 				t.Fatalf("Open = %v, want %v", err, c.want)
+			}
+			if c.want == nil {
+				if n := q.Stats().Queued; n != 2 {
+					t.Errorf("the upgraded store holds %d queued tasks, want 2", n)
+				}
+				q.Close()
+				db, err := openDB(dir, DurabilityMachine)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				if v, closer, err := db.Get(keyFormat); err != nil || string(v) != FormatVersion {
+					t.Errorf("format after the upgrade: %q %v, want %q", v, err, FormatVersion)
+				} else {
+					closer.Close()
+				}
 			}
 		})
 	}

@@ -24,6 +24,7 @@ import (
 //	ErrLeaseLost  <-> NotFound
 //	ErrCancelled  <-> Aborted
 //	ErrInvalid    <-> InvalidArgument
+//	ErrBanned     <-> FailedPrecondition (the worker's build is banned)
 //	ErrClosed      -> Unavailable (the worker retries)
 
 // DefaultLeaseWait is how long a LeaseTask call waits for work before
@@ -45,6 +46,8 @@ func toStatus(err error) error {
 		code = codes.Aborted
 	case errors.Is(err, ErrInvalid):
 		code = codes.InvalidArgument
+	case errors.Is(err, ErrBanned):
+		code = codes.FailedPrecondition
 	case errors.Is(err, ErrClosed):
 		code = codes.Unavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -67,6 +70,8 @@ func fromStatus(err error) error {
 		return fmt.Errorf("%w (remote: %s)", ErrCancelled, st.Message())
 	case codes.InvalidArgument:
 		return fmt.Errorf("%w (remote: %s)", ErrInvalid, st.Message())
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%w (remote: %s)", ErrBanned, st.Message())
 	}
 	return err
 }
@@ -75,24 +80,26 @@ func fromStatus(err error) error {
 
 // RemoteLeaser is a Leaser over gRPC, for workers outside sigd.
 type RemoteLeaser struct {
-	c    sigv1.WorkersClient
-	wait time.Duration
+	c     sigv1.WorkersClient
+	wait  time.Duration
+	build string
 }
 
 // NewRemoteLeaser returns a Leaser that asks c for tasks, waiting up to
-// wait per call (DefaultLeaseWait if zero).
-func NewRemoteLeaser(c sigv1.WorkersClient, wait time.Duration) *RemoteLeaser {
+// wait per call (DefaultLeaseWait if zero), for workers running build
+// (BuildID(); tests name their own).
+func NewRemoteLeaser(c sigv1.WorkersClient, wait time.Duration, build string) *RemoteLeaser {
 	if wait <= 0 {
 		wait = DefaultLeaseWait
 	}
-	return &RemoteLeaser{c: c, wait: wait}
+	return &RemoteLeaser{c: c, wait: wait, build: build}
 }
 
 // Lease asks for a task until one comes or ctx is done. The task carries
 // Spec, filled by the server.
 func (r *RemoteLeaser) Lease(ctx context.Context, workerID string) (Lease, error) {
 	for {
-		resp, err := r.c.LeaseTask(ctx, &sigv1.LeaseTaskRequest{WorkerId: workerID, Wait: durationpb.New(r.wait)})
+		resp, err := r.c.LeaseTask(ctx, &sigv1.LeaseTaskRequest{WorkerId: workerID, Wait: durationpb.New(r.wait), Build: r.build})
 		if err != nil {
 			if ctx.Err() != nil {
 				return Lease{}, ctx.Err()
@@ -105,7 +112,9 @@ func (r *RemoteLeaser) Lease(ctx context.Context, workerID string) (Lease, error
 			}
 			continue
 		}
-		return leaseFromProto(workerID, resp)
+		l, err := leaseFromProto(workerID, resp)
+		l.Build = r.build
+		return l, err
 	}
 }
 
@@ -202,6 +211,12 @@ func (s *workersServer) LeaseTask(ctx context.Context, req *sigv1.LeaseTaskReque
 	if err := checkName("worker id", req.GetWorkerId()); err != nil {
 		return nil, toStatus(err)
 	}
+	build := req.GetBuild()
+	if build != "" {
+		if err := checkName("build", build); err != nil {
+			return nil, toStatus(err)
+		}
+	}
 	var wait time.Duration
 	if w := req.GetWait(); w != nil {
 		if err := w.CheckValid(); err != nil {
@@ -227,10 +242,10 @@ func (s *workersServer) LeaseTask(ctx context.Context, req *sigv1.LeaseTaskReque
 		var ok bool
 		var err error
 		if wait > 0 {
-			l, err = s.q.Lease(wctx, req.GetWorkerId())
+			l, err = s.q.LeaseAs(wctx, req.GetWorkerId(), build)
 			ok = err == nil
 		} else {
-			l, ok, err = s.q.TryLease(req.GetWorkerId())
+			l, ok, err = s.q.TryLeaseAs(req.GetWorkerId(), build)
 		}
 		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
 			return &sigv1.LeaseTaskResponse{}, nil // waited: no task
@@ -288,6 +303,9 @@ func (s *workersServer) CompleteTask(ctx context.Context, req *sigv1.CompleteTas
 		if err != nil {
 			return nil, toStatus(err)
 		}
+		// Who computed it is what the queue recorded at the lease, not
+		// what the completion says.
+		res.Build = l.Build
 		if err := s.onComplete(ctx, l.Task, res); err != nil {
 			return nil, status.Errorf(codes.Unavailable, "complete %s: %v", l.Task.ID, err)
 		}

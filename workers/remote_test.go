@@ -81,7 +81,7 @@ func TestRemoteWorkers(t *testing.T) {
 		}
 		return Result{Rows: 10, Bytes: int64(len(tk.Spec.GetMemoObject()))}, nil
 	})
-	pool := NewPool(NewRemoteLeaser(client, time.Hour), runner, PoolOptions{Clock: clk, Name: "remote"})
+	pool := NewPool(NewRemoteLeaser(client, time.Hour, ""), runner, PoolOptions{Clock: clk, Name: "remote"})
 	pool.Resize(3)
 
 	reqs := []Request{req("bad", "b0", "ads", "ctr", 7), req("ghost", "b0", "ads", "ctr", 7)}
@@ -140,7 +140,7 @@ func TestRemoteLeaseProtocol(t *testing.T) {
 	q := openTest(t, t.TempDir(), clk)
 	defer q.Close()
 	client := serveWorkers(t, q, nil)
-	rl := NewRemoteLeaser(client, time.Second)
+	rl := NewRemoteLeaser(client, time.Second, "")
 	ctx := context.Background()
 
 	if _, err := rl.Heartbeat(ctx, "nope"); !errors.Is(err, ErrLeaseLost) {

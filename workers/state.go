@@ -58,6 +58,9 @@ const (
 	opTakePeak                         // (nothing: resets the queued peak)
 	opRestore                          // key, value: one stored record, at Open
 	opRestoreEnd                       // (nothing: the replay is over; checks it)
+	opBan                              // build, cause
+	opLift                             // build
+	opQuarantine                       // id, cause
 )
 
 // op is one change to the state, with everything it depends on: its
@@ -71,8 +74,11 @@ type op struct {
 	pipeline string
 	priority int32
 	worker   string
-	lease    string
-	cause    string
+	// build: the worker build leasing (lease; "" for one that does not
+	// say), banned (ban) or let lease again (lift).
+	build string
+	lease string
+	cause string
 	// due: leases whose deadline is not after it expire.
 	due time.Time
 	// key, value: a stored record being restored. The state copies what it
@@ -91,15 +97,16 @@ type write struct {
 type result struct {
 	// n: tasks created (enqueue), moved (set-priority), cancelled
 	// (remove-pipeline), leases expired (expire), the queued peak
-	// (take-peak).
+	// (take-peak), leases revoked (ban).
 	n int
-	// ok: the task existed (cancel), was quarantined (release), or a task
-	// was leased (lease).
+	// ok: the task existed (cancel), was quarantined (release), a task
+	// was leased (lease), the build was not banned before (ban), or was
+	// (lift), a queued task was quarantined (quarantine).
 	ok          bool
 	lease       Lease     // lease
 	deadline    time.Time // heartbeat
 	quarantined bool      // fail
-	// err refuses the op (ErrLeaseLost, ErrCancelled), or says a restored
+	// err refuses the op (ErrLeaseLost, ErrCancelled, a BannedError), or says a restored
 	// record is unreadable or disagrees with the others (ErrCorrupt,
 	// ErrFormat); the state may still have changed in memory (a cancelled
 	// lease is forgotten once its holder has heard), but there is nothing
@@ -141,9 +148,11 @@ type state struct {
 	pipelines  map[pipeKey]map[TaskID]*task
 	leases     map[string]*lease
 	quarantine map[TaskID]*task
-	fair       Fairness
-	seq        uint64
-	leaseN     uint64
+	// bans are the worker builds refused leases, by build.
+	bans   map[string]Ban
+	fair   Fairness
+	seq    uint64
+	leaseN uint64
 	// leasePrefix is the nonce part of every lease id.
 	leasePrefix string
 	nQueued     int
@@ -178,6 +187,7 @@ func newState(cfg stateConfig) *state {
 		pipelines:   make(map[pipeKey]map[TaskID]*task),
 		leases:      make(map[string]*lease),
 		quarantine:  make(map[TaskID]*task),
+		bans:        make(map[string]Ban),
 		fair:        Fairness{Last: make(map[int32]string)},
 		leasePrefix: fmt.Sprintf("%016x-", cfg.Nonce),
 	}
@@ -216,7 +226,7 @@ func (s *state) apply(o *op) result {
 	case opRelease:
 		r.ok = s.release(o.id)
 	case opLease:
-		r.lease, r.ok = s.lease(o.worker)
+		r.lease, r.ok, r.err = s.lease(o.worker, o.build)
 	case opHeartbeat:
 		r.deadline, r.err = s.heartbeat(o.lease)
 	case opComplete:
@@ -234,6 +244,12 @@ func (s *state) apply(o *op) result {
 		r.err = s.restore(o.key, o.value)
 	case opRestoreEnd:
 		r.err = s.endRestore()
+	case opBan:
+		r.ok, r.n = s.ban(o.build, o.cause)
+	case opLift:
+		r.ok = s.lift(o.build)
+	case opQuarantine:
+		r.ok = s.quarantineNow(o.id, o.cause)
 	default:
 		panic(fmt.Sprintf("workers: unknown op %d", o.kind))
 	}
@@ -437,7 +453,7 @@ func (s *state) endLease(l *lease) {
 	s.del(leaseKey(t.rec.deadline, l.id))
 	s.nLeased--
 	t.lease = nil
-	t.rec.leaseID, t.rec.worker, t.rec.client = "", "", ""
+	t.rec.leaseID, t.rec.worker, t.rec.client, t.rec.build = "", "", "", ""
 	t.rec.priority = 0
 	t.rec.deadline, t.rec.leasedAt = time.Time{}, time.Time{}
 }
@@ -479,7 +495,7 @@ func (t *task) snapshot() Task {
 
 func (l *lease) snapshot() Lease {
 	r := &l.t.rec
-	return Lease{ID: l.id, Task: l.t.snapshot(), Worker: r.worker, Client: r.client, Priority: r.priority, Deadline: r.deadline}
+	return Lease{ID: l.id, Task: l.t.snapshot(), Worker: r.worker, Build: r.build, Client: r.client, Priority: r.priority, Deadline: r.deadline}
 }
 
 func sortedTasks(m map[TaskID]*task) []*task {
@@ -583,12 +599,16 @@ func (s *state) cancel(id TaskID) bool {
 
 // ---------------------------------------------------------- consumers
 
-// lease takes the next task for worker: the scheduler (Schedule) picks the
-// client, the client's queue gives its first task, and the task leaves
-// every queue it was in. ok is false when nothing is queued.
-func (s *state) lease(worker string) (Lease, bool) {
+// lease takes the next task for worker, running build: the scheduler
+// (Schedule) picks the client, the client's queue gives its first task,
+// and the task leaves every queue it was in. ok is false when nothing is
+// queued; a banned build is refused (a BannedError) whatever is queued.
+func (s *state) lease(worker, build string) (Lease, bool, error) {
+	if b, ok := s.bans[build]; ok && build != "" {
+		return Lease{}, false, &BannedError{Ban: b}
+	}
 	if len(s.queues) == 0 {
-		return Lease{}, false
+		return Lease{}, false, nil
 	}
 	heads := s.heads[:0]
 	for c, cq := range s.queues {
@@ -612,13 +632,14 @@ func (s *state) lease(worker string) (Lease, bool) {
 	t.rec.since = s.now
 	t.rec.leaseID = l.id
 	t.rec.worker = worker
+	t.rec.build = build
 	t.rec.client = client
 	t.rec.priority = head.prio
 	t.rec.leasedAt = s.now
 	t.rec.deadline = s.now.Add(s.cfg.LeaseTTL)
 	s.putRecord(t)
 	s.holdLease(l)
-	return l.snapshot(), true
+	return l.snapshot(), true, nil
 }
 
 // lookup finds a live lease for the lease protocol's calls. It changes
@@ -702,13 +723,57 @@ func (s *state) giveBack(leaseID string) error {
 	if err != nil {
 		return err
 	}
+	s.requeueLeased(l)
+	return nil
+}
+
+// requeueLeased ends a live lease and puts its task back in the queues,
+// without counting an attempt (giveBack, ban).
+func (s *state) requeueLeased(l *lease) {
 	t := l.t
 	s.endLease(l)
 	t.rec.state = StateQueued
 	t.rec.since = s.now
 	s.enqueueItems(t)
 	s.putRecord(t)
-	return nil
+}
+
+// ban refuses build every lease from now on (Queue.BanBuild) and takes
+// back the tasks it holds, without counting an attempt: a build whose
+// output sigd found wrong would write them wrong too (issue 27). Their
+// holders hear ErrLeaseLost at their next call. It reports whether the
+// build was not banned already (a ban again keeps the first's reason and
+// time) and how many leases it revoked.
+func (s *state) ban(build, reason string) (added bool, revoked int) {
+	if _, ok := s.bans[build]; !ok {
+		b := Ban{Build: build, Reason: clip(reason), Since: s.now}
+		s.bans[build] = b
+		s.set(banKey(build), encodeBan(b))
+		added = true
+	}
+	var held []*lease
+	for _, l := range s.leases {
+		if !l.cancelled && l.t.rec.build == build {
+			held = append(held, l)
+		}
+	}
+	// Deterministic order: the requeued tasks' places follow it.
+	sort.Slice(held, func(i, j int) bool { return held[i].id < held[j].id })
+	for _, l := range held {
+		s.requeueLeased(l)
+	}
+	return added, len(held)
+}
+
+// lift lets a banned build lease again (Queue.LiftBan); it reports
+// whether it was banned.
+func (s *state) lift(build string) bool {
+	if _, ok := s.bans[build]; !ok {
+		return false
+	}
+	delete(s.bans, build)
+	s.del(banKey(build))
+	return true
 }
 
 // expire returns every task whose lease deadline is not after due to the
@@ -741,6 +806,25 @@ func (s *state) expire(due time.Time) int {
 		n++
 	}
 	return n
+}
+
+// quarantineNow quarantines a queued task with cause, as MaxAttempts
+// failures would (Queue.Quarantine). A task leased meanwhile is left to its
+// worker; it reports whether it quarantined it.
+func (s *state) quarantineNow(id TaskID, cause string) bool {
+	t := s.tasks[id]
+	if t == nil || t.rec.state != StateQueued {
+		return false
+	}
+	s.dequeueItems(t)
+	t.rec.state = StateQuarantined
+	t.rec.err = clip(cause)
+	t.rec.since = s.now
+	s.enterQuarantine(t)
+	s.putRecord(t)
+	s.stats.Quarantines++
+	s.events = append(s.events, Event{Kind: EventQuarantined, Task: t.snapshot()})
+	return true
 }
 
 // release puts a quarantined task back in the queues with its attempts
@@ -779,6 +863,16 @@ func (s *state) listQuarantine() []Task {
 	for _, t := range sortedTasks(s.quarantine) {
 		out = append(out, t.snapshot())
 	}
+	return out
+}
+
+// listBans returns the bans by build.
+func (s *state) listBans() []Ban {
+	out := make([]Ban, 0, len(s.bans))
+	for _, b := range s.bans {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Build < out[j].Build })
 	return out
 }
 
@@ -935,6 +1029,14 @@ func (s *state) restore(k, v []byte) error {
 		}
 		s.fair.Last[p] = string(v)
 		return nil
+	case pfxBan:
+		// A state of its own, like the cursors: read.
+		b, err := decodeBan(k, v)
+		if err != nil {
+			return err
+		}
+		s.bans[b.Build] = b
+		return nil
 	}
 	if !s.restoring.tally(k, v, false) {
 		// Not ignored: the state would then not be what the store holds.
@@ -1072,6 +1174,9 @@ func (s *state) dump(name func(TaskID) string) string {
 		fmt.Fprintf(&b, "task %s %s seq=%d attempts=%d since=%d req=%v", name(t.id), r.state, r.seq, r.attempts, r.since.UnixNano(), r.requesters)
 		if r.state == StateLeased {
 			fmt.Fprintf(&b, " lease=%s worker=%s from=%s@%d deadline=%d", r.leaseID, r.worker, r.client, r.priority, r.deadline.UnixNano())
+			if r.build != "" {
+				fmt.Fprintf(&b, " build=%s", r.build)
+			}
 		}
 		if r.err != "" {
 			fmt.Fprintf(&b, " err=%q", r.err)
@@ -1105,6 +1210,9 @@ func (s *state) dump(name func(TaskID) string) string {
 		fmt.Fprintf(&b, " %d:%s", p, s.fair.Last[int32(p)])
 	}
 	b.WriteByte('\n')
+	for _, ban := range s.listBans() {
+		fmt.Fprintf(&b, "ban %s since=%d reason=%q\n", ban.Build, ban.Since.UnixNano(), ban.Reason)
+	}
 	fmt.Fprintf(&b, "counts queued=%d leased=%d quarantined=%d\n", s.nQueued, s.nLeased, len(s.quarantine))
 	return b.String()
 }

@@ -29,12 +29,15 @@ import (
 // Commands (tasks are named as in testdata/schedule: "t1" is block "b"):
 //
 //	enqueue TASK... client=C pipeline=P priority=N
-//	lease [worker=W]
+//	lease [worker=W] [build=B]
 //	heartbeat|complete|return TASK
 //	fail TASK err=CAUSE|err=(MORE WORDS)
 //	cancel|release TASK
 //	set-priority client=C pipeline=P priority=N
 //	remove-pipeline client=C pipeline=P
+//	ban build=B reason=(WORDS)   refuse B leases, take back its tasks
+//	lift build=B
+//	quarantine TASK reason=(WORDS)  quarantine a queued task now
 //	expire                       leases due now
 //	advance by=DURATION
 //	peak                         take the queued peak
@@ -151,9 +154,10 @@ func (h *stateHarness) run(t *testing.T, td *datadriven.TestData) string {
 		r = h.apply(op{kind: opEnqueue, reqs: reqs})
 		answer = fmt.Sprintf("created %d", r.n)
 	case "lease":
-		w := "w"
+		w, build := "w", ""
 		td.MaybeScanArgs(t, "worker", &w)
-		r = h.apply(op{kind: opLease, worker: w})
+		td.MaybeScanArgs(t, "build", &build)
+		r = h.apply(op{kind: opLease, worker: w, build: build})
 		if !r.ok {
 			answer = "none"
 			break
@@ -187,6 +191,15 @@ func (h *stateHarness) run(t *testing.T, td *datadriven.TestData) string {
 	case "remove-pipeline":
 		r = h.apply(op{kind: opRemovePipeline, client: arg(t, td, "client"), pipeline: arg(t, td, "pipeline")})
 		answer = fmt.Sprintf("cancelled %d", r.n)
+	case "ban":
+		r = h.apply(op{kind: opBan, build: arg(t, td, "build"), cause: argText(td, "reason")})
+		answer = fmt.Sprintf("added %v, revoked %d", r.ok, r.n)
+	case "lift":
+		r = h.apply(op{kind: opLift, build: arg(t, td, "build")})
+		answer = fmt.Sprintf("lifted %v", r.ok)
+	case "quarantine":
+		r = h.apply(op{kind: opQuarantine, id: task(), cause: argText(td, "reason")})
+		answer = fmt.Sprintf("quarantined %v", r.ok)
 	case "expire":
 		r = h.apply(op{kind: opExpire, due: h.now})
 		answer = fmt.Sprintf("expired %d", r.n)
@@ -262,6 +275,9 @@ func (h *stateHarness) describeWrite(t *testing.T, w write) string {
 			val = fmt.Sprintf("%s seq=%d attempts=%d since=%s requesters=%s", rec.state, rec.seq, rec.attempts, h.at(rec.since), strings.Join(rs, ","))
 			if rec.state == StateLeased {
 				val += fmt.Sprintf(" lease=%s worker=%s from=%s@%d deadline=%s", rec.leaseID, rec.worker, rec.client, rec.priority, h.at(rec.deadline))
+				if rec.build != "" {
+					val += " build=" + rec.build
+				}
 			}
 			if rec.err != "" {
 				val += fmt.Sprintf(" err=%q", rec.err)
@@ -298,6 +314,15 @@ func (h *stateHarness) describeWrite(t *testing.T, w write) string {
 		}
 		what = fmt.Sprintf("fairness @%d", p)
 		val = string(w.value)
+	case pfxBan:
+		what = "ban " + string(k[1:])
+		if !w.del {
+			b, err := decodeBan(k, w.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			val = fmt.Sprintf("since=%s reason=%q", h.at(b.Since), b.Reason)
+		}
 	default:
 		t.Fatalf("write of unknown key %q", k)
 	}
@@ -336,6 +361,7 @@ func TestReplayActsAsApplied(t *testing.T) {
 	clients, pipelines := []string{"a", "b", "c"}, []string{"p", "q"}
 	var seen struct {
 		moved, released, cancelled, returned int
+		revoked, refused                     int
 		completed, expired, quarantines      uint64
 		restoredLeased, restoredQuarantined  int
 	}
@@ -407,6 +433,10 @@ func TestReplayActsAsApplied(t *testing.T) {
 				seen.cancelled++
 			case o.kind == opReturn && ra.err == nil:
 				seen.returned++
+			case o.kind == opBan:
+				seen.revoked += ra.n
+			case o.kind == opLease && errors.Is(ra.err, ErrBanned):
+				seen.refused++
 			}
 		}
 		st := h.s.statsSnapshot()
@@ -416,7 +446,7 @@ func TestReplayActsAsApplied(t *testing.T) {
 	}
 	// The random ops must reach every kind of change and of restored
 	// task, or agreeing would prove little.
-	if seen.moved == 0 || seen.released == 0 || seen.cancelled == 0 || seen.returned == 0 || seen.completed == 0 || seen.expired == 0 || seen.quarantines == 0 || seen.restoredLeased == 0 || seen.restoredQuarantined == 0 {
+	if seen.moved == 0 || seen.released == 0 || seen.cancelled == 0 || seen.returned == 0 || seen.revoked == 0 || seen.refused == 0 || seen.completed == 0 || seen.expired == 0 || seen.quarantines == 0 || seen.restoredLeased == 0 || seen.restoredQuarantined == 0 {
 		t.Fatalf("the random ops missed a kind of change: %+v", seen)
 	}
 }
@@ -451,8 +481,15 @@ func randomOp(rng *rand.Rand, s *state, now time.Time, tasks []TaskID, clients, 
 		return op{kind: opCancel, id: tasks[rng.IntN(len(tasks))]}
 	case n < 47:
 		return op{kind: opRelease, id: tasks[rng.IntN(len(tasks))]}
+	case n < 62:
+		return op{kind: opLease, worker: pick([]string{"w1", "w2"}), build: pick([]string{"", "b1", "b2"})}
+	case n < 64:
+		return op{kind: opBan, build: pick([]string{"b1", "b2"}), cause: "wrong values"}
 	case n < 65:
-		return op{kind: opLease, worker: pick([]string{"w1", "w2"})}
+		if rng.IntN(2) == 0 {
+			return op{kind: opQuarantine, id: tasks[rng.IntN(len(tasks))], cause: "banned build"}
+		}
+		return op{kind: opLift, build: pick([]string{"b1", "b2"})}
 	case n < 72:
 		return op{kind: opHeartbeat, lease: leaseID}
 	case n < 80:

@@ -35,7 +35,32 @@ var (
 	// ErrQuota: admitting the work would take a client past
 	// Options.MaxQueuedPerClient (see Queue.Admit and QuotaError).
 	ErrQuota = errors.New("workers: queued task quota exceeded")
+	// ErrBanned: the worker's build may not lease (Queue.BanBuild): sigd
+	// confirmed that a memo object it computed holds wrong values. An
+	// operator lifts the ban (Queue.LiftBan); see BannedError.
+	ErrBanned = errors.New("workers: worker build banned")
 )
+
+// Ban is a worker build refused leases (issue 27; paper VIII.E's
+// shared-fate risk): a build that computes wrong values computes them
+// again when its output is recomputed, so sigd's catch, quarantine and
+// recompute would loop for ever.
+type Ban struct {
+	Build  string
+	Reason string
+	Since  time.Time
+}
+
+// BannedError is a lease refused to a banned build: errors.Is(err,
+// ErrBanned).
+type BannedError struct{ Ban Ban }
+
+func (e *BannedError) Error() string {
+	return fmt.Sprintf("worker build %q is banned from leasing since %s: %s (an operator lifts the ban: sigctl builds lift, or the web UI)",
+		e.Ban.Build, e.Ban.Since.UTC().Format(time.RFC3339), e.Ban.Reason)
+}
+
+func (e *BannedError) Is(target error) bool { return target == ErrBanned }
 
 // QuotaError is Queue.Admit's refusal: errors.Is(err, ErrQuota).
 type QuotaError struct {
@@ -150,6 +175,9 @@ type Lease struct {
 	ID     string
 	Task   Task
 	Worker string
+	// Build is the worker's build (BuildID), as it said when leasing; ""
+	// when it did not say.
+	Build string
 	// Client is the queue the task was taken from and Priority its priority
 	// there (the task may sit in several clients' queues; it is leased once).
 	Client   string
@@ -165,6 +193,13 @@ type Result struct {
 	// (insertion.OpClass), over Rows rows: the workers' measurements the
 	// insertion policy decides with (kept in the matching cache).
 	OpNanos map[string]int64
+	// Build is the build of the worker that ran the task, from its lease
+	// (the queue's record of who leased it, not the worker's report at
+	// completion): what sigd records with the memo entry, so that a
+	// confirmed mismatch names the build to ban (issue 27). Set by the
+	// lease protocol's server and sigd's in-process completion; workers
+	// leave it empty.
+	Build string
 }
 
 // Depth is the size of one client's queue at one priority.

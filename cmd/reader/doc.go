@@ -28,8 +28,13 @@
 // memo object holding other values fails the unit with DataLoss, reason
 // MEMO_MISMATCH, and is reported to sigd (with --sigd), which recomputes
 // the block to confirm it and quarantines and recomputes the entry.
-// --guard-every N guards each memo object in one unit of N, for about 1/N
-// of the guard's cost.
+// Each read draws its own sample (the seed is in a MEMO_MISMATCH error's
+// guard_seed), so the rows checked grow with the reads of a block.
+// --guard-every N guards each memo object in one read of N, for about 1/N
+// of the guard's cost. --guard-on-error says what to do when the guard
+// cannot recompute its sample: serve the unit unchecked (serve, the
+// default) or fail it with FailedPrecondition, reason GUARD_ERROR (fail);
+// either way sig_reader_guard_errors_total counts it.
 //
 // The same server serves Arrow Flight (package reader, "Arrow Flight"):
 // DoGet reads a unit from its ticket with any Flight client. GetFlightInfo

@@ -51,7 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sigdToken := fs.String("sigd-token", "", "token of role reader for --sigd")
 	sigdTLS := fs.Bool("sigd-tls", false, "connect to --sigd with TLS")
 	guardRows := fs.Int("guard-sample-rows", reader.DefaultGuardSampleRows, "rows of each memo input a unit recomputes from the raw block and compares with the memo object (the shared-fate guard; 0: none)")
-	guardEvery := fs.Int("guard-every", 1, "guard each memo input in one unit of this many (chosen by a seed of unit, block and component), dividing the guard's cost by about as much; 1: every unit")
+	guardEvery := fs.Int("guard-every", 1, "guard each memo input in one read of this many (drawn per read), dividing the guard's cost by about as much; 1: every read")
+	guardOnError := fs.String("guard-on-error", "serve", "when the guard cannot recompute its sampled rows: serve the unit unchecked (serve) or fail it, FailedPrecondition GUARD_ERROR (fail); counted either way on --metrics as "+reader.MetricGuardErrors)
 	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics over HTTP on this address (empty: none)")
 	var flightLocations cli.List
 	fs.Var(&flightLocations, "flight-locations", "Arrow Flight locations (grpc+tcp://HOST:PORT, comma-separated) of the readers GetFlightInfo's endpoints name (default: this reader's address, none if it listens on all interfaces)")
@@ -74,6 +75,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *guardRows == 0 {
 		*guardRows = -1 // reader.Config: negative is off, 0 the default
+	}
+	onError, err := reader.ParseGuardOnError(*guardOnError)
+	if err != nil {
+		return fmt.Errorf("--guard-on-error: %w", err)
 	}
 	if *tokens == "" {
 		return errors.New("--tokens is required: readers serve only authenticated trainers and operators")
@@ -130,7 +135,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
 		MaxRequestBytes: *maxRequest, Logger: logger, Reporter: reporter, Registerer: reg,
-		Solutions: solutions, FlightLocations: flightLocations, GuardSampleRows: *guardRows, GuardEvery: *guardEvery})
+		Solutions: solutions, FlightLocations: flightLocations, GuardSampleRows: *guardRows, GuardEvery: *guardEvery,
+		GuardOnError: onError})
 	if err != nil {
 		lis.Close()
 		return err

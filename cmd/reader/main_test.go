@@ -36,6 +36,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--sigd", "127.0.0.1:1"}, nil, "--sigd needs --sigd-token"},
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--guard-sample-rows", "-1"}, nil, "--guard-sample-rows"},
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--guard-every", "0"}, nil, "--guard-every"},
+		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--guard-on-error", "ignore"}, nil, "--guard-on-error"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)

@@ -22,6 +22,8 @@ func init() {
 	registerRemote(remote{name: "stats", flags: statsFlags, json: "print JSON", usage: "[--json]: hit rate, reuse, queues, workers, task latency"})
 	registerRemote(remote{name: "quarantine", flags: quarantineFlags,
 		usage: "list | release COMPONENT BLOCK: quarantined tasks (release needs the operator role)"})
+	registerRemote(remote{name: "builds", flags: buildsFlags,
+		usage: "list | lift BUILD: worker builds banned from leasing for computing wrong values (lift needs the operator role)"})
 }
 
 // parseRange reads --range FROM:TO (cli.ParseTimeRange; both sides given).
@@ -221,6 +223,34 @@ func statsFlags(*flag.FlagSet) func(*session, []string) error {
 				st.WorkersActual, st.WorkersDesired, st.TasksCompleted, st.Quarantined, st.TaskLatencyP50Seconds, st.TaskLatencyP99Seconds)
 			return printQueues(w, st.Queues)
 		})
+	}
+}
+
+// buildsFlags lists the worker builds banned from leasing (issue 27: sigd
+// found a block a build computed wrong computed wrong again by it) and
+// lifts a ban.
+func buildsFlags(*flag.FlagSet) func(*session, []string) error {
+	return func(s *session, pos []string) error {
+		switch {
+		case len(pos) == 0 || pos[0] == "list" && len(pos) == 1:
+			resp, err := call(s, sigv1.SIGClient.ListWorkerBuildBans, &sigv1.ListWorkerBuildBansRequest{})
+			if err != nil {
+				return err
+			}
+			tw := table(s.stdout, "BUILD\tSINCE\tREASON")
+			for _, b := range resp.Bans {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", b.Build, b.Since.AsTime().UTC().Format("2006-01-02 15:04:05Z"), b.Reason)
+			}
+			return tw.Flush()
+		case pos[0] == "lift" && len(pos) == 2:
+			resp, err := call(s, sigv1.SIGClient.LiftWorkerBuildBan, &sigv1.LiftWorkerBuildBanRequest{Build: pos[1]})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.stdout, "lifted: %v\n", resp.Lifted)
+			return nil
+		}
+		return fmt.Errorf("%w: builds list | builds lift BUILD", cli.ErrUsage)
 	}
 }
 

@@ -53,7 +53,9 @@ func TestServiceCommands(t *testing.T) {
 		{"submit", graph, "--client", "ctr", "--pipeline", "p", "--range", rng, "--memoize", "q=sometimes"},
 		{"quarantine", "release", "k"}, // no block
 		{"quarantine", "frob"},         // no such subcommand
-		{"stats", "extra"},             // a stray argument is refused, not ignored
+		{"builds", "lift"},             // no build
+		{"builds", "frob"},
+		{"stats", "extra"}, // a stray argument is refused, not ignored
 		{"queues", "extra"},
 		{"watch", "extra", "--client", "ctr", "--pipeline", "p"},
 		{"set-priority", "extra", "--client", "ctr", "--pipeline", "p", "--priority", "3"},
@@ -105,6 +107,10 @@ func TestServiceCommands(t *testing.T) {
 	matches("quarantine", out, `(?m)^COMPONENT +BLOCK +ATTEMPTS +CLIENT +ERROR$`)
 	out = run(1, append([]string{"quarantine", "release", strings.Repeat("a", 64), w.Blocks[0].ID}, ctr...)...)
 	matches("quarantine release with a client's token", out, `PermissionDenied`)
+	out = run(0, "builds")
+	matches("builds", out, `(?m)^BUILD +SINCE +REASON$`)
+	out = run(1, append([]string{"builds", "lift", "some build"}, ctr...)...)
+	matches("builds lift with a client's token", out, `PermissionDenied`)
 
 	// An override of the insertion policy (sigd runs the paper's): the
 	// input is the readers', and the solution says why.

@@ -173,14 +173,17 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer conn.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second)
+	// The build goes with every lease: sigd bans a build whose output it
+	// found wrong (issue 27).
+	build := workers.BuildID()
+	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second, build)
 	var runner workers.Runner = &memo.Runner{Store: store, Segments: block.NewSegmentCache(sigd.WorkerCacheBytes(*cacheBytes)), Compression: comp}
 	if wrap != nil {
 		runner = wrap(runner)
 	}
 	pool := workers.NewPool(leaser, runner, workers.PoolOptions{Name: *name, Logger: log})
 	pool.Resize(*n)
-	fmt.Fprintf(stderr, "sigd worker: %d workers leasing from %s\n", *n, sigdConn.Addr)
+	fmt.Fprintf(stderr, "sigd worker: %d workers of build %q leasing from %s\n", *n, build, sigdConn.Addr)
 	<-ctx.Done()
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -2,6 +2,9 @@ package ui_test
 
 import (
 	"context"
+	"html/template"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -108,5 +111,59 @@ func TestUIShowsGuardMismatch(t *testing.T) {
 	}
 	if _, page := b.get("/ui/audit"); !strings.Contains(page, "quarantine mismatching block "+b0) || !strings.Contains(page, "memo mismatch: row 3 differs") {
 		t.Errorf("the audit page does not show the quarantine:\n%s", page)
+	}
+}
+
+// TestUIShowsBannedBuild (issue 27): the overview lists the worker builds
+// banned for computing wrong values, with the reason, escaped (a build is
+// what a worker says it runs), and a Lift button that only a POST with
+// the session's CSRF token acts on; lifting lets the build lease again
+// and is audited under the operator's name. The component page shows
+// which build computed each block. Before, a wrong build could not be
+// seen, stopped or let go anywhere.
+func TestUIShowsBannedBuild(t *testing.T) {
+	e := evictiontest.New(t, evictiontest.Config{Blocks: 2, Rows: 50})
+	e.Pipelines()
+	k := sigdtest.InputKey(t, e.Solution("ctr", "ctr-small"), "query_ids")
+	const hostile = "<script>alert(1)</script>"
+	built := workers.BuildID() // the in-process workers'
+	for _, b := range []string{built, hostile} {
+		if _, _, err := e.Srv.Queue().BanBuild(b, "it computed block b0 of component "+k.Short()+" wrong twice in a row"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t, e)
+	csrf := b.operator(e)
+	_, page := b.get("/ui/")
+	for _, want := range []string{`id="banned-builds">2<`, "Banned worker builds", "wrong twice in a row", `action="/ui/builds/lift"`, template.HTMLEscapeString(built)} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the overview does not show %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, hostile) || !strings.Contains(page, template.HTMLEscapeString(hostile)) {
+		t.Errorf("the hostile build name is not escaped:\n%s", page)
+	}
+	if _, page := b.get("/ui/component/" + k.String()); !strings.Contains(page, `<td class="mono build">`+template.HTMLEscapeString(built)+`</td>`) {
+		t.Errorf("the component page does not show the build that computed its blocks (%q):\n%s", built, page)
+	}
+
+	if resp, _ := b.post("/ui/builds/lift", url.Values{"build": {built}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a lift without the CSRF token: %s, want 403", resp.Status)
+	}
+	if _, banned := e.Srv.Queue().Banned(built); !banned {
+		t.Fatal("a lift without the CSRF token lifted the ban")
+	}
+	resp, page := b.post("/ui/builds/lift", url.Values{"csrf": {csrf}, "build": {built}})
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/" || resp.Request.URL.Query().Get("lifted") != "true" {
+		t.Fatalf("lift: %s at %s", resp.Status, resp.Request.URL)
+	}
+	if _, banned := e.Srv.Queue().Banned(built); banned {
+		t.Error("still banned after the lift")
+	}
+	if !strings.Contains(page, `id="banned-builds">1<`) {
+		t.Errorf("the overview after the lift does not count one ban:\n%s", page)
+	}
+	if _, page := b.get("/ui/audit"); !strings.Contains(page, "lift the ban of worker build") || !strings.Contains(page, template.HTMLEscapeString(built)) {
+		t.Errorf("the audit page does not show the lift:\n%s", page)
 	}
 }

@@ -54,11 +54,16 @@ type Config struct {
 	Frontend *matching.Frontend
 	Evictor  *eviction.Evictor
 	Tokens   *auth.Tokens
-	// Stats, Quarantine, Release and Trainers come from sigd.
+	// Stats, Quarantine, Release, Bans, LiftBan and Trainers come from
+	// sigd.
 	Stats      func() (*sigv1.StatsResponse, error)
 	Quarantine func() []*sigv1.QuarantinedTask
 	Release    func(component, block string) (bool, error)
-	Trainers   func() []*sigv1.TrainerStatus
+	// Bans lists the worker builds refused leases; LiftBan lifts one for
+	// the operator who (issue 27). Nil: the UI shows none and lifts none.
+	Bans     func() []*sigv1.WorkerBuildBan
+	LiftBan  func(who, build string) (bool, error)
+	Trainers func() []*sigv1.TrainerStatus
 	// QueuedPeak returns the most distinct tasks queued at once since its
 	// previous call (workers.Queue.QueuedPeak); the queue chart samples it.
 	// Nil samples the queues' depth at each sample instead.
@@ -140,6 +145,7 @@ func (u *UI) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/evict/dry-run", u.operator(u.dryRun))
 	mux.HandleFunc("POST /ui/evict/confirm", u.operator(u.confirm))
 	mux.HandleFunc("POST /ui/quarantine/release", u.operator(u.release))
+	mux.HandleFunc("POST /ui/builds/lift", u.operator(u.liftBan))
 	mux.HandleFunc("POST /ui/block", u.operator(u.block))
 	mux.HandleFunc("GET /ui/audit", u.operator(u.audit))
 	mux.HandleFunc("GET /ui/reports", u.operator(u.reports))
@@ -304,8 +310,10 @@ type trainerRow struct {
 }
 
 type overviewData struct {
-	Stats       *sigv1.StatsResponse
-	Quarantine  []*sigv1.QuarantinedTask
+	Stats      *sigv1.StatsResponse
+	Quarantine []*sigv1.QuarantinedTask
+	// Bans are the worker builds refused leases (issue 27).
+	Bans        []*sigv1.WorkerBuildBan
 	Trainers    []trainerRow
 	HitChart    template.HTML
 	QueueChart  template.HTML
@@ -321,6 +329,9 @@ func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		st = &sigv1.StatsResponse{}
 	}
 	d := overviewData{Stats: st, Quarantine: u.cfg.Quarantine(), SampleEvery: u.cfg.SampleEvery}
+	if u.cfg.Bans != nil {
+		d.Bans = u.cfg.Bans()
+	}
 	d.HitChart, d.QueueChart = u.charts()
 	for _, t := range u.cfg.Trainers() {
 		d.Trainers = append(d.Trainers, trainerRow{Status: t, Chart: u.mpgChart(t.Client + "/" + t.Job),
@@ -571,6 +582,24 @@ func (u *UI) release(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	u.cfg.Log.Info("ui: quarantine release", "who", s.p.Name, "component", r.PostFormValue("component"), "block", r.PostFormValue("block"), "released", ok)
 	http.Redirect(w, r, "/ui/?"+url.Values{"released": {fmt.Sprint(ok)}}.Encode(), http.StatusSeeOther)
+}
+
+// liftBan lifts the ban of a worker build (issue 27): the operator found
+// the cause (a misbuilt binary replaced, or the build innocent). It is
+// audited under the operator's name.
+func (u *UI) liftBan(w http.ResponseWriter, r *http.Request, s *session) {
+	build := r.PostFormValue("build")
+	if u.cfg.LiftBan == nil {
+		u.render(w, http.StatusNotFound, "error", u.base(s, "Lifting bans is not available"))
+		return
+	}
+	ok, err := u.cfg.LiftBan(s.p.Name, build)
+	if err != nil {
+		u.render(w, http.StatusBadRequest, "error", u.base(s, "Lifting the ban failed: "+err.Error()))
+		return
+	}
+	u.cfg.Log.Info("ui: worker build ban lifted", "who", s.p.Name, "build", build, "lifted", ok)
+	http.Redirect(w, r, "/ui/?"+url.Values{"lifted": {fmt.Sprint(ok)}}.Encode(), http.StatusSeeOther)
 }
 
 func (u *UI) audit(w http.ResponseWriter, r *http.Request, s *session) {

@@ -3852,6 +3852,243 @@ func (x *ReleaseQuarantineResponse) GetReleased() bool {
 	return false
 }
 
+// WorkerBuildBan is a worker build refused leases (issue 27): sigd's own
+// recomputation confirmed that a memo object it computed holds wrong values
+// (a reader's guard reported MEMO_MISMATCH), and a build that computes wrong
+// computes wrong again, so the block would be caught, quarantined and
+// recomputed for ever. The block's entry is failed instead; an operator
+// lifts the ban once the build is fixed or found innocent.
+type WorkerBuildBan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The build as workers report it (workers.BuildID): revision, Go version,
+	// target.
+	Build string `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`
+	// Why: the component, block and what sigd's recomputation found.
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerBuildBan) Reset() {
+	*x = WorkerBuildBan{}
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerBuildBan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerBuildBan) ProtoMessage() {}
+
+func (x *WorkerBuildBan) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerBuildBan.ProtoReflect.Descriptor instead.
+func (*WorkerBuildBan) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *WorkerBuildBan) GetBuild() string {
+	if x != nil {
+		return x.Build
+	}
+	return ""
+}
+
+func (x *WorkerBuildBan) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WorkerBuildBan) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+type ListWorkerBuildBansRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkerBuildBansRequest) Reset() {
+	*x = ListWorkerBuildBansRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkerBuildBansRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkerBuildBansRequest) ProtoMessage() {}
+
+func (x *ListWorkerBuildBansRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkerBuildBansRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkerBuildBansRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+}
+
+type ListWorkerBuildBansResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bans          []*WorkerBuildBan      `protobuf:"bytes,1,rep,name=bans,proto3" json:"bans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkerBuildBansResponse) Reset() {
+	*x = ListWorkerBuildBansResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkerBuildBansResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkerBuildBansResponse) ProtoMessage() {}
+
+func (x *ListWorkerBuildBansResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkerBuildBansResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkerBuildBansResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ListWorkerBuildBansResponse) GetBans() []*WorkerBuildBan {
+	if x != nil {
+		return x.Bans
+	}
+	return nil
+}
+
+type LiftWorkerBuildBanRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Build         string                 `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiftWorkerBuildBanRequest) Reset() {
+	*x = LiftWorkerBuildBanRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiftWorkerBuildBanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiftWorkerBuildBanRequest) ProtoMessage() {}
+
+func (x *LiftWorkerBuildBanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiftWorkerBuildBanRequest.ProtoReflect.Descriptor instead.
+func (*LiftWorkerBuildBanRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *LiftWorkerBuildBanRequest) GetBuild() string {
+	if x != nil {
+		return x.Build
+	}
+	return ""
+}
+
+type LiftWorkerBuildBanResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lifted        bool                   `protobuf:"varint,1,opt,name=lifted,proto3" json:"lifted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiftWorkerBuildBanResponse) Reset() {
+	*x = LiftWorkerBuildBanResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiftWorkerBuildBanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiftWorkerBuildBanResponse) ProtoMessage() {}
+
+func (x *LiftWorkerBuildBanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiftWorkerBuildBanResponse.ProtoReflect.Descriptor instead.
+func (*LiftWorkerBuildBanResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *LiftWorkerBuildBanResponse) GetLifted() bool {
+	if x != nil {
+		return x.Lifted
+	}
+	return false
+}
+
 // TrainerStatus is what a trainer job reports for the operator overview.
 type TrainerStatus struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -3882,7 +4119,7 @@ type TrainerStatus struct {
 
 func (x *TrainerStatus) Reset() {
 	*x = TrainerStatus{}
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3894,7 +4131,7 @@ func (x *TrainerStatus) String() string {
 func (*TrainerStatus) ProtoMessage() {}
 
 func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[51]
+	mi := &file_sig_v1_sig_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3907,7 +4144,7 @@ func (x *TrainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainerStatus.ProtoReflect.Descriptor instead.
 func (*TrainerStatus) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{51}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TrainerStatus) GetJob() string {
@@ -4037,7 +4274,7 @@ type ReportTrainerStatusResponse struct {
 
 func (x *ReportTrainerStatusResponse) Reset() {
 	*x = ReportTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4049,7 +4286,7 @@ func (x *ReportTrainerStatusResponse) String() string {
 func (*ReportTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[52]
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4062,7 +4299,7 @@ func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{52}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
 }
 
 type ListTrainerStatusRequest struct {
@@ -4073,7 +4310,7 @@ type ListTrainerStatusRequest struct {
 
 func (x *ListTrainerStatusRequest) Reset() {
 	*x = ListTrainerStatusRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4322,7 @@ func (x *ListTrainerStatusRequest) String() string {
 func (*ListTrainerStatusRequest) ProtoMessage() {}
 
 func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[53]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4335,7 @@ func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{53}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 type ListTrainerStatusResponse struct {
@@ -4110,7 +4347,7 @@ type ListTrainerStatusResponse struct {
 
 func (x *ListTrainerStatusResponse) Reset() {
 	*x = ListTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4359,7 @@ func (x *ListTrainerStatusResponse) String() string {
 func (*ListTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[54]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4372,7 @@ func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{54}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
@@ -4176,7 +4413,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4425,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[55]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4438,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{55}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Task) GetComponentKey() string {
@@ -4306,7 +4543,7 @@ type MemoInput struct {
 
 func (x *MemoInput) Reset() {
 	*x = MemoInput{}
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4318,7 +4555,7 @@ func (x *MemoInput) String() string {
 func (*MemoInput) ProtoMessage() {}
 
 func (x *MemoInput) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[56]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4331,7 +4568,7 @@ func (x *MemoInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoInput.ProtoReflect.Descriptor instead.
 func (*MemoInput) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{56}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *MemoInput) GetKey() string {
@@ -4352,14 +4589,18 @@ type LeaseTaskRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// How long to wait for a task before answering with none.
-	Wait          *durationpb.Duration `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	Wait *durationpb.Duration `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	// The worker binary's build (workers.BuildID; empty: not said). The lease
+	// records it, so that a memo object the task writes is known to come from
+	// it; a banned build is refused with FAILED_PRECONDITION (issue 27).
+	Build         string `protobuf:"bytes,3,opt,name=build,proto3" json:"build,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4371,7 +4612,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4384,7 +4625,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -4401,6 +4642,13 @@ func (x *LeaseTaskRequest) GetWait() *durationpb.Duration {
 	return nil
 }
 
+func (x *LeaseTaskRequest) GetBuild() string {
+	if x != nil {
+		return x.Build
+	}
+	return ""
+}
+
 type LeaseTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unset when no task was available within the wait.
@@ -4413,7 +4661,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4425,7 +4673,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4438,7 +4686,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -4471,7 +4719,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4731,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4744,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -4515,7 +4763,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4527,7 +4775,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4540,7 +4788,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -4565,7 +4813,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4577,7 +4825,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4590,7 +4838,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -4629,7 +4877,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +4889,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +4902,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
 }
 
 type FailTaskRequest struct {
@@ -4667,7 +4915,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4679,7 +4927,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4692,7 +4940,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -4718,7 +4966,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4730,7 +4978,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4743,7 +4991,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -4778,7 +5026,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +5038,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +5051,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -4893,7 +5141,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4905,7 +5153,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4918,7 +5166,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -4944,7 +5192,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4956,7 +5204,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4969,7 +5217,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -4987,7 +5235,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4999,7 +5247,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5012,7 +5260,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -5024,7 +5272,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5036,7 +5284,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5049,7 +5297,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -5068,7 +5316,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5080,7 +5328,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5093,7 +5341,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -5414,7 +5662,18 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\"7\n" +
 	"\x19ReleaseQuarantineResponse\x12\x1a\n" +
-	"\breleased\x18\x01 \x01(\bR\breleased\"\xa0\x05\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\"p\n" +
+	"\x0eWorkerBuildBan\x12\x14\n" +
+	"\x05build\x18\x01 \x01(\tR\x05build\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x1c\n" +
+	"\x1aListWorkerBuildBansRequest\"I\n" +
+	"\x1bListWorkerBuildBansResponse\x12*\n" +
+	"\x04bans\x18\x01 \x03(\v2\x16.sig.v1.WorkerBuildBanR\x04bans\"1\n" +
+	"\x19LiftWorkerBuildBanRequest\x12\x14\n" +
+	"\x05build\x18\x01 \x01(\tR\x05build\"4\n" +
+	"\x1aLiftWorkerBuildBanResponse\x12\x16\n" +
+	"\x06lifted\x18\x01 \x01(\bR\x06lifted\"\xa0\x05\n" +
 	"\rTrainerStatus\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x1a\n" +
@@ -5464,10 +5723,11 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\tMemoInput\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
 	"\vmemo_object\x18\x02 \x01(\tR\n" +
-	"memoObject\"^\n" +
+	"memoObject\"t\n" +
 	"\x10LeaseTaskRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12-\n" +
-	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x88\x01\n" +
+	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x14\n" +
+	"\x05build\x18\x03 \x01(\tR\x05build\"\x88\x01\n" +
 	"\x11LeaseTaskResponse\x12 \n" +
 	"\x04task\x18\x01 \x01(\v2\f.sig.v1.TaskR\x04task\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x126\n" +
@@ -5519,7 +5779,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x17BLOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BLOCK_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11BLOCK_STATE_READY\x10\x02\x12\x16\n" +
-	"\x12BLOCK_STATE_FAILED\x10\x032\x9a\v\n" +
+	"\x12BLOCK_STATE_FAILED\x10\x032\xd7\f\n" +
 	"\x03SIG\x12F\n" +
 	"\vSubmitGraph\x12\x1a.sig.v1.SubmitGraphRequest\x1a\x1b.sig.v1.SubmitGraphResponse\x12G\n" +
 	"\x0fGetReadSolution\x12\x1e.sig.v1.GetReadSolutionRequest\x1a\x14.sig.v1.ReadSolution\x12F\n" +
@@ -5540,7 +5800,9 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\n" +
 	"ListBlocks\x12\x19.sig.v1.ListBlocksRequest\x1a\x1a.sig.v1.ListBlocksResponse\x12O\n" +
 	"\x0eListQuarantine\x12\x1d.sig.v1.ListQuarantineRequest\x1a\x1e.sig.v1.ListQuarantineResponse\x12X\n" +
-	"\x11ReleaseQuarantine\x12 .sig.v1.ReleaseQuarantineRequest\x1a!.sig.v1.ReleaseQuarantineResponse\x12Q\n" +
+	"\x11ReleaseQuarantine\x12 .sig.v1.ReleaseQuarantineRequest\x1a!.sig.v1.ReleaseQuarantineResponse\x12^\n" +
+	"\x13ListWorkerBuildBans\x12\".sig.v1.ListWorkerBuildBansRequest\x1a#.sig.v1.ListWorkerBuildBansResponse\x12[\n" +
+	"\x12LiftWorkerBuildBan\x12!.sig.v1.LiftWorkerBuildBanRequest\x1a\".sig.v1.LiftWorkerBuildBanResponse\x12Q\n" +
 	"\x13ReportTrainerStatus\x12\x15.sig.v1.TrainerStatus\x1a#.sig.v1.ReportTrainerStatusResponse\x12X\n" +
 	"\x11ListTrainerStatus\x12 .sig.v1.ListTrainerStatusRequest\x1a!.sig.v1.ListTrainerStatusResponse2\x97\x02\n" +
 	"\aWorkers\x12@\n" +
@@ -5565,7 +5827,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -5619,31 +5881,36 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*ListQuarantineResponse)(nil),       // 49: sig.v1.ListQuarantineResponse
 	(*ReleaseQuarantineRequest)(nil),     // 50: sig.v1.ReleaseQuarantineRequest
 	(*ReleaseQuarantineResponse)(nil),    // 51: sig.v1.ReleaseQuarantineResponse
-	(*TrainerStatus)(nil),                // 52: sig.v1.TrainerStatus
-	(*ReportTrainerStatusResponse)(nil),  // 53: sig.v1.ReportTrainerStatusResponse
-	(*ListTrainerStatusRequest)(nil),     // 54: sig.v1.ListTrainerStatusRequest
-	(*ListTrainerStatusResponse)(nil),    // 55: sig.v1.ListTrainerStatusResponse
-	(*Task)(nil),                         // 56: sig.v1.Task
-	(*MemoInput)(nil),                    // 57: sig.v1.MemoInput
-	(*LeaseTaskRequest)(nil),             // 58: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 59: sig.v1.LeaseTaskResponse
-	(*HeartbeatRequest)(nil),             // 60: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 61: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 62: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 63: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 64: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 65: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 66: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 67: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 68: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 69: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 70: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 71: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 72: sig.v1.SubmitGraphRequest.MemoizeEntry
-	nil,                                  // 73: sig.v1.TrainerStatus.ChipSecondsEntry
-	nil,                                  // 74: sig.v1.CompleteTaskRequest.OpNanosEntry
-	(*timestamppb.Timestamp)(nil),        // 75: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 76: google.protobuf.Duration
+	(*WorkerBuildBan)(nil),               // 52: sig.v1.WorkerBuildBan
+	(*ListWorkerBuildBansRequest)(nil),   // 53: sig.v1.ListWorkerBuildBansRequest
+	(*ListWorkerBuildBansResponse)(nil),  // 54: sig.v1.ListWorkerBuildBansResponse
+	(*LiftWorkerBuildBanRequest)(nil),    // 55: sig.v1.LiftWorkerBuildBanRequest
+	(*LiftWorkerBuildBanResponse)(nil),   // 56: sig.v1.LiftWorkerBuildBanResponse
+	(*TrainerStatus)(nil),                // 57: sig.v1.TrainerStatus
+	(*ReportTrainerStatusResponse)(nil),  // 58: sig.v1.ReportTrainerStatusResponse
+	(*ListTrainerStatusRequest)(nil),     // 59: sig.v1.ListTrainerStatusRequest
+	(*ListTrainerStatusResponse)(nil),    // 60: sig.v1.ListTrainerStatusResponse
+	(*Task)(nil),                         // 61: sig.v1.Task
+	(*MemoInput)(nil),                    // 62: sig.v1.MemoInput
+	(*LeaseTaskRequest)(nil),             // 63: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 64: sig.v1.LeaseTaskResponse
+	(*HeartbeatRequest)(nil),             // 65: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 66: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 67: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 68: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 69: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 70: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 71: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 72: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 73: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 74: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 75: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 76: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 77: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 78: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 79: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 80: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 81: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -5662,96 +5929,102 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 13: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
 	7,  // 14: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
 	8,  // 15: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	72, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	77, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
 	12, // 17: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
 	8,  // 18: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	8,  // 19: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	9,  // 20: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	12, // 21: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
 	21, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	75, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	80, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
 	26, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
 	26, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	9,  // 26: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
 	0,  // 27: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
 	0,  // 28: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	75, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	80, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
 	37, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
 	40, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
 	40, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
 	8,  // 33: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
 	8,  // 34: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
 	45, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	75, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	80, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
 	47, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	75, // 38: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	73, // 39: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	52, // 40: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	57, // 41: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
-	76, // 42: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	56, // 43: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	75, // 44: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	75, // 45: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	74, // 46: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	67, // 47: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	75, // 48: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	66, // 49: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	66, // 50: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	13, // 51: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	15, // 52: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	17, // 53: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
-	19, // 54: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
-	16, // 55: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	23, // 56: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	25, // 57: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	28, // 58: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	30, // 59: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	32, // 60: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	34, // 61: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	36, // 62: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	39, // 63: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	42, // 64: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	44, // 65: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	48, // 66: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	50, // 67: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	52, // 68: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	54, // 69: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	58, // 70: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	60, // 71: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	62, // 72: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	64, // 73: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	68, // 74: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	70, // 75: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 76: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 77: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 78: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
-	20, // 79: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
-	22, // 80: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	24, // 81: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	27, // 82: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	29, // 83: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	31, // 84: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	33, // 85: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	35, // 86: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	38, // 87: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	41, // 88: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	43, // 89: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	46, // 90: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	49, // 91: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	51, // 92: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	53, // 93: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	55, // 94: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	59, // 95: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	61, // 96: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	63, // 97: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	65, // 98: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	69, // 99: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	71, // 100: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	76, // [76:101] is the sub-list for method output_type
-	51, // [51:76] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	80, // 38: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
+	52, // 39: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
+	80, // 40: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	78, // 41: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	57, // 42: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	62, // 43: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	81, // 44: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	61, // 45: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	80, // 46: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	80, // 47: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	79, // 48: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	72, // 49: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	80, // 50: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	71, // 51: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	71, // 52: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	13, // 53: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	15, // 54: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	17, // 55: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
+	19, // 56: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
+	16, // 57: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	23, // 58: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	25, // 59: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	28, // 60: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	30, // 61: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	32, // 62: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	34, // 63: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	36, // 64: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	39, // 65: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	42, // 66: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	44, // 67: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	48, // 68: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	50, // 69: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	53, // 70: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
+	55, // 71: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
+	57, // 72: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	59, // 73: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	63, // 74: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	65, // 75: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	67, // 76: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	69, // 77: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	73, // 78: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	75, // 79: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 80: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 81: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 82: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
+	20, // 83: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
+	22, // 84: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	24, // 85: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	27, // 86: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	29, // 87: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	31, // 88: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	33, // 89: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	35, // 90: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	38, // 91: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	41, // 92: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	43, // 93: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	46, // 94: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	49, // 95: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	51, // 96: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	54, // 97: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
+	56, // 98: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
+	58, // 99: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	60, // 100: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	64, // 101: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	66, // 102: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	68, // 103: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	70, // 104: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	74, // 105: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	76, // 106: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	80, // [80:107] is the sub-list for method output_type
+	53, // [53:80] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -5779,7 +6052,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   74,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -45,6 +45,8 @@ const (
 	SIG_ListBlocks_FullMethodName          = "/sig.v1.SIG/ListBlocks"
 	SIG_ListQuarantine_FullMethodName      = "/sig.v1.SIG/ListQuarantine"
 	SIG_ReleaseQuarantine_FullMethodName   = "/sig.v1.SIG/ReleaseQuarantine"
+	SIG_ListWorkerBuildBans_FullMethodName = "/sig.v1.SIG/ListWorkerBuildBans"
+	SIG_LiftWorkerBuildBan_FullMethodName  = "/sig.v1.SIG/LiftWorkerBuildBan"
 	SIG_ReportTrainerStatus_FullMethodName = "/sig.v1.SIG/ReportTrainerStatus"
 	SIG_ListTrainerStatus_FullMethodName   = "/sig.v1.SIG/ListTrainerStatus"
 )
@@ -87,6 +89,11 @@ type SIGClient interface {
 	ListQuarantine(ctx context.Context, in *ListQuarantineRequest, opts ...grpc.CallOption) (*ListQuarantineResponse, error)
 	// Operator only.
 	ReleaseQuarantine(ctx context.Context, in *ReleaseQuarantineRequest, opts ...grpc.CallOption) (*ReleaseQuarantineResponse, error)
+	// Worker builds refused leases (operators, clients and trainers: which
+	// build is banned is no client's secret), and lifting a ban (operator
+	// only).
+	ListWorkerBuildBans(ctx context.Context, in *ListWorkerBuildBansRequest, opts ...grpc.CallOption) (*ListWorkerBuildBansResponse, error)
+	LiftWorkerBuildBan(ctx context.Context, in *LiftWorkerBuildBanRequest, opts ...grpc.CallOption) (*LiftWorkerBuildBanResponse, error)
 	ReportTrainerStatus(ctx context.Context, in *TrainerStatus, opts ...grpc.CallOption) (*ReportTrainerStatusResponse, error)
 	ListTrainerStatus(ctx context.Context, in *ListTrainerStatusRequest, opts ...grpc.CallOption) (*ListTrainerStatusResponse, error)
 }
@@ -278,6 +285,26 @@ func (c *sIGClient) ReleaseQuarantine(ctx context.Context, in *ReleaseQuarantine
 	return out, nil
 }
 
+func (c *sIGClient) ListWorkerBuildBans(ctx context.Context, in *ListWorkerBuildBansRequest, opts ...grpc.CallOption) (*ListWorkerBuildBansResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorkerBuildBansResponse)
+	err := c.cc.Invoke(ctx, SIG_ListWorkerBuildBans_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sIGClient) LiftWorkerBuildBan(ctx context.Context, in *LiftWorkerBuildBanRequest, opts ...grpc.CallOption) (*LiftWorkerBuildBanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LiftWorkerBuildBanResponse)
+	err := c.cc.Invoke(ctx, SIG_LiftWorkerBuildBan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sIGClient) ReportTrainerStatus(ctx context.Context, in *TrainerStatus, opts ...grpc.CallOption) (*ReportTrainerStatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReportTrainerStatusResponse)
@@ -336,6 +363,11 @@ type SIGServer interface {
 	ListQuarantine(context.Context, *ListQuarantineRequest) (*ListQuarantineResponse, error)
 	// Operator only.
 	ReleaseQuarantine(context.Context, *ReleaseQuarantineRequest) (*ReleaseQuarantineResponse, error)
+	// Worker builds refused leases (operators, clients and trainers: which
+	// build is banned is no client's secret), and lifting a ban (operator
+	// only).
+	ListWorkerBuildBans(context.Context, *ListWorkerBuildBansRequest) (*ListWorkerBuildBansResponse, error)
+	LiftWorkerBuildBan(context.Context, *LiftWorkerBuildBanRequest) (*LiftWorkerBuildBanResponse, error)
 	ReportTrainerStatus(context.Context, *TrainerStatus) (*ReportTrainerStatusResponse, error)
 	ListTrainerStatus(context.Context, *ListTrainerStatusRequest) (*ListTrainerStatusResponse, error)
 	mustEmbedUnimplementedSIGServer()
@@ -398,6 +430,12 @@ func (UnimplementedSIGServer) ListQuarantine(context.Context, *ListQuarantineReq
 }
 func (UnimplementedSIGServer) ReleaseQuarantine(context.Context, *ReleaseQuarantineRequest) (*ReleaseQuarantineResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseQuarantine not implemented")
+}
+func (UnimplementedSIGServer) ListWorkerBuildBans(context.Context, *ListWorkerBuildBansRequest) (*ListWorkerBuildBansResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWorkerBuildBans not implemented")
+}
+func (UnimplementedSIGServer) LiftWorkerBuildBan(context.Context, *LiftWorkerBuildBanRequest) (*LiftWorkerBuildBanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LiftWorkerBuildBan not implemented")
 }
 func (UnimplementedSIGServer) ReportTrainerStatus(context.Context, *TrainerStatus) (*ReportTrainerStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportTrainerStatus not implemented")
@@ -725,6 +763,42 @@ func _SIG_ReleaseQuarantine_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SIG_ListWorkerBuildBans_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorkerBuildBansRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SIGServer).ListWorkerBuildBans(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SIG_ListWorkerBuildBans_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SIGServer).ListWorkerBuildBans(ctx, req.(*ListWorkerBuildBansRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SIG_LiftWorkerBuildBan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LiftWorkerBuildBanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SIGServer).LiftWorkerBuildBan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SIG_LiftWorkerBuildBan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SIGServer).LiftWorkerBuildBan(ctx, req.(*LiftWorkerBuildBanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SIG_ReportTrainerStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(TrainerStatus)
 	if err := dec(in); err != nil {
@@ -831,6 +905,14 @@ var SIG_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseQuarantine",
 			Handler:    _SIG_ReleaseQuarantine_Handler,
+		},
+		{
+			MethodName: "ListWorkerBuildBans",
+			Handler:    _SIG_ListWorkerBuildBans_Handler,
+		},
+		{
+			MethodName: "LiftWorkerBuildBan",
+			Handler:    _SIG_LiftWorkerBuildBan_Handler,
 		},
 		{
 			MethodName: "ReportTrainerStatus",

@@ -119,6 +119,16 @@ class SIGStub:
                 request_serializer=sig_dot_v1_dot_sig__pb2.ReleaseQuarantineRequest.SerializeToString,
                 response_deserializer=sig_dot_v1_dot_sig__pb2.ReleaseQuarantineResponse.FromString,
                 _registered_method=True)
+        self.ListWorkerBuildBans = channel.unary_unary(
+                '/sig.v1.SIG/ListWorkerBuildBans',
+                request_serializer=sig_dot_v1_dot_sig__pb2.ListWorkerBuildBansRequest.SerializeToString,
+                response_deserializer=sig_dot_v1_dot_sig__pb2.ListWorkerBuildBansResponse.FromString,
+                _registered_method=True)
+        self.LiftWorkerBuildBan = channel.unary_unary(
+                '/sig.v1.SIG/LiftWorkerBuildBan',
+                request_serializer=sig_dot_v1_dot_sig__pb2.LiftWorkerBuildBanRequest.SerializeToString,
+                response_deserializer=sig_dot_v1_dot_sig__pb2.LiftWorkerBuildBanResponse.FromString,
+                _registered_method=True)
         self.ReportTrainerStatus = channel.unary_unary(
                 '/sig.v1.SIG/ReportTrainerStatus',
                 request_serializer=sig_dot_v1_dot_sig__pb2.TrainerStatus.SerializeToString,
@@ -253,6 +263,21 @@ class SIGServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkerBuildBans(self, request, context):
+        """Worker builds refused leases (operators, clients and trainers: which
+        build is banned is no client's secret), and lifting a ban (operator
+        only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LiftWorkerBuildBan(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportTrainerStatus(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -352,6 +377,16 @@ def add_SIGServicer_to_server(servicer, server):
                     servicer.ReleaseQuarantine,
                     request_deserializer=sig_dot_v1_dot_sig__pb2.ReleaseQuarantineRequest.FromString,
                     response_serializer=sig_dot_v1_dot_sig__pb2.ReleaseQuarantineResponse.SerializeToString,
+            ),
+            'ListWorkerBuildBans': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkerBuildBans,
+                    request_deserializer=sig_dot_v1_dot_sig__pb2.ListWorkerBuildBansRequest.FromString,
+                    response_serializer=sig_dot_v1_dot_sig__pb2.ListWorkerBuildBansResponse.SerializeToString,
+            ),
+            'LiftWorkerBuildBan': grpc.unary_unary_rpc_method_handler(
+                    servicer.LiftWorkerBuildBan,
+                    request_deserializer=sig_dot_v1_dot_sig__pb2.LiftWorkerBuildBanRequest.FromString,
+                    response_serializer=sig_dot_v1_dot_sig__pb2.LiftWorkerBuildBanResponse.SerializeToString,
             ),
             'ReportTrainerStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportTrainerStatus,
@@ -823,6 +858,60 @@ class SIG:
             '/sig.v1.SIG/ReleaseQuarantine',
             sig_dot_v1_dot_sig__pb2.ReleaseQuarantineRequest.SerializeToString,
             sig_dot_v1_dot_sig__pb2.ReleaseQuarantineResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkerBuildBans(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sig.v1.SIG/ListWorkerBuildBans',
+            sig_dot_v1_dot_sig__pb2.ListWorkerBuildBansRequest.SerializeToString,
+            sig_dot_v1_dot_sig__pb2.ListWorkerBuildBansResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LiftWorkerBuildBan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sig.v1.SIG/LiftWorkerBuildBan',
+            sig_dot_v1_dot_sig__pb2.LiftWorkerBuildBanRequest.SerializeToString,
+            sig_dot_v1_dot_sig__pb2.LiftWorkerBuildBanResponse.FromString,
             options,
             channel_credentials,
             insecure,
