@@ -249,6 +249,12 @@
 // (their checkpoints in the warehouse bucket, checkpoints/<pipeline>/ps/;
 // Linux ends them with the controller), restarts one that dies on its
 // address, and stops them at exit; `--ps-addrs` uses servers run by hand.
+// Like every SIG service the servers refuse an unauthenticated caller
+// (`trainer ps` requires --tokens): the servers the controller starts
+// admit only a secret it makes for them, passed in a token file only its
+// user can read (never on a command line), and servers run by hand are
+// called with the job's trainer token (--token), which their token file
+// must admit.
 // The client is the emulated TPU host's: the step runs in the controller's
 // device, so it is the device that talks to the servers, one client with
 // one core, stacking on by default, coalesced.

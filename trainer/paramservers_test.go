@@ -3,15 +3,24 @@ package trainer
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/sigdata/sig/internal/auth"
+	psv1 "github.com/sigdata/sig/proto/ps/v1"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
@@ -101,6 +110,7 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 				t.Errorf("the servers' tables differ from the model state at the switch: %v", err)
 			}
 			switched = got
+			checkServersAuthenticate(ctx, t, c.dev.ps)
 		}
 	}
 	rep := run(cfg)
@@ -186,6 +196,61 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 	t.Logf("killed run: %d failed attempts, %d server restarts, %d moves, %d rollbacks", krep.Stats.FailedAttempts, kp.Restarts, kp.Moves, kp.Restores)
 }
 
+// checkServersAuthenticate: the servers a job started admit only the
+// token it made for them (issue 27: they ran unauthenticated): each is
+// started with a token file (--tokens FILE) that only the job's user can
+// read, the token is on no server's command line, and a call without it
+// or with another token is refused as Unauthenticated. Linux only (/proc).
+func checkServersAuthenticate(ctx context.Context, t *testing.T, st *paramservers.Servers) {
+	t.Helper()
+	for i, addr := range st.Addrs() {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.PID(i)))
+		if err != nil {
+			t.Errorf("server %d: %v", i, err)
+			return
+		}
+		argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		k := slices.Index(argv, "--tokens")
+		if k < 0 || k+1 >= len(argv) {
+			t.Errorf("server %d runs without a token file: %q", i, argv)
+			return
+		}
+		fi, err := os.Stat(argv[k+1])
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("server %d's token file %s: %v, mode %v, want 0600", i, argv[k+1], err, fi.Mode())
+			return
+		}
+		b, err := os.ReadFile(argv[k+1])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var f auth.File
+		if err := json.Unmarshal(b, &f); err != nil || len(f.Tokens) != 1 || f.Tokens[0].Role != auth.RoleTrainer {
+			t.Errorf("server %d's token file: %v %+v, want one token of role trainer", i, err, f)
+			return
+		}
+		if strings.Contains(string(raw), f.Tokens[0].Token) {
+			t.Errorf("server %d has its token on its command line", i)
+		}
+		for _, token := range []string{"", f.Tokens[0].Token + "-wrong"} {
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+			if token != "" {
+				opts = append(opts, grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}))
+			}
+			cc, err := grpc.NewClient(addr, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = psv1.NewParameterServerClient(cc).Status(ctx, &psv1.StatusRequest{})
+			cc.Close()
+			if status.Code(err) != codes.Unauthenticated {
+				t.Errorf("server %d called with token %q: %v, want Unauthenticated", i, token, err)
+			}
+		}
+	}
+}
+
 // TestParameterServersConfig: a bad parameter-server configuration is an
 // error naming what is wrong, before anything starts.
 func TestParameterServersConfig(t *testing.T) {
@@ -196,6 +261,9 @@ func TestParameterServersConfig(t *testing.T) {
 		{paramservers.Config{Servers: -1}, "parameter servers: -1"},
 		{paramservers.Config{Servers: 2}, "no checkpoint store"},
 		{paramservers.Config{Servers: 2, Addrs: []string{"127.0.0.1:1"}}, "2 servers but 1 addresses"},
+		// Servers run by hand are called with the job's token: none, none
+		// of their calls would be served.
+		{paramservers.Config{Addrs: []string{"127.0.0.1:1"}}, "no token to call them with"},
 	} {
 		_, err := NewController(ControllerConfig{Client: "c", Pipeline: "p", SigdAddr: "127.0.0.1:1", ParameterServers: tc.ps})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

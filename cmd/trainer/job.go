@@ -119,7 +119,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.reportText, "report-text", "-", "write the report as text to this `FILE` at exit (- for stdout)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address")
 	fs.IntVar(&f.psServers, "ps-servers", 0, "parameter servers holding the embedding tables in the caught-up phase: the controller starts this many `trainer ps` processes (checkpoints in the warehouse bucket; 0: the tables stay on the slice)")
-	fs.Var(&f.psAddrs, "ps-addrs", "parameter servers already running (shard i at the i-th address) instead of --ps-servers")
+	fs.Var(&f.psAddrs, "ps-addrs", "parameter servers already running (shard i at the i-th address) instead of --ps-servers; called with --token, which their --tokens file must admit")
 	fs.BoolVar(&f.psNoStacking, "ps-no-stacking", false, "do not stack tables of one width into one variable on the parameter servers")
 	f.newLogger = cli.LogFlag(fs)
 	return f

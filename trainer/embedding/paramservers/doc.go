@@ -7,8 +7,12 @@
 //   - Start: Config.Servers `trainer ps` processes, one shard each, their
 //     checkpoints where StoreArgs say; each restarted on its address when
 //     it dies, from its own newest checkpoint (Linux ends them with the
-//     process that started them). With Config.Addrs, servers run by hand
-//     are dialed instead.
+//     process that started them). They admit one caller, the job: Start
+//     makes a secret of role trainer for them, writes it to a token file
+//     only the job's user can read, and names the file on their command
+//     lines (--tokens FILE), so the secret is on none (token.go); every
+//     call of the job carries it. With Config.Addrs, servers run by hand
+//     are dialed instead, with Config.Token (the job's trainer token).
 //   - Place, at a restore of the caught-up phase: the tables go onto the
 //     servers at the model's step. A checkpoint written with them there
 //     rolls every server back to its committed step (ps Restore) — the

@@ -20,6 +20,7 @@ import (
 // committed step, Servers.Place).
 type fleet struct {
 	log   *slog.Logger
+	token *jobToken // the one token the servers admit
 	env   []string
 	delay time.Duration
 	ctx   context.Context
@@ -54,10 +55,16 @@ func startFleet(ctx context.Context, cfg Config, log *slog.Logger) (*fleet, erro
 	if delay <= 0 {
 		delay = 100 * time.Millisecond
 	}
+	token, err := newJobToken(cfg.Client)
+	if err != nil {
+		return nil, err
+	}
 	fctx, stop := context.WithCancel(context.Background())
-	f := &fleet{log: log, env: cfg.Env, delay: delay, ctx: fctx, stop: stop}
+	f := &fleet{log: log, token: token, env: cfg.Env, delay: delay, ctx: fctx, stop: stop}
 	for i := range cfg.Servers {
-		a := append(append([]string(nil), argv...), "--shard", fmt.Sprint(i), "--shards", fmt.Sprint(cfg.Servers))
+		// The token by its file's path: the secret stays off the command
+		// line (jobToken).
+		a := append(append([]string(nil), argv...), "--shard", fmt.Sprint(i), "--shards", fmt.Sprint(cfg.Servers), "--tokens", token.file)
 		f.procs = append(f.procs, &proc{shard: i, argv: append(a, cfg.StoreArgs...), addr: "127.0.0.1:0"})
 	}
 	for _, p := range f.procs {
@@ -188,10 +195,12 @@ func (f *fleet) pid(i int) int {
 	return p.cmd.Process.Pid
 }
 
-// close stops the servers (SIGTERM, then SIGKILL after 5s) and waits.
+// close stops the servers (SIGTERM, then SIGKILL after 5s), waits, and
+// removes their token.
 func (f *fleet) close() {
 	f.stop()
 	f.wg.Wait()
+	defer f.token.remove()
 	for _, p := range f.procs {
 		p.mu.Lock()
 		cmd, exited := p.cmd, p.exitedCh
