@@ -29,6 +29,7 @@ import (
 	"github.com/sigdata/sig/trainer/embedding/paramservers"
 	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/trainer/model"
+	"github.com/sigdata/sig/trainer/steptime"
 )
 
 // TestCaughtUpOnParameterServers trains one pipeline three times over the
@@ -65,6 +66,11 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 		cfg := e.jobConfig(t, pipeline)
 		cfg.Hosts = 1
 		cfg.HostInFlight = buffer.Scaling{Min: 1, Max: 1}
+		// A network as fast as HBM keeps the steps on the servers about
+		// as long as the slice's (the default's 100 Gbit/s makes them 1.8
+		// s each at the default time scale); bench/placement.sh measures
+		// the default. The same in all three runs: the same job.
+		cfg.Device.Network.Bandwidth = steptime.DefaultHBMBandwidth
 		if servers > 0 {
 			cfg.ParameterServers = paramservers.Config{Servers: servers, Command: []string{trainerBin, "ps"},
 				StoreArgs: []string{"--s3-endpoint", mio.Endpoint, "--s3-bucket", sigdtest.Bucket, "--pipeline", pipeline},
@@ -127,10 +133,24 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 	if man.ParameterServers == nil || man.ParameterServers.Step != p.CommittedStep || uint64(p.CommittedStep) != modelSteps(t, refState) {
 		t.Fatalf("manifest %+v, committed step %d, the reference trained %d steps", man.ParameterServers, p.CommittedStep, modelSteps(t, refState))
 	}
-	// The RPCs are in the steps' productive time: a caught-up step lasts
-	// longer than its modelled device time by them, and PG says so.
 	if p.RPCSeconds <= 0 || p.SaveSeconds <= 0 || p.MoveSeconds <= 0 {
 		t.Fatalf("parameter server time not accounted: %+v", p)
+	}
+	// Program goodput on one basis (issue 27; TestProgramGoodputOneBasis
+	// holds the denominators): the caught-up phase's ideal chip-time — PG's
+	// numerator, the committed steps' FLOPs at peak — is the reference's,
+	// for the same steps; the modelled steps differ only in where the
+	// lookups went, the SparseCore's time replaced by the wait on the
+	// servers, which is in their device time (PG's denominator).
+	refCU, cuPG := phaseGoodput(ref, "caught-up"), phaseGoodput(rep, "caught-up")
+	if math.Abs(refCU.IdealChipSeconds-cuPG.IdealChipSeconds) > 1e-9*refCU.IdealChipSeconds || refCU.IdealChipSeconds <= 0 {
+		t.Errorf("caught-up ideal chip-seconds %v on the servers, %v on the slice: the same steps' ideal moved with the tables",
+			cuPG.IdealChipSeconds, refCU.IdealChipSeconds)
+	}
+	rs, ss := ref.Phases[1], rep.Phases[1]
+	if rs.ServersNSPerStep != 0 || ss.SparseCoreNSPerStep != 0 || ss.ServersNSPerStep <= 0 || rs.TensorCoreNSPerStep != ss.TensorCoreNSPerStep ||
+		math.Abs(ss.DeviceNSPerStep-(ss.TensorCoreNSPerStep+ss.ServersNSPerStep)) > 1 {
+		t.Errorf("caught-up steps: on the slice %+v, on the servers %+v", rs, ss)
 	}
 	// Where that time is in goodput (doc.go): step RPCs in productive time,
 	// reading back and checkpointing the servers in checkpoint_save, moving
@@ -140,8 +160,10 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 	if cu[goodput.Productive] < p.RPCSeconds || cu[goodput.CheckpointSave] < p.SaveSeconds || cu[goodput.CheckpointRestore] < p.MoveSeconds {
 		t.Fatalf("caught-up goodput %v does not hold the servers' time %+v", cu, p)
 	}
-	t.Logf("on the servers: %d caught-up steps, %.3f s in step RPCs, %d RPCs; caught-up PG %.3f (reference %.3f)",
-		p.Steps, p.RPCSeconds, p.RPCs, phaseGoodput(rep, "caught-up").PG, phaseGoodput(ref, "caught-up").PG)
+	t.Logf("on the servers: %d caught-up steps, %.3f s in step RPCs, %d RPCs; caught-up PG %.4f, on the slice %.4f; "+
+		"the step-time model's ratio (TensorCore + SparseCore) / (TensorCore + wait on the servers) = (%.3g + %.3g) / (%.3g + %.3g) = %.3f, measured %.3f",
+		p.Steps, p.RPCSeconds, p.RPCs, cuPG.PG, refCU.PG, rs.TensorCoreNSPerStep, rs.SparseCoreNSPerStep, ss.TensorCoreNSPerStep, ss.ServersNSPerStep,
+		rs.DeviceNSPerStep/ss.DeviceNSPerStep, cuPG.PG/refCU.PG)
 
 	// One server SIGKILLed mid-epoch: in the last caught-up epoch (the two
 	// have the same steps, their blocks the same rows), after the step's

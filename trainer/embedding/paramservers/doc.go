@@ -21,8 +21,11 @@
 //     are written from the model state (ps Assign, then a server
 //     checkpoint), which holds the same values.
 //   - Remote, each step: one coalesced Lookup of the global batch's unique
-//     rows and one Apply of their gradients per server, timed (the model's
-//     StepRemote); the servers' step is the model's step count.
+//     rows and one Apply of their gradients per server (the model's
+//     StepRemote); the servers' step is the model's step count. Their real
+//     time is reported; how long the step holds the slice waiting on them
+//     is the step-time model's (trainer/steptime, Time.Servers), on the
+//     same basis as the slice's own lookups.
 //   - Save, at an epoch end: the tables are read back into the model
 //     state, then every server checkpoints at the model's step, before the
 //     manifest that commits both (checkpoint.Manifest.ParameterServers).
