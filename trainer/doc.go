@@ -252,7 +252,8 @@
 // Like every SIG service the servers refuse an unauthenticated caller
 // (`trainer ps` requires --tokens): the servers the controller starts
 // admit only a secret it makes for them, passed in a token file only its
-// user can read (never on a command line), and servers run by hand are
+// user can read, removed once the server has read it (never on a command
+// line), and servers run by hand are
 // called with the job's trainer token (--token), which their token file
 // must admit.
 // The client is the emulated TPU host's: the step runs in the controller's

@@ -3,10 +3,12 @@ package trainer
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -218,13 +220,15 @@ func TestCaughtUpOnParameterServers(t *testing.T) {
 	t.Logf("killed run: %d failed attempts, %d server restarts, %d moves, %d rollbacks", krep.Stats.FailedAttempts, kp.Restarts, kp.Moves, kp.Restores)
 }
 
-// checkServersAuthenticate: the servers a job started admit only the
-// token it made for them (issue 27: they ran unauthenticated): each is
-// started with a token file (--tokens FILE) that only the job's user can
-// read, the token is on no server's command line, and a call without it
-// or with another token is refused as Unauthenticated. Linux only (/proc).
+// checkServersAuthenticate: the servers a job started authenticate their
+// callers (issue 27: they ran unauthenticated): each was started with a
+// token file (--tokens FILE), which is gone once it listens, no secret is
+// on its command line, and a call without a token or with another one is
+// refused as Unauthenticated (the job's own calls are served: the run
+// trains). Linux only (/proc).
 func checkServersAuthenticate(ctx context.Context, t *testing.T, st *paramservers.Servers) {
 	t.Helper()
+	secret := regexp.MustCompile(`^[0-9a-f]{32,}$`) // randid.Hex
 	for i, addr := range st.Addrs() {
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.PID(i)))
 		if err != nil {
@@ -237,25 +241,13 @@ func checkServersAuthenticate(ctx context.Context, t *testing.T, st *paramserver
 			t.Errorf("server %d runs without a token file: %q", i, argv)
 			return
 		}
-		fi, err := os.Stat(argv[k+1])
-		if err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("server %d's token file %s: %v, mode %v, want 0600", i, argv[k+1], err, fi.Mode())
-			return
+		if _, err := os.Stat(argv[k+1]); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("server %d listens and its token file %s is still there (%v)", i, argv[k+1], err)
 		}
-		b, err := os.ReadFile(argv[k+1])
-		if err != nil {
-			t.Error(err)
-			return
+		if j := slices.IndexFunc(argv, secret.MatchString); j >= 0 {
+			t.Errorf("server %d has a secret on its command line: %q", i, argv[j])
 		}
-		var f auth.File
-		if err := json.Unmarshal(b, &f); err != nil || len(f.Tokens) != 1 || f.Tokens[0].Role != auth.RoleTrainer {
-			t.Errorf("server %d's token file: %v %+v, want one token of role trainer", i, err, f)
-			return
-		}
-		if strings.Contains(string(raw), f.Tokens[0].Token) {
-			t.Errorf("server %d has its token on its command line", i)
-		}
-		for _, token := range []string{"", f.Tokens[0].Token + "-wrong"} {
+		for _, token := range []string{"", strings.Repeat("0", 64)} {
 			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 			if token != "" {
 				opts = append(opts, grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}))

@@ -9,9 +9,10 @@
 //     it dies, from its own newest checkpoint (Linux ends them with the
 //     process that started them). They admit one caller, the job: Start
 //     makes a secret of role trainer for them, writes it to a token file
-//     only the job's user can read, and names the file on their command
-//     lines (--tokens FILE), so the secret is on none (token.go); every
-//     call of the job carries it. With Config.Addrs, servers run by hand
+//     only the job's user can read for each start of a server, names the
+//     file on its command line (--tokens FILE), so the secret is on none,
+//     and removes it once the server listens (token.go); every call of the
+//     job carries it. With Config.Addrs, servers run by hand
 //     are dialed instead, with Config.Token (the job's trainer token).
 //   - Place, at a restore of the caught-up phase: the tables go onto the
 //     servers at the model's step. A checkpoint written with them there

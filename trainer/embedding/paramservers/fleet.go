@@ -55,16 +55,10 @@ func startFleet(ctx context.Context, cfg Config, log *slog.Logger) (*fleet, erro
 	if delay <= 0 {
 		delay = 100 * time.Millisecond
 	}
-	token, err := newJobToken(cfg.Client)
-	if err != nil {
-		return nil, err
-	}
 	fctx, stop := context.WithCancel(context.Background())
-	f := &fleet{log: log, token: token, env: cfg.Env, delay: delay, ctx: fctx, stop: stop}
+	f := &fleet{log: log, token: newJobToken(cfg.Client), env: cfg.Env, delay: delay, ctx: fctx, stop: stop}
 	for i := range cfg.Servers {
-		// The token by its file's path: the secret stays off the command
-		// line (jobToken).
-		a := append(append([]string(nil), argv...), "--shard", fmt.Sprint(i), "--shards", fmt.Sprint(cfg.Servers), "--tokens", token.file)
+		a := append(append([]string(nil), argv...), "--shard", fmt.Sprint(i), "--shards", fmt.Sprint(cfg.Servers))
 		f.procs = append(f.procs, &proc{shard: i, argv: append(a, cfg.StoreArgs...), addr: "127.0.0.1:0"})
 	}
 	for _, p := range f.procs {
@@ -83,7 +77,15 @@ func (f *fleet) start(ctx context.Context, p *proc) error {
 	p.mu.Lock()
 	addr := p.addr
 	p.mu.Unlock()
-	cmd := exec.Command(p.argv[0], append(append([]string(nil), p.argv[1:]...), "--listen", addr)...)
+	// The token by its file's path, the file gone once the server has
+	// read it (it listens) or exited: the secret is on no command line and
+	// on disk only while the server starts (jobToken).
+	tokens, removeTokens, err := f.token.writeFile()
+	if err != nil {
+		return err
+	}
+	defer removeTokens()
+	cmd := exec.Command(p.argv[0], append(append([]string(nil), p.argv[1:]...), "--tokens", tokens, "--listen", addr)...)
 	cmd.SysProcAttr = childAttr()
 	cmd.Env = append(os.Environ(), f.env...)
 	stderr, err := cmd.StderrPipe()
@@ -195,12 +197,10 @@ func (f *fleet) pid(i int) int {
 	return p.cmd.Process.Pid
 }
 
-// close stops the servers (SIGTERM, then SIGKILL after 5s), waits, and
-// removes their token.
+// close stops the servers (SIGTERM, then SIGKILL after 5s) and waits.
 func (f *fleet) close() {
 	f.stop()
 	f.wg.Wait()
-	defer f.token.remove()
 	for _, p := range f.procs {
 		p.mu.Lock()
 		cmd, exited := p.cmd, p.exitedCh

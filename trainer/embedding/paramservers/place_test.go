@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +212,38 @@ func TestServersCallWithTheJobToken(t *testing.T) {
 	}
 	if err := (Config{Addrs: []string{lis.Addr().String()}}).Validate(); err == nil || !strings.Contains(err.Error(), "no token") {
 		t.Errorf("servers at given addresses without a token: %v", err)
+	}
+}
+
+// TestJobTokenFile: the token file a job writes for a server's start is
+// its user's alone (file 0600 in a directory 0700), admits the job's
+// secret as role trainer for its client and nothing else, and is gone once
+// removed.
+func TestJobTokenFile(t *testing.T) {
+	tok := newJobToken("ctr")
+	path, remove, err := tok.writeFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %s: %v, mode %v", path, err, fi.Mode())
+	}
+	if di, err := os.Stat(filepath.Dir(path)); err != nil || di.Mode().Perm() != 0o700 {
+		t.Fatalf("token directory: %v, mode %v", err, di.Mode())
+	}
+	toks, err := auth.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := toks.Lookup(tok.secret); !ok || p.Role != auth.RoleTrainer || p.Client != "ctr" {
+		t.Fatalf("the job's secret: %+v %v", p, ok)
+	}
+	if other := newJobToken("ctr"); other.secret == tok.secret || len(tok.secret) != 64 {
+		t.Fatalf("secrets %q and %q", tok.secret, other.secret)
+	}
+	remove()
+	if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the token's directory after removal: %v", err)
 	}
 }

@@ -16,37 +16,43 @@ import (
 // token for them when it starts them (Start) rather than handing them its
 // sigd token, which would let a server act for the job at sigd.
 //
-// The servers learn it from a token file (internal/auth's format, the one
-// every SIG service reads), named on their command line by its path
-// (--tokens FILE): the secret itself is on no command line, which `ps`
-// shows to every user, and the file and its directory are the job's user's
-// alone (0600, 0700). A server restarted after a crash reads the same file;
-// the directory is removed when the job stops its servers.
+// A server learns it from a token file (internal/auth's format, the one
+// every SIG service reads) named on its command line by its path (--tokens
+// FILE): the secret itself is on no command line, which `ps` shows to
+// every user. The file is written for each start of a server, in a new
+// directory only the job's user can read (0700, the file 0600), and
+// removed as soon as the server listens — it has read its tokens by then —
+// or has exited, so the secret is on disk only while a server starts, and
+// a controller killed outright leaves none behind but for that moment.
 type jobToken struct {
 	secret string
-	dir    string
-	file   string
+	entry  auth.File
 }
 
-// newJobToken writes a fresh secret of role trainer for client to a new
-// private directory.
-func newJobToken(client string) (*jobToken, error) {
+// newJobToken makes a fresh secret of role trainer for client.
+func newJobToken(client string) *jobToken {
+	t := &jobToken{secret: randid.Hex(32)}
+	t.entry = auth.File{Tokens: []auth.Entry{{Token: t.secret,
+		Principal: auth.Principal{Name: "job of client " + client, Role: auth.RoleTrainer, Client: client}}}}
+	return t
+}
+
+// writeFile writes the token file for one start of a server and returns
+// its path and the function that removes it.
+func (t *jobToken) writeFile() (path string, remove func(), err error) {
 	dir, err := os.MkdirTemp("", "sig-ps-token-") // mode 0700
 	if err != nil {
-		return nil, fmt.Errorf("parameter servers: token: %w", err)
+		return "", nil, fmt.Errorf("parameter servers: token: %w", err)
 	}
-	t := &jobToken{secret: randid.Hex(32), dir: dir, file: filepath.Join(dir, "tokens.json")}
-	b, err := json.Marshal(auth.File{Tokens: []auth.Entry{{Token: t.secret,
-		Principal: auth.Principal{Name: "job of client " + client, Role: auth.RoleTrainer, Client: client}}}})
+	remove = func() { _ = os.RemoveAll(dir) }
+	path = filepath.Join(dir, "tokens.json")
+	b, err := json.Marshal(t.entry)
 	if err == nil {
-		err = os.WriteFile(t.file, b, 0o600)
+		err = os.WriteFile(path, b, 0o600)
 	}
 	if err != nil {
-		t.remove()
-		return nil, fmt.Errorf("parameter servers: token: %w", err)
+		remove()
+		return "", nil, fmt.Errorf("parameter servers: token: %w", err)
 	}
-	return t, nil
+	return path, remove, nil
 }
-
-// remove deletes the token file: the servers it admitted to are stopped.
-func (t *jobToken) remove() { _ = os.RemoveAll(t.dir) }
