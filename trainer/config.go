@@ -175,7 +175,10 @@ type ControllerConfig struct {
 	// in the caught-up phase (paper III.B; trainer/embedding/paramservers):
 	// at the switch they move from the slice onto that many `trainer ps`
 	// processes, which the controller starts with the job and restarts if
-	// one dies. Zero keeps them on the slice in both phases.
+	// one dies. Zero keeps them on the slice in both phases. Its Client
+	// and Token default to the job's: servers the job starts admit only a
+	// secret the job makes for them, servers run by hand (Addrs) are
+	// called with Token.
 	ParameterServers paramservers.Config
 
 	// Allocator hands out chips. Default Unlimited.
@@ -287,6 +290,15 @@ func (c *ControllerConfig) EnsureDefaults() {
 	}
 	if c.RetryDelay <= 0 {
 		c.RetryDelay = time.Second
+	}
+	// The parameter servers' token (paramservers.Config): servers the job
+	// starts admit a secret of its own, naming its client; servers run by
+	// hand are called with the job's trainer token.
+	if c.ParameterServers.Client == "" {
+		c.ParameterServers.Client = c.Client
+	}
+	if c.ParameterServers.Token == "" {
+		c.ParameterServers.Token = c.Token
 	}
 	if c.Device.TimeScale <= 0 {
 		c.Device.TimeScale = DefaultTimeScale

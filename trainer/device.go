@@ -195,13 +195,21 @@ func (c *Controller) step(ctx context.Context, attempt, gen uint64, b *model.Exa
 	dev := c.cfg.Device
 	dev.Chips = c.dev.chips()
 	r.time, r.chips = dev.Step(res.Work), dev.Chips
+	// The step holds the slice for its modelled device time, stretched by
+	// the time scale, on the tables' either placement: with the tables on
+	// parameter servers it includes the wait for their rows before the
+	// device step and for the servers' acknowledgement after it, priced by
+	// the step-time model from the bytes it exchanged with them
+	// (steptime.Time.Servers), on the same basis as the SparseCore's
+	// lookups it replaces. PG is the ideal over this time (MPG paper §4):
+	// one definition in both placements (issue 27: adding the RPCs' real
+	// loopback time instead put an unscaled wait beside scaled device
+	// time, so the servers' PG moved with the time scale and could not be
+	// compared with the slice's). The real RPCs run inside this time, as
+	// the real computation does; if the
+	// emulator's CPU and loopback take longer, the step lasts longer and
+	// the report says the emulator set the pace.
 	wall := dev.Scale(r.time.Device)
-	if remote != nil {
-		// The host waits for its rows before the device step and for the
-		// servers' acknowledgement after it: the RPCs' wall time adds to
-		// the step's, and the step's ideal time does not include them.
-		wall += remote.RPCTime()
-	}
 	if rest := start.Add(wall).Sub(c.now()); rest > 0 {
 		select {
 		case <-ctx.Done():

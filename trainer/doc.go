@@ -249,6 +249,13 @@
 // (their checkpoints in the warehouse bucket, checkpoints/<pipeline>/ps/;
 // Linux ends them with the controller), restarts one that dies on its
 // address, and stops them at exit; `--ps-addrs` uses servers run by hand.
+// Like every SIG service the servers refuse an unauthenticated caller
+// (`trainer ps` requires --tokens): the servers the controller starts
+// admit only a secret it makes for them, passed in a token file only its
+// user can read, removed once the server has read it (never on a command
+// line), and servers run by hand are
+// called with the job's trainer token (--token), which their token file
+// must admit.
 // The client is the emulated TPU host's: the step runs in the controller's
 // device, so it is the device that talks to the servers, one client with
 // one core, stacking on by default, coalesced.
@@ -289,20 +296,29 @@
 //     events (TestCaughtUpOnParameterServers: SIGKILL mid-epoch, final
 //     parameters bit-identical to an unkilled run).
 //
-// Goodput: a step's Lookup and Apply are part of the step — productive
-// time, which the step's ideal time (TensorCore FLOPs at peak) does not
-// include, so they lower PG; the step's modelled device time prices no
-// SparseCore lookups (the slice does none). Moving the tables on and
-// rolling them back happen in the restore (checkpoint_restore); reading
-// them back and the servers' checkpoints in the save (checkpoint_save);
-// the steps of an attempt a server's death aborted are lost_work, and the
-// wait for its restart is the restore's retries. One caveat: the RPC time
-// is real loopback time, not stretched by Device.TimeScale as the
-// emulated device time is, so the caught-up phase's PG on servers is not
-// comparable with the slice's (the slice's is low because its one chip's
-// modelled SparseCore time dominates). The report's "parameter servers"
-// line gives the servers, restarts, moves, rollbacks, steps, RPCs and
-// seconds spent in each category.
+// Goodput: PG is ideal time over the time the job held its accelerators
+// (MPG paper §4), one definition in both placements (issue 27). The
+// slice waits for a step's rows before the device runs and for the
+// servers to apply its gradients after, and it is held while it waits, so
+// that wait is in the step's device time — PG's denominator — as the
+// SparseCore's lookups are on the slice. Both are priced by the step-time
+// model and stretched by Device.TimeScale alike (trainer/steptime: the
+// wait is the bytes the step exchanged with the servers — each unique
+// row's id and values, its id and gradient — over the host's network,
+// Device.Network, `--ps-bandwidth`, 100 Gbit/s by default, a guess); the
+// real loopback RPCs run inside that time, as the real computation does.
+// The ideal (TensorCore FLOPs at peak) is the same program's in both, so
+// the same job's PG moves only by the lookups' time: SparseCore time on the
+// slice, the wait on the servers on them (TestProgramGoodputOneBasis;
+// bench/placement.sh measures both and says why they differ). Moving the
+// tables on and rolling them back happen in the restore
+// (checkpoint_restore); reading them back and the servers' checkpoints in
+// the save (checkpoint_save); the steps of an attempt a server's death
+// aborted are lost_work, and the wait for its restart is the restore's
+// retries. The report's "parameter servers" line gives the servers,
+// restarts, moves, rollbacks, steps, RPCs and seconds spent in each
+// category (the steps' RPC seconds are real loopback time, the emulator's
+// cost); each phase line gives the modelled wait per step.
 //
 // What this package does not own: the decisions (trainer/control), the
 // model and its step time (trainer/model, trainer/steptime), the buffer and

@@ -119,19 +119,20 @@ func (r Report) JobGoodput() goodput.Summary {
 	return goodput.Summary{}
 }
 
-// StepNS returns the mean modelled TensorCore, SparseCore and device time
-// of this run's steps in nanoseconds (unscaled, steptime), over all phases,
-// each step weighted by the chips it ran on as PG weighs it (a step on 4
-// chips is 4 times the chip-time of one on 1).
-func (r Report) StepNS() (tensorCore, sparseCore, device float64) {
-	return runstats.StepNS(r.Phases)
+// StepNS returns the mean modelled step of this run in nanoseconds
+// (unscaled, steptime): TensorCore, SparseCore, the wait on parameter
+// servers and device time, over all phases, each step weighted by the
+// chips it ran on as PG weighs it (a step on 4 chips is 4 times the
+// chip-time of one on 1).
+func (r Report) StepNS() steptime.MeanStep {
+	tc, sc, srv, dev := runstats.StepNS(r.Phases)
+	return steptime.MeanStep{TensorCore: tc, SparseCore: sc, Servers: srv, Device: dev}
 }
 
 // ProgramGoodputWhy says in one line why the job's PG is what it is
-// (steptime.ExplainProgramGoodput).
+// (steptime.MeanStep.Explain).
 func (r Report) ProgramGoodputWhy() string {
-	tc, sc, dev := r.StepNS()
-	return steptime.ExplainProgramGoodput(r.JobGoodput().PG, tc, sc, dev)
+	return r.StepNS().Explain(r.JobGoodput().PG)
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -18,7 +18,8 @@ import (
 // process) to the end and reads its JSON report. Its caught-up phase keeps
 // the tables on two parameter servers, `trainer ps` processes the command
 // starts itself (its own executable, checkpoints in the bucket, the S3 keys
-// in their environment).
+// in their environment), the wait on them priced at HBM's bandwidth to keep
+// the steps short.
 func TestRunCommand(t *testing.T) {
 	e := newEnv(t, 3, 600, sigd.Options{})
 	bin := sigdtest.BuildCommand(t, "cmd/trainer")
@@ -35,7 +36,7 @@ func TestRunCommand(t *testing.T) {
 		"--s3-endpoint", m.Endpoint, "--s3-access-key", m.AccessKey, "--s3-secret-key", m.SecretKey, "--s3-bucket", sigdtest.Bucket,
 		"--kafka-brokers", strings.Join(e.w.Kafka.Brokers, ","), "--hosts", "2", "--chips", "2", "--caught-up-chips", "1",
 		"--epoch-units", "1", "--vocab", "4096", "--status-interval", "0", "--report-json", report, "--mode", "pipelined",
-		"--ps-servers", "2")
+		"--ps-servers", "2", "--ps-bandwidth", "1.2e12")
 	done := make(chan error, 1)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -93,5 +93,5 @@ func (c *Controller) stepDone(now time.Time, r *stepResult, ev *control.Event) {
 		c.log.Debug("goodput step", "err", err)
 	}
 	c.stats.Observe(c.m.Phase().String(), runstats.Step{Chips: r.chips, TensorCore: r.time.TensorCore, SparseCore: r.time.SparseCore,
-		Device: r.time.Device, Examples: r.examples, Values: r.values, Unique: r.unique, Loss: r.loss, SparseCoreBytes: r.scBytes})
+		Servers: r.time.Servers, Device: r.time.Device, Examples: r.examples, Values: r.values, Unique: r.unique, Loss: r.loss, SparseCoreBytes: r.scBytes})
 }

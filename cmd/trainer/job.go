@@ -69,6 +69,7 @@ type jobFlags struct {
 	psServers                                    int
 	psAddrs                                      cli.List
 	psNoStacking                                 bool
+	psBandwidth                                  float64
 	newLogger                                    func(io.Writer) (*slog.Logger, error)
 }
 
@@ -119,7 +120,9 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.reportText, "report-text", "-", "write the report as text to this `FILE` at exit (- for stdout)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address")
 	fs.IntVar(&f.psServers, "ps-servers", 0, "parameter servers holding the embedding tables in the caught-up phase: the controller starts this many `trainer ps` processes (checkpoints in the warehouse bucket; 0: the tables stay on the slice)")
-	fs.Var(&f.psAddrs, "ps-addrs", "parameter servers already running (shard i at the i-th address) instead of --ps-servers")
+	fs.Var(&f.psAddrs, "ps-addrs", "parameter servers already running (shard i at the i-th address) instead of --ps-servers; called with --token, which their --tokens file must admit")
+	fs.Float64Var(&f.psBandwidth, "ps-bandwidth", steptime.DefaultNetworkBandwidth,
+		"bytes/s between the caught-up slice's host and its parameter servers: prices a step's wait on them, which program goodput counts (a guess: 100 Gbit/s)")
 	fs.BoolVar(&f.psNoStacking, "ps-no-stacking", false, "do not stack tables of one width into one variable on the parameter servers")
 	f.newLogger = cli.LogFlag(fs)
 	return f
@@ -170,7 +173,7 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 		Retrain: retrain, CaughtUpInputs: cuInputs,
 		BatchSize: f.batch, BufferExamples: f.bufferEx, Credits: f.credits, ReadBatchRows: f.readRows,
 		Vocab: f.vocab, Dim: f.dim, Hidden: f.hidden, LearningRate: f.lr, EmbeddingLearningRate: f.elr, Seed: f.seed,
-		Device:      steptime.Model{Mode: mode, TimeScale: f.timeScale},
+		Device:      steptime.Model{Mode: mode, TimeScale: f.timeScale, Network: steptime.Network{Bandwidth: f.psBandwidth}},
 		CompileTime: f.compile, StatusInterval: f.statusInterval, HoldPollInterval: f.holdPoll,
 		Faults: trainer.Faults{NaNAtStep: f.nanAtStep}, Logger: log}
 	c.InFlight.Min, c.InFlight.Max = f.minIF, f.maxIF

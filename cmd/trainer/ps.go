@@ -13,7 +13,7 @@ import (
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
-// trainer ps --listen ADDR --shard I --shards N (--data DIR | --s3-endpoint ... --pipeline P)
+// trainer ps --listen ADDR --shard I --shards N --tokens FILE (--data DIR | --s3-endpoint ... --pipeline P)
 //
 // Runs one CPU parameter server (trainer/embedding/ps; the paper's
 // caught-up training: `trainer run|controller --ps-servers N` starts N of
@@ -22,13 +22,17 @@ import (
 // N of every embedding table, configured by the first client (the tables
 // come over gRPC, proto/ps/v1) or restored from the newest checkpoint in
 // the store. Checkpoints go to a local directory (--data) or to the
-// warehouse bucket under checkpoints/<pipeline>/ps/ (--s3-*). The server
-// prints "listening on ADDR" once it serves, and stops on SIGINT/SIGTERM;
-// killed outright, it restarts from its newest checkpoint.
+// warehouse bucket under checkpoints/<pipeline>/ps/ (--s3-*). Every call
+// but health and reflection needs a bearer token of role trainer or
+// operator from the --tokens file, which is required (a job that starts its
+// servers writes one for them, holding a secret of its own; servers run by
+// hand admit the job's trainer token). The server prints "listening on
+// ADDR" once it serves, and stops on SIGINT/SIGTERM; killed outright, it
+// restarts from its newest checkpoint.
 func init() {
 	commands.Register(cli.Command{
 		Name:  "ps",
-		Usage: "--listen ADDR --shard I --shards N --data DIR: run a CPU parameter server (caught-up training)",
+		Usage: "--listen ADDR --shard I --shards N --tokens FILE --data DIR: run a CPU parameter server (caught-up training)",
 		Run:   runPS,
 	})
 }
@@ -40,7 +44,7 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	shards := fs.Int("shards", 1, "number of parameter servers")
 	data := fs.String("data", "", "directory for checkpoints (or use --s3-endpoint)")
 	keep := fs.Int("keep", 3, "checkpoints retained")
-	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may call (empty: no authentication, loopback only)")
+	tokens := fs.String("tokens", "", "token file (internal/auth format); roles trainer and operator may call (required)")
 	sc := objstore.Flags(fs, "S3 endpoint for checkpoints in the warehouse bucket (instead of --data)")
 	pipeline := fs.String("pipeline", "", "pipeline whose checkpoints these are (with --s3-endpoint)")
 	newLogger := cli.LogFlag(fs)
@@ -50,6 +54,17 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log, err := newLogger(stderr)
 	if err != nil {
 		return err
+	}
+	// Like every SIG service, a parameter server refuses an
+	// unauthenticated caller: its tables are a job's model. A job that
+	// starts its servers gives them a token file of its own
+	// (trainer/embedding/paramservers).
+	if *tokens == "" {
+		return fmt.Errorf("%w: --tokens is required: parameter servers serve only authenticated trainers and operators", cli.ErrUsage)
+	}
+	toks, err := auth.Load(*tokens)
+	if err != nil {
+		return fmt.Errorf("--tokens: %w", err)
 	}
 	var store ps.Store
 	switch {
@@ -71,14 +86,6 @@ func runPS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *shards < 1 || *shard < 0 || *shard >= *shards {
 		return fmt.Errorf("%w: --shard %d of --shards %d", cli.ErrUsage, *shard, *shards)
-	}
-	var toks *auth.Tokens
-	if *tokens != "" {
-		t, err := auth.Load(*tokens)
-		if err != nil {
-			return fmt.Errorf("--tokens: %w", err)
-		}
-		toks = t
 	}
 	srv, err := ps.NewServer(ctx, ps.Config{Shard: *shard, Shards: *shards, Store: store, Keep: *keep, Logger: log})
 	if err != nil {

@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/sigdata/sig/internal/auth"
 	psv1 "github.com/sigdata/sig/proto/ps/v1"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer/embedding/ps"
@@ -46,10 +49,12 @@ type psProcess struct {
 	addr string
 }
 
-func startPS(t *testing.T, addr string, shard, shards int, dir string, extra ...string) *psProcess {
+// startPS starts `trainer ps` admitting the callers of the token file
+// tokens (sigdtest.WriteTokens).
+func startPS(t *testing.T, addr string, shard, shards int, dir, tokens string, extra ...string) *psProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestPSHelperProcess$", "--",
-		"ps", "--listen", addr, "--shard", fmt.Sprint(shard), "--shards", fmt.Sprint(shards), "--data", dir}, extra...)...)
+		"ps", "--listen", addr, "--shard", fmt.Sprint(shard), "--shards", fmt.Sprint(shards), "--data", dir, "--tokens", tokens}, extra...)...)
 	cmd.Env = append(os.Environ(), "PS_TEST_HELPER=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -87,7 +92,7 @@ func startPS(t *testing.T, addr string, shard, shards int, dir string, extra ...
 // served neither before).
 func TestPSHealth(t *testing.T) {
 	tokens, _ := sigdtest.WriteTokens(t, t.TempDir())
-	p := startPS(t, "127.0.0.1:0", 0, 1, t.TempDir(), "--tokens", tokens)
+	p := startPS(t, "127.0.0.1:0", 0, 1, t.TempDir(), tokens)
 	if services := sigdtest.CheckHealth(t, p.addr); !slices.Contains(services, "sig.ps.v1.ParameterServer") {
 		t.Fatalf("grpcurl lists %v, not the parameter server", services)
 	}
@@ -100,11 +105,16 @@ func (p *psProcess) kill() {
 	}
 }
 
-func dialAll(t *testing.T, addrs []string) []grpc.ClientConnInterface {
+// dialAll dials every address, each call carrying token (none when "").
+func dialAll(t *testing.T, addrs []string, token string) []grpc.ClientConnInterface {
 	t.Helper()
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}))
+	}
 	var out []grpc.ClientConnInterface
 	for _, a := range addrs {
-		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(a, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,13 +208,15 @@ func TestPSKilledRestartsFromCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	tables := psTables()
 	dir := t.TempDir()
+	tokens, toks := sigdtest.WriteTokens(t, t.TempDir())
+	token := toks["trainer"]
 	addrs := []string{sigdtest.FreeAddr(t), sigdtest.FreeAddr(t)}
 	procs := make([]*psProcess, shards)
 	for i := range shards {
-		procs[i] = startPS(t, addrs[i], i, shards, dir)
+		procs[i] = startPS(t, addrs[i], i, shards, dir, tokens)
 	}
 	cfg := ps.ClientConfig{Tables: tables, Stacking: true, Mode: ps.Coalesced, Cores: cores}
-	c, err := ps.NewClient(ctx, dialAll(t, addrs), cfg)
+	c, err := ps.NewClient(ctx, dialAll(t, addrs, token), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +235,7 @@ func TestPSKilledRestartsFromCheckpoint(t *testing.T) {
 		g := ps.NewGRPCServer(s, nil)
 		go g.Serve(lis)
 		t.Cleanup(g.Stop)
-		refConns = append(refConns, dialAll(t, []string{lis.Addr().String()})...)
+		refConns = append(refConns, dialAll(t, []string{lis.Addr().String()}, "")...)
 	}
 	refCfg := cfg
 	refCfg.Mode = ps.Uncoalesced
@@ -249,9 +261,9 @@ func TestPSKilledRestartsFromCheckpoint(t *testing.T) {
 			t.Fatal("step 7 succeeded with a server killed")
 		}
 	}
-	procs[1] = startPS(t, addrs[1], 1, shards, dir)
+	procs[1] = startPS(t, addrs[1], 1, shards, dir, tokens)
 
-	c2, err := ps.NewClient(ctx, dialAll(t, addrs), cfg)
+	c2, err := ps.NewClient(ctx, dialAll(t, addrs, token), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +283,7 @@ func TestPSKilledRestartsFromCheckpoint(t *testing.T) {
 
 	// Server 1's rows as restarted, read directly: the run's rows at step 4.
 	l := c2.Layout()
-	raw := psv1.NewParameterServerClient(dialAll(t, addrs[1:])[0])
+	raw := psv1.NewParameterServerClient(dialAll(t, addrs[1:], token)[0])
 	checked := 0
 	for tb := range tables {
 		for r := range tables[tb].Vocab {
@@ -315,15 +327,80 @@ func sameRows(a, b [][]uint32) bool { return slices.EqualFunc(a, b, slices.Equal
 
 // TestPSFlags: wrong usage exits 2 with a message.
 func TestPSFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"ps", "--shard", "0", "--shards", "1"},
-		{"ps", "--data", t.TempDir(), "--shard", "2", "--shards", "2"},
-		{"ps", "--data", t.TempDir(), "--s3-endpoint", "127.0.0.1:9"},
-		{"ps", "--s3-endpoint", "127.0.0.1:9"},
+	tokens, _ := sigdtest.WriteTokens(t, t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ps", "--tokens", tokens, "--shard", "0", "--shards", "1"}, "--data DIR or --s3-endpoint"},
+		{[]string{"ps", "--tokens", tokens, "--data", t.TempDir(), "--shard", "2", "--shards", "2"}, "--shard 2"},
+		{[]string{"ps", "--tokens", tokens, "--data", t.TempDir(), "--s3-endpoint", "127.0.0.1:9"}, "not both"},
+		{[]string{"ps", "--tokens", tokens, "--s3-endpoint", "127.0.0.1:9"}, "--pipeline"},
 	} {
 		var out, errb strings.Builder
-		if code := runMain(args, &out, &errb); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())
+		if code := runMain(tc.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, want 2 naming %q (%s)", tc.args, code, tc.want, errb.String())
+		}
+	}
+}
+
+// TestPSRequiresTokens: `trainer ps` without a token file does not start
+// (every SIG service authenticates its callers): it exits 2 naming
+// --tokens. It runs as a child process, which is killed if it serves.
+func TestPSRequiresTokens(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPSHelperProcess$", "--", "ps", "--listen", "127.0.0.1:0", "--data", t.TempDir())
+	cmd.Env = append(os.Environ(), "PS_TEST_HELPER=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("trainer ps without --tokens is still running: %s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), "--tokens is required") {
+		t.Fatalf("trainer ps without --tokens: exit %d, want 2 naming --tokens: %s", code, stderr.String())
+	}
+}
+
+// TestPSRefusesUnauthenticated: a `trainer ps` process refuses a call
+// without a token and one with a token its file does not hold
+// (Unauthenticated), and one of a role that does not train
+// (PermissionDenied); the trainer's token is served. Status and Lookup are
+// asked: the one any caller might probe, and the one that reads the tables.
+func TestPSRefusesUnauthenticated(t *testing.T) {
+	tokens, toks := sigdtest.WriteTokens(t, t.TempDir())
+	p := startPS(t, "127.0.0.1:0", 0, 1, t.TempDir(), tokens)
+	ctx := context.Background()
+	call := func(token string) error {
+		c := psv1.NewParameterServerClient(dialAll(t, []string{p.addr}, token)[0])
+		if _, err := c.Status(ctx, &psv1.StatusRequest{}); err != nil {
+			return err
+		}
+		_, err := c.Lookup(ctx, &psv1.LookupRequest{})
+		if status.Code(err) == codes.FailedPrecondition {
+			err = nil // served: the server has no tables yet
+		}
+		return err
+	}
+	for _, tc := range []struct {
+		name, token string
+		want        codes.Code
+	}{
+		{"no token", "", codes.Unauthenticated},
+		{"a wrong token", toks["trainer"] + "-wrong", codes.Unauthenticated},
+		{"a reader's token", toks["reader"], codes.PermissionDenied},
+		{"the trainer's token", toks["trainer"], codes.OK},
+		{"an operator's token", toks["operator"], codes.OK},
+	} {
+		if err := call(tc.token); status.Code(err) != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 }

@@ -91,6 +91,17 @@ func TestRemoteTablesAreBitIdentical(t *testing.T) {
 		if b.Work.SparseCoreBytes[0] != 0 {
 			t.Fatalf("a step on the servers priced %v SparseCore bytes", b.Work.SparseCoreBytes)
 		}
+		// What the step sent and received instead: each unique row's id
+		// and values, its id and gradient, in two rounds of RPCs; the same
+		// FLOPs as on the slice.
+		var want float64
+		for t, rows := range r.rows {
+			want += float64(len(rows)) * (2*8 + 2*4*float64(r.dims[t]))
+		}
+		if b.Work.ServerBytes != want || b.Work.ServerRounds != 2 || b.Work.FLOPs != a.Work.FLOPs || a.Work.ServerBytes != 0 {
+			t.Fatalf("batch at %d: %v bytes in %d rounds to the servers (want %v in 2), FLOPs %v (the slice's %v)",
+				i, b.Work.ServerBytes, b.Work.ServerRounds, want, b.Work.FLOPs, a.Work.FLOPs)
+		}
 	}
 	if r.lookup != (ex.Len()-1000)/batch {
 		t.Fatalf("%d lookups for %d steps: not one per step", r.lookup, (ex.Len()-1000)/batch)

@@ -121,11 +121,16 @@ func (m *Model) forwardOn(ctx context.Context, b *Examples, train bool, remote R
 	}
 	if remote != nil {
 		// One coalesced lookup for the whole step; no SparseCore touches a
-		// row, so the step-time model prices none.
+		// row, so the step-time model prices none. It prices instead what
+		// crosses the host's network: every unique row's id and values
+		// here, its id and gradient in the Apply, in two rounds of RPCs
+		// (steptime.Time.Servers).
 		rows := make([][]int64, len(tbs))
 		for t := range tbs {
 			rows[t] = tbs[t].rows
+			res.Work.ServerBytes += float64(len(tbs[t].rows)) * m.cfg.Cost.ServerRowBytes(m.shapes[t].Dim, 4)
 		}
+		res.Work.ServerRounds = 2
 		value, err := remote.Lookup(ctx, rows)
 		if err != nil {
 			return res, fmt.Errorf("%w: lookup: %w", ErrRemote, err)

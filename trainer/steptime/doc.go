@@ -39,16 +39,31 @@
 //     they overlap, so device time = max + κ·min. κ = 0 is perfect overlap,
 //     κ = 1 makes pipelining worthless. The embedding gradients of a
 //     pipelined step are one step stale; trainer/model applies them so.
+//   - Tables on parameter servers (Ads paper III.B, V.B; the caught-up
+//     phase with servers): no SparseCore touches a row; the host sends
+//     each unique row's 8-byte id and gets its values (Lookup), then sends
+//     its id and gradient (Apply), and the slice waits for both: Servers =
+//     the step's bytes over Network.Bandwidth (default 100 Gbit/s, a
+//     guess: the paper gives no figure) plus Network.RoundTripNS per round
+//     (two rounds; zero by default, as the chip's overheads). The wait is
+//     not overlapped in either mode (the servers apply a step before the
+//     next looks up) and adds to device time: device time is the time the
+//     step holds the slice, whatever it waits on (MPG paper §4).
 //   - Ideal time = model FLOPs at peak = TensorCore time. Program Goodput
 //     (ideal / device time) is therefore below 1 exactly when the SparseCore
-//     adds time the roofline does not account for. The emulated Ads models
-//     are lookup-bound, as recommendation models are: a step's dense FLOPs
-//     take the TensorCore a few nanoseconds, its deduplicated embedding rows
-//     take the SparseCores tens (each row slice read and written back,
-//     rounded up to AccessGranularity), so their PG is about 0.05, on the
-//     right basis: it is the compute roofline's verdict on such a model.
-//     ExplainProgramGoodput says so in one line from a job's mean step
-//     times; the trainer's report, the demo and the web UI print it.
+//     (or the wait on parameter servers) adds time the roofline does not
+//     account for; where the tables are does not change the ideal, only
+//     the denominator. The emulated Ads models are lookup-bound, as
+//     recommendation models are: a step's dense FLOPs take the TensorCore a
+//     few nanoseconds, its deduplicated embedding rows take the SparseCores
+//     tens (each row slice read and written back, rounded up to
+//     AccessGranularity), so their PG is about 0.05, on the right basis: it
+//     is the compute roofline's verdict on such a model. On parameter
+//     servers the same rows cross the host's network, about a hundred
+//     times slower than HBM at the defaults, and PG is lower still
+//     (bench/placement.sh). MeanStep.Explain (ExplainProgramGoodput) says
+//     so in one line from a job's mean step times; the trainer's report,
+//     the demo and the web UI print it.
 //
 // # Time scale
 //
@@ -59,7 +74,9 @@
 // faithfully; larger values make the device slower relative to the input
 // pipeline, which is how demos and benchmarks put the slice at the edge of
 // being input-bound. Goodput is computed from the scaled times, so its ratios
-// do not depend on the scale.
+// do not depend on the scale: every part of a step — the wait on parameter
+// servers too — is modelled and scaled alike, never real time added to
+// scaled time (issue 27).
 //
 // What the package does not own: counting the FLOPs and unique rows of a
 // batch (trainer/model does, while it executes the step) and sleeping (the

@@ -60,8 +60,31 @@ type Chip struct {
 	LookupOverheadNS, ShardOverheadNS float64
 }
 
-// Defaults of Chip and Model.
+// Network is the link between the slice's TPU host and the CPU parameter
+// servers that hold the embedding tables in caught-up training (Ads paper
+// III.B, V.B): a step whose tables are there waits for their rows before
+// the device runs and for the servers to apply its gradients after, and
+// the slice is held while it waits. Zero fields take the defaults.
+type Network struct {
+	// Bandwidth is the bytes per second the host exchanges with the
+	// servers; every byte of a step's Lookups and Applies crosses it. A
+	// caught-up slice has 1-4 chips (paper III.B), one TPU v4 machine (4
+	// chips, VII.A), so one host's network carries the step. Default
+	// DefaultNetworkBandwidth.
+	Bandwidth float64
+	// RoundTripNS is fixed time per round of RPCs (a step has two: its
+	// Lookups to every server, then its Applies), beyond moving bytes.
+	// Zero (the default) leaves it out, as Chip's overheads: the trainer's
+	// tiny emulated model would otherwise be all round trips.
+	RoundTripNS float64
+}
+
+// Defaults of Chip, Network and Model.
 const (
+	// DefaultNetworkBandwidth is 100 Gbit/s, a guess: a datacenter host's
+	// network; the paper gives no figure. It decides the PG of a job whose
+	// tables are on parameter servers (bench/placement.sh sweeps it).
+	DefaultNetworkBandwidth = 12.5e9
 	// DefaultContention is an assumption, not a measurement: the paper
 	// reports the slowdown but no figure. A tenth of the overlapped time
 	// is lost.
@@ -71,6 +94,13 @@ const (
 	DefaultSparseCoresPerChip = 4
 	DefaultAccessGranularity  = 64
 )
+
+// EnsureDefaults fills zero fields.
+func (n *Network) EnsureDefaults() {
+	if n.Bandwidth <= 0 {
+		n.Bandwidth = DefaultNetworkBandwidth
+	}
+}
 
 // EnsureDefaults fills zero fields.
 func (c *Chip) EnsureDefaults() {
@@ -92,8 +122,11 @@ func (c *Chip) EnsureDefaults() {
 // time stretched by TimeScale.
 type Model struct {
 	Chip
-	Chips int
-	Mode  Mode
+	// Network prices the wait on parameter servers of a step whose tables
+	// are on them (Work.ServerBytes).
+	Network Network
+	Chips   int
+	Mode    Mode
 	// Contention is the fraction κ of the shorter of the TensorCore and
 	// SparseCore times that pipelined execution loses to contention for
 	// HBM and ICI bandwidth (paper V.C, VII.D: both "become slower due to
@@ -112,6 +145,7 @@ type Model struct {
 // EnsureDefaults fills zero fields.
 func (m *Model) EnsureDefaults() {
 	m.Chip.EnsureDefaults()
+	m.Network.EnsureDefaults()
 	if m.Chips <= 0 {
 		m.Chips = 1
 	}
@@ -138,6 +172,14 @@ func (m Model) RowAccessBytes(width, elemBytes int) float64 {
 	return 3 * float64(rounded)
 }
 
+// ServerRowBytes is what one unique row of width elements of elemBytes
+// each costs the host's network per step when the tables are on parameter
+// servers: its 8-byte id and its values in the Lookup, its id and its
+// gradient in the Apply (proto/ps/v1's packets, without framing).
+func (m Model) ServerRowBytes(width, elemBytes int) float64 {
+	return 2*8 + 2*float64(width*elemBytes)
+}
+
 // Work is what one step does, measured while it executes.
 type Work struct {
 	// FLOPs are the model FLOPs of the step: dense forward and backward plus
@@ -151,6 +193,12 @@ type Work struct {
 	// by LookupOverheadNS and ShardOverheadNS. Either may be nil.
 	SparseCoreLookups []float64
 	SparseCoreShards  []int
+	// ServerBytes is what the step exchanged with the parameter servers
+	// holding its tables (Σ ServerRowBytes over its unique rows), in
+	// ServerRounds rounds of RPCs (2: the Lookups, then the Applies); both
+	// zero while the tables are on the slice.
+	ServerBytes  float64
+	ServerRounds int
 }
 
 // SparseCoreNS returns the modelled time of every SparseCore in
@@ -179,10 +227,21 @@ func (m Model) SparseCoreNS(w Work) []float64 {
 type Time struct {
 	TensorCore time.Duration
 	SparseCore time.Duration
-	// Device is the step's device time under the Mode.
+	// Servers is the time the slice waits on the parameter servers that
+	// hold its tables: Work.ServerBytes over Network.Bandwidth plus a
+	// round trip per round. Zero while the tables are on the slice.
+	Servers time.Duration
+	// Device is the time the step holds the slice: the TensorCore and
+	// SparseCore time under the Mode, plus Servers. The wait is not
+	// overlapped in either mode (the servers apply a step's gradients
+	// before the next step looks its rows up; trainer/model), and the
+	// slice is held and idle while it waits, so it is in the denominator
+	// of Program Goodput as the SparseCore's lookups are: MPG paper §4,
+	// ideal time over the time the program held its accelerators.
 	Device time.Duration
 	// Ideal is the model FLOPs at peak (MPG paper §4, PG numerator); never
-	// more than Device.
+	// more than Device. Where the tables are does not change it: the
+	// FLOPs are the same program's.
 	Ideal time.Duration
 }
 
@@ -212,6 +271,10 @@ func (m Model) Step(w Work) Time {
 		t.Device = hi + time.Duration(math.Ceil(kappa*float64(lo)))
 	} else {
 		t.Device = t.TensorCore + t.SparseCore
+	}
+	if w.ServerBytes > 0 || w.ServerRounds > 0 {
+		t.Servers = seconds((w.ServerBytes/m.Network.Bandwidth*1e9 + float64(w.ServerRounds)*m.Network.RoundTripNS) / 1e9)
+		t.Device += t.Servers
 	}
 	t.Ideal = min(t.TensorCore, t.Device)
 	return t

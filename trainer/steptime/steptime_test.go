@@ -69,6 +69,42 @@ func TestOverheads(t *testing.T) {
 	}
 }
 
+// TestStepOnServers: the same step with its tables on parameter servers
+// (Ads paper III.B) has the same ideal time — the same FLOPs — and holds
+// the slice for its TensorCore time plus the wait on the servers, which
+// replaces the SparseCore's lookups and is not overlapped in either mode:
+// 4 ms of TensorCore, 8000 bytes over 4e6 B/s = 2 ms, two rounds of 0.5
+// ms: 7 ms. PG is ideal over that (MPG paper §4), 4/7, where the slice's
+// was 4/5 serialized (1 ms of SparseCore) and 4/4 pipelined.
+func TestStepOnServers(t *testing.T) {
+	m := Model{Chip: Chip{PeakFLOPS: 1e9, HBMBandwidth: 4e6, SparseCoresPerChip: 1},
+		Network: Network{Bandwidth: 4e6, RoundTripNS: 5e5}, Chips: 1, Contention: -1}
+	slice := Work{FLOPs: 4e6, SparseCoreBytes: []float64{4000}}
+	servers := Work{FLOPs: 4e6, SparseCoreBytes: []float64{0}, ServerBytes: 8000, ServerRounds: 2}
+	for mode, onSlice := range map[Mode]time.Duration{Serialized: 5 * time.Millisecond, Pipelined: 4 * time.Millisecond} {
+		m.Mode = mode
+		a, b := m.Step(slice), m.Step(servers)
+		if a.Device != onSlice || a.Servers != 0 {
+			t.Errorf("%v, tables on the slice: %+v", mode, a)
+		}
+		want := Time{TensorCore: 4 * time.Millisecond, Servers: 3 * time.Millisecond, Device: 7 * time.Millisecond, Ideal: 4 * time.Millisecond}
+		if b != want {
+			t.Errorf("%v, tables on the servers: got %+v, want %+v", mode, b, want)
+		}
+		if a.Ideal != b.Ideal {
+			t.Errorf("%v: the ideal moved with the tables: %v and %v", mode, a.Ideal, b.Ideal)
+		}
+	}
+	if got := m.ServerRowBytes(8, 4); got != 2*8+2*32 {
+		t.Errorf("a row of 8 float32 costs the network %v bytes a step", got)
+	}
+	var d Model
+	d.EnsureDefaults()
+	if d.Network.Bandwidth != DefaultNetworkBandwidth || d.Network.RoundTripNS != 0 {
+		t.Errorf("network defaults %+v", d.Network)
+	}
+}
+
 func TestRowAccessBytesRoundsToGranularity(t *testing.T) {
 	m := Model{Chip: Chip{AccessGranularity: 64}}
 	for _, c := range []struct {
@@ -117,5 +153,14 @@ func TestExplainProgramGoodput(t *testing.T) {
 		if got := ExplainProgramGoodput(c.pg, c.tc, c.sc, c.dev); got != c.want {
 			t.Errorf("ExplainProgramGoodput(%v, %v, %v, %v):\n got %q\nwant %q", c.pg, c.tc, c.sc, c.dev, got, c.want)
 		}
+	}
+	// Tables on parameter servers: the wait on them is what the roofline
+	// does not count.
+	s := MeanStep{TensorCore: 2.95, Servers: 1805, Device: 1808}
+	want := "PG 0.002 = 2.95 ns ideal (the model FLOPs at TensorCore peak) / 1.81e+03 ns device time per step: " +
+		"waiting on the parameter servers that hold the embedding tables (the rows and gradients over the host's network) takes 1.8e+03 ns of it, " +
+		"which the compute roofline (MPG paper §4) does not count as ideal, so this lookup-bound model's PG is low by design"
+	if got := s.Explain(0.0016); got != want {
+		t.Errorf("on parameter servers:\n got %q\nwant %q", got, want)
 	}
 }

@@ -4,7 +4,8 @@
 // last 20, and a loss curve thinned as it grows), the feature values
 // looked up and unique rows gathered per step (V.A), the bytes each
 // SparseCore moved (for the phase's Eq. 1 load imbalance), and the
-// modelled TensorCore, SparseCore and device time of a step; over the
+// modelled TensorCore, SparseCore, parameter-server wait and device time
+// of a step; over the
 // whole run, the same step times weighted by the chips each step ran on,
 // as program goodput weighs them (MPG paper §4: a step on 4 chips is 4
 // times the chip-time of one on 1).

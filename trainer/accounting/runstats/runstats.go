@@ -12,10 +12,12 @@ const lossWindow = 20
 type Step struct {
 	// Chips is the slice the step ran on.
 	Chips int
-	// TensorCore, SparseCore and Device are the step's modelled times
-	// (unscaled, trainer/steptime).
-	TensorCore, SparseCore, Device time.Duration
-	Examples                       int
+	// TensorCore, SparseCore, Servers and Device are the step's modelled
+	// times (unscaled, trainer/steptime): Servers is the wait on the
+	// parameter servers holding its tables, in Device as the SparseCore
+	// time is.
+	TensorCore, SparseCore, Servers, Device time.Duration
+	Examples                                int
 	// Values are the feature values looked up, Unique the rows gathered
 	// after deduplication.
 	Values, Unique int
@@ -34,7 +36,7 @@ type phase struct {
 	values, unique int64
 	scBytes        []float64 // per SparseCore, summed over the phase's steps
 	tcTime, scTime time.Duration
-	dev            time.Duration
+	srvTime, dev   time.Duration
 	chipSteps      int64 // Σ chips over the steps
 }
 
@@ -52,11 +54,12 @@ type Totals struct {
 	Examples int64
 	// LastLoss is the last step's loss.
 	LastLoss float64
-	// TensorCore, SparseCore and Device sum the modelled time (unscaled)
-	// of every step times the chips it ran on, and ChipSteps the chips:
-	// the figures behind PG, which weighs each step by its chip-time.
-	TensorCore, SparseCore, Device time.Duration
-	ChipSteps                      int64
+	// TensorCore, SparseCore, Servers and Device sum the modelled time
+	// (unscaled) of every step times the chips it ran on, and ChipSteps
+	// the chips: the figures behind PG, which weighs each step by its
+	// chip-time.
+	TensorCore, SparseCore, Servers, Device time.Duration
+	ChipSteps                               int64
 }
 
 // PerChipStep is the mean modelled TensorCore, SparseCore and device time
@@ -77,6 +80,7 @@ func (s *Stats) Observe(phaseName string, st Step) {
 	chips := max(st.Chips, 1)
 	t.TensorCore += st.TensorCore * time.Duration(chips)
 	t.SparseCore += st.SparseCore * time.Duration(chips)
+	t.Servers += st.Servers * time.Duration(chips)
 	t.Device += st.Device * time.Duration(chips)
 	t.ChipSteps += int64(chips)
 	t.Examples += int64(st.Examples)
@@ -95,6 +99,7 @@ func (s *Stats) Observe(phaseName string, st Step) {
 	ps.chipSteps += int64(chips)
 	ps.tcTime += st.TensorCore
 	ps.scTime += st.SparseCore
+	ps.srvTime += st.Servers
 	ps.dev += st.Device
 	if len(ps.scBytes) != len(st.SparseCoreBytes) {
 		ps.scBytes = make([]float64, len(st.SparseCoreBytes))
@@ -138,6 +143,7 @@ func (s *Stats) Phases(loadImbalance func(sparseCoreBytes []float64) float64) []
 			pr.Chips = float64(ps.chipSteps) / float64(ps.steps)
 			pr.TensorCoreNSPerStep = float64(ps.tcTime.Nanoseconds()) / float64(ps.steps)
 			pr.SparseCoreNSPerStep = float64(ps.scTime.Nanoseconds()) / float64(ps.steps)
+			pr.ServersNSPerStep = float64(ps.srvTime.Nanoseconds()) / float64(ps.steps)
 			pr.DeviceNSPerStep = float64(ps.dev.Nanoseconds()) / float64(ps.steps)
 		}
 		pr.LoadImbalance = loadImbalance(ps.scBytes)
@@ -179,38 +185,45 @@ type PhaseReport struct {
 	UniquePerStep float64 `json:"unique_per_step"`
 	// LoadImbalance is paper Eq. 1 over the bytes each SparseCore moved in
 	// the phase's real lookups under the plan; TensorCoreNSPerStep (the
-	// ideal, PG's numerator), SparseCoreNSPerStep and DeviceNSPerStep are
-	// the mean modelled TensorCore, SparseCore and device time of a step
-	// (unscaled, steptime).
+	// ideal, PG's numerator), SparseCoreNSPerStep, ServersNSPerStep (the
+	// wait on parameter servers holding the tables) and DeviceNSPerStep
+	// (PG's denominator, which holds the other two) are the mean modelled
+	// times of a step (unscaled, steptime).
 	LoadImbalance float64 `json:"load_imbalance"`
 	// Chips is the mean number of chips a step ran on.
 	Chips               float64 `json:"chips"`
 	TensorCoreNSPerStep float64 `json:"tensorcore_ns_per_step"`
 	SparseCoreNSPerStep float64 `json:"sparsecore_ns_per_step"`
+	ServersNSPerStep    float64 `json:"servers_ns_per_step,omitempty"`
 	DeviceNSPerStep     float64 `json:"device_ns_per_step"`
 }
 
 // Text is the phase's line of a run's report.
 func (p PhaseReport) Text() string {
-	return fmt.Sprintf("phase %-9s %6d steps %9d examples  loss %.4f -> %.4f  values/step %.0f unique/step %.0f  load imbalance %.3f  TensorCore %.3g ns/step  SparseCore %.0f ns/step  device %.0f ns/step\n",
-		p.Phase, p.Steps, p.Examples, p.FirstLoss, p.LastLoss, p.ValuesPerStep, p.UniquePerStep, p.LoadImbalance, p.TensorCoreNSPerStep, p.SparseCoreNSPerStep, p.DeviceNSPerStep)
+	var servers string
+	if p.ServersNSPerStep > 0 {
+		servers = fmt.Sprintf("  parameter servers %.0f ns/step", p.ServersNSPerStep)
+	}
+	return fmt.Sprintf("phase %-9s %6d steps %9d examples  loss %.4f -> %.4f  values/step %.0f unique/step %.0f  load imbalance %.3f  TensorCore %.3g ns/step  SparseCore %.0f ns/step%s  device %.0f ns/step\n",
+		p.Phase, p.Steps, p.Examples, p.FirstLoss, p.LastLoss, p.ValuesPerStep, p.UniquePerStep, p.LoadImbalance, p.TensorCoreNSPerStep, p.SparseCoreNSPerStep, servers, p.DeviceNSPerStep)
 }
 
-// StepNS is the mean modelled TensorCore, SparseCore and device time of the
-// phases' steps in nanoseconds (unscaled), over all phases, each step
-// weighted by the chips it ran on as PG weighs it (a step on 4 chips is 4
-// times the chip-time of one on 1).
-func StepNS(phases []PhaseReport) (tensorCore, sparseCore, device float64) {
+// StepNS is the mean modelled TensorCore, SparseCore, parameter-server and
+// device time of the phases' steps in nanoseconds (unscaled), over all
+// phases, each step weighted by the chips it ran on as PG weighs it (a
+// step on 4 chips is 4 times the chip-time of one on 1).
+func StepNS(phases []PhaseReport) (tensorCore, sparseCore, servers, device float64) {
 	var steps float64
 	for _, p := range phases {
 		n := float64(p.Steps) * max(p.Chips, 1)
 		tensorCore += p.TensorCoreNSPerStep * n
 		sparseCore += p.SparseCoreNSPerStep * n
+		servers += p.ServersNSPerStep * n
 		device += p.DeviceNSPerStep * n
 		steps += n
 	}
 	if steps == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
-	return tensorCore / steps, sparseCore / steps, device / steps
+	return tensorCore / steps, sparseCore / steps, servers / steps, device / steps
 }

@@ -28,6 +28,16 @@ type Config struct {
 	// Env is added to the servers' environment (e.g. SIG_S3_SECRET_KEY:
 	// secrets stay off their command lines).
 	Env []string
+	// Client is the SIG client the job trains for. Servers the job starts
+	// admit one token, a secret the job makes for them (Start), and a token
+	// of role trainer names its client.
+	Client string
+	// Token is the bearer token (role trainer or operator) the job sends
+	// servers run by hand (Addrs), whose --tokens file must admit it; the
+	// controller sets it to the job's trainer token
+	// (ControllerConfig.Token). Servers the job starts get the job's own
+	// secret instead, and Token is not sent to them.
+	Token string
 	// NoStacking keeps every table its own variable; by default tables of
 	// one width and optimizer are stacked (paper V.B), rows distributed
 	// cyclically over the servers.
@@ -49,6 +59,13 @@ func (p Config) Validate() error {
 		return fmt.Errorf("parameter servers: %d servers but %d addresses", p.Servers, len(p.Addrs))
 	case p.Servers > 0 && len(p.Addrs) == 0 && len(p.StoreArgs) == 0:
 		return errors.New("parameter servers: no checkpoint store for them (StoreArgs: --data DIR or the --s3-* flags and --pipeline)")
+	case p.Servers > 0 && len(p.Addrs) == 0 && p.Client == "":
+		return errors.New("parameter servers: no client to name in the token the job gives them")
+	case len(p.Addrs) > 0 && p.Token == "":
+		// Every parameter server authenticates its callers (`trainer ps`
+		// refuses to start without --tokens): without a token the job's
+		// calls would all be refused.
+		return errors.New("parameter servers at given addresses: no token to call them with (the job's trainer token, which their --tokens file must admit)")
 	}
 	return nil
 }

@@ -7,8 +7,13 @@
 //   - Start: Config.Servers `trainer ps` processes, one shard each, their
 //     checkpoints where StoreArgs say; each restarted on its address when
 //     it dies, from its own newest checkpoint (Linux ends them with the
-//     process that started them). With Config.Addrs, servers run by hand
-//     are dialed instead.
+//     process that started them). They admit one caller, the job: Start
+//     makes a secret of role trainer for them, writes it to a token file
+//     only the job's user can read for each start of a server, names the
+//     file on its command line (--tokens FILE), so the secret is on none,
+//     and removes it once the server listens (token.go); every call of the
+//     job carries it. With Config.Addrs, servers run by hand
+//     are dialed instead, with Config.Token (the job's trainer token).
 //   - Place, at a restore of the caught-up phase: the tables go onto the
 //     servers at the model's step. A checkpoint written with them there
 //     rolls every server back to its committed step (ps Restore) — the
@@ -17,8 +22,11 @@
 //     are written from the model state (ps Assign, then a server
 //     checkpoint), which holds the same values.
 //   - Remote, each step: one coalesced Lookup of the global batch's unique
-//     rows and one Apply of their gradients per server, timed (the model's
-//     StepRemote); the servers' step is the model's step count.
+//     rows and one Apply of their gradients per server (the model's
+//     StepRemote); the servers' step is the model's step count. Their real
+//     time is reported; how long the step holds the slice waiting on them
+//     is the step-time model's (trainer/steptime, Time.Servers), on the
+//     same basis as the slice's own lookups.
 //   - Save, at an epoch end: the tables are read back into the model
 //     state, then every server checkpoints at the model's step, before the
 //     manifest that commits both (checkpoint.Manifest.ParameterServers).

@@ -20,6 +20,7 @@ import (
 // committed step, Servers.Place).
 type fleet struct {
 	log   *slog.Logger
+	token *jobToken // the one token the servers admit
 	env   []string
 	delay time.Duration
 	ctx   context.Context
@@ -55,7 +56,7 @@ func startFleet(ctx context.Context, cfg Config, log *slog.Logger) (*fleet, erro
 		delay = 100 * time.Millisecond
 	}
 	fctx, stop := context.WithCancel(context.Background())
-	f := &fleet{log: log, env: cfg.Env, delay: delay, ctx: fctx, stop: stop}
+	f := &fleet{log: log, token: newJobToken(cfg.Client), env: cfg.Env, delay: delay, ctx: fctx, stop: stop}
 	for i := range cfg.Servers {
 		a := append(append([]string(nil), argv...), "--shard", fmt.Sprint(i), "--shards", fmt.Sprint(cfg.Servers))
 		f.procs = append(f.procs, &proc{shard: i, argv: append(a, cfg.StoreArgs...), addr: "127.0.0.1:0"})
@@ -76,7 +77,15 @@ func (f *fleet) start(ctx context.Context, p *proc) error {
 	p.mu.Lock()
 	addr := p.addr
 	p.mu.Unlock()
-	cmd := exec.Command(p.argv[0], append(append([]string(nil), p.argv[1:]...), "--listen", addr)...)
+	// The token by its file's path, the file gone once the server has
+	// read it (it listens) or exited: the secret is on no command line and
+	// on disk only while the server starts (jobToken).
+	tokens, removeTokens, err := f.token.writeFile()
+	if err != nil {
+		return err
+	}
+	defer removeTokens()
+	cmd := exec.Command(p.argv[0], append(append([]string(nil), p.argv[1:]...), "--tokens", tokens, "--listen", addr)...)
 	cmd.SysProcAttr = childAttr()
 	cmd.Env = append(os.Environ(), f.env...)
 	stderr, err := cmd.StderrPipe()

@@ -4,15 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/trainer/model"
@@ -161,5 +168,82 @@ func TestPlaceTablesRollsBackOrRewrites(t *testing.T) {
 	bad := &checkpoint.Manifest{ParameterServers: &checkpoint.ParameterServers{Servers: 2, Stacking: true, Step: 7}}
 	if err := fresh.Place(ctx, restored(), bad.ParameterServers); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("a manifest whose servers' step is not its model's: %v, want ErrCorrupt (a permanent hold)", err)
+	}
+}
+
+// TestServersCallWithTheJobToken: servers run by hand (Config.Addrs)
+// authenticate their callers; the job's calls carry Config.Token, so the
+// tables are placed with the token the servers admit and refused
+// (Unauthenticated) with another.
+func TestServersCallWithTheJobToken(t *testing.T) {
+	const token = "the-jobs-trainer-token"
+	toks, err := auth.New([]auth.Entry{{Token: token, Principal: auth.Principal{Role: auth.RoleTrainer, Client: "c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ps.NewServer(context.Background(), ps.Config{Shard: 0, Shards: 1, Store: ps.DirStore{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := ps.NewGRPCServer(s, toks)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	m, _ := testModel(t)
+	for _, tc := range []struct {
+		token string
+		want  codes.Code
+	}{{token + "-not", codes.Unauthenticated}, {token, codes.OK}} {
+		cfg := Config{Addrs: []string{lis.Addr().String()}, Token: tc.token}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := Start(context.Background(), cfg, time.Now, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Place(context.Background(), m, nil); status.Code(err) != tc.want {
+			t.Errorf("placing with token %q: %v, want %v", tc.token, err, tc.want)
+		}
+		st.Close()
+	}
+	if err := (Config{Addrs: []string{lis.Addr().String()}}).Validate(); err == nil || !strings.Contains(err.Error(), "no token") {
+		t.Errorf("servers at given addresses without a token: %v", err)
+	}
+}
+
+// TestJobTokenFile: the token file a job writes for a server's start is
+// its user's alone (file 0600 in a directory 0700), admits the job's
+// secret as role trainer for its client and nothing else, and is gone once
+// removed.
+func TestJobTokenFile(t *testing.T) {
+	tok := newJobToken("ctr")
+	path, remove, err := tok.writeFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %s: %v, mode %v", path, err, fi.Mode())
+	}
+	if di, err := os.Stat(filepath.Dir(path)); err != nil || di.Mode().Perm() != 0o700 {
+		t.Fatalf("token directory: %v, mode %v", err, di.Mode())
+	}
+	toks, err := auth.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := toks.Lookup(tok.secret); !ok || p.Role != auth.RoleTrainer || p.Client != "ctr" {
+		t.Fatalf("the job's secret: %+v %v", p, ok)
+	}
+	if other := newJobToken("ctr"); other.secret == tok.secret || len(tok.secret) != 64 {
+		t.Fatalf("secrets %q and %q", tok.secret, other.secret)
+	}
+	remove()
+	if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the token's directory after removal: %v", err)
 	}
 }

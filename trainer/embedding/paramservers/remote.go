@@ -27,19 +27,16 @@ func (s *Servers) Remote() *Remote {
 	return &Remote{client: s.client, before: s.BeforeApply, now: s.now}
 }
 
-// Stepped records a step that ran on r: its RPC time, and the step itself
-// unless it failed (err).
+// Stepped records a step that ran on r: the real wall time of its RPCs
+// (the emulator's cost, inside the step's modelled time: the step-time
+// model prices the wait on the servers, trainer/steptime), and the step
+// itself unless it failed (err).
 func (s *Servers) Stepped(r *Remote, err error) {
 	s.rep.RPCSeconds += r.rpc.Seconds()
 	if err == nil {
 		s.rep.Steps++
 	}
 }
-
-// RPCTime is the wall time of the step's Lookup and Apply: the host waits
-// for its rows before the device step and for the servers'
-// acknowledgement after it, so it adds to the step's time.
-func (r *Remote) RPCTime() time.Duration { return r.rpc }
 
 // rpcTimeout bounds a step's Lookup or Apply: a server that hangs fails
 // the step (and the attempt is retrained) instead of stalling the job.

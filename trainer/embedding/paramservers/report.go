@@ -16,9 +16,10 @@ type Report struct {
 	Restores int `json:"restores"`
 	// Steps trained on the servers, the RPCs the client sent (Lookup,
 	// Apply, Assign, reads, checkpoints, restores; one Lookup and one Apply
-	// per server per step) and the wall time of the steps' Lookup and Apply,
-	// which is in the steps' productive time (package trainer's doc,
-	// "Parameter servers").
+	// per server per step) and the real wall time of the steps' Lookup and
+	// Apply over this machine's loopback: the emulator's cost, spent inside
+	// the steps' productive time, which the step-time model's wait on the
+	// servers decides (package trainer's doc, "Parameter servers").
 	Steps      int     `json:"steps"`
 	RPCs       int64   `json:"rpcs"`
 	RPCSeconds float64 `json:"rpc_seconds"`

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/trainer/embedding/ps"
 	"github.com/sigdata/sig/trainer/model"
@@ -49,16 +50,20 @@ func Start(ctx context.Context, cfg Config, now func() time.Time, log *slog.Logg
 		return nil, nil
 	}
 	s := &Servers{cfg: cfg, log: log, now: now}
-	addrs := cfg.Addrs
+	addrs, token := cfg.Addrs, cfg.Token
 	if len(addrs) == 0 {
 		f, err := startFleet(ctx, cfg, log)
 		if err != nil {
 			return nil, err
 		}
-		s.fleet, addrs = f, f.addrs()
+		s.fleet, addrs, token = f, f.addrs(), f.token.secret
 	}
+	// Every call carries the token: the servers refuse any other caller
+	// (`trainer ps` requires --tokens). Loopback or a private network
+	// carries it in the clear, as the hosts' calls to their controller.
+	creds := grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true})
 	for _, a := range addrs {
-		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()), creds)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("parameter server %s: %w", a, err)
@@ -96,6 +101,14 @@ func (s *Servers) Report() *Report {
 		r.RPCs += s.client.RPCs()
 	}
 	return &r
+}
+
+// Addrs are the servers' addresses, shard by shard.
+func (s *Servers) Addrs() []string {
+	if s.fleet != nil {
+		return s.fleet.addrs()
+	}
+	return s.cfg.Addrs
 }
 
 // PID is shard i's process id (tests kill it); 0 for servers the job did

@@ -112,8 +112,11 @@
 //     coalesced, and measures them; it neither checkpoints nor restores.
 //     bench/ps.sh runs this package's own benchmarks;
 //   - `trainer ps` (cmd/trainer/ps.go) runs one server as a process of its
-//     own, with checkpoints in a directory or the warehouse bucket; its
-//     test (cmd/trainer/ps_test.go) kills one with SIGKILL and restores.
+//     own, with checkpoints in a directory or the warehouse bucket, serving
+//     only callers whose bearer token its required --tokens file admits
+//     (role trainer or operator; NewGRPCServer); its tests
+//     (cmd/trainer/ps_test.go) kill one with SIGKILL and restore, and
+//     refuse calls without a token or with a wrong one.
 //
 // The job runtime's client sends one core's lookups per step (Cores 1):
 // the emulated slice computes the global batch's step as one device, and

@@ -19,7 +19,10 @@ var callOpts = []grpc.CallOption{grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.
 
 // NewGRPCServer returns a gRPC server serving s, with the message limits
 // packets need and, when tokens is non-nil, bearer-token authentication
-// (internal/auth) admitting the trainer and operator roles.
+// (internal/auth) admitting the trainer and operator roles. `trainer ps`,
+// the network service, always has tokens (it refuses to start without
+// them, as every SIG service refuses an unauthenticated caller); nil is
+// for servers inside one process, the embeddings report's and tests'.
 func NewGRPCServer(s *Server, tokens *auth.Tokens) *grpc.Server {
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
 	if tokens != nil {
