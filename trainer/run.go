@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sigdata/sig/internal/auth"
+	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/grpcsvc"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/trainer/buffer"
 )
@@ -78,8 +80,27 @@ func RunJob(ctx context.Context, cfg JobConfig) (Report, error) {
 		if cfg.Store == nil {
 			return Report{}, errors.New("trainer: no readers and no store to serve them from")
 		}
+		// The job's readers report the memo objects they refuse to sigd
+		// with the job's trainer token (its own pipelines' components),
+		// as `reader --sigd` does, so that damage they find is repaired
+		// (sigd's ReportCorruptMemo); the controller shares the connection.
+		if cfg.SIG == nil && cfg.SigdAddr != "" {
+			cc, err := cli.Dial(cfg.SigdAddr, cfg.Token, cfg.TLS)
+			if err != nil {
+				return Report{}, fmt.Errorf("trainer: sigd: %w", err)
+			}
+			defer cc.Close()
+			cfg.SIG = sigv1.NewSIGClient(cc)
+			if cfg.FeatureStats == nil {
+				cfg.FeatureStats = sigv1.NewFeatureStatsClient(cc)
+			}
+		}
+		var rep reader.Reporter
+		if cfg.SIG != nil {
+			rep = reader.SIGReporter(cfg.SIG)
+		}
 		for i := 0; i < cfg.InProcessReaders; i++ {
-			srv, err := reader.NewServer(reader.Config{Store: cfg.Store, Logger: cfg.Logger})
+			srv, err := reader.NewServer(reader.Config{Store: cfg.Store, Logger: cfg.Logger, Reporter: rep})
 			if err != nil {
 				return Report{}, err
 			}
