@@ -587,29 +587,32 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 	return cols, n, nil
 }
 
-// readMemo reads input in's memo object into m: its footer, checked with
-// block.CheckMemo (the check sigd verifies a reported object with), and its
-// value segment, and its event_id segment unless the footers show it is
-// the raw block's (block.SameSegment).
+// readMemo reads input in's memo data into m: the footer of its object,
+// checked with block.CheckMember (the check sigd verifies a reported
+// object with), and the segment of its column (the input's column of a
+// pack, issue 28, or the value of an object of the component alone), and
+// the object's event_id segment unless the footers show it is the raw
+// block's (block.SameSegment).
 //
-// A memo object is laid out as block.Encode lays out a record of event_id
-// and the value: the event_id segment first, the same bytes as the raw
-// block's, then the value segment, then the footer. So the value segment
-// starts where a segment after the raw block's event_id would (block.After),
-// and one request from
-// there to the object's end (block.FetchTail) reads the value and the
-// footer; the usual footer-then-segments is two. An object laid out
-// otherwise (ErrNotTail, or shorter than that offset) is read the usual
-// way, as is every object with Config.ExactAlignment.
+// Every memo object is laid out as block.Encode lays out a record whose
+// first column is event_id, the same bytes as the raw block's. So the
+// column after it starts where a segment after the raw block's event_id
+// would (block.After), and when the input's column is that one and only
+// the footer follows it (an object of one component, a pack of one
+// member), one request from there to the object's end (block.FetchTail)
+// reads the column and the footer; the usual footer-then-segments is two.
+// An object laid out otherwise (ErrNotTail, or shorter than that offset)
+// is read the usual way, as is every object with Config.ExactAlignment.
 func (s *Server) readMemo(ctx context.Context, p *plan, in inputPlan, m *memoRead, rawMeta block.Meta, alloc block.Alloc) error {
 	if id, ok := rawMeta.Column(transform.ColEventID); ok && !s.cfg.ExactAlignment {
-		meta, seg, err := block.FetchTail(ctx, s.cfg.Store, in.memo, block.After(id), MemoColumn, alloc)
+		meta, seg, err := block.FetchTail(ctx, s.cfg.Store, in.memo, block.After(id), in.valueColumn(), alloc)
 		switch {
 		case err == nil:
-			if err := block.CheckMemo(meta, in.component, in.memoBlock, in.typ.String(), rawMeta.Rows); err != nil {
+			c, err := block.CheckMember(meta, in.column, in.component, in.memoBlock, in.typ.String(), rawMeta.Rows)
+			if err != nil {
 				return err
 			}
-			m.meta = meta
+			m.meta, m.col = meta, c
 			if block.SameSegment(meta, rawMeta, transform.ColEventID) {
 				m.segs = [][]byte{seg}
 				return nil
@@ -628,10 +631,10 @@ func (s *Server) readMemo(ctx context.Context, p *plan, in inputPlan, m *memoRea
 	if m.meta, err = block.ReadFooter(ctx, s.cfg.Store, in.memo); err != nil {
 		return err
 	}
-	if err := block.CheckMemo(m.meta, in.component, in.memoBlock, in.typ.String(), rawMeta.Rows); err != nil {
+	if m.col, err = block.CheckMember(m.meta, in.column, in.component, in.memoBlock, in.typ.String(), rawMeta.Rows); err != nil {
 		return err
 	}
-	names := []string{transform.ColEventID, MemoColumn}
+	names := []string{transform.ColEventID, m.col.Name}
 	if !s.cfg.ExactAlignment && block.SameSegment(m.meta, rawMeta, transform.ColEventID) {
 		names = names[1:]
 	}
@@ -639,9 +642,11 @@ func (s *Server) readMemo(ctx context.Context, p *plan, in inputPlan, m *memoRea
 	return err
 }
 
-// memoRead is a memo object's footer and its event_id and value segments.
+// memoRead is a memo object's footer, the directory entry of the input's
+// column there, and its event_id and that column's segments.
 type memoRead struct {
 	meta block.Meta
+	col  block.Column
 	segs [][]byte
 	err  error
 }
@@ -737,14 +742,15 @@ func memoCorrupt(in inputPlan, format string, args ...any) error {
 // bytes are equal; else (another encoder wrote one of them) the decoded
 // event ids must be equal.
 func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []int64, alloc block.Alloc) (arrow.Array, error) {
-	// block.CheckMemo refused other rows already; kept here because the
+	// block.CheckMember refused other rows already; kept here because the
 	// loop below indexes the raw block's ids by the memo's rows.
 	if m.meta.Rows != int64(len(eventIDs)) {
 		return nil, memoCorrupt(in, "%d rows, raw block has %d: not row-aligned", m.meta.Rows, len(eventIDs))
 	}
 	valueSeg := m.segs[len(m.segs)-1]
 	if len(m.segs) == 2 && !bytes.Equal(m.segs[0], rawIDSeg) {
-		arr, err := block.DecodeSegment(in.memo, m.meta.Columns[0], m.segs[0], m.meta.Rows)
+		idCol, _ := m.meta.Column(transform.ColEventID) // CheckMember found it first
+		arr, err := block.DecodeSegment(in.memo, idCol, m.segs[0], m.meta.Rows)
 		if err != nil {
 			return nil, memoCorrupt(in, "%v", err)
 		}
@@ -758,7 +764,7 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 		}
 		arr.Release()
 	}
-	c, err := block.DecodeSegmentInto(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows, alloc)
+	c, err := block.DecodeSegmentInto(in.memo, m.col, valueSeg, m.meta.Rows, alloc)
 	if err != nil {
 		return nil, memoCorrupt(in, "%v", err)
 	}

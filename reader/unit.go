@@ -95,9 +95,21 @@ type inputPlan struct {
 	typ       transform.Type
 	mode      readerv1.InputMode
 	memo      string
-	state     sigv1.BlockState
-	// memoBlock is the memo object's block and input version (its key's).
+	// column is the input's column in memo when it is a pack (issue 28),
+	// "" for an object of the component alone (its column "value").
+	column string
+	state  sigv1.BlockState
+	// memoBlock is the memo data's block and input version: an object of
+	// one component's key's, a pack member's the unit's memo_version.
 	memoBlock blockref.Memo
+}
+
+// valueColumn is the column of the memo object holding the input's data.
+func (in *inputPlan) valueColumn() string {
+	if in.column == "" {
+		return MemoColumn
+	}
+	return in.column
 }
 
 // reads returns the memo objects a unit reads: its inputs (the MEMO ones
@@ -215,12 +227,11 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		if err != nil {
 			return nil, invalid(field+".type", "%v", err)
 		}
-		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
+		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, memo: in.MemoObject, column: in.MemoColumn, state: in.MemoState}
 		switch in.Mode {
 		case readerv1.InputMode_INPUT_MODE_MEMO:
-			if ip.memoBlock, ok = memoBlockOf(k, in.MemoObject, p.raw); !ok {
-				return nil, invalid(field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<component>/<block>[.v<N>].arrow)",
-					trunc(in.MemoObject), block.MemoKey(k, p.raw.Memo(1)), p.raw.Version())
+			if ip.memoBlock, err = memoBlockOf(field, k, in.MemoObject, in.MemoColumn, in.MemoVersion, src, p.raw); err != nil {
+				return nil, err
 			}
 			if in.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
 				return nil, invalid(field+".memo_state", "unspecified; a MEMO input needs the state from the read solution")
@@ -236,7 +247,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 			if len(g.Inputs) != 1 || g.Inputs[0].Name != "out" {
 				return nil, invalid(field+".canonical_dsl", "want exactly one model input named out, as in a read solution")
 			}
-			nodes, err := checkMemoNodes(field, in, p.raw)
+			nodes, err := checkMemoNodes(field, in, src, p.raw)
 			if err != nil {
 				return nil, err
 			}
@@ -347,7 +358,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 
 // checkMemoNodes checks the memo nodes a LOCAL input lists (the fields; that
 // each is a node of the input's component is planLocal's check).
-func checkMemoNodes(field string, in *readerv1.ModelInput, raw blockref.Ref) ([]memoNodePlan, error) {
+func checkMemoNodes(field string, in *readerv1.ModelInput, source string, raw blockref.Ref) ([]memoNodePlan, error) {
 	var out []memoNodePlan
 	seen := map[canon.Key]bool{}
 	for j, mn := range in.MemoNodes {
@@ -364,31 +375,51 @@ func checkMemoNodes(field string, in *readerv1.ModelInput, raw blockref.Ref) ([]
 		if err != nil {
 			return nil, invalid(f+".type", "%v", err)
 		}
-		mb, ok := memoBlockOf(k, mn.MemoObject, raw)
-		if !ok {
-			return nil, invalid(f+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<node>/<block>[.v<N>].arrow)",
-				trunc(mn.MemoObject), block.MemoKey(k, raw.Memo(1)), raw.Version())
+		mb, err := memoBlockOf(f, k, mn.MemoObject, mn.MemoColumn, mn.MemoVersion, source, raw)
+		if err != nil {
+			return nil, err
 		}
 		if mn.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
 			return nil, invalid(f+".memo_state", "unspecified; a memo node needs the state from the read solution")
 		}
 		out = append(out, memoNodePlan{field: f, read: inputPlan{
 			name: fmt.Sprintf("%s (memo node %s)", in.Name, k.Short()), component: k, typ: t,
-			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, state: mn.MemoState, memoBlock: mb}})
+			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, column: mn.MemoColumn, state: mn.MemoState, memoBlock: mb}})
 	}
 	return out, nil
 }
 
-// memoBlockOf returns the memo block of a memo object key of component k
-// for raw block version raw: memo/<k>/<block>.arrow is input version 1,
-// memo/<k>/<block>.v<N>.arrow N (issue 21), which must not be past the raw
-// block's version. ok is false for any other key.
-func memoBlockOf(k canon.Key, object string, raw blockref.Ref) (blockref.Memo, bool) {
-	got, m, ok := block.ParseMemoKey(object)
-	if !ok || got != k || m.ID() != raw.ID() || m.InputVersion() > raw.Version() {
-		return blockref.Memo{}, false
+// memoBlockOf returns the memo block whose data a unit names for component
+// k in raw block version raw of source, checking the fields (field is the
+// input's or memo node's, for errors). Without a column, object is an
+// object of k alone, as written before packs: memo/<k>/<block>.arrow is
+// input version 1, memo/<k>/<block>.v<N>.arrow N (issue 21). With one,
+// object is a pack of the unit's block and source (issue 28), column k's
+// (block.MemberColumn) and version the input version of its data. Either
+// way the input version is not past the raw block's version. The footer is
+// checked against the result when read (block.CheckMember).
+func memoBlockOf(field string, k canon.Key, object, column string, version int64, source string, raw blockref.Ref) (blockref.Memo, error) {
+	if column == "" {
+		got, m, ok := block.ParseMemoKey(object)
+		if !ok || got != k || m.ID() != raw.ID() || m.InputVersion() > raw.Version() || version > 1 && m.InputVersion() != version {
+			return blockref.Memo{}, invalid(field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<component>/<block>[.v<N>].arrow), or a pack with memo_column",
+				trunc(object), block.MemoKey(k, raw.Memo(1)), raw.Version())
+		}
+		return m, nil
 	}
-	return m, true
+	if column != block.MemberColumn(k) {
+		return blockref.Memo{}, invalid(field+".memo_column", "%q, want the component's key %s", trunc(column), k)
+	}
+	src, r, ok := block.ParsePackKey(object)
+	if !ok || src != source || r.ID() != raw.ID() {
+		return blockref.Memo{}, invalid(field+".memo_object", "%q, want a pack of block %q of source %q (%s%s/%s/<id>%s)",
+			trunc(object), raw.ID(), source, block.PackPrefix, source, raw.ID(), block.Ext)
+	}
+	m := raw.Memo(version)
+	if version < 0 || m.InputVersion() > raw.Version() {
+		return blockref.Memo{}, invalid(field+".memo_version", "%d, want 1 to the raw block's version %d", version, raw.Version())
+	}
+	return m, nil
 }
 
 // checkName checks a name that ends up in logs and batch schemas: at most
