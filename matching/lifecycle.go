@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/sigdata/sig/canon"
@@ -51,6 +52,12 @@ type Memos struct {
 	// its entry is marked ready (CompletePack, Complete). Nil checks
 	// nothing (tests of the entries alone).
 	Stat ObjectStat
+	// Delete, if set, deletes a pack none of whose members' entries was
+	// switched to it (CompletePack: they were evicted or recomputed while
+	// the worker computed them), so that a worker racing evictions leaves
+	// no pack behind; without it such a pack waits for the evictor's
+	// sweep of unnamed packs.
+	Delete ObjectStat
 	// Announce, if set, publishes each block that became ready; Bucket is
 	// the object store's bucket the events name.
 	Announce Announcer
@@ -326,6 +333,21 @@ func (l *Memos) CompletePack(ctx context.Context, object string, members []Membe
 	f.packMu.RUnlock()
 	if err != nil {
 		return nil, err
+	}
+	if !slices.Contains(marked, true) && l.Delete != nil {
+		// No entry took it: delete it now, as the sweep would later, and
+		// under the sweep's side of the lock, so that a completion of the
+		// same pack that did switch entries (a retried one) is seen.
+		err := f.SweepingPacks(func() error {
+			named, err := f.cfg.Cache.PackNamed(object)
+			if err != nil || named {
+				return err
+			}
+			return l.Delete(ctx, object)
+		})
+		if err != nil {
+			l.log().Warn("deleting a pack no entry took", "pack", object, "err", err)
+		}
 	}
 	l.completed(ctx, members, marked)
 	return marked, nil

@@ -126,6 +126,26 @@ func TestCompletePack(t *testing.T) {
 	if marked, err := px.l.CompletePack(ctx, pack2, remote); err != nil || !marked[0] {
 		t.Fatalf("remote completion: %v, %v", marked, err)
 	}
+	// A completion none of whose members is still wanted deletes its
+	// pack (Memos.Delete); a retried one of a pack its entries name does
+	// not.
+	var deleted []string
+	px.l.Delete = func(_ context.Context, key string) error {
+		deleted = append(deleted, key)
+		return nil
+	}
+	pack9 := block.PackKey("ads", blockref.New("b000", 1), "p9")
+	px.objects[pack9] = true
+	if marked, err := px.l.CompletePack(ctx, pack9, stale[:1]); err != nil || marked[0] {
+		t.Fatalf("stale completion: %v, %v", marked, err)
+	}
+	if marked, err := px.l.CompletePack(ctx, pack, ms[1:]); err != nil || marked[0] {
+		t.Fatalf("retried completion: %v, %v", marked, err)
+	}
+	if !slices.Equal(deleted, []string{pack9}) {
+		t.Fatalf("deleted %v, want the pack no entry took", deleted)
+	}
+	px.l.Delete = nil
 	// Complete of a single member is CompletePack of one.
 	m1 := px.members(t, "b001")
 	pack3 := block.PackKey("ads", blockref.New("b001", 1), "p3")

@@ -233,7 +233,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		Stat: func(ctx context.Context, key string) error {
 			_, err := s.store.Stat(ctx, key)
 			return err
-		}}
+		},
+		Delete: s.store.Delete}
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
 	var quarantined []matching.Failed
