@@ -298,12 +298,15 @@ func (c *Cache) PackEntries(object string) ([]MemoEntry, error) {
 // it any more. The caller deletes them after the entries (a crash in
 // between leaves orphans, which the evictor's sweep deletes, never an
 // entry without its object). Called after the removal, so that of two
-// removals of a pack's last members one at least sees it unnamed.
+// removals of a pack's last members one at least sees it unnamed. A
+// pending or failed entry that names no pack has no object: the key it
+// names is where a worker that predates packs would write, and what such
+// a worker wrote after all is the evictor's sweep's.
 func (c *Cache) Unnamed(removed []MemoEntry) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	for _, e := range removed {
-		if e.Object == "" || seen[e.Object] {
+		if e.Object == "" || seen[e.Object] || (e.State != MemoReady && !e.Packed()) {
 			continue
 		}
 		seen[e.Object] = true

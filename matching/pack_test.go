@@ -196,10 +196,17 @@ func TestPackFreedWithItsLastEntry(t *testing.T) {
 	if got, err := cache.Unnamed([]MemoEntry{a, b}); err != nil || !slices.Equal(got, []string{pack}) {
 		t.Fatalf("Unnamed after the last member left: %v, %v", got, err)
 	}
-	// An object of one component goes with its entry.
-	legacy := MemoEntry{Component: a.Component, Block: a.Block, Object: block.MemoKey(a.Component, a.Block)}
+	// An object of one component goes with its ready entry; a pending
+	// or failed entry's key names no object.
+	legacy := MemoEntry{Component: a.Component, Block: a.Block, State: MemoReady, Object: block.MemoKey(a.Component, a.Block)}
 	if got, _ := cache.Unnamed([]MemoEntry{legacy}); !slices.Equal(got, []string{legacy.Object}) {
 		t.Fatalf("Unnamed of an object of one component: %v", got)
+	}
+	for _, st := range []MemoState{MemoPending, MemoFailed} {
+		legacy.State = st
+		if got, _ := cache.Unnamed([]MemoEntry{legacy}); len(got) != 0 {
+			t.Fatalf("Unnamed of a %s entry without a pack: %v, want none", st, got)
+		}
 	}
 	// DeleteMemos takes the index keys with the entries.
 	m1 := px.members(t, "b001")

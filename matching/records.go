@@ -89,7 +89,7 @@ type MemoEntry struct {
 }
 
 // Packed reports whether the entry names a column of a pack.
-func (e *MemoEntry) Packed() bool { return e.Column != "" }
+func (e MemoEntry) Packed() bool { return e.Column != "" }
 
 // Pipeline is a registered training pipeline.
 type Pipeline struct {

@@ -55,6 +55,9 @@ type Runner struct {
 	// memo object row-aligned from the footers alone and fetch its value
 	// segment with its footer in one request (reader, block.FetchTail).
 	Compression block.Compression
+	// PackKey names each pack the runner writes (block.NewPackKey, a new
+	// random key every time, when nil; tests fix it to compare bytes).
+	PackKey func(source string, raw blockref.Ref) string
 }
 
 var _ workers.StagedRunner = (*Runner)(nil)
@@ -374,7 +377,7 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 	start := time.Now()
 	_, packed, err := block.WritePacks(ctx, m.r.Store, m.meta, m.memo.Column(0),
 		[]block.PackMember{{Component: m.key, Block: m.block, Value: m.memo.Column(1)}},
-		block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: m.r.Compression}})
+		block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: m.r.Compression}, NewKey: m.r.PackKey})
 	if err != nil {
 		return workers.Result{}, err
 	}
