@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
