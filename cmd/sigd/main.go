@@ -183,7 +183,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	pool := workers.NewPool(leaser, runner, workers.PoolOptions{Name: *name, Logger: log})
 	pool.Resize(*n)
-	fmt.Fprintf(stderr, "sigd worker: %d workers of build %q leasing from %s\n", *n, build, sigdConn.Addr)
+	fmt.Fprintf(stderr, "sigd worker: %d workers leasing from %s as build %q\n", *n, sigdConn.Addr, build)
 	<-ctx.Done()
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
