@@ -14,6 +14,9 @@
 #       reader CPU per example (every model's SIG unit of a block served
 #       by reader.Server, widening included) with the bytes it fetched, and
 #       worker CPU per block (memo.Runner, every component).
+#   BenchmarkDecodeNarrow (warehouse/block)  the widening alone: decoding
+#       a 10,000-row value segment stored wide (aliased) and narrow
+#       (widened), nanoseconds per value.
 #
 # CPU is getrusage of the benchmark process; MinIO runs in its own. The
 # summary is the median of COUNT runs; the raw output follows it.
@@ -27,13 +30,18 @@ COUNT=${COUNT:-5}
 BENCHTIME=${BENCHTIME:-24x}
 out=bench/narrow.txt
 source bench/lib.sh
+bench_go_test ./warehouse/block -run '^$' -bench '^BenchmarkDecodeNarrow$' -cpu 1 -count "$COUNT"
+decode=$(mktemp)
+trap 'rm -f "$raw" "$decode"' EXIT
+cp "$raw" "$decode"
+decodecmd=("${cmd[@]}")
 bench_go_test ./workers/memo -run '^$' -bench '^BenchmarkNarrow$' -cpu 1 -benchtime "$BENCHTIME" -count "$COUNT" -timeout 30m
 
 t=BenchmarkNarrow
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 0) print "n/a"; else printf "%.3f", a / b }'; }
 {
 	echo "# narrow stored types: memo values stored wide (declared int64) vs narrow (narrowest integer type), same run"
-	echo "# command: bench/narrow.sh  (${cmd[*]})"
+	echo "# command: bench/narrow.sh  (${cmd[*]}; ${decodecmd[*]})"
 	echo "# date: $(date -u +%Y-%m-%dT%H:%MZ)  $(go version)  commit $(git rev-parse --short HEAD)"
 	echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')  ($(nproc) cores; load average at end: $(cut -d' ' -f1-3 /proc/loadavg))"
 	int() { awk -v v="$1" 'BEGIN { if (v == "n/a") print v; else printf "%d", v }'; }
@@ -64,7 +72,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 
 	echo "medians of each run's ratio narrow/wide (same run, same blocks):"
 	echo "reader CPU per example $(median $t narrow/wide-reader-cpu)  worker CPU per block $(median $t narrow/wide-worker-cpu)"
 	echo
+	echo "the widening alone (BenchmarkDecodeNarrow: decoding a 10,000-row value segment), ns per value:"
+	for v in "list<int64>" "list<int64>-as-list<int32>" "int64" "int64-as-int8"; do
+		printf "%-28s %8s\n" "$v" "$(raw=$decode median "BenchmarkDecodeNarrow/$v" ns/value)"
+	done
+	echo
 	echo "# raw go test output"
-	cat "$raw"
+	cat "$raw" "$decode"
 } >"$out"
 echo "wrote $out" >&2

@@ -455,3 +455,75 @@ func TestDecodeNarrowNeverPanics(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeNarrow is the widening's own cost: decoding a 10,000-row
+// value segment stored wide (aliased, no copy) and narrow (widened into
+// memory from an arena, as the reader's pooled unit buffers give it), per
+// value decoded. The segments are checked and fetched elsewhere; fewer
+// stored bytes to fetch and checksum is the other side of the trade
+// (bench/narrow.sh measures both in a reader).
+func BenchmarkDecodeNarrow(b *testing.B) {
+	const rows = 10_000
+	hashes := make([]int64, 0, 3*rows)
+	offs := []int32{0}
+	bins := make([]int64, rows)
+	for i := range rows {
+		for j := range i % 5 {
+			hashes = append(hashes, int64((i*7919+j*104729)%1_000_003))
+		}
+		offs = append(offs, int32(len(hashes)))
+		bins[i] = int64(i % 5)
+	}
+	child := int64Column(hashes)
+	ld := array.NewData(arrow.ListOf(arrow.PrimitiveTypes.Int64), rows,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs))}, []arrow.ArrayData{child.Data()}, 0, 0)
+	list := array.MakeFromData(ld)
+	ld.Release()
+	child.Release()
+	ints := int64Column(bins)
+	defer list.Release()
+	defer ints.Release()
+	arena := make([]byte, 0, 16<<20)
+	alloc := func(n int) []byte {
+		if len(arena)+n > cap(arena) {
+			arena = arena[:0]
+		}
+		arena = arena[:len(arena)+n]
+		return arena[len(arena)-n:]
+	}
+	for _, col := range []arrow.Array{list, ints} {
+		values := col.Len()
+		if l, ok := col.(*array.List); ok {
+			values = l.ListValues().Len()
+		}
+		rec := oneColumn("v", col)
+		for _, narrow := range []bool{false, true} {
+			opts := EncodeOptions{}
+			if narrow {
+				opts.Narrow = []string{"v"}
+			}
+			data, m, err := EncodeWith(Meta{Key: "memo/t/b.arrow", ID: "b", Source: "t"}, rec, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := m.Columns[0]
+			seg := data[c.Offset : c.Offset+c.Length]
+			name := c.Type
+			if c.Stored != "" {
+				name = c.Type + "-as-" + c.Stored
+			}
+			b.Run(name, func(b *testing.B) {
+				for range b.N {
+					arena = arena[:0]
+					arr, err := DecodeSegmentInto(m.Key, c, seg, m.Rows, alloc)
+					if err != nil {
+						b.Fatal(err)
+					}
+					arr.Release()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(values), "ns/value")
+			})
+		}
+		rec.Release()
+	}
+}

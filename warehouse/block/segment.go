@@ -34,8 +34,8 @@ import (
 //     into buffers as large as the metadata says). The decoder reads exactly
 //     the layout block.Encode writes (an IPC file of one batch; compressed
 //     buffers are decompressed once, into memory of their own, bounded by
-//     what the rows need; integers stored narrow are widened, likewise,
-//     narrow.go) and checks the segment's schema against the footer's type and every
+//     what the rows need, and integers stored narrow widened once: narrow.go)
+//     and checks the segment's schema against the footer's type and every
 //     length and offset against the bytes it has, so a segment that passed
 //     its checksum but was written wrong (or by another writer) is
 //     ErrCorrupt, never a panic, a huge allocation or values of one type
@@ -677,29 +677,17 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 		validity = nil // as Arrow's reader: no nulls, no bitmap
 	}
 	n := int(length)
-	switch {
-	case t == transform.Int64 && d.narrow != storedInt{}:
-		// Stored narrow: widened, every value as stored (null slots
-		// too), into memory of its own.
-		w := int64(d.narrow.bytes)
-		_, nb, ok := d.buffer(w*length, bound(w*length), true)
-		if !ok {
-			return nil, false
+	switch t {
+	case transform.Int64, transform.Float64:
+		if t == transform.Int64 && d.narrow != (storedInt{}) {
+			return d.widened(validity, n, int(nulls))
 		}
-		var values *memory.Buffer
-		if n > 0 {
-			out := d.make(8 * n)
-			widen(d.narrow, out, nb, n)
-			values = memory.NewBufferBytes(out)
-		}
-		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, values}, nil, int(nulls), 0), true
-	case t == transform.Int64 || t == transform.Float64:
 		values, _, ok := d.buffer(8*length, bound(8*length), true)
 		if !ok {
 			return nil, false
 		}
 		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, values}, nil, int(nulls), 0), true
-	case t == transform.String:
+	case transform.String:
 		offsets, obytes, ok := d.buffer(4*(length+1), bound(4*(length+1)), true)
 		if !ok {
 			return nil, false
@@ -709,7 +697,7 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 			return nil, false
 		}
 		return array.NewData(t.ArrowType(), n, []*memory.Buffer{validity, offsets, values}, nil, int(nulls), 0), true
-	case t == transform.ListString || t == transform.ListInt64:
+	case transform.ListString, transform.ListInt64:
 		offsets, obytes, ok := d.buffer(4*(length+1), bound(4*(length+1)), true)
 		if !ok {
 			return nil, false
@@ -727,6 +715,24 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 		return data, true
 	}
 	return nil, false
+}
+
+// widened decodes the values of an int64 array of n rows stored as
+// d.narrow: every value as stored (null slots' too) widened into memory
+// of its own, 8n bytes, bounded as the stored buffer's.
+func (d *zcDecoder) widened(validity *memory.Buffer, n, nulls int) (arrow.ArrayData, bool) {
+	w := int64(d.narrow.bytes)
+	_, stored, ok := d.buffer(w*int64(n), bound(w*int64(n)), true)
+	if !ok {
+		return nil, false
+	}
+	var values *memory.Buffer
+	if n > 0 {
+		out := d.make(8 * n)
+		widen(d.narrow, out, stored, n)
+		values = memory.NewBufferBytes(out)
+	}
+	return array.NewData(arrow.PrimitiveTypes.Int64, n, []*memory.Buffer{validity, values}, nil, nulls, 0), true
 }
 
 // lastOffset is the last of n+1 int32 offsets (how many value bytes they
