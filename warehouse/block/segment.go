@@ -34,7 +34,8 @@ import (
 //     into buffers as large as the metadata says). The decoder reads exactly
 //     the layout block.Encode writes (an IPC file of one batch; compressed
 //     buffers are decompressed once, into memory of their own, bounded by
-//     what the rows need) and checks the segment's schema against the footer's type and every
+//     what the rows need, and integers stored narrow widened once: narrow.go)
+//     and checks the segment's schema against the footer's type and every
 //     length and offset against the bytes it has, so a segment that passed
 //     its checksum but was written wrong (or by another writer) is
 //     ErrCorrupt, never a panic, a huge allocation or values of one type
@@ -340,10 +341,14 @@ func (r *tailRead) release() {
 	tailReads.Put(r)
 }
 
-// DecodeSegment decodes one column segment holding rows rows of type t. It
-// never panics: a segment that does not decode is ErrCorrupt.
+// DecodeSegment decodes one column segment holding rows rows of the
+// column's type (c.Type). It never panics: a segment that does not decode
+// is ErrCorrupt.
 //
-// A segment as Encode writes it is decoded without copying. Any other
+// A segment as Encode writes it is decoded without copying, but for a
+// column stored narrower than declared (c.Stored), whose values are
+// widened back to int64, exactly, into memory of their own (narrow.go):
+// the array is of the declared type either way. Any other
 // Arrow IPC file of one field is a valid segment too: a block object
 // another program wrote may hold dictionary-encoded, large or view strings,
 // list views, several record batches (decodeForeign). Such a segment is read
@@ -378,8 +383,24 @@ func DecodeSegmentInto(key string, c Column, seg []byte, rows int64, alloc Alloc
 	if !ok {
 		return nil, fmt.Errorf("block %s: column %s: segment has no readable Arrow schema: %w", key, c.Name, ErrCorrupt)
 	}
-	if got == t.String() {
-		if arr, ok := decodeZeroCopy(seg, t, rows, alloc); ok {
+	// A column stored narrower than declared (Column.Stored, narrow.go)
+	// is widened back to the footer's type as it is decoded: its segment
+	// must hold exactly the stored type, which must widen to the declared
+	// one.
+	narrow, err := parseStored(t, c.Stored)
+	if err != nil {
+		return nil, fmt.Errorf("block %s: column %s: %v: %w", key, c.Name, err, ErrCorrupt)
+	}
+	want := t.String()
+	if c.Stored != "" {
+		want = c.Stored
+		if got != want {
+			return nil, fmt.Errorf("block %s: column %s: segment holds %s, footer says it is stored as %s: %w",
+				key, c.Name, got, c.Stored, ErrCorrupt)
+		}
+	}
+	if got == want {
+		if arr, ok := decodeZeroCopy(seg, t, narrow, rows, alloc); ok {
 			if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
 				arr.Release()
 				return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
@@ -441,11 +462,12 @@ func message(b []byte, off int) (meta, body []byte, next int, ok bool) {
 
 // decodeZeroCopy decodes a segment written by block.Encode (an IPC file: a
 // schema message, one record batch) whose buffers it aliases, or, for a
-// compressed batch, decompresses.
+// compressed batch, decompresses; int64 values stored as narrow (the
+// zero storedInt: as int64) it widens.
 // ok is false when the segment is of another shape or inconsistent. The
 // footer's type, which DecodeSegment has checked against the segment's own
-// schema, gives the column's type.
-func decodeZeroCopy(seg []byte, t transform.Type, rows int64, alloc Alloc) (arrow.Array, bool) {
+// schema (and narrow, the stored type), gives the column's type.
+func decodeZeroCopy(seg []byte, t transform.Type, narrow storedInt, rows int64, alloc Alloc) (arrow.Array, bool) {
 	if len(seg) < 8 || string(seg[:8]) != ipcFileMagic {
 		return nil, false
 	}
@@ -475,7 +497,8 @@ func decodeZeroCopy(seg []byte, t transform.Type, rows int64, alloc Alloc) (arro
 			return nil, false
 		}
 	}
-	d := &zcDecoder{body: body, codec: codec, alloc: alloc, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
+	d := &zcDecoder{body: body, codec: codec, alloc: alloc, narrow: narrow,
+		nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
 	data, ok := d.array(t)
 	if !ok || d.nodes.n != 0 || d.bufs.n != 0 {
 		if data != nil {
@@ -589,9 +612,12 @@ func (v *structVec) next() (a, b int64, ok bool) {
 }
 
 type zcDecoder struct {
-	body        []byte
-	codec       int   // codecNone, codecLZ4 or codecZSTD
-	alloc       Alloc // where decompressed buffers go; nil: make
+	body  []byte
+	codec int   // codecNone, codecLZ4 or codecZSTD
+	alloc Alloc // where decompressed and widened buffers go; nil: make
+	// narrow is how the column's int64 values are stored (its own, or
+	// its list's elements), the zero storedInt when as int64.
+	narrow      storedInt
 	nodes, bufs structVec
 }
 
@@ -622,6 +648,15 @@ func (d *zcDecoder) buffer(min, max int64, use bool) (*memory.Buffer, []byte, bo
 	return memory.NewBufferBytes(b), b, true
 }
 
+// make returns n bytes of memory from the decoder's alloc, for a buffer
+// every byte of which the caller writes.
+func (d *zcDecoder) make(n int) []byte {
+	if d.alloc != nil {
+		return d.alloc(n)[:n]
+	}
+	return make([]byte, n)
+}
+
 // bound is the most a buffer of need bytes may state as its uncompressed
 // length: writers pad buffers to 64 bytes (Arrow C++ may write an array's
 // whole allocation).
@@ -644,6 +679,9 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 	n := int(length)
 	switch t {
 	case transform.Int64, transform.Float64:
+		if t == transform.Int64 && d.narrow != (storedInt{}) {
+			return d.widened(validity, n, int(nulls))
+		}
 		values, _, ok := d.buffer(8*length, bound(8*length), true)
 		if !ok {
 			return nil, false
@@ -677,6 +715,24 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 		return data, true
 	}
 	return nil, false
+}
+
+// widened decodes the values of an int64 array of n rows stored as
+// d.narrow: every value as stored (null slots' too) widened into memory
+// of its own, 8n bytes, bounded as the stored buffer's.
+func (d *zcDecoder) widened(validity *memory.Buffer, n, nulls int) (arrow.ArrayData, bool) {
+	w := int64(d.narrow.bytes)
+	_, stored, ok := d.buffer(w*int64(n), bound(w*int64(n)), true)
+	if !ok {
+		return nil, false
+	}
+	var values *memory.Buffer
+	if n > 0 {
+		out := d.make(8 * n)
+		widen(d.narrow, out, stored, n)
+		values = memory.NewBufferBytes(out)
+	}
+	return array.NewData(arrow.PrimitiveTypes.Int64, n, []*memory.Buffer{validity, values}, nil, nulls, 0), true
 }
 
 // lastOffset is the last of n+1 int32 offsets (how many value bytes they

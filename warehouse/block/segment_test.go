@@ -94,7 +94,7 @@ func testDecodeSegmentZeroCopy(t *testing.T, comp Compression) {
 			}
 			seg := data[c.Offset : c.Offset+c.Length]
 			typ, _ := transform.ParseType(c.Type)
-			zc, ok := decodeZeroCopy(seg, typ, meta.Rows, nil)
+			zc, ok := decodeZeroCopy(seg, typ, storedInt{}, meta.Rows, nil)
 			if !ok {
 				t.Fatalf("rows %d: column %s (%s) not decoded by the zero-copy path", rows, c.Name, c.Type)
 			}
@@ -233,7 +233,7 @@ func TestDecodeCompressedEdges(t *testing.T) {
 	defer rec.Release()
 	col := rec.Column(2) // int64, random: does not compress
 	seg := foreignSegment(t, "c", []ipc.Option{ipc.WithZstd(), ipc.WithMinSpaceSavings(0.5)}, col)
-	zc, ok := decodeZeroCopy(seg, transform.Int64, 1000, nil)
+	zc, ok := decodeZeroCopy(seg, transform.Int64, storedInt{}, 1000, nil)
 	if !ok || !array.Equal(zc, col) {
 		t.Fatalf("segment with uncompressed buffers: ok %v", ok)
 	}
