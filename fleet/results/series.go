@@ -165,11 +165,11 @@ func NewTargets(r *Results) []Target {
 		if fit == nil {
 			return ""
 		}
-		past := "below the target: bytes do not bound it"
+		past := "within the target: bytes do not bound it"
 		if b > want {
-			past = "past the target: the SIG reader's bytes bound it, whatever its requests"
+			past = "past the target: fewer requests alone cannot meet it"
 		}
-		return fmt.Sprintf("were the SIG reader's MinIO CPU its bytes' alone (%.1f s of its %.1f s, at %.3g ms per MiB and %.3g ms per request fitted over %d reader phases, R² %.2f), %s would be %.3g, %s",
+		return fmt.Sprintf("were the SIG reader's MinIO CPU its bytes' alone (%.3g s of its %.3g s, at %.3g ms per MiB and %.3g ms per request fitted over %d reader phases, R² %.2f), %s would be %.3g, %s",
 			sigBytes, c.MinIOSIGReader, fit.PerByte*(1<<20)*1e3, fit.PerRequest*1e3, fit.Samples, fit.R2, what, b, past)
 	}
 	withStorage := Target{Name: "SIG/LIG CPU counting MinIO's", Issue: "issue 28", Want: "<= 0.45 at >= 300 pipelines",
@@ -188,7 +188,7 @@ func NewTargets(r *Results) []Target {
 		}
 		withStorage.Note = join(size, bound(withStorage.Bound, 0.45, "SIG/LIG counting MinIO's CPU"))
 		minio.Note = join(strings.Replace(size, "the target is stated at", "the issue measures it at", 1),
-			fmt.Sprintf("%.1f s against %.1f s", c.MinIOSIGReader, c.MinIOLIGReader), bound(minio.Bound, 1, "the ratio"))
+			fmt.Sprintf("%.3g s against %.3g s", c.MinIOSIGReader, c.MinIOLIGReader), bound(minio.Bound, 1, "the ratio"))
 	}
 	out = append(out, withStorage, minio)
 

@@ -83,12 +83,16 @@ func (r *Results) WriteSummary(w io.Writer) error {
 			cpu  float64
 		}{{"workers", st.Worker, c.MinIOWorker}, {"SIG reader", st.SIGReader, c.MinIOSIGReader}, {"LIG reader", st.LIGReader, c.MinIOLIGReader}, {"whole run", st.Whole, c.MinIO}} {
 			q := side.q
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.3g\t%.1f\t\n", side.name, q.Total(), q.Kind(GET), q.Kind(HEAD), q.Kind(PUT),
-				q.Kind(LIST), q.Kind(DELETE), q.Kind(Other), q.Errors, float64(q.SentBytes)/(1<<20), float64(q.ReceivedBytes)/(1<<20), st.PerUnit(q), side.cpu)
+			perUnit := fmt.Sprintf("%.3g", st.PerUnit(q))
+			if side.name == "whole run" {
+				perUnit = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t%.3g\t\n", side.name, q.Total(), q.Kind(GET), q.Kind(HEAD), q.Kind(PUT),
+				q.Kind(LIST), q.Kind(DELETE), q.Kind(Other), q.Errors, float64(q.SentBytes)/(1<<20), float64(q.ReceivedBytes)/(1<<20), perUnit, side.cpu)
 		}
 		tw.Flush()
 		f := st.Fit
-		p("  %d units read each way (%d examples); per unit is requests over units (the workers' too, for scale)", st.Units, st.Examples)
+		p("  %d units read each way (%d examples); per unit: requests over those units (the workers' too, for scale)", st.Units, st.Examples)
 		p("  MinIO CPU while a reader read, fitted over %d reader phases: %.3g ms per request + %.3g ms per MiB (R² %.2f)", f.Samples, f.PerRequest*1e3, f.PerByte*(1<<20)*1e3, f.R2)
 		for _, side := range []struct {
 			name string
@@ -96,7 +100,7 @@ func (r *Results) WriteSummary(w io.Writer) error {
 			cpu  float64
 		}{{"SIG reader", st.SIGReader, c.MinIOSIGReader}, {"LIG reader", st.LIGReader, c.MinIOLIGReader}} {
 			rq, by := f.Part(side.q)
-			p("    %s: requests %.1f s + bytes %.1f s by the fit, %.1f s measured", side.name, rq, by, side.cpu)
+			p("    %s: requests %.3g s + bytes %.3g s by the fit, %.3g s measured", side.name, rq, by, side.cpu)
 		}
 	}
 	if len(r.Costs) > 0 {
