@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 //     plan counted here from the spec alone (component names, slots for
 //     blocks: no canonicalization, no catalog);
 //   - examples read against the spec's ranges, and every unit read in
-//     SIG and LIG mode with identical bytes (the run fails otherwise).
+//     SIG and LIG mode with identical bytes (the run fails otherwise);
+//   - the object store's traffic counted for every phase, by side, within
+//     what MinIO served in all, and priced.
 func TestFleetAccounting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
