@@ -65,6 +65,37 @@
 // operator (ListQuarantine, Release). This is the small blast radius of
 // BRIEF "Beyond the paper" 4: one bad component fails alone.
 //
+// # Batches
+//
+// Issue 28: the tasks of one raw block are cheaper together. A worker that
+// runs them at once reads the block's raw columns once, can run the union
+// of their canonical graphs so a subexpression shared across components
+// runs once, and writes one packed object. So a lease may take a batch
+// (Queue.LeaseBatchAs, LeaseTaskRequest.max_tasks): the task a lease of
+// one would take, then up to maxTasks-1 other queued tasks of its raw
+// block (TaskID.Block's ID, any input version: the runner reads each
+// task's raw version), highest priority first, then oldest. The rules:
+//
+//   - Priority. The first task is the scheduler's pick, the highest
+//     queued; so the batch runs at the highest priority among its tasks,
+//     and lower-priority tasks of the block ride along ahead of their turn.
+//   - Fairness is counted in leases, as before: a batch is one turn of its
+//     first task's client. Tasks of other clients join without using a
+//     turn of their clients' (served early, they lose nothing). A client
+//     with many tasks of one block takes at most a batch per turn, and the
+//     next lease goes to the next client in the round
+//     (testdata/schedule/batch.txt). The bound on a batch is in tasks: the
+//     queue knows no sizes; a runner may split what it leased into several
+//     objects.
+//   - Leases. Each task of a batch has a lease of its own, recorded as a
+//     lease of one task is, so heartbeats, completions, failures and
+//     expiries stay per task, the store has no new record, and a worker
+//     killed mid-batch leaves leases that expire one by one: every task of
+//     the batch is leased again, and those it had completed stay complete
+//     (testdata/state/batch.txt). The queue finds a block's queued tasks
+//     through an index by raw block id kept in memory only; a replay
+//     rebuilds it by placing the queued tasks.
+//
 // # Worker builds and bans
 //
 // A worker says which build it runs when it leases (BuildID: VCS revision,
