@@ -253,6 +253,19 @@
 // provides, and a completion hook marks the block ready before the task
 // leaves the queue. Describe gives in-process runners the same description.
 //
+// Workers lease batches (PoolOptions.BatchTasks; `sigd worker
+// --batch-tasks`, sigd's --worker-batch-tasks): LeaseTaskRequest.max_tasks
+// asks for them, and LeaseTaskResponse carries the first task as it always
+// did and the rest of the batch in more, each task with its lease, so
+// workers and servers of either age agree (a worker that does not ask
+// gets one task). The server describes every task of the batch; one it
+// cannot describe is failed and left out, and tasks past an answer of
+// 1 MiB of descriptions go back to the queue unrun. A BatchRunner runs a
+// batch whole (memo's batch runner: union graph, one packed object); any
+// other Runner runs its tasks one by one, which still reads the block's
+// raw columns once where the runner keeps them (memo.Runner's segment
+// cache), and keeps them on one worker.
+//
 // # Autoscaling
 //
 // The paper reports SIG's demand swinging tenfold within hours and asks for

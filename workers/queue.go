@@ -648,8 +648,8 @@ func (q *Queue) Banned(build string) (b Ban, ok bool) {
 	return b, ok && build != ""
 }
 
-// ForBuild returns the Leaser of in-process workers running build: Lease
-// is LeaseAs(build), the rest the Queue's.
+// ForBuild returns the Leaser of in-process workers running build:
+// LeaseBatch is LeaseBatchAs(build), the rest the Queue's.
 func (q *Queue) ForBuild(build string) Leaser { return buildLeaser{q, build} }
 
 type buildLeaser struct {
@@ -657,8 +657,8 @@ type buildLeaser struct {
 	build string
 }
 
-func (b buildLeaser) Lease(ctx context.Context, workerID string) (Lease, error) {
-	return b.LeaseAs(ctx, workerID, b.build)
+func (b buildLeaser) LeaseBatch(ctx context.Context, workerID string, maxTasks int) ([]Lease, error) {
+	return b.LeaseBatchAs(ctx, workerID, b.build, maxTasks)
 }
 
 // Quarantine quarantines a queued task now, with reason, as MaxAttempts
