@@ -79,6 +79,10 @@
 //   - Priority. The first task is the scheduler's pick, the highest
 //     queued; so the batch runs at the highest priority among its tasks,
 //     and lower-priority tasks of the block ride along ahead of their turn.
+//     That is the point (their raw columns are read anyway, and in a union
+//     graph much of their work is shared), and its price is bounded: the
+//     riders hold the batch's worker from other blocks' work, however high
+//     its priority, for at most the batch's bound.
 //   - Fairness is counted in leases, as before: a batch is one turn of its
 //     first task's client. Tasks of other clients join without using a
 //     turn of their clients' (served early, they lose nothing). A client
