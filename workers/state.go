@@ -134,7 +134,10 @@ type task struct {
 	sid   storedID // id as the store holds it; the value of its q and l keys
 	rec   record
 	items []*qitem // when queued: one per requesting client
-	lease *lease   // when leased
+	// blockPos is the task's index in state.blocks of its raw block, when
+	// queued.
+	blockPos int
+	lease    *lease // when leased
 }
 
 type lease struct {
@@ -155,10 +158,12 @@ type state struct {
 	leases     map[string]*lease
 	quarantine map[TaskID]*task
 	// blocks holds the queued tasks by raw block id (TaskID.Block's ID,
-	// whatever the input version): where a batch lease finds the tasks
-	// that join the one the scheduler picked. Memory only: it is what
-	// the task records say, and placing them at a replay rebuilds it.
-	blocks map[string]map[TaskID]*task
+	// whatever the input version), in no order (task.blockPos is each
+	// one's index): where a batch lease finds the tasks that join the one
+	// the scheduler picked. Memory only: it is what the task records say,
+	// and placing them at a replay rebuilds it. A slice rather than a set
+	// keeps the common block of one queued task to one small allocation.
+	blocks map[string][]*task
 	// bans are the worker builds refused leases, by build.
 	bans   map[string]Ban
 	fair   Fairness
@@ -198,7 +203,7 @@ func newState(cfg stateConfig) *state {
 		pipelines:   make(map[pipeKey]map[TaskID]*task),
 		leases:      make(map[string]*lease),
 		quarantine:  make(map[TaskID]*task),
-		blocks:      make(map[string]map[TaskID]*task),
+		blocks:      make(map[string][]*task),
 		bans:        make(map[string]Ban),
 		fair:        Fairness{Last: make(map[int32]string)},
 		leasePrefix: fmt.Sprintf("%016x-", cfg.Nonce),
@@ -328,12 +333,8 @@ func (s *state) enqueueItems(t *task) {
 		s.pushItem(t, h.Client, h.Priority)
 	}
 	b := t.id.Block.ID()
-	m := s.blocks[b]
-	if m == nil {
-		m = make(map[TaskID]*task)
-		s.blocks[b] = m
-	}
-	m[t.id] = t
+	t.blockPos = len(s.blocks[b])
+	s.blocks[b] = append(s.blocks[b], t)
 	s.nQueued++
 	s.peakQueued = max(s.peakQueued, s.nQueued)
 }
@@ -367,11 +368,14 @@ func (s *state) dequeueItems(t *task) {
 	}
 	t.items = nil
 	b := t.id.Block.ID()
-	if m := s.blocks[b]; m != nil {
-		delete(m, t.id)
-		if len(m) == 0 {
-			delete(s.blocks, b)
-		}
+	ts := s.blocks[b]
+	last := ts[len(ts)-1]
+	ts[t.blockPos], last.blockPos = last, t.blockPos
+	ts[len(ts)-1] = nil
+	if ts = ts[:len(ts)-1]; len(ts) == 0 {
+		delete(s.blocks, b)
+	} else {
+		s.blocks[b] = ts
 	}
 	s.nQueued--
 }
@@ -688,14 +692,10 @@ func (s *state) lease(worker, build string, maxTasks int) ([]Lease, error) {
 // they join a batch: highest priority first (a task's highest in any
 // client's queue), then oldest.
 func (s *state) joiners(id string, n int) []*task {
-	m := s.blocks[id]
-	if len(m) == 0 {
+	if len(s.blocks[id]) == 0 {
 		return nil
 	}
-	ts := make([]*task, 0, len(m))
-	for _, t := range m {
-		ts = append(ts, t)
-	}
+	ts := slices.Clone(s.blocks[id])
 	prio := func(t *task) int32 { return bestItem(t.items).prio }
 	sort.Slice(ts, func(i, j int) bool {
 		if pi, pj := prio(ts[i]), prio(ts[j]); pi != pj {

@@ -58,6 +58,9 @@ func TestStateData(t *testing.T) {
 		h.s = newState(h.cfg)
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 			out := strings.TrimRight(h.run(t, td), "\n")
+			if err := h.s.checkBlocks(); err != nil {
+				t.Fatalf("%s: %v", td.Pos, err)
+			}
 			for _, tasksFirst := range []bool{true, false} {
 				if rebuilt := h.rebuild(t, h.cfg, h.keys(tasksFirst)).dump(idName); rebuilt != h.s.dump(idName) {
 					t.Fatalf("%s: the state rebuilt from the records (task records first: %v) differs:\n--- state\n%s--- rebuilt\n%s", td.Pos, tasksFirst, h.s.dump(idName), rebuilt)
@@ -415,6 +418,11 @@ func TestReplayActsAsApplied(t *testing.T) {
 			ob.now = h.now
 			rb := restarted.apply(&ob)
 			ra := h.apply(o)
+			for _, st := range []*state{h.s, restarted} {
+				if err := st.checkBlocks(); err != nil {
+					t.Fatalf("seed %d step %d: op %d: %v", seed, step, o.kind, err)
+				}
+			}
 			// New leases have the restarted state's nonce and counter:
 			// their ids are read as the live state's, before the writes
 			// are sorted by key (lease keys hold them).
@@ -638,4 +646,25 @@ func TestReplayRefusesDisagreement(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkBlocks checks the index of queued tasks by raw block against the
+// tasks: it holds every queued task, at its blockPos, and nothing else.
+func (s *state) checkBlocks() error {
+	n := 0
+	for id, ts := range s.blocks {
+		if len(ts) == 0 {
+			return fmt.Errorf("block %s: an empty entry", id)
+		}
+		for i, t := range ts {
+			if t.rec.state != StateQueued || t.blockPos != i || t.id.Block.ID() != id || s.tasks[t.id] != t {
+				return fmt.Errorf("block %s: %s at %d is %s at %d of block %s", id, t.id, i, t.rec.state, t.blockPos, t.id.Block.ID())
+			}
+		}
+		n += len(ts)
+	}
+	if n != s.nQueued {
+		return fmt.Errorf("%d tasks by block, %d queued", n, s.nQueued)
+	}
+	return nil
 }
