@@ -98,7 +98,10 @@ func RunStages(ctx context.Context, r StagedRunner, t Task) (Result, error) {
 // components runs once, and can write their memo columns into one object.
 // A Pool whose Runner implements it, with PoolOptions.BatchTasks above 1,
 // hands each batch it leases to RunBatch; any other Runner gets the
-// batch's tasks one by one (through its stages, for a StagedRunner).
+// batch's tasks one by one (through its stages, for a StagedRunner). A
+// runner that is both is run by batches, one batch at a time per worker:
+// the pool does not pipeline batches (overlapping one batch's reads and
+// writes with another's transform is the BatchRunner's to do, if any).
 type BatchRunner interface {
 	Runner
 	// RunBatch runs tasks, all of one raw block (their TaskID.Block has
@@ -718,7 +721,8 @@ func safely[T any](f func() (T, error)) (v T, err error) {
 // tasks leased over gRPC do; one Runner then serves in-process and remote
 // workers alike. A task that cannot be described is failed (counting an
 // attempt, so a task whose component vanished ends in quarantine rather
-// than looping) and the next one is leased.
+// than looping) and left out of its batch; when none of a batch is left,
+// the next batch is leased.
 func Describe(l Leaser, describe func(TaskID) (*sigv1.Task, error)) Leaser {
 	return describing{Leaser: l, describe: describe}
 }
