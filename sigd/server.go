@@ -220,9 +220,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	// workers.StagedRunner, in process and in `sigd worker`), so each
 	// holds several at once; remote workers are assumed to lease batches
 	// as the in-process ones would.
-	tasksPerWorker := workers.StagedTasksPerWorker(cfg.WorkerBatchTasks)
+	tasksPerWorker := workers.StagedTasksHeld(cfg.WorkerBatchTasks)
 	if s.pool != nil {
-		tasksPerWorker = s.pool.TasksPerWorker()
+		tasksPerWorker = s.pool.TasksHeld()
 	}
 	s.scaler, err = workers.NewAutoscaler(workers.ScaleConfig{
 		Min: cfg.WorkersMin, Max: cfg.WorkersMax, TargetDrain: cfg.TargetDrain, CoolDown: cfg.ScaleDownCooldown,

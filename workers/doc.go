@@ -278,11 +278,11 @@
 // (queued plus leased tasks) in TargetDrain at the measured task cost (a
 // moving average of lease-to-completion time), clamped to [Min, Max]; up at
 // once, down only after the need has stayed lower for CoolDown, and then to
-// the largest need seen in that window. A pipelined worker holds up to
-// TasksPerWorker tasks, so its lease-to-completion time spans that many
-// tasks' turns (Little's law: tasks held = throughput x time held);
-// ScaleConfig.TasksPerWorker divides the cost by it, and sigd sets it from
-// its pool. The size is still counted in workers. The Autoscaler applies
+// the largest need seen in that window. A pipelined or batching worker
+// holds several tasks at once, Pool.TasksHeld on average, so its
+// lease-to-completion time spans that many tasks' turns (Little's law:
+// tasks held = throughput x time held); ScaleConfig.TasksPerWorker divides
+// the cost by it, and sigd sets it from its pool. The size is still counted in workers. The Autoscaler applies
 // it every Interval on the injected clock, resizes the in-process Pool, and
 // exports sig_workers_desired (for an orchestrator scaling remote workers)
 // and sig_workers_actual. RegisterQueueMetrics exports queue depths per

@@ -179,12 +179,11 @@ const DefaultWriters = 2
 // the default Writers and no batches.
 const DefaultPipelineDepth = stagedTasks + DefaultWriters
 
-// StagedTasksPerWorker is TasksPerWorker of a pool of a StagedRunner (not
-// a BatchRunner) with the default Writers and batches of batchTasks: the
-// tasks of a batch not yet read wait their turn, leased, besides the
-// pipeline's (sigd sizes its remote workers with it).
-func StagedTasksPerWorker(batchTasks int) int {
-	return max(batchTasks, 1) - 1 + DefaultPipelineDepth
+// StagedTasksHeld is TasksHeld of a pool of a StagedRunner (not a
+// BatchRunner) with the default Writers and batches of batchTasks: sigd
+// sizes its remote workers with it.
+func StagedTasksHeld(batchTasks int) int {
+	return max(batchTasks, 1)/2 + DefaultPipelineDepth
 }
 
 // stagedTasks are the tasks a worker of a StagedRunner holds besides those
@@ -318,6 +317,25 @@ func (p *Pool) TasksPerWorker() int {
 		return p.opts.BatchTasks - 1 + stagedTasks + p.opts.Writers
 	}
 	return p.opts.BatchTasks
+}
+
+// TasksHeld is how many tasks a busy worker holds on average: what its
+// lease-to-completion time spans (Little's law: tasks held = throughput x
+// time held), and so what the autoscaler divides the measured task cost
+// by (ScaleConfig.TasksPerWorker). A BatchRunner holds its whole batch
+// until RunBatch returns. A batch run one task after another drains as it
+// runs, from the whole batch to its last task: (BatchTasks+1)/2 held on
+// average by a plain Runner, and for a StagedRunner its pipeline's tasks
+// (stagedTasks + Writers, kept full from one batch to the next) and half
+// the batch's rest, rounded up. Without batches it is TasksPerWorker.
+func (p *Pool) TasksHeld() int {
+	switch {
+	case p.batcher != nil:
+		return p.opts.BatchTasks
+	case p.staged != nil:
+		return p.opts.BatchTasks/2 + stagedTasks + p.opts.Writers
+	}
+	return (p.opts.BatchTasks + 1) / 2
 }
 
 // Resize sets the number of workers. Shrinking is graceful: a stopped

@@ -404,3 +404,37 @@ func TestPoolBatchRunner(t *testing.T) {
 		t.Errorf("queue stats %+v", s)
 	}
 }
+
+// TestTasksHeld: the most tasks a worker holds, and how many it holds on
+// average while busy (what the autoscaler divides the task cost by), for
+// each kind of runner, with and without batches.
+func TestTasksHeld(t *testing.T) {
+	plain := RunnerFunc(func(context.Context, Task) (Result, error) { return Result{}, nil })
+	staged := fakeStagedRunner{}
+	batcher := scriptedBatches{}
+	cases := []struct {
+		name        string
+		r           Runner
+		batch       int
+		most, held  int
+		stagedsHeld int // StagedTasksHeld(batch), for staged runners
+	}{
+		{"plain", plain, 1, 1, 1, 0},
+		{"plain batches", plain, 32, 32, 16, 0},
+		{"plain batches, odd", plain, 5, 5, 3, 0},
+		{"staged", staged, 1, 4, 4, 4},
+		{"staged batches", staged, 32, 35, 20, 20},
+		{"staged batches, odd", staged, 5, 8, 6, 6},
+		{"batch runner without batches", batcher, 1, 1, 1, 0},
+		{"batch runner", batcher, 32, 32, 32, 0},
+	}
+	for _, c := range cases {
+		p := NewPool(nil, c.r, PoolOptions{BatchTasks: c.batch})
+		if most, held := p.TasksPerWorker(), p.TasksHeld(); most != c.most || held != c.held {
+			t.Errorf("%s: TasksPerWorker %d, TasksHeld %d; want %d, %d", c.name, most, held, c.most, c.held)
+		}
+		if c.stagedsHeld != 0 && StagedTasksHeld(c.batch) != c.stagedsHeld {
+			t.Errorf("%s: StagedTasksHeld %d, want %d", c.name, StagedTasksHeld(c.batch), c.stagedsHeld)
+		}
+	}
+}
