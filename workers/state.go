@@ -633,10 +633,10 @@ func (s *state) cancel(id TaskID) bool {
 // ---------------------------------------------------------- consumers
 
 // lease takes the next task for worker, running build, and with it, when
-// maxTasks > 1, up to maxTasks-1 other queued tasks of the same raw block: a batch,
-// which a worker runs reading the block's raw columns once (issue 28). It
-// returns nothing when nothing is queued; a banned build is refused (a
-// BannedError) whatever is queued.
+// maxTasks > 1, up to maxTasks-1 other queued tasks of the same raw block:
+// a batch, which a worker runs reading the block's raw columns once (issue
+// 28). It returns nothing when nothing is queued; a banned build is
+// refused (a BannedError) whatever is queued.
 //
 // The first task is the one a lease of one task would take: the
 // scheduler (Schedule) picks the client, the client's queue gives its
@@ -651,9 +651,10 @@ func (s *state) cancel(id TaskID) bool {
 // turn of the first task's client, whose cursor moves as before, and
 // tasks of other clients that join ride along without using their
 // clients' turns (they lose nothing by being served early). So a client
-// with many tasks of one block takes at most maxTasks of them in a turn, and
-// the next lease goes to the next client in the round (testdata/schedule/
-// batch.txt). A batch's tasks leave every queue they were in.
+// with many tasks of one block takes at most maxTasks of them in a turn,
+// and the next lease goes to the next client in the round
+// (testdata/schedule/batch.txt). A batch's tasks leave every queue they
+// were in.
 //
 // Each task gets a lease of its own, recorded as a lease of one task is:
 // heartbeats, completions, failures and expiries stay per task, so a
