@@ -128,7 +128,7 @@ func TestSIGKILLDuringWork(t *testing.T) {
 // one task, not six).
 func TestRemoteWorkerKilledMidBatch(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 500, Seed: 4})
-	srv := sigdtest.Start(t, w, sigd.Config{RemoteWorkers: true, Lease: 2 * time.Second}, sigd.Options{})
+	srv := sigdtest.Start(t, w, sigd.Config{RemoteWorkers: true, Lease: 4 * time.Second}, sigd.Options{})
 	bin := sigdtest.BuildCommand(t, "cmd/sigd")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -156,15 +156,15 @@ input overlap_cat = concat(intersect(unigrams(t), unigrams(q)), col("ad_category
 		return append([]string{"worker", "--sigd", srv.Addr(), "--token", srv.Tokens["worker"], "--concurrency", "1",
 			"--batch-tasks", "8", "--name", name}, w.S3Args()...)
 	}
-	// Each task takes 1.5s in w1, most of a lease: the batch's six take 9s,
-	// four and a half leases, so its waiting tasks live on heartbeats.
-	w1 := sigdtest.StartProcess(t, bin, args("w1"), "SIG_TEST_TASK_DELAY=1500ms")
+	// Each task takes 3s in w1: the two it completes take longer than a
+	// lease (4s), so the batch's waiting tasks live on heartbeats until
+	// the kill.
+	w1 := sigdtest.StartProcess(t, bin, args("w1"), "SIG_TEST_TASK_DELAY=3s")
 	waitFor(t, 30*time.Second, "the first worker to lease the block's tasks", func() bool { return q.Stats().Leased > 0 })
 	if s := q.Stats(); s.Leased != n || s.Queued != 0 {
 		t.Fatalf("queue once w1 leased: %+v; want its one worker holding all %d tasks of the block, a batch", s, n)
 	}
 	waitFor(t, 30*time.Second, "w1 to complete two tasks of its batch", func() bool { return q.Stats().Completed >= 2 })
-	w2 := sigdtest.StartProcess(t, bin, args("w2"))
 	w1.Kill()
 	// A completion sent just before the kill may still be landing.
 	time.Sleep(300 * time.Millisecond)
@@ -173,6 +173,7 @@ input overlap_cat = concat(intersect(unigrams(t), unigrams(q)), col("ad_category
 	if k < 2 || k >= n || done.Leased != n-k || done.Expired != 0 || done.Failures != 0 {
 		t.Fatalf("queue when w1 was killed: %+v; want 2 to %d tasks completed and the rest of the batch leased, no lease expired", done, n-1)
 	}
+	w2 := sigdtest.StartProcess(t, bin, args("w2"))
 
 	sol := sigdtest.WaitComplete(ctx, t, srv.SIG(t, "ctr"), "ctr", "p")
 	waitFor(t, 10*time.Second, "the queue to empty", func() bool { s := q.Stats(); return s.Queued == 0 && s.Leased == 0 })
