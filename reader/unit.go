@@ -95,7 +95,11 @@ type inputPlan struct {
 	typ       transform.Type
 	mode      readerv1.InputMode
 	memo      string
-	state     sigv1.BlockState
+	// column is the input's column in the memo object: MemoColumn, the
+	// column of an object of one component (issue 28 packs the columns of
+	// several components in one object, each named by the read solution).
+	column string
+	state  sigv1.BlockState
 	// memoBlock is the memo object's block and input version (its key's).
 	memoBlock blockref.Memo
 }
@@ -215,7 +219,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		if err != nil {
 			return nil, invalid(field+".type", "%v", err)
 		}
-		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
+		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, memo: in.MemoObject, column: MemoColumn, state: in.MemoState}
 		switch in.Mode {
 		case readerv1.InputMode_INPUT_MODE_MEMO:
 			if ip.memoBlock, ok = memoBlockOf(k, in.MemoObject, p.raw); !ok {
@@ -374,7 +378,7 @@ func checkMemoNodes(field string, in *readerv1.ModelInput, raw blockref.Ref) ([]
 		}
 		out = append(out, memoNodePlan{field: f, read: inputPlan{
 			name: fmt.Sprintf("%s (memo node %s)", in.Name, k.Short()), component: k, typ: t,
-			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, state: mn.MemoState, memoBlock: mb}})
+			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, column: MemoColumn, state: mn.MemoState, memoBlock: mb}})
 	}
 	return out, nil
 }

@@ -36,13 +36,29 @@ import (
 // under its key: a memo object repaired after a reader found it corrupt,
 // or recomputed after eviction, a raw block ingested again by a later
 // generation. A cached footer may then be stale. Such a footer is not
-// trusted blindly: every segment read with it is checked against its
-// CRC-32C, and any failure of a read that started from a cached footer
-// (a checksum, a range past the end, a column the caller refuses) drops
-// the entry and reads the object again from its tail, uncached; only the
-// uncached read's outcome is reported. So a stale footer costs one read,
-// never wrong bytes, and a cache miss is only slower: readers stay
-// stateless (paper IV.B).
+// trusted blindly:
+//
+//   - every segment read with it is checked against its CRC-32C, so the
+//     bytes used are those the footer describes, whatever the object holds
+//     now;
+//   - when the footer lies within HoleLimit of the last wanted segment (a
+//     memo object's value segment is right before it; a small raw block's
+//     columns are), the range is extended to the object's end and the
+//     footer read back is compared with the cached one (its length and
+//     CRC-32C, and the trailer's): an object whose footer changed, even
+//     where the segments read did not (its event ids reordered, its footer
+//     damaged), is not served from the old footer;
+//   - any failure of a read that started from a cached footer (either
+//     check, a range past the end, a footer the caller refuses) drops the
+//     entry and reads the object again from its tail, uncached; only the
+//     uncached read's outcome is reported.
+//
+// So a stale footer costs a read, never wrong bytes, and a cache miss is
+// only slower: readers stay stateless (paper IV.B). What a reader with a
+// cached footer does not see is a change to an object's footer far from
+// the segments it reads, or to segments it does not read; it serves the
+// bytes its footer's checksums vouch for until the entry ages out, and
+// an uncached reader sees the change.
 
 // Read limits. The figures come from BenchmarkRangeCost (package reader,
 // bench/requests.txt): on this project's machines a ranged GET from MinIO
@@ -128,7 +144,7 @@ func (k RequestKind) String() string {
 type FooterCache struct {
 	max   int
 	mu    sync.Mutex
-	lru   list.List // of Meta, most recent first
+	lru   list.List // of footerEntry, most recent first
 	index map[string]*list.Element
 
 	hits, misses, stale atomic.Int64
@@ -158,9 +174,17 @@ func (c *FooterCache) Stats() FooterCacheStats {
 	return FooterCacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Stale: c.stale.Load(), Entries: n}
 }
 
-func (c *FooterCache) get(key string) (Meta, bool) {
+// footerEntry is a cached footer: the Meta parsed from it and the
+// footer's CRC-32C from the object's trailer, which a read checks the
+// footer's bytes against when it reads them back.
+type footerEntry struct {
+	meta Meta
+	crc  uint32
+}
+
+func (c *FooterCache) get(key string) (footerEntry, bool) {
 	if c == nil || c.max <= 0 {
-		return Meta{}, false
+		return footerEntry{}, false
 	}
 	c.mu.Lock()
 	e, ok := c.index[key]
@@ -170,27 +194,27 @@ func (c *FooterCache) get(key string) (Meta, bool) {
 	c.mu.Unlock()
 	if !ok {
 		c.misses.Add(1)
-		return Meta{}, false
+		return footerEntry{}, false
 	}
 	c.hits.Add(1)
-	return e.Value.(Meta), true
+	return e.Value.(footerEntry), true
 }
 
-func (c *FooterCache) put(m Meta) {
+func (c *FooterCache) put(fe footerEntry) {
 	if c == nil || c.max <= 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.index[m.Key]; ok {
-		e.Value = m
+	if e, ok := c.index[fe.meta.Key]; ok {
+		e.Value = fe
 		c.lru.MoveToFront(e)
 		return
 	}
-	c.index[m.Key] = c.lru.PushFront(m)
+	c.index[fe.meta.Key] = c.lru.PushFront(fe)
 	for c.lru.Len() > c.max {
 		last := c.lru.Back()
-		delete(c.index, last.Value.(Meta).Key)
+		delete(c.index, last.Value.(footerEntry).meta.Key)
 		c.lru.Remove(last)
 	}
 }
@@ -221,12 +245,16 @@ type ObjectReader struct {
 // ObjectRead is one read of some columns of one object.
 type ObjectRead struct {
 	Key string
-	// Want is called with the object's footer, cached or just read,
-	// before any of its segments is used: it checks the footer for the
-	// caller (an error fails the read) and names the columns to fetch (a
-	// name given twice is fetched once). It is called a second time, with
-	// the footer read again, when the read from a cached footer failed.
-	Want func(Meta) ([]string, error)
+	// Want is called with the object's footer before any of its segments
+	// is used: it checks the footer for the caller (an error fails the
+	// read) and names the columns to fetch (a name given twice is fetched
+	// once). cached says the footer came from the cache: a caller that
+	// takes part of what a footer says and refuses the rest (one input of
+	// a packed object whose entry is wrong) refuses the whole of a cached
+	// one instead, since it may be stale, so that the object is read again.
+	// Want is called a second time, with the footer read again, when the
+	// read from a cached footer failed.
+	Want func(meta Meta, cached bool) ([]string, error)
 	// From, when positive, is where the wanted bytes start, if the caller
 	// knows it: without a cached footer the object is then read from
 	// there to its end in one request, rather than its last TailRead
@@ -274,8 +302,8 @@ func (r *ObjectReader) Read(ctx context.Context, rd ObjectRead) (ObjectData, err
 	if rd.Count == nil {
 		rd.Count = func(RequestKind) {}
 	}
-	if meta, ok := r.Footers.get(rd.Key); ok {
-		d, err := r.readKnown(ctx, rd, meta)
+	if fe, ok := r.Footers.get(rd.Key); ok {
+		d, err := r.readKnown(ctx, rd, fe)
 		if err == nil {
 			d.Cached = true
 			return d, nil
@@ -294,22 +322,41 @@ func (r *ObjectReader) Read(ctx context.Context, rd ObjectRead) (ObjectData, err
 	return r.readTail(ctx, rd)
 }
 
-// readKnown reads rd's columns of the object whose footer is meta.
-func (r *ObjectReader) readKnown(ctx context.Context, rd ObjectRead, meta Meta) (ObjectData, error) {
-	names, err := wanted(rd, meta)
+// readKnown reads rd's columns of the object whose cached footer is fe.
+func (r *ObjectReader) readKnown(ctx context.Context, rd ObjectRead, fe footerEntry) (ObjectData, error) {
+	meta := fe.meta
+	names, err := wanted(rd, meta, true)
 	if err != nil {
 		return ObjectData{}, err
 	}
 	segs := make([][]byte, len(names))
-	if err := r.fetch(ctx, rd, meta, names, segs); err != nil {
+	if err := r.fetch(ctx, rd, meta, names, segs, &fe); err != nil {
 		return ObjectData{}, err
 	}
 	return ObjectData{Meta: meta, Names: names, Segs: segs}, nil
 }
 
+// errFooterChanged: the footer read back with a cached footer's segments
+// is not the cached one.
+var errFooterChanged = fmt.Errorf("footer differs from the one cached: %w", ErrCorrupt)
+
+// checkFooter checks that b, the bytes of an object from fe's footer
+// offset to its end, are fe's footer and trailer.
+func checkFooter(fe *footerEntry, b []byte) error {
+	m := &fe.meta
+	if int64(len(b)) != m.FooterLength+TrailerSize {
+		return errFooterChanged
+	}
+	flen, fcrc, err := parseTrailer(m.Key, b[len(b)-TrailerSize:])
+	if err != nil || flen != m.FooterLength || fcrc != fe.crc || crc32.Checksum(b[:flen], castagnoli) != fe.crc {
+		return errFooterChanged
+	}
+	return nil
+}
+
 // wanted calls rd.Want and returns its names without repeats.
-func wanted(rd ObjectRead, meta Meta) ([]string, error) {
-	names, err := rd.Want(meta)
+func wanted(rd ObjectRead, meta Meta, cached bool) ([]string, error) {
+	names, err := rd.Want(meta, cached)
 	if err != nil {
 		return nil, err
 	}
@@ -327,8 +374,11 @@ func wanted(rd ObjectRead, meta Meta) ([]string, error) {
 }
 
 // fetch fetches the segments of names whose segs entry is nil, in
-// coalesced ranges (concurrently when there are several), into segs.
-func (r *ObjectReader) fetch(ctx context.Context, rd ObjectRead, meta Meta, names []string, segs [][]byte) error {
+// coalesced ranges (concurrently when there are several), into segs. With
+// a cached footer fe, the last range is extended to the object's end when
+// the footer is within the hole limit of it, and the footer read back is
+// checked against fe (the file's comment).
+func (r *ObjectReader) fetch(ctx context.Context, rd ObjectRead, meta Meta, names []string, segs [][]byte, fe *footerEntry) error {
 	var missing []string
 	var at []int
 	for i, n := range names {
@@ -340,15 +390,22 @@ func (r *ObjectReader) fetch(ctx context.Context, rd ObjectRead, meta Meta, name
 	if len(missing) == 0 {
 		return nil
 	}
-	spans, err := PlanSpans(meta, missing, r.Limits)
+	lim := r.Limits.EnsureDefaults()
+	spans, err := PlanSpans(meta, missing, lim)
 	if err != nil {
 		return err
+	}
+	var verify func([]byte) error
+	if last := &spans[len(spans)-1]; fe != nil && meta.FooterOffset > 0 && meta.Size > meta.FooterOffset &&
+		meta.FooterOffset-last.End <= lim.Hole && meta.Size-last.Off <= max(lim.Range, last.End-last.Off) {
+		last.End, last.footer = meta.Size, meta.FooterOffset
+		verify = func(b []byte) error { return checkFooter(fe, b) }
 	}
 	got := make([][]byte, len(missing))
 	for range spans {
 		rd.Count(RequestRange)
 	}
-	if err := fetchSpans(ctx, r.Store, meta, spans, got, rd.Alloc); err != nil {
+	if err := fetchSpans(ctx, r.Store, meta, spans, got, rd.Alloc, verify); err != nil {
 		return err
 	}
 	for j, i := range at {
@@ -415,8 +472,8 @@ func (r *ObjectReader) readTail(ctx context.Context, rd ObjectRead) (ObjectData,
 		return ObjectData{}, err
 	}
 	meta.Checksum = info.Checksum
-	r.Footers.put(meta)
-	names, err := wanted(rd, meta)
+	r.Footers.put(footerEntry{meta: meta, crc: fcrc})
+	names, err := wanted(rd, meta, false)
 	if err != nil {
 		return ObjectData{}, err
 	}
@@ -438,7 +495,7 @@ func (r *ObjectReader) readTail(ctx context.Context, rd ObjectRead) (ObjectData,
 		}
 		segs[i] = seg
 	}
-	if err := r.fetch(ctx, rd, meta, names, segs); err != nil {
+	if err := r.fetch(ctx, rd, meta, names, segs, nil); err != nil {
 		return ObjectData{}, err
 	}
 	return ObjectData{Meta: meta, Names: names, Segs: segs}, nil

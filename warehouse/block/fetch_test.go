@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/block/blocktest"
 	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/warehouse/objstore/memstore"
 )
@@ -64,8 +65,8 @@ func (c *countingStore) GetSuffixInto(ctx context.Context, key string, dst []byt
 }
 
 // all wants the named columns, whatever the footer.
-func all(names ...string) func(block.Meta) ([]string, error) {
-	return func(block.Meta) ([]string, error) { return names, nil }
+func all(names ...string) func(block.Meta, bool) ([]string, error) {
+	return func(block.Meta, bool) ([]string, error) { return names, nil }
 }
 
 // checkRead checks that d holds the named columns' segments as
@@ -204,8 +205,10 @@ func TestObjectReaderRequests(t *testing.T) {
 // after its footer was cached (a repaired memo object) is read right: the
 // read with the old footer fails its checksums, the entry is dropped and
 // the object read again uncached; a footer the caller refuses is read
-// again too before the refusal stands; a missing object is ErrNotFound
-// and leaves no entry. A corrupt segment read uncached is ErrCorrupt.
+// again too before the refusal stands; a footer damaged in place, the
+// segments read unchanged, is noticed (the footer is read back with the
+// column next to it); a missing object is ErrNotFound and leaves no
+// entry. A corrupt segment read uncached is ErrCorrupt.
 func TestObjectReaderStaleFooter(t *testing.T) {
 	s := newCountingStore()
 	ctx := context.Background()
@@ -236,13 +239,13 @@ func TestObjectReaderStaleFooter(t *testing.T) {
 	}
 	checkRead(t, s, d, names)
 
-	// The caller refuses the cached footer (it names another block): the
-	// object is read again, and the fresh footer passes.
+	// The caller refuses the cached footer (as one that names another
+	// block): the object is read again, and the fresh footer passes.
 	stale := cache.Stats().Stale
 	calls := 0
-	want := func(m block.Meta) ([]string, error) {
+	want := func(m block.Meta, cached bool) ([]string, error) {
 		calls++
-		if calls == 1 {
+		if cached {
 			return nil, fmt.Errorf("not the block wanted: %w", block.ErrCorrupt)
 		}
 		return names, nil
@@ -251,9 +254,35 @@ func TestObjectReaderStaleFooter(t *testing.T) {
 		t.Fatalf("refused cached footer: %v, cached %v, Want called %d times", err, d.Cached, calls)
 	}
 	// Refused again uncached: the refusal stands.
-	refuse := func(block.Meta) ([]string, error) { return nil, block.ErrCorrupt }
+	refuse := func(block.Meta, bool) ([]string, error) { return nil, block.ErrCorrupt }
 	if _, err := r.Read(ctx, block.ObjectRead{Key: meta.Key, Want: refuse}); !errors.Is(err, block.ErrCorrupt) {
 		t.Fatalf("refused footer: %v", err)
+	}
+
+	// The footer damaged in place, the segments as they were: a read from
+	// the cached footer of the column next to it reads the footer back,
+	// sees it changed, and the read from the object finds it corrupt.
+	d, err = r.Read(ctx, block.ObjectRead{Key: meta.Key, Want: all("ids")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := s.Get(ctx, meta.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := blocktest.DamageFooter(data, blocktest.FooterDamage{Name: "rows", Field: `"rows":`, Rot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, meta.Key, bad, nil); err != nil {
+		t.Fatal(err)
+	}
+	stale = cache.Stats().Stale
+	if _, err := r.Read(ctx, block.ObjectRead{Key: meta.Key, Want: all("ids")}); !errors.Is(err, block.ErrCorrupt) || cache.Stats().Stale != stale+1 {
+		t.Fatalf("damaged footer read with the cached one: %v, stale %d", err, cache.Stats().Stale-stale)
+	}
+	if _, err := s.Put(ctx, meta.Key, data, nil); err != nil {
+		t.Fatal(err)
 	}
 
 	if err := s.Delete(ctx, meta.Key); err != nil {

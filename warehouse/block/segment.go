@@ -50,6 +50,10 @@ import (
 type Span struct {
 	Off, End int64
 	Members  []SpanMember
+	// footer, when set, is where the object's footer starts within the
+	// span, which runs to the object's end (a planned read with a cached
+	// footer reads the footer back: fetch.go).
+	footer int64
 }
 
 // SpanMember is a column whose segment a Span holds; Index is its position
@@ -136,7 +140,7 @@ func FetchSegmentsInto(ctx context.Context, store objstore.Reader, meta Meta, na
 		return nil, err
 	}
 	segs := make([][]byte, len(names))
-	if err := fetchSpans(ctx, store, meta, spans, segs, alloc); err != nil {
+	if err := fetchSpans(ctx, store, meta, spans, segs, alloc, nil); err != nil {
 		return nil, err
 	}
 	return segs, nil
@@ -144,8 +148,9 @@ func FetchSegmentsInto(ctx context.Context, store objstore.Reader, meta Meta, na
 
 // fetchSpans fetches spans, concurrently, into buffers from alloc, and
 // sets segs[m.Index] to each member's segment, checked against its
-// CRC-32C. It returns when no request runs any more.
-func fetchSpans(ctx context.Context, store objstore.Reader, meta Meta, spans []Span, segs [][]byte, alloc Alloc) error {
+// CRC-32C; a span holding the footer has its bytes from there checked by
+// verify. It returns when no request runs any more.
+func fetchSpans(ctx context.Context, store objstore.Reader, meta Meta, spans []Span, segs [][]byte, alloc Alloc, verify func([]byte) error) error {
 	errs := make([]error, len(spans))
 	one := func(si int) {
 		sp := &spans[si]
@@ -173,6 +178,9 @@ func fetchSpans(ctx context.Context, store objstore.Reader, meta Meta, spans []S
 				return
 			}
 			segs[m.Index] = seg
+		}
+		if sp.footer > 0 && verify != nil {
+			errs[si] = verify(data[sp.footer-sp.Off:])
 		}
 	}
 	if len(spans) == 1 {
