@@ -44,6 +44,9 @@ const (
 	// and stale (a hit whose read failed and was made again from the
 	// object).
 	MetricFooterCache = "sig_reader_footer_cache_total"
+	// MetricPlanCache counts plan cache lookups by outcome: hit, and miss
+	// (the unit's input set was planned from scratch; plancache.go).
+	MetricPlanCache = "sig_reader_plan_cache_total"
 )
 
 var (
@@ -55,6 +58,7 @@ var (
 	descObjectRequests = prometheus.NewDesc(MetricObjectRequests, "Object store requests of units' reads, by object (raw, memo) and kind (tail, footer, range).",
 		[]string{"object", "kind"}, nil)
 	descFooterCache = prometheus.NewDesc(MetricFooterCache, "Footer cache lookups, by outcome (hit, miss, stale).", []string{"outcome"}, nil)
+	descPlanCache   = prometheus.NewDesc(MetricPlanCache, "Plan cache lookups by input set, by outcome (hit, miss).", []string{"outcome"}, nil)
 )
 
 // serverMetrics exports a Server's counters (kept as atomics for Stats, so
@@ -132,6 +136,7 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descInputs
 	ch <- descObjectRequests
 	ch <- descFooterCache
+	ch <- descPlanCache
 	m.calls.Describe(ch)
 	m.errors.Describe(ch)
 	m.fetch.Describe(ch)
@@ -150,6 +155,8 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFooterCache, prometheus.CounterValue, float64(st.Footers.Hits), "hit")
 	ch <- prometheus.MustNewConstMetric(descFooterCache, prometheus.CounterValue, float64(st.Footers.Misses), "miss")
 	ch <- prometheus.MustNewConstMetric(descFooterCache, prometheus.CounterValue, float64(st.Footers.Stale), "stale")
+	ch <- prometheus.MustNewConstMetric(descPlanCache, prometheus.CounterValue, float64(st.Plans.Hits), "hit")
+	ch <- prometheus.MustNewConstMetric(descPlanCache, prometheus.CounterValue, float64(st.Plans.Misses), "miss")
 	m.calls.Collect(ch)
 	m.errors.Collect(ch)
 	m.fetch.Collect(ch)

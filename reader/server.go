@@ -104,6 +104,11 @@ type Config struct {
 	// columns without reading the footer first (fetch.go; a footer is a
 	// few KiB). 0 takes DefaultFooterCacheEntries; negative keeps none.
 	FooterCacheEntries int
+	// PlanCacheEntries bounds the input sets whose plans the server keeps
+	// (plancache.go): a unit of an input set planned before is only
+	// checked against its block. 0 takes DefaultPlanCacheEntries; negative
+	// keeps none.
+	PlanCacheEntries int
 	// GuardOnError says what to do with a unit whose guard could not
 	// recompute its sample: serve it unchecked (GuardServe, the default)
 	// or fail it (GuardFail; cmd/reader --guard-on-error). Either way it is
@@ -128,6 +133,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.FooterCacheEntries == 0 {
 		c.FooterCacheEntries = DefaultFooterCacheEntries
+	}
+	if c.PlanCacheEntries == 0 {
+		c.PlanCacheEntries = DefaultPlanCacheEntries
 	}
 }
 
@@ -157,6 +165,8 @@ type Server struct {
 	objects             *block.ObjectReader
 	requests            requestCounts
 	countRaw, countMemo func(block.RequestKind)
+	// plans keeps the shapes of the input sets planned last.
+	plans *planCache
 
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
@@ -172,6 +182,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg), guardMetrics: newGuardMetrics(),
 		guardNonce: rand.Uint64, objects: &block.ObjectReader{Store: cfg.Store, Footers: block.NewFooterCache(cfg.FooterCacheEntries)}}
 	s.countRaw, s.countMemo = s.requests.counter(objectRaw), s.requests.counter(objectMemo)
+	s.plans = newPlanCache(cfg.PlanCacheEntries)
 	s.metrics = newServerMetrics(s)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.metrics); err != nil {
@@ -198,15 +209,17 @@ type ServerStats struct {
 	// reads, served or not (MetricObjectRequests; a retry the store makes
 	// on its own is not another).
 	ObjectRequests int64
-	// Footers counts the footer cache's lookups.
+	// Footers counts the footer cache's lookups, Plans the plan cache's.
 	Footers block.FooterCacheStats
+	Plans   PlanCacheStats
 }
 
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Units: s.units.Load(), Rows: s.rows.Load(), Batches: s.batches.Load(),
 		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(), MemoNodes: s.memoNodes.Load(),
-		MemoPending: s.pending.Load(), Failures: s.failures.Load(), ObjectRequests: s.requests.total(), Footers: s.objects.Footers.Stats()}
+		MemoPending: s.pending.Load(), Failures: s.failures.Load(), ObjectRequests: s.requests.total(), Footers: s.objects.Footers.Stats(),
+		Plans: s.plans.stats()}
 }
 
 // StreamServerOptions tune a gRPC server for streaming bulk responses: a
@@ -344,7 +357,7 @@ func (s *Server) run(ctx context.Context, req *readerv1.ReadRequest, out sink) e
 }
 
 func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink) error {
-	p, err := newPlan(req.GetUnit(), s.cfg.Registry, s.cfg.Limits)
+	p, err := s.plan(req.GetUnit())
 	if err != nil {
 		return err
 	}
