@@ -62,34 +62,36 @@ import (
 
 // Read limits. The figures come from BenchmarkRangeCost (package reader,
 // bench/requests.txt): on this project's machines a ranged GET from MinIO
-// costs about 0.15 ms of the reader's CPU and 1.1 ms of MinIO's whatever
-// its length, and each MiB of it 0.25-0.3 ms more of the reader's and
-// 0.55-0.7 ms of MinIO's. Reading unwanted bytes instead of making another
-// request pays while they are fewer than about 1.3-1.6 MiB (0.6 MiB
-// counting the reader alone); at a public object store's prices a GET
-// costs what tens of milliseconds of a core do and bytes within a region
-// are free, so there the break-even hole is larger still.
+// costs about 0.18 ms of the reader's CPU and 1.1-1.4 ms of MinIO's
+// whatever its length, and each MiB of it 0.26-0.34 ms more of the
+// reader's and 0.6-0.74 ms of MinIO's. Reading unwanted bytes instead of
+// making another request pays while they are fewer than 1.35-1.55 MiB,
+// reader and MinIO together (0.55-0.7 MiB counting the reader alone); at
+// a public object store's prices a GET costs what tens of milliseconds of
+// a core do and bytes within a region are free, so there the break-even
+// hole is larger still.
 const (
 	// HoleLimit is the largest hole between two wanted segments that one
 	// ranged GET still spans (Arrow's hole_size_limit; its default of 8 KiB
-	// is for a remote store's latency, CacheOptions::MakeFromNetworkMetrics
-	// derives it from latency and bandwidth as this one is from CPU): 1 MiB,
-	// under the measured break-even of reader and MinIO together, so that
-	// a hole read never costs more than the request it saves.
-	HoleLimit = 1 << 20
+	// is for a remote store's latency, and CacheOptions::
+	// MakeFromNetworkMetrics derives it from latency and bandwidth as this
+	// one is from CPU): 1.5 MiB, the measured break-even of reader and
+	// MinIO together, so that a hole read costs about what the request it
+	// saves does, never much more.
+	HoleLimit = 3 << 19
 	// RangeLimit is the largest range coalescing makes (Arrow's
 	// range_size_limit, 32 MiB by default): 16 MiB, the largest buffer the
 	// reader's segment pool recycles, where a request's fixed cost is
-	// under a tenth of its bytes'. A segment larger than it is still read
+	// about a tenth of its bytes'. A segment larger than it is still read
 	// whole, in one request of its own.
 	RangeLimit = 16 << 20
 	// TailRead is the speculative tail read of an object whose footer is
-	// not cached: the last 1 MiB, the hole limit, since the bytes before
+	// not cached: its last 1.5 MiB, the hole limit, since the bytes before
 	// the footer are read on the same terms as a hole. It holds every
-	// object of up to that size whole (a raw block of a few thousand rows,
-	// a memo object of tens of thousands), and otherwise the footer with
-	// the last columns.
-	TailRead = 1 << 20
+	// object of up to that size whole (a raw block of the fleet's 10,000
+	// rows, a memo object of tens of thousands), and otherwise the footer
+	// with the last columns.
+	TailRead = HoleLimit
 )
 
 // ReadLimits are the limits of a planned read; zero fields take the
