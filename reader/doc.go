@@ -287,7 +287,7 @@
 // (the footer cache). What remains is mostly receiving the bytes over
 // HTTP: bench/reader.sh measures the same units' object store requests
 // alone (BenchmarkFetch), a cost the bare gRPC server it compares with
-// does not pay. A request costs what 1.35-1.55 MiB of its bytes do, the
+// does not pay. A request costs what about 1.5 MiB of its bytes do, the
 // reader's and MinIO's CPU together (BenchmarkRangeCost), which is why a
 // unit of a few hundred rows paid mostly for its requests and its plan:
 // bench/requests.sh measures requests and CPU per unit at 700, 10,000 and

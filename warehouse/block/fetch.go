@@ -60,16 +60,16 @@ import (
 // bytes its footer's checksums vouch for until the entry ages out, and
 // an uncached reader sees the change.
 
-// Read limits. The figures come from BenchmarkRangeCost (package reader,
+// Read limits. The figures come from BenchmarkRangeCost (package reader;
 // bench/requests.txt): on this project's machines a ranged GET from MinIO
-// costs about 0.18 ms of the reader's CPU and 1.1-1.4 ms of MinIO's
-// whatever its length, and each MiB of it 0.26-0.34 ms more of the
-// reader's and 0.6-0.74 ms of MinIO's. Reading unwanted bytes instead of
-// making another request pays while they are fewer than 1.35-1.55 MiB,
-// reader and MinIO together (0.55-0.7 MiB counting the reader alone); at
-// a public object store's prices a GET costs what tens of milliseconds of
-// a core do and bytes within a region are free, so there the break-even
-// hole is larger still.
+// costs about 0.17 ms of the reader's CPU and 1.1 ms of MinIO's whatever
+// its length, and each MiB of it 0.24 ms more of the reader's and 0.59 ms
+// of MinIO's. Reading unwanted bytes instead of making another request
+// pays while they are fewer than about 1.5 MiB, reader and MinIO together
+// (1.3-1.6 MiB over the runs made while choosing; 0.55-0.7 MiB counting
+// the reader alone); at a public object store's prices a GET costs what
+// tens of milliseconds of a core do and bytes within a region are free,
+// so there the break-even hole is larger still.
 const (
 	// HoleLimit is the largest hole between two wanted segments that one
 	// ranged GET still spans (Arrow's hole_size_limit; its default of 8 KiB
