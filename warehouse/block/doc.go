@@ -151,6 +151,23 @@
 // MemoKey(k, blockref.Memo) names memo/<key>/<id>[.v<N>].arrow, and which
 // entries exist is the matching cache's concern.)
 //
+// # Planned reads
+//
+// A reader that wants several columns of one object reads them with an
+// ObjectReader (fetch.go): as few requests as the layout allows, the way
+// columnar readers read Parquet. The object's footer comes from a small
+// bounded cache (FooterCache) or from one speculative tail read of the
+// object's last TailRead bytes, which for an object no larger holds
+// everything; the wanted segments are fetched in ranges coalesced as
+// Arrow's ReadRangeCache coalesces them (PlanSpans: holes up to HoleLimit
+// read, ranges up to RangeLimit), limits chosen from the measured cost of
+// a request against its bytes (BenchmarkRangeCost in package reader). A
+// cached footer is checked by the checksums of everything read with it
+// and, where it lies within the hole limit of the wanted segments, read
+// back and compared; a read from a stale one is made again from the
+// object, so that an object written again under its key is never read
+// with another's footer.
+//
 // # Segment cache
 //
 // SIG runs one task per (component, block), and a fleet's components read

@@ -27,7 +27,7 @@ import (
 // generic decoder would eat that):
 //
 //   - segments that lie close together in the object are fetched with one
-//     ranged GET;
+//     ranged GET (PlanSpans: a hole limit and a range size limit, fetch.go);
 //   - each segment's CRC-32C is checked against the footer, as block does;
 //   - a segment is decoded without copying: the arrays' buffers are slices
 //     of the fetched bytes (Arrow's IPC reader copies every buffer twice,
@@ -46,15 +46,15 @@ import (
 // the event ids are equal (both are the same column written by the same
 // encoder); only when the bytes differ are the values decoded and compared.
 
-// maxGap is the largest hole between two wanted segments that one GET still
-// spans (reading a few unwanted bytes beats another request).
-const maxGap = 64 << 10
-
 // Span is one ranged GET of FetchSegmentsInto: the bytes [Off, End) of the
 // object, which hold the segments of Members (in offset order).
 type Span struct {
 	Off, End int64
 	Members  []SpanMember
+	// footer, when set, is where the object's footer starts within the
+	// span, which runs to the object's end (a planned read with a cached
+	// footer reads the footer back: fetch.go).
+	footer int64
 }
 
 // SpanMember is a column whose segment a Span holds; Index is its position
@@ -65,10 +65,21 @@ type SpanMember struct {
 }
 
 // Spans returns the ranged GETs that fetch the named columns' segments of
-// the block meta describes: the segments in offset order, those at most
-// maxGap apart in one request. A name the block lacks is ErrNoColumn; a
-// segment outside the object's data is ErrCorrupt.
+// the block meta describes, coalesced within the package's limits
+// (PlanSpans with the defaults: HoleLimit, RangeLimit).
 func Spans(meta Meta, names []string) ([]Span, error) {
+	return PlanSpans(meta, names, ReadLimits{})
+}
+
+// PlanSpans returns the ranged GETs that fetch the named columns' segments
+// of the block meta describes, as Arrow's ReadRangeCache coalesces ranges:
+// the segments in offset order, a segment joining the previous range when
+// the hole between them is at most lim.Hole and the range stays within
+// lim.Range (a segment longer than that is a range of its own). A name the
+// block lacks is ErrNoColumn; a segment outside the object's data is
+// ErrCorrupt.
+func PlanSpans(meta Meta, names []string, lim ReadLimits) ([]Span, error) {
+	lim = lim.EnsureDefaults()
 	sorted := make([]SpanMember, len(names))
 	for i, n := range names {
 		c, ok := meta.Column(n)
@@ -87,10 +98,15 @@ func Spans(meta Meta, names []string) ([]Span, error) {
 	var spans []Span
 	for _, m := range sorted {
 		c := m.Column
-		if n := len(spans); n > 0 && c.Offset <= spans[n-1].End+maxGap {
-			spans[n-1].End = max(spans[n-1].End, c.Offset+c.Length)
-			spans[n-1].Members = append(spans[n-1].Members, m)
-			continue
+		if n := len(spans); n > 0 {
+			last := &spans[n-1]
+			// Differences of non-negative offsets, which cannot
+			// overflow as sums could.
+			if end := max(last.End, c.Offset+c.Length); c.Offset-last.End <= lim.Hole && end-last.Off <= lim.Range {
+				last.End = end
+				last.Members = append(last.Members, m)
+				continue
+			}
 		}
 		spans = append(spans, Span{Off: c.Offset, End: c.Offset + c.Length, Members: []SpanMember{m}})
 	}
@@ -125,45 +141,63 @@ func FetchSegmentsInto(ctx context.Context, store objstore.Reader, meta Meta, na
 		return nil, err
 	}
 	segs := make([][]byte, len(names))
+	if err := fetchSpans(ctx, store, meta, spans, segs, alloc, nil); err != nil {
+		return nil, err
+	}
+	return segs, nil
+}
+
+// fetchSpans fetches spans, concurrently, into buffers from alloc, and
+// sets segs[m.Index] to each member's segment, checked against its
+// CRC-32C; a span holding the footer has its bytes from there checked by
+// verify. It returns when no request runs any more.
+func fetchSpans(ctx context.Context, store objstore.Reader, meta Meta, spans []Span, segs [][]byte, alloc Alloc, verify func([]byte) error) error {
 	errs := make([]error, len(spans))
+	one := func(si int) {
+		sp := &spans[si]
+		n := sp.End - sp.Off
+		data := alloc(int(n))
+		if int64(len(data)) != n {
+			errs[si] = fmt.Errorf("block %s: buffer of %d bytes for a range of %d", meta.Key, len(data), n)
+			return
+		}
+		// Each segment's CRC-32C is computed as its bytes arrive, while
+		// they are still in the CPU's caches (a second pass over a
+		// block's worth of bytes costs as much again in memory
+		// traffic).
+		r := newSpanRead(sp, data)
+		defer r.release()
+		if err := store.GetRangeInto(ctx, meta.Key, sp.Off, data, r.filled); err != nil {
+			errs[si] = err
+			return
+		}
+		for k, m := range sp.Members {
+			c := m.Column
+			seg := data[c.Offset-sp.Off : c.Offset-sp.Off+c.Length : c.Offset-sp.Off+c.Length]
+			if r.crcs[k] != c.CRC32C {
+				errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, c.Name, ErrCorrupt)
+				return
+			}
+			segs[m.Index] = seg
+		}
+		if sp.footer > 0 && verify != nil {
+			errs[si] = verify(data[sp.footer-sp.Off:])
+		}
+	}
+	if len(spans) == 1 {
+		one(0) // the common case: no goroutine to wait for
+		return errs[0]
+	}
 	var wg sync.WaitGroup
 	for si := range spans {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sp := &spans[si]
-			n := sp.End - sp.Off
-			data := alloc(int(n))
-			if int64(len(data)) != n {
-				errs[si] = fmt.Errorf("block %s: buffer of %d bytes for a range of %d", meta.Key, len(data), n)
-				return
-			}
-			// Each segment's CRC-32C is computed as its bytes arrive, while
-			// they are still in the CPU's caches (a second pass over a
-			// block's worth of bytes costs as much again in memory
-			// traffic).
-			r := newSpanRead(sp, data)
-			defer r.release()
-			if err := store.GetRangeInto(ctx, meta.Key, sp.Off, data, r.filled); err != nil {
-				errs[si] = err
-				return
-			}
-			for k, m := range sp.Members {
-				c := m.Column
-				seg := data[c.Offset-sp.Off : c.Offset-sp.Off+c.Length : c.Offset-sp.Off+c.Length]
-				if r.crcs[k] != c.CRC32C {
-					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, c.Name, ErrCorrupt)
-					return
-				}
-				segs[m.Index] = seg
-			}
+			one(si)
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return segs, nil
+	return errors.Join(errs...)
 }
 
 // spanRead is one ranged GET of FetchSegmentsInto: the running CRC-32C of
