@@ -56,8 +56,9 @@ func (e *env) idle(j *jitterRunner) {
 // expectedMemo computes the memo object of (k, raw block) afresh, the way
 // a worker that predates packs writes it: the component's canonical DSL
 // run with transform over the raw block's columns, event_id and the value
-// encoded as a block. expectedColumn is the segment of its column in a
-// pack (issue 28), as a worker writes it now.
+// encoded as a block, the value stored narrow as workers store it
+// (uncompressed: the env's workers are). expectedColumn is the segment of
+// its column in a pack (issue 28), as a worker writes it now.
 func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
 	data, _ := e.expected(k, raw)
 	return data
@@ -91,15 +92,15 @@ func (e *env) expected(k canon.Key, raw block.Meta) (object, packSegment []byte)
 	defer out[0].Release()
 	memo := memo.MemoRecord(cols.Column(0), out[0])
 	defer memo.Release()
-	data, _, err := block.Encode(block.Meta{Key: block.MemoKey(k, raw.Ref().Memo(1)), ID: raw.ID, Source: raw.Source,
+	data, _, err := block.EncodeWith(block.Meta{Key: block.MemoKey(k, raw.Ref().Memo(1)), ID: raw.ID, Source: raw.Source,
 		ComponentKey: k, WindowStart: raw.WindowStart, WindowLength: raw.WindowLength,
 		MinEventTime: raw.MinEventTime, MaxEventTime: raw.MaxEventTime, SchemaFingerprint: raw.SchemaFingerprint,
-		Late: raw.Late, Generation: raw.Generation}, memo)
+		Late: raw.Late, Generation: raw.Generation}, memo, block.EncodeOptions{Narrow: []string{block.MemoColumn}})
 	if err != nil {
 		e.TB.Fatal(err)
 	}
 	pack, pm, err := block.EncodePack(block.NewPackKey(raw.Source, raw.Ref()), raw, cols.Column(0),
-		[]block.PackMember{{Component: k, Block: raw.Ref().Memo(1), Value: out[0]}}, block.EncodeOptions{})
+		[]block.PackMember{{Component: k, Block: raw.Ref().Memo(1), Value: out[0]}}, block.EncodeOptions{Narrow: []string{block.MemberColumn(k)}})
 	if err != nil {
 		e.TB.Fatal(err)
 	}

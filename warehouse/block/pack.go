@@ -64,6 +64,11 @@ type PackOptions struct {
 	MaxBytes int64
 	// NewKey names each pack written (NewPackKey when nil; tests fix it).
 	NewKey func(source string, raw blockref.Ref) string
+	// Wide stores every member in its declared type. By default an int64
+	// or list<int64> member is stored in the narrowest integer type that
+	// holds its values (doc.go, "Narrow stored types": WritePacks names
+	// every member in EncodeOptions.Narrow), which readers widen back.
+	Wide bool
 }
 
 // Packed is where WritePacks put one member: its pack's key and the
@@ -239,7 +244,14 @@ func WritePacks(ctx context.Context, store objstore.Writer, raw Meta, eventID ar
 		if err != nil {
 			return metas, nil, err
 		}
-		written, err := WriteWith(ctx, store, meta, rec, enc)
+		penc := enc
+		if !opts.Wide {
+			penc.Narrow = slices.Clip(enc.Narrow)
+			for _, m := range ms {
+				penc.Narrow = append(penc.Narrow, MemberColumn(m.Component))
+			}
+		}
+		written, err := WriteWith(ctx, store, meta, rec, penc)
 		rec.Release()
 		if err != nil {
 			return metas, nil, err

@@ -58,6 +58,11 @@ type Runner struct {
 	// PackKey names each pack the runner writes (block.NewPackKey, a new
 	// random key every time, when nil; tests fix it to compare bytes).
 	PackKey func(source string, raw blockref.Ref) string
+	// Wide stores the value column in its declared type; by default an
+	// int64 or list<int64> value is stored in the narrowest integer type
+	// that holds it (block.EncodeOptions.Narrow), which readers widen back.
+	// bench/narrow.sh sets it for the bytes and reader CPU before.
+	Wide bool
 }
 
 var _ workers.StagedRunner = (*Runner)(nil)
@@ -375,9 +380,9 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 		return workers.Result{}, nil
 	}
 	start := time.Now()
+	opts := block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: m.r.Compression}, NewKey: m.r.PackKey, Wide: m.r.Wide}
 	_, packed, err := block.WritePacks(ctx, m.r.Store, m.meta, m.memo.Column(0),
-		[]block.PackMember{{Component: m.key, Block: m.block, Value: m.memo.Column(1)}},
-		block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: m.r.Compression}, NewKey: m.r.PackKey})
+		[]block.PackMember{{Component: m.key, Block: m.block, Value: m.memo.Column(1)}}, opts)
 	if err != nil {
 		return workers.Result{}, err
 	}
