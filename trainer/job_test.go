@@ -62,6 +62,11 @@ func TestRunJob(t *testing.T) {
 		t.Fatalf("exit %s with %d units in %d epochs", rep.Exit, rep.Units, rep.Epochs)
 	}
 	checkExactlyOnce(t, e, "ctr_small")
+	// Its in-process readers' work is in the report: every unit read at
+	// least once, each with at least one object-store request.
+	if rd := rep.Readers; rd == nil || rd.Units < int64(rep.Units) || rd.Rows < rep.EventIDs || rd.ObjectRequests < rd.Units {
+		t.Errorf("readers' totals %+v for %d units of %d events", rd, rep.Units, rep.EventIDs)
+	}
 	stopPins()
 	if !<-pinned {
 		t.Error("the job never pinned its snapshot at sigd")

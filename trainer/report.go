@@ -19,6 +19,15 @@ import (
 // The run's report: what the runtime, each wing and the goodput recorder
 // say about the run, assembled at exit (Run) and written as JSON and text.
 
+// ReaderTotals is what a job's in-process readers did: the units they
+// served, the rows in them, and the object store requests their reads made
+// (reader.ServerStats; issue 28 counts requests per unit).
+type ReaderTotals struct {
+	Units          int64 `json:"units"`
+	Rows           int64 `json:"rows"`
+	ObjectRequests int64 `json:"object_requests"`
+}
+
 // PhaseReport is one phase of a run (trainer/accounting/runstats), named
 // here for RunJob's callers.
 type PhaseReport = runstats.PhaseReport
@@ -51,7 +60,10 @@ type Report struct {
 	// InputStallFraction is input-stall chip-time over the chip-time of
 	// epoch attempts (stalls + steps).
 	InputStallFraction float64 `json:"input_stall_fraction"`
-	Stats              struct {
+	// Readers counts the work of the job's in-process readers (RunJob
+	// without Readers); nil when its readers are other processes.
+	Readers *ReaderTotals `json:"readers,omitempty"`
+	Stats   struct {
 		Attempts           int `json:"attempts"`
 		FailedAttempts     int `json:"failed_attempts"`
 		CommittedEpochs    int `json:"committed_epochs"`

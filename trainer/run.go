@@ -76,6 +76,7 @@ func RunJob(ctx context.Context, cfg JobConfig) (Report, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var readers []*reader.Server // in-process, whose work the report counts
 	if len(cfg.Readers) == 0 {
 		if cfg.Store == nil {
 			return Report{}, errors.New("trainer: no readers and no store to serve them from")
@@ -104,6 +105,7 @@ func RunJob(ctx context.Context, cfg JobConfig) (Report, error) {
 			if err != nil {
 				return Report{}, err
 			}
+			readers = append(readers, srv)
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return Report{}, err
@@ -163,6 +165,15 @@ func RunJob(ctx context.Context, cfg JobConfig) (Report, error) {
 	rep, err := c.Run(ctx)
 	// The hosts were told to exit; stop any still reconnecting.
 	hcancel()
+	if len(readers) > 0 {
+		rep.Readers = &ReaderTotals{}
+		for _, r := range readers {
+			st := r.Stats()
+			rep.Readers.Units += st.Units
+			rep.Readers.Rows += st.Rows
+			rep.Readers.ObjectRequests += st.ObjectRequests
+		}
+	}
 	return rep, err
 }
 

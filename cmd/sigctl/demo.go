@@ -288,6 +288,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		100*st.ComponentHitRate, 100*st.BlockHitRate, st.BlockRequests, st.Submits)
 	fmt.Fprintf(stdout, "reuse: %d memo blocks (%s) of %d components, used by %.2f pipelines on average (max %d)\n",
 		st.MemoBlocks, units.Bytes(st.MemoBytes), st.Components, st.PipelinesPerBlockMean, st.PipelinesPerBlockMax)
+	if *events > 0 {
+		fmt.Fprintf(stdout, "storage: %.1f memo bytes per example (%s over %d events, every memoized component's column, stored narrow)\n",
+			float64(st.MemoBytes)/float64(*events), units.Bytes(st.MemoBytes), *events)
+	}
 	fmt.Fprintf(stdout, "workers: %d tasks completed, %d quarantined; task latency p50 %.3fs p99 %.3fs\n",
 		st.TasksCompleted, st.Quarantined, st.TaskLatencyP50Seconds, st.TaskLatencyP99Seconds)
 
@@ -397,6 +401,12 @@ func printTraining(w io.Writer, jobs []trainedJob) {
 	for _, j := range jobs {
 		if why := j.rep.ProgramGoodputWhy(); why != "" {
 			fmt.Fprintf(w, "%s: %s.\n", j.rep.Job, why)
+		}
+	}
+	for _, j := range jobs {
+		if rd := j.rep.Readers; rd != nil && rd.Units > 0 && rd.Rows > 0 {
+			fmt.Fprintf(w, "%s: its readers served %d units (%d examples) with %d object-store requests, %.2f per unit (issue 28: packed memo objects, coalesced reads)\n",
+				j.rep.Job, rd.Units, rd.Rows, rd.ObjectRequests, float64(rd.ObjectRequests)/float64(rd.Units))
 		}
 	}
 }
