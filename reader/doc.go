@@ -105,8 +105,8 @@
 // to block.HoleLimit, 1.5 MiB, read rather than paid for with another
 // request; ranges up to block.RangeLimit). Each memo object is read once
 // for all the inputs whose columns it holds (memoObjects: inputs name
-// their column in it, today MemoColumn in an object of one component),
-// concurrently with the raw block once its footer is known.
+// their column in it, a pack's member column, or MemoColumn in an object
+// of one component written before packs), concurrently with the raw block once its footer is known.
 //
 // The server keeps the footers of the objects it read last
 // (Config.FooterCacheEntries): with the footer cached a read is one
