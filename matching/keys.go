@@ -137,6 +137,12 @@ func packMemberKey(object string, k canon.Key, block blockref.Memo) []byte {
 	return append(b, block.String()...)
 }
 
+// packDirPrefix spans the pack index keys of every pack whose key starts
+// with dir (block.PackDir: the packs of one raw block version).
+func packDirPrefix(dir string) []byte {
+	return append([]byte{pfxPack}, dir...)
+}
+
 func packPrefix(object string) []byte {
 	b := make([]byte, 0, len(object)+2)
 	b = append(b, pfxPack)

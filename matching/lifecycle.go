@@ -1,11 +1,13 @@
 package matching
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sigdata/sig/canon"
@@ -52,6 +54,12 @@ type Memos struct {
 	// its entry is marked ready (CompletePack, Complete). Nil checks
 	// nothing (tests of the entries alone).
 	Stat ObjectStat
+	// Repack makes Describe list the ready columns already in packs of a
+	// task's raw block version (TaskSpec.Repack), at most RepackBytes of
+	// them (block.DefaultPackBytes when 0), so that workers copy them into
+	// the packs they write (issue 28).
+	Repack      bool
+	RepackBytes int64
 	// Delete, if set, deletes a pack none of whose members' entries was
 	// switched to it (CompletePack: they were evicted or recomputed while
 	// the worker computed them), so that a worker racing evictions leaves
@@ -103,6 +111,23 @@ type TaskSpec struct {
 	// MemoInputs are the memo nodes inside the cone ready for this raw
 	// version (only when Gen != 0).
 	MemoInputs []MemoInput
+	// Repack are ready entries of other components whose columns are in
+	// packs of Raw (only when Gen != 0 and Memos.Repack): a worker may copy
+	// them into the pack it writes and report them moved (Moved), so that
+	// the block's memo columns end up in one object however many batches
+	// computed them, and a pack's dead columns are not carried (issue 28,
+	// "reclaim at the next pack"). Bounded by Memos.RepackBytes.
+	Repack []PackedEntry
+}
+
+// PackedEntry is a ready entry's column in a pack: its component and memo
+// block, the pack and column holding it, and the column's bytes there.
+type PackedEntry struct {
+	Component canon.Key
+	Block     blockref.Memo
+	Object    string
+	Column    string
+	Bytes     int64
 }
 
 // RawVersion is the newest catalogued version of m's block whose input
@@ -192,7 +217,47 @@ func (l *Memos) Describe(k canon.Key, m blockref.Memo) (TaskSpec, error) {
 			t.MemoInputs = append(t.MemoInputs, MemoInput{Key: nk, Object: e.Object, Column: e.Column})
 		}
 	}
+	if l.Repack {
+		if t.Repack, err = l.repack(k, rec.Source, raw.Ref()); err != nil {
+			return TaskSpec{}, err
+		}
+	}
 	return t, nil
+}
+
+// repack lists the ready entries other than k's whose columns are in packs
+// of raw block version raw of source, smallest packs first (the ones a
+// merge gains most from: a pack of one column costs a unit a request as a
+// pack of fifty does), up to RepackBytes of columns.
+func (l *Memos) repack(k canon.Key, source string, raw blockref.Ref) ([]PackedEntry, error) {
+	es, err := l.Frontend.cfg.Cache.RawPackEntries(source, raw)
+	if err != nil {
+		return nil, err
+	}
+	perPack := map[string]int64{}
+	for _, e := range es {
+		perPack[e.Object] += e.Bytes
+	}
+	slices.SortStableFunc(es, func(a, b MemoEntry) int {
+		return cmp.Or(cmp.Compare(perPack[a.Object], perPack[b.Object]), strings.Compare(a.Object, b.Object))
+	})
+	limit := l.RepackBytes
+	if limit <= 0 {
+		limit = block.DefaultPackBytes
+	}
+	var out []PackedEntry
+	var total int64
+	for _, e := range es {
+		if e.Component == k || e.State != MemoReady || !e.Packed() || e.Block.InputVersion() > raw.Version() {
+			continue
+		}
+		if total+e.Bytes > limit {
+			break
+		}
+		total += e.Bytes
+		out = append(out, PackedEntry{Component: e.Component, Block: e.Block, Object: e.Object, Column: e.Column, Bytes: e.Bytes})
+	}
+	return out, nil
 }
 
 // Completion is what a worker's finished task reports.
@@ -351,6 +416,59 @@ func (l *Memos) CompletePack(ctx context.Context, object string, members []Membe
 	}
 	l.completed(ctx, members, marked)
 	return marked, nil
+}
+
+// Moved switches entries a worker copied into pack object (TaskSpec.Repack,
+// issue 28) to it: each entry that is still ready and still names the pack
+// the member was copied from (Object) and its column turns to name object,
+// with the member's Bytes there, all in one batch, after checking object
+// exists while the sweep of unnamed packs is held off (as CompletePack
+// does). An entry evicted, recomputed or moved by another worker meanwhile
+// is left alone: its column in object is dead weight until object goes.
+// It returns which were moved. The packs they were moved from are left to
+// the evictor's sweep of unnamed packs (SweepPacks), not deleted here: a
+// unit a reader planned before the move still names the old pack, and the
+// sweep's period is its grace.
+func (l *Memos) Moved(ctx context.Context, object string, moved []PackedEntry) ([]bool, error) {
+	f := l.Frontend
+	_, raw, ok := block.ParsePackKey(object)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is no pack key", ErrInvalidCompletion, object)
+	}
+	ids := make([]Task, len(moved))
+	for i, mv := range moved {
+		if mv.Block.ID() != raw.ID() || mv.Block.InputVersion() > raw.Version() || mv.Column != block.MemberColumn(mv.Component) || mv.Object == object {
+			return nil, fmt.Errorf("%w: pack %s of block %s taking column %.80q of component %s of block %s from %s",
+				ErrInvalidCompletion, object, raw, mv.Column, mv.Component.Short(), mv.Block, mv.Object)
+		}
+		ids[i] = Task{Component: mv.Component, Block: mv.Block}
+	}
+	f.packMu.RLock()
+	defer f.packMu.RUnlock()
+	if l.Stat != nil {
+		if err := l.Stat(ctx, object); err != nil {
+			return nil, fmt.Errorf("pack %s: %w", object, err)
+		}
+	}
+	done := make([]bool, len(moved))
+	es, err := f.cfg.Cache.UpdateMemos(ids, func(i int, e *MemoEntry, ok bool) bool {
+		mv := moved[i]
+		if !ok || e.State != MemoReady || e.Object != mv.Object || e.Column != mv.Column {
+			return false
+		}
+		e.Object, e.Bytes = object, mv.Bytes
+		done[i] = true
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range es {
+		if done[i] {
+			f.watch.notify(e.Component, e) // watchers' solutions name the new pack
+		}
+	}
+	return done, nil
 }
 
 // ErrInvalidCompletion: a completion named an object that cannot hold its

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/pebbleutil"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 )
 
@@ -263,16 +264,37 @@ func (c *Cache) PackNamed(object string) (bool, error) {
 	return named, err
 }
 
+// RawPackEntries lists the entries naming a column of any pack of raw
+// block version raw of source (block.PackDir), by pack, then key.
+func (c *Cache) RawPackEntries(source string, raw blockref.Ref) ([]MemoEntry, error) {
+	return c.packEntries(packDirPrefix(block.PackDir(source, raw)))
+}
+
 // PackEntries lists the entries naming a column of pack object, in key
 // order.
 func (c *Cache) PackEntries(object string) ([]MemoEntry, error) {
-	pfx := packPrefix(object)
+	return c.packEntries(packPrefix(object))
+}
+
+// packEntries lists the entries of the pack index keys under pfx.
+func (c *Cache) packEntries(pfx []byte) ([]MemoEntry, error) {
 	var ids []Task
 	err := pebbleutil.Scan(c.db, pfx, func(key, _ []byte) (bool, error) {
-		if len(key) < len(pfx)+keyLen {
+		// m<object>\x00<key32><memo block>: the object ends at the first
+		// 0 byte after the prefix (object keys hold none), unless the
+		// prefix is a whole object's, 0 included.
+		at := len(pfx)
+		if pfx[len(pfx)-1] != 0 {
+			i := bytes.IndexByte(key[len(pfx):], 0)
+			if i < 0 {
+				return false, fmt.Errorf("pack index key %q: corrupt", key)
+			}
+			at += i + 1
+		}
+		if len(key) < at+keyLen {
 			return false, fmt.Errorf("pack index key %q: corrupt", key)
 		}
-		ids = append(ids, Task{Component: keyAt(key, len(pfx)), Block: blockref.ParseMemo(string(key[len(pfx)+keyLen:]))})
+		ids = append(ids, Task{Component: keyAt(key, at), Block: blockref.ParseMemo(string(key[at+keyLen:]))})
 		return true, nil
 	})
 	if err != nil {

@@ -270,3 +270,80 @@ func TestSweepingPacksExcludesCompletion(t *testing.T) {
 		t.Fatal("pack not named after the sweep")
 	}
 }
+
+// TestRepackMoved (issue 28, "reclaim at the next pack"): with Repack on,
+// a task of block b000 lists the ready columns of its raw block already in
+// packs, not its own and not another block's; Moved switches an entry
+// that still names the pack its column was copied from, in one batch,
+// and leaves one evicted or moved since alone; the old pack is then
+// unnamed, the new one names both.
+func TestRepackMoved(t *testing.T) {
+	px := newPackFixture(t)
+	ctx := context.Background()
+	cache := px.f.Cache()
+	px.l.Repack = true
+	q, n := px.keys[0], px.keys[1]
+	old := block.PackKey("ads", blockref.New("b000", 1), "old")
+	other := block.PackKey("ads", blockref.New("b001", 1), "other")
+	px.objects[old], px.objects[other] = true, true
+	ms := px.members(t, "b000")
+	// q's column of b000 is ready in the old pack, and both of b001.
+	if _, err := px.l.CompletePack(ctx, old, ms[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := px.l.CompletePack(ctx, other, px.members(t, "b001")); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := px.l.Describe(n, blockref.NewMemo("b000", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PackedEntry{{Component: q, Block: blockref.NewMemo("b000", 1), Object: old, Column: block.MemberColumn(q), Bytes: 800}}
+	if !slices.Equal(spec.Repack, want) {
+		t.Fatalf("Repack of n's task = %+v, want %+v", spec.Repack, want)
+	}
+	px.l.Repack = false
+	if spec, _ := px.l.Describe(n, blockref.NewMemo("b000", 1)); len(spec.Repack) != 0 {
+		t.Fatalf("Repack off, listed %+v", spec.Repack)
+	}
+
+	// The worker wrote n's column and a copy of q's into a new pack.
+	next := block.PackKey("ads", blockref.New("b000", 1), "next")
+	if _, err := px.l.Moved(ctx, next, want); err == nil {
+		t.Fatal("moved into a pack that does not exist")
+	}
+	px.objects[next] = true
+	if _, err := px.l.CompletePack(ctx, next, ms[1:]); err != nil {
+		t.Fatal(err)
+	}
+	wrong := slices.Clone(want)
+	wrong[0].Block = blockref.NewMemo("b001", 1)
+	if _, err := px.l.Moved(ctx, next, wrong); !errors.Is(err, ErrInvalidCompletion) {
+		t.Fatalf("moving another block's column: %v, want ErrInvalidCompletion", err)
+	}
+	moved := slices.Clone(want)
+	moved[0].Bytes = 640
+	done, err := px.l.Moved(ctx, next, moved)
+	if err != nil || !slices.Equal(done, []bool{true}) {
+		t.Fatalf("Moved = %v, %v", done, err)
+	}
+	if e, _ := cache.Memo(q, blockref.NewMemo("b000", 1)); e.State != MemoReady || e.Object != next || e.Bytes != 640 {
+		t.Fatalf("moved entry %+v", e)
+	}
+	if named, _ := cache.PackNamed(old); named {
+		t.Error("the old pack is still named after its only column moved")
+	}
+	if got, _ := cache.PackEntries(next); len(got) != 2 {
+		t.Errorf("the new pack names %d entries, want 2", len(got))
+	}
+	// A second copy (another worker's, from the old pack) finds the entry
+	// moved already and moves nothing.
+	later := block.PackKey("ads", blockref.New("b000", 1), "later")
+	px.objects[later] = true
+	if done, err := px.l.Moved(ctx, later, want); err != nil || done[0] {
+		t.Fatalf("a stale move = %v, %v; want none", done, err)
+	}
+	if e, _ := cache.Memo(q, blockref.NewMemo("b000", 1)); e.Object != next {
+		t.Fatalf("a stale move switched the entry to %s", e.Object)
+	}
+}

@@ -135,6 +135,11 @@ type Config struct {
 	// assumes of remote workers when it sizes them (their --batch-tasks,
 	// of the same default); 0 means DefaultWorkerBatchTasks.
 	WorkerBatchTasks int
+	// NoRepack (--repack=false) stops tasks listing the ready columns
+	// already in packs of their raw block for workers to copy into the
+	// packs they write (matching.Memos.Repack; issue 28): each batch's
+	// columns then stay in a pack of their own.
+	NoRepack bool
 	// --segment-compression: the Arrow IPC buffer compression of the
 	// segments ingestion and the in-process workers write: none, lz4 or
 	// zstd ("": block.DefaultCompression). Readers read every kind.

@@ -42,6 +42,9 @@ type metrics struct {
 	walkTook    time.Duration
 	walks       prometheus.Counter
 	walkSeconds prometheus.Counter
+	// repacked counts memo columns switched to the pack a worker copied
+	// them into (issue 28).
+	repacked prometheus.Counter
 	latencyMu   sync.Mutex
 	latencies   []float64 // recent task latencies, for p50/p99 in Stats
 }
@@ -87,13 +90,15 @@ func newMetrics(s *Server) *metrics {
 			Help: "Walks of the matching cache for the reuse figures (Stats, /metrics)."}),
 		walkSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_reuse_walk_seconds_total",
 			Help: "Time spent walking the matching cache for the reuse figures."}),
+		repacked: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_memo_repacked_total",
+			Help: "Memo columns switched to the pack a worker copied them into with a batch of their block (issue 28)."}),
 	}
 }
 
 // kept are the metrics m keeps (the others it computes when collected).
 func (m *metrics) kept() []prometheus.Collector {
 	return []prometheus.Collector{m.submits, m.components, m.componentHits, m.blockRequests, m.blockHits, m.taskLatency,
-		m.phases, m.trainerGoodput, m.walks, m.walkSeconds, m.blockVersions, m.versionTasks, m.gcVersions, m.gcEntries, m.gcObjects}
+		m.phases, m.trainerGoodput, m.walks, m.walkSeconds, m.blockVersions, m.versionTasks, m.gcVersions, m.gcEntries, m.gcObjects, m.repacked}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {

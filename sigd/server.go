@@ -237,7 +237,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			_, err := s.store.Stat(ctx, key)
 			return err
 		},
-		Delete: s.store.Delete}
+		Delete: s.store.Delete, Repack: !cfg.NoRepack}
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
 	var quarantined []matching.Failed
@@ -556,6 +556,10 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 	for _, mi := range spec.MemoInputs {
 		t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: mi.Key.String(), MemoObject: mi.Object, MemoColumn: mi.Column})
 	}
+	for _, p := range spec.Repack {
+		t.Repack = append(t.Repack, &sigv1.PackedMember{ComponentKey: p.Component.String(), BlockId: p.Block.ID(),
+			InputVersion: p.Block.InputVersion(), MemoObject: p.Object, MemoColumn: p.Column, Bytes: p.Bytes})
+	}
 	return t, nil
 }
 
@@ -579,8 +583,40 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 	if ban, ok := s.queue.Banned(res.Build); ok {
 		return &workers.BannedError{Ban: ban}
 	}
-	return s.memos.Complete(ctx, t.ID.Component, t.ID.Block, gen,
+	err := s.memos.Complete(ctx, t.ID.Component, t.ID.Block, gen,
 		matching.Completion{Object: res.Object, Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos, Since: t.Since, Build: res.Build})
+	if len(res.Moved) > 0 && res.Object != "" && (err == nil || errors.Is(err, matching.ErrStale)) {
+		// The columns the worker copied into its pack (issue 28): moved
+		// whether or not the task's own entry took the pack, since the
+		// copies are whole either way.
+		if merr := s.moved(ctx, res.Object, res.Moved); merr != nil {
+			s.log.Warn("switching copied memo columns to their new pack", "pack", res.Object, "err", merr)
+		}
+	}
+	return err
+}
+
+// moved switches the entries of columns a worker copied into pack object
+// to it (matching.Memos.Moved), counting them.
+func (s *Server) moved(ctx context.Context, object string, moved []*sigv1.PackedMember) error {
+	es := make([]matching.PackedEntry, 0, len(moved))
+	for i, mv := range moved {
+		k, err := canon.ParseKey(mv.GetComponentKey())
+		if err != nil {
+			return fmt.Errorf("moved[%d]: %w", i, err)
+		}
+		es = append(es, matching.PackedEntry{Component: k, Block: blockref.NewMemo(mv.GetBlockId(), mv.GetInputVersion()),
+			Object: mv.GetMemoObject(), Column: mv.GetMemoColumn(), Bytes: mv.GetBytes()})
+	}
+	done, err := s.memos.Moved(ctx, object, es)
+	n := 0
+	for _, d := range done {
+		if d {
+			n++
+		}
+	}
+	s.metrics.repacked.Add(float64(n))
+	return err
 }
 
 func (s *Server) buildGRPC() error {

@@ -201,7 +201,7 @@ func (r *RemoteLeaser) Heartbeat(ctx context.Context, leaseID string) (time.Time
 // Complete reports success with the rows and bytes written.
 func (r *RemoteLeaser) Complete(ctx context.Context, leaseID string, res Result) error {
 	_, err := r.c.CompleteTask(ctx, &sigv1.CompleteTaskRequest{LeaseId: leaseID, Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos,
-		MemoObject: res.Object})
+		MemoObject: res.Object, Moved: res.Moved})
 	return fromStatus(err)
 }
 
@@ -363,6 +363,10 @@ func (s *workersServer) Heartbeat(ctx context.Context, req *sigv1.HeartbeatReque
 	return &sigv1.HeartbeatResponse{Deadline: timestamppb.New(d)}, nil
 }
 
+// maxMoved bounds a completion's moved columns (a pack of a 32 MiB bound
+// holds far fewer).
+const maxMoved = 16384
+
 // maxOpClasses bounds a completion's op_nanos (there are a few dozen op
 // classes).
 const maxOpClasses = 256
@@ -374,6 +378,14 @@ func (s *workersServer) CompleteTask(ctx context.Context, req *sigv1.CompleteTas
 	}
 	if res.Rows < 0 || res.Bytes < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "negative rows or bytes: %d, %d", res.Rows, res.Bytes)
+	}
+	if res.Moved = req.GetMoved(); len(res.Moved) > maxMoved {
+		return nil, status.Errorf(codes.InvalidArgument, "moved: %d columns, more than %d", len(res.Moved), maxMoved)
+	}
+	for i, mv := range res.Moved {
+		if len(mv.GetComponentKey()) > 128 || len(mv.GetBlockId()) > 1024 || len(mv.GetMemoObject()) > 1024 || len(mv.GetMemoColumn()) > 128 || mv.GetBytes() < 0 || mv.GetInputVersion() < 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "moved[%d]: a field too long or negative", i)
+		}
 	}
 	if len(res.OpNanos) > maxOpClasses {
 		return nil, status.Errorf(codes.InvalidArgument, "op_nanos: %d op classes, more than %d", len(res.OpNanos), maxOpClasses)

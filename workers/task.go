@@ -205,6 +205,11 @@ type Result struct {
 	// lease protocol's server and sigd's in-process completion; workers
 	// leave it empty.
 	Build string
+	// Moved are the columns of Task.Spec.Repack the worker copied into
+	// Object (issue 28): sigd switches the entries still naming where each
+	// was copied from (its memo_object) to Object. A batch reports them
+	// with one of its tasks.
+	Moved []*sigv1.PackedMember
 }
 
 // Depth is the size of one client's queue at one priority.

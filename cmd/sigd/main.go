@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/sigdata/sig/internal/cli"
@@ -82,6 +83,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.Int64Var(&cfg.EvictBudgetBytes, "evict-budget-bytes", 0, "evict least recently requested memo blocks beyond this many bytes (0: no budget)")
 	fs.DurationVar(&cfg.EvictInterval, "evict-interval", time.Minute, "how often last-requested eviction runs")
 	fs.Int64Var(&cfg.WorkerCacheBytes, "worker-cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes in-process workers keep for the next tasks of a block (0: the default; negative: none)")
+	fs.Var(notFlag{&cfg.NoRepack}, "repack", "tasks list the ready memo columns already in packs of their raw block, for workers to copy into the packs they write, so that a block's columns end up in one object (issue 28; default true)")
 	fs.IntVar(&cfg.WorkerBatchTasks, "worker-batch-tasks", sigd.DefaultWorkerBatchTasks, fmt.Sprintf("the most tasks of one raw block a worker leases at once, run reading the block's raw columns once (1: no batches; at most %d); remote workers are sized as if they lease the same (their --batch-tasks)", workers.MaxBatchTasks))
 	fs.StringVar(&cfg.SegmentCompression, "segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the segments ingestion and workers write: none, lz4 or zstd")
 	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")
@@ -194,6 +196,28 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	defer cancel()
 	return pool.Close(cctx)
 }
+
+// notFlag is a boolean flag that sets the negation of *p (--repack sets
+// Config.NoRepack), true by default.
+type notFlag struct{ p *bool }
+
+func (n notFlag) String() string {
+	if n.p == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*n.p)
+}
+
+func (n notFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*n.p = !v
+	return nil
+}
+
+func (n notFlag) IsBoolFlag() bool { return true }
 
 // testTaskDelay reads SIG_TEST_TASK_DELAY and SIG_TEST_HOLD_PACKS (see
 // the package comment): nil when both are unset.

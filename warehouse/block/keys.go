@@ -117,7 +117,13 @@ const PackPrefix = MemoPrefix + "packs/"
 // PackKey is the object key of pack id of raw block version raw of
 // source.
 func PackKey(source string, raw blockref.Ref, id string) string {
-	return PackPrefix + source + "/" + raw.String() + "/" + id + Ext
+	return PackDir(source, raw) + id + Ext
+}
+
+// PackDir is the prefix of every pack key of raw block version raw of
+// source (it ends in "/", so no other version or block shares it).
+func PackDir(source string, raw blockref.Ref) string {
+	return PackPrefix + source + "/" + raw.String() + "/"
 }
 
 // NewPackKey is a new pack's key: a random id (128 bits), so that a pack

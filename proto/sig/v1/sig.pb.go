@@ -4426,7 +4426,15 @@ type Task struct {
 	// this block when the task was described (issue 20): a worker reads them
 	// and computes only the ops above them. Any subset gives the same column,
 	// so a worker that cannot read one computes from raw columns instead.
-	MemoInputs    []*MemoInput `protobuf:"bytes,13,rep,name=memo_inputs,json=memoInputs,proto3" json:"memo_inputs,omitempty"`
+	MemoInputs []*MemoInput `protobuf:"bytes,13,rep,name=memo_inputs,json=memoInputs,proto3" json:"memo_inputs,omitempty"`
+	// Ready columns of other components already in packs of this task's raw
+	// block version (issue 28, "reclaim at the next pack"): a worker may
+	// copy them into the pack it writes, so that a block's memo columns end
+	// up in one object however many batches computed them, and name each
+	// one it copied in CompleteTaskRequest.moved; sigd then switches the
+	// entries still naming the old column to the new pack. Copying none is
+	// always correct.
+	Repack        []*PackedMember `protobuf:"bytes,14,rep,name=repack,proto3" json:"repack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4552,6 +4560,103 @@ func (x *Task) GetMemoInputs() []*MemoInput {
 	return nil
 }
 
+func (x *Task) GetRepack() []*PackedMember {
+	if x != nil {
+		return x.Repack
+	}
+	return nil
+}
+
+// PackedMember is a memo entry's column in a pack: its component, memo
+// block (block_id at input_version) and the pack and column holding it.
+type PackedMember struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ComponentKey string                 `protobuf:"bytes,1,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
+	BlockId      string                 `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	InputVersion int64                  `protobuf:"varint,3,opt,name=input_version,json=inputVersion,proto3" json:"input_version,omitempty"`
+	// The pack holding the column: in Task.repack, where it is now; in
+	// CompleteTaskRequest.moved, where the worker copied it from.
+	MemoObject string `protobuf:"bytes,4,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	MemoColumn string `protobuf:"bytes,5,opt,name=memo_column,json=memoColumn,proto3" json:"memo_column,omitempty"`
+	// In CompleteTaskRequest.moved: the column's segment bytes in the new
+	// pack.
+	Bytes         int64 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PackedMember) Reset() {
+	*x = PackedMember{}
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PackedMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PackedMember) ProtoMessage() {}
+
+func (x *PackedMember) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PackedMember.ProtoReflect.Descriptor instead.
+func (*PackedMember) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *PackedMember) GetComponentKey() string {
+	if x != nil {
+		return x.ComponentKey
+	}
+	return ""
+}
+
+func (x *PackedMember) GetBlockId() string {
+	if x != nil {
+		return x.BlockId
+	}
+	return ""
+}
+
+func (x *PackedMember) GetInputVersion() int64 {
+	if x != nil {
+		return x.InputVersion
+	}
+	return 0
+}
+
+func (x *PackedMember) GetMemoObject() string {
+	if x != nil {
+		return x.MemoObject
+	}
+	return ""
+}
+
+func (x *PackedMember) GetMemoColumn() string {
+	if x != nil {
+		return x.MemoColumn
+	}
+	return ""
+}
+
+func (x *PackedMember) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 // MemoInput is a memoized node a task may read instead of computing it.
 type MemoInput struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -4566,7 +4671,7 @@ type MemoInput struct {
 
 func (x *MemoInput) Reset() {
 	*x = MemoInput{}
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4578,7 +4683,7 @@ func (x *MemoInput) String() string {
 func (*MemoInput) ProtoMessage() {}
 
 func (x *MemoInput) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4591,7 +4696,7 @@ func (x *MemoInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoInput.ProtoReflect.Descriptor instead.
 func (*MemoInput) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *MemoInput) GetKey() string {
@@ -4636,7 +4741,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4648,7 +4753,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4661,7 +4766,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -4710,7 +4815,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4722,7 +4827,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4735,7 +4840,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -4778,7 +4883,7 @@ type LeasedTask struct {
 
 func (x *LeasedTask) Reset() {
 	*x = LeasedTask{}
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +4895,7 @@ func (x *LeasedTask) String() string {
 func (*LeasedTask) ProtoMessage() {}
 
 func (x *LeasedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +4908,7 @@ func (x *LeasedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedTask.ProtoReflect.Descriptor instead.
 func (*LeasedTask) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LeasedTask) GetTask() *Task {
@@ -4836,7 +4941,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4848,7 +4953,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4861,7 +4966,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -4880,7 +4985,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4892,7 +4997,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4905,7 +5010,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -4928,14 +5033,18 @@ type CompleteTaskRequest struct {
 	// of the task's raw block, holding the component's column (its key in
 	// hex), which sigd checks exists before the block is ready. Empty: the
 	// task's own memo_object, as a worker that predates packs writes.
-	MemoObject    string `protobuf:"bytes,5,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	MemoObject string `protobuf:"bytes,5,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	// Columns of Task.repack the worker copied into memo_object (issue 28):
+	// sigd switches each entry that still names the pack it was copied from
+	// to memo_object, in one batch, once memo_object is known to exist.
+	Moved         []*PackedMember `protobuf:"bytes,6,rep,name=moved,proto3" json:"moved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4947,7 +5056,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4960,7 +5069,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -4998,6 +5107,13 @@ func (x *CompleteTaskRequest) GetMemoObject() string {
 	return ""
 }
 
+func (x *CompleteTaskRequest) GetMoved() []*PackedMember {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
 type CompleteTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -5006,7 +5122,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5018,7 +5134,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5031,7 +5147,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
 }
 
 type FailTaskRequest struct {
@@ -5044,7 +5160,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5056,7 +5172,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5069,7 +5185,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -5095,7 +5211,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5107,7 +5223,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5120,7 +5236,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -5155,7 +5271,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[71]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5167,7 +5283,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[71]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5180,7 +5296,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -5270,7 +5386,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[72]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5282,7 +5398,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[72]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5295,7 +5411,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -5321,7 +5437,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[73]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5333,7 +5449,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[73]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5346,7 +5462,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -5364,7 +5480,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[74]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5492,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[74]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5505,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -5401,7 +5517,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[75]
+	mi := &file_sig_v1_sig_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5413,7 +5529,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[75]
+	mi := &file_sig_v1_sig_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5426,7 +5542,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -5445,7 +5561,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[76]
+	mi := &file_sig_v1_sig_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5457,7 +5573,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[76]
+	mi := &file_sig_v1_sig_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5470,7 +5586,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{76}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -5831,7 +5947,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x1bReportTrainerStatusResponse\"\x1a\n" +
 	"\x18ListTrainerStatusRequest\"N\n" +
 	"\x19ListTrainerStatusResponse\x121\n" +
-	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xb0\x03\n" +
+	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xde\x03\n" +
 	"\x04Task\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12#\n" +
@@ -5851,7 +5967,17 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"schemaJson\x12'\n" +
 	"\x0fmemo_generation\x18\f \x01(\x04R\x0ememoGeneration\x122\n" +
 	"\vmemo_inputs\x18\r \x03(\v2\x11.sig.v1.MemoInputR\n" +
-	"memoInputs\"_\n" +
+	"memoInputs\x12,\n" +
+	"\x06repack\x18\x0e \x03(\v2\x14.sig.v1.PackedMemberR\x06repack\"\xcb\x01\n" +
+	"\fPackedMember\x12#\n" +
+	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
+	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12#\n" +
+	"\rinput_version\x18\x03 \x01(\x03R\finputVersion\x12\x1f\n" +
+	"\vmemo_object\x18\x04 \x01(\tR\n" +
+	"memoObject\x12\x1f\n" +
+	"\vmemo_column\x18\x05 \x01(\tR\n" +
+	"memoColumn\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"_\n" +
 	"\tMemoInput\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
 	"\vmemo_object\x18\x02 \x01(\tR\n" +
@@ -5876,14 +6002,15 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\"K\n" +
 	"\x11HeartbeatResponse\x126\n" +
-	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xfc\x01\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xa8\x02\n" +
 	"\x13CompleteTaskRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x03R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12C\n" +
 	"\bop_nanos\x18\x04 \x03(\v2(.sig.v1.CompleteTaskRequest.OpNanosEntryR\aopNanos\x12\x1f\n" +
 	"\vmemo_object\x18\x05 \x01(\tR\n" +
-	"memoObject\x1a:\n" +
+	"memoObject\x12*\n" +
+	"\x05moved\x18\x06 \x03(\v2\x14.sig.v1.PackedMemberR\x05moved\x1a:\n" +
 	"\fOpNanosEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x16\n" +
@@ -5970,7 +6097,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -6034,27 +6161,28 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*ListTrainerStatusRequest)(nil),     // 59: sig.v1.ListTrainerStatusRequest
 	(*ListTrainerStatusResponse)(nil),    // 60: sig.v1.ListTrainerStatusResponse
 	(*Task)(nil),                         // 61: sig.v1.Task
-	(*MemoInput)(nil),                    // 62: sig.v1.MemoInput
-	(*LeaseTaskRequest)(nil),             // 63: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 64: sig.v1.LeaseTaskResponse
-	(*LeasedTask)(nil),                   // 65: sig.v1.LeasedTask
-	(*HeartbeatRequest)(nil),             // 66: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 67: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 68: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 69: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 70: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 71: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 72: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 73: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 74: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 75: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 76: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 77: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 78: sig.v1.SubmitGraphRequest.MemoizeEntry
-	nil,                                  // 79: sig.v1.TrainerStatus.ChipSecondsEntry
-	nil,                                  // 80: sig.v1.CompleteTaskRequest.OpNanosEntry
-	(*timestamppb.Timestamp)(nil),        // 81: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 82: google.protobuf.Duration
+	(*PackedMember)(nil),                 // 62: sig.v1.PackedMember
+	(*MemoInput)(nil),                    // 63: sig.v1.MemoInput
+	(*LeaseTaskRequest)(nil),             // 64: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 65: sig.v1.LeaseTaskResponse
+	(*LeasedTask)(nil),                   // 66: sig.v1.LeasedTask
+	(*HeartbeatRequest)(nil),             // 67: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 68: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 69: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 70: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 71: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 72: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 73: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 74: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 75: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 76: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 77: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 78: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 79: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 80: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 81: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 82: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 83: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -6073,105 +6201,107 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 13: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
 	7,  // 14: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
 	8,  // 15: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	78, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	79, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
 	12, // 17: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
 	8,  // 18: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	8,  // 19: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	9,  // 20: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	12, // 21: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
 	21, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	81, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	82, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
 	26, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
 	26, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	9,  // 26: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
 	0,  // 27: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
 	0,  // 28: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	81, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	82, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
 	37, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
 	40, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
 	40, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
 	8,  // 33: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
 	8,  // 34: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
 	45, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	81, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	82, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
 	47, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	81, // 38: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
+	82, // 38: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
 	52, // 39: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
-	81, // 40: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	79, // 41: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	82, // 40: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	80, // 41: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
 	57, // 42: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	62, // 43: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
-	82, // 44: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	61, // 45: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	81, // 46: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	65, // 47: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
-	61, // 48: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
-	81, // 49: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
-	81, // 50: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	80, // 51: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	73, // 52: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	81, // 53: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	72, // 54: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	72, // 55: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	13, // 56: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	15, // 57: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	17, // 58: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
-	19, // 59: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
-	16, // 60: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	23, // 61: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	25, // 62: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	28, // 63: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	30, // 64: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	32, // 65: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	34, // 66: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	36, // 67: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	39, // 68: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	42, // 69: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	44, // 70: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	48, // 71: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	50, // 72: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	53, // 73: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
-	55, // 74: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
-	57, // 75: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	59, // 76: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	63, // 77: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	66, // 78: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	68, // 79: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	70, // 80: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	74, // 81: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	76, // 82: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 83: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 84: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 85: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
-	20, // 86: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
-	22, // 87: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	24, // 88: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	27, // 89: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	29, // 90: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	31, // 91: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	33, // 92: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	35, // 93: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	38, // 94: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	41, // 95: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	43, // 96: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	46, // 97: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	49, // 98: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	51, // 99: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	54, // 100: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
-	56, // 101: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
-	58, // 102: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	60, // 103: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	64, // 104: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	67, // 105: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	69, // 106: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	71, // 107: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	75, // 108: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	77, // 109: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	83, // [83:110] is the sub-list for method output_type
-	56, // [56:83] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	63, // 43: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	62, // 44: sig.v1.Task.repack:type_name -> sig.v1.PackedMember
+	83, // 45: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	61, // 46: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	82, // 47: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	66, // 48: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
+	61, // 49: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
+	82, // 50: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	82, // 51: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	81, // 52: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	62, // 53: sig.v1.CompleteTaskRequest.moved:type_name -> sig.v1.PackedMember
+	74, // 54: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	82, // 55: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	73, // 56: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	73, // 57: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	13, // 58: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	15, // 59: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	17, // 60: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
+	19, // 61: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
+	16, // 62: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	23, // 63: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	25, // 64: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	28, // 65: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	30, // 66: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	32, // 67: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	34, // 68: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	36, // 69: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	39, // 70: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	42, // 71: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	44, // 72: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	48, // 73: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	50, // 74: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	53, // 75: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
+	55, // 76: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
+	57, // 77: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	59, // 78: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	64, // 79: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	67, // 80: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	69, // 81: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	71, // 82: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	75, // 83: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	77, // 84: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 85: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 86: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 87: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
+	20, // 88: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
+	22, // 89: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	24, // 90: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	27, // 91: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	29, // 92: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	31, // 93: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	33, // 94: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	35, // 95: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	38, // 96: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	41, // 97: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	43, // 98: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	46, // 99: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	49, // 100: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	51, // 101: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	54, // 102: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
+	56, // 103: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
+	58, // 104: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	60, // 105: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	65, // 106: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	68, // 107: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	70, // 108: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	72, // 109: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	76, // 110: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	78, // 111: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	85, // [85:112] is the sub-list for method output_type
+	58, // [58:85] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -6199,7 +6329,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   80,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
