@@ -44,9 +44,9 @@ type metrics struct {
 	walkSeconds prometheus.Counter
 	// repacked counts memo columns switched to the pack a worker copied
 	// them into (issue 28).
-	repacked prometheus.Counter
-	latencyMu   sync.Mutex
-	latencies   []float64 // recent task latencies, for p50/p99 in Stats
+	repacked  prometheus.Counter
+	latencyMu sync.Mutex
+	latencies []float64 // recent task latencies, for p50/p99 in Stats
 }
 
 var (
