@@ -296,3 +296,45 @@ func memberSegments(t *testing.T, w *sigdtest.Warehouse, res workers.Result, k c
 	}
 	return bytes.Join(segs, nil)
 }
+
+// TestRunBatchCancelled: a batch whose context is done before it starts
+// runs nothing, and one cancelled once its raw columns are read (the lease
+// of every task lost) writes no pack: every task fails with the context's
+// error, none is reported done.
+func TestRunBatchCancelled(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 300})
+	h := &batchHarness{t: t, w: w, raws: map[string]block.Meta{"v1": w.Blocks[0]}, reg: batchRegistry(),
+		done: map[string]workers.Result{}, keys: map[string]canon.Key{}}
+	var tasks []workers.Task
+	for _, line := range []string{
+		`a v1 hash(unigrams(lower(col("query"))), buckets=100)`,
+		`b v1 length(unigrams(lower(col("query"))))`,
+		`c v1 hash(col("advertiser_id"), buckets=1000)`,
+	} {
+		_, task := h.task(t, line)
+		tasks = append(tasks, task)
+	}
+	before := packs(t, w.Store)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i, o := range (&memo.Runner{Store: w.Store}).RunBatch(ctx, tasks) {
+		if !errors.Is(o.Err, context.Canceled) {
+			t.Errorf("task %d of a batch cancelled before it started: %+v", i, o)
+		}
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	r := &memo.Runner{Store: w.Store, Observe: func(phase string, _ time.Duration) {
+		if phase == "read" {
+			cancel()
+		}
+	}}
+	for i, o := range r.RunBatch(ctx, tasks) {
+		if !errors.Is(o.Err, context.Canceled) {
+			t.Errorf("task %d of a batch cancelled after its read: %+v", i, o)
+		}
+	}
+	if n := packs(t, w.Store); n != before {
+		t.Errorf("%d packs written by cancelled batches", n-before)
+	}
+}
