@@ -282,16 +282,27 @@ input overlap_cat = concat(intersect(unigrams(t), unigrams(q)), col("ad_category
 		t.Errorf("%d entries marked ready, want %d, each once", marked, n)
 	}
 	// Every entry names a readable object with LIG's bytes, and the
-	// bucket holds nothing else under memo/.
+	// bucket holds nothing else under memo/: w1's packs of one task each
+	// (SIG_TEST_TASK_DELAY runs its tasks one by one) and w2's of the
+	// tasks it batched.
 	sigdtest.CheckSolution(t, w.Store, w.Blocks, sol, dsl, map[string]*sigdtest.LIGOutput{})
+	named := map[string]bool{}
+	for _, in := range sol.Inputs {
+		for _, b := range in.Blocks {
+			named[b.MemoObject] = true
+		}
+	}
 	objects := 0
-	for _, err := range w.Store.List(ctx, block.MemoPrefix) {
+	for info, err := range w.Store.List(ctx, block.MemoPrefix) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !named[info.Key] {
+			t.Errorf("memo object %s is named by no entry", info.Key)
+		}
 		objects++
 	}
-	if objects != n {
-		t.Errorf("%d memo objects in the bucket, want %d", objects, n)
+	if objects != len(named) {
+		t.Errorf("%d memo objects in the bucket, want the %d the entries name", objects, len(named))
 	}
 }
