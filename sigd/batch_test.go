@@ -95,7 +95,9 @@ func TestBlockBatchOnePack(t *testing.T) {
 		t.Fatal(err)
 	}
 	lig, err := reader.UnitsFromSolution(sol, reader.UnitOptions{BatchRows: 256,
-		Mode: func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode { return readerv1.InputMode_INPUT_MODE_LOCAL }})
+		Mode: func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode {
+			return readerv1.InputMode_INPUT_MODE_LOCAL
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
