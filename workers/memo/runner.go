@@ -30,9 +30,12 @@ import (
 // run the same code.
 //
 // It is a workers.StagedRunner: those three steps are its stages (Read,
-// Transform, Write), so a pool worker pipelines them, reading the next
-// block and writing the previous memo objects while it transforms one
-// (workers.Pool). Run does the three in turn.
+// Transform, Write), so a pool worker with batches of one pipelines them,
+// reading the next block and writing the previous memo objects while it
+// transforms one (workers.Pool). Run does the three in turn. It is a
+// workers.BatchRunner too (RunBatch, batch.go): a pool leasing batches of
+// a block's tasks runs each batch whole, one read of the block's raw
+// columns, one run of the union of the tasks' graphs, one pack.
 type Runner struct {
 	Store *objstore.Store
 	// Catalog, when set (in-process workers), saves reading the raw block's
@@ -46,7 +49,8 @@ type Runner struct {
 	// (the raw columns from the object store), "transform" (the component's
 	// ops) and "write" (encoding and storing the memo object). sigd exports
 	// them as sig_worker_phase_seconds. Pipelined stages overlap, so their
-	// sum can exceed the wall time.
+	// sum can exceed the wall time. A batch (RunBatch) reports each of its
+	// groups' stages once, whatever the number of tasks in it.
 	Observe func(phase string, d time.Duration)
 	// Compression is the Arrow IPC buffer compression of the memo
 	// objects' value segments (block.Compression; zero: uncompressed).
