@@ -39,7 +39,6 @@ bench_go_test ./workers/memo -run '^$' -bench '^BenchmarkBatch$' -cpu 1 -benchti
 t=BenchmarkBatch
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 us() { awk -v a="$1" 'BEGIN { if (a == "n/a") print "n/a"; else printf "%.1f", a / 1000 }'; }
-share() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 0) print "n/a"; else printf "%.0f%%", 100 * a / b }'; }
 per=$(median $t pertask-cpu-ns/task)
 bat=$(median $t batched-cpu-ns/task)
 run_ratio=$(awk -v r="$(median $t pertask/batched-cpu)" 'BEGIN { if (r == "n/a") print r; else printf "%.2f", r }')
@@ -69,7 +68,6 @@ verdict=$(awk -v r="$run_ratio" -v t="$TARGET" 'BEGIN { if (r == "n/a") print "n
 	done
 	echo "  kernel runs (op nodes) per task: $(median $t pertask-ops/task) -> $(median $t batched-ops/task)" \
 		"($(ratio "$(median $t pertask-ops/task)" "$(median $t batched-ops/task)")x): the batch's merged graph runs a shared subexpression once"
-	echo "  batched transform's share of its CPU: $(share "$(median $t batched-transform-ns/task)" "$bat") (wall over CPU)"
 	echo
 	echo "# raw go test output"
 	cat "$raw"
