@@ -516,19 +516,26 @@ func (e *Evictor) readMemo(ctx context.Context, m matching.MemoEntry, typ string
 // deleteUnnamed deletes the objects that removed entries left without an
 // entry naming them (matching.Cache.Unnamed: an object of one component
 // with its entry, a pack with its last entry) and returns how many it
-// deleted.
+// deleted. The check and the deletion run while no completion switches
+// entries to a pack (Frontend.SweepingPacks): the members of a
+// block-batched pack are completed one by one (issue 28), and one whose
+// completion found the pack before the check must not have it deleted
+// under its entry after (TestEvictionBetweenBatchCompletions).
 func (e *Evictor) deleteUnnamed(ctx context.Context, removed []matching.MemoEntry) (int, error) {
-	objs, err := e.Frontend.Cache().Unnamed(removed)
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for _, o := range objs {
-		d, err := e.deleteObject(ctx, o)
-		n += d
+	err := e.Frontend.SweepingPacks(func() error {
+		objs, err := e.Frontend.Cache().Unnamed(removed)
 		if err != nil {
-			return n, err
+			return err
 		}
-	}
-	return n, nil
+		for _, o := range objs {
+			d, err := e.deleteObject(ctx, o)
+			n += d
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
 }

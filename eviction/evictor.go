@@ -279,17 +279,21 @@ func (e *Evictor) remove(ctx context.Context, keys []canon.Key) (int, error) {
 		if err != nil {
 			return err
 		}
-		freed, err := e.Frontend.Cache().Unnamed(deleted)
-		if err != nil {
-			return err
-		}
-		for _, o := range freed {
-			if !slices.Contains(objs, o) {
-				objs = append(objs, o)
+		// The packs left unnamed are found and deleted while no completion
+		// switches entries to a pack (deleteUnnamed says why).
+		err = e.Frontend.SweepingPacks(func() error {
+			freed, err := e.Frontend.Cache().Unnamed(deleted)
+			if err != nil {
+				return err
 			}
-		}
-		n, err := e.deleteObjects(dctx, objs)
-		objects = n
+			for _, o := range freed {
+				if !slices.Contains(objs, o) {
+					objs = append(objs, o)
+				}
+			}
+			objects, err = e.deleteObjects(dctx, objs)
+			return err
+		})
 		if err != nil {
 			return err
 		}

@@ -305,3 +305,122 @@ func TestSweepPacks(t *testing.T) {
 		t.Fatalf("Swept() = %d", s.ev.Swept())
 	}
 }
+
+// TestEvictionBetweenBatchCompletions (issue 28): a block-batched worker
+// (memo.Runner.RunBatch) writes one pack of a block's tasks, and sigd
+// completes them one by one, a lease each, each completion checking that
+// the pack exists (Memos.Stat) and then switching its entry. An eviction
+// of a member already switched (its component, or its block) that lands
+// between another member's check and its switch must not delete the pack
+// it finds unnamed: the other member's entry would be ready naming a pack
+// that is gone. The eviction's check of the pack and its deletion run
+// while no completion switches entries to a pack (Frontend.SweepingPacks),
+// so it either sees the other member named (and keeps the pack) or deletes
+// it before the check (whose completion then fails and runs again).
+// Without that the pack is deleted under the second member's entry.
+func TestEvictionBetweenBatchCompletions(t *testing.T) {
+	for _, how := range []string{"component", "block"} {
+		t.Run(how, func(t *testing.T) {
+			s := newStack(t, 1, 200, eviction.Policy{})
+			s.submit("ctr", ctrGraph)
+			ids, price := s.input("ctr", "query_ids"), s.input("ctr", "price")
+			b0 := blockref.ParseMemo(s.raw[0].ID)
+			// The block's two tasks, leased and written into one pack.
+			var members []matching.Member
+			var values []block.PackMember
+			for {
+				l, ok, err := s.queue.TryLeaseAs("w", s.build)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				k, ref := l.Task.ID.Component, l.Task.ID.Block
+				gen, _, err := s.f.Begin(k, ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec, err := s.f.Cache().Component(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := s.column(s.ctx, rec, s.raw[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer v.Release()
+				values = append(values, block.PackMember{Component: k, Block: ref, Value: v})
+				members = append(members, matching.Member{Component: k, Block: ref, Gen: gen})
+			}
+			if len(members) != 2 {
+				t.Fatalf("%d tasks leased, want the block's two", len(members))
+			}
+			ev, err := block.ReadColumns(s.ctx, s.store, s.raw[0], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ev.Release()
+			metas, placed, err := block.WritePacks(s.ctx, s.store, s.raw[0], ev.Column(0), values, block.PackOptions{})
+			if err != nil || len(metas) != 1 {
+				t.Fatalf("pack: %d, %v", len(metas), err)
+			}
+			pack := metas[0].Key
+			// ids's completion first: its entry names the pack.
+			first, second := 0, 1
+			if members[0].Component != ids {
+				first, second = 1, 0
+			}
+			stat := func(ctx context.Context, key string) error {
+				_, err := s.store.Stat(ctx, key)
+				return err
+			}
+			complete := func(m *matching.Memos, i int) error {
+				c := matching.Completion{Object: pack, Column: placed[i].Column.Name, Rows: s.raw[0].Rows, Bytes: placed[i].Column.Length}
+				return m.Complete(s.ctx, members[i].Component, members[i].Block, members[i].Gen, c)
+			}
+			if err := complete(&matching.Memos{Frontend: s.f, Clock: s.clk, Stat: stat}, first); err != nil {
+				t.Fatal(err)
+			}
+			// price's completion: the pack found, then ids evicted before
+			// price's entry switches.
+			evicted := make(chan error, 1)
+			raced := &matching.Memos{Frontend: s.f, Clock: s.clk, Stat: func(ctx context.Context, key string) error {
+				err := stat(ctx, key)
+				go func() {
+					var err error
+					if how == "component" {
+						_, err = s.ev.Evict(s.ctx, eviction.Target{Components: []canon.Key{ids}}, "op", "race")
+					} else {
+						_, err = s.ev.EvictBlock(s.ctx, ids, b0, "op", "race")
+					}
+					evicted <- err
+				}()
+				// Long enough for an eviction that does not wait for the
+				// completion to delete the pack.
+				select {
+				case err := <-evicted:
+					evicted <- err
+				case <-time.After(300 * time.Millisecond):
+				}
+				return err
+			}}
+			if err := complete(raced, second); err != nil {
+				t.Fatalf("price's completion: %v", err)
+			}
+			if err := <-evicted; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.f.Cache().Memo(ids, b0); !errors.Is(err, matching.ErrNotFound) {
+				t.Fatalf("evicted entry: %v", err)
+			}
+			e := s.memo(price, b0)
+			if e.State != matching.MemoReady || e.Object != pack {
+				t.Fatalf("price's entry %+v, want ready in %s", e, pack)
+			}
+			if !s.exists(pack) || !s.healthy(price, b0) {
+				t.Fatalf("price's entry names pack %s, which the eviction of ids deleted", pack)
+			}
+		})
+	}
+}

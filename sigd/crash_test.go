@@ -3,6 +3,7 @@ package sigd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -282,16 +283,149 @@ input overlap_cat = concat(intersect(unigrams(t), unigrams(q)), col("ad_category
 		t.Errorf("%d entries marked ready, want %d, each once", marked, n)
 	}
 	// Every entry names a readable object with LIG's bytes, and the
-	// bucket holds nothing else under memo/.
+	// bucket holds nothing else under memo/: w1's packs of one task each
+	// (SIG_TEST_TASK_DELAY runs its tasks one by one) and w2's of the
+	// tasks it batched.
 	sigdtest.CheckSolution(t, w.Store, w.Blocks, sol, dsl, map[string]*sigdtest.LIGOutput{})
+	named := map[string]bool{}
+	for _, in := range sol.Inputs {
+		for _, b := range in.Blocks {
+			named[b.MemoObject] = true
+		}
+	}
 	objects := 0
-	for _, err := range w.Store.List(ctx, block.MemoPrefix) {
+	for info, err := range w.Store.List(ctx, block.MemoPrefix) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !named[info.Key] {
+			t.Errorf("memo object %s is named by no entry", info.Key)
+		}
 		objects++
 	}
-	if objects != n {
-		t.Errorf("%d memo objects in the bucket, want %d", objects, n)
+	if objects != len(named) {
+		t.Errorf("%d memo objects in the bucket, want the %d the entries name", objects, len(named))
+	}
+}
+
+// TestRemoteWorkerKilledMidMemoBatch (issue 28): a `sigd worker` process
+// runs the six tasks of one block as one batch through memo.Runner's
+// RunBatch, which writes them into one pack, and is SIGKILLed mid-batch:
+// having reported none of them (the pack written, no entry switched to
+// it), or two (their entries ready in the pack, four not).
+// SIG_TEST_HOLD_COMPLETIONS holds the worker at the next completion, and
+// the test waits a lease past it before the kill: the batch's unreported
+// tasks keep their leases on heartbeats the while, only the held one's
+// (its heartbeat stopped when its completion began) expires. A second
+// worker, started after the kill, computes what was not reported into a
+// pack of its own. Every task is completed once, nothing is quarantined,
+// every entry is ready naming a pack that reads with the readers' check
+// and LIG's bytes; the reported entries name the killed worker's pack,
+// the others not; the bucket holds nothing under memo/ but the packs the
+// entries name and, when none was reported, the killed worker's pack,
+// named by no entry (the evictor's sweep deletes it, as
+// TestSIGKILLBetweenPackAndSwitch shows).
+//
+// It fails when the worker does not run a batch through RunBatch (the two
+// reported entries name two packs: the worker ran its tasks one by one),
+// when a task is reported before its pack is whole (the held completion
+// names a pack not in the bucket), and without the heartbeats of a
+// batch's waiting tasks while its completions are made (their leases
+// expire before the kill).
+func TestRemoteWorkerKilledMidMemoBatch(t *testing.T) {
+	const dsl = `let q = lower(col("query"))
+let t = lower(col("ad_title"))
+input q_uni = hash(unigrams(q), buckets=1000003)
+input q_bi = hash(truncate(ngrams(q, n=2), max=32), buckets=1000003)
+input t_uni = hash(unigrams(t), buckets=1000003)
+input t_bi = hash(truncate(ngrams(t), max=32), buckets=1000003)
+input overlap = length(intersect(unigrams(q), unigrams(t)))
+input overlap_cat = concat(intersect(unigrams(t), unigrams(q)), col("ad_category"))
+`
+	const n, lease = 6, 4 * time.Second
+	bin := sigdtest.BuildCommand(t, "cmd/sigd")
+	for _, reported := range []int{0, 2} {
+		t.Run(fmt.Sprintf("%d reported", reported), func(t *testing.T) {
+			w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 500, Seed: 28})
+			srv := sigdtest.Start(t, w, sigd.Config{RemoteWorkers: true, Lease: lease}, sigd.Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			keys := componentKeys(t, dsl)
+			if _, err := srv.SIG(t, "ctr").SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 1, dsl, w.All())); err != nil {
+				t.Fatal(err)
+			}
+			q := srv.Queue()
+			if s := q.Stats(); s.Queued != n {
+				t.Fatalf("queue after the submission: %+v, want the block's %d tasks", s, n)
+			}
+			args := func(name string) []string {
+				return append([]string{"worker", "--sigd", srv.Addr(), "--token", srv.Tokens["worker"], "--concurrency", "1",
+					"--batch-tasks", "8", "--name", name}, w.S3Args()...)
+			}
+			held := filepath.Join(t.TempDir(), "held")
+			w1 := sigdtest.StartProcess(t, bin, args("w1"), fmt.Sprintf("SIG_TEST_HOLD_COMPLETIONS=%d:%s", reported, held))
+			var pack string
+			waitFor(t, 30*time.Second, "w1 to hold a completion", func() bool {
+				b, _ := os.ReadFile(held)
+				pack = strings.TrimSpace(string(b))
+				return pack != ""
+			})
+			// A lease past the hold: only the held task's lease expires.
+			time.Sleep(lease + time.Second)
+			at := q.Stats()
+			if int(at.Completed) != reported || at.Expired != 1 || at.Leased != n-reported-1 || at.Queued != 1 || at.Failures != 1 {
+				t.Fatalf("queue a lease after w1 held its completion: %+v; want %d completed, the held task's lease expired "+
+					"and the other %d leased", at, reported, n-reported-1)
+			}
+			w1.Kill()
+			if _, err := w.Store.Stat(ctx, pack); err != nil {
+				t.Fatalf("the pack w1 held a completion of, %s: %v; want it written whole before any completion", pack, err)
+			}
+			w2 := sigdtest.StartProcess(t, bin, args("w2"))
+			sol := sigdtest.WaitComplete(ctx, t, srv.SIG(t, "ctr"), "ctr", "p")
+			waitFor(t, 10*time.Second, "the queue to empty", func() bool { s := q.Stats(); return s.Queued == 0 && s.Leased == 0 })
+			if s := q.Stats(); s.Completed != n || s.Expired != uint64(n-reported) || s.Quarantined != 0 {
+				t.Errorf("queue at the end: %+v; want %d completions, the %d tasks w1 did not report expired once each, nothing quarantined",
+					s, n, n-reported)
+			}
+			if w2.Exited() {
+				t.Errorf("w2 exited: %s", w2.Stderr.String())
+			}
+			mfs, err := srv.Registry().Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() == "sig_task_latency_seconds" {
+					if c := mf.GetMetric()[0].GetHistogram().GetSampleCount(); c != n {
+						t.Errorf("%d entries marked ready, want %d, each once", c, n)
+					}
+				}
+			}
+			sigdtest.CheckSolution(t, w.Store, w.Blocks, sol, dsl, map[string]*sigdtest.LIGOutput{})
+			named := map[string]bool{}
+			inPack := 0
+			for input, k := range keys {
+				m := memoOf(t, srv, k, w.Blocks[0].ID)
+				named[m.Object] = true
+				if m.Object == pack {
+					inPack++
+				}
+				if !m.Packed() {
+					t.Errorf("input %s: entry %+v names no pack", input, m)
+				}
+			}
+			if inPack != reported {
+				t.Errorf("%d entries name w1's pack %s, want the %d it reported", inPack, pack, reported)
+			}
+			for info, err := range w.Store.List(ctx, block.MemoPrefix) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !named[info.Key] && info.Key != pack {
+					t.Errorf("memo object %s is named by no entry", info.Key)
+				}
+			}
+		})
 	}
 }

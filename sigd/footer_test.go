@@ -93,8 +93,18 @@ func TestDamagedFooterRepaired(t *testing.T) {
 	for _, d := range footerDamages {
 		damages = append(damages, damage{"footer: " + d.Name, func(m matching.MemoEntry) { damageFooter(t, srv.Store(), m.Object, d) }})
 	}
+	// A damage to a pack that price's column shares with q's (the
+	// block's two tasks run in one batch, issue 28) fails the reader's one
+	// read of the pack, so the reader reports both inputs; sigd finds
+	// price's column healthy and leaves it.
+	shared := 0
 	for _, d := range damages {
 		before := memoOf(t, srv, q, b0)
+		if named, err := srv.Frontend().Cache().PackEntries(before.Object); err != nil {
+			t.Fatal(err)
+		} else if len(named) > 1 {
+			shared++
+		}
 		d.do(before)
 		// The unit of the block as it is now: each repair puts it in a new
 		// pack (issue 28).
@@ -142,7 +152,13 @@ func TestDamagedFooterRepaired(t *testing.T) {
 		t.Errorf("%d audit entries of the reader's reports of block %s, want %d", repairs, b0, len(damages))
 	}
 	byOutcome := metricByLabel(t, srv, sigd.MetricMemoReports, "outcome")
-	if n := byOutcome[eviction.OutcomeRepaired].GetCounter().GetValue(); n != float64(len(damages)) || len(byOutcome) != 1 {
-		t.Errorf("%s by outcome %v, want %d repaired and nothing else", sigd.MetricMemoReports, byOutcome, len(damages))
+	outcomes := 1
+	if shared > 0 {
+		outcomes = 2
+	}
+	if n, h := byOutcome[eviction.OutcomeRepaired].GetCounter().GetValue(), byOutcome[eviction.OutcomeHealthy].GetCounter().GetValue(); n != float64(len(damages)) ||
+		h != float64(shared) || len(byOutcome) != outcomes {
+		t.Errorf("%s by outcome %v, want %d repaired, %d healthy (price's column in a damaged pack) and nothing else",
+			sigd.MetricMemoReports, byOutcome, len(damages), shared)
 	}
 }

@@ -478,9 +478,20 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 		t.Errorf("audit log %v, want the one repair", log)
 	}
 
-	// An operator recomputes one healthy block, and evicts another.
+	// An operator recomputes one healthy block, and evicts another. The
+	// two columns of block 0 share a pack when the worker leased them in
+	// one batch (issue 28): recomputing price then deletes no object, the
+	// pack staying for q's column, and evicting q deletes it.
+	named, err := srv.Frontend().Cache().PackEntries(memoOf(t, srv, price, b0).Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priceDeletes := uint32(0)
+	if len(named) == 1 {
+		priceDeletes = 1
+	}
 	rec, err := op.EvictBlock(ctx, &sigv1.EvictBlockRequest{ComponentKey: price.String(), BlockId: b0, Reason: "suspect bucketize", Recompute: true})
-	if err != nil || rec.State != sigv1.BlockState_BLOCK_STATE_PENDING || rec.ObjectsDeleted != 1 || rec.AuditId == "" ||
+	if err != nil || rec.State != sigv1.BlockState_BLOCK_STATE_PENDING || rec.ObjectsDeleted != priceDeletes || rec.AuditId == "" ||
 		len(rec.Pipelines) != 1 || rec.Pipelines[0] != "ctr/p" {
 		t.Fatalf("operator recomputes a block: %v, %v", rec, err)
 	}
@@ -493,7 +504,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 		t.Errorf("evicted block still has a memo entry")
 	}
 	if _, err := srv.Store().Stat(ctx, evicted.Object); err == nil {
-		t.Errorf("evicted block still has its object %s (its pack's only member)", evicted.Object)
+		t.Errorf("evicted block still has its object %s (its pack's last member)", evicted.Object)
 	}
 	log := auditLog(t, ctx, srv)
 	if len(log) != 3 || log[0].Id != ev.AuditId || log[1].Id != rec.AuditId || log[0].Who != "operator" ||

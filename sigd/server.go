@@ -216,11 +216,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			BatchTasks: cfg.WorkerBatchTasks})
 		resizer = s.pool
 	}
-	// Workers lease batches and pipeline their tasks (Runner is a
-	// workers.StagedRunner, in process and in `sigd worker`), so each
-	// holds several at once; remote workers are assumed to lease batches
-	// as the in-process ones would.
-	tasksPerWorker := workers.StagedTasksHeld(cfg.WorkerBatchTasks)
+	// Workers lease batches and run each whole (memo.Runner is a
+	// workers.BatchRunner, in process and in `sigd worker`: a batch's
+	// tasks are held until its pack is written), so each holds several at
+	// once; remote workers are assumed to lease batches as the in-process
+	// ones would.
+	tasksPerWorker := workers.BatchTasksHeld(cfg.WorkerBatchTasks)
 	if s.pool != nil {
 		tasksPerWorker = s.pool.TasksHeld()
 	}

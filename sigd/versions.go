@@ -63,6 +63,8 @@ func (v versionsFrontend) Unnamed(removed []matching.MemoEntry) ([]string, error
 	return v.f.Cache().Unnamed(removed)
 }
 
+func (v versionsFrontend) SweepingPacks(fn func() error) error { return v.f.SweepingPacks(fn) }
+
 // DefaultVersionGCEvery and DefaultVersionGCGrace are --version-gc-every's
 // and --version-gc-grace's defaults.
 const (

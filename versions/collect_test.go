@@ -59,6 +59,8 @@ func (c collectFrontend) Unnamed(removed []matching.MemoEntry) ([]string, error)
 	return c.f.Cache().Unnamed(removed)
 }
 
+func (c collectFrontend) SweepingPacks(fn func() error) error { return c.f.SweepingPacks(fn) }
+
 // TestCollectDeletesPackWithItsLastEntry (issue 28): version GC deletes
 // the memo objects of the entries no kept version reads, but a pack only
 // once no entry names it. Block b's version 1 has the entries of A and C

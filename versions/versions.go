@@ -34,6 +34,12 @@ type Frontend interface {
 	// naming them (matching.Cache.Unnamed): a pack's goes only with its
 	// last entry (issue 28).
 	Unnamed(removed []matching.MemoEntry) ([]string, error)
+	// SweepingPacks runs fn while no completion switches entries to a
+	// pack (matching.Frontend.SweepingPacks): Collect finds the packs
+	// left unnamed and deletes them inside it, since the members of a
+	// block-batched pack are completed one by one and one whose
+	// completion found the pack before must not have it deleted after.
+	SweepingPacks(fn func() error) error
 }
 
 // Store deletes objects (*objstore.Store).
@@ -272,36 +278,47 @@ func (m *Manager) Collect(ctx context.Context) (GCResult, error) {
 		}
 		byBlock[k] = append(byBlock[k], b)
 	}
-	var objects []string
+	var gone []matching.MemoEntry
 	for _, k := range order {
 		live, err := cat.Versions(k.source, k.id)
 		if err != nil {
 			return res, err
 		}
-		gone, err := m.o.Frontend.DropVersions(k.source, byBlock[k], live)
+		g, err := m.o.Frontend.DropVersions(k.source, byBlock[k], live)
 		if err != nil {
 			return res, err
 		}
-		res.MemoEntries += len(gone)
+		res.MemoEntries += len(g)
+		gone = append(gone, g...)
+	}
+	if len(gone) == 0 && len(removed) == 0 {
+		m.o.OnCollected(res)
+		return res, nil
+	}
+	err = m.o.Frontend.SweepingPacks(func() error {
 		// An object of one component goes with its entry; a pack (issue
 		// 28) only when no entry names it any more: its other members may
 		// be of components whose columns the collected versions did not
 		// change, still ready in it.
-		freed, err := m.o.Frontend.Unnamed(gone)
+		objects, err := m.o.Frontend.Unnamed(gone)
 		if err != nil {
-			return res, err
+			return err
 		}
-		objects = append(objects, freed...)
-	}
-	for _, b := range removed {
-		objects = append(objects, b.Key)
-	}
-	if len(objects) > 0 {
+		for _, b := range removed {
+			objects = append(objects, b.Key)
+		}
+		if len(objects) == 0 {
+			return nil
+		}
 		n, err := m.o.Store.DeleteMany(ctx, objects)
 		res.Objects = n
 		if err != nil {
-			return res, fmt.Errorf("deleting the objects of collected versions: %w", err)
+			return fmt.Errorf("deleting the objects of collected versions: %w", err)
 		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	m.o.OnCollected(res)
 	if res.Versions > 0 {

@@ -42,6 +42,8 @@ func (w *failing) Unnamed([]matching.MemoEntry) ([]string, error) {
 	return nil, errors.New("not collected here")
 }
 
+func (w *failing) SweepingPacks(fn func() error) error { return fn() }
+
 // TestFollowResumesFromItsPosition: Follow passes each block's newest
 // version once, in sequence order, page by page, skipping new blocks and
 // versions superseded before it saw them; it stores its position as it

@@ -265,10 +265,11 @@
 // gets one task). The server describes every task of the batch; one it
 // cannot describe is failed and left out, and tasks past an answer of
 // 1 MiB of descriptions go back to the queue unrun. A BatchRunner runs a
-// batch whole (memo's batch runner: union graph, one packed object); any
-// other Runner runs its tasks one by one, which still reads the block's
-// raw columns once where the runner keeps them (memo.Runner's segment
-// cache), and keeps them on one worker.
+// batch whole (memo.Runner.RunBatch: one read of the block's raw columns,
+// the union of the tasks' graphs run once, one pack); any other Runner
+// runs its tasks one by one, which still reads the block's raw columns
+// once where the runner keeps them (a segment cache), and keeps them on
+// one worker.
 //
 // # Autoscaling
 //

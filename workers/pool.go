@@ -186,6 +186,18 @@ func StagedTasksHeld(batchTasks int) int {
 	return max(batchTasks, 1)/2 + DefaultPipelineDepth
 }
 
+// BatchTasksHeld is TasksHeld of a pool of a runner that is both a
+// StagedRunner and a BatchRunner (memo.Runner) with the default Writers
+// and batches of batchTasks: the whole batch, held until RunBatch returns;
+// batches of one go through the stages. sigd sizes its remote workers
+// (`sigd worker`, which runs memo.Runner) with it.
+func BatchTasksHeld(batchTasks int) int {
+	if batchTasks < 2 {
+		return StagedTasksHeld(batchTasks)
+	}
+	return batchTasks
+}
+
 // stagedTasks are the tasks a worker of a StagedRunner holds besides those
 // being written: one being read and one being transformed.
 const stagedTasks = 2

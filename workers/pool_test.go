@@ -412,21 +412,25 @@ func TestTasksHeld(t *testing.T) {
 	plain := RunnerFunc(func(context.Context, Task) (Result, error) { return Result{}, nil })
 	staged := fakeStagedRunner{}
 	batcher := scriptedBatches{}
+	both := stagedBatcher{}
 	cases := []struct {
 		name        string
 		r           Runner
 		batch       int
 		most, held  int
 		stagedsHeld int // StagedTasksHeld(batch), for staged runners
+		batchHeld   int // BatchTasksHeld(batch), for staged batch runners
 	}{
-		{"plain", plain, 1, 1, 1, 0},
-		{"plain batches", plain, 32, 32, 16, 0},
-		{"plain batches, odd", plain, 5, 5, 3, 0},
-		{"staged", staged, 1, 4, 4, 4},
-		{"staged batches", staged, 32, 35, 20, 20},
-		{"staged batches, odd", staged, 5, 8, 6, 6},
-		{"batch runner without batches", batcher, 1, 1, 1, 0},
-		{"batch runner", batcher, 32, 32, 32, 0},
+		{"plain", plain, 1, 1, 1, 0, 0},
+		{"plain batches", plain, 32, 32, 16, 0, 0},
+		{"plain batches, odd", plain, 5, 5, 3, 0, 0},
+		{"staged", staged, 1, 4, 4, 4, 0},
+		{"staged batches", staged, 32, 35, 20, 20, 0},
+		{"staged batches, odd", staged, 5, 8, 6, 6, 0},
+		{"batch runner without batches", batcher, 1, 1, 1, 0, 0},
+		{"batch runner", batcher, 32, 32, 32, 0, 0},
+		{"staged batch runner without batches", both, 1, 4, 4, 0, 4},
+		{"staged batch runner", both, 32, 32, 32, 0, 32},
 	}
 	for _, c := range cases {
 		p := NewPool(nil, c.r, PoolOptions{BatchTasks: c.batch})
@@ -436,5 +440,14 @@ func TestTasksHeld(t *testing.T) {
 		if c.stagedsHeld != 0 && StagedTasksHeld(c.batch) != c.stagedsHeld {
 			t.Errorf("%s: StagedTasksHeld %d, want %d", c.name, StagedTasksHeld(c.batch), c.stagedsHeld)
 		}
+		if c.batchHeld != 0 && BatchTasksHeld(c.batch) != c.batchHeld {
+			t.Errorf("%s: BatchTasksHeld %d, want %d", c.name, BatchTasksHeld(c.batch), c.batchHeld)
+		}
 	}
 }
+
+// stagedBatcher is a StagedRunner that is a BatchRunner too, as
+// memo.Runner is.
+type stagedBatcher struct{ fakeStagedRunner }
+
+func (stagedBatcher) RunBatch(context.Context, []Task) []Outcome { return nil }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/sigdata/sig/internal/cli"
@@ -146,7 +148,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := commands.NewFlags("worker", stderr)
 	sigdConn := cli.ConnFlags(fs, "sigd", "127.0.0.1:7070", "sigd gRPC address", "worker token")
-	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each leases a batch (--batch-tasks) and pipelines its tasks (read, transform, write): up to --batch-tasks + %d tasks held", workers.DefaultPipelineDepth-1))
+	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each leases a batch (--batch-tasks) and runs it whole (the block's raw columns read once, the union of the tasks' graphs run once, one pack written), holding its tasks until their pack is written; with --batch-tasks 1 each pipelines its tasks (read, transform, write): up to %d held", workers.DefaultPipelineDepth))
 	batch := fs.Int("batch-tasks", sigd.DefaultWorkerBatchTasks, fmt.Sprintf("the most tasks of one raw block a worker leases at once, run reading the block's raw columns once (1: no batches; at most %d)", workers.MaxBatchTasks))
 	name := fs.String("name", "", "worker name prefix (default: host-pid)")
 	cacheBytes := fs.Int64("cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes kept for the next tasks of a block (0: the default; negative: none)")
@@ -183,7 +185,10 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	// The build goes with every lease: sigd bans a build whose output it
 	// found wrong (issue 27).
 	build := workers.BuildID()
-	leaser := workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second, build)
+	var leaser workers.Leaser = workers.NewRemoteLeaser(sigv1.NewWorkersClient(conn), 10*time.Second, build)
+	if leaser, err = testHoldCompletions(leaser); err != nil {
+		return err
+	}
 	var runner workers.Runner = &memo.Runner{Store: store, Segments: block.NewSegmentCache(sigd.WorkerCacheBytes(*cacheBytes)), Compression: comp}
 	if wrap != nil {
 		runner = wrap(runner)
@@ -253,6 +258,47 @@ func testTaskDelay() (func(workers.Runner) workers.Runner, error) {
 			return workers.Result{}, ctx.Err()
 		})
 	}, nil
+}
+
+// testHoldCompletions reads SIG_TEST_HOLD_COMPLETIONS ("N:FILE", see the
+// package comment) and wraps l so that, past its first N completions,
+// every completion appends the object it names to FILE and never returns:
+// the worker holds its batch's other tasks (their leases heartbeated) and
+// the held task's lease expires, where crash tests kill the process. l
+// itself when the variable is unset.
+func testHoldCompletions(l workers.Leaser) (workers.Leaser, error) {
+	v := os.Getenv("SIG_TEST_HOLD_COMPLETIONS")
+	if v == "" {
+		return l, nil
+	}
+	n, file, ok := strings.Cut(v, ":")
+	after, err := strconv.Atoi(n)
+	if !ok || err != nil || after < 0 || file == "" {
+		return nil, fmt.Errorf("SIG_TEST_HOLD_COMPLETIONS=%q: want N:FILE, N >= 0", v)
+	}
+	return &holdCompletions{Leaser: l, after: after, file: file}, nil
+}
+
+type holdCompletions struct {
+	workers.Leaser
+	after int
+	file  string
+	mu    sync.Mutex
+	done  int
+}
+
+func (h *holdCompletions) Complete(ctx context.Context, leaseID string, res workers.Result) error {
+	h.mu.Lock()
+	pass := h.done < h.after
+	h.done++
+	h.mu.Unlock()
+	if pass {
+		return h.Leaser.Complete(ctx, leaseID, res)
+	}
+	if err := appendLine(h.file, res.Object); err != nil {
+		return err
+	}
+	select {} // until the process is killed
 }
 
 // appendLine appends line to the file at path, synced, so that a process

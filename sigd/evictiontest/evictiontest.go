@@ -3,7 +3,9 @@ package evictiontest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,11 +169,57 @@ func Components(sol *sigv1.ReadSolution) []canon.Key {
 }
 
 // Objects lists the memo objects in the bucket that hold a component's
-// data: its own objects (memo/<key>/, as written before packs) and the
-// packs with a column of it (issue 28).
+// data and are its to keep or delete: its own objects (memo/<key>/, as
+// written before packs) and the packs with a column of it (issue 28) that
+// an entry of it names, or that no entry names at all (left behind). A
+// pack with a column of it that only other components' entries name is
+// not listed: a block-batched worker writes a block's columns into one
+// pack, and evicting or recomputing one member leaves its column there,
+// dead, until the pack's last entry goes (matching.Cache.Unnamed).
 func (e *Env) Objects(k canon.Key) []string {
 	e.TB.Helper()
-	out := ObjectsOf(e.Ctx, e.TB, e.Srv.Store(), k)
+	var out []string
+	for _, o := range ObjectsOf(e.Ctx, e.TB, e.Srv.Store(), k) {
+		if !strings.HasPrefix(o, block.PackPrefix) {
+			out = append(out, o)
+			continue
+		}
+		named, err := e.Srv.Frontend().Cache().PackEntries(o)
+		if err != nil {
+			e.TB.Fatal(err)
+		}
+		if len(named) == 0 || slices.ContainsFunc(named, func(m matching.MemoEntry) bool { return m.Component == k }) {
+			out = append(out, o)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ObjectsOnlyOf lists the memo objects that evicting every component of
+// ks deletes: their own objects, and the packs named by entries of them
+// and of no other component.
+func (e *Env) ObjectsOnlyOf(ks ...canon.Key) []string {
+	e.TB.Helper()
+	var out []string
+	for _, k := range ks {
+		for _, o := range ObjectsOf(e.Ctx, e.TB, e.Srv.Store(), k) {
+			if slices.Contains(out, o) {
+				continue
+			}
+			if !strings.HasPrefix(o, block.PackPrefix) {
+				out = append(out, o)
+				continue
+			}
+			named, err := e.Srv.Frontend().Cache().PackEntries(o)
+			if err != nil {
+				e.TB.Fatal(err)
+			}
+			if len(named) > 0 && !slices.ContainsFunc(named, func(m matching.MemoEntry) bool { return !slices.Contains(ks, m.Component) }) {
+				out = append(out, o)
+			}
+		}
+	}
 	sort.Strings(out)
 	return out
 }

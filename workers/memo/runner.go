@@ -30,9 +30,12 @@ import (
 // run the same code.
 //
 // It is a workers.StagedRunner: those three steps are its stages (Read,
-// Transform, Write), so a pool worker pipelines them, reading the next
-// block and writing the previous memo objects while it transforms one
-// (workers.Pool). Run does the three in turn.
+// Transform, Write), so a pool worker with batches of one pipelines them,
+// reading the next block and writing the previous memo objects while it
+// transforms one (workers.Pool). Run does the three in turn. It is a
+// workers.BatchRunner too (RunBatch, batch.go): a pool leasing batches of
+// a block's tasks runs each batch whole, one read of the block's raw
+// columns, one run of the union of the tasks' graphs, one pack.
 type Runner struct {
 	Store *objstore.Store
 	// Catalog, when set (in-process workers), saves reading the raw block's
@@ -46,7 +49,8 @@ type Runner struct {
 	// (the raw columns from the object store), "transform" (the component's
 	// ops) and "write" (encoding and storing the memo object). sigd exports
 	// them as sig_worker_phase_seconds. Pipelined stages overlap, so their
-	// sum can exceed the wall time.
+	// sum can exceed the wall time. A batch (RunBatch) reports each of its
+	// groups' stages once, whatever the number of tasks in it.
 	Observe func(phase string, d time.Duration)
 	// Compression is the Arrow IPC buffer compression of the memo
 	// objects' value segments (block.Compression; zero: uncompressed).
@@ -58,6 +62,10 @@ type Runner struct {
 	// PackKey names each pack the runner writes (block.NewPackKey, a new
 	// random key every time, when nil; tests fix it to compare bytes).
 	PackKey func(source string, raw blockref.Ref) string
+	// PackBytes bounds the members' column bytes of one pack a batch
+	// writes (block.PackOptions.MaxBytes; 0: block.DefaultPackBytes):
+	// past it, RunBatch's group goes into more than one pack.
+	PackBytes int64
 	// Wide stores the value column in its declared type; by default an
 	// int64 or list<int64> value is stored in the narrowest integer type
 	// that holds it (block.EncodeOptions.Narrow), which readers widen back.
@@ -93,28 +101,11 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	if spec.MemoGeneration == 0 {
 		return &memoTask{}, nil // nothing left to compute
 	}
-	// The component and the memo block, parsed once where the task
-	// enters the worker.
-	key, err := canon.ParseKey(spec.ComponentKey)
+	d, err := r.parse(spec)
 	if err != nil {
-		return nil, taskError("task component_key: %v", err)
+		return nil, err
 	}
-	memoBlock := blockref.ParseMemo(spec.BlockId)
-	s, err := transform.ParseSchema([]byte(spec.SchemaJson))
-	if err != nil {
-		return nil, taskError("task schema: %v", err)
-	}
-	reg := r.Registry
-	if reg == nil {
-		reg = transform.Default()
-	}
-	prog, err := transform.CompileDSL([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
-	if err != nil {
-		return nil, taskError("%v", err)
-	}
-	if n := len(prog.Graph().Inputs); n != 1 {
-		return nil, taskError("component %s: canonical DSL has %d model inputs, want 1", spec.ComponentKey, n)
-	}
+	key, memoBlock, s, reg, prog := d.key, d.block, d.schema, d.reg, d.prog
 	// The raw block version the task names (issue 21: its BlockId is a
 	// memo block ref, the block and the input version to compute; its
 	// RawObject a version of the block with that input version for the
@@ -132,16 +123,7 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 			prog, columns = over.prog, over.prog.Columns()
 		}
 	}
-	// Each node's op class, under which its kernel's time is reported.
-	g, types := prog.Graph(), prog.Types()
-	classes := make([]string, len(g.Nodes))
-	for i, n := range g.Nodes {
-		ins := make([]transform.Type, len(n.Inputs))
-		for x, j := range n.Inputs {
-			ins[x] = types[j]
-		}
-		classes[i] = insertion.OpClass(n.Op, ins)
-	}
+	classes := opClasses(prog)
 	start := time.Now()
 	raw, err := block.ReadColumnsCached(ctx, r.Store, meta, columns, r.Segments)
 	if err != nil {
@@ -173,36 +155,96 @@ func (r *Runner) Read(ctx context.Context, t workers.Task) (workers.StagedTask, 
 	return &memoTask{r: r, spec: spec, key: key, block: memoBlock, prog: prog, meta: meta, raw: raw, classes: classes, over: over}, nil
 }
 
+// parsed is a task's description as the worker takes it in: its
+// component and memo block, the raw source's schema, the registry its ops
+// run with and its canonical graph compiled.
+type parsed struct {
+	key    canon.Key
+	block  blockref.Memo
+	schema *transform.Schema
+	reg    *transform.Registry
+	prog   *transform.Program
+}
+
+// parse checks a task's description (component key, schema, canonical
+// graph of one model input), parsed once where the task enters the worker.
+func (r *Runner) parse(spec *sigv1.Task) (parsed, error) {
+	var d parsed
+	key, err := canon.ParseKey(spec.ComponentKey)
+	if err != nil {
+		return d, taskError("task component_key: %v", err)
+	}
+	s, err := transform.ParseSchema([]byte(spec.SchemaJson))
+	if err != nil {
+		return d, taskError("task schema: %v", err)
+	}
+	reg := r.Registry
+	if reg == nil {
+		reg = transform.Default()
+	}
+	prog, err := transform.CompileDSL([]byte(spec.CanonicalDsl), "component "+spec.ComponentKey, s, reg, transform.Limits{})
+	if err != nil {
+		return d, taskError("%v", err)
+	}
+	if n := len(prog.Graph().Inputs); n != 1 {
+		return d, taskError("component %s: canonical DSL has %d model inputs, want 1", spec.ComponentKey, n)
+	}
+	return parsed{key: key, block: blockref.ParseMemo(spec.BlockId), schema: s, reg: reg, prog: prog}, nil
+}
+
+// opClasses returns each node's op class (insertion.OpClass), under which
+// its kernel's time is reported.
+func opClasses(prog *transform.Program) []string {
+	g, types := prog.Graph(), prog.Types()
+	classes := make([]string, len(g.Nodes))
+	for i, n := range g.Nodes {
+		ins := make([]transform.Type, len(n.Inputs))
+		for x, j := range n.Inputs {
+			ins[x] = types[j]
+		}
+		classes[i] = insertion.OpClass(n.Op, ins)
+	}
+	return classes
+}
+
 // rawMeta returns the metadata of the raw block version the task reads,
 // from the catalog when the runner has it (in process), else from the
 // object's footer, and checks that it is the task's block at the task's
 // input version.
 func (r *Runner) rawMeta(ctx context.Context, spec *sigv1.Task, want blockref.Memo) (block.Meta, error) {
-	id := want.ID()
-	var meta block.Meta
-	found := false
+	meta, err := r.rawVersion(ctx, spec.RawSource, spec.RawObject, want.ID())
+	if err != nil {
+		return meta, err
+	}
+	return meta, checkRaw(meta, spec, want)
+}
+
+// rawVersion returns the metadata of raw object object, block id of
+// source: the catalog's when the runner has it and lists the version,
+// else the object's footer.
+func (r *Runner) rawVersion(ctx context.Context, source, object, id string) (block.Meta, error) {
 	if r.Catalog != nil {
-		vs, err := r.Catalog.Versions(spec.RawSource, id)
+		vs, err := r.Catalog.Versions(source, id)
 		if err != nil {
-			return meta, taskError("block %s: %v", id, err)
+			return block.Meta{}, taskError("block %s: %v", id, err)
 		}
 		for _, m := range vs {
-			if m.Key == spec.RawObject {
-				meta, found = m, true
+			if m.Key == object {
+				return m, nil
 			}
 		}
 	}
-	if !found {
-		var err error
-		if meta, err = block.ReadFooter(ctx, r.Store, spec.RawObject); err != nil {
-			return meta, err
-		}
-	}
+	return block.ReadFooter(ctx, r.Store, object)
+}
+
+// checkRaw checks that raw version meta is the task's block at the task's
+// input version for its columns.
+func checkRaw(meta block.Meta, spec *sigv1.Task, want blockref.Memo) error {
 	if got := meta.Ref().Memo(meta.InputVersion(spec.Columns)); got != want {
-		return meta, taskError("raw object %s is block %s, whose input version for %v is %s; the task is %s",
+		return taskError("raw object %s is block %s, whose input version for %v is %s; the task is %s",
 			spec.RawObject, meta.Ref(), spec.Columns, got, want)
 	}
-	return meta, nil
+	return nil
 }
 
 // overMemo is a task's residual over the memo inputs it could read: the
@@ -380,9 +422,8 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 		return workers.Result{}, nil
 	}
 	start := time.Now()
-	opts := block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: m.r.Compression}, NewKey: m.r.PackKey, Wide: m.r.Wide}
 	_, packed, err := block.WritePacks(ctx, m.r.Store, m.meta, m.memo.Column(0),
-		[]block.PackMember{{Component: m.key, Block: m.block, Value: m.memo.Column(1)}}, opts)
+		[]block.PackMember{{Component: m.key, Block: m.block, Value: m.memo.Column(1)}}, m.r.packOptions())
 	if err != nil {
 		return workers.Result{}, err
 	}
