@@ -281,6 +281,17 @@ func (r *Runner) runGroup(ctx context.Context, g *group) {
 		}
 	}
 	start = time.Now()
+	// The block's ready columns in older packs go into this one too
+	// (repack.go), after the tasks' own.
+	sibs := r.readSiblings(ctx, g, meta)
+	defer func() {
+		for _, sb := range sibs {
+			sb.value.Release()
+		}
+	}()
+	for _, sb := range sibs {
+		members = append(members, block.PackMember{Component: sb.key, Block: sb.block, Value: sb.value})
+	}
 	_, packed, err := block.WritePacks(ctx, r.Store, meta, eventID, members, r.packOptions())
 	if err != nil {
 		fail(err)
@@ -291,6 +302,20 @@ func (r *Runner) runGroup(ctx context.Context, g *group) {
 		p := packed[x]
 		// Bytes is the member's share, as for a task's own pack.
 		bt.res = workers.Result{Object: p.Object, Rows: meta.Rows, Bytes: p.Column.Length, OpNanos: bt.opNanos}
+	}
+	// Each copied column is reported moved with the first task written
+	// into the same pack (a pack holding copies only, past the bound, is
+	// named by no entry and swept).
+	for x, sb := range sibs {
+		p := packed[len(written)+x]
+		for _, bt := range written {
+			if bt.res.Object == p.Object {
+				bt.res.Moved = append(bt.res.Moved, &sigv1.PackedMember{ComponentKey: sb.from.GetComponentKey(),
+					BlockId: sb.from.GetBlockId(), InputVersion: sb.from.GetInputVersion(), MemoObject: sb.from.GetMemoObject(),
+					MemoColumn: sb.from.GetMemoColumn(), Bytes: p.Column.Length})
+				break
+			}
+		}
 	}
 }
 
