@@ -60,6 +60,12 @@ type Memos struct {
 	// the packs they write (issue 28).
 	Repack      bool
 	RepackBytes int64
+	// RepackBelow, when positive, lists only the columns of packs holding
+	// fewer live bytes than it (a size tier, as LSM compaction merges
+	// small files and leaves large ones): a column is copied until it
+	// sits in a pack of RepackBelow, then stays, so a block's columns are
+	// rewritten a bounded number of times however many batches follow.
+	RepackBelow int64
 	// Delete, if set, deletes a pack none of whose members' entries was
 	// switched to it (CompletePack: they were evicted or recomputed while
 	// the worker computed them), so that a worker racing evictions leaves
@@ -251,6 +257,9 @@ func (l *Memos) repack(k canon.Key, source string, raw blockref.Ref) ([]PackedEn
 		if e.Component == k || e.State != MemoReady || !e.Packed() || e.Block.InputVersion() > raw.Version() {
 			continue
 		}
+		if l.RepackBelow > 0 && perPack[e.Object] >= l.RepackBelow {
+			continue
+		}
 		if total+e.Bytes > limit {
 			break
 		}
@@ -388,11 +397,9 @@ func (l *Memos) CompletePack(ctx context.Context, object string, members []Membe
 		mb.Object = object
 	}
 	f.packMu.RLock()
-	if l.Stat != nil {
-		if err := l.Stat(ctx, object); err != nil {
-			f.packMu.RUnlock()
-			return nil, fmt.Errorf("pack %s: %w", object, err)
-		}
+	if err := l.statPack(ctx, object); err != nil {
+		f.packMu.RUnlock()
+		return nil, err
 	}
 	marked, err := l.Frontend.markReady(members)
 	f.packMu.RUnlock()
@@ -445,10 +452,8 @@ func (l *Memos) Moved(ctx context.Context, object string, moved []PackedEntry) (
 	}
 	f.packMu.RLock()
 	defer f.packMu.RUnlock()
-	if l.Stat != nil {
-		if err := l.Stat(ctx, object); err != nil {
-			return nil, fmt.Errorf("pack %s: %w", object, err)
-		}
+	if err := l.statPack(ctx, object); err != nil {
+		return nil, err
 	}
 	done := make([]bool, len(moved))
 	es, err := f.cfg.Cache.UpdateMemos(ids, func(i int, e *MemoEntry, ok bool) bool {
@@ -469,6 +474,24 @@ func (l *Memos) Moved(ctx context.Context, object string, moved []PackedEntry) (
 		}
 	}
 	return done, nil
+}
+
+// statPack checks that pack object exists, with f.packMu held for reading:
+// a pack some entry names already does (only a holder of packMu for
+// writing deletes a pack, and only one no entry names), so the object
+// store is asked only for a pack's first completion, not for each of a
+// batch's members (one HEAD a task, issue 28).
+func (l *Memos) statPack(ctx context.Context, object string) error {
+	if l.Stat == nil {
+		return nil
+	}
+	if named, err := l.Frontend.cfg.Cache.PackNamed(object); err == nil && named {
+		return nil
+	}
+	if err := l.Stat(ctx, object); err != nil {
+		return fmt.Errorf("pack %s: %w", object, err)
+	}
+	return nil
 }
 
 // ErrInvalidCompletion: a completion named an object that cannot hold its

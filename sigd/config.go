@@ -49,6 +49,16 @@ const DefaultMaxQueuedPerClient = 100_000
 // blocks (3.5 ms a task: 20.1 s over 5,670 tasks in bench/fleet-full).
 const DefaultWorkerBatchTasks = 32
 
+// DefaultRepackBelow is --repack-below's default, 2 MiB: on the 30-pipeline
+// fleet at 10,000-row blocks (sigctl fleet --seed 1 --pipelines 30
+// --clients 6 --epochs 4), one run each on this 2-core machine, merging
+// every pack took the SIG reader from 6.29 requests per unit (no repack)
+// to 3.37 but the workers' CPU from 6.2 s to 16.0 s and MinIO's from 12.3
+// s to 26.5 s (each batch rewrote its block's columns); merging packs
+// below 2 MiB gave 4.07 requests per unit for 8.0 s of workers and 14.8 s
+// of MinIO (docs/ARCHITECTURE.md, "Packed memo objects").
+const DefaultRepackBelow = 2 << 20
+
 // WorkerCacheBytes is the segment cache size a worker process uses for the
 // setting n (--worker-cache-bytes of sigd serve, --cache-bytes of sigd
 // worker): 0 means DefaultWorkerCacheBytes, negative means none (what
@@ -140,6 +150,11 @@ type Config struct {
 	// packs they write (matching.Memos.Repack; issue 28): each batch's
 	// columns then stay in a pack of their own.
 	NoRepack bool
+	// RepackBelow (--repack-below): only packs holding fewer live column
+	// bytes than this are merged into the next pack of their block
+	// (matching.Memos.RepackBelow); 0 means DefaultRepackBelow, negative
+	// merges every pack.
+	RepackBelow int64
 	// --segment-compression: the Arrow IPC buffer compression of the
 	// segments ingestion and the in-process workers write: none, lz4 or
 	// zstd ("": block.DefaultCompression). Readers read every kind.
@@ -228,6 +243,9 @@ func (c *Config) EnsureDefaults() {
 		c.MaxQueuedPerClient = DefaultMaxQueuedPerClient
 	}
 	c.WorkerCacheBytes = WorkerCacheBytes(c.WorkerCacheBytes)
+	if c.RepackBelow == 0 {
+		c.RepackBelow = DefaultRepackBelow
+	}
 	if c.WorkerBatchTasks == 0 {
 		c.WorkerBatchTasks = DefaultWorkerBatchTasks
 	}

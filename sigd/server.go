@@ -238,7 +238,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			_, err := s.store.Stat(ctx, key)
 			return err
 		},
-		Delete: s.store.Delete, Repack: !cfg.NoRepack}
+		Delete: s.store.Delete, Repack: !cfg.NoRepack, RepackBelow: max(cfg.RepackBelow, 0)}
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
 	var quarantined []matching.Failed

@@ -50,6 +50,8 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.BlocksPerSlot, "blocks-per-slot", 2, "raw blocks per slot (one ingestion window)")
 	fs.IntVar(&cfg.WorkersMax, "workers-max", 2, "most sigd worker processes (sigd's autoscaler decides how many run)")
 	fs.IntVar(&cfg.WorkerConcurrency, "worker-concurrency", 1, "tasks each worker process runs at once")
+	fs.Var((*cli.List)(&cfg.SigdArgs), "sigd-flag", "extra flags for sigd dev, comma-separated (e.g. --repack=false), recorded in the results")
+	fs.Var((*cli.List)(&cfg.WorkerArgs), "worker-flag", "extra flags for each sigd worker, comma-separated (e.g. --batch-tasks=1), recorded in the results")
 	fs.IntVar(&cfg.ReadConcurrency, "read-concurrency", 2, "units of a pipeline each reader serves at once")
 	k := results.DefaultConstants()
 	hostCores := fs.Float64("host-cores", k.HostCores.Value, "modelled: CPU cores a TPU host offers its input readers (Table I's budget)")

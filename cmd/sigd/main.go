@@ -86,6 +86,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.DurationVar(&cfg.EvictInterval, "evict-interval", time.Minute, "how often last-requested eviction runs")
 	fs.Int64Var(&cfg.WorkerCacheBytes, "worker-cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes in-process workers keep for the next tasks of a block (0: the default; negative: none)")
 	fs.Var(notFlag{&cfg.NoRepack}, "repack", "tasks list the ready memo columns already in packs of their raw block, for workers to copy into the packs they write, so that a block's columns end up in one object (issue 28; default true)")
+	fs.Int64Var(&cfg.RepackBelow, "repack-below", sigd.DefaultRepackBelow, "merge only the packs holding fewer live column bytes than this into the next pack of their block (negative: every pack)")
 	fs.IntVar(&cfg.WorkerBatchTasks, "worker-batch-tasks", sigd.DefaultWorkerBatchTasks, fmt.Sprintf("the most tasks of one raw block a worker leases at once, run reading the block's raw columns once (1: no batches; at most %d); remote workers are sized as if they lease the same (their --batch-tasks)", workers.MaxBatchTasks))
 	fs.StringVar(&cfg.SegmentCompression, "segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the segments ingestion and workers write: none, lz4 or zstd")
 	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")

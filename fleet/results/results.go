@@ -96,6 +96,11 @@ type RunConfig struct {
 	WorkerConcurrency int `json:"worker_concurrency"`
 	// ReadConcurrency is the units of one pipeline in flight at a reader.
 	ReadConcurrency int `json:"read_concurrency"`
+	// SigdArgs and WorkerArgs are extra flags the run gave sigd and its
+	// workers (sigctl fleet --sigd-flag, --worker-flag); none in a run of
+	// the defaults.
+	SigdArgs   []string `json:"sigd_args,omitempty"`
+	WorkerArgs []string `json:"worker_args,omitempty"`
 	// CPUSource says how CPU was measured.
 	CPUSource string `json:"cpu_source"`
 }

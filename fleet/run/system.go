@@ -75,7 +75,7 @@ func startSystem(ctx context.Context, cfg *Config, dir string) (_ *system, err e
 		return nil, err
 	}
 	window := cfg.RowsPerBlock * cfg.BlocksPerSlot
-	s.sigd, err = startProc("sigd", cfg.SigdBin, []string{"dev", "--data-dir", filepath.Join(dir, "sigd"),
+	s.sigd, err = startProc("sigd", cfg.SigdBin, append([]string{"dev", "--data-dir", filepath.Join(dir, "sigd"),
 		"--listen", listen, "--http", http,
 		// Only `sigd worker` processes memoize, so that their CPU is
 		// theirs; the autoscaler still decides how many (workerPool).
@@ -86,7 +86,7 @@ func startSystem(ctx context.Context, cfg *Config, dir string) (_ *system, err e
 		// window of RowsPerBlock*BlocksPerSlot seconds seals into
 		// BlocksPerSlot blocks of RowsPerBlock rows.
 		"--rows-per-block", strconv.Itoa(cfg.RowsPerBlock), "--window", fmt.Sprintf("%ds", window),
-		"--seal-after", "2s"})
+		"--seal-after", "2s"}, cfg.SigdArgs...))
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func startSystem(ctx context.Context, cfg *Config, dir string) (_ *system, err e
 	}
 	s.workers = &workerPool{bin: cfg.SigdBin, max: cfg.WorkersMax,
 		args: append([]string{"worker", "--sigd", s.addr, "--token", s.worker,
-			"--concurrency", strconv.Itoa(cfg.WorkerConcurrency)}, s3...)}
+			"--concurrency", strconv.Itoa(cfg.WorkerConcurrency)}, append(s3, cfg.WorkerArgs...)...)}
 	if err = s.workers.resize(1); err != nil {
 		return nil, err
 	}
