@@ -15,10 +15,14 @@
 # 2 busy cores) into bench/fleet-full.json and bench/fleet-full.txt.
 #
 # FLEET_BLOCKS=1 measures what bounds the CPU ratio: the same small fleet
-# (30 pipelines over 6 clients, 4 epochs) at 2000, 10000 and 50000 rows per
-# block, a line each into bench/fleet-blocks.txt: the SIG reader's and the
-# LIG reader's CPU per example, the ratios, and each reader's object-store
-# requests per unit read. A few minutes.
+# (30 pipelines over 6 clients, 4 epochs) at 2000, 10000, 50000 and 127469
+# rows per block, a line each into bench/fleet-blocks.txt: the SIG reader's
+# and the LIG reader's CPU per example, the ratios, and each reader's
+# object-store requests per unit read. 127,469 rows is what ingestion's
+# default block size by bytes (ingest.DefaultBlockBytes, 16 MiB) held of
+# Ads events in bench/block-bytes.txt: the fleet plans blocks by rows, so
+# the default is run as that many rows, marked in the file. About 20
+# minutes.
 #
 # CPU figures are per process (the kernel's clock of each pid), so other
 # work on the machine slows the run without changing them; the load
@@ -36,8 +40,9 @@ if [ "${FLEET_BLOCKS:-}" = 1 ]; then
 		echo "# CPU seconds per process; ns/ex = CPU per example read (the same examples both ways); reader ratio = SIG reader / LIG reader, the floor of SIG/LIG;"
 		echo "# minio sig/lig = MinIO's CPU while the SIG (LIG) reader read; +storage = SIG/LIG with MinIO's CPU each side caused (workers' included)"
 		echo "# req/unit sig/lig = the object-store requests MinIO served the SIG (LIG) reader per unit read"
+		echo "# 127469 rows: ingestion's default block of 16 MiB (ingest.DefaultBlockBytes) as it held Ads events in bench/block-bytes.txt"
 		printf '%-7s %9s %8s %9s %9s %9s %9s %8s %12s %9s %9s %9s %9s %9s %6s\n' rows examples workers sigreader ligreader 'sig ns/ex' 'lig ns/ex' SIG/LIG 'reader ratio' 'minio sig' 'minio lig' '+storage' 'req/u sig' 'req/u lig' checks
-		for rows in 2000 10000 50000; do
+		for rows in 2000 10000 50000 127469; do
 			"$bin/sigctl" fleet "${small[@]}" --rows-per-block "$rows" --out "$bin/blocks-$rows.json" >/dev/null
 			jq -r --arg rows "$rows" '.cpu as $c | [$rows, $c.examples, $c.worker, $c.sig_reader, $c.lig_reader,
 				1e9*$c.sig_reader/$c.examples, 1e9*$c.lig_reader/$c.examples, ($c.worker+$c.sig_reader)/$c.lig_reader,
@@ -46,7 +51,7 @@ if [ "${FLEET_BLOCKS:-}" = 1 ]; then
 				(.store.sig_reader.by_api // {} | add // 0) / .store.units, (.store.lig_reader.by_api // {} | add // 0) / .store.units,
 				(if all(.checks[]; .ok) then "ok" else "FAILED" end)] |
 				"\(.[0]) \(.[1]) \(.[2]*10|round/10) \(.[3]*10|round/10) \(.[4]*10|round/10) \(.[5]|round) \(.[6]|round) \(.[7]*1000|round/1000) \(.[8]*1000|round/1000) \(.[9]*10|round/10) \(.[10]*10|round/10) \(.[11]*1000|round/1000) \(.[12]*100|round/100) \(.[13]*100|round/100) \(.[14])"' \
-				"$bin/blocks-$rows.json" | awk '{ printf "%-7s %9s %8s %9s %9s %9s %9s %8s %12s %9s %9s %9s %9s %9s %6s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 }'
+				"$bin/blocks-$rows.json" | awk '{ printf "%-7s %9s %8s %9s %9s %9s %9s %8s %12s %9s %9s %9s %9s %9s %6s%s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, ($1 == 127469 ? "  <- the default block size (16 MiB)" : "") }'
 		done
 		echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	} >bench/fleet-blocks.txt
