@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/ingest"
 )
 
 // DefaultGCPercent is the garbage collector setting cmd/sigd runs with (its
@@ -14,6 +15,13 @@ import (
 // (Go's default: twice) makes collections a quarter as frequent and keeps
 // their assists out of the submit latency tail.
 const DefaultGCPercent = 400
+
+// DefaultBlockBytes and DefaultCompactQuiet are --block-bytes' and
+// --compact-quiet's defaults: ingestion's (warehouse/ingest, issue 28).
+const (
+	DefaultBlockBytes   = ingest.DefaultBlockBytes
+	DefaultCompactQuiet = ingest.DefaultCompactQuiet
+)
 
 // DefaultWorkerCacheBytes is --worker-cache-bytes' default: the raw columns
 // of about 25 blocks (the Ads fleet's 13 components read 10 MB of distinct
@@ -119,9 +127,16 @@ type Config struct {
 
 	// --ingest: sources ingested inside sigd ("ads"); empty ingests none.
 	Ingest []string
-	// --rows-per-block, --seal-after: block sealing of ingestion.
+	// --block-bytes, --rows-per-block, --seal-after: block sealing of
+	// ingestion (0: ingest.Config's defaults; blocks are cut by bytes,
+	// ingest.DefaultBlockBytes, with no row bound).
+	BlockBytes   int64
 	RowsPerBlock int
 	SealAfter    time.Duration
+	// --compact-bytes, --compact-quiet: compaction of the small blocks of
+	// closed, quiet windows by ingestion (0: ingest.Config's defaults).
+	CompactBytes int64
+	CompactQuiet time.Duration
 	// --window: event-time window of raw blocks.
 	Window time.Duration
 	// --max-event-time-ahead: ingestion dead-letters records whose event
@@ -202,9 +217,6 @@ func (c *Config) EnsureDefaults() {
 	c.WorkerCacheBytes = WorkerCacheBytes(c.WorkerCacheBytes)
 	if c.SegmentCompression == "" {
 		c.SegmentCompression = block.DefaultCompression.Flag()
-	}
-	if c.RowsPerBlock == 0 {
-		c.RowsPerBlock = 100_000
 	}
 	if c.SealAfter == 0 {
 		c.SealAfter = 5 * time.Second

@@ -251,7 +251,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			return nil, err
 		}
 		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
-			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
+			RowsPerBlock: s.cfg.RowsPerBlock, BlockBytes: s.cfg.BlockBytes, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
+			CompactBytes: s.cfg.CompactBytes, CompactQuiet: s.cfg.CompactQuiet,
 			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: compression,
 			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src),
 			// sigd collects superseded versions itself, with the memo

@@ -70,7 +70,10 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 		cfg.Ingest = []string{ingestDefault}
 	}
 	fs.Var((*cli.List)(&cfg.Ingest), "ingest", "raw sources to ingest from Kafka raw.<source> (comma-separated)")
-	fs.IntVar(&cfg.RowsPerBlock, "rows-per-block", 100_000, "ingestion seals a block at this many rows")
+	fs.Int64Var(&cfg.BlockBytes, "block-bytes", sigd.DefaultBlockBytes, "ingestion seals a block when its rows would encode to about this many bytes (before segment compression; negative: no byte bound)")
+	fs.IntVar(&cfg.RowsPerBlock, "rows-per-block", 0, "ingestion also seals a block at this many rows and changes (0: blocks are cut by --block-bytes alone)")
+	fs.Int64Var(&cfg.CompactBytes, "compact-bytes", 0, "ingestion compacts the small blocks of a closed, quiet window into blocks of about this many bytes (0: --block-bytes)")
+	fs.DurationVar(&cfg.CompactQuiet, "compact-quiet", sigd.DefaultCompactQuiet, "ingestion compacts a partition's window once it has had no new block or version this long (negative: never compact)")
 	fs.DurationVar(&cfg.SealAfter, "seal-after", 5*time.Second, "ingestion seals a block this long after its first row")
 	fs.DurationVar(&cfg.VersionGCEvery, "version-gc-every", sigd.DefaultVersionGCEvery, "collect superseded raw block versions no pinned snapshot sees, with their memo entries and objects, this often")
 	fs.DurationVar(&cfg.VersionGCGrace, "version-gc-grace", sigd.DefaultVersionGCGrace, "keep a superseded raw block version at least this long (negative: no grace)")
