@@ -34,7 +34,10 @@
 // would have made are created when a read solution at a snapshot naming
 // it asks for them (resolve creates missing entries). Version-1 blocks are
 // in the feed too and are skipped: no entry of a new block exists to be
-// out of date. The Manager polls the feed (Options.Poll): looking costs one
+// out of date; so are the tombstones that end the parts of a compacted
+// block (issue 28: no rows, no object; the compacted block is a new block,
+// whose entries are created when a read solution asks, or concatenated
+// from its parts': Compacted below). The Manager polls the feed (Options.Poll): looking costs one
 // read of the catalog's sequence number when nothing was committed, so
 // versions committed by any writer (sigd's ingesters, another process
 // before sigd started, tests) are followed alike.
