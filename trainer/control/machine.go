@@ -140,7 +140,7 @@ type Machine struct {
 	// covered are the compacted blocks plans passed over, their parts all
 	// trained (counted once: Stats.CompactedCovered).
 	covered map[blockref.Ref]bool
-	phase           Phase
+	phase   Phase
 
 	chipsHeld, chipsRequested int
 	needRestore               bool

@@ -644,7 +644,12 @@ type BlockRead struct {
 	// its memo entry: the version of the block's data in the columns the
 	// component reads (memo_object is memo/<key>/<block_id>.arrow for 1,
 	// memo/<key>/<block_id>.v<N>.arrow for N >= 2).
-	Version       int64 `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`
+	Version int64 `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`
+	// Compaction (issue 28): in raw_blocks, a compacted block's lineage, the
+	// small blocks whose rows its version 1 holds, in row order, each as
+	// block_id, version (the one compacted) and rows. A training job that
+	// trained some of them does not train their rows again in version 1.
+	Parts         []*BlockRead `protobuf:"bytes,10,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -740,6 +745,13 @@ func (x *BlockRead) GetVersion() int64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *BlockRead) GetParts() []*BlockRead {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
 }
 
 // InputSolution is the read solution of one model input: the component that
@@ -5389,7 +5401,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"EventRange\x12!\n" +
 	"\fstart_micros\x18\x01 \x01(\x03R\vstartMicros\x12\x1d\n" +
 	"\n" +
-	"end_micros\x18\x02 \x01(\x03R\tendMicros\"\x98\x02\n" +
+	"end_micros\x18\x02 \x01(\x03R\tendMicros\"\xc1\x02\n" +
 	"\tBlockRead\x12\x19\n" +
 	"\bblock_id\x18\x01 \x01(\tR\ablockId\x12\x1d\n" +
 	"\n" +
@@ -5401,7 +5413,9 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x04rows\x18\x06 \x01(\x03R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x03R\x05bytes\x12*\n" +
 	"\x06events\x18\b \x01(\v2\x12.sig.v1.EventRangeR\x06events\x12\x18\n" +
-	"\aversion\x18\t \x01(\x03R\aversion\"\xd0\x02\n" +
+	"\aversion\x18\t \x01(\x03R\aversion\x12'\n" +
+	"\x05parts\x18\n" +
+	" \x03(\v2\x11.sig.v1.BlockReadR\x05parts\"\xd0\x02\n" +
 	"\rInputSolution\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12#\n" +
 	"\rcomponent_key\x18\x02 \x01(\tR\fcomponentKey\x12\x12\n" +
@@ -5921,110 +5935,111 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	6,  // 5: sig.v1.GraphSpec.graph:type_name -> sig.v1.Graph
 	0,  // 6: sig.v1.BlockRead.state:type_name -> sig.v1.BlockState
 	8,  // 7: sig.v1.BlockRead.events:type_name -> sig.v1.EventRange
-	9,  // 8: sig.v1.InputSolution.blocks:type_name -> sig.v1.BlockRead
-	11, // 9: sig.v1.InputSolution.memo_nodes:type_name -> sig.v1.MemoNode
-	9,  // 10: sig.v1.MemoNode.blocks:type_name -> sig.v1.BlockRead
-	8,  // 11: sig.v1.ReadSolution.range:type_name -> sig.v1.EventRange
-	10, // 12: sig.v1.ReadSolution.inputs:type_name -> sig.v1.InputSolution
-	9,  // 13: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
-	7,  // 14: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
-	8,  // 15: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	77, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
-	12, // 17: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
-	8,  // 18: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	8,  // 19: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	9,  // 20: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
-	12, // 21: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
-	21, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	80, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
-	26, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
-	26, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
-	9,  // 26: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
-	0,  // 27: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
-	0,  // 28: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	80, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
-	37, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
-	40, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
-	40, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
-	8,  // 33: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
-	8,  // 34: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
-	45, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	80, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	47, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	80, // 38: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
-	52, // 39: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
-	80, // 40: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	78, // 41: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	57, // 42: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	62, // 43: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
-	81, // 44: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	61, // 45: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	80, // 46: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	80, // 47: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	79, // 48: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	72, // 49: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	80, // 50: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	71, // 51: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	71, // 52: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	13, // 53: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	15, // 54: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	17, // 55: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
-	19, // 56: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
-	16, // 57: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	23, // 58: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	25, // 59: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	28, // 60: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	30, // 61: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	32, // 62: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	34, // 63: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	36, // 64: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	39, // 65: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	42, // 66: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	44, // 67: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	48, // 68: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	50, // 69: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	53, // 70: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
-	55, // 71: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
-	57, // 72: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	59, // 73: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	63, // 74: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	65, // 75: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	67, // 76: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	69, // 77: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	73, // 78: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	75, // 79: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 80: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 81: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 82: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
-	20, // 83: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
-	22, // 84: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	24, // 85: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	27, // 86: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	29, // 87: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	31, // 88: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	33, // 89: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	35, // 90: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	38, // 91: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	41, // 92: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	43, // 93: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	46, // 94: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	49, // 95: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	51, // 96: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	54, // 97: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
-	56, // 98: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
-	58, // 99: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	60, // 100: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	64, // 101: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	66, // 102: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	68, // 103: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	70, // 104: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	74, // 105: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	76, // 106: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	80, // [80:107] is the sub-list for method output_type
-	53, // [53:80] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	9,  // 8: sig.v1.BlockRead.parts:type_name -> sig.v1.BlockRead
+	9,  // 9: sig.v1.InputSolution.blocks:type_name -> sig.v1.BlockRead
+	11, // 10: sig.v1.InputSolution.memo_nodes:type_name -> sig.v1.MemoNode
+	9,  // 11: sig.v1.MemoNode.blocks:type_name -> sig.v1.BlockRead
+	8,  // 12: sig.v1.ReadSolution.range:type_name -> sig.v1.EventRange
+	10, // 13: sig.v1.ReadSolution.inputs:type_name -> sig.v1.InputSolution
+	9,  // 14: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
+	7,  // 15: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
+	8,  // 16: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
+	77, // 17: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	12, // 18: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
+	8,  // 19: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	8,  // 20: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	9,  // 21: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
+	12, // 22: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
+	21, // 23: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
+	80, // 24: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	26, // 25: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
+	26, // 26: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
+	9,  // 27: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
+	0,  // 28: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
+	0,  // 29: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
+	80, // 30: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	37, // 31: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
+	40, // 32: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
+	40, // 33: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
+	8,  // 34: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
+	8,  // 35: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
+	45, // 36: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
+	80, // 37: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	47, // 38: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	80, // 39: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
+	52, // 40: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
+	80, // 41: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	78, // 42: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	57, // 43: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	62, // 44: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	81, // 45: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	61, // 46: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	80, // 47: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	80, // 48: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	79, // 49: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	72, // 50: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	80, // 51: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	71, // 52: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	71, // 53: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	13, // 54: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	15, // 55: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	17, // 56: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
+	19, // 57: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
+	16, // 58: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	23, // 59: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	25, // 60: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	28, // 61: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	30, // 62: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	32, // 63: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	34, // 64: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	36, // 65: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	39, // 66: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	42, // 67: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	44, // 68: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	48, // 69: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	50, // 70: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	53, // 71: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
+	55, // 72: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
+	57, // 73: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	59, // 74: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	63, // 75: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	65, // 76: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	67, // 77: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	69, // 78: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	73, // 79: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	75, // 80: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 81: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 82: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 83: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
+	20, // 84: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
+	22, // 85: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	24, // 86: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	27, // 87: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	29, // 88: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	31, // 89: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	33, // 90: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	35, // 91: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	38, // 92: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	41, // 93: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	43, // 94: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	46, // 95: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	49, // 96: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	51, // 97: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	54, // 98: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
+	56, // 99: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
+	58, // 100: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	60, // 101: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	64, // 102: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	66, // 103: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	68, // 104: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	70, // 105: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	74, // 106: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	76, // 107: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	81, // [81:108] is the sub-list for method output_type
+	54, // [54:81] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
