@@ -25,9 +25,9 @@ const (
 
 // DefaultWorkerCacheBytes is --worker-cache-bytes' default: the raw columns
 // of about 25 blocks (the Ads fleet's 13 components read 10 MB of distinct
-// columns of a 100,000-row block, --rows-per-block's default; bench/sigd.sh's
-// notes), so that the tasks of a block, scheduled together, find its
-// columns still there.
+// columns of a 100,000-row block, --rows-per-block's default before blocks
+// were cut by bytes, issue 28; bench/sigd.sh's notes), so that the tasks of
+// a block, scheduled together, find its columns still there.
 const DefaultWorkerCacheBytes = 256 << 20
 
 // DefaultMaxQueuedPerClient is --max-queued-per-client's default. Fairness
