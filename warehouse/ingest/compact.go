@@ -261,9 +261,13 @@ func (in *Ingester) compactRun(ctx context.Context, w window, run []block.Meta) 
 	in.mu.Unlock()
 	if err != nil {
 		// Nothing names the object: delete it now rather than leave an
-		// orphan whose lineage Rebuild would have to weigh.
-		if derr := in.cfg.Store.Delete(context.WithoutCancel(ctx), full.Key); derr != nil {
-			in.cfg.Logger.Warn("ingest: compact: object of a refused compaction stays (orphan)", "object", full.Key, "err", derr)
+		// orphan whose lineage Rebuild would have to weigh. (Unless the
+		// catalog has the block: a compaction is never planned twice, but
+		// an object the catalog names is never deleted here.)
+		if _, gerr := in.cfg.Catalog.Get(full.Source, full.ID); errors.Is(gerr, catalog.ErrNotFound) {
+			if derr := in.cfg.Store.Delete(context.WithoutCancel(ctx), full.Key); derr != nil {
+				in.cfg.Logger.Warn("ingest: compact: object of a refused compaction stays (orphan)", "object", full.Key, "err", derr)
+			}
 		}
 		if errors.Is(err, catalog.ErrConflict) {
 			return fmt.Errorf("ingest: compact window %s partition %d: %w", transform.FormatMicros(w.start), w.partition, err)
