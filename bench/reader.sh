@@ -24,10 +24,15 @@
 #                        The other benchmarks run readers as configured by
 #                        default, i.e. with the guard.
 #   BenchmarkFetch       the object store requests of the same SIG units and
-#                        nothing else (the raw block's footer and spans, one
-#                        GET per memo object; no checksums, no decoding or
-#                        encoding): what receiving the bytes from MinIO over
-#                        HTTP costs, which the bare server does not pay.
+#                        nothing else (one planned read of the raw block's
+#                        event_id and labels and one per memo object, footers
+#                        cached as a reader keeps them; checksums, no decoding
+#                        or encoding): what receiving the bytes from MinIO over
+#                        HTTP costs, which the bare server does not pay, and
+#                        the requests per unit.
+#
+# Requests and CPU per unit by block size, before and after the planned read
+# path (issue 28), are bench/requests.sh's (bench/requests.txt).
 #
 # Servers run in the benchmark process, the consumer (reader.Client) in a
 # child process, MinIO in its own; CPU is getrusage of the benchmark process.
@@ -93,6 +98,7 @@ bench_go_test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCos
 	bare=$(median BenchmarkThroughput/sig-vs-bare bare-ex/cpu-s)
 	reader=$(median BenchmarkThroughput/sig-vs-bare reader-ex/cpu-s)
 	lig=$(median BenchmarkInputCost/ctr_small lig-cpu-ns/ex)
+	echo "object store requests per unit (BenchmarkFetch, footers cached):     $(median BenchmarkFetch req/unit)"
 	awk -v f="$fetch" -v s="$serve" -v b="$bare" -v r="$reader" -v l="$lig" 'BEGIN {
 		printf "%-66s %7.1f\n", "object store requests alone (BenchmarkFetch: the reader requests)", f
 		printf "%-66s %7.1f\n", "checksums, decoding, encoding, the rest (BenchmarkServe/sig - fetch)", s - f
@@ -102,8 +108,9 @@ bench_go_test ./reader -run '^$' -bench '^(BenchmarkThroughput|BenchmarkInputCos
 		printf "%-66s %7.2f\n", "ratio/core if the reader did nothing but fetch and send", (1e9 / b) / (f + 1e9 / b)
 		printf "%-66s %7.2f\n", "LIG/SIG if the SIG reader did nothing but fetch and send", l / (f + 1e9 / b)
 	}'
-	echo "Receiving the bytes from MinIO over HTTP (kernel copies of the bodies, a signed request"
-	echo "per raw footer, per span of raw segments and per memo object) is a cost the bare server does not pay;"
+	echo "Receiving the bytes from MinIO over HTTP (kernel copies of the bodies, a signed request per"
+	echo "coalesced range of each object: at 100k rows the raw block's event_id and its labels are two) is a cost"
+	echo "the bare server does not pay;"
 	echo "with the gRPC send it bounds ratio/core and LIG/SIG. The last two lines are those"
 	echo "bounds, from this run: a reader that checked, decoded and encoded nothing would reach them."
 	echo

@@ -55,7 +55,9 @@ func (e *env) idle(j *jitterRunner) {
 
 // expectedMemo computes the memo object of (k, raw block) afresh, the way
 // a worker writes it: the component's canonical DSL run with transform over
-// the raw block's columns, event_id and the value encoded as a block.
+// the raw block's columns, event_id and the value encoded as a block, the
+// value stored narrow as workers store it (uncompressed: the env's
+// workers are).
 func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
 	e.TB.Helper()
 	rec, err := e.Srv.Frontend().Cache().Component(k)
@@ -79,10 +81,10 @@ func (e *env) expectedMemo(k canon.Key, raw block.Meta) []byte {
 	defer out[0].Release()
 	memo := memo.MemoRecord(cols.Column(0), out[0])
 	defer memo.Release()
-	data, _, err := block.Encode(block.Meta{Key: block.MemoKey(k, raw.Ref().Memo(1)), ID: raw.ID, Source: raw.Source,
+	data, _, err := block.EncodeWith(block.Meta{Key: block.MemoKey(k, raw.Ref().Memo(1)), ID: raw.ID, Source: raw.Source,
 		ComponentKey: k, WindowStart: raw.WindowStart, WindowLength: raw.WindowLength,
 		MinEventTime: raw.MinEventTime, MaxEventTime: raw.MaxEventTime, SchemaFingerprint: raw.SchemaFingerprint,
-		Late: raw.Late, Generation: raw.Generation}, memo)
+		Late: raw.Late, Generation: raw.Generation}, memo, block.EncodeOptions{Narrow: []string{block.MemoColumn}})
 	if err != nil {
 		e.TB.Fatal(err)
 	}

@@ -94,21 +94,51 @@
 //
 // # Reading a block
 //
-// The raw block's footer is read first: it must be the unit's block, of the
-// unit's schema (fingerprint). Then, concurrently, the raw columns needed
-// (event_id, the labels and, for LOCAL inputs, the columns they read) are
-// fetched with ranged reads of just their segments, adjacent segments in
-// one request, and each MEMO input's value segment with its object's footer
-// in one request: a memo object's event_id segment is the raw block's, so
-// its value segment starts where a segment after the raw block's event_id
-// would, and runs to the footer (block.FetchTail; an object laid out
-// otherwise is read footer first). Every segment is checked against its
-// CRC-32C and decoded without copying (block.FetchSegmentsInto,
-// block.DecodeSegment; Arrow's own IPC reader copies every buffer twice);
-// a compressed segment (Arrow IPC buffer compression, LZ4 frame or ZSTD;
-// warehouse/block, "Compression") has each buffer decompressed once
-// instead. Old uncompressed and new compressed objects mix freely
+// A unit reads each object it needs once, with one planned read
+// (fetch.go; warehouse/block's ObjectReader): in the common case one
+// request per object (issue 28). The raw block's footer is checked first:
+// it must be the unit's block, of the unit's schema (fingerprint). Its
+// event_id, the labels, the columns the LOCAL inputs' residual reads and
+// those the guard's components read are then fetched together, once per
+// unit however many inputs need them: ranged reads of just their
+// segments, coalesced as Arrow's ReadRangeCache coalesces ranges (holes up
+// to block.HoleLimit, 1.5 MiB, read rather than paid for with another
+// request; ranges up to block.RangeLimit). Each memo object is read once
+// for all the inputs whose columns it holds (memoObjects: inputs name
+// their column in it, today MemoColumn in an object of one component),
+// concurrently with the raw block once its footer is known.
+//
+// The server keeps the footers of the objects it read last
+// (Config.FooterCacheEntries): with the footer cached a read is one
+// request of the wanted segments, coalesced, and of the footer behind them
+// when it lies within the hole limit, read back to check that the object
+// is still the one the cached footer describes. Without it, the read
+// starts with one speculative tail read of the object's last
+// block.TailRead bytes, which holds the footer and, for an object no
+// larger (a raw block of the fleet's 10,000 rows, any memo object of one
+// component of such a block), everything else; a memo object of one
+// component is read from where its value segment starts, the end of the
+// raw block's event_id segment (its own event_id segment is the raw
+// block's, and only the footer follows its value), in one request either
+// way. A cached footer that turns out stale (an object written again under
+// its key, as a repaired memo object is) costs a read, never wrong bytes:
+// the read is made again from the object (warehouse/block, fetch.go;
+// TestStaleRawFooter). So a unit of k memo inputs in one object is two
+// requests, a unit of k objects of one component each 1 + k
+// (TestUnitRequests), and readers stay stateless: a cache miss is only
+// slower. Every segment is checked against its CRC-32C, computed as its
+// bytes arrive, and decoded without copying (block.DecodeSegment; Arrow's
+// own IPC reader copies every buffer twice); a compressed segment (Arrow
+// IPC buffer compression, LZ4 frame or ZSTD; warehouse/block,
+// "Compression") has each buffer decompressed once instead. Old
+// uncompressed and new compressed objects mix freely
 // (TestCompressedSegments).
+//
+// A unit's plan (its checked inputs, the LOCAL inputs' program, the
+// guard's programs) depends mostly on its input set, which every unit of a
+// job shares: it is built once per distinct input set and kept in a small
+// bounded cache (plancache.go, Config.PlanCacheEntries); each unit is
+// still checked against its own block and objects.
 // Raw blocks have versions (issue 21): a unit's raw_object is
 // raw/<source>/<block>.arrow for version 1, raw/<source>/<block>.v<N>.arrow
 // for version N, and a memo object of input version N (the version at which
@@ -117,13 +147,13 @@
 // the memo footer that input version, or the unit is corrupt.
 // A memo object must name the unit's component and block, have the input's
 // type and the raw block's rows (block.CheckMemo, the footer check sigd
-// also verifies a reported object with), and be row-aligned with the raw
-// block: its event_id column is the
+// also verifies a reported object with; checkMemoMeta), and be row-aligned
+// with the raw block: its event_id column is the
 // raw block's, written by the same encoder with the same compression
 // (workers/memo encodes it as the raw block's), so equal segment lengths and
 // CRC-32Cs in the two footers show it without fetching it; otherwise the
-// memo's event ids are fetched and compared (Config.ExactAlignment always
-// does).
+// memo's event ids are fetched, in the same request, and compared
+// (Config.ExactAlignment always does).
 //
 // This is where SIG's savings come from: a SIG reader moves bytes (ranged
 // reads, checksums, one copy into the batch) where a LIG reader also
@@ -253,11 +283,16 @@
 // DefaultGCPercent. Segments are fetched into recycled buffers that are
 // not zeroed (unitBuffers: a unit's buffers go back to the pool only after
 // its last batch is sent), each segment's CRC-32C is computed as its bytes
-// arrive (block.FetchSegmentsInto, block.FetchTail), and the raw footer is
-// read with a small pooled probe. What remains is mostly receiving the
-// bytes over HTTP: bench/reader.sh measures the same units' object store
-// requests alone (BenchmarkFetch), a cost the bare gRPC server it compares
-// with does not pay.
+// arrive, and footers are parsed once per object, not once per unit
+// (the footer cache). What remains is mostly receiving the bytes over
+// HTTP: bench/reader.sh measures the same units' object store requests
+// alone (BenchmarkFetch), a cost the bare gRPC server it compares with
+// does not pay. A request costs what about 1.5 MiB of its bytes do, the
+// reader's and MinIO's CPU together (BenchmarkRangeCost), which is why a
+// unit of a few hundred rows paid mostly for its requests and its plan:
+// bench/requests.sh measures requests and CPU per unit at 700, 10,000 and
+// 100,000 rows before and after issue 28 in one run
+// (BenchmarkUnitCost; bench/requests.txt).
 //
 // Readers authenticate callers with internal/auth tokens (roles trainer, for
 // units of its own client, and operator) and bound request sizes and
@@ -270,7 +305,10 @@
 // by mode, calls by API (read, flight_do_get, flight_get_flight_info),
 // failed calls by the gRPC code the caller got (counted by an interceptor
 // outside authentication, so a refused token counts), the time to
-// fetch a unit's block, and the guard's rows checked, mismatches by
+// fetch a unit's block, the object store requests of units' reads by
+// object and kind (sig_reader_object_requests_total: over
+// sig_reader_units_total, the requests per unit read), the footer and
+// plan caches' lookups, and the guard's rows checked, mismatches by
 // component (sig_reader_memo_mismatches_total) and samples it could not
 // compute. cmd/reader
 // serves them on --metrics, and health and reflection beside the Reader

@@ -34,6 +34,7 @@ type fixture struct {
 	schema *transform.Schema
 	blocks []fixtureBlock
 	inputs []fixtureInput
+	wide   bool // fixtureConfig.WideMemos
 }
 
 type fixtureBlock struct {
@@ -72,6 +73,11 @@ type fixtureConfig struct {
 	// the raw blocks and of the memo objects' value segments (zero:
 	// uncompressed, as every object before compression).
 	RawCompression, MemoCompression block.Compression
+	// WideMemos stores memo values in their declared type, as objects
+	// written before issue 28 are; workers, and by default the fixture,
+	// store an int64 or list<int64> value in the narrowest integer type
+	// that holds it (block.EncodeOptions.Narrow).
+	WideMemos bool
 }
 
 func fleetGraphs(tb testing.TB, names ...string) []string {
@@ -103,7 +109,7 @@ func newStore(tb testing.TB, m *devenv.MinIO) *objstore.Store {
 func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 	tb.Helper()
 	m := devenv.NewMinIO(tb)
-	f := &fixture{minio: m, store: newStore(tb, m), schema: transform.AdsSchema()}
+	f := &fixture{minio: m, store: newStore(tb, m), schema: transform.AdsSchema(), wide: cfg.WideMemos}
 	ctx := context.Background()
 	reg := transform.Default()
 	for gi, src := range cfg.Graphs {
@@ -173,8 +179,9 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 }
 
 // memoize writes the memo object of component in for block b exactly as a SIG
-// worker does (sigd Runner.compute): parse the canonical DSL, read
-// only the component's columns, run it, write {event_id, value}.
+// worker does (workers/memo's Runner): parse the canonical DSL, read
+// only the component's columns, run it, write {event_id, value}, the
+// value narrowed unless the fixture is WideMemos.
 func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput, comp block.Compression) error {
 	blk := f.blocks[b]
 	g, _, err := transform.ParseAndCheck([]byte(in.dsl), "component", f.schema, transform.Default(), transform.Limits{})
@@ -198,10 +205,13 @@ func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput, comp bloc
 	defer memo.Release()
 	m := blk.meta
 	ev, _ := m.Column(transform.ColEventID)
+	opts := block.EncodeOptions{Compression: comp, Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}}
+	if !f.wide {
+		opts.Narrow = []string{MemoColumn}
+	}
 	_, err = block.WriteWith(ctx, f.store, block.Meta{Key: block.MemoKey(in.key, blockref.ParseMemo(blk.id)), ID: blk.id, Source: "ads",
 		ComponentKey: in.key, WindowStart: m.WindowStart, WindowLength: m.WindowLength,
-		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo,
-		block.EncodeOptions{Compression: comp, Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}})
+		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo, opts)
 	return err
 }
 

@@ -363,7 +363,7 @@ func (s *Server) batchSchema(sol *sigv1.ReadSolution, opts UnitOptions, units []
 		}
 		units[0].RawObject = block.RawKey(units[0].RawSource, blockref.New(id, 1))
 	}
-	p, err := newPlan(units[0], s.cfg.Registry, s.cfg.Limits)
+	p, err := s.plan(units[0])
 	if err != nil {
 		return nil, err
 	}

@@ -201,11 +201,10 @@ func (s *Server) guardTurn(p *plan, k canon.Key, nonce uint64) bool {
 	return n <= 1 || objectSeed(p, k, nonce)%n == 0
 }
 
-// parseGuardDSL parses and canonicalizes the canonical DSL of unit input i
-// (one model input named out), errors naming its field.
-func parseGuardDSL(p *plan, i int, lim transform.Limits) (*canon.Canonical, error) {
+// parseGuardDSL parses and canonicalizes dsl, the canonical DSL of unit
+// input i (one model input named out), errors naming its field.
+func parseGuardDSL(dsl string, i int, sc *transform.Schema, reg *transform.Registry, lim transform.Limits) (*canon.Canonical, error) {
 	field := fmt.Sprintf("inputs[%d].canonical_dsl", i)
-	dsl := p.unit.Inputs[i].GetCanonicalDsl()
 	if len(dsl) > lim.MaxSourceBytes {
 		return nil, invalid(field, "%d bytes, more than %d", len(dsl), lim.MaxSourceBytes)
 	}
@@ -216,102 +215,133 @@ func parseGuardDSL(p *plan, i int, lim transform.Limits) (*canon.Canonical, erro
 	if len(parsed.Inputs) != 1 || parsed.Inputs[0].Name != "out" {
 		return nil, invalid(field, "want exactly one model input named out, as in a read solution")
 	}
-	c, err := canon.Canonicalize(parsed, p.schema, p.reg, lim)
+	c, err := canon.Canonicalize(parsed, sc, reg, lim)
 	if err != nil {
 		return nil, invalid(field, "%v", err)
 	}
 	return c, nil
 }
 
-// guardOf returns the guard of component comp of c (its program, whose
-// raw columns are added to those p reads).
-func guardOf(p *plan, c *canon.Canonical, comp *canon.Component, idx int, field string, lim transform.Limits) (guardInput, error) {
-	prog, err := transform.Compile(c.ComponentGraph(comp, "out"), p.schema, p.reg, lim)
+// guardOf returns the guard of component comp of c.
+func guardOf(t *plan, c *canon.Canonical, comp *canon.Component, idx int, field string, lim transform.Limits) (guardInput, error) {
+	prog, err := transform.Compile(c.ComponentGraph(comp, "out"), t.schema, t.reg, lim)
 	if err != nil {
 		return guardInput{}, invalid(field, "%v", err)
-	}
-	for _, col := range prog.Columns()[1:] { // event_id is always read
-		if !slices.Contains(p.rawColumns, col) {
-			p.rawColumns = append(p.rawColumns, col)
-		}
 	}
 	return guardInput{idx: idx, prog: prog}, nil
 }
 
-// planGuard plans the guard of unit p: every MEMO input that carries its
-// canonical DSL (read solutions give it for every input) is guarded, and
-// every memo node the LOCAL inputs read, with the cone of the node in the
-// DSL of a LOCAL input listing it; the raw columns their components read
-// are added to those p reads. A MEMO input's DSL must canonicalize to the
-// input's component key and type, as a LOCAL input's must (errors name
-// inputs[i].canonical_dsl or .type): the guard never compares a memo
-// object with another component's values.
+// inputGuard returns the guard of MEMO input i of the shape, compiled on
+// first use: its DSL must canonicalize to the input's component key and
+// type, as a LOCAL input's must (errors name inputs[i].canonical_dsl or
+// .type): the guard never compares a memo object with another
+// component's values. ok is false for an input without a DSL.
+func (sh *shape) inputGuard(i int, lim transform.Limits) (guardInput, bool, error) {
+	g := &sh.guards[i]
+	g.once.Do(func() {
+		if sh.dsls[i] == "" {
+			return
+		}
+		t, in := sh.tmpl, sh.tmpl.inputs[i]
+		c, err := parseGuardDSL(sh.dsls[i], i, t.schema, t.reg, lim)
+		if err != nil {
+			g.err = err
+			return
+		}
+		comp := &c.Components[0]
+		field := fmt.Sprintf("inputs[%d]", i)
+		if comp.Key != in.component {
+			g.err = invalid(field+".canonical_dsl", "canonicalizes to component %s, not component_key %s",
+				comp.Key.Short(), in.component.Short())
+			return
+		}
+		if comp.Type != in.typ {
+			g.err = invalid(field+".type", "%s, but the component's type is %s", in.typ, comp.Type)
+			return
+		}
+		g.gi, g.err = guardOf(t, c, comp, i, field+".canonical_dsl", lim)
+		g.ok = g.err == nil
+		sh.compiled.Add(1)
+	})
+	return g.gi, g.ok, g.err
+}
+
+// nodeGuard returns the guard of memo node j of the shape, compiled on
+// first use: the node's cone in the DSL of the first LOCAL input listing
+// it (planLocal checked that the node is a node of that input's
+// component). ok is false when there is none.
+func (sh *shape) nodeGuard(j int, lim transform.Limits) (guardInput, bool, error) {
+	g := &sh.nodeGuards[j]
+	g.once.Do(func() {
+		x := sh.nodeGuardSrc[j]
+		if x < 0 {
+			return
+		}
+		t := sh.tmpl
+		i := t.localIdx[x]
+		c, err := parseGuardDSL(sh.dsls[i], i, t.schema, t.reg, lim)
+		if err != nil {
+			g.err = err
+			return
+		}
+		n, ok := c.NodeIndex(t.nodes[j].component)
+		if !ok {
+			return // planLocal's check makes this impossible
+		}
+		cone := c.Cone(n, "out")
+		g.gi, g.err = guardOf(t, c, &cone, j, fmt.Sprintf("inputs[%d].canonical_dsl", i), lim)
+		g.ok = g.err == nil
+		sh.compiled.Add(1)
+	})
+	return g.gi, g.ok, g.err
+}
+
+// planGuard plans the guard of this read of unit p: every MEMO input that
+// carries its canonical DSL (read solutions give it for every input) is
+// guarded, and every memo node the LOCAL inputs read, with the cone of the
+// node in the DSL of a LOCAL input listing it (their programs are the
+// shape's: shape.inputGuard, shape.nodeGuard); with Config.GuardEvery,
+// those whose turn this read is. The raw columns their components read
+// are added to those p reads, so that the unit fetches them with the rest
+// of its raw columns, once.
 func (s *Server) planGuard(p *plan) error {
 	if s.cfg.sampleRows() == 0 {
 		return nil
 	}
 	lim := s.cfg.Limits.Graph
+	sh := p.shape
 	g := &guardPlan{nodes: map[int]guardInput{}, nonce: s.guardNonce()}
+	add := func(gi guardInput) {
+		for _, col := range gi.prog.Columns()[1:] { // event_id is always read
+			if !slices.Contains(p.rawColumns, col) {
+				p.rawColumns = append(p.rawColumns, col)
+			}
+		}
+	}
 	for i, in := range p.inputs {
-		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO || p.unit.Inputs[i].GetCanonicalDsl() == "" || !s.guardTurn(p, in.component, g.nonce) {
-			continue // not read from memo, no DSL, or another unit's turn (its DSL is not run, so not checked)
+		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO || !s.guardTurn(p, in.component, g.nonce) {
+			continue // not read from memo, or another read's turn (its DSL is not run, so not checked)
 		}
-		c, err := parseGuardDSL(p, i, lim)
+		gi, ok, err := sh.inputGuard(i, lim)
 		if err != nil {
 			return err
 		}
-		comp := &c.Components[0]
-		field := fmt.Sprintf("inputs[%d]", i)
-		if comp.Key != in.component {
-			return invalid(field+".canonical_dsl", "canonicalizes to component %s, not component_key %s",
-				comp.Key.Short(), in.component.Short())
+		if ok {
+			add(gi)
+			g.inputs = append(g.inputs, gi)
 		}
-		if comp.Type != in.typ {
-			return invalid(field+".type", "%s, but the component's type is %s", in.typ, comp.Type)
-		}
-		gi, err := guardOf(p, c, comp, i, field+".canonical_dsl", lim)
-		if err != nil {
-			return err
-		}
-		g.inputs = append(g.inputs, gi)
 	}
-	// Memo nodes: p.nodes are those the residual reads, each once; its
-	// cone comes from the first LOCAL input listing it (planLocal checked
-	// that the node is a node of that input's component).
-	want := map[canon.Key]int{}
 	for j, nd := range p.nodes {
-		if s.guardTurn(p, nd.component, g.nonce) {
-			want[nd.component] = j
+		if !s.guardTurn(p, nd.component, g.nonce) {
+			continue
 		}
-	}
-	for x, mns := range p.memoNodes {
-		if len(want) == 0 {
-			break
+		gi, ok, err := sh.nodeGuard(j, lim)
+		if err != nil {
+			return err
 		}
-		var c *canon.Canonical
-		for _, mn := range mns {
-			j, ok := want[mn.read.component]
-			if !ok {
-				continue
-			}
-			i := p.localIdx[x]
-			if c == nil {
-				var err error
-				if c, err = parseGuardDSL(p, i, lim); err != nil {
-					return err
-				}
-			}
-			n, ok := c.NodeIndex(mn.read.component)
-			if !ok {
-				continue // planLocal's check makes this impossible
-			}
-			cone := c.Cone(n, "out")
-			gi, err := guardOf(p, c, &cone, j, fmt.Sprintf("inputs[%d].canonical_dsl", i), lim)
-			if err != nil {
-				return err
-			}
+		if ok {
+			add(gi)
 			g.nodes[j] = gi
-			delete(want, mn.read.component)
 		}
 	}
 	if len(g.inputs) > 0 || len(g.nodes) > 0 {

@@ -241,34 +241,3 @@ func readWholeRaw(ctx context.Context, f *fixture, b int) (arrow.Record, block.M
 func column(rec arrow.Record, name string) arrow.Array {
 	return rec.Column(rec.Schema().FieldIndices(name)[0])
 }
-
-// TestMemoOneRequest: a SIG unit reads each memo object with one request
-// (block.FetchTail from where the raw block's event_id segment ends), and
-// the usual footer-then-segments reads (Config.ExactAlignment, which also
-// fetches and compares the memo's event ids) stream the same bytes.
-func TestMemoOneRequest(t *testing.T) {
-	f := newFixture(t, fixtureConfig{Blocks: 1, RowsPerBlock: 3000, Nulls: true, Graphs: fleetGraphs(t, "ctr_small")})
-	ctx := context.Background()
-	u := f.unit(0, 1000, allMode(memo))
-	onlyRaw := f.unit(0, 1000, allMode(memo))
-	onlyRaw.Inputs = nil
-	requests := func(s *Server, u *readerv1.WorkUnit) ([]*readerv1.ReadResponse, int64) {
-		before := f.store.Stats().Requests
-		resps, err := collect(ctx, s, &readerv1.ReadRequest{Unit: u})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resps, f.store.Stats().Requests - before
-	}
-	fast := f.server(t, Config{})
-	_, raw := requests(fast, onlyRaw)
-	got, n := requests(fast, u)
-	if want := raw + int64(len(u.Inputs)); n != want {
-		t.Fatalf("%d requests for %d memo inputs, the raw block alone %d: want %d", n, len(u.Inputs), raw, want)
-	}
-	exact, n2 := requests(f.server(t, Config{ExactAlignment: true}), u)
-	if n2 != raw+2*int64(len(u.Inputs)) {
-		t.Fatalf("exact alignment: %d requests, want the footer and one span of event ids and value per memo object (%d)", n2, raw+2*int64(len(u.Inputs)))
-	}
-	sameResponses(t, "one request", got, "exact", exact)
-}

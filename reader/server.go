@@ -99,6 +99,16 @@ type Config struct {
 	// cost, mostly fetching raw columns, by about as much (cmd/reader
 	// --guard-every). 0 and 1: every unit.
 	GuardEvery int
+	// FooterCacheEntries bounds the footers of raw blocks and memo objects
+	// the server keeps, so that a unit of a block read before fetches its
+	// columns without reading the footer first (fetch.go; a footer is a
+	// few KiB). 0 takes DefaultFooterCacheEntries; negative keeps none.
+	FooterCacheEntries int
+	// PlanCacheEntries bounds the input sets whose plans the server keeps
+	// (plancache.go): a unit of an input set planned before is only
+	// checked against its block. 0 takes DefaultPlanCacheEntries; negative
+	// keeps none.
+	PlanCacheEntries int
 	// GuardOnError says what to do with a unit whose guard could not
 	// recompute its sample: serve it unchecked (GuardServe, the default)
 	// or fail it (GuardFail; cmd/reader --guard-on-error). Either way it is
@@ -121,7 +131,19 @@ func (c *Config) EnsureDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.FooterCacheEntries == 0 {
+		c.FooterCacheEntries = DefaultFooterCacheEntries
+	}
+	if c.PlanCacheEntries == 0 {
+		c.PlanCacheEntries = DefaultPlanCacheEntries
+	}
 }
+
+// DefaultFooterCacheEntries is Config.FooterCacheEntries's default: the
+// footers of the raw blocks and memo objects of a few thousand blocks,
+// some MiB, which covers the blocks a reader serves while the jobs of many
+// pipelines read the same stretch of a stream.
+const DefaultFooterCacheEntries = 4096
 
 // Server is a stateless input reader (paper IV.B). It holds no state about
 // units between calls: everything it needs is in the ReadRequest.
@@ -137,6 +159,15 @@ type Server struct {
 	// rand.Uint64; tests replay reads with chosen nonces.
 	guardNonce func() uint64
 
+	// objects reads every object of a unit with planned requests, keeping
+	// footers (fetch.go); requests counts them, countRaw and countMemo
+	// add to it.
+	objects             *block.ObjectReader
+	requests            requestCounts
+	countRaw, countMemo func(block.RequestKind)
+	// plans keeps the shapes of the input sets planned last.
+	plans *planCache
+
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
 	memoNodes                                      atomic.Int64
@@ -149,7 +180,9 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, errors.New("reader: Config.Store is required")
 	}
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg), guardMetrics: newGuardMetrics(),
-		guardNonce: rand.Uint64}
+		guardNonce: rand.Uint64, objects: &block.ObjectReader{Store: cfg.Store, Footers: block.NewFooterCache(cfg.FooterCacheEntries)}}
+	s.countRaw, s.countMemo = s.requests.counter(objectRaw), s.requests.counter(objectMemo)
+	s.plans = newPlanCache(cfg.PlanCacheEntries)
 	s.metrics = newServerMetrics(s)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.metrics); err != nil {
@@ -172,13 +205,21 @@ type ServerStats struct {
 	// MemoPending counts calls refused because memo data was pending;
 	// Failures counts every other failed call.
 	MemoPending, Failures int64
+	// ObjectRequests counts the object store requests of every unit's
+	// reads, served or not (MetricObjectRequests; a retry the store makes
+	// on its own is not another).
+	ObjectRequests int64
+	// Footers counts the footer cache's lookups, Plans the plan cache's.
+	Footers block.FooterCacheStats
+	Plans   PlanCacheStats
 }
 
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Units: s.units.Load(), Rows: s.rows.Load(), Batches: s.batches.Load(),
 		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(), MemoNodes: s.memoNodes.Load(),
-		MemoPending: s.pending.Load(), Failures: s.failures.Load()}
+		MemoPending: s.pending.Load(), Failures: s.failures.Load(), ObjectRequests: s.requests.total(), Footers: s.objects.Footers.Stats(),
+		Plans: s.plans.stats()}
 }
 
 // StreamServerOptions tune a gRPC server for streaming bulk responses: a
@@ -316,7 +357,7 @@ func (s *Server) run(ctx context.Context, req *readerv1.ReadRequest, out sink) e
 }
 
 func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink) error {
-	p, err := newPlan(req.GetUnit(), s.cfg.Registry, s.cfg.Limits)
+	p, err := s.plan(req.GetUnit())
 	if err != nil {
 		return err
 	}
@@ -398,59 +439,76 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink)
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // load reads the unit's block and returns the batch columns over the whole
-// block, in the order of p.out, and the number of rows. The raw block's
-// columns and every memo object are fetched concurrently, with ranged reads
-// of only the segments needed (block.FetchSegmentsInto).
+// block, in the order of p.out, and the number of rows. The raw block and
+// every memo object are read concurrently, each with one planned read
+// (fetch.go): in the common case one request per object.
 //
 // Every segment is fetched into a buffer from alloc; the columns returned
 // are views of those buffers (see unitBuffers). load returns only when none
 // of its reads is running any more.
 func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.Array, int64, error) {
+	cols, n, err := s.loadOnce(ctx, p, alloc)
+	if errors.Is(err, errStaleRaw) {
+		// The raw block's cached footer was stale, and the memo reads
+		// relied on it (fetch.go); the stale entry is gone, so this read
+		// starts from the object itself.
+		cols, n, err = s.loadOnce(ctx, p, alloc)
+		if errors.Is(err, errStaleRaw) {
+			err = fmt.Errorf("%w: raw block %s changed while it was read", ErrStore, p.unit.RawObject)
+		}
+	}
+	return cols, n, err
+}
+
+func (s *Server) loadOnce(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.Array, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// One read per MEMO input, then one per memo node of the LOCAL inputs.
+	// One read per memo object: a MEMO input's, or a memo node's a LOCAL
+	// input reads; inputs whose columns are in one object share its read.
 	reads := p.reads()
 	memos := make([]memoRead, len(reads))
-	// The raw block's footer decides how memo objects are read (readMemo),
-	// so memo reads wait for it.
+	// The raw block's footer decides how memo objects are read
+	// (readMemoObject), so memo reads wait for it: at once when it is
+	// cached, after the raw block's tail read when it is not.
 	var rawMeta block.Meta
 	rawReady := make(chan struct{})
+	rawPublished := false
+	closeRaw := sync.OnceFunc(func() { close(rawReady) })
 	var wg sync.WaitGroup
-	for i, in := range reads {
-		if in.mode != readerv1.InputMode_INPUT_MODE_MEMO {
-			continue
-		}
+	for _, o := range memoObjects(reads) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := &memos[i]
-			defer func() {
-				if m.err != nil {
-					cancel() // the unit fails; stop the other reads
-				}
-			}()
 			select {
 			case <-rawReady:
 			case <-ctx.Done():
 			}
-			if m.err = ctx.Err(); m.err != nil {
-				return
+			err := ctx.Err()
+			if err == nil {
+				err = s.readMemoObject(ctx, reads, o, memos, rawMeta, alloc)
 			}
-			m.err = s.readMemo(ctx, p, in, m, rawMeta, alloc)
+			if err != nil {
+				for _, i := range o.members {
+					memos[i].err = err
+				}
+			}
+			for _, i := range o.members {
+				if memos[i].err != nil {
+					cancel() // the unit fails; stop the other reads
+				}
+			}
 		}()
 	}
-	rawMeta, rawErr := s.readRawFooter(ctx, p)
-	var raw *rawRead
+	raw, rawErr := s.readRaw(ctx, p, alloc, func(m block.Meta) {
+		if !rawPublished {
+			rawMeta, rawPublished = m, true
+			closeRaw()
+		}
+	})
 	if rawErr != nil {
 		cancel() // before the memo reads are let go: they need not start
 	}
-	close(rawReady)
-	if rawErr == nil {
-		raw, rawErr = s.readRaw(ctx, p, rawMeta, alloc)
-		if rawErr != nil {
-			cancel()
-		}
-	}
+	closeRaw()
 	wg.Wait()
 
 	// Report a pending memo first: it is the error a caller acts on (a
@@ -490,6 +548,9 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 	}
 	if rawErr != nil {
 		consider(rawErr)
+	}
+	if firstErr == nil && rawPublished && !sameColumn(rawMeta, raw.meta, transform.ColEventID) {
+		firstErr = errStaleRaw
 	}
 	if firstErr != nil {
 		if raw != nil {
@@ -587,141 +648,6 @@ func (s *Server) load(ctx context.Context, p *plan, alloc block.Alloc) ([]arrow.
 	return cols, n, nil
 }
 
-// readMemo reads input in's memo object into m: its footer, checked with
-// block.CheckMemo (the check sigd verifies a reported object with), and its
-// value segment, and its event_id segment unless the footers show it is
-// the raw block's (block.SameSegment).
-//
-// A memo object is laid out as block.Encode lays out a record of event_id
-// and the value: the event_id segment first, the same bytes as the raw
-// block's, then the value segment, then the footer. So the value segment
-// starts where a segment after the raw block's event_id would (block.After),
-// and one request from
-// there to the object's end (block.FetchTail) reads the value and the
-// footer; the usual footer-then-segments is two. An object laid out
-// otherwise (ErrNotTail, or shorter than that offset) is read the usual
-// way, as is every object with Config.ExactAlignment.
-func (s *Server) readMemo(ctx context.Context, p *plan, in inputPlan, m *memoRead, rawMeta block.Meta, alloc block.Alloc) error {
-	if id, ok := rawMeta.Column(transform.ColEventID); ok && !s.cfg.ExactAlignment {
-		meta, seg, err := block.FetchTail(ctx, s.cfg.Store, in.memo, block.After(id), MemoColumn, alloc)
-		switch {
-		case err == nil:
-			if err := block.CheckMemo(meta, in.component, in.memoBlock, in.typ.String(), rawMeta.Rows); err != nil {
-				return err
-			}
-			m.meta = meta
-			if block.SameSegment(meta, rawMeta, transform.ColEventID) {
-				m.segs = [][]byte{seg}
-				return nil
-			}
-			ids, err := block.FetchSegmentsInto(ctx, s.cfg.Store, meta, []string{transform.ColEventID}, alloc)
-			if err != nil {
-				return err
-			}
-			m.segs = [][]byte{ids[0], seg}
-			return nil
-		case !errors.Is(err, block.ErrNotTail) && !errors.Is(err, objstore.ErrRange):
-			return err
-		}
-	}
-	var err error
-	if m.meta, err = block.ReadFooter(ctx, s.cfg.Store, in.memo); err != nil {
-		return err
-	}
-	if err := block.CheckMemo(m.meta, in.component, in.memoBlock, in.typ.String(), rawMeta.Rows); err != nil {
-		return err
-	}
-	names := []string{transform.ColEventID, MemoColumn}
-	if !s.cfg.ExactAlignment && block.SameSegment(m.meta, rawMeta, transform.ColEventID) {
-		names = names[1:]
-	}
-	m.segs, err = block.FetchSegmentsInto(ctx, s.cfg.Store, m.meta, names, alloc)
-	return err
-}
-
-// memoRead is a memo object's footer and its event_id and value segments.
-type memoRead struct {
-	meta block.Meta
-	segs [][]byte
-	err  error
-}
-
-// rawRead is the raw block's columns the unit needs: event_id, then
-// p.rawColumns; and the event_id segment's bytes.
-type rawRead struct {
-	rec        arrow.Record
-	eventIDSeg []byte
-}
-
-// readRawFooter reads the footer of the unit's raw block and checks that
-// it is the block the unit names, of the unit's schema.
-func (s *Server) readRawFooter(ctx context.Context, p *plan) (block.Meta, error) {
-	key := p.unit.RawObject
-	meta, err := block.ReadFooter(ctx, s.cfg.Store, key)
-	if err != nil {
-		return block.Meta{}, rawErr(key, err)
-	}
-	if meta.IsMemo() || meta.Ref() != p.raw {
-		return block.Meta{}, fmt.Errorf("%w: raw object %s holds block %q version %d (memo: %t), not raw block %q version %d",
-			ErrCorrupt, key, meta.ID, meta.Ref().Version(), meta.IsMemo(), p.raw.ID(), p.raw.Version())
-	}
-	if fp := p.schema.Fingerprint(); meta.SchemaFingerprint != fp {
-		return block.Meta{}, invalid("raw_schema_json", "schema fingerprint %.12s differs from raw block %s's %.12s",
-			fp, p.unit.BlockId, meta.SchemaFingerprint)
-	}
-	return meta, nil
-}
-
-func rawErr(key string, err error) error {
-	switch {
-	case errors.Is(err, objstore.ErrNotFound):
-		return fmt.Errorf("%w: %s", ErrNoBlock, key)
-	case errors.Is(err, block.ErrCorrupt):
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	return fmt.Errorf("%w: reading raw block %s: %w", ErrStore, key, err)
-}
-
-// readRaw reads event_id and p.rawColumns of the unit's raw block with
-// ranged reads.
-func (s *Server) readRaw(ctx context.Context, p *plan, meta block.Meta, alloc block.Alloc) (*rawRead, error) {
-	key := p.unit.RawObject
-	wrap := func(err error) error { return rawErr(key, err) }
-	names := append([]string{transform.ColEventID}, p.rawColumns...)
-	fields := make([]arrow.Field, len(names))
-	for i, name := range names {
-		c, ok := meta.Column(name)
-		f, _ := p.schema.Lookup(name)
-		if !ok || c.Type != f.Type.String() {
-			return nil, fmt.Errorf("%w: raw block %s: column %q is %q in the footer, want %s of the schema",
-				ErrCorrupt, key, name, c.Type, f.Type)
-		}
-		fields[i] = arrow.Field{Name: name, Type: f.Type.ArrowType(), Nullable: name != transform.ColEventID}
-	}
-	segs, err := block.FetchSegmentsInto(ctx, s.cfg.Store, meta, names, alloc)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	cols := make([]arrow.Array, len(names))
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for i, name := range names {
-		c, _ := meta.Column(name)
-		if cols[i], err = block.DecodeSegmentInto(key, c, segs[i], meta.Rows, alloc); err != nil {
-			return nil, wrap(err)
-		}
-	}
-	if cols[0].NullN() != 0 {
-		return nil, fmt.Errorf("%w: raw block %s: event_id has nulls", ErrCorrupt, key)
-	}
-	return &rawRead{rec: array.NewRecord(arrow.NewSchema(fields, nil), cols, meta.Rows), eventIDSeg: segs[0]}, nil
-}
-
 func memoCorrupt(in inputPlan, format string, args ...any) error {
 	return fmt.Errorf("%w: memo object %s (input %q): %s", ErrCorrupt, in.memo, in.name, fmt.Sprintf(format, args...))
 }
@@ -742,9 +668,9 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 	if m.meta.Rows != int64(len(eventIDs)) {
 		return nil, memoCorrupt(in, "%d rows, raw block has %d: not row-aligned", m.meta.Rows, len(eventIDs))
 	}
-	valueSeg := m.segs[len(m.segs)-1]
-	if len(m.segs) == 2 && !bytes.Equal(m.segs[0], rawIDSeg) {
-		arr, err := block.DecodeSegment(in.memo, m.meta.Columns[0], m.segs[0], m.meta.Rows)
+	if m.ids != nil && !bytes.Equal(m.ids, rawIDSeg) {
+		idCol, _ := m.meta.Column(transform.ColEventID) // the read fetched it, so it is there
+		arr, err := block.DecodeSegment(in.memo, idCol, m.ids, m.meta.Rows)
 		if err != nil {
 			return nil, memoCorrupt(in, "%v", err)
 		}
@@ -758,7 +684,7 @@ func memoColumn(p *plan, in inputPlan, m *memoRead, rawIDSeg []byte, eventIDs []
 		}
 		arr.Release()
 	}
-	c, err := block.DecodeSegmentInto(in.memo, m.meta.Columns[1], valueSeg, m.meta.Rows, alloc)
+	c, err := block.DecodeSegmentInto(in.memo, m.col, m.value, m.meta.Rows, alloc)
 	if err != nil {
 		return nil, memoCorrupt(in, "%v", err)
 	}

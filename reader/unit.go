@@ -57,7 +57,9 @@ func (l Limits) EnsureDefaults() Limits {
 	return l
 }
 
-// plan is a checked work unit: everything a reader needs to serve it.
+// plan is a checked work unit: everything a reader needs to serve it. Most
+// of it depends only on the unit's input set (its shape, built once per
+// input set: plancache.go), the rest on the unit's block.
 type plan struct {
 	unit *readerv1.WorkUnit
 	// raw is the raw block version the unit reads, from its raw_object
@@ -79,6 +81,9 @@ type plan struct {
 	// node nodeIdx[j].
 	nodes   []inputPlan
 	nodeIdx []int
+	// nodeSrc[j] is the entry (x, k) of memoNodes whose memo object node
+	// j is read from.
+	nodeSrc [][2]int
 	// memoNodes[x] are the memo nodes the unit lists for the LOCAL input
 	// localIdx[x], parsed.
 	memoNodes [][]memoNodePlan
@@ -87,6 +92,10 @@ type plan struct {
 	out       *arrow.Schema
 	batchRows int
 	reg       *transform.Registry
+	// shape is what the plan was bound from; its fields above are shared
+	// with every plan of the shape and read only (bind copies those a
+	// unit sets: inputs, nodes, rawColumns).
+	shape *shape
 }
 
 type inputPlan struct {
@@ -95,7 +104,11 @@ type inputPlan struct {
 	typ       transform.Type
 	mode      readerv1.InputMode
 	memo      string
-	state     sigv1.BlockState
+	// column is the input's column in the memo object: MemoColumn, the
+	// column of an object of one component (issue 28 packs the columns of
+	// several components in one object, each named by the read solution).
+	column string
+	state  sigv1.BlockState
 	// memoBlock is the memo object's block and input version (its key's).
 	memoBlock blockref.Memo
 }
@@ -115,12 +128,22 @@ type memoNodePlan struct {
 	read  inputPlan
 }
 
-// newPlan checks a unit against the limits. Every error names the field.
+// newPlan checks a unit against the limits and plans it, from scratch.
+// Every error names the field. A Server plans through its plan cache
+// (Server.plan, plancache.go), which builds the unit's shape once per
+// input set.
 func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, error) {
+	return planUnit(u, lim, func() (*shape, error) { return newShape(u, reg, lim) })
+}
+
+// planUnit checks unit u and binds it to its shape, which shapeOf gives
+// (built, or from a cache: it depends only on the fields shapeKey
+// covers). The unit's own fields are checked around it in the order the
+// unit lists them, so that an error names the same field either way.
+func planUnit(u *readerv1.WorkUnit, lim Limits, shapeOf func() (*shape, error)) (*plan, error) {
 	if u == nil {
 		return nil, invalid("unit", "missing")
 	}
-	p := &plan{unit: u, reg: reg}
 	if err := checkName("unit_id", u.UnitId, true); err != nil {
 		return nil, err
 	}
@@ -130,6 +153,19 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 	if err := checkName("pipeline", u.Pipeline, true); err != nil {
 		return nil, err
 	}
+	sh, err := shapeOf()
+	if err != nil {
+		return nil, err
+	}
+	return sh.bind(u, lim)
+}
+
+// newShape checks and plans what of unit u depends only on its input set
+// (shapeKey): the schema, the labels, each input's name, component, type,
+// mode and DSL, the memo nodes' keys and types, the LOCAL inputs' program
+// and the batch schema. Every error names the field.
+func newShape(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*shape, error) {
+	p := &plan{reg: reg}
 	// The raw source's schema: its fingerprint is in every component key, so
 	// a LOCAL input computed against another schema would not match.
 	if u.RawSchemaJson == "" {
@@ -151,26 +187,8 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 	if src != p.schema.Source {
 		return nil, invalid("raw_source", "%q, but the schema is of source %q", src, p.schema.Source)
 	}
-	if err := block.ValidateName("block id", u.BlockId); err != nil {
-		return nil, invalid("block_id", "%v", err)
-	}
-	// Any version of the block (issue 21): raw/<source>/<block>.arrow is
-	// version 1, raw/<source>/<block>.v<N>.arrow version N.
-	src, ref, ok := block.ParseRawKey(u.RawObject)
-	if !ok || src != p.schema.Source || ref.ID() != u.BlockId || block.RawKey(src, ref) != u.RawObject {
-		return nil, invalid("raw_object", "%q, want %q or a version of it (raw/<source>/<block>[.v<N>].arrow)",
-			trunc(u.RawObject), block.RawKey(p.schema.Source, blockref.New(u.BlockId, 1)))
-	}
-	p.raw = ref
 
 	// Batch shape: event_id, labels, inputs.
-	p.batchRows = int(u.BatchRows)
-	if p.batchRows == 0 {
-		p.batchRows = lim.DefaultBatchRows
-	}
-	if p.batchRows > lim.MaxBatchRows {
-		return nil, invalid("batch_rows", "%d is more than %d", u.BatchRows, lim.MaxBatchRows)
-	}
 	fields := []arrow.Field{{Name: transform.ColEventID, Type: arrow.PrimitiveTypes.Int64}}
 	names := map[string]string{transform.ColEventID: "event_id"}
 	p.labels = u.LabelColumns
@@ -192,11 +210,13 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		names[l] = field
 		fields = append(fields, arrow.Field{Name: l, Type: f.Type.ArrowType(), Nullable: true})
 	}
+	p.labels = slices.Clone(p.labels) // the unit's slice is the caller's
 	p.rawColumns = slices.Clone(p.labels)
 
 	if len(u.Inputs) > lim.MaxInputs {
 		return nil, invalid("inputs", "%d inputs, more than %d", len(u.Inputs), lim.MaxInputs)
 	}
+	sh := &shape{dsls: make([]string, len(u.Inputs))}
 	var local []*transform.Graph
 	for i, in := range u.Inputs {
 		field := fmt.Sprintf("inputs[%d]", i)
@@ -215,16 +235,10 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		if err != nil {
 			return nil, invalid(field+".type", "%v", err)
 		}
-		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, memo: in.MemoObject, state: in.MemoState}
+		ip := inputPlan{name: in.Name, component: k, typ: t, mode: in.Mode, column: MemoColumn}
 		switch in.Mode {
 		case readerv1.InputMode_INPUT_MODE_MEMO:
-			if ip.memoBlock, ok = memoBlockOf(k, in.MemoObject, p.raw); !ok {
-				return nil, invalid(field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<component>/<block>[.v<N>].arrow)",
-					trunc(in.MemoObject), block.MemoKey(k, p.raw.Memo(1)), p.raw.Version())
-			}
-			if in.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
-				return nil, invalid(field+".memo_state", "unspecified; a MEMO input needs the state from the read solution")
-			}
+			// Its memo object and state are the unit's (bind).
 		case readerv1.InputMode_INPUT_MODE_LOCAL:
 			if len(in.CanonicalDsl) > lim.Graph.MaxSourceBytes {
 				return nil, invalid(field+".canonical_dsl", "%d bytes, more than %d", len(in.CanonicalDsl), lim.Graph.MaxSourceBytes)
@@ -236,7 +250,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 			if len(g.Inputs) != 1 || g.Inputs[0].Name != "out" {
 				return nil, invalid(field+".canonical_dsl", "want exactly one model input named out, as in a read solution")
 			}
-			nodes, err := checkMemoNodes(field, in, p.raw)
+			nodes, err := checkMemoNodes(field, in)
 			if err != nil {
 				return nil, err
 			}
@@ -250,6 +264,7 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 			return nil, invalid(field+".memo_nodes", "only LOCAL inputs read memo nodes")
 		}
 		p.inputs = append(p.inputs, ip)
+		sh.dsls[i] = in.CanonicalDsl
 		fields = append(fields, arrow.Field{Name: in.Name, Type: t.ArrowType(), Nullable: true})
 	}
 	if len(local) > 0 {
@@ -258,7 +273,69 @@ func newPlan(u *readerv1.WorkUnit, reg *transform.Registry, lim Limits) (*plan, 
 		}
 	}
 	p.out = arrow.NewSchema(fields, nil)
-	return p, nil
+	sh.tmpl = p
+	sh.plan()
+	return sh, nil
+}
+
+// bind returns the plan of unit u, whose input set is sh's: sh's plan with
+// the unit's block, raw object, batch rows, and its inputs' and memo
+// nodes' memo objects and states, checked. Nothing of sh is modified:
+// units of one shape are bound concurrently.
+func (sh *shape) bind(u *readerv1.WorkUnit, lim Limits) (*plan, error) {
+	t := sh.tmpl
+	p := *t
+	p.unit, p.shape = u, sh
+	if err := block.ValidateName("block id", u.BlockId); err != nil {
+		return nil, invalid("block_id", "%v", err)
+	}
+	// Any version of the block (issue 21): raw/<source>/<block>.arrow is
+	// version 1, raw/<source>/<block>.v<N>.arrow version N.
+	src, ref, ok := block.ParseRawKey(u.RawObject)
+	if !ok || src != p.schema.Source || ref.ID() != u.BlockId || block.RawKey(src, ref) != u.RawObject {
+		return nil, invalid("raw_object", "%q, want %q or a version of it (raw/<source>/<block>[.v<N>].arrow)",
+			trunc(u.RawObject), block.RawKey(p.schema.Source, blockref.New(u.BlockId, 1)))
+	}
+	p.raw = ref
+	p.batchRows = int(u.BatchRows)
+	if p.batchRows == 0 {
+		p.batchRows = lim.DefaultBatchRows
+	}
+	if p.batchRows > lim.MaxBatchRows {
+		return nil, invalid("batch_rows", "%d is more than %d", u.BatchRows, lim.MaxBatchRows)
+	}
+	p.inputs = slices.Clone(t.inputs)
+	x := 0 // the next LOCAL input's index in t.localIdx
+	for i := range p.inputs {
+		in, ip := u.Inputs[i], &p.inputs[i]
+		field := fmt.Sprintf("inputs[%d]", i)
+		ip.memo, ip.state = in.MemoObject, in.MemoState
+		switch ip.mode {
+		case readerv1.InputMode_INPUT_MODE_MEMO:
+			if ip.memoBlock, ok = memoBlockOf(ip.component, in.MemoObject, p.raw); !ok {
+				return nil, invalid(field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<component>/<block>[.v<N>].arrow)",
+					trunc(in.MemoObject), block.MemoKey(ip.component, p.raw.Memo(1)), p.raw.Version())
+			}
+			if in.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
+				return nil, invalid(field+".memo_state", "unspecified; a MEMO input needs the state from the read solution")
+			}
+		case readerv1.InputMode_INPUT_MODE_LOCAL:
+			for k, mn := range t.memoNodes[x] {
+				if _, err := bindMemoNode(mn, in.MemoNodes[k], p.raw); err != nil {
+					return nil, err
+				}
+			}
+			x++
+		}
+	}
+	p.nodes = slices.Clone(t.nodes)
+	for j, src := range t.nodeSrc {
+		mn := t.memoNodes[src[0]][src[1]]
+		p.nodes[j], _ = bindMemoNode(mn, u.Inputs[t.localIdx[src[0]]].MemoNodes[src[1]], p.raw) // checked above
+	}
+	// The guard adds its columns to a copy (planGuard).
+	p.rawColumns = slices.Clip(t.rawColumns)
+	return &p, nil
 }
 
 // planLocal merges the LOCAL inputs' graphs into one and canonicalizes it, so
@@ -297,6 +374,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 	}
 	memo := map[int]bool{}
 	reads := map[int]inputPlan{}
+	src := map[int][2]int{} // the memo node entry (x, k) whose object node j is read from: the last listing it
 	for x := range graphs {
 		i := p.localIdx[x]
 		comp := &c.Components[x]
@@ -310,7 +388,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 		}
 		// A memo node must be a node of the input's own component, of the
 		// node's type: its column is then what computing the node gives.
-		for _, mn := range p.memoNodes[x] {
+		for k, mn := range p.memoNodes[x] {
 			j, ok := c.NodeIndex(mn.read.component)
 			if !ok || !slices.Contains(comp.Nodes, j) {
 				return invalid(mn.field+".key", "%s is not a node of the input's component %s", mn.read.component.Short(), comp.Key.Short())
@@ -320,6 +398,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 			}
 			memo[j] = true
 			reads[j] = mn.read
+			src[j] = [2]int{x, k}
 		}
 	}
 	if _, err := transform.Check(c.Graph(), p.schema, p.reg, lim.Graph); err != nil {
@@ -331,6 +410,7 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 	for _, j := range slices.Sorted(maps.Keys(given)) {
 		p.nodes = append(p.nodes, reads[j])
 		p.nodeIdx = append(p.nodeIdx, given[j])
+		p.nodeSrc = append(p.nodeSrc, src[j])
 	}
 	local, err := transform.CompileResidual(g, types, p.nodeIdx, p.schema, p.reg)
 	if err != nil {
@@ -345,9 +425,10 @@ func (p *plan) planLocal(graphs []*transform.Graph, lim Limits) error {
 	return nil
 }
 
-// checkMemoNodes checks the memo nodes a LOCAL input lists (the fields; that
-// each is a node of the input's component is planLocal's check).
-func checkMemoNodes(field string, in *readerv1.ModelInput, raw blockref.Ref) ([]memoNodePlan, error) {
+// checkMemoNodes checks the memo nodes a LOCAL input lists: their keys
+// and types (that each is a node of the input's component is planLocal's
+// check; their objects and states are the unit's, bindMemoNode's).
+func checkMemoNodes(field string, in *readerv1.ModelInput) ([]memoNodePlan, error) {
 	var out []memoNodePlan
 	seen := map[canon.Key]bool{}
 	for j, mn := range in.MemoNodes {
@@ -364,19 +445,28 @@ func checkMemoNodes(field string, in *readerv1.ModelInput, raw blockref.Ref) ([]
 		if err != nil {
 			return nil, invalid(f+".type", "%v", err)
 		}
-		mb, ok := memoBlockOf(k, mn.MemoObject, raw)
-		if !ok {
-			return nil, invalid(f+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<node>/<block>[.v<N>].arrow)",
-				trunc(mn.MemoObject), block.MemoKey(k, raw.Memo(1)), raw.Version())
-		}
-		if mn.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
-			return nil, invalid(f+".memo_state", "unspecified; a memo node needs the state from the read solution")
-		}
 		out = append(out, memoNodePlan{field: f, read: inputPlan{
 			name: fmt.Sprintf("%s (memo node %s)", in.Name, k.Short()), component: k, typ: t,
-			mode: readerv1.InputMode_INPUT_MODE_MEMO, memo: mn.MemoObject, state: mn.MemoState, memoBlock: mb}})
+			mode: readerv1.InputMode_INPUT_MODE_MEMO, column: MemoColumn}})
 	}
 	return out, nil
+}
+
+// bindMemoNode returns the read of memo node mn of a unit of raw block
+// version raw, the unit listing it as m: its memo object and state,
+// checked.
+func bindMemoNode(mn memoNodePlan, m *readerv1.MemoNodeRead, raw blockref.Ref) (inputPlan, error) {
+	in := mn.read
+	mb, ok := memoBlockOf(in.component, m.MemoObject, raw)
+	if !ok {
+		return inputPlan{}, invalid(mn.field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<node>/<block>[.v<N>].arrow)",
+			trunc(m.MemoObject), block.MemoKey(in.component, raw.Memo(1)), raw.Version())
+	}
+	if m.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
+		return inputPlan{}, invalid(mn.field+".memo_state", "unspecified; a memo node needs the state from the read solution")
+	}
+	in.memo, in.state, in.memoBlock = m.MemoObject, m.MemoState, mb
+	return in, nil
 }
 
 // memoBlockOf returns the memo block of a memo object key of component k

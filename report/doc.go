@@ -10,11 +10,17 @@
 //   - fleet-full.json and fleet-run.json: a fleet run on the real binaries
 //     (fleet/results' schema sig.fleet.results/v1, `sigctl fleet`): hit
 //     rate over time, reuse per memo block, CPU of SIG and LIG against
-//     the fleet's size, Table I and the Figure 6 analog, and the issue's
-//     targets;
+//     the fleet's size, the object store's requests and bytes per side
+//     with MinIO's CPU split between them and their price beside the
+//     CPU's (a run from before issue 28 says they were not measured),
+//     Table I and the Figure 6 analog, and the issues' targets as this
+//     build states them (results.NewTargets, recomputed from the file's
+//     figures);
 //   - scale.json: the control plane's scale curve (sig.scale/v1, sigd/scale,
 //     bench/scale.sh): submit latency, queue throughput, Pebble bytes,
-//     sigd's memory, eviction throughput against cached components;
+//     sigd's memory, eviction throughput against cached components (the
+//     file's notes are not shown: the prose of bench/scale.notes in them
+//     carries figures no JSON holds);
 //   - fleet.json: the training fleet simulation (`trainer fleet`,
 //     bench/trainer.sh): Table II, preempted epochs that commit, MPG per
 //     job and of the fleet; beside it fleet-defaults.json, the same
@@ -26,6 +32,8 @@
 //   - embeddings.json: Figure 7 and parameter-server coalescing (`trainer
 //     embeddings-report`, bench/embeddings.sh).
 //
+// Every figure the report shows is a committed JSON's, or computed from
+// one (a ratio, a growth factor), or a constant listed with its source.
 // Every plot says whether it is measured or modelled (internal/figure's
 // kinds: modelled when a model's constants decide what is drawn, and then
 // the caption lists them with their sources) and which figure or number of

@@ -41,12 +41,6 @@ func TestEveryPlotLabelled(t *testing.T) {
 	}
 	names := map[string]bool{}
 	for _, s := range r.Sections {
-		if s.File == FleetFull {
-			if s.Missing == "" {
-				t.Errorf("fleet-full.json is not among the fixtures, yet its section is not missing")
-			}
-			continue
-		}
 		var plots int
 		for _, it := range s.Items {
 			if it.Plot != nil {
@@ -76,10 +70,12 @@ func TestEveryPlotLabelled(t *testing.T) {
 		}
 	}
 	// Table I and Figure 6 combine measured CPU with modelled constants:
-	// modelled; the hit rate is measured.
+	// modelled; the hit rate is measured; so is the store's traffic and
+	// its split, and its price is modelled.
 	for name, want := range map[string]figure.Kind{"fleet-run-hit-rate": figure.Measured, "fleet-run-table-i": figure.Modelled,
 		"fleet-run-figure-6": figure.Modelled, "scale-submit": figure.Measured, "embeddings-figure-7": figure.Modelled,
-		"embeddings-coalescing": figure.Measured, "training-fleet-table-ii": figure.Modelled, "preemption-times": figure.Measured} {
+		"embeddings-coalescing": figure.Measured, "training-fleet-table-ii": figure.Modelled, "preemption-times": figure.Measured,
+		"fleet-full-store": figure.Measured, "fleet-full-costs": figure.Modelled} {
 		var got figure.Kind
 		for _, p := range r.Plots() {
 			if p.Name == name {
@@ -242,5 +238,57 @@ func TestMalformedDefaults(t *testing.T) {
 	}
 	if _, err := Build(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, TrainerFleetDefaults)+": field runs: missing or empty") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestStoreSection: a fleet run with the object store's traffic
+// (testdata/all/fleet-full.json, a small run of sigctl fleet) shows its
+// requests per side and unit, MinIO's CPU split between requests and
+// bytes, the prices with their sources and the targets measured; one from
+// before (testdata/all/fleet-run.json) says they were not measured and
+// which command measures them, and the targets it cannot check are not
+// measured rather than not met.
+func TestStoreSection(t *testing.T) {
+	r, err := Build("testdata/all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := map[string]string{}
+	for _, s := range r.Sections {
+		var b strings.Builder
+		for _, it := range s.Items {
+			b.WriteString(it.Text + "\n")
+			if it.Plot != nil {
+				b.WriteString(it.Plot.Caption + "\n")
+			}
+			if it.Table != nil {
+				b.WriteString(it.Table.Caption + "\n")
+				for _, row := range it.Table.Rows {
+					b.WriteString(strings.Join(row, " | ") + "\n")
+				}
+			}
+		}
+		text[s.ID] = b.String()
+	}
+	full, old := text["fleet-full"], text["fleet-run"]
+	for _, want := range []string{"Object-store traffic, measured at the server", "SIG reader | 44 | 44 | 0 | 0 | 0 | 0 | 0 | 0 |",
+		"4.4 | 0.03417 | 0.02345 | 0.01157", "split between requests and bytes by the fit", "a GET costs what 35.29 ms of a core does", "aws.amazon.com/s3/pricing",
+		"aws.amazon.com/ec2/pricing/on-demand", "SIG reader requests per unit read | issue 28 | <= 2 | 4.4 | **not met**",
+		"s3_get_per_1000_usd | 0.0001 USD per 1,000 requests"} {
+		if !strings.Contains(full, want) {
+			t.Errorf("the run with a store lacks %q:\n%s", want, full)
+		}
+	}
+	if strings.Contains(full, "not measured") {
+		t.Errorf("the run with a store says something was not measured:\n%s", full)
+	}
+	for _, want := range []string{"Object-store requests and bytes: not measured.", "`bash bench/fleet-run.sh` writes them",
+		"SIG reader requests per unit read | issue 28 | <= 2 | – | not measured"} {
+		if !strings.Contains(old, want) {
+			t.Errorf("the run from before lacks %q:\n%s", want, old)
+		}
+	}
+	if strings.Contains(old, "a GET costs what") {
+		t.Errorf("the run from before has prices:\n%s", old)
 	}
 }

@@ -54,8 +54,27 @@ func scaleSection(path string, sf *scaleFile) Section {
 		SVG: svgplot.Line{Title: "Evicted memo blocks per second", X: x, Y: svgplot.Axis{Label: "blocks/s"},
 			Series: []svgplot.Series{{Name: "evicted blocks/s", X: n, Y: evict}}}.SVG()})
 	s.table(t)
-	for _, note := range sf.Notes {
-		s.text("%s", note)
+	// What grew with the cache, from the points themselves. The file's
+	// notes are not shown: bench/scale.sh copies bench/scale.notes into
+	// them, prose whose figures come from earlier runs and profiles that
+	// no JSON holds, and every figure here is a JSON's.
+	if len(pts) > 1 {
+		a, z := pts[0], pts[len(pts)-1]
+		x := func(v0, v1 float64) string {
+			if v0 <= 0 {
+				return "–"
+			}
+			return "x" + num(v1/v0)
+		}
+		s.text("From %s to %s cached components (x%s): submit p50 %s, p99 %s; queue ops/s %s; Pebble bytes %s; sigd RSS %s; evicted blocks/s %s.",
+			num(float64(*a.Components)), num(float64(*z.Components)), num(float64(*z.Components)/float64(*a.Components)),
+			x(*a.SubmitP50Ms, *z.SubmitP50Ms), x(*a.SubmitP99Ms, *z.SubmitP99Ms), x(a.QueueOpsPerS, z.QueueOpsPerS),
+			x(float64(a.PebbleBytes), float64(z.PebbleBytes)), x(float64(a.SigdRSSBytes), float64(z.SigdRSSBytes)), x(a.EvictPerS, z.EvictPerS))
+	}
+	if len(sf.Notes) > 0 {
+		s.text("The file's notes (%d) are not shown: the benchmark's own, the target and the growth, are recomputed above from the points; "+
+			"the rest are the prose bench/scale.sh copies from bench/scale.notes (how the cache is built; what was found and fixed on the way), "+
+			"whose figures come from earlier runs and profiles that no JSON holds. Read them in bench/scale.notes and bench/scale.txt.", len(sf.Notes))
 	}
 	return s
 }

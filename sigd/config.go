@@ -6,6 +6,7 @@ import (
 
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/ingest"
+	"github.com/sigdata/sig/workers"
 )
 
 // DefaultGCPercent is the garbage collector setting cmd/sigd runs with (its
@@ -38,6 +39,23 @@ const DefaultWorkerCacheBytes = 256 << 20
 // any backfill the fleet submits at once: a client past it submits its
 // range in parts.
 const DefaultMaxQueuedPerClient = 100_000
+
+// DefaultWorkerBatchTasks is --worker-batch-tasks' default (and `sigd
+// worker --batch-tasks`'): the most tasks of one raw block a worker leases
+// at once (issue 28). A bigger batch reads a block's raw columns once for
+// more components, shares more subexpressions and packs more memo columns
+// into one object; but a batch runs on one worker, so a block whose tasks
+// are all in one batch is made ready by one worker alone, and the first
+// task's wait grows with the batch. On the fleet generator's graphs
+// (bench/fleet-full: pipelines of 6-14 inputs out of 144 components) a raw
+// block ends with about 123 components (5,670 memo blocks over 46 raw
+// blocks), and a block sealed in a caught-up stream gets all of its
+// pipelines' tasks at once. 32 keeps a pipeline's inputs of a block, with
+// room for covers' memo nodes, in one batch, and splits a block's ~123
+// tasks into 4 batches, so that 4 workers (--workers-max' default) share a
+// fresh block. A batch of 32 is about 0.1 s of worker CPU at 10,000-row
+// blocks (3.5 ms a task: 20.1 s over 5,670 tasks in bench/fleet-full).
+const DefaultWorkerBatchTasks = 32
 
 // WorkerCacheBytes is the segment cache size a worker process uses for the
 // setting n (--worker-cache-bytes of sigd serve, --cache-bytes of sigd
@@ -120,6 +138,11 @@ type Config struct {
 	// keep for the next tasks of the same block (block.SegmentCache); 0
 	// means DefaultWorkerCacheBytes, negative keeps none.
 	WorkerCacheBytes int64
+	// --worker-batch-tasks: the most tasks of one raw block an in-process
+	// worker leases at once (a batch, issue 28; 1: none), and what sigd
+	// assumes of remote workers when it sizes them (their --batch-tasks,
+	// of the same default); 0 means DefaultWorkerBatchTasks.
+	WorkerBatchTasks int
 	// --segment-compression: the Arrow IPC buffer compression of the
 	// segments ingestion and the in-process workers write: none, lz4 or
 	// zstd ("": block.DefaultCompression). Readers read every kind.
@@ -215,6 +238,9 @@ func (c *Config) EnsureDefaults() {
 		c.MaxQueuedPerClient = DefaultMaxQueuedPerClient
 	}
 	c.WorkerCacheBytes = WorkerCacheBytes(c.WorkerCacheBytes)
+	if c.WorkerBatchTasks == 0 {
+		c.WorkerBatchTasks = DefaultWorkerBatchTasks
+	}
 	if c.SegmentCompression == "" {
 		c.SegmentCompression = block.DefaultCompression.Flag()
 	}
@@ -240,6 +266,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := block.ParseCompression(c.SegmentCompression); err != nil {
 		return fmt.Errorf("--segment-compression: %w", err)
+	}
+	if c.WorkerBatchTasks < 1 || c.WorkerBatchTasks > workers.MaxBatchTasks {
+		return fmt.Errorf("--worker-batch-tasks %d: want 1 (no batches) to %d", c.WorkerBatchTasks, workers.MaxBatchTasks)
 	}
 	if c.Lease <= 0 || c.MaxAttempts < 1 {
 		return fmt.Errorf("--lease %v, --max-attempts %d: both must be positive", c.Lease, c.MaxAttempts)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/workers"
 )
 
 // TestSegmentCompressionConfig: --segment-compression defaults to
@@ -27,5 +28,30 @@ func TestSegmentCompressionConfig(t *testing.T) {
 	c.EnsureDefaults()
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--segment-compression") {
 		t.Errorf("gzip: %v", err)
+	}
+}
+
+// TestWorkerBatchTasksConfig: --worker-batch-tasks defaults to
+// DefaultWorkerBatchTasks, takes 1 (no batches) to workers.MaxBatchTasks,
+// and refuses the rest naming the flag.
+func TestWorkerBatchTasksConfig(t *testing.T) {
+	var c Config
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil || c.WorkerBatchTasks != DefaultWorkerBatchTasks {
+		t.Fatalf("default: %d, %v", c.WorkerBatchTasks, err)
+	}
+	for _, n := range []int{1, 2, workers.MaxBatchTasks} {
+		c := Config{WorkerBatchTasks: n}
+		c.EnsureDefaults()
+		if err := c.Validate(); err != nil || c.WorkerBatchTasks != n {
+			t.Errorf("%d: %d, %v", n, c.WorkerBatchTasks, err)
+		}
+	}
+	for _, n := range []int{-1, workers.MaxBatchTasks + 1} {
+		c := Config{WorkerBatchTasks: n}
+		c.EnsureDefaults()
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--worker-batch-tasks") {
+			t.Errorf("%d: %v", n, err)
+		}
 	}
 }

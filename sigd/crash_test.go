@@ -7,6 +7,7 @@ import (
 	"time"
 
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
@@ -107,5 +108,106 @@ func TestSIGKILLDuringWork(t *testing.T) {
 	}
 	if n != len(wanted) {
 		t.Errorf("%d memo objects in the bucket, want %d", n, len(wanted))
+	}
+}
+
+// TestRemoteWorkerKilledMidBatch (issue 28): a `sigd worker` process
+// leases the six tasks of one block as one batch, completes two, and is
+// SIGKILLed holding the other four. Until the kill the worker keeps its
+// whole batch (every task's lease heartbeated, the waiting ones too: no
+// lease expires); after it, each of the four leases expires on its own and
+// a second worker leases and completes those four. Every task is
+// completed exactly once (the queue's counts; each entry marked ready
+// once: one sig_task_latency_seconds sample per entry), nothing is
+// quarantined, and every entry's memo object is readable and equals LIG's
+// output byte for byte.
+//
+// It fails without the heartbeat of the batch's waiting tasks (their
+// leases expire while the first runs, and another worker runs them too),
+// and without the rest of the batch crossing the wire (the worker holds
+// one task, not six).
+func TestRemoteWorkerKilledMidBatch(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 500, Seed: 4})
+	srv := sigdtest.Start(t, w, sigd.Config{RemoteWorkers: true, Lease: 4 * time.Second}, sigd.Options{})
+	bin := sigdtest.BuildCommand(t, "cmd/sigd")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const dsl = `let q = lower(col("query"))
+let t = lower(col("ad_title"))
+input q_uni = hash(unigrams(q), buckets=1000003)
+input q_bi = hash(truncate(ngrams(q, n=2), max=32), buckets=1000003)
+input t_uni = hash(unigrams(t), buckets=1000003)
+input t_bi = hash(truncate(ngrams(t), max=32), buckets=1000003)
+input overlap = length(intersect(unigrams(q), unigrams(t)))
+input overlap_cat = concat(intersect(unigrams(t), unigrams(q)), col("ad_category"))
+`
+	const n = 6
+	if keys := componentKeys(t, dsl); len(keys) != n {
+		t.Fatalf("%d components, want %d", len(keys), n)
+	}
+	if _, err := srv.SIG(t, "ctr").SubmitGraph(ctx, sigdtest.Submit("ctr", "p", 1, dsl, w.All())); err != nil {
+		t.Fatal(err)
+	}
+	q := srv.Queue()
+	if s := q.Stats(); s.Queued != n {
+		t.Fatalf("queue after the submission: %+v, want %d tasks of the one block", s, n)
+	}
+	args := func(name string) []string {
+		return append([]string{"worker", "--sigd", srv.Addr(), "--token", srv.Tokens["worker"], "--concurrency", "1",
+			"--batch-tasks", "8", "--name", name}, w.S3Args()...)
+	}
+	// Each task takes 3s in w1: the two it completes take longer than a
+	// lease (4s), so the batch's waiting tasks live on heartbeats until
+	// the kill.
+	w1 := sigdtest.StartProcess(t, bin, args("w1"), "SIG_TEST_TASK_DELAY=3s")
+	waitFor(t, 30*time.Second, "the first worker to lease the block's tasks", func() bool { return q.Stats().Leased > 0 })
+	if s := q.Stats(); s.Leased != n || s.Queued != 0 {
+		t.Fatalf("queue once w1 leased: %+v; want its one worker holding all %d tasks of the block, a batch", s, n)
+	}
+	waitFor(t, 30*time.Second, "w1 to complete two tasks of its batch", func() bool { return q.Stats().Completed >= 2 })
+	w1.Kill()
+	// A completion sent just before the kill may still be landing.
+	time.Sleep(300 * time.Millisecond)
+	done := q.Stats()
+	k := int(done.Completed)
+	if k < 2 || k >= n || done.Leased != n-k || done.Expired != 0 || done.Failures != 0 {
+		t.Fatalf("queue when w1 was killed: %+v; want 2 to %d tasks completed and the rest of the batch leased, no lease expired", done, n-1)
+	}
+	w2 := sigdtest.StartProcess(t, bin, args("w2"))
+
+	sol := sigdtest.WaitComplete(ctx, t, srv.SIG(t, "ctr"), "ctr", "p")
+	waitFor(t, 10*time.Second, "the queue to empty", func() bool { s := q.Stats(); return s.Queued == 0 && s.Leased == 0 })
+	if s := q.Stats(); s.Completed != n || s.Expired != uint64(n-k) || s.Failures != uint64(n-k) || s.Quarantined != 0 {
+		t.Errorf("queue at the end: %+v; want %d completions, the %d leases w1 died holding expired once each, nothing quarantined", s, n, n-k)
+	}
+	if w2.Exited() {
+		t.Errorf("w2 exited: %s", w2.Stderr.String())
+	}
+	// Each entry's generation was marked ready once.
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := uint64(0)
+	for _, mf := range mfs {
+		if mf.GetName() == "sig_task_latency_seconds" {
+			marked = mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	if marked != n {
+		t.Errorf("%d entries marked ready, want %d, each once", marked, n)
+	}
+	// Every entry names a readable object with LIG's bytes, and the
+	// bucket holds nothing else under memo/.
+	sigdtest.CheckSolution(t, w.Store, w.Blocks, sol, dsl, map[string]*sigdtest.LIGOutput{})
+	objects := 0
+	for _, err := range w.Store.List(ctx, block.MemoPrefix) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		objects++
+	}
+	if objects != n {
+		t.Errorf("%d memo objects in the bucket, want %d", objects, n)
 	}
 }

@@ -21,12 +21,13 @@ type completing struct {
 	leases         sync.Map // lease id -> workers.Lease
 }
 
-func (c *completing) Lease(ctx context.Context, workerID string) (workers.Lease, error) {
-	l, err := c.Leaser.Lease(ctx, workerID)
-	if err == nil {
+func (c *completing) LeaseBatch(ctx context.Context, workerID string, maxTasks int) ([]workers.Lease, error) {
+	ls, err := c.Leaser.LeaseBatch(ctx, workerID, maxTasks)
+	for _, l := range ls {
+		// Every task of a batch, each completed with its own lease.
 		c.leases.Store(l.ID, l)
 	}
-	return l, err
+	return ls, err
 }
 
 func (c *completing) Complete(ctx context.Context, leaseID string, res workers.Result) error {

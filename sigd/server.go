@@ -212,14 +212,17 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			build = workers.BuildID()
 		}
 		leaser := &completing{Leaser: workers.Describe(s.queue.ForBuild(build), s.describe), q: s.queue, hook: s.completeHook}
-		s.pool = workers.NewPool(leaser, runner, workers.PoolOptions{Clock: s.clock, Name: "sigd", Logger: s.log})
+		s.pool = workers.NewPool(leaser, runner, workers.PoolOptions{Clock: s.clock, Name: "sigd", Logger: s.log,
+			BatchTasks: cfg.WorkerBatchTasks})
 		resizer = s.pool
 	}
-	// Workers pipeline their tasks (Runner is a workers.StagedRunner, in
-	// process and in `sigd worker`), so each holds several at once.
-	tasksPerWorker := workers.DefaultPipelineDepth
+	// Workers lease batches and pipeline their tasks (Runner is a
+	// workers.StagedRunner, in process and in `sigd worker`), so each
+	// holds several at once; remote workers are assumed to lease batches
+	// as the in-process ones would.
+	tasksPerWorker := workers.StagedTasksHeld(cfg.WorkerBatchTasks)
 	if s.pool != nil {
-		tasksPerWorker = s.pool.TasksPerWorker()
+		tasksPerWorker = s.pool.TasksHeld()
 	}
 	s.scaler, err = workers.NewAutoscaler(workers.ScaleConfig{
 		Min: cfg.WorkersMin, Max: cfg.WorkersMax, TargetDrain: cfg.TargetDrain, CoolDown: cfg.ScaleDownCooldown,

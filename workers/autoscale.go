@@ -26,13 +26,14 @@ type ScaleConfig struct {
 	// DefaultTaskSeconds is the task cost assumed before any task has been
 	// measured. Default 1.
 	DefaultTaskSeconds float64
-	// TasksPerWorker is how many tasks one worker holds at once: 1 for a
-	// plain Runner, more for a pipelined worker (Pool's
-	// TasksPerWorker). The measured task cost is lease-to-completion time,
-	// which for a pipelined worker spans this many tasks' turns: a worker
-	// holding n tasks for s seconds each completes n tasks per s seconds
-	// (Little's law). The estimate is exact when the pipelines are full,
-	// that is when the backlog is large enough to matter. Default 1.
+	// TasksPerWorker is how many tasks one busy worker holds on average:
+	// 1 for a plain Runner without batches, more for a pipelined or
+	// batching worker (Pool's TasksHeld). The measured task cost is
+	// lease-to-completion time, which for such a worker spans this many
+	// tasks' turns: a worker holding n tasks for s seconds each completes
+	// n tasks per s seconds (Little's law). The estimate is exact when the
+	// pipelines and batches are full, that is when the backlog is large
+	// enough to matter. Default 1.
 	TasksPerWorker int
 }
 

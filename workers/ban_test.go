@@ -101,8 +101,8 @@ func TestBannedBuildRemote(t *testing.T) {
 	// In process, a Leaser of the build (ForBuild) records it too.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if l, err := q.ForBuild("v1 misbuilt").Lease(ctx, "w"); err != nil || l.Build != "v1 misbuilt" {
-		t.Errorf("after the lift: %+v %v, want a lease of build v1 misbuilt", l, err)
+	if ls, err := q.ForBuild("v1 misbuilt").LeaseBatch(ctx, "w", 1); err != nil || len(ls) != 1 || ls[0].Build != "v1 misbuilt" {
+		t.Errorf("after the lift: %+v %v, want a lease of build v1 misbuilt", ls, err)
 	}
 }
 

@@ -65,6 +65,41 @@
 // operator (ListQuarantine, Release). This is the small blast radius of
 // BRIEF "Beyond the paper" 4: one bad component fails alone.
 //
+// # Batches
+//
+// Issue 28: the tasks of one raw block are cheaper together. A worker that
+// runs them at once reads the block's raw columns once, can run the union
+// of their canonical graphs so a subexpression shared across components
+// runs once, and writes one packed object. So a lease may take a batch
+// (Queue.LeaseBatchAs, LeaseTaskRequest.max_tasks): the task a lease of
+// one would take, then up to maxTasks-1 other queued tasks of its raw
+// block (TaskID.Block's ID, any input version: the runner reads each
+// task's raw version), highest priority first, then oldest. The rules:
+//
+//   - Priority. The first task is the scheduler's pick, the highest
+//     queued; so the batch runs at the highest priority among its tasks,
+//     and lower-priority tasks of the block ride along ahead of their turn.
+//     That is the point (their raw columns are read anyway, and in a union
+//     graph much of their work is shared), and its price is bounded: the
+//     riders hold the batch's worker from other blocks' work, however high
+//     its priority, for at most the batch's bound.
+//   - Fairness is counted in leases, as before: a batch is one turn of its
+//     first task's client. Tasks of other clients join without using a
+//     turn of their clients' (served early, they lose nothing). A client
+//     with many tasks of one block takes at most a batch per turn, and the
+//     next lease goes to the next client in the round
+//     (testdata/schedule/batch.txt). The bound on a batch is in tasks: the
+//     queue knows no sizes; a runner may split what it leased into several
+//     objects.
+//   - Leases. Each task of a batch has a lease of its own, recorded as a
+//     lease of one task is, so heartbeats, completions, failures and
+//     expiries stay per task, the store has no new record, and a worker
+//     killed mid-batch leaves leases that expire one by one: every task of
+//     the batch is leased again, and those it had completed stay complete
+//     (testdata/state/batch.txt). The queue finds a block's queued tasks
+//     through an index by raw block id kept in memory only; a replay
+//     rebuilds it by placing the queued tasks.
+//
 // # Worker builds and bans
 //
 // A worker says which build it runs when it leases (BuildID: VCS revision,
@@ -222,6 +257,19 @@
 // provides, and a completion hook marks the block ready before the task
 // leaves the queue. Describe gives in-process runners the same description.
 //
+// Workers lease batches (PoolOptions.BatchTasks; `sigd worker
+// --batch-tasks`, sigd's --worker-batch-tasks): LeaseTaskRequest.max_tasks
+// asks for them, and LeaseTaskResponse carries the first task as it always
+// did and the rest of the batch in more, each task with its lease, so
+// workers and servers of either age agree (a worker that does not ask
+// gets one task). The server describes every task of the batch; one it
+// cannot describe is failed and left out, and tasks past an answer of
+// 1 MiB of descriptions go back to the queue unrun. A BatchRunner runs a
+// batch whole (memo's batch runner: union graph, one packed object); any
+// other Runner runs its tasks one by one, which still reads the block's
+// raw columns once where the runner keeps them (memo.Runner's segment
+// cache), and keeps them on one worker.
+//
 // # Autoscaling
 //
 // The paper reports SIG's demand swinging tenfold within hours and asks for
@@ -230,11 +278,11 @@
 // (queued plus leased tasks) in TargetDrain at the measured task cost (a
 // moving average of lease-to-completion time), clamped to [Min, Max]; up at
 // once, down only after the need has stayed lower for CoolDown, and then to
-// the largest need seen in that window. A pipelined worker holds up to
-// TasksPerWorker tasks, so its lease-to-completion time spans that many
-// tasks' turns (Little's law: tasks held = throughput x time held);
-// ScaleConfig.TasksPerWorker divides the cost by it, and sigd sets it from
-// its pool. The size is still counted in workers. The Autoscaler applies
+// the largest need seen in that window. A pipelined or batching worker
+// holds several tasks at once, Pool.TasksHeld on average, so its
+// lease-to-completion time spans that many tasks' turns (Little's law:
+// tasks held = throughput x time held); ScaleConfig.TasksPerWorker divides
+// the cost by it, and sigd sets it from its pool. The size is still counted in workers. The Autoscaler applies
 // it every Interval on the injected clock, resizes the in-process Pool, and
 // exports sig_workers_desired (for an orchestrator scaling remote workers)
 // and sig_workers_actual. RegisterQueueMetrics exports queue depths per

@@ -32,10 +32,12 @@ import (
 //
 // Commands:
 //
-//	start workers=N [writers=W] [runner=plain]
+//	start workers=N [writers=W] [batch=B] [runner=plain]
 //	                                 a fresh queue and pool (W writers a
-//	                                 worker, default 1 here; plain: the same
-//	                                 stages behind a plain Runner)
+//	                                 worker, default 1 here; leases of up
+//	                                 to B tasks, default 1, all tasks being
+//	                                 of one block; plain: the same stages
+//	                                 behind a plain Runner)
 //	enqueue a b ...                  tasks named a, b, ... (priority 1)
 //	ok|fail|panic TASK stage=STAGE [msg=MSG|msg=(MORE WORDS)]
 //	                                 wait until TASK is in STAGE (read,
@@ -73,7 +75,9 @@ func TestPipelineData(t *testing.T) {
 				td.MaybeScanArgs(t, "writers", &writers)
 				var runner string
 				td.MaybeScanArgs(t, "runner", &runner)
-				h = newPipeHarness(t, n, writers, runner == "plain")
+				batch := 1
+				td.MaybeScanArgs(t, "batch", &batch)
+				h = newPipeHarness(t, n, writers, batch, runner == "plain")
 				return ""
 			}
 			if h == nil {
@@ -133,6 +137,7 @@ type pipeHarness struct {
 	occ      map[string]*[3]int      // worker -> tasks in each stage
 	held     map[string]int          // worker -> leases held
 	hbs      map[string]int          // lease id -> heartbeats answered
+	told     map[string]bool         // lease id -> a heartbeat answered ErrCancelled
 	deadline map[string]time.Time    // lease id -> deadline last granted
 	outcome  map[string]string       // task -> how its last lease ended, if not by the queue
 	staged   map[*fakeStagedTask]int // -> Release calls
@@ -145,13 +150,13 @@ type pipeHarness struct {
 	closeHeld int // leases held by the workers when Close returned
 }
 
-func newPipeHarness(t *testing.T, workers, writers int, plain bool) *pipeHarness {
+func newPipeHarness(t *testing.T, workers, writers, batch int, plain bool) *pipeHarness {
 	clk := clock.NewFake(t0)
 	h := &pipeHarness{
 		t: t, clk: clk, q: openTest(t, t.TempDir(), clk),
 		tasks: map[string]bool{}, status: map[string]string{}, worker: map[string]string{},
 		leaseOf: map[string]string{}, current: map[string]string{}, given: map[string]bool{}, gates: map[string]gate{},
-		occ: map[string]*[3]int{}, held: map[string]int{}, hbs: map[string]int{},
+		occ: map[string]*[3]int{}, held: map[string]int{}, hbs: map[string]int{}, told: map[string]bool{},
 		deadline: map[string]time.Time{}, outcome: map[string]string{}, staged: map[*fakeStagedTask]int{},
 	}
 	var r Runner = fakeStagedRunner{h}
@@ -159,7 +164,7 @@ func newPipeHarness(t *testing.T, workers, writers int, plain bool) *pipeHarness
 		r = RunnerFunc(fakeStagedRunner{h}.Run)
 	}
 	h.writers = writers
-	h.pool = NewPool(h, r, PoolOptions{Clock: clk, Writers: writers})
+	h.pool = NewPool(h, r, PoolOptions{Clock: clk, Writers: writers, BatchTasks: batch})
 	h.pool.Resize(workers)
 	return h
 }
@@ -367,7 +372,11 @@ func (h *pipeHarness) state() string {
 		case !ok && h.outcome[n] != "":
 			sb.WriteString(h.outcome[n])
 		case !ok:
-			fmt.Fprintf(&sb, "cancelled, still held by %s: %s", h.worker[n], h.status[n])
+			told := ""
+			if h.told[h.current[n]] {
+				told = " (a heartbeat told it)"
+			}
+			fmt.Fprintf(&sb, "cancelled, still held by %s%s: %s", h.worker[n], told, h.where(n))
 		case tk.State == StateQueued && tk.Attempts == 0:
 			sb.WriteString("queued")
 		case tk.State == StateQueued:
@@ -442,26 +451,37 @@ func (h *pipeHarness) heartbeats(rounds int) string {
 	return fmt.Sprintf("%d leases heartbeated %d times each; expired: %d %v", len(start), rounds, n, err)
 }
 
+// where says where a leased task is in its worker: its stage, or waiting
+// for its turn in its batch.
+func (h *pipeHarness) where(task string) string {
+	if st := h.status[task]; st != "" {
+		return st
+	}
+	return "leased, waiting in its batch"
+}
+
 // --- Leaser
 
-func (h *pipeHarness) Lease(ctx context.Context, w string) (Lease, error) {
-	l, err := h.q.Lease(ctx, w)
+func (h *pipeHarness) LeaseBatch(ctx context.Context, w string, maxTasks int) ([]Lease, error) {
+	ls, err := h.q.LeaseBatch(ctx, w, maxTasks)
 	if err != nil {
-		return l, err
+		return ls, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	task := keyName(l.Task.ID.Component)
-	h.worker[task], h.status[task], h.outcome[task] = w, "", ""
-	h.leaseOf[l.ID] = task
-	h.current[task] = l.ID
-	h.deadline[l.ID] = l.Deadline
-	h.held[w]++
+	for _, l := range ls {
+		task := keyName(l.Task.ID.Component)
+		h.worker[task], h.status[task], h.outcome[task] = w, "", ""
+		h.leaseOf[l.ID] = task
+		h.current[task] = l.ID
+		h.deadline[l.ID] = l.Deadline
+		h.held[w]++
+	}
 	if h.held[w] > h.pool.TasksPerWorker() {
 		h.breach("%s holds %d leases", w, h.held[w])
 	}
 	h.peak.held = max(h.peak.held, h.held[w])
-	return l, nil
+	return ls, nil
 }
 
 func (h *pipeHarness) Heartbeat(ctx context.Context, id string) (time.Time, error) {
@@ -474,6 +494,9 @@ func (h *pipeHarness) Heartbeat(ctx context.Context, id string) (time.Time, erro
 	h.hbs[id]++
 	if err == nil {
 		h.deadline[id] = d
+	}
+	if errors.Is(err, ErrCancelled) {
+		h.told[id] = true
 	}
 	return d, err
 }
@@ -512,7 +535,7 @@ func (h *pipeHarness) Fail(ctx context.Context, id, cause string) (bool, error) 
 	task := h.giveUp(id)
 	quarantined, err := h.q.Fail(ctx, id, cause)
 	if errors.Is(err, ErrCancelled) {
-		h.outcome[task] = fmt.Sprintf("cancelled, dropped by %s after: %s", h.worker[task], h.status[task])
+		h.outcome[task] = fmt.Sprintf("cancelled, dropped by %s after: %s", h.worker[task], h.where(task))
 	}
 	h.status[task] = ""
 	return quarantined, err

@@ -21,8 +21,11 @@ import (
 // process; RemoteLeaser implements it over gRPC for `sigd worker`, so the
 // same worker loop serves both.
 type Leaser interface {
-	// Lease waits for a task until ctx is done.
-	Lease(ctx context.Context, workerID string) (Lease, error)
+	// LeaseBatch waits for work until ctx is done, then leases up to
+	// maxTasks tasks (at least one) of one raw block: the scheduler's
+	// pick first, then other queued tasks of its block (issue 28; see
+	// Queue.LeaseBatchAs). Each task has a lease of its own.
+	LeaseBatch(ctx context.Context, workerID string, maxTasks int) ([]Lease, error)
 	// Heartbeat extends the lease; ErrLeaseLost or ErrCancelled mean stop.
 	Heartbeat(ctx context.Context, leaseID string) (time.Time, error)
 	Complete(ctx context.Context, leaseID string, res Result) error
@@ -89,6 +92,51 @@ func RunStages(ctx context.Context, r StagedRunner, t Task) (Result, error) {
 	return st.Write(ctx)
 }
 
+// BatchRunner is a Runner that runs the tasks of one raw block together
+// (issue 28): it reads the block's raw columns once, can run the union of
+// the tasks' canonical graphs so that a subexpression shared across
+// components runs once, and can write their memo columns into one object.
+// A Pool whose Runner implements it, with PoolOptions.BatchTasks above 1,
+// hands each batch it leases to RunBatch; any other Runner gets the
+// batch's tasks one by one (through its stages, for a StagedRunner). A
+// runner that is both is run by batches, one batch at a time per worker:
+// the pool does not pipeline batches (overlapping one batch's reads and
+// writes with another's transform is the BatchRunner's to do, if any).
+type BatchRunner interface {
+	Runner
+	// RunBatch runs tasks, all of one raw block (their TaskID.Block has
+	// one ID; input versions may differ, and each task's description
+	// names the raw version it reads), and returns one Outcome per task,
+	// in the order of tasks. The pool completes or fails each task with
+	// its own outcome once RunBatch has returned: a task whose memo
+	// column is not yet stored must not be reported done (its entry would
+	// be ready without its object). ctx is cancelled when the lease of
+	// every task is lost or the pool stops hard; a task whose lease alone
+	// is lost is not told, and its outcome is dropped.
+	RunBatch(ctx context.Context, tasks []Task) []Outcome
+}
+
+// Outcome is what running one task of a batch gave: its Result, or Err.
+type Outcome struct {
+	Result Result
+	Err    error
+}
+
+// RunEach runs tasks one after the other through r: RunBatch for a
+// runner that has nothing to share among them. A panic fails that task
+// only, as in a pool.
+func RunEach(ctx context.Context, r Runner, tasks []Task) []Outcome {
+	out := make([]Outcome, len(tasks))
+	for i, t := range tasks {
+		if err := ctx.Err(); err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Result, out[i].Err = safely(func() (Result, error) { return r.Run(ctx, t) })
+	}
+	return out
+}
+
 // RunnerFunc adapts a function to Runner.
 type RunnerFunc func(ctx context.Context, t Task) (Result, error)
 
@@ -115,6 +163,11 @@ type PoolOptions struct {
 	// uneven size make frequent; a second writer absorbs that. Default
 	// DefaultWriters.
 	Writers int
+	// BatchTasks is the most tasks a worker leases at once, all of one
+	// raw block (Leaser.LeaseBatch; issue 28). A BatchRunner runs them
+	// together; any other Runner runs them one by one, every one
+	// heartbeated from its lease on. Default 1: no batches.
+	BatchTasks int
 }
 
 // DefaultWriters is PoolOptions.Writers' default. With one writer the
@@ -123,8 +176,15 @@ type PoolOptions struct {
 const DefaultWriters = 2
 
 // DefaultPipelineDepth is TasksPerWorker of a pool of a StagedRunner with
-// the default Writers.
+// the default Writers and no batches.
 const DefaultPipelineDepth = stagedTasks + DefaultWriters
+
+// StagedTasksHeld is TasksHeld of a pool of a StagedRunner (not a
+// BatchRunner) with the default Writers and batches of batchTasks: sigd
+// sizes its remote workers with it.
+func StagedTasksHeld(batchTasks int) int {
+	return max(batchTasks, 1)/2 + DefaultPipelineDepth
+}
 
 // stagedTasks are the tasks a worker of a StagedRunner holds besides those
 // being written: one being read and one being transformed.
@@ -150,6 +210,7 @@ func (o *PoolOptions) EnsureDefaults() {
 	if o.Writers <= 0 {
 		o.Writers = DefaultWriters
 	}
+	o.BatchTasks = min(max(o.BatchTasks, 1), MaxBatchTasks)
 }
 
 // minHeartbeat keeps a worker whose heartbeats keep failing from spinning.
@@ -190,6 +251,16 @@ type PoolStats struct {
 //     once the tasks it holds are through the pipeline; a hard stop cancels
 //     them and leaves their leases to expire.
 //
+// With PoolOptions.BatchTasks above 1, a worker leases batches: up to
+// that many tasks of one raw block at once (issue 28). Every task of a
+// batch gets its context and heartbeat at the lease, so one waiting for
+// its turn keeps its lease as the running one does, and each is completed
+// or failed on its own. A BatchRunner is handed the batch whole
+// (RunBatch), and its tasks are reported once it returns; any other
+// Runner gets the tasks one by one, in lease order, into its stages if it
+// is a StagedRunner (testdata/pipeline/batch.txt). A task of a batch
+// whose lease is lost before its turn is dropped without being run.
+//
 // The pool's size still counts workers; each holds up to TasksPerWorker
 // leases, which the autoscaler takes into account through
 // ScaleConfig.TasksPerWorker.
@@ -197,7 +268,10 @@ type Pool struct {
 	leaser Leaser
 	runner Runner
 	staged StagedRunner // runner, when it is one
-	opts   PoolOptions
+	// batcher is runner when it is a BatchRunner and workers lease
+	// batches: each batch then goes to RunBatch whole.
+	batcher BatchRunner
+	opts    PoolOptions
 	// runCtx is the parent of every task's context; Close cancels it only
 	// when its own context expires (a hard stop).
 	runCtx    context.Context
@@ -226,18 +300,42 @@ func NewPool(l Leaser, r Runner, opts PoolOptions) *Pool {
 	opts.EnsureDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	sr, _ := r.(StagedRunner)
-	return &Pool{leaser: l, runner: r, staged: sr, opts: opts, runCtx: ctx, cancelRun: cancel}
+	br, _ := r.(BatchRunner)
+	if opts.BatchTasks < 2 {
+		br = nil // batches of one go through the stages, pipelined
+	}
+	return &Pool{leaser: l, runner: r, staged: sr, batcher: br, opts: opts, runCtx: ctx, cancelRun: cancel}
 }
 
-// TasksPerWorker is the most tasks one worker holds at once: for a
+// TasksPerWorker is the most tasks one worker holds at once: a batch
+// (PoolOptions.BatchTasks) for a BatchRunner or a plain Runner; for a
 // StagedRunner, one being read, one transformed and PoolOptions.Writers
 // written (a task waiting for the next stage holds its place in the one it
-// finished); else 1.
+// finished), and the rest of its batch waiting to be read.
 func (p *Pool) TasksPerWorker() int {
-	if p.staged != nil {
-		return stagedTasks + p.opts.Writers
+	if p.staged != nil && p.batcher == nil {
+		return p.opts.BatchTasks - 1 + stagedTasks + p.opts.Writers
 	}
-	return 1
+	return p.opts.BatchTasks
+}
+
+// TasksHeld is how many tasks a busy worker holds on average: what its
+// lease-to-completion time spans (Little's law: tasks held = throughput x
+// time held), and so what the autoscaler divides the measured task cost
+// by (ScaleConfig.TasksPerWorker). A BatchRunner holds its whole batch
+// until RunBatch returns. A batch run one task after another drains as it
+// runs, from the whole batch to its last task: (BatchTasks+1)/2 held on
+// average by a plain Runner, and for a StagedRunner its pipeline's tasks
+// (stagedTasks + Writers, kept full from one batch to the next) and half
+// the batch's rest, rounded up. Without batches it is TasksPerWorker.
+func (p *Pool) TasksHeld() int {
+	switch {
+	case p.batcher != nil:
+		return p.opts.BatchTasks
+	case p.staged != nil:
+		return p.opts.BatchTasks/2 + stagedTasks + p.opts.Writers
+	}
+	return (p.opts.BatchTasks + 1) / 2
 }
 
 // Resize sets the number of workers. Shrinking is graceful: a stopped
@@ -320,35 +418,98 @@ func (p *Pool) loop(w *poolWorker) {
 		p.wg.Done()
 	}()
 	log := p.opts.Logger.With("worker", w.id)
-	if p.staged != nil {
-		p.pipeline(w, log)
-		return
-	}
-	for {
-		l, ok := p.lease(w, log)
-		if !ok {
-			return
+	switch {
+	case p.batcher != nil:
+		for {
+			ts, ok := p.lease(w, log)
+			if !ok {
+				return
+			}
+			p.runBatch(ts)
 		}
-		t := p.start(log, l)
-		res, err := safely(func() (Result, error) { return p.runner.Run(t.ctx, l.Task) })
-		p.finish(t, res, err)
+	case p.staged != nil:
+		p.pipeline(w, log)
+	default:
+		for {
+			ts, ok := p.lease(w, log)
+			if !ok {
+				return
+			}
+			// A batch's tasks one by one; those waiting are heartbeated
+			// all along (lease). A stopped worker still runs what it
+			// holds.
+			for _, t := range ts {
+				if err := cmp.Or(p.runCtx.Err(), t.ctx.Err()); err != nil {
+					p.finish(t, Result{}, err)
+					continue
+				}
+				res, err := safely(func() (Result, error) { return p.runner.Run(t.ctx, t.l.Task) })
+				p.finish(t, res, err)
+			}
+		}
 	}
 }
 
-// lease takes the worker's next task, retrying a failing Leaser every
-// RetryInterval. It reports false once the worker is stopped.
-func (p *Pool) lease(w *poolWorker, log *slog.Logger) (Lease, bool) {
+// runBatch runs one batch through the BatchRunner and reports each task's
+// outcome. The batch's context ends when every task's has (each task's
+// lease lost) or on a hard stop.
+func (p *Pool) runBatch(ts []*inflight) {
+	ctx, cancel := context.WithCancel(p.runCtx)
+	defer cancel()
+	var left atomic.Int64
+	left.Store(int64(len(ts)))
+	tasks := make([]Task, len(ts))
+	for i, t := range ts {
+		tasks[i] = t.l.Task
+		stop := context.AfterFunc(t.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	outs, err := safely(func() ([]Outcome, error) { return p.batcher.RunBatch(ctx, tasks), nil })
+	if err == nil && len(outs) != len(ts) {
+		err = fmt.Errorf("workers: the batch runner returned %d outcomes for %d tasks", len(outs), len(ts))
+	}
+	for i, t := range ts {
+		if err != nil {
+			// A panic, or outcomes that cannot be matched to tasks: every
+			// task of the batch fails with it.
+			p.finish(t, Result{}, err)
+			continue
+		}
+		p.finish(t, outs[i].Result, outs[i].Err)
+	}
+}
+
+// lease takes the worker's next batch (PoolOptions.BatchTasks tasks at
+// most) and starts every task's context and heartbeat at once: a task
+// waiting for its turn in the batch holds a lease like the one running,
+// and its lease must not expire meanwhile (else another worker would run
+// it too, and a worker killed mid-batch would leave some of its tasks
+// expired before the kill; TestRemoteWorkerKilledMidBatch). It retries a
+// failing Leaser every RetryInterval and reports false once the worker is
+// stopped.
+func (p *Pool) lease(w *poolWorker, log *slog.Logger) ([]*inflight, bool) {
 	banned := false
 	for w.leaseCtx.Err() == nil {
-		l, err := p.leaser.Lease(w.leaseCtx, w.id)
+		ls, err := p.leaser.LeaseBatch(w.leaseCtx, w.id, p.opts.BatchTasks)
+		if err == nil && len(ls) == 0 {
+			err = errors.New("workers: the leaser answered with no task")
+		}
 		if err == nil {
 			if banned {
 				log.Info("the worker build's ban was lifted: leasing again")
 			}
-			return l, true
+			ts := make([]*inflight, len(ls))
+			for i, l := range ls {
+				ts[i] = p.start(log, l)
+			}
+			return ts, true
 		}
 		if w.leaseCtx.Err() != nil || errors.Is(err, ErrClosed) {
-			return Lease{}, false
+			return nil, false
 		}
 		switch {
 		case errors.Is(err, ErrBanned):
@@ -363,11 +524,11 @@ func (p *Pool) lease(w *poolWorker, log *slog.Logger) (Lease, bool) {
 		}
 		select {
 		case <-w.leaseCtx.Done():
-			return Lease{}, false
+			return nil, false
 		case <-p.opts.Clock.After(p.opts.RetryInterval):
 		}
 	}
-	return Lease{}, false
+	return nil, false
 }
 
 // pipeline is the loop of a StagedRunner's worker: this goroutine leases
@@ -411,18 +572,24 @@ func (p *Pool) pipeline(w *poolWorker, log *slog.Logger) {
 		}()
 	}
 	for {
-		l, ok := p.lease(w, log)
+		ts, ok := p.lease(w, log)
 		if !ok {
 			break
 		}
-		t := p.start(log, l)
-		st, err := safely(func() (StagedTask, error) { return p.staged.Read(t.ctx, l.Task) })
-		if err != nil {
-			p.finish(t, Result{}, err)
-			continue
+		// A batch's tasks enter the pipeline one by one, in lease order.
+		for _, t := range ts {
+			if err := cmp.Or(p.runCtx.Err(), t.ctx.Err()); err != nil {
+				p.finish(t, Result{}, err)
+				continue
+			}
+			st, err := safely(func() (StagedTask, error) { return p.staged.Read(t.ctx, t.l.Task) })
+			if err != nil {
+				p.finish(t, Result{}, err)
+				continue
+			}
+			t.staged = st
+			p.handOff(t, toTransform)
 		}
-		t.staged = st
-		p.handOff(t, toTransform)
 	}
 	close(toTransform)
 	stages.Wait()
@@ -572,7 +739,8 @@ func safely[T any](f func() (T, error)) (v T, err error) {
 // tasks leased over gRPC do; one Runner then serves in-process and remote
 // workers alike. A task that cannot be described is failed (counting an
 // attempt, so a task whose component vanished ends in quarantine rather
-// than looping) and the next one is leased.
+// than looping) and left out of its batch; when none of a batch is left,
+// the next batch is leased.
 func Describe(l Leaser, describe func(TaskID) (*sigv1.Task, error)) Leaser {
 	return describing{Leaser: l, describe: describe}
 }
@@ -582,21 +750,27 @@ type describing struct {
 	describe func(TaskID) (*sigv1.Task, error)
 }
 
-func (d describing) Lease(ctx context.Context, workerID string) (Lease, error) {
+func (d describing) LeaseBatch(ctx context.Context, workerID string, maxTasks int) ([]Lease, error) {
 	for {
-		l, err := d.Leaser.Lease(ctx, workerID)
+		ls, err := d.Leaser.LeaseBatch(ctx, workerID, maxTasks)
 		if err != nil {
-			return l, err
+			return nil, err
 		}
-		spec, err := describeLease(d.describe, l)
-		if err != nil {
-			if _, ferr := d.Leaser.Fail(ctx, l.ID, err.Error()); ferr != nil && !errors.Is(ferr, ErrLeaseLost) && !errors.Is(ferr, ErrCancelled) {
-				return Lease{}, ferr
+		out := ls[:0]
+		for _, l := range ls {
+			spec, err := describeLease(d.describe, l)
+			if err != nil {
+				if _, ferr := d.Leaser.Fail(ctx, l.ID, err.Error()); ferr != nil && !errors.Is(ferr, ErrLeaseLost) && !errors.Is(ferr, ErrCancelled) {
+					return nil, ferr
+				}
+				continue
 			}
-			continue
+			l.Task.Spec = spec
+			out = append(out, l)
 		}
-		l.Task.Spec = spec
-		return l, nil
+		if len(out) > 0 {
+			return out, nil
+		}
 	}
 }
 

@@ -263,10 +263,178 @@ func TestPoolRetriesLeaseErrors(t *testing.T) {
 
 type flakyLeaser struct{ calls atomic.Int64 }
 
-func (f *flakyLeaser) Lease(ctx context.Context, _ string) (Lease, error) {
+func (f *flakyLeaser) LeaseBatch(context.Context, string, int) ([]Lease, error) {
 	f.calls.Add(1)
-	return Lease{}, errors.New("connection refused")
+	return nil, errors.New("connection refused")
 }
 func (f *flakyLeaser) Heartbeat(context.Context, string) (time.Time, error) { return time.Time{}, nil }
 func (f *flakyLeaser) Complete(context.Context, string, Result) error       { return nil }
 func (f *flakyLeaser) Fail(context.Context, string, string) (bool, error)   { return false, nil }
+
+// cancelWatch counts heartbeats that found their task cancelled.
+type cancelWatch struct {
+	Leaser
+	cancelled atomic.Int64
+}
+
+func (c *cancelWatch) Heartbeat(ctx context.Context, id string) (time.Time, error) {
+	d, err := c.Leaser.Heartbeat(ctx, id)
+	if errors.Is(err, ErrCancelled) {
+		c.cancelled.Add(1)
+	}
+	return d, err
+}
+
+// scriptedBatches is a BatchRunner whose RunBatch hands each batch to the
+// test and returns what the test answers.
+type scriptedBatches struct {
+	batches chan batchCall
+}
+
+type batchCall struct {
+	ctx   context.Context
+	tasks []Task
+	reply chan func() []Outcome // called in RunBatch: may panic
+}
+
+func (s scriptedBatches) Run(ctx context.Context, t Task) (Result, error) {
+	return Result{}, errors.New("Run called on a batch runner")
+}
+
+func (s scriptedBatches) RunBatch(ctx context.Context, tasks []Task) []Outcome {
+	c := batchCall{ctx: ctx, tasks: tasks, reply: make(chan func() []Outcome)}
+	s.batches <- c
+	return (<-c.reply)()
+}
+
+func names(ts []Task) string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, keyName(t.ID.Component)+"/"+t.ID.Block.String())
+	}
+	return strings.Join(out, " ")
+}
+
+// TestPoolBatchRunner: a pool of a BatchRunner hands it each batch it
+// leases whole (the tasks of one raw block, the scheduler's pick first)
+// and completes or fails each task with its own outcome once RunBatch
+// returns; a panic or outcomes that do not match the tasks fail the whole
+// batch; a task whose lease alone is lost does not stop the batch, and the
+// batch's context ends when every task's lease is lost.
+func TestPoolBatchRunner(t *testing.T) {
+	clk := clock.NewFake(t0)
+	q := openTest(t, t.TempDir(), clk, func(o *Options) { o.MaxAttempts = 5 })
+	defer q.Close()
+	r := scriptedBatches{batches: make(chan batchCall)}
+	hb := &cancelWatch{Leaser: q}
+	pool := NewPool(hb, r, PoolOptions{Clock: clk, BatchTasks: 3})
+	defer pool.Close(context.Background())
+	if n := pool.TasksPerWorker(); n != 3 {
+		t.Errorf("TasksPerWorker = %d, want the batch, 3", n)
+	}
+	if _, err := q.Enqueue(req("k1", "x", "c", "p", 1), req("k2", "x", "c", "p", 1), req("y1", "y", "c", "p", 1),
+		req("k3", "x.v2", "c", "p", 1), req("k4", "x", "c", "p", 1)); err != nil {
+		t.Fatal(err)
+	}
+	pool.Resize(1)
+	next := func(want string) batchCall {
+		t.Helper()
+		select {
+		case c := <-r.batches:
+			if got := names(c.tasks); got != want {
+				t.Fatalf("batch %q, want %q", got, want)
+			}
+			return c
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no batch; want %q", want)
+		}
+		return batchCall{}
+	}
+	// One outcome each: k2's failure requeues k2 alone.
+	c := next("k1/x k2/x k3/x.v2")
+	c.reply <- func() []Outcome {
+		return []Outcome{{Result: Result{Rows: 1}}, {Err: errors.New("k2 broke")}, {Result: Result{Rows: 3}}}
+	}
+	c = next("y1/y")
+	waitFor(t, "the first batch's outcomes", func() bool { s := pool.Stats(); return s.Completed == 2 && s.Failed == 1 })
+	if tk, _ := q.Get(parseTask("k2/x")); tk.State != StateQueued || tk.Attempts != 1 || tk.Err != "k2 broke" {
+		t.Errorf("k2 after its failure: %+v", tk)
+	}
+	c.reply <- func() []Outcome { return []Outcome{{}} }
+	waitFor(t, "y1's completion", func() bool { return pool.Stats().Completed == 3 })
+	// A panic fails every task of the batch; so do outcomes that do not
+	// match the tasks.
+	c = next("k4/x k2/x")
+	c.reply <- func() []Outcome { panic("union graph") }
+	c = next("k4/x k2/x")
+	c.reply <- func() []Outcome { return []Outcome{{}} }
+	waitFor(t, "the failures counted", func() bool { return pool.Stats().Failed == 5 })
+	if s := pool.Stats(); s.Panics != 2 || s.Completed != 3 {
+		t.Errorf("pool stats %+v", s)
+	}
+	// k4 is evicted mid-batch: the batch goes on, k2 completes, k4's
+	// outcome is dropped.
+	c = next("k4/x k2/x")
+	if _, err := q.Cancel(parseTask("k4/x")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "k4's heartbeat to find it cancelled", func() bool {
+		clk.Advance(time.Second)
+		return hb.cancelled.Load() > 0
+	})
+	if c.ctx.Err() != nil {
+		t.Fatal("the batch's context ended with one of its two tasks lost")
+	}
+	c.reply <- func() []Outcome { return []Outcome{{}, {}} }
+	waitFor(t, "k2 completed, k4 dropped", func() bool { s := pool.Stats(); return s.Completed == 4 && s.LeaseLost == 1 })
+	// Every task of a batch lost: its context ends.
+	if _, err := q.Enqueue(req("k5", "z", "c", "p", 1), req("k6", "z", "c", "p", 1)); err != nil {
+		t.Fatal(err)
+	}
+	c = next("k5/z k6/z")
+	q.Cancel(parseTask("k5/z"))
+	q.Cancel(parseTask("k6/z"))
+	waitFor(t, "the batch's context to end", func() bool {
+		clk.Advance(time.Second)
+		return c.ctx.Err() != nil
+	})
+	c.reply <- func() []Outcome { return []Outcome{{Err: c.ctx.Err()}, {Err: c.ctx.Err()}} }
+	waitFor(t, "both dropped", func() bool { return pool.Stats().LeaseLost == 3 })
+	if s := q.Stats(); s.Queued != 0 || s.Leased != 0 || s.Completed != 4 {
+		t.Errorf("queue stats %+v", s)
+	}
+}
+
+// TestTasksHeld: the most tasks a worker holds, and how many it holds on
+// average while busy (what the autoscaler divides the task cost by), for
+// each kind of runner, with and without batches.
+func TestTasksHeld(t *testing.T) {
+	plain := RunnerFunc(func(context.Context, Task) (Result, error) { return Result{}, nil })
+	staged := fakeStagedRunner{}
+	batcher := scriptedBatches{}
+	cases := []struct {
+		name        string
+		r           Runner
+		batch       int
+		most, held  int
+		stagedsHeld int // StagedTasksHeld(batch), for staged runners
+	}{
+		{"plain", plain, 1, 1, 1, 0},
+		{"plain batches", plain, 32, 32, 16, 0},
+		{"plain batches, odd", plain, 5, 5, 3, 0},
+		{"staged", staged, 1, 4, 4, 4},
+		{"staged batches", staged, 32, 35, 20, 20},
+		{"staged batches, odd", staged, 5, 8, 6, 6},
+		{"batch runner without batches", batcher, 1, 1, 1, 0},
+		{"batch runner", batcher, 32, 32, 32, 0},
+	}
+	for _, c := range cases {
+		p := NewPool(nil, c.r, PoolOptions{BatchTasks: c.batch})
+		if most, held := p.TasksPerWorker(), p.TasksHeld(); most != c.most || held != c.held {
+			t.Errorf("%s: TasksPerWorker %d, TasksHeld %d; want %d, %d", c.name, most, held, c.most, c.held)
+		}
+		if c.stagedsHeld != 0 && StagedTasksHeld(c.batch) != c.stagedsHeld {
+			t.Errorf("%s: StagedTasksHeld %d, want %d", c.name, StagedTasksHeld(c.batch), c.stagedsHeld)
+		}
+	}
+}

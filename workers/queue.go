@@ -430,6 +430,11 @@ func (q *Queue) Cancel(id TaskID) (bool, error) {
 
 // ----------------------------------------------------------- consumers
 
+// MaxBatchTasks bounds the tasks one lease may take (LeaseBatch): a batch
+// is read, run and described in one piece, and its tasks' descriptions
+// travel in one LeaseTask answer.
+const MaxBatchTasks = 256
+
 // Lease takes the next task for workerID: the scheduler (Schedule) picks the
 // client, the client's queue gives its first task, and the task leaves every
 // queue it was in. If no task is queued, Lease waits until one is or ctx is
@@ -443,14 +448,37 @@ func (q *Queue) Lease(ctx context.Context, workerID string) (Lease, error) {
 // to come from that build (Result.Build), and a banned build is refused
 // (a *BannedError) rather than left waiting.
 func (q *Queue) LeaseAs(ctx context.Context, workerID, build string) (Lease, error) {
+	ls, err := q.LeaseBatchAs(ctx, workerID, build, 1)
+	if err != nil {
+		return Lease{}, err
+	}
+	return ls[0], nil
+}
+
+// LeaseBatch leases a batch for workerID, who does not say its build
+// (LeaseBatchAs): it implements Leaser.
+func (q *Queue) LeaseBatch(ctx context.Context, workerID string, maxTasks int) ([]Lease, error) {
+	return q.LeaseBatchAs(ctx, workerID, "", maxTasks)
+}
+
+// LeaseBatchAs leases up to maxTasks tasks of one raw block at once, waiting as
+// LeaseAs does until there is work: the task Lease would take first, then
+// other queued tasks of its raw block (TaskID.Block's ID, any input
+// version), whatever their clients, highest priority then oldest first
+// (issue 28: a worker reads the block's raw columns once for them all).
+// The lease is one turn of the first task's client in the round-robin;
+// joining tasks use no turn of theirs. Each task has a lease of its own,
+// heartbeated, completed, failed and expired as any lease (state.go,
+// lease). maxTasks is clamped to [1, MaxBatchTasks].
+func (q *Queue) LeaseBatchAs(ctx context.Context, workerID, build string, maxTasks int) ([]Lease, error) {
 	for {
-		l, ok, wake, err := q.tryLease(workerID, build)
-		if err != nil || ok {
-			return l, err
+		ls, wake, err := q.tryLease(workerID, build, maxTasks)
+		if err != nil || len(ls) > 0 {
+			return ls, err
 		}
 		select {
 		case <-ctx.Done():
-			return Lease{}, ctx.Err()
+			return nil, ctx.Err()
 		case <-wake:
 		}
 	}
@@ -463,24 +491,35 @@ func (q *Queue) TryLease(workerID string) (l Lease, ok bool, err error) {
 
 // TryLeaseAs is LeaseAs without waiting.
 func (q *Queue) TryLeaseAs(workerID, build string) (l Lease, ok bool, err error) {
-	l, ok, _, err = q.tryLease(workerID, build)
-	return l, ok, err
+	ls, _, err := q.tryLease(workerID, build, 1)
+	if err != nil || len(ls) == 0 {
+		return Lease{}, false, err
+	}
+	return ls[0], true, nil
 }
 
-func (q *Queue) tryLease(workerID, build string) (Lease, bool, <-chan struct{}, error) {
+// TryLeaseBatchAs is LeaseBatchAs without waiting: no leases when nothing
+// is queued.
+func (q *Queue) TryLeaseBatchAs(workerID, build string, maxTasks int) ([]Lease, error) {
+	ls, _, err := q.tryLease(workerID, build, maxTasks)
+	return ls, err
+}
+
+func (q *Queue) tryLease(workerID, build string, maxTasks int) ([]Lease, <-chan struct{}, error) {
 	if err := checkName("worker id", workerID); err != nil {
-		return Lease{}, false, nil, err
+		return nil, nil, err
 	}
 	if build != "" {
 		if err := checkName("build", build); err != nil {
-			return Lease{}, false, nil, err
+			return nil, nil, err
 		}
 	}
-	r, wake, err := q.change(&op{kind: opLease, worker: workerID, build: build})
+	maxTasks = min(MaxBatchTasks, max(maxTasks, 1))
+	r, wake, err := q.change(&op{kind: opLease, worker: workerID, build: build, maxTasks: maxTasks})
 	if err != nil {
-		return Lease{}, false, nil, err
+		return nil, nil, err
 	}
-	return r.lease, r.ok, wake, nil
+	return r.batch, wake, nil
 }
 
 // LookupLease returns a live lease.
@@ -609,8 +648,8 @@ func (q *Queue) Banned(build string) (b Ban, ok bool) {
 	return b, ok && build != ""
 }
 
-// ForBuild returns the Leaser of in-process workers running build: Lease
-// is LeaseAs(build), the rest the Queue's.
+// ForBuild returns the Leaser of in-process workers running build:
+// LeaseBatch is LeaseBatchAs(build), the rest the Queue's.
 func (q *Queue) ForBuild(build string) Leaser { return buildLeaser{q, build} }
 
 type buildLeaser struct {
@@ -618,8 +657,8 @@ type buildLeaser struct {
 	build string
 }
 
-func (b buildLeaser) Lease(ctx context.Context, workerID string) (Lease, error) {
-	return b.LeaseAs(ctx, workerID, b.build)
+func (b buildLeaser) LeaseBatch(ctx context.Context, workerID string, maxTasks int) ([]Lease, error) {
+	return b.LeaseBatchAs(ctx, workerID, b.build, maxTasks)
 }
 
 // Quarantine quarantines a queued task now, with reason, as MaxAttempts

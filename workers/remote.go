@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -95,33 +97,73 @@ func NewRemoteLeaser(c sigv1.WorkersClient, wait time.Duration, build string) *R
 	return &RemoteLeaser{c: c, wait: wait, build: build}
 }
 
-// Lease asks for a task until one comes or ctx is done. The task carries
-// Spec, filled by the server.
+// Lease asks for one task until one comes or ctx is done. The task
+// carries Spec, filled by the server.
 func (r *RemoteLeaser) Lease(ctx context.Context, workerID string) (Lease, error) {
+	ls, err := r.LeaseBatch(ctx, workerID, 1)
+	if err != nil {
+		return Lease{}, err
+	}
+	return ls[0], nil
+}
+
+// LeaseBatch asks for up to maxTasks tasks of one raw block until some
+// come or ctx is done (LeaseTaskRequest.max_tasks): it implements Leaser.
+// Each task carries Spec, filled by the server. A task of the batch that
+// is malformed, or of another raw block than the first, is failed at once
+// (it counts an attempt, as its expiry would) and left out; the others
+// are returned.
+func (r *RemoteLeaser) LeaseBatch(ctx context.Context, workerID string, maxTasks int) ([]Lease, error) {
+	maxTasks = min(max(maxTasks, 1), MaxBatchTasks)
 	for {
-		resp, err := r.c.LeaseTask(ctx, &sigv1.LeaseTaskRequest{WorkerId: workerID, Wait: durationpb.New(r.wait), Build: r.build})
+		resp, err := r.c.LeaseTask(ctx, &sigv1.LeaseTaskRequest{WorkerId: workerID, Wait: durationpb.New(r.wait), Build: r.build,
+			MaxTasks: uint32(maxTasks)})
 		if err != nil {
 			if ctx.Err() != nil {
-				return Lease{}, ctx.Err()
+				return nil, ctx.Err()
 			}
-			return Lease{}, fromStatus(err)
+			return nil, fromStatus(err)
 		}
 		if resp.GetTask() == nil {
 			if err := ctx.Err(); err != nil {
-				return Lease{}, err
+				return nil, err
 			}
 			continue
 		}
-		l, err := leaseFromProto(workerID, resp)
-		l.Build = r.build
-		return l, err
+		return r.batchFromProto(ctx, workerID, resp)
 	}
 }
 
-// leaseFromProto checks what the server sent: a worker must not act on a
-// malformed task.
-func leaseFromProto(workerID string, resp *sigv1.LeaseTaskResponse) (Lease, error) {
-	t := resp.GetTask()
+// batchFromProto checks what the server sent: a worker must not act on a
+// malformed task, and a batch is of one raw block.
+func (r *RemoteLeaser) batchFromProto(ctx context.Context, workerID string, resp *sigv1.LeaseTaskResponse) ([]Lease, error) {
+	all := append([]*sigv1.LeasedTask{{Task: resp.GetTask(), LeaseId: resp.GetLeaseId(), Deadline: resp.GetDeadline()}}, resp.GetMore()...)
+	var out []Lease
+	var first error
+	for _, lt := range all {
+		l, err := leaseFromProto(workerID, lt)
+		if err == nil && len(out) > 0 && l.Task.ID.Block.ID() != out[0].Task.ID.Block.ID() {
+			err = fmt.Errorf("%w: server sent task %s in a batch of block %s", ErrInvalid, l.Task.ID, out[0].Task.ID.Block.ID())
+		}
+		if err != nil {
+			first = cmp.Or(first, err)
+			if id := lt.GetLeaseId(); id != "" {
+				_, _ = r.Fail(ctx, id, err.Error())
+			}
+			continue
+		}
+		l.Build = r.build
+		out = append(out, l)
+	}
+	if len(out) == 0 {
+		return nil, first
+	}
+	return out, nil
+}
+
+// leaseFromProto checks one task of what the server sent.
+func leaseFromProto(workerID string, lt *sigv1.LeasedTask) (Lease, error) {
+	t := lt.GetTask()
 	// The process boundary: the key travels as hex and is parsed here once.
 	k, err := canon.ParseKey(t.GetComponentKey())
 	if err != nil {
@@ -131,16 +173,16 @@ func leaseFromProto(workerID string, resp *sigv1.LeaseTaskResponse) (Lease, erro
 	if err := id.validate(); err != nil {
 		return Lease{}, fmt.Errorf("workers: server sent a bad task: %w", err)
 	}
-	if resp.GetLeaseId() == "" || !resp.GetDeadline().IsValid() {
+	if lt.GetLeaseId() == "" || !lt.GetDeadline().IsValid() {
 		return Lease{}, fmt.Errorf("%w: server sent task %s without a lease id or deadline", ErrInvalid, id)
 	}
 	return Lease{
-		ID:       resp.GetLeaseId(),
+		ID:       lt.GetLeaseId(),
 		Task:     Task{ID: id, State: StateLeased, Attempts: int(t.GetAttempt()), Spec: t},
 		Worker:   workerID,
 		Client:   t.GetClient(),
 		Priority: t.GetPriority(),
-		Deadline: resp.GetDeadline().AsTime(),
+		Deadline: lt.GetDeadline().AsTime(),
 	}, nil
 }
 
@@ -224,6 +266,7 @@ func (s *workersServer) LeaseTask(ctx context.Context, req *sigv1.LeaseTaskReque
 		}
 		wait = min(max(w.AsDuration(), 0), MaxLeaseWait)
 	}
+	maxTasks := min(max(int(req.GetMaxTasks()), 1), MaxBatchTasks)
 	// The wait is measured on the queue's clock, like every other time.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -238,14 +281,12 @@ func (s *workersServer) LeaseTask(ctx context.Context, req *sigv1.LeaseTaskReque
 		}()
 	}
 	for {
-		var l Lease
-		var ok bool
+		var ls []Lease
 		var err error
 		if wait > 0 {
-			l, err = s.q.LeaseAs(wctx, req.GetWorkerId(), build)
-			ok = err == nil
+			ls, err = s.q.LeaseBatchAs(wctx, req.GetWorkerId(), build, maxTasks)
 		} else {
-			l, ok, err = s.q.TryLeaseAs(req.GetWorkerId(), build)
+			ls, err = s.q.TryLeaseBatchAs(req.GetWorkerId(), build, maxTasks)
 		}
 		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
 			return &sigv1.LeaseTaskResponse{}, nil // waited: no task
@@ -253,24 +294,64 @@ func (s *workersServer) LeaseTask(ctx context.Context, req *sigv1.LeaseTaskReque
 		if err != nil {
 			return nil, toStatus(err)
 		}
-		if !ok {
+		if len(ls) == 0 {
 			return &sigv1.LeaseTaskResponse{}, nil
 		}
 		if ctx.Err() != nil {
-			// The worker hung up as the task was leased: give it back
-			// rather than let the lease expire and count an attempt.
-			_ = s.q.Return(l.ID)
+			// The worker hung up as the tasks were leased: give them back
+			// rather than let the leases expire and count attempts.
+			for _, l := range ls {
+				_ = s.q.Return(l.ID)
+			}
 			return nil, toStatus(ctx.Err())
 		}
+		resp, err := s.answer(ctx, ls)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if resp.GetTask() == nil {
+			continue // none could be described; each was failed
+		}
+		return resp, nil
+	}
+}
+
+// maxLeaseAnswerBytes bounds the descriptions of a batch's tasks in one
+// LeaseTask answer, well under gRPC's default 4 MiB a worker accepts: the
+// tasks past it are given back (not counting an attempt) for a later
+// lease. The first task always goes.
+const maxLeaseAnswerBytes = 1 << 20
+
+// answer describes leased tasks for the wire. A task that cannot be
+// described is failed (see Describe) and left out; the tasks past
+// maxLeaseAnswerBytes are returned to the queue.
+func (s *workersServer) answer(ctx context.Context, ls []Lease) (*sigv1.LeaseTaskResponse, error) {
+	resp := &sigv1.LeaseTaskResponse{}
+	size := 0
+	for i, l := range ls {
 		spec, err := describeLease(s.describe, l)
 		if err != nil {
 			if _, ferr := s.q.Fail(ctx, l.ID, err.Error()); ferr != nil && !errors.Is(ferr, ErrLeaseLost) && !errors.Is(ferr, ErrCancelled) {
-				return nil, toStatus(ferr)
+				for _, rest := range ls[i+1:] {
+					_ = s.q.Return(rest.ID)
+				}
+				return nil, ferr
 			}
 			continue
 		}
-		return &sigv1.LeaseTaskResponse{Task: spec, LeaseId: l.ID, Deadline: timestamppb.New(l.Deadline)}, nil
+		if size += proto.Size(spec); resp.Task != nil && size > maxLeaseAnswerBytes {
+			for _, rest := range ls[i:] {
+				_ = s.q.Return(rest.ID)
+			}
+			break
+		}
+		if resp.Task == nil {
+			resp.Task, resp.LeaseId, resp.Deadline = spec, l.ID, timestamppb.New(l.Deadline)
+			continue
+		}
+		resp.More = append(resp.More, &sigv1.LeasedTask{Task: spec, LeaseId: l.ID, Deadline: timestamppb.New(l.Deadline)})
 	}
+	return resp, nil
 }
 
 func (s *workersServer) Heartbeat(ctx context.Context, req *sigv1.HeartbeatRequest) (*sigv1.HeartbeatResponse, error) {

@@ -238,10 +238,11 @@ func TestDescribeWrapper(t *testing.T) {
 	if _, err := q.Enqueue(req("ghost", "b", "c", "p", 5), req("k", "b", "c", "p", 1)); err != nil {
 		t.Fatal(err)
 	}
-	l, err := Describe(q, describeFake).Lease(context.Background(), "w")
+	ls, err := Describe(q, describeFake).LeaseBatch(context.Background(), "w", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := ls[0]
 	if keyName(l.Task.ID.Component) != "k" || l.Task.Spec.GetMemoObject() != "memo/k/b.arrow" || l.Task.Spec.GetClient() != "c" {
 		t.Errorf("lease %+v spec %v", l, l.Task.Spec)
 	}
@@ -266,13 +267,103 @@ func TestRemoteBadTask(t *testing.T) {
 		{&sigv1.Task{ComponentKey: good, BlockId: ""}, "block id"},
 	}
 	for _, c := range cases {
-		_, err := leaseFromProto("w", &sigv1.LeaseTaskResponse{Task: c.task, LeaseId: "l", Deadline: deadline})
+		_, err := leaseFromProto("w", &sigv1.LeasedTask{Task: c.task, LeaseId: "l", Deadline: deadline})
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("task %v: %v, want ErrInvalid naming %s", c.task, err, c.want)
 		}
 	}
-	l, err := leaseFromProto("w", &sigv1.LeaseTaskResponse{Task: &sigv1.Task{ComponentKey: good, BlockId: "b"}, LeaseId: "l", Deadline: deadline})
+	l, err := leaseFromProto("w", &sigv1.LeasedTask{Task: &sigv1.Task{ComponentKey: good, BlockId: "b"}, LeaseId: "l", Deadline: deadline})
 	if err != nil || l.Task.ID != (TaskID{nameKey("k"), blockref.ParseMemo("b")}) {
 		t.Errorf("good task: %+v, %v", l.Task.ID, err)
+	}
+}
+
+// TestRemoteBatch: over the wire, a worker that asks for max_tasks gets
+// the scheduler's pick and other tasks of its raw block, each described
+// and with a lease of its own; one that does not ask gets one task, as
+// before; a task that cannot be described is failed and left out; tasks
+// past the answer's size budget are given back unrun; and a worker
+// refuses a batch's task of another block.
+func TestRemoteBatch(t *testing.T) {
+	clk := clock.NewFake(t0)
+	q := openTest(t, t.TempDir(), clk, func(o *Options) { o.MaxAttempts = 1 })
+	defer q.Close()
+	big := strings.Repeat("x", 400<<10)
+	client := serveWorkers(t, q, func(id TaskID) (*sigv1.Task, error) {
+		spec, err := describeFake(id)
+		if err == nil && id.Block.ID() == "z" {
+			spec.CanonicalDsl = big
+		}
+		return spec, err
+	})
+	rl := NewRemoteLeaser(client, time.Second, "v1")
+	ctx := context.Background()
+	if _, err := q.Enqueue(req("a0", "x", "a", "p", 5), req("a1", "x", "a", "p", 5), req("ghost", "x", "a", "p", 5),
+		req("b1", "x.v2", "b", "q", 1), req("y1", "y", "a", "p", 5)); err != nil {
+		t.Fatal(err)
+	}
+	// A worker that does not ask for a batch gets one task.
+	resp, err := client.LeaseTask(ctx, &sigv1.LeaseTaskRequest{WorkerId: "old"})
+	if err != nil || resp.GetTask().GetComponentKey() != nameKey("a0").String() || len(resp.GetMore()) != 0 {
+		t.Fatalf("a lease without max_tasks: %v, %v", resp, err)
+	}
+	ls, err := rl.LeaseBatch(ctx, "w", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range ls {
+		got = append(got, fmt.Sprintf("%s/%s %s@%d build=%s spec=%s", keyName(l.Task.ID.Component), l.Task.ID.Block, l.Client, l.Priority, l.Build, l.Task.Spec.GetMemoObject()))
+		if !l.Deadline.Equal(clk.Now().Add(30*time.Second)) || l.ID == "" {
+			t.Errorf("lease %+v", l)
+		}
+	}
+	want := []string{"a1/x a@5 build=v1 spec=memo/a1/x.arrow", "b1/x.v2 b@1 build=v1 spec=memo/b1/x.v2.arrow"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("batch:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if qs := q.ListQuarantine(); len(qs) != 1 || keyName(qs[0].ID.Component) != "ghost" {
+		t.Errorf("quarantine %+v, want ghost, failed for its description", qs)
+	}
+	// Each task's lease stands alone.
+	if _, err := rl.Heartbeat(ctx, ls[1].ID); err != nil {
+		t.Error(err)
+	}
+	if err := rl.Complete(ctx, ls[0].ID, Result{Rows: 1}); err != nil {
+		t.Error(err)
+	}
+	if tk, _ := q.Get(ls[1].Task.ID); tk.State != StateLeased {
+		t.Errorf("b1 after a1's completion: %+v", tk)
+	}
+
+	// Three tasks whose descriptions are 400 KiB each: two fit the answer,
+	// the third goes back to the queue unrun, for the next lease.
+	if _, err := q.Enqueue(req("z1", "z", "a", "p", 9), req("z2", "z", "a", "p", 9), req("z3", "z", "a", "p", 9)); err != nil {
+		t.Fatal(err)
+	}
+	ls, err = rl.LeaseBatch(ctx, "w", 8)
+	if err != nil || len(ls) != 2 || keyName(ls[0].Task.ID.Component) != "z1" || keyName(ls[1].Task.ID.Component) != "z2" {
+		t.Fatalf("a batch of large descriptions: %+v, %v", ls, err)
+	}
+	if tk, _ := q.Get(parseTask("z3/z")); tk.State != StateQueued || tk.Attempts != 0 {
+		t.Errorf("z3 past the answer's budget: %+v, want queued without an attempt", tk)
+	}
+
+	// A batch's task of another block is refused: failed at once, the
+	// rest kept.
+	l1, _, _ := q.TryLease("w")
+	l2, _, _ := q.TryLease("w")
+	if l1.Task.ID.Block.ID() != "z" || l2.Task.ID.Block.ID() != "y" {
+		t.Fatalf("leased %s and %s", l1.Task.ID, l2.Task.ID)
+	}
+	spec1, _ := describeLease(describeFake, l1)
+	spec2, _ := describeLease(describeFake, l2)
+	batch, err := rl.batchFromProto(ctx, "w", &sigv1.LeaseTaskResponse{Task: spec1, LeaseId: l1.ID, Deadline: timestamppb.New(l1.Deadline),
+		More: []*sigv1.LeasedTask{{Task: spec2, LeaseId: l2.ID, Deadline: timestamppb.New(l2.Deadline)}}})
+	if err != nil || len(batch) != 1 || batch[0].ID != l1.ID {
+		t.Errorf("a batch of two blocks: %+v, %v", batch, err)
+	}
+	if tk, _ := q.Get(l2.Task.ID); tk.State != StateQuarantined || !strings.Contains(tk.Err, "in a batch of block z") {
+		t.Errorf("the task of another block: %+v", tk)
 	}
 }

@@ -112,21 +112,26 @@ func (h *queueHarness) run(t *testing.T, td *datadriven.TestData) string {
 			return errOut(err)
 		}
 		return fmt.Sprintf("created %d", n)
-	case "lease": // lease [n=N]: lease up to N tasks, printing client@priority task
-		n := 1
+	case "lease": // lease [n=N] [batch=M]: N leases of up to M tasks each (default 1), a line each: client@priority task, comma-separated
+		n, batch := 1, 1
 		td.MaybeScanArgs(t, "n", &n)
+		td.MaybeScanArgs(t, "batch", &batch)
 		var out []string
 		for i := 0; i < n; i++ {
-			l, ok, err := q.TryLease("w")
+			ls, err := q.TryLeaseBatchAs("w", "", batch)
 			if err != nil {
 				return errOut(err)
 			}
-			if !ok {
+			if len(ls) == 0 {
 				out = append(out, "none")
 				break
 			}
-			h.leases[l.Task.ID] = l.ID
-			out = append(out, fmt.Sprintf("%s@%d %s", l.Client, l.Priority, keyName(l.Task.ID.Component)+blockSuffix(l.Task.ID)))
+			var line []string
+			for _, l := range ls {
+				h.leases[l.Task.ID] = l.ID
+				line = append(line, fmt.Sprintf("%s@%d %s", l.Client, l.Priority, keyName(l.Task.ID.Component)+blockSuffix(l.Task.ID)))
+			}
+			out = append(out, strings.Join(line, ", "))
 		}
 		return strings.Join(out, "\n")
 	case "set-priority": // set-priority client=C pipeline=P priority=N

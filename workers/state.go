@@ -49,7 +49,7 @@ const (
 	opRemovePipeline                   // client, pipeline
 	opCancel                           // id
 	opRelease                          // id
-	opLease                            // worker
+	opLease                            // worker, build, maxTasks
 	opHeartbeat                        // lease
 	opComplete                         // lease
 	opFail                             // lease, cause
@@ -79,6 +79,9 @@ type op struct {
 	build string
 	lease string
 	cause string
+	// maxTasks: the most tasks a lease takes (lease; below 1: one): the
+	// task the scheduler picks and queued tasks of its raw block (a batch).
+	maxTasks int
 	// due: leases whose deadline is not after it expire.
 	due time.Time
 	// key, value: a stored record being restored. The state copies what it
@@ -102,8 +105,11 @@ type result struct {
 	// ok: the task existed (cancel), was quarantined (release), a task
 	// was leased (lease), the build was not banned before (ban), or was
 	// (lift), a queued task was quarantined (quarantine).
-	ok          bool
-	lease       Lease     // lease
+	ok    bool
+	lease Lease // lease: the first of batch
+	// batch: every task the lease took (lease), the scheduler's pick
+	// first, each with its own lease.
+	batch       []Lease
 	deadline    time.Time // heartbeat
 	quarantined bool      // fail
 	// err refuses the op (ErrLeaseLost, ErrCancelled, a BannedError), or says a restored
@@ -128,7 +134,10 @@ type task struct {
 	sid   storedID // id as the store holds it; the value of its q and l keys
 	rec   record
 	items []*qitem // when queued: one per requesting client
-	lease *lease   // when leased
+	// blockPos is the task's index in state.blocks of its raw block, when
+	// queued.
+	blockPos int
+	lease    *lease // when leased
 }
 
 type lease struct {
@@ -148,6 +157,13 @@ type state struct {
 	pipelines  map[pipeKey]map[TaskID]*task
 	leases     map[string]*lease
 	quarantine map[TaskID]*task
+	// blocks holds the queued tasks by raw block id (TaskID.Block's ID,
+	// whatever the input version), in no order (task.blockPos is each
+	// one's index): where a batch lease finds the tasks that join the one
+	// the scheduler picked. Memory only: it is what the task records say,
+	// and placing them at a replay rebuilds it. A slice rather than a set
+	// keeps the common block of one queued task to one small allocation.
+	blocks map[string][]*task
 	// bans are the worker builds refused leases, by build.
 	bans   map[string]Ban
 	fair   Fairness
@@ -187,6 +203,7 @@ func newState(cfg stateConfig) *state {
 		pipelines:   make(map[pipeKey]map[TaskID]*task),
 		leases:      make(map[string]*lease),
 		quarantine:  make(map[TaskID]*task),
+		blocks:      make(map[string][]*task),
 		bans:        make(map[string]Ban),
 		fair:        Fairness{Last: make(map[int32]string)},
 		leasePrefix: fmt.Sprintf("%016x-", cfg.Nonce),
@@ -226,7 +243,10 @@ func (s *state) apply(o *op) result {
 	case opRelease:
 		r.ok = s.release(o.id)
 	case opLease:
-		r.lease, r.ok, r.err = s.lease(o.worker, o.build)
+		r.batch, r.err = s.lease(o.worker, o.build, o.maxTasks)
+		if r.ok = len(r.batch) > 0; r.ok {
+			r.lease = r.batch[0]
+		}
 	case opHeartbeat:
 		r.deadline, r.err = s.heartbeat(o.lease)
 	case opComplete:
@@ -312,6 +332,9 @@ func (s *state) enqueueItems(t *task) {
 	for _, h := range clientPriorities(t.rec.requesters) {
 		s.pushItem(t, h.Client, h.Priority)
 	}
+	b := t.id.Block.ID()
+	t.blockPos = len(s.blocks[b])
+	s.blocks[b] = append(s.blocks[b], t)
 	s.nQueued++
 	s.peakQueued = max(s.peakQueued, s.nQueued)
 }
@@ -344,6 +367,16 @@ func (s *state) dequeueItems(t *task) {
 		s.removeItem(it)
 	}
 	t.items = nil
+	b := t.id.Block.ID()
+	ts := s.blocks[b]
+	last := ts[len(ts)-1]
+	ts[t.blockPos], last.blockPos = last, t.blockPos
+	ts[len(ts)-1] = nil
+	if ts = ts[:len(ts)-1]; len(ts) == 0 {
+		delete(s.blocks, b)
+	} else {
+		s.blocks[b] = ts
+	}
 	s.nQueued--
 }
 
@@ -599,16 +632,41 @@ func (s *state) cancel(id TaskID) bool {
 
 // ---------------------------------------------------------- consumers
 
-// lease takes the next task for worker, running build: the scheduler
-// (Schedule) picks the client, the client's queue gives its first task,
-// and the task leaves every queue it was in. ok is false when nothing is
-// queued; a banned build is refused (a BannedError) whatever is queued.
-func (s *state) lease(worker, build string) (Lease, bool, error) {
+// lease takes the next task for worker, running build, and with it, when
+// maxTasks > 1, up to maxTasks-1 other queued tasks of the same raw block:
+// a batch, which a worker runs reading the block's raw columns once (issue
+// 28). It returns nothing when nothing is queued; a banned build is
+// refused (a BannedError) whatever is queued.
+//
+// The first task is the one a lease of one task would take: the
+// scheduler (Schedule) picks the client, the client's queue gives its
+// first task. Its priority is the highest of any queued task (Schedule
+// serves the highest head, and a head is its queue's highest), so the
+// batch is leased at the highest priority among its tasks. The others
+// join whatever their clients and priorities: the raw columns they need
+// are being read anyway. They join highest priority first, then oldest
+// (as a queue serves them), when more are queued than fit.
+//
+// Fairness is counted in leases, as without batches: the lease is one
+// turn of the first task's client, whose cursor moves as before, and
+// tasks of other clients that join ride along without using their
+// clients' turns (they lose nothing by being served early). So a client
+// with many tasks of one block takes at most maxTasks of them in a turn,
+// and the next lease goes to the next client in the round
+// (testdata/schedule/batch.txt). A batch's tasks leave every queue they
+// were in.
+//
+// Each task gets a lease of its own, recorded as a lease of one task is:
+// heartbeats, completions, failures and expiries stay per task, so a
+// worker killed mid-batch leaves leases that expire one by one and every
+// task is leased again; nothing in the store says which tasks were
+// leased together, and nothing needs to.
+func (s *state) lease(worker, build string, maxTasks int) ([]Lease, error) {
 	if b, ok := s.bans[build]; ok && build != "" {
-		return Lease{}, false, &BannedError{Ban: b}
+		return nil, &BannedError{Ban: b}
 	}
 	if len(s.queues) == 0 {
-		return Lease{}, false, nil
+		return nil, nil
 	}
 	heads := s.heads[:0]
 	for c, cq := range s.queues {
@@ -621,7 +679,51 @@ func (s *state) lease(worker, build string) (Lease, bool, error) {
 	// The round-robin cursor is persisted so a restart does not hand the
 	// next turn back to the first client by name.
 	s.set(fairnessKey(head.prio), []byte(client))
-	t := head.t
+	batch := []Lease{s.leaseTask(head.t, worker, build, client, head.prio)}
+	if maxTasks > 1 {
+		for _, t := range s.joiners(head.t.id.Block.ID(), maxTasks-1) {
+			best := bestItem(t.items)
+			batch = append(batch, s.leaseTask(t, worker, build, best.client, best.prio))
+		}
+	}
+	return batch, nil
+}
+
+// joiners returns up to n queued tasks of the raw block id, in the order
+// they join a batch: highest priority first (a task's highest in any
+// client's queue), then oldest.
+func (s *state) joiners(id string, n int) []*task {
+	if len(s.blocks[id]) == 0 {
+		return nil
+	}
+	ts := slices.Clone(s.blocks[id])
+	prio := func(t *task) int32 { return bestItem(t.items).prio }
+	sort.Slice(ts, func(i, j int) bool {
+		if pi, pj := prio(ts[i]), prio(ts[j]); pi != pj {
+			return pi > pj
+		}
+		return ts[i].rec.seq < ts[j].rec.seq
+	})
+	return ts[:min(n, len(ts))]
+}
+
+// bestItem is the place of a queued task where it ranks highest: its
+// highest priority in any client's queue, the first client by name among
+// equals. A task that joins a batch is recorded as leased from there.
+func bestItem(items []*qitem) *qitem {
+	best := items[0]
+	for _, it := range items[1:] {
+		if it.prio > best.prio || (it.prio == best.prio && it.client < best.client) {
+			best = it
+		}
+	}
+	return best
+}
+
+// leaseTask leases a queued task to worker, taken from client's queue at
+// prio: it leaves every queue it was in and holds a lease of its own
+// until now + LeaseTTL.
+func (s *state) leaseTask(t *task, worker, build, client string, prio int32) Lease {
 	s.dequeueItems(t)
 	s.leaseN++
 	// The id is "%016x-%d" of nonce and counter, built without fmt: this
@@ -634,12 +736,12 @@ func (s *state) lease(worker, build string) (Lease, bool, error) {
 	t.rec.worker = worker
 	t.rec.build = build
 	t.rec.client = client
-	t.rec.priority = head.prio
+	t.rec.priority = prio
 	t.rec.leasedAt = s.now
 	t.rec.deadline = s.now.Add(s.cfg.LeaseTTL)
 	s.putRecord(t)
 	s.holdLease(l)
-	return l.snapshot(), true, nil
+	return l.snapshot()
 }
 
 // lookup finds a live lease for the lease protocol's calls. It changes

@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -29,7 +28,8 @@ import (
 // Commands (tasks are named as in testdata/schedule: "t1" is block "b"):
 //
 //	enqueue TASK... client=C pipeline=P priority=N
-//	lease [worker=W] [build=B]
+//	lease [worker=W] [build=B] [batch=N]
+//	                             up to N tasks of one raw block (default 1)
 //	heartbeat|complete|return TASK
 //	fail TASK err=CAUSE|err=(MORE WORDS)
 //	cancel|release TASK
@@ -58,6 +58,9 @@ func TestStateData(t *testing.T) {
 		h.s = newState(h.cfg)
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 			out := strings.TrimRight(h.run(t, td), "\n")
+			if err := h.s.checkBlocks(); err != nil {
+				t.Fatalf("%s: %v", td.Pos, err)
+			}
 			for _, tasksFirst := range []bool{true, false} {
 				if rebuilt := h.rebuild(t, h.cfg, h.keys(tasksFirst)).dump(idName); rebuilt != h.s.dump(idName) {
 					t.Fatalf("%s: the state rebuilt from the records (task records first: %v) differs:\n--- state\n%s--- rebuilt\n%s", td.Pos, tasksFirst, h.s.dump(idName), rebuilt)
@@ -154,16 +157,21 @@ func (h *stateHarness) run(t *testing.T, td *datadriven.TestData) string {
 		r = h.apply(op{kind: opEnqueue, reqs: reqs})
 		answer = fmt.Sprintf("created %d", r.n)
 	case "lease":
-		w, build := "w", ""
+		w, build, batch := "w", "", 1
 		td.MaybeScanArgs(t, "worker", &w)
 		td.MaybeScanArgs(t, "build", &build)
-		r = h.apply(op{kind: opLease, worker: w, build: build})
+		td.MaybeScanArgs(t, "batch", &batch)
+		r = h.apply(op{kind: opLease, worker: w, build: build, maxTasks: batch})
 		if !r.ok {
 			answer = "none"
 			break
 		}
-		h.leases[r.lease.Task.ID] = r.lease.ID
-		answer = fmt.Sprintf("leased %s from %s@%d: lease %s until %s", taskName(r.lease.Task.ID), r.lease.Client, r.lease.Priority, r.lease.ID, h.at(r.lease.Deadline))
+		var lines []string
+		for _, l := range r.batch {
+			h.leases[l.Task.ID] = l.ID
+			lines = append(lines, fmt.Sprintf("leased %s from %s@%d: lease %s until %s", taskName(l.Task.ID), l.Client, l.Priority, l.ID, h.at(l.Deadline)))
+		}
+		answer = strings.Join(lines, "\n")
 	case "heartbeat":
 		r = h.apply(op{kind: opHeartbeat, lease: h.leases[task()]})
 		answer = "deadline " + h.at(r.deadline)
@@ -354,14 +362,16 @@ func (h *stateHarness) describeWrite(t *testing.T, w write) string {
 // tasks since deleted (the replayed state is checked to go on from the
 // highest a task holds, then given the live state's).
 func TestReplayActsAsApplied(t *testing.T) {
+	// Eight tasks over three raw blocks, one of them in two input
+	// versions, so that batch leases find tasks to join and tasks to leave.
 	var tasks []TaskID
 	for i := range 8 {
-		tasks = append(tasks, parseTask(fmt.Sprintf("r%d", i)))
+		tasks = append(tasks, parseTask(fmt.Sprintf("r%d/%s", i, []string{"x", "y", "z", "x.v2"}[i%4])))
 	}
 	clients, pipelines := []string{"a", "b", "c"}, []string{"p", "q"}
 	var seen struct {
 		moved, released, cancelled, returned int
-		revoked, refused                     int
+		revoked, refused, batched            int
 		completed, expired, quarantines      uint64
 		restoredLeased, restoredQuarantined  int
 	}
@@ -407,18 +417,25 @@ func TestReplayActsAsApplied(t *testing.T) {
 			ob := o
 			ob.now = h.now
 			rb := restarted.apply(&ob)
-			b := h.describeResult(t, rb)
 			ra := h.apply(o)
-			a := h.describeResult(t, ra)
-			// New leases have the restarted state's nonce: their ids are
-			// read as the live state's.
-			sameLease := func(s string) string {
-				if rb.lease.ID == "" {
-					return s
+			for _, st := range []*state{h.s, restarted} {
+				if err := st.checkBlocks(); err != nil {
+					t.Fatalf("seed %d step %d: op %d: %v", seed, step, o.kind, err)
 				}
-				return strings.ReplaceAll(s, rb.lease.ID, ra.lease.ID)
 			}
-			if b = sameLease(b); a != b {
+			// New leases have the restarted state's nonce and counter:
+			// their ids are read as the live state's, before the writes
+			// are sorted by key (lease keys hold them).
+			sameLease := func(s string) string {
+				for i, l := range rb.batch {
+					if i < len(ra.batch) {
+						s = strings.ReplaceAll(s, l.ID, ra.batch[i].ID)
+					}
+				}
+				return s
+			}
+			a := h.describeResult(t, ra, nil)
+			if b := h.describeResult(t, rb, sameLease); a != b {
 				t.Fatalf("seed %d step %d: op %d: the live state did\n%s\nthe replayed one\n%s", seed, step, o.kind, a, b)
 			}
 			if a, b := h.s.dump(idName), sameLease(restarted.dump(idName)); a != b {
@@ -437,6 +454,8 @@ func TestReplayActsAsApplied(t *testing.T) {
 				seen.revoked += ra.n
 			case o.kind == opLease && errors.Is(ra.err, ErrBanned):
 				seen.refused++
+			case o.kind == opLease && len(ra.batch) > 1:
+				seen.batched++
 			}
 		}
 		st := h.s.statsSnapshot()
@@ -446,7 +465,7 @@ func TestReplayActsAsApplied(t *testing.T) {
 	}
 	// The random ops must reach every kind of change and of restored
 	// task, or agreeing would prove little.
-	if seen.moved == 0 || seen.released == 0 || seen.cancelled == 0 || seen.returned == 0 || seen.revoked == 0 || seen.refused == 0 || seen.completed == 0 || seen.expired == 0 || seen.quarantines == 0 || seen.restoredLeased == 0 || seen.restoredQuarantined == 0 {
+	if seen.moved == 0 || seen.released == 0 || seen.cancelled == 0 || seen.returned == 0 || seen.revoked == 0 || seen.refused == 0 || seen.batched == 0 || seen.completed == 0 || seen.expired == 0 || seen.quarantines == 0 || seen.restoredLeased == 0 || seen.restoredQuarantined == 0 {
 		t.Fatalf("the random ops missed a kind of change: %+v", seen)
 	}
 }
@@ -482,7 +501,7 @@ func randomOp(rng *rand.Rand, s *state, now time.Time, tasks []TaskID, clients, 
 	case n < 47:
 		return op{kind: opRelease, id: tasks[rng.IntN(len(tasks))]}
 	case n < 62:
-		return op{kind: opLease, worker: pick([]string{"w1", "w2"}), build: pick([]string{"", "b1", "b2"})}
+		return op{kind: opLease, worker: pick([]string{"w1", "w2"}), build: pick([]string{"", "b1", "b2"}), maxTasks: 1 + rng.IntN(3)}
 	case n < 64:
 		return op{kind: opBan, build: pick([]string{"b1", "b2"}), cause: "wrong values"}
 	case n < 65:
@@ -508,24 +527,31 @@ func randomOp(rng *rand.Rand, s *state, now time.Time, tasks []TaskID, clients, 
 // whole, so the order of writes to distinct keys is no part of what an op
 // does (and it differs: a task lists its queue entries in the order its
 // clients asked for it, a restored task by client name).
-func (h *stateHarness) describeResult(t *testing.T, r result) string {
+//
+// rename, if set, rewrites the result's text, and the writes' keys as
+// they are sorted.
+func (h *stateHarness) describeResult(t *testing.T, r result, rename func(string) string) string {
+	if rename == nil {
+		rename = func(s string) string { return s }
+	}
 	out := []string{fmt.Sprintf("n=%d ok=%v quarantined=%v err=%v", r.n, r.ok, r.quarantined, r.err)}
 	if !r.deadline.IsZero() {
 		out = append(out, "deadline "+h.at(r.deadline))
 	}
-	if r.lease.ID != "" {
-		l := r.lease
+	for _, l := range r.batch {
 		out = append(out, fmt.Sprintf("lease %s of %s to %s from %s@%d until %s", l.ID, taskName(l.Task.ID), l.Worker, l.Client, l.Priority, h.at(l.Deadline)))
 	}
 	writes := slices.Clone(r.writes)
-	slices.SortStableFunc(writes, func(a, b write) int { return bytes.Compare(a.key, b.key) })
+	slices.SortStableFunc(writes, func(a, b write) int {
+		return strings.Compare(rename(string(a.key)), rename(string(b.key)))
+	})
 	for _, w := range writes {
 		out = append(out, h.describeWrite(t, w))
 	}
 	for _, e := range r.events {
 		out = append(out, fmt.Sprintf("event %s %s attempts=%d err=%q", e.Kind, taskName(e.Task.ID), e.Task.Attempts, e.Task.Err))
 	}
-	return strings.Join(out, "\n") + fmt.Sprintf("\nwake=%v", r.wake)
+	return rename(strings.Join(out, "\n") + fmt.Sprintf("\nwake=%v", r.wake))
 }
 
 // TestReplayRefusesDisagreement: a replay refuses a store whose index
@@ -620,4 +646,25 @@ func TestReplayRefusesDisagreement(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkBlocks checks the index of queued tasks by raw block against the
+// tasks: it holds every queued task, at its blockPos, and nothing else.
+func (s *state) checkBlocks() error {
+	n := 0
+	for id, ts := range s.blocks {
+		if len(ts) == 0 {
+			return fmt.Errorf("block %s: an empty entry", id)
+		}
+		for i, t := range ts {
+			if t.rec.state != StateQueued || t.blockPos != i || t.id.Block.ID() != id || s.tasks[t.id] != t {
+				return fmt.Errorf("block %s: %s at %d is %s at %d of block %s", id, t.id, i, t.rec.state, t.blockPos, t.id.Block.ID())
+			}
+		}
+		n += len(ts)
+	}
+	if n != s.nQueued {
+		return fmt.Errorf("%d tasks by block, %d queued", n, s.nQueued)
+	}
+	return nil
 }

@@ -141,6 +141,32 @@ func TestExport(t *testing.T) {
 	checkTable(t, memoParquet, readParquet(t, memoParquet), memoWant)
 	checkTable(t, memoArrow, readArrow(t, memoArrow), memoWant)
 
+	// A memo object stored narrow (issue 28): q_ids hashes into 1000
+	// buckets, list<int64> stored as list<int16>; read and exported as
+	// list<int64>.
+	var narrowKey string
+	for _, in := range sol.Inputs {
+		if in.Input == "q_ids" {
+			narrowKey = in.Blocks[1].MemoObject
+		}
+	}
+	narrowMeta, narrowRec, err := block.ReadBlock(ctx, w.Store, narrowKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer narrowRec.Release()
+	if c, _ := narrowMeta.Column(block.MemoColumn); c.Type != "list<int64>" || c.Stored != "list<int16>" {
+		t.Fatalf("q_ids memo value: type %s stored as %q, want list<int64> stored as list<int16>", c.Type, c.Stored)
+	}
+	narrowWant := array.NewTableFromRecords(narrowRec.Schema(), []arrow.Record{narrowRec})
+	defer narrowWant.Release()
+	if !arrow.TypeEqual(narrowRec.Column(1).DataType(), arrow.ListOf(arrow.PrimitiveTypes.Int64)) {
+		t.Fatalf("q_ids memo value read as %s", narrowRec.Column(1).DataType())
+	}
+	narrowArrow := filepath.Join(dir, "memo_narrow.arrow")
+	export(append([]string{"--object", narrowKey, "--out", narrowArrow}, w.S3Args()...)...)
+	checkTable(t, narrowArrow, readArrow(t, narrowArrow), narrowWant)
+
 	for _, args := range [][]string{
 		{"--client", "ctr", "--pipeline", "exp"},                                      // no --out
 		{"--client", "ctr", "--pipeline", "exp", "--out", "x.csv"},                    // no format
@@ -161,7 +187,7 @@ func TestExport(t *testing.T) {
 
 	if out := os.Getenv("SIG_EXPORT_INTEROP_DIR"); out != "" {
 		writeInterop(t, ctx, w, out, map[string]string{"pipeline.parquet": pipeParquet, "pipeline.arrow": pipeArrow,
-			"memo.parquet": memoParquet, "memo.arrow": memoArrow}, want, memoWant, memoKey)
+			"memo.parquet": memoParquet, "memo.arrow": memoArrow}, want, memoWant, memoKey, narrowWant, narrowKey)
 	}
 }
 
@@ -238,11 +264,12 @@ func checkTable(t *testing.T, name string, got, want arrow.Table) {
 }
 
 // writeInterop leaves in dir what python/tests/test_formats_interop.py
-// checks with pyarrow: the exported files, the memo object as stored, and
-// expected.json, the Go side's values ({"pipeline": {column: [values]},
-// "memo": ..., "memo_key": key}).
+// checks with pyarrow: the exported files, the memo objects as stored (one
+// with a list<string> value, one with a list<int64> value stored narrow),
+// and expected.json, the Go side's values ({"pipeline": {column:
+// [values]}, "memo": ..., "memo_key": key, "memo_narrow": ...}).
 func writeInterop(t *testing.T, ctx context.Context, w *sigdtest.Warehouse, dir string, files map[string]string,
-	pipeline, memo arrow.Table, memoKey string) {
+	pipeline, memo arrow.Table, memoKey string, narrow arrow.Table, narrowKey string) {
 	t.Helper()
 	for name, src := range files {
 		b, err := os.ReadFile(src)
@@ -253,12 +280,14 @@ func writeInterop(t *testing.T, ctx context.Context, w *sigdtest.Warehouse, dir 
 			t.Fatal(err)
 		}
 	}
-	obj, _, err := w.Store.Get(ctx, memoKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "memo_object.bin"), obj, 0o644); err != nil {
-		t.Fatal(err)
+	for name, key := range map[string]string{"memo_object.bin": memoKey, "memo_narrow_object.bin": narrowKey} {
+		obj, _, err := w.Store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), obj, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	values := func(tbl arrow.Table) map[string]json.RawMessage {
 		m := map[string]json.RawMessage{}
@@ -278,7 +307,8 @@ func writeInterop(t *testing.T, ctx context.Context, w *sigdtest.Warehouse, dir 
 		return m
 	}
 	b, err := json.Marshal(map[string]any{"pipeline": values(pipeline), "memo": values(memo), "memo_key": memoKey,
-		"pipeline_columns": columnNames(pipeline), "memo_columns": columnNames(memo)})
+		"pipeline_columns": columnNames(pipeline), "memo_columns": columnNames(memo),
+		"memo_narrow": values(narrow), "memo_narrow_key": narrowKey, "memo_narrow_columns": columnNames(narrow)})
 	if err != nil {
 		t.Fatal(err)
 	}

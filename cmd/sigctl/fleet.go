@@ -26,7 +26,7 @@ import (
 // and one every --progress-every within an epoch.
 func init() {
 	commands.Register(cli.Command{Name: "fleet", Run: runFleet,
-		Usage: "[--pipelines N --clients N --epochs N --seed S --rows-per-block R ...] [--out FILE.json] [--summary FILE.txt]: run a generated fleet on sigd, workers and readers and measure hit rate, reuse and CPU"})
+		Usage: "[--pipelines N --clients N --epochs N --seed S --rows-per-block R ...] [--out FILE.json] [--summary FILE.txt]: run a generated fleet on sigd, workers and readers and measure hit rate, reuse, CPU and object-store requests"})
 }
 
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -72,9 +72,11 @@ epochs, overlapping ranges) on the real binaries: sigd dev (MinIO, kfake),
 sigd worker processes as sigd's autoscaler asks, and two readers serving every
 pipeline's units, one SIG and one LIG. It measures the hit rate per epoch,
 reuse per memo block, each process's CPU (SIG: workers + SIG reader; LIG: the
-LIG reader) as the fleet grows, Table I and a Figure 6 analog, checks sigd's
-accounting against its own count, and writes the results (--out, schema
-sig.fleet.results/v1) and a summary. The defaults (300 pipelines, 24 clients,
+LIG reader) as the fleet grows, the object-store requests and bytes of each
+side (MinIO's own counters) and what they would cost at S3's published
+per-request prices beside the CPU at an EC2 core-hour, Table I and a Figure 6
+analog, checks sigd's accounting against its own count, and writes the
+results (--out, schema sig.fleet.results/v1) and a summary. The defaults (300 pipelines, 24 clients,
 12 epochs, 460k events) take about 9 minutes on 2 busy cores; the work grows
 with pipelines x inputs x slots x rows-per-block. sigd and reader are found
 next to sigctl (make build puts them in bin/), else on PATH.

@@ -34,7 +34,8 @@ func TestFleetUsage(t *testing.T) {
 }
 
 // TestFleetCommand runs a tiny fleet through the command: the results file
-// reads back in its schema with every series the report plots, the
+// reads back in its schema with every series the report plots (the
+// object store's traffic and its costs included), the
 // summary is printed and written, the constants set by flag are recorded
 // as set, and progress goes to stderr an epoch a line.
 func TestFleetCommand(t *testing.T) {
@@ -53,7 +54,8 @@ func TestFleetCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Fleet.Pipelines != 5 || r.Fleet.Seed != 7 || r.Run.RowsPerBlock != 200 || len(r.Epochs) != 2 ||
-		len(r.HitRates) != 2 || len(r.Amortization) != 2 || r.Amortization[1].Pipelines != 5 || len(r.Targets) != 3 || len(r.ReuseSweep) == 0 {
+		len(r.HitRates) != 2 || len(r.Amortization) != 2 || r.Amortization[1].Pipelines != 5 || len(r.Targets) != 6 || len(r.ReuseSweep) == 0 ||
+		r.Store == nil || r.Store.SIGReader.Total() == 0 || len(r.Costs) == 0 {
 		t.Errorf("results: fleet %+v, run %+v, %d epochs, %d hit rates, amortization %+v, %d targets, %d sweep points",
 			r.Fleet, r.Run, len(r.Epochs), len(r.HitRates), r.Amortization, len(r.Targets), len(r.ReuseSweep))
 	}
@@ -67,7 +69,8 @@ func TestFleetCommand(t *testing.T) {
 	if string(txt) != stdout {
 		t.Errorf("the summary file differs from what was printed:\n%s\n---\n%s", txt, stdout)
 	}
-	for _, s := range []string{"Hit rate over time", "Reuse per ready memo block", "Amortization", "Table I analog", "Figure 6 analog", "Targets", "Checks"} {
+	for _, s := range []string{"Hit rate over time", "Reuse per ready memo block", "Object store (measured at the server", "Requests and CPU priced",
+		"Amortization", "Table I analog", "Figure 6 analog", "Targets", "Checks"} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("summary has no %q:\n%s", s, stdout)
 		}

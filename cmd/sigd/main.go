@@ -85,6 +85,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.Int64Var(&cfg.EvictBudgetBytes, "evict-budget-bytes", 0, "evict least recently requested memo blocks beyond this many bytes (0: no budget)")
 	fs.DurationVar(&cfg.EvictInterval, "evict-interval", time.Minute, "how often last-requested eviction runs")
 	fs.Int64Var(&cfg.WorkerCacheBytes, "worker-cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes in-process workers keep for the next tasks of a block (0: the default; negative: none)")
+	fs.IntVar(&cfg.WorkerBatchTasks, "worker-batch-tasks", sigd.DefaultWorkerBatchTasks, fmt.Sprintf("the most tasks of one raw block a worker leases at once, run reading the block's raw columns once (1: no batches; at most %d); remote workers are sized as if they lease the same (their --batch-tasks)", workers.MaxBatchTasks))
 	fs.StringVar(&cfg.SegmentCompression, "segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the segments ingestion and workers write: none, lz4 or zstd")
 	fs.BoolVar(&cfg.Sync, "sync", false, "fsync every store write (survive machine crashes, not just process crashes)")
 	fs.StringVar(&cfg.Insertion, "insertion", sigd.InsertionAll, "insertion policy: all (memoize every model input's whole component) or cost (memoize the nodes worth it, readers compute the rest)")
@@ -146,7 +147,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := commands.NewFlags("worker", stderr)
 	sigdConn := cli.ConnFlags(fs, "sigd", "127.0.0.1:7070", "sigd gRPC address", "worker token")
-	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each pipelines up to %d tasks (read, transform, write)", workers.DefaultPipelineDepth))
+	n := fs.Int("concurrency", 2, fmt.Sprintf("workers; each leases a batch (--batch-tasks) and pipelines its tasks (read, transform, write): up to --batch-tasks + %d tasks held", workers.DefaultPipelineDepth-1))
+	batch := fs.Int("batch-tasks", sigd.DefaultWorkerBatchTasks, fmt.Sprintf("the most tasks of one raw block a worker leases at once, run reading the block's raw columns once (1: no batches; at most %d)", workers.MaxBatchTasks))
 	name := fs.String("name", "", "worker name prefix (default: host-pid)")
 	cacheBytes := fs.Int64("cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes kept for the next tasks of a block (0: the default; negative: none)")
 	compression := fs.String("segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the memo objects written: none, lz4 or zstd")
@@ -157,6 +159,9 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	comp, err := block.ParseCompression(*compression)
 	if err != nil {
 		return fmt.Errorf("%w: --segment-compression: %v", cli.ErrUsage, err)
+	}
+	if *batch < 1 || *batch > workers.MaxBatchTasks {
+		return fmt.Errorf("%w: --batch-tasks %d: want 1 (no batches) to %d", cli.ErrUsage, *batch, workers.MaxBatchTasks)
 	}
 	if *name == "" {
 		host, _ := os.Hostname()
@@ -184,9 +189,9 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	if wrap != nil {
 		runner = wrap(runner)
 	}
-	pool := workers.NewPool(leaser, runner, workers.PoolOptions{Name: *name, Logger: log})
+	pool := workers.NewPool(leaser, runner, workers.PoolOptions{Name: *name, Logger: log, BatchTasks: *batch})
 	pool.Resize(*n)
-	fmt.Fprintf(stderr, "sigd worker: %d workers of build %q leasing from %s\n", *n, build, sigdConn.Addr)
+	fmt.Fprintf(stderr, "sigd worker: %d workers leasing from %s as build %q, batches of up to %d tasks\n", *n, sigdConn.Addr, build, *batch)
 	<-ctx.Done()
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,7 +13,8 @@
 //
 // Results.Schema is SchemaVersion ("sig.fleet.results/v1"). A reader
 // refuses any other (Read): a change that removes or redefines a field
-// needs a new version; adding a field does not.
+// needs a new version; adding a field does not (Store, Costs and the
+// steps' Units and Store were added so: older files read without them).
 //
 // # Contents
 //
@@ -31,9 +32,22 @@
 //     end (histogram, mean, p50/p90/p99, max), sigd's and the Ledger's;
 //     ReuseSweep: the plan's reuse with one knob changed (counted, not
 //     run, labelled so).
+//   - Store: the object store's requests (by S3 API, classed GET, HEAD,
+//     PUT, LIST, DELETE as stores price them) and bytes both ways, per
+//     side (workers, SIG reader, LIG reader) and for the whole run, the
+//     units each reader read (requests per unit), and StoreFit, MinIO's
+//     CPU in the reader phases split between requests and bytes (which
+//     of the two bounds it). Steps carry each phase's. Absent (nil) in
+//     runs from before issue 28.
+//   - Costs (internal/figure's shape): the requests at a public object
+//     store's per-request prices beside the CPU at a core-hour's price
+//     (Prices: S3 Standard and EC2 on-demand, each with its source), per
+//     side, what a GET and a PUT cost in core time, and SIG's cost over
+//     LIG's with a hosted store, each swept over its prices.
 //   - TableI (percentiles per phase, and the sensitivity rows), Figure6
-//     (a row per pipeline, reductions, sensitivity), Targets (the issue's, met or
-//     not, with notes), Checks.
+//     (a row per pipeline, reductions, sensitivity), Targets (issues 18's
+//     and 28's, met, not met or not measured, with notes and, for the
+//     storage targets, the bound the store's bytes set), Checks.
 //
 // Phases: "initial" is a pipeline's first submission, training over its
 // history; "caught-up" its later ones, one new slot each. Every unit is
@@ -51,8 +65,9 @@
 // rusage of Wait4 for a worker process that has exited; MinIO's split by
 // the phase of the run that caused it), examples read,
 // hit counts (sigd's answers to each submission), reuse (sigd's Stats and
-// the Ledger's independent count), and whether SIG and LIG sent the same
-// bytes.
+// the Ledger's independent count), whether SIG and LIG sent the same
+// bytes, and the object store's requests and bytes (MinIO's own counters,
+// split by phase as its CPU is).
 //
 // Modelled (Constant: its value, unit and source): the CPU a TPU
 // host offers to input reading, the examples per second an accelerator
@@ -63,7 +78,9 @@
 // them); Figure 6's show its total cost reduction with examples/s at 0.1x
 // to 100x, the chip-hour at 0.1x and the core-hour at 10x (what an example
 // costs on the accelerator against what its input costs on CPU decides
-// it). The reader reduction is free of constants.
+// it). The reader reduction is free of constants. Costs are modelled too:
+// measured requests and CPU at published prices (Prices), each figure
+// with its constants and a sweep of each at 0.25x to 4x.
 //
 // It does not run anything (fleet/run) or draw anything (the report);
 // the sweep only counts (gen.Plan).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/fleet/gen"
+	"github.com/sigdata/sig/internal/figure"
 )
 
 // SchemaVersion is the version of the results format (doc.go).
@@ -49,6 +50,11 @@ type Results struct {
 	ReuseSweep []PlanPoint `json:"reuse_sweep"`
 	// CPU totals at the end.
 	CPU CPU `json:"cpu"`
+	// Store is the object store's requests and bytes per side (nil in
+	// runs from before they were measured), and Costs prices them beside
+	// the CPU (modelled: NewCosts).
+	Store *Store     `json:"store,omitempty"`
+	Costs figure.Set `json:"costs,omitempty"`
 	// Pipelines are per-pipeline measurements.
 	Pipelines []Pipeline `json:"pipelines"`
 	// TableI mirrors paper Table I; Figure6 paper Figure 6.
@@ -165,6 +171,10 @@ type Step struct {
 	MinIOWorkerSeconds float64 `json:"minio_worker_seconds"`
 	MinIOSIGSeconds    float64 `json:"minio_sig_seconds"`
 	MinIOLIGSeconds    float64 `json:"minio_lig_seconds"`
+	// Units read (each way), and the object store's traffic in each
+	// phase (nil in runs from before it was measured).
+	Units int    `json:"units,omitempty"`
+	Store *Sides `json:"store,omitempty"`
 }
 
 // Epoch is one epoch of the timeline.

@@ -32,9 +32,16 @@ func TestSeries(t *testing.T) {
 	r := &results.Results{Epochs: epochs, CPU: epochs[1].Cumulative, SteadyState: results.NewSteadyState(epochs),
 		Reuse: results.Reuse{Pipelines: 30, Sigd: results.NewDistribution([]int64{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})}}
 	tg := results.NewTargets(r)
-	if len(tg) != 3 || !tg[0].Met || tg[0].Measured != 290.0/300 || tg[1].Met || tg[1].Measured != 12 || tg[2].Met || tg[2].Measured != 0.4 ||
+	if len(tg) != 6 || !tg[0].Met || tg[0].Measured != 290.0/300 || tg[1].Met || tg[1].Measured != 12 || tg[2].Met || tg[2].Measured != 0.4 ||
 		!strings.Contains(tg[1].Note, "30 pipelines") || !strings.Contains(tg[2].Note, "0.150") {
 		t.Errorf("targets %+v", tg)
+	}
+	// A run without MinIO's CPU split or request counts has those
+	// targets, not measured.
+	for _, i := range []int{3, 4, 5} {
+		if !tg[i].NotMeasured || tg[i].Met || !strings.Contains(tg[i].Note, "not measured") {
+			t.Errorf("target %d: %+v", i, tg[i])
+		}
 	}
 	var b strings.Builder
 	r.Targets, r.HitRates, r.Amortization = tg, h, a

@@ -3,6 +3,8 @@ package results
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -71,6 +73,49 @@ func (r *Results) WriteSummary(w io.Writer) error {
 	p("  MinIO's CPU by the side that caused it (the run does one thing at a time): workers %.1f, SIG reader %.1f, LIG reader %.1f, the rest %.1f (ingestion, idle); with it, SIG %.1f s, LIG %.1f s, SIG/LIG %.3f",
 		c.MinIOWorker, c.MinIOSIGReader, c.MinIOLIGReader, c.MinIO-c.MinIOWorker-c.MinIOSIGReader-c.MinIOLIGReader,
 		c.SIGWithStorage(), c.LIGWithStorage(), c.RatioWithStorage())
+	if st := r.Store; st != nil {
+		p("Object store (measured at the server: %s):", st.Source)
+		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "side\trequests\tGET\tHEAD\tPUT\tLIST\tDELETE\tother\terrors\tsent MiB\treceived MiB\tper unit\tMinIO CPU s\t")
+		for _, side := range []struct {
+			name string
+			q    Requests
+			cpu  float64
+		}{{"workers", st.Worker, c.MinIOWorker}, {"SIG reader", st.SIGReader, c.MinIOSIGReader}, {"LIG reader", st.LIGReader, c.MinIOLIGReader}, {"whole run", st.Whole, c.MinIO}} {
+			q := side.q
+			perUnit := fmt.Sprintf("%.3g", st.PerUnit(q))
+			if side.name == "whole run" {
+				perUnit = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t%.3g\t\n", side.name, q.Total(), q.Kind(GET), q.Kind(HEAD), q.Kind(PUT),
+				q.Kind(LIST), q.Kind(DELETE), q.Kind(Other), q.Errors, float64(q.SentBytes)/(1<<20), float64(q.ReceivedBytes)/(1<<20), perUnit, side.cpu)
+		}
+		tw.Flush()
+		f := st.Fit
+		p("  %d units read each way (%d examples); per unit: requests over those units (the workers' too, for scale)", st.Units, st.Examples)
+		p("  MinIO CPU while a reader read, fitted over %d reader phases: %.3g ms per request + %.3g ms per MiB (R² %.2f)", f.Samples, f.PerRequest*1e3, f.PerByte*(1<<20)*1e3, f.R2)
+		for _, side := range []struct {
+			name string
+			q    Requests
+			cpu  float64
+		}{{"SIG reader", st.SIGReader, c.MinIOSIGReader}, {"LIG reader", st.LIGReader, c.MinIOLIGReader}} {
+			rq, by := f.Part(side.q)
+			p("    %s: requests %.3g s + bytes %.3g s by the fit, %.3g s measured", side.name, rq, by, side.cpu)
+		}
+	}
+	if len(r.Costs) > 0 {
+		k := r.Costs
+		p("Requests and CPU priced (modelled: %s; see the constants below): a GET costs what %.3g ms of a core does, a PUT %.3g ms",
+			strings.Join([]string{PriceGET, PricePUT, PriceCore}, ", "), k["get_in_core_ms"].Value, k["put_in_core_ms"].Value)
+		for _, side := range []string{"workers", "sig_reader", "lig_reader"} {
+			p("  %-10s requests %.4g USD, CPU %.4g USD: requests / CPU %.3g", side, k["requests_usd_"+side].Value, k["cpu_usd_"+side].Value, k["requests_over_cpu_"+side].Value)
+		}
+		h := k["sig_over_lig_cost_hosted_store"]
+		p("  SIG / LIG cost with a hosted store (requests instead of MinIO's CPU): %.3f; swept:", h.Value)
+		for _, pt := range h.Sweep {
+			p("    %s = %.4g: %.3f", pt.Constant, pt.At, pt.Value)
+		}
+	}
 	p("Amortization as the fleet grows (cumulative at the end of each epoch; epoch ratio: that epoch's CPU alone):")
 	tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "epoch\tpipelines\tworkers s\tSIG reader s\tSIG s\tLIG s\tSIG/LIG\tepoch SIG/LIG\twith storage\t")
@@ -117,19 +162,28 @@ func (r *Results) WriteSummary(w io.Writer) error {
 	}{{"host cores", k.HostCores}, {"examples/s", k.ExamplesPerSecond}, {"chips per host", k.ChipsPerHost}, {"chip-hour", k.ChipHourUSD}, {"core-hour", k.CoreHourUSD}} {
 		p("  %s = %g %s: %s", kc.name, kc.c.Value, kc.c.Unit, kc.c.Source)
 	}
+	if f, ok := r.Costs["sig_over_lig_cost_hosted_store"]; ok {
+		for _, n := range slices.Sorted(maps.Keys(f.Constants)) {
+			c := f.Constants[n]
+			p("  %s = %g %s: %s", n, c.Value, c.Unit, c.Source)
+		}
+	}
 	p("")
 
 	p("Targets (measured):")
 	for _, t := range r.Targets {
-		met := "MET"
-		if !t.Met {
+		met, measured := "MET", fmt.Sprintf("%.4g", t.Measured)
+		switch {
+		case t.NotMeasured:
+			met, measured = "NOT MEASURED", "-"
+		case !t.Met:
 			met = "NOT MET"
 		}
 		note := ""
 		if t.Note != "" {
 			note = " (" + t.Note + ")"
 		}
-		p("  %-45s want %-26s measured %.4g  %s%s", t.Name, t.Want, t.Measured, met, note)
+		p("  %-58s want %-26s measured %-7s %s%s", t.Name, t.Want, measured, met, note)
 	}
 	p("")
 	p("Checks:")

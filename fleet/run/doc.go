@@ -18,6 +18,10 @@
 // end; the rusage of Wait4 for a worker stopped on the way). sigd's CPU is
 // reported apart (both sides pay it); MinIO's is reported whole and, as
 // the timeline does one thing at a time, split by the side that caused it.
+// So are the requests MinIO served and the bytes it moved: its own
+// counters (devenv.S3Traffic, metrics v3) are read at each phase's
+// boundaries with its CPU, the counters first at a start and last at an
+// end, so that a scrape's own CPU falls between phases.
 //
 // # The data
 //
@@ -56,7 +60,10 @@
 //
 // # Figures
 //
-// From the epochs: the hit rate over time (results.NewHitRates) and the
+// From the phases: the object store's requests and bytes per side, per
+// unit read, and MinIO's CPU fitted to them (results.NewStore), priced at
+// published prices beside the CPU (results.NewCosts). From the epochs: the
+// hit rate over time (results.NewHitRates) and the
 // amortization curve (results.NewAmortization: cumulative CPU of SIG and
 // LIG at each epoch's end against the pipelines submitted so far, from
 // FirstEpoch up to Pipelines, and the ratio over each epoch alone). At the

@@ -354,7 +354,11 @@ func (r *runner) timeline(ctx context.Context) error {
 func (r *runner) submit(ctx context.Context, i int, st gen.Step) error {
 	p := &r.f.Pipelines[st.Pipeline]
 	name := p.Client + "/" + p.Name
-	w0, m0 := r.sys.workers.cpu(), r.sys.minioCPU()
+	w0 := r.sys.workers.cpu()
+	m0, err := r.sys.begin(ctx)
+	if err != nil {
+		return err
+	}
 	resp, err := r.sys.sig.SubmitGraph(ctx, &sigv1.SubmitGraphRequest{Client: p.Client, Pipeline: p.Name, Priority: p.Priority,
 		Graph: &sigv1.GraphSpec{Spec: &sigv1.GraphSpec_Dsl{Dsl: p.DSL}},
 		Range: &sigv1.EventRange{StartMicros: r.slotMicros(st.From), EndMicros: r.slotMicros(st.To)}})
@@ -373,7 +377,13 @@ func (r *runner) submit(ctx context.Context, i int, st gen.Step) error {
 		return err
 	}
 	s.WorkerSeconds = (r.sys.workers.cpu() - w0).Seconds()
-	s.MinIOWorkerSeconds = (r.sys.minioCPU() - m0).Seconds()
+	m1, err := r.sys.end(ctx)
+	if err != nil {
+		return err
+	}
+	var worker results.Requests
+	s.MinIOWorkerSeconds, worker = m1.since(m0)
+	s.Store = &results.Sides{Worker: worker}
 	// The step's worker CPU went to the pairs it computed: each gets an
 	// equal part (components of one graph cost differently; the run does
 	// not time tasks one by one).
@@ -436,12 +446,26 @@ func (r *runner) read(ctx context.Context, sigClient, ligClient *reader.Client, 
 	if err != nil {
 		return err
 	}
-	// One side after the other: MinIO's CPU meanwhile is that side's.
-	m0 := r.sys.minioCPU()
+	// One side after the other: MinIO's CPU and the requests it served
+	// meanwhile are that side's.
+	m0, err := r.sys.begin(ctx)
+	if err != nil {
+		return err
+	}
 	sig := r.readAll(ctx, sigClient, sigUnits, r.sys.sigReader)
-	m1 := r.sys.minioCPU()
+	m1, err := r.sys.end(ctx)
+	if err != nil {
+		return err
+	}
+	m2, err := r.sys.begin(ctx)
+	if err != nil {
+		return err
+	}
 	lig := r.readAll(ctx, ligClient, ligUnits, r.sys.ligReader)
-	m2 := r.sys.minioCPU()
+	m3, err := r.sys.end(ctx)
+	if err != nil {
+		return err
+	}
 	if err := errors.Join(sig.err, lig.err); err != nil {
 		return fmt.Errorf("reading %s/%s: %w", p.Client, p.Name, err)
 	}
@@ -452,7 +476,9 @@ func (r *runner) read(ctx context.Context, sigClient, ligClient *reader.Client, 
 	}
 	s := &r.res.Steps[i]
 	s.Examples, s.SIGSeconds, s.LIGSeconds = sig.rows, sig.cpu, lig.cpu
-	s.MinIOSIGSeconds, s.MinIOLIGSeconds = (m1 - m0).Seconds(), (m2 - m1).Seconds()
+	s.Units = len(sigUnits)
+	s.MinIOSIGSeconds, s.Store.SIGReader = m1.since(m0)
+	s.MinIOLIGSeconds, s.Store.LIGReader = m3.since(m2)
 	reads := results.Reads{Units: len(sigUnits), Examples: sig.rows, SIGSeconds: sig.cpu, LIGSeconds: lig.cpu}
 	pr := &r.res.Pipelines[st.Pipeline]
 	if st.Phase == gen.Initial {
@@ -627,6 +653,14 @@ func (r *runner) finish(ctx context.Context) error {
 			}
 		}
 	}
+	// The store's traffic: the phases' by side, and all it served since
+	// it started.
+	whole, err := r.sys.traffic(ctx)
+	if err != nil {
+		return err
+	}
+	res.Store = results.NewStore(storeSource, res.Steps, requests(whole))
+	res.Costs = results.NewCosts(res, results.Prices())
 	res.TableI = results.NewTableI(res.Pipelines, res.Constants)
 	res.Figure6 = results.NewFigure6(res.Pipelines, res.Constants)
 	res.Targets = results.NewTargets(res)

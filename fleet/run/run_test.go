@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 //     plan counted here from the spec alone (component names, slots for
 //     blocks: no canonicalization, no catalog);
 //   - examples read against the spec's ranges, and every unit read in
-//     SIG and LIG mode with identical bytes (the run fails otherwise).
+//     SIG and LIG mode with identical bytes (the run fails otherwise);
+//   - the object store's traffic counted for every phase, by side, within
+//     what MinIO served in all, and priced.
 func TestFleetAccounting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -111,6 +113,46 @@ func TestFleetAccounting(t *testing.T) {
 	// storage, and the parts are within the whole.
 	if c.MinIOWorker <= 0 || c.MinIOSIGReader <= 0 || c.MinIOLIGReader <= 0 || c.MinIOWorker+c.MinIOSIGReader+c.MinIOLIGReader > c.MinIO {
 		t.Errorf("MinIO's CPU %v split as workers %v, SIG reader %v, LIG reader %v", c.MinIO, c.MinIOWorker, c.MinIOSIGReader, c.MinIOLIGReader)
+	}
+	// The object store's traffic, by side: the workers wrote memo objects,
+	// both readers read, every step's phases are counted, and the sides
+	// are within what the store served in all.
+	st := res.Store
+	if st == nil {
+		t.Fatal("no object-store traffic recorded")
+	}
+	var units int
+	for _, p := range res.Pipelines {
+		units += p.Initial.Units + p.CaughtUp.Units
+	}
+	if st.Units != units || st.Units == 0 || st.Examples != examples {
+		t.Errorf("store: %d units and %d examples, the pipelines read %d units and %d examples", st.Units, st.Examples, units, examples)
+	}
+	for i, s := range res.Steps {
+		if s.Store == nil || s.Units == 0 {
+			t.Errorf("step %d: no traffic or units (%+v, %d)", i, s.Store, s.Units)
+		}
+	}
+	sides := st.Worker.Add(st.SIGReader).Add(st.LIGReader)
+	// Readers only read: a PUT among theirs is a phase mislabelled.
+	if st.Worker.Kind(results.PUT) == 0 || st.SIGReader.Kind(results.PUT) != 0 || st.LIGReader.Kind(results.PUT) != 0 ||
+		st.SIGReader.Kind(results.GET) == 0 || st.LIGReader.Kind(results.GET) == 0 ||
+		st.SIGReader.SentBytes == 0 || st.LIGReader.SentBytes == 0 || st.Worker.ReceivedBytes == 0 ||
+		sides.Total() > st.Whole.Total() || sides.Bytes() > st.Whole.Bytes() {
+		t.Errorf("store: workers %+v, SIG reader %+v, LIG reader %+v, whole %+v", st.Worker, st.SIGReader, st.LIGReader, st.Whole)
+	}
+	t.Logf("requests per unit: SIG reader %.2f (%v), LIG reader %.2f (%v); MinIO fit %+v", st.PerUnit(st.SIGReader), st.SIGReader.ByAPI,
+		st.PerUnit(st.LIGReader), st.LIGReader.ByAPI, st.Fit)
+	if st.Fit.Samples != 2*len(res.Steps) {
+		t.Errorf("the fit has %d samples, want both reader phases of %d steps", st.Fit.Samples, len(res.Steps))
+	}
+	if err := res.Costs.Check(); err != nil || len(res.Costs) == 0 {
+		t.Errorf("costs (%d): %v", len(res.Costs), err)
+	}
+	for _, tg := range res.Targets {
+		if tg.NotMeasured {
+			t.Errorf("target %q not measured: %s", tg.Name, tg.Note)
+		}
 	}
 	if res.TableI.SIGInitial.N != len(f.Pipelines) || res.TableI.SIGInitial.P50 <= 0 || len(res.Figure6.Rows) != len(f.Pipelines) {
 		t.Errorf("table I %+v, figure 6 %d rows", res.TableI.SIGInitial, len(res.Figure6.Rows))

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sigdata/sig/fleet/results"
 	"github.com/sigdata/sig/internal/auth"
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/devenv"
@@ -119,6 +120,11 @@ func startSystem(ctx context.Context, cfg *Config, dir string) (_ *system, err e
 	} else {
 		return nil, fmt.Errorf("sigd (pid %d) has %d MinIO children, want 1", s.sigd.pid, len(ms))
 	}
+	// The run counts MinIO's requests per phase: a server whose counters
+	// cannot be read fails now, not after the first step.
+	if _, err = s.traffic(ctx); err != nil {
+		return nil, fmt.Errorf("MinIO's request counters: %w", err)
+	}
 	if s.conn, err = cli.Dial(s.addr, s.operator, false); err != nil {
 		return nil, err
 	}
@@ -190,6 +196,53 @@ func (s *system) cpu() (worker, sigReader, ligReader, sigd, minio float64) {
 func (s *system) minioCPU() time.Duration {
 	d, _ := cpuOf(s.minio)
 	return d
+}
+
+// storeSource says how the run counts the object store's traffic.
+const storeSource = "MinIO's own request counters (metrics v3 " + devenv.MetricsPath +
+	": requests by S3 API, errors, bytes sent and received), read before and after each phase with MinIO's CPU; " +
+	"a phase's traffic is the difference, its side's (the run does one thing at a time: sigd's own requests meanwhile count with the side)"
+
+// traffic is what MinIO has served since it started.
+func (s *system) traffic(ctx context.Context) (devenv.S3Traffic, error) {
+	return devenv.ScrapeS3Traffic(ctx, s.s3.S3Endpoint, s.s3.S3AccessKey, s.s3.S3SecretKey)
+}
+
+// requests is t in the results' terms.
+func requests(t devenv.S3Traffic) results.Requests {
+	q := results.Requests{SentBytes: t.SentBytes, ReceivedBytes: t.ReceivedBytes}
+	if len(t.Requests) > 0 {
+		q.ByAPI = t.Requests
+	}
+	for _, n := range t.Errors {
+		q.Errors += n
+	}
+	return q
+}
+
+// mark is MinIO at a phase's boundary: its CPU and what it has served.
+type mark struct {
+	cpu time.Duration
+	t   devenv.S3Traffic
+}
+
+// since is MinIO's CPU seconds and traffic from m0 to m.
+func (m mark) since(m0 mark) (float64, results.Requests) {
+	return (m.cpu - m0.cpu).Seconds(), requests(m.t.Sub(m0.t))
+}
+
+// begin marks a phase's start: the counters, then the CPU; end marks its
+// end: the CPU, then the counters. A scrape costs MinIO a little CPU (the
+// answer is computed when asked), which so falls between phases.
+func (s *system) begin(ctx context.Context) (mark, error) {
+	t, err := s.traffic(ctx)
+	return mark{cpu: s.minioCPU(), t: t}, err
+}
+
+func (s *system) end(ctx context.Context) (mark, error) {
+	cpu := s.minioCPU()
+	t, err := s.traffic(ctx)
+	return mark{cpu: cpu, t: t}, err
 }
 
 // logs returns the tail of every process's output, for a failed run.

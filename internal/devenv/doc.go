@@ -21,6 +21,13 @@
 // constructors (StartMinIO, StartKafka) are for programs such as the demo,
 // which stop the servers themselves.
 //
+// S3Traffic reads what a MinIO server counted of the S3 requests it served
+// (requests by API, errors, bytes both ways; MinIO's metrics v3, behind
+// the bearer token its root keys sign), for any devenv server, sigd dev's
+// included: the fleet run (fleet/run) attributes the difference of two
+// scrapes around a phase to the side that ran it, and a test can count the
+// requests of the code it runs.
+//
 // SyncBuffer is where the tests and the demo capture a server's log while
 // it still writes (one type for all of them); FreeAddr is how MinIO here
 // and the processes tests start get a port to listen on.

@@ -8,6 +8,9 @@ writes at its edges (issue 19, "standard formats at the edges"):
     IPC buffer compression (LZ4 frame): each column segment, cut out of the
     object by the footer's offsets, is an Arrow IPC file on its own
     (warehouse/block's layout),
+  * a memo object whose list<int64> value is stored narrow (issue 28): its
+    segment is an Arrow IPC file of the stored type (list<int16>), the
+    footer giving the declared type and the stored one,
 
 with values equal to the Go side's. The Go side is cmd/sigctl's TestExport
 (a real sigd, MinIO and reader): run with SIG_EXPORT_INTEROP_DIR set, it
@@ -73,22 +76,44 @@ def test_arrow_file(exported, kind):
     check(t, exp[kind], exp[kind + "_columns"], kind + ".arrow")
 
 
-def test_memo_segments(exported):
-    """Each column segment of a stored memo object is an Arrow IPC file
-    pyarrow opens: the footer (JSON, located by the 16-byte trailer: its
-    length, its CRC-32C, "SIGBLK01") gives every column's offset and
-    length."""
-    out, exp = exported
-    with open(os.path.join(out, "memo_object.bin"), "rb") as f:
-        obj = f.read()
+def footer_columns(obj: bytes) -> list:
+    """The column directory of a block object's footer (JSON, located by
+    the 16-byte trailer: its length, its CRC-32C, "SIGBLK01")."""
     flen, _crc, magic = struct.unpack("<II8s", obj[-16:])
     assert magic == b"SIGBLK01"
-    footer = json.loads(obj[len(obj) - 16 - flen:len(obj) - 16])
-    cols = footer["columns"]
-    assert [c["name"] for c in cols] == exp["memo_columns"]
+    return json.loads(obj[len(obj) - 16 - flen:len(obj) - 16])["columns"]
+
+
+# Arrow types of the stored type names a footer gives (Column.Stored).
+STORED = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(),
+          "uint8": pa.uint8(), "uint16": pa.uint16(), "uint32": pa.uint32()}
+
+
+def stored_type(name: str) -> pa.DataType:
+    if name.startswith("list<") and name.endswith(">"):
+        return pa.list_(STORED[name[5:-1]])
+    return STORED[name]
+
+
+@pytest.mark.parametrize("kind,stored", [("memo", [None, None]), ("memo_narrow", [None, "list<int16>"])])
+def test_memo_segments(exported, kind, stored):
+    """Each column segment of a stored memo object is an Arrow IPC file
+    pyarrow opens, at the offset and length the footer gives. A value
+    stored narrow is read in its stored type (the footer's "stored"; its
+    "type" is the declared list<int64>) with the values the Go side
+    widened it to; event_id is never narrowed."""
+    out, exp = exported
+    with open(os.path.join(out, kind + "_object.bin"), "rb") as f:
+        obj = f.read()
+    cols = footer_columns(obj)
+    assert [c["name"] for c in cols] == exp[kind + "_columns"]
     assert [c.get("compression") for c in cols] == [None, "lz4_frame"], "TestExport writes LZ4 value segments"
+    assert [c.get("stored") for c in cols] == stored
     for c in cols:
         seg = obj[c["offset"]:c["offset"] + c["length"]]
         t = ipc.open_file(pa.BufferReader(seg)).read_all()
         assert t.column_names == [c["name"]]
-        same(t.column(0).to_pylist(), exp["memo"][c["name"]], f"segment {c['name']} of {exp['memo_key']}")
+        if "stored" in c:
+            assert c["type"] == "list<int64>"
+            assert t.schema.field(0).type == stored_type(c["stored"]), f"{c['name']}: {t.schema.field(0).type}"
+        same(t.column(0).to_pylist(), exp[kind][c["name"]], f"segment {c['name']} of {exp[kind + '_key']}")

@@ -77,6 +77,14 @@ type Column struct {
 	// objects written before segments could be compressed. Readers go by
 	// the segment itself.
 	Compression Compression `json:"compression,omitempty"`
+	// Stored is the type the segment holds when the writer stored the
+	// column narrower than its declared Type (EncodeOptions.Narrow): an
+	// int64 column as int8, int16, int32, uint8, uint16 or uint32, a
+	// list<int64> column as a list of one of those. Readers widen it back
+	// to Type, exactly (narrow.go). Absent when the segment holds Type, as
+	// in every object written before columns could be narrowed; a stored
+	// type that does not widen to Type is ErrCorrupt.
+	Stored string `json:"stored,omitempty"`
 }
 
 // Meta is a block's metadata: what the footer of its object holds, plus
@@ -402,7 +410,16 @@ func encode(meta Meta, rec arrow.Record, buf []byte, opts EncodeOptions) ([]byte
 		start := len(w.buf)
 		w.pos = start
 		seg := &offsetWriter{w: w, base: int64(start)}
-		sch := arrow.NewSchema([]arrow.Field{f}, nil)
+		// The column as stored: narrowed when opts asks for it and its
+		// values allow (narrow.go), else as it is.
+		field, stored := f, ""
+		var k storedInt
+		if opts.narrows(f.Name) {
+			if k, ok = narrowest(t, rec.Column(i).Data()); ok {
+				field.Type, stored = narrowType(f.Type, k), storedName(t, k)
+			}
+		}
+		sch := arrow.NewSchema([]arrow.Field{field}, nil)
 		comp := opts.of(f.Name)
 		ipcOpts := []ipc.Option{ipc.WithSchema(sch)}
 		if o, err := comp.ipcOption(); err != nil {
@@ -414,7 +431,14 @@ func encode(meta Meta, rec arrow.Record, buf []byte, opts EncodeOptions) ([]byte
 		if err != nil {
 			return nil, Meta{}, fmt.Errorf("block %s: column %s: %w", meta.ID, f.Name, err)
 		}
-		colRec := array.NewRecord(sch, []arrow.Array{rec.Column(i)}, rec.NumRows())
+		col := rec.Column(i)
+		if stored != "" {
+			col = narrowArray(col, field.Type, k)
+		}
+		colRec := array.NewRecord(sch, []arrow.Array{col}, rec.NumRows())
+		if stored != "" {
+			col.Release() // colRec holds the narrow array now
+		}
 		err = fw.Write(colRec)
 		colRec.Release()
 		if err == nil {
@@ -426,7 +450,7 @@ func encode(meta Meta, rec arrow.Record, buf []byte, opts EncodeOptions) ([]byte
 		b := w.buf[start:]
 		segCRC := crc32.Checksum(b, castagnoli)
 		meta.Columns = append(meta.Columns, Column{Name: f.Name, Type: t.String(),
-			Offset: int64(start), Length: int64(len(b)), CRC32C: segCRC, Compression: comp})
+			Offset: int64(start), Length: int64(len(b)), CRC32C: segCRC, Compression: comp, Stored: stored})
 		// The object's checksum grows piece by piece from the ones just
 		// computed (the padding is hashed, the segment combined), so the
 		// object's bytes are read once, not twice.
@@ -551,7 +575,11 @@ func parseFooter(key string, footer []byte, crc uint32, size, footerOff int64) (
 	}
 	var end int64
 	for _, c := range m.Columns {
-		if _, err := transform.ParseType(c.Type); err != nil {
+		t, err := transform.ParseType(c.Type)
+		if err != nil {
+			return Meta{}, corrupt(key, "column %s: %v", c.Name, err)
+		}
+		if _, err := parseStored(t, c.Stored); err != nil {
 			return Meta{}, corrupt(key, "column %s: %v", c.Name, err)
 		}
 		if c.Offset < end || c.Length <= 0 || c.Offset+c.Length > footerOff {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow/ipc"
@@ -78,7 +79,15 @@ type EncodeOptions struct {
 	// Compression of every segment; Columns overrides it per column name.
 	Compression Compression
 	Columns     map[string]Compression
+	// Narrow names the columns stored in the narrowest integer type that
+	// holds all their values, when they are int64 or list<int64> and one
+	// narrower than int64 does (Column.Stored; narrow.go). Memo objects
+	// narrow their value column (workers/memo); raw blocks and a memo
+	// object's event_id keep their types (doc.go, "Narrow stored types").
+	Narrow []string
 }
+
+func (o EncodeOptions) narrows(name string) bool { return slices.Contains(o.Narrow, name) }
 
 func (o EncodeOptions) of(name string) Compression {
 	if c, ok := o.Columns[name]; ok {

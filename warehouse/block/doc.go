@@ -15,7 +15,8 @@
 //	              ...
 //	              segment of column n-1
 //	FooterOffset  footer: JSON of Meta (block metadata, and per column its
-//	              name, type, offset, length and CRC-32C)
+//	              name, type, offset, length and CRC-32C; compression and
+//	              stored type when not the defaults)
 //	size-16       trailer: footer length (uint32 LE), footer CRC-32C
 //	              (uint32 LE), magic "SIGBLK01"
 //
@@ -66,6 +67,46 @@
 // for each (docs/ARCHITECTURE.md, "Segment compression", says why the
 // default is what it is).
 //
+// # Narrow stored types
+//
+// A memo column is stored in the narrowest integer type its values allow
+// (issue 28): an int64 column, or a list<int64> column's elements, as
+// int8, uint8, int16, uint16, int32 or uint32, the narrowest that holds
+// every value the array addresses (null slots' values included; at one
+// width, signed unless the values need the top bit). A hash into
+// 1,000,003 buckets takes 4 bytes a token instead of 8, a bucketize or a
+// length 1 byte a row. The writer chooses the columns (EncodeOptions.Narrow;
+// workers/memo narrows a memo object's value column) and the footer says
+// what it did: Column.Type stays the declared type, Column.Stored names
+// the stored one ("int32", "list<int16>"), absent when the column is
+// stored as declared, so every object written before, and every column
+// that does not narrow, is byte for byte what it was. The segment is an
+// ordinary Arrow IPC file of the stored type (pyarrow reads an int32
+// column), so foreign readers see the narrow type and the footer tells
+// them the declared one. SIG's zero-copy decoder widens the values back
+// to int64 as it decodes, into memory of its own (from alloc), keeping
+// the validity bitmap and list offsets as stored, so readers serve the
+// bytes they would have served from a column stored as declared (a
+// narrow segment of another layout, which SIG does not write, is
+// converted by transform.ConformArray as any foreign segment is).
+// Checksums are of the stored bytes. A stored type that does not widen to
+// the declared one, or that the segment does not hold, is ErrCorrupt
+// naming the column. A reader built before Column.Stored existed refuses
+// such a footer (unknown field) as corrupt: readers are upgraded before
+// the workers that write narrow objects.
+//
+// Raw blocks keep their types, and so does a memo object's event_id: raw
+// columns are read by every worker task and every LIG reader, which would
+// all pay the widening; their bytes are mostly strings, and event times
+// (microseconds since the epoch) need 64 bits, as do event ids other than
+// the generator's small sequence; and a memo object's event_id segment
+// must stay the raw block's bytes, which is how readers see the two
+// row-aligned from the footers alone (SameSegment). Floats never narrow:
+// a float64 column that holds integers would have to keep -0 and NaN
+// payloads bit for bit, and the ops that produce floats rarely give
+// integers. bench/narrow.sh measures memo bytes per example and reader
+// CPU per example with and without narrowing.
+//
 // # Blocks other programs write
 //
 // The footer gives each column's DSL type ("string", "list<int64>"); the
@@ -109,6 +150,23 @@
 // the same values at both versions. (Memo objects are per input version:
 // MemoKey(k, blockref.Memo) names memo/<key>/<id>[.v<N>].arrow, and which
 // entries exist is the matching cache's concern.)
+//
+// # Planned reads
+//
+// A reader that wants several columns of one object reads them with an
+// ObjectReader (fetch.go): as few requests as the layout allows, the way
+// columnar readers read Parquet. The object's footer comes from a small
+// bounded cache (FooterCache) or from one speculative tail read of the
+// object's last TailRead bytes, which for an object no larger holds
+// everything; the wanted segments are fetched in ranges coalesced as
+// Arrow's ReadRangeCache coalesces them (PlanSpans: holes up to HoleLimit
+// read, ranges up to RangeLimit), limits chosen from the measured cost of
+// a request against its bytes (BenchmarkRangeCost in package reader). A
+// cached footer is checked by the checksums of everything read with it
+// and, where it lies within the hole limit of the wanted segments, read
+// back and compared; a read from a stale one is made again from the
+// object, so that an object written again under its key is never read
+// with another's footer.
 //
 // # Segment cache
 //

@@ -27,14 +27,15 @@ import (
 // generic decoder would eat that):
 //
 //   - segments that lie close together in the object are fetched with one
-//     ranged GET;
+//     ranged GET (PlanSpans: a hole limit and a range size limit, fetch.go);
 //   - each segment's CRC-32C is checked against the footer, as block does;
 //   - a segment is decoded without copying: the arrays' buffers are slices
 //     of the fetched bytes (Arrow's IPC reader copies every buffer twice,
 //     into buffers as large as the metadata says). The decoder reads exactly
 //     the layout block.Encode writes (an IPC file of one batch; compressed
 //     buffers are decompressed once, into memory of their own, bounded by
-//     what the rows need) and checks the segment's schema against the footer's type and every
+//     what the rows need, and integers stored narrow widened once: narrow.go)
+//     and checks the segment's schema against the footer's type and every
 //     length and offset against the bytes it has, so a segment that passed
 //     its checksum but was written wrong (or by another writer) is
 //     ErrCorrupt, never a panic, a huge allocation or values of one type
@@ -45,15 +46,15 @@ import (
 // the event ids are equal (both are the same column written by the same
 // encoder); only when the bytes differ are the values decoded and compared.
 
-// maxGap is the largest hole between two wanted segments that one GET still
-// spans (reading a few unwanted bytes beats another request).
-const maxGap = 64 << 10
-
 // Span is one ranged GET of FetchSegmentsInto: the bytes [Off, End) of the
 // object, which hold the segments of Members (in offset order).
 type Span struct {
 	Off, End int64
 	Members  []SpanMember
+	// footer, when set, is where the object's footer starts within the
+	// span, which runs to the object's end (a planned read with a cached
+	// footer reads the footer back: fetch.go).
+	footer int64
 }
 
 // SpanMember is a column whose segment a Span holds; Index is its position
@@ -64,10 +65,21 @@ type SpanMember struct {
 }
 
 // Spans returns the ranged GETs that fetch the named columns' segments of
-// the block meta describes: the segments in offset order, those at most
-// maxGap apart in one request. A name the block lacks is ErrNoColumn; a
-// segment outside the object's data is ErrCorrupt.
+// the block meta describes, coalesced within the package's limits
+// (PlanSpans with the defaults: HoleLimit, RangeLimit).
 func Spans(meta Meta, names []string) ([]Span, error) {
+	return PlanSpans(meta, names, ReadLimits{})
+}
+
+// PlanSpans returns the ranged GETs that fetch the named columns' segments
+// of the block meta describes, as Arrow's ReadRangeCache coalesces ranges:
+// the segments in offset order, a segment joining the previous range when
+// the hole between them is at most lim.Hole and the range stays within
+// lim.Range (a segment longer than that is a range of its own). A name the
+// block lacks is ErrNoColumn; a segment outside the object's data is
+// ErrCorrupt.
+func PlanSpans(meta Meta, names []string, lim ReadLimits) ([]Span, error) {
+	lim = lim.EnsureDefaults()
 	sorted := make([]SpanMember, len(names))
 	for i, n := range names {
 		c, ok := meta.Column(n)
@@ -86,10 +98,15 @@ func Spans(meta Meta, names []string) ([]Span, error) {
 	var spans []Span
 	for _, m := range sorted {
 		c := m.Column
-		if n := len(spans); n > 0 && c.Offset <= spans[n-1].End+maxGap {
-			spans[n-1].End = max(spans[n-1].End, c.Offset+c.Length)
-			spans[n-1].Members = append(spans[n-1].Members, m)
-			continue
+		if n := len(spans); n > 0 {
+			last := &spans[n-1]
+			// Differences of non-negative offsets, which cannot
+			// overflow as sums could.
+			if end := max(last.End, c.Offset+c.Length); c.Offset-last.End <= lim.Hole && end-last.Off <= lim.Range {
+				last.End = end
+				last.Members = append(last.Members, m)
+				continue
+			}
 		}
 		spans = append(spans, Span{Off: c.Offset, End: c.Offset + c.Length, Members: []SpanMember{m}})
 	}
@@ -124,45 +141,63 @@ func FetchSegmentsInto(ctx context.Context, store objstore.Reader, meta Meta, na
 		return nil, err
 	}
 	segs := make([][]byte, len(names))
+	if err := fetchSpans(ctx, store, meta, spans, segs, alloc, nil); err != nil {
+		return nil, err
+	}
+	return segs, nil
+}
+
+// fetchSpans fetches spans, concurrently, into buffers from alloc, and
+// sets segs[m.Index] to each member's segment, checked against its
+// CRC-32C; a span holding the footer has its bytes from there checked by
+// verify. It returns when no request runs any more.
+func fetchSpans(ctx context.Context, store objstore.Reader, meta Meta, spans []Span, segs [][]byte, alloc Alloc, verify func([]byte) error) error {
 	errs := make([]error, len(spans))
+	one := func(si int) {
+		sp := &spans[si]
+		n := sp.End - sp.Off
+		data := alloc(int(n))
+		if int64(len(data)) != n {
+			errs[si] = fmt.Errorf("block %s: buffer of %d bytes for a range of %d", meta.Key, len(data), n)
+			return
+		}
+		// Each segment's CRC-32C is computed as its bytes arrive, while
+		// they are still in the CPU's caches (a second pass over a
+		// block's worth of bytes costs as much again in memory
+		// traffic).
+		r := newSpanRead(sp, data)
+		defer r.release()
+		if err := store.GetRangeInto(ctx, meta.Key, sp.Off, data, r.filled); err != nil {
+			errs[si] = err
+			return
+		}
+		for k, m := range sp.Members {
+			c := m.Column
+			seg := data[c.Offset-sp.Off : c.Offset-sp.Off+c.Length : c.Offset-sp.Off+c.Length]
+			if r.crcs[k] != c.CRC32C {
+				errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, c.Name, ErrCorrupt)
+				return
+			}
+			segs[m.Index] = seg
+		}
+		if sp.footer > 0 && verify != nil {
+			errs[si] = verify(data[sp.footer-sp.Off:])
+		}
+	}
+	if len(spans) == 1 {
+		one(0) // the common case: no goroutine to wait for
+		return errs[0]
+	}
 	var wg sync.WaitGroup
 	for si := range spans {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sp := &spans[si]
-			n := sp.End - sp.Off
-			data := alloc(int(n))
-			if int64(len(data)) != n {
-				errs[si] = fmt.Errorf("block %s: buffer of %d bytes for a range of %d", meta.Key, len(data), n)
-				return
-			}
-			// Each segment's CRC-32C is computed as its bytes arrive, while
-			// they are still in the CPU's caches (a second pass over a
-			// block's worth of bytes costs as much again in memory
-			// traffic).
-			r := newSpanRead(sp, data)
-			defer r.release()
-			if err := store.GetRangeInto(ctx, meta.Key, sp.Off, data, r.filled); err != nil {
-				errs[si] = err
-				return
-			}
-			for k, m := range sp.Members {
-				c := m.Column
-				seg := data[c.Offset-sp.Off : c.Offset-sp.Off+c.Length : c.Offset-sp.Off+c.Length]
-				if r.crcs[k] != c.CRC32C {
-					errs[si] = fmt.Errorf("block %s: column %s: checksum mismatch: %w", meta.Key, c.Name, ErrCorrupt)
-					return
-				}
-				segs[m.Index] = seg
-			}
+			one(si)
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return segs, nil
+	return errors.Join(errs...)
 }
 
 // spanRead is one ranged GET of FetchSegmentsInto: the running CRC-32C of
@@ -340,10 +375,14 @@ func (r *tailRead) release() {
 	tailReads.Put(r)
 }
 
-// DecodeSegment decodes one column segment holding rows rows of type t. It
-// never panics: a segment that does not decode is ErrCorrupt.
+// DecodeSegment decodes one column segment holding rows rows of the
+// column's type (c.Type). It never panics: a segment that does not decode
+// is ErrCorrupt.
 //
-// A segment as Encode writes it is decoded without copying. Any other
+// A segment as Encode writes it is decoded without copying, but for a
+// column stored narrower than declared (c.Stored), whose values are
+// widened back to int64, exactly, into memory of their own (narrow.go):
+// the array is of the declared type either way. Any other
 // Arrow IPC file of one field is a valid segment too: a block object
 // another program wrote may hold dictionary-encoded, large or view strings,
 // list views, several record batches (decodeForeign). Such a segment is read
@@ -378,8 +417,24 @@ func DecodeSegmentInto(key string, c Column, seg []byte, rows int64, alloc Alloc
 	if !ok {
 		return nil, fmt.Errorf("block %s: column %s: segment has no readable Arrow schema: %w", key, c.Name, ErrCorrupt)
 	}
-	if got == t.String() {
-		if arr, ok := decodeZeroCopy(seg, t, rows, alloc); ok {
+	// A column stored narrower than declared (Column.Stored, narrow.go)
+	// is widened back to the footer's type as it is decoded: its segment
+	// must hold exactly the stored type, which must widen to the declared
+	// one.
+	narrow, err := parseStored(t, c.Stored)
+	if err != nil {
+		return nil, fmt.Errorf("block %s: column %s: %v: %w", key, c.Name, err, ErrCorrupt)
+	}
+	want := t.String()
+	if c.Stored != "" {
+		want = c.Stored
+		if got != want {
+			return nil, fmt.Errorf("block %s: column %s: segment holds %s, footer says it is stored as %s: %w",
+				key, c.Name, got, c.Stored, ErrCorrupt)
+		}
+	}
+	if got == want {
+		if arr, ok := decodeZeroCopy(seg, t, narrow, rows, alloc); ok {
 			if !arrow.TypeEqual(arr.DataType(), t.ArrowType()) || int64(arr.Len()) != rows {
 				arr.Release()
 				return nil, fmt.Errorf("block %s: column %s: %s of %d rows, footer says %s of %d: %w",
@@ -441,11 +496,12 @@ func message(b []byte, off int) (meta, body []byte, next int, ok bool) {
 
 // decodeZeroCopy decodes a segment written by block.Encode (an IPC file: a
 // schema message, one record batch) whose buffers it aliases, or, for a
-// compressed batch, decompresses.
+// compressed batch, decompresses; int64 values stored as narrow (the
+// zero storedInt: as int64) it widens.
 // ok is false when the segment is of another shape or inconsistent. The
 // footer's type, which DecodeSegment has checked against the segment's own
-// schema, gives the column's type.
-func decodeZeroCopy(seg []byte, t transform.Type, rows int64, alloc Alloc) (arrow.Array, bool) {
+// schema (and narrow, the stored type), gives the column's type.
+func decodeZeroCopy(seg []byte, t transform.Type, narrow storedInt, rows int64, alloc Alloc) (arrow.Array, bool) {
 	if len(seg) < 8 || string(seg[:8]) != ipcFileMagic {
 		return nil, false
 	}
@@ -475,7 +531,8 @@ func decodeZeroCopy(seg []byte, t transform.Type, rows int64, alloc Alloc) (arro
 			return nil, false
 		}
 	}
-	d := &zcDecoder{body: body, codec: codec, alloc: alloc, nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
+	d := &zcDecoder{body: body, codec: codec, alloc: alloc, narrow: narrow,
+		nodes: structs(&rb, rbSlotNodes), bufs: structs(&rb, rbSlotBuffers)}
 	data, ok := d.array(t)
 	if !ok || d.nodes.n != 0 || d.bufs.n != 0 {
 		if data != nil {
@@ -589,9 +646,12 @@ func (v *structVec) next() (a, b int64, ok bool) {
 }
 
 type zcDecoder struct {
-	body        []byte
-	codec       int   // codecNone, codecLZ4 or codecZSTD
-	alloc       Alloc // where decompressed buffers go; nil: make
+	body  []byte
+	codec int   // codecNone, codecLZ4 or codecZSTD
+	alloc Alloc // where decompressed and widened buffers go; nil: make
+	// narrow is how the column's int64 values are stored (its own, or
+	// its list's elements), the zero storedInt when as int64.
+	narrow      storedInt
 	nodes, bufs structVec
 }
 
@@ -622,6 +682,15 @@ func (d *zcDecoder) buffer(min, max int64, use bool) (*memory.Buffer, []byte, bo
 	return memory.NewBufferBytes(b), b, true
 }
 
+// make returns n bytes of memory from the decoder's alloc, for a buffer
+// every byte of which the caller writes.
+func (d *zcDecoder) make(n int) []byte {
+	if d.alloc != nil {
+		return d.alloc(n)[:n]
+	}
+	return make([]byte, n)
+}
+
 // bound is the most a buffer of need bytes may state as its uncompressed
 // length: writers pad buffers to 64 bytes (Arrow C++ may write an array's
 // whole allocation).
@@ -644,6 +713,9 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 	n := int(length)
 	switch t {
 	case transform.Int64, transform.Float64:
+		if t == transform.Int64 && d.narrow != (storedInt{}) {
+			return d.widened(validity, n, int(nulls))
+		}
 		values, _, ok := d.buffer(8*length, bound(8*length), true)
 		if !ok {
 			return nil, false
@@ -677,6 +749,24 @@ func (d *zcDecoder) array(t transform.Type) (arrow.ArrayData, bool) {
 		return data, true
 	}
 	return nil, false
+}
+
+// widened decodes the values of an int64 array of n rows stored as
+// d.narrow: every value as stored (null slots' too) widened into memory
+// of its own, 8n bytes, bounded as the stored buffer's.
+func (d *zcDecoder) widened(validity *memory.Buffer, n, nulls int) (arrow.ArrayData, bool) {
+	w := int64(d.narrow.bytes)
+	_, stored, ok := d.buffer(w*int64(n), bound(w*int64(n)), true)
+	if !ok {
+		return nil, false
+	}
+	var values *memory.Buffer
+	if n > 0 {
+		out := d.make(8 * n)
+		widen(d.narrow, out, stored, n)
+		values = memory.NewBufferBytes(out)
+	}
+	return array.NewData(arrow.PrimitiveTypes.Int64, n, []*memory.Buffer{validity, values}, nil, nulls, 0), true
 }
 
 // lastOffset is the last of n+1 int32 offsets (how many value bytes they

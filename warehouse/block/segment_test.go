@@ -94,7 +94,7 @@ func testDecodeSegmentZeroCopy(t *testing.T, comp Compression) {
 			}
 			seg := data[c.Offset : c.Offset+c.Length]
 			typ, _ := transform.ParseType(c.Type)
-			zc, ok := decodeZeroCopy(seg, typ, meta.Rows, nil)
+			zc, ok := decodeZeroCopy(seg, typ, storedInt{}, meta.Rows, nil)
 			if !ok {
 				t.Fatalf("rows %d: column %s (%s) not decoded by the zero-copy path", rows, c.Name, c.Type)
 			}
@@ -185,30 +185,60 @@ func testDecodeSegmentNeverPanics(t *testing.T, comp Compression) {
 	}
 }
 
-// TestSpans: segments less than maxGap apart share a GET, farther ones do
-// not, every name keeps its index, and a missing column or a segment past
-// the data is an error.
+// TestSpans: segments at most the hole limit apart share a GET, farther
+// ones do not, a range grows only up to the range limit (a segment longer
+// than it is a range of its own), every name keeps its index, and a
+// missing column or a segment past the data is an error. Spans coalesces
+// within the package's documented limits.
 func TestSpans(t *testing.T) {
+	const hole, rng = 1000, 5000
+	lim := ReadLimits{Hole: hole, Range: rng}
 	m := Meta{Key: "k", FooterOffset: 10 << 20, Columns: []Column{
 		{Name: "a", Offset: 0, Length: 100},
-		{Name: "b", Offset: 100 + maxGap, Length: 50},       // a gap of exactly maxGap: merged
-		{Name: "c", Offset: 150 + 2*maxGap + 1, Length: 10}, // one byte more: a span of its own
+		{Name: "b", Offset: 100 + hole, Length: 50},       // a hole of exactly the limit: merged
+		{Name: "c", Offset: 150 + 2*hole + 1, Length: 10}, // one byte more: a range of its own
 		{Name: "d", Offset: 9 << 20, Length: 1},
 	}}
-	spans, err := Spans(m, []string{"c", "a", "b"})
+	spans, err := PlanSpans(m, []string{"c", "a", "b"}, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Span{
-		{Off: 0, End: 150 + maxGap, Members: []SpanMember{{1, m.Columns[0]}, {2, m.Columns[1]}}},
-		{Off: 150 + 2*maxGap + 1, End: 160 + 2*maxGap + 1, Members: []SpanMember{{0, m.Columns[2]}}},
+		{Off: 0, End: 150 + hole, Members: []SpanMember{{1, m.Columns[0]}, {2, m.Columns[1]}}},
+		{Off: 150 + 2*hole + 1, End: 160 + 2*hole + 1, Members: []SpanMember{{0, m.Columns[2]}}},
 	}
 	if !reflect.DeepEqual(spans, want) {
 		t.Fatalf("spans\n%+v\nwant\n%+v", spans, want)
 	}
-	if _, err := Spans(m, []string{"a", "x"}); !errors.Is(err, ErrNoColumn) {
+	// The defaults: the same columns are one range under HoleLimit.
+	if spans, err := Spans(m, []string{"c", "a", "b"}); err != nil || len(spans) != 1 || spans[0].End != 160+2*hole+1 {
+		t.Fatalf("Spans with the default limits: %+v, %v", spans, err)
+	}
+	if _, err := PlanSpans(m, []string{"a", "x"}, lim); !errors.Is(err, ErrNoColumn) {
 		t.Errorf("missing column: %v", err)
 	}
+
+	// The range limit: adjacent segments of 2000 bytes join while the
+	// range stays within 5000 bytes; one of 6000 bytes is read alone.
+	r := Meta{Key: "r", FooterOffset: 1 << 20, Columns: []Column{
+		{Name: "p", Offset: 0, Length: 2000},
+		{Name: "q", Offset: 2000, Length: 2000},
+		{Name: "s", Offset: 4000, Length: 2000}, // 6000 with p and q: a new range
+		{Name: "u", Offset: 6000, Length: 6000}, // longer than the limit
+		{Name: "v", Offset: 12000, Length: 10},
+	}}
+	spans, err = PlanSpans(r, []string{"p", "q", "s", "u", "v"}, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][2]int64
+	for _, sp := range spans {
+		got = append(got, [2]int64{sp.Off, sp.End})
+	}
+	if want := [][2]int64{{0, 4000}, {4000, 6000}, {6000, 12000}, {12000, 12010}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("range limit %d: ranges %v, want %v", rng, got, want)
+	}
+
 	m.Columns[3].Length = 2 << 20 // past FooterOffset
 	if _, err := Spans(m, []string{"d"}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("segment past the data: %v", err)
@@ -233,7 +263,7 @@ func TestDecodeCompressedEdges(t *testing.T) {
 	defer rec.Release()
 	col := rec.Column(2) // int64, random: does not compress
 	seg := foreignSegment(t, "c", []ipc.Option{ipc.WithZstd(), ipc.WithMinSpaceSavings(0.5)}, col)
-	zc, ok := decodeZeroCopy(seg, transform.Int64, 1000, nil)
+	zc, ok := decodeZeroCopy(seg, transform.Int64, storedInt{}, 1000, nil)
 	if !ok || !array.Equal(zc, col) {
 		t.Fatalf("segment with uncompressed buffers: ok %v", ok)
 	}

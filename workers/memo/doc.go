@@ -33,7 +33,10 @@
 // worker`'s --segment-compression); the event_id segment is encoded exactly
 // as the raw block's, so that the two are byte-identical and readers prove
 // alignment from the footers (TestRunnerCompression). bench/compression.sh
-// runs BenchmarkCompression here.
+// runs BenchmarkCompression here. An int64 or list<int64> value is stored
+// in the narrowest integer type that holds it (warehouse/block, "Narrow
+// stored types"; Runner.Wide turns that off), widened back by every
+// reader; bench/narrow.sh runs BenchmarkNarrow here.
 //
 // The in-process pool of `sigd` and the remote `sigd worker` run this same
 // Runner. It does not mark a memo entry ready: that is the completion hook

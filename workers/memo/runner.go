@@ -55,6 +55,11 @@ type Runner struct {
 	// memo object row-aligned from the footers alone and fetch its value
 	// segment with its footer in one request (reader, block.FetchTail).
 	Compression block.Compression
+	// Wide stores the value column in its declared type; by default an
+	// int64 or list<int64> value is stored in the narrowest integer type
+	// that holds it (block.EncodeOptions.Narrow), which readers widen back.
+	// bench/narrow.sh sets it for the bytes and reader CPU before.
+	Wide bool
 }
 
 var _ workers.StagedRunner = (*Runner)(nil)
@@ -359,6 +364,9 @@ func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 	}
 	start := time.Now()
 	opts := block.EncodeOptions{Compression: m.r.Compression}
+	if !m.r.Wide {
+		opts.Narrow = []string{block.MemoColumn} // never event_id: it stays the raw block's bytes
+	}
 	if c, ok := meta.Column(transform.ColEventID); ok {
 		opts.Columns = map[string]block.Compression{transform.ColEventID: c.Compression}
 	}

@@ -414,3 +414,62 @@ func TestRunnerCompression(t *testing.T) {
 // testKey is the component key of tasks whose key matters only as a valid
 // one (the runner parses it where the task enters the worker).
 var testKey = canon.Key{0xc0, 0xff, 0xee}
+
+// TestRunnerNarrowsValues: a worker stores an int64 or list<int64> value
+// in the narrowest integer type that holds it (a hash into 1,000,003
+// buckets as list<int32>, a bucketize as int8, a hash into 2^40 buckets
+// as it is), its event_id as the raw block's bytes; the object reads back
+// to the values Runner.Wide stores as declared, in a smaller object.
+func TestRunnerNarrowsValues(t *testing.T) {
+	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 400})
+	ctx := context.Background()
+	schemaJSON, _ := json.Marshal(transform.AdsSchema())
+	meta := w.Blocks[0]
+	rawEv, _ := meta.Column(transform.ColEventID)
+	for _, tc := range []struct {
+		dsl, columns, stored string
+	}{
+		{`input out = hash(unigrams(lower(col("query"))), buckets=1000003)`, "query", "list<int32>"},
+		{`input out = bucketize(col("bid_price"), boundaries=[0.1, 0.5, 1, 5])`, "bid_price", "int8"},
+		{`input out = hash(col("ad_category"), buckets=1000)`, "ad_category", "int16"},
+		{`input out = hash(col("query"), buckets=1099511627776)`, "query", ""},
+		{`input out = unigrams(col("query"))`, "query", ""},
+	} {
+		objects := map[bool]block.Meta{}
+		values := map[bool]arrow.Record{}
+		for _, wide := range []bool{false, true} {
+			memoKey := fmt.Sprintf("memo/test/%s-%d-%t.arrow", meta.ID, len(objects), wide)
+			task := workers.Task{ID: workers.TaskID{Component: canon.Key{'n'}, Block: blockref.ParseMemo(meta.ID)}, Spec: &sigv1.Task{
+				ComponentKey: testKey.String(), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+				CanonicalDsl: tc.dsl, Columns: []string{tc.columns}, SchemaJson: string(schemaJSON), MemoGeneration: 1,
+			}}
+			if _, err := (&memo.Runner{Store: w.Store, Wide: wide}).Run(ctx, task); err != nil {
+				t.Fatalf("%s: %v", tc.dsl, err)
+			}
+			m, rec, err := block.ReadBlock(ctx, w.Store, memoKey)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.dsl, err)
+			}
+			defer rec.Release()
+			objects[wide], values[wide] = m, rec
+		}
+		narrow, wide := objects[false], objects[true]
+		if v, _ := narrow.Column(block.MemoColumn); v.Stored != tc.stored {
+			t.Errorf("%s: value stored as %q, want %q", tc.dsl, v.Stored, tc.stored)
+		}
+		if v, _ := wide.Column(block.MemoColumn); v.Stored != "" {
+			t.Errorf("%s: Wide stored the value as %q", tc.dsl, v.Stored)
+		}
+		if ev, _ := narrow.Column(transform.ColEventID); ev.Stored != "" || ev.Length != rawEv.Length || ev.CRC32C != rawEv.CRC32C {
+			t.Errorf("%s: event_id segment (stored %q) is not the raw block's", tc.dsl, ev.Stored)
+		}
+		if tc.stored != "" && narrow.Size >= wide.Size {
+			t.Errorf("%s: narrow object of %d bytes, %d wide", tc.dsl, narrow.Size, wide.Size)
+		}
+		for i := range 2 {
+			if got, want := values[false].Column(i), values[true].Column(i); !arrow.TypeEqual(got.DataType(), want.DataType()) || !array.Equal(got, want) {
+				t.Errorf("%s: column %d reads back as %s, %s stored wide", tc.dsl, i, got.DataType(), want.DataType())
+			}
+		}
+	}
+}

@@ -4605,7 +4605,13 @@ type LeaseTaskRequest struct {
 	// The worker binary's build (workers.BuildID; empty: not said). The lease
 	// records it, so that a memo object the task writes is known to come from
 	// it; a banned build is refused with FAILED_PRECONDITION (issue 27).
-	Build         string `protobuf:"bytes,3,opt,name=build,proto3" json:"build,omitempty"`
+	Build string `protobuf:"bytes,3,opt,name=build,proto3" json:"build,omitempty"`
+	// The most tasks to lease at once (issue 28; 0 or 1: one, as workers
+	// that do not say ask). Past the first, the server adds queued tasks of
+	// the first task's raw block, whatever their clients, highest priority
+	// first: a batch the worker runs reading the block's raw columns once.
+	// The server may send fewer (it caps the count and the answer's size).
+	MaxTasks      uint32 `protobuf:"varint,4,opt,name=max_tasks,json=maxTasks,proto3" json:"max_tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4661,12 +4667,25 @@ func (x *LeaseTaskRequest) GetBuild() string {
 	return ""
 }
 
+func (x *LeaseTaskRequest) GetMaxTasks() uint32 {
+	if x != nil {
+		return x.MaxTasks
+	}
+	return 0
+}
+
 type LeaseTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Unset when no task was available within the wait.
-	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The first task leased: the scheduler's pick, the highest priority of
+	// the batch. Unset when no task was available within the wait.
+	Task     *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	LeaseId  string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The rest of the batch (only when max_tasks > 1): other tasks of the
+	// first task's raw block, any input version. Each has its own lease,
+	// heartbeated, completed or failed as the first's; one the worker drops
+	// expires alone.
+	More          []*LeasedTask `protobuf:"bytes,4,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4722,6 +4741,74 @@ func (x *LeaseTaskResponse) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *LeaseTaskResponse) GetMore() []*LeasedTask {
+	if x != nil {
+		return x.More
+	}
+	return nil
+}
+
+// LeasedTask is one task of a batch with its lease.
+type LeasedTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeasedTask) Reset() {
+	*x = LeasedTask{}
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeasedTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeasedTask) ProtoMessage() {}
+
+func (x *LeasedTask) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeasedTask.ProtoReflect.Descriptor instead.
+func (*LeasedTask) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *LeasedTask) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *LeasedTask) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *LeasedTask) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 type HeartbeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
@@ -4731,7 +4818,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4743,7 +4830,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4756,7 +4843,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -4775,7 +4862,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4787,7 +4874,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4800,7 +4887,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -4825,7 +4912,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4837,7 +4924,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4850,7 +4937,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -4889,7 +4976,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4901,7 +4988,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4914,7 +5001,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
 }
 
 type FailTaskRequest struct {
@@ -4927,7 +5014,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4939,7 +5026,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4952,7 +5039,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -4978,7 +5065,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4990,7 +5077,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5003,7 +5090,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -5038,7 +5125,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5050,7 +5137,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5063,7 +5150,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -5153,7 +5240,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[71]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5165,7 +5252,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[71]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5178,7 +5265,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -5204,7 +5291,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[72]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5216,7 +5303,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[72]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5229,7 +5316,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -5247,7 +5334,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[73]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5259,7 +5346,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[73]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5272,7 +5359,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -5284,7 +5371,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[74]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5296,7 +5383,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[74]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5309,7 +5396,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -5328,7 +5415,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[75]
+	mi := &file_sig_v1_sig_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5340,7 +5427,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[75]
+	mi := &file_sig_v1_sig_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5353,7 +5440,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -5737,12 +5824,19 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\tMemoInput\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
 	"\vmemo_object\x18\x02 \x01(\tR\n" +
-	"memoObject\"t\n" +
+	"memoObject\"\x91\x01\n" +
 	"\x10LeaseTaskRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12-\n" +
 	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x14\n" +
-	"\x05build\x18\x03 \x01(\tR\x05build\"\x88\x01\n" +
+	"\x05build\x18\x03 \x01(\tR\x05build\x12\x1b\n" +
+	"\tmax_tasks\x18\x04 \x01(\rR\bmaxTasks\"\xb0\x01\n" +
 	"\x11LeaseTaskResponse\x12 \n" +
+	"\x04task\x18\x01 \x01(\v2\f.sig.v1.TaskR\x04task\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12&\n" +
+	"\x04more\x18\x04 \x03(\v2\x12.sig.v1.LeasedTaskR\x04more\"\x81\x01\n" +
+	"\n" +
+	"LeasedTask\x12 \n" +
 	"\x04task\x18\x01 \x01(\v2\f.sig.v1.TaskR\x04task\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x126\n" +
 	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"-\n" +
@@ -5841,7 +5935,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(*Value)(nil),                        // 1: sig.v1.Value
@@ -5908,23 +6002,24 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*MemoInput)(nil),                    // 62: sig.v1.MemoInput
 	(*LeaseTaskRequest)(nil),             // 63: sig.v1.LeaseTaskRequest
 	(*LeaseTaskResponse)(nil),            // 64: sig.v1.LeaseTaskResponse
-	(*HeartbeatRequest)(nil),             // 65: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 66: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 67: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 68: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 69: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 70: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 71: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 72: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 73: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 74: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 75: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 76: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 77: sig.v1.SubmitGraphRequest.MemoizeEntry
-	nil,                                  // 78: sig.v1.TrainerStatus.ChipSecondsEntry
-	nil,                                  // 79: sig.v1.CompleteTaskRequest.OpNanosEntry
-	(*timestamppb.Timestamp)(nil),        // 80: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 81: google.protobuf.Duration
+	(*LeasedTask)(nil),                   // 65: sig.v1.LeasedTask
+	(*HeartbeatRequest)(nil),             // 66: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 67: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 68: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 69: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 70: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 71: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 72: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 73: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 74: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 75: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 76: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 77: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 78: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 79: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 80: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 81: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 82: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -5944,102 +6039,105 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	9,  // 14: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
 	7,  // 15: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
 	8,  // 16: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	77, // 17: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	78, // 17: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
 	12, // 18: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
 	8,  // 19: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	8,  // 20: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	9,  // 21: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	12, // 22: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
 	21, // 23: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	80, // 24: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	81, // 24: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
 	26, // 25: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
 	26, // 26: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	9,  // 27: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
 	0,  // 28: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
 	0,  // 29: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	80, // 30: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	81, // 30: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
 	37, // 31: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
 	40, // 32: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
 	40, // 33: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
 	8,  // 34: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
 	8,  // 35: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
 	45, // 36: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	80, // 37: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	81, // 37: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
 	47, // 38: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	80, // 39: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
+	81, // 39: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
 	52, // 40: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
-	80, // 41: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	78, // 42: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	81, // 41: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	79, // 42: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
 	57, // 43: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
 	62, // 44: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
-	81, // 45: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	82, // 45: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
 	61, // 46: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	80, // 47: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	80, // 48: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	79, // 49: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	72, // 50: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	80, // 51: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	71, // 52: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	71, // 53: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	13, // 54: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	15, // 55: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	17, // 56: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
-	19, // 57: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
-	16, // 58: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	23, // 59: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	25, // 60: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	28, // 61: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	30, // 62: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	32, // 63: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	34, // 64: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	36, // 65: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	39, // 66: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	42, // 67: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	44, // 68: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	48, // 69: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	50, // 70: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	53, // 71: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
-	55, // 72: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
-	57, // 73: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	59, // 74: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	63, // 75: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	65, // 76: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	67, // 77: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	69, // 78: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	73, // 79: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	75, // 80: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 81: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 82: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 83: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
-	20, // 84: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
-	22, // 85: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	24, // 86: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	27, // 87: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	29, // 88: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	31, // 89: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	33, // 90: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	35, // 91: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	38, // 92: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	41, // 93: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	43, // 94: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	46, // 95: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	49, // 96: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	51, // 97: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	54, // 98: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
-	56, // 99: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
-	58, // 100: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	60, // 101: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	64, // 102: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	66, // 103: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	68, // 104: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	70, // 105: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	74, // 106: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	76, // 107: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	81, // [81:108] is the sub-list for method output_type
-	54, // [54:81] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	81, // 47: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	65, // 48: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
+	61, // 49: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
+	81, // 50: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	81, // 51: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	80, // 52: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	73, // 53: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	81, // 54: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	72, // 55: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	72, // 56: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	13, // 57: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	15, // 58: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	17, // 59: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
+	19, // 60: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
+	16, // 61: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	23, // 62: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	25, // 63: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	28, // 64: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	30, // 65: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	32, // 66: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	34, // 67: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	36, // 68: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	39, // 69: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	42, // 70: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	44, // 71: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	48, // 72: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	50, // 73: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	53, // 74: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
+	55, // 75: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
+	57, // 76: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	59, // 77: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	63, // 78: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	66, // 79: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	68, // 80: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	70, // 81: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	74, // 82: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	76, // 83: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 84: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 85: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 86: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
+	20, // 87: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
+	22, // 88: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	24, // 89: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	27, // 90: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	29, // 91: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	31, // 92: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	33, // 93: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	35, // 94: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	38, // 95: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	41, // 96: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	43, // 97: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	46, // 98: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	49, // 99: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	51, // 100: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	54, // 101: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
+	56, // 102: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
+	58, // 103: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	60, // 104: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	64, // 105: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	67, // 106: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	69, // 107: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	71, // 108: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	75, // 109: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	77, // 110: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	84, // [84:111] is the sub-list for method output_type
+	57, // [57:84] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -6067,7 +6165,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   79,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
