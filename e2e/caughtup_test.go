@@ -425,16 +425,40 @@ func checkMemo(t *testing.T, ctx context.Context, store *objstore.Store, sol *si
 	}
 	recomputed, labelOnly, unneeded := 0, 0, 0
 	changedVersions := map[blockref.Memo]bool{}
+	type member struct {
+		key  string
+		ck   canon.Key
+		memo blockref.Memo
+	}
+	var members []member
 	for info, err := range store.List(ctx, block.MemoPrefix) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A memo object is named by its block at an input version, not a
-		// raw version (blockref.Memo).
-		ck, memo, ok := block.ParseMemoKey(info.Key)
-		if !ok {
+		// raw version (blockref.Memo); a pack (issue 28) holds members,
+		// each at its input version.
+		if ck, memo, ok := block.ParseMemoKey(info.Key); ok {
+			members = append(members, member{info.Key, ck, memo})
 			continue
 		}
+		if _, _, ok := block.ParsePackKey(info.Key); !ok {
+			continue
+		}
+		pm, err := block.ReadFooter(ctx, store, info.Key)
+		if err != nil {
+			t.Fatalf("%s: %v", info.Key, err)
+		}
+		for _, c := range pm.Columns[1:] {
+			ck, err := canon.ParseKey(c.Name)
+			if err != nil {
+				t.Fatalf("%s: %v", info.Key, err)
+			}
+			members = append(members, member{info.Key + " column " + c.Name[:12], ck, pm.Member(c)})
+		}
+	}
+	for _, mb := range members {
+		info, ck, memo := struct{ Key string }{mb.key}, mb.ck, mb.memo
 		id, v := memo.ID(), memo.InputVersion()
 		if v < 2 {
 			continue

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 
 	"github.com/sigdata/sig/canon"
@@ -146,7 +147,10 @@ func (e *Evictor) EvictBlock(ctx context.Context, k canon.Key, id blockref.Memo,
 				return err
 			}
 		}
-		im.Objects, err = e.deleteObject(dctx, m.Object)
+		// Its object goes with it: the component's own, or its pack once
+		// no other entry names it (issue 28: the other members stay ready
+		// in it, and its column is dead weight until the pack goes).
+		im.Objects, err = e.deleteUnnamed(dctx, []matching.MemoEntry{m})
 		return err
 	})
 	if !removed {
@@ -309,8 +313,10 @@ func (e *Evictor) reportCorrupt(ctx context.Context, k canon.Key, id blockref.Me
 // mismatch.go) the task scheduled is quarantined at once with that reason
 // and the entry failed, for an operator to release.
 //
-// The object goes before the entry turns pending: from then on a worker may
-// write the new object, which must not be deleted. blockMu serializes these
+// An object of the component alone goes before the entry turns pending:
+// from then on a worker that predates packs may write the new object, at
+// the same key, which must not be deleted. A pack goes after (if no other
+// entry names it): the recomputation writes a new pack, never this one. blockMu serializes these
 // operations, and the component's eviction mark keeps its entries from
 // being re-created meanwhile by a read (a component eviction may still run
 // alongside: then the entry is gone and Invalidate says ErrStale). A task
@@ -334,8 +340,13 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 			return err
 		}
 		im.Bytes = cur.Bytes
-		if im.Objects, err = e.deleteObject(dctx, cur.Object); err != nil {
-			return err
+		if !cur.Packed() {
+			// An object of the component alone is where a worker that
+			// predates packs writes the recomputation: deleted before
+			// the entry turns pending.
+			if im.Objects, err = e.deleteObject(dctx, cur.Object); err != nil {
+				return err
+			}
 		}
 		if e.Queue != nil {
 			if err := e.Queue.Cancel(k, id); err != nil {
@@ -344,6 +355,13 @@ func (e *Evictor) recompute(ctx context.Context, m matching.MemoEntry, who, what
 		}
 		after, err := e.Frontend.Invalidate(k, id, cur.Gen, pendingReason)
 		im.State, im.gen = after.State, after.Gen
+		if err != nil || !cur.Packed() {
+			return err
+		}
+		// A pack is left, not rewritten (issue 28): the entry no longer
+		// names it, the recomputation writes a new pack, and the old one
+		// is deleted once no other member's entry names it.
+		im.Objects, err = e.deleteUnnamed(dctx, []matching.MemoEntry{cur})
 		return err
 	})
 	if err != nil {
@@ -409,31 +427,18 @@ func (e *Evictor) deleteObject(ctx context.Context, key string) (int, error) {
 // whether that is corruption; an error means it could not tell (the object
 // store failed).
 func (e *Evictor) verify(ctx context.Context, m matching.MemoEntry, rec matching.ComponentRecord) (string, bool, error) {
-	data, _, err := e.Store.Get(ctx, m.Object)
+	meta, r, err := e.readMemo(ctx, m, rec.Type)
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
 		return fmt.Sprintf("memo object %s is missing", m.Object), true, nil
-	case errors.Is(err, objstore.ErrCorrupt):
+	case errors.Is(err, block.ErrCorrupt):
 		return err.Error(), true, nil
 	case err != nil:
-		return "", false, err
-	}
-	meta, r, err := block.Decode(m.Object, data)
-	if err != nil {
-		if errors.Is(err, block.ErrCorrupt) {
-			return err.Error(), true, nil
-		}
 		return "", false, err
 	}
 	defer r.Release()
 	bad := func(format string, args ...any) (string, bool, error) {
 		return fmt.Sprintf("memo object %s: ", m.Object) + fmt.Sprintf(format, args...), true, nil
-	}
-	// The rows the worker recorded are the raw block's as it read them;
-	// the raw block itself is compared with below, when sigd has the
-	// catalog, as readers do.
-	if err := block.CheckMemo(meta, m.Component, m.Block, rec.Type, m.Rows); err != nil {
-		return err.Error(), true, nil
 	}
 	if e.Versions != nil {
 		raw, err := e.rawBlock(rec, m.Block)
@@ -461,5 +466,69 @@ func (e *Evictor) verify(ctx context.Context, m matching.MemoEntry, rec matching
 			}
 		}
 	}
-	return fmt.Sprintf("memo object %s is healthy: %d rows, checksums, footer and alignment with the raw block hold", m.Object, meta.Rows), false, nil
+	what := "object"
+	if m.Packed() {
+		what = "column " + m.Column[:min(len(m.Column), 12)] + " of pack"
+	}
+	return fmt.Sprintf("memo %s %s is healthy: %d rows, checksums, footer and alignment with the raw block hold", what, m.Object, meta.Rows), false, nil
+}
+
+// readMemo reads the data of the ready entry m as a reader would and
+// checks it: the footer as readers check it (block.CheckMember: this
+// component's column of its block at its input version, of type typ, the
+// rows the worker recorded), checksums and decoding. It returns the
+// footer and a record of event_id and the entry's column. An object of
+// the component alone is read whole, its object checksum too
+// (objstore.Get, block.Decode); of a pack (issue 28) the footer, event_id
+// and the entry's column only: its other columns are other entries', and
+// a fault there is theirs to report. Sharing the readers' footer check is
+// what makes every footer a reader refuses one sigd repairs (issue 27).
+// The error is objstore.ErrNotFound for a missing object, ErrCorrupt for a
+// bad one.
+func (e *Evictor) readMemo(ctx context.Context, m matching.MemoEntry, typ string) (block.Meta, arrow.Record, error) {
+	if !m.Packed() {
+		data, _, err := e.Store.Get(ctx, m.Object)
+		if err != nil {
+			return block.Meta{}, nil, err
+		}
+		meta, r, err := block.Decode(m.Object, data)
+		if err != nil {
+			return block.Meta{}, nil, err
+		}
+		if _, err := block.CheckMember(meta, "", m.Component, m.Block, typ, m.Rows); err != nil {
+			r.Release()
+			return block.Meta{}, nil, err
+		}
+		return meta, r, nil
+	}
+	meta, err := block.ReadFooter(ctx, e.Store, m.Object)
+	if err != nil {
+		return block.Meta{}, nil, err
+	}
+	c, err := block.CheckMember(meta, m.Column, m.Component, m.Block, typ, m.Rows)
+	if err != nil {
+		return block.Meta{}, nil, err
+	}
+	r, err := block.ReadColumns(ctx, e.Store, meta, []string{c.Name})
+	return meta, r, err
+}
+
+// deleteUnnamed deletes the objects that removed entries left without an
+// entry naming them (matching.Cache.Unnamed: an object of one component
+// with its entry, a pack with its last entry) and returns how many it
+// deleted.
+func (e *Evictor) deleteUnnamed(ctx context.Context, removed []matching.MemoEntry) (int, error) {
+	objs, err := e.Frontend.Cache().Unnamed(removed)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, o := range objs {
+		d, err := e.deleteObject(ctx, o)
+		n += d
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }

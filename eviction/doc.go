@@ -51,6 +51,26 @@
 //     releases the block (OutcomeQuarantined). One wrong object does not
 //     ban a build: a fault of one machine must not stop all its workers.
 //
+// Packed memo objects (issue 28): the memo columns of many components of a
+// block share one pack, and a pack is never rewritten. Evicting a
+// component, or one block of it, removes its entries only ("mark dead"):
+// its column stays in the pack, unread, the other members stay ready and
+// are not recomputed, and the pack is deleted once no entry names it (the
+// matching cache's index of the entries naming each pack, Cache.Unnamed),
+// by whichever removal takes its last entry: an eviction, a recomputation
+// (the recomputed member goes into a new pack, Invalidate first, the old
+// pack after, since no worker ever writes it again), version GC (package
+// versions). Verifying a reported member reads the pack's footer, event_id
+// and that member's column only (readMemo; block.CheckMember, the
+// readers' check): a fault in another member's column is that member's to
+// report and repair. Packs no entry ever named (their writer died before
+// the switch, or their completion was refused while its members were
+// evicted) are deleted by SweepPacks once SweepAfter old, holding
+// completions off meanwhile (matching's SweepingPacks), at Run's first
+// round and every PackSweepEvery. TestEvictOneMemberOfAPack,
+// TestReportCorruptPackMember and TestSweepPacks run on packs of many
+// members.
+//
 // Evicting never breaks a reader: a read solution whose data was evicted
 // turns pending, and the next read re-creates and schedules it (matching
 // recomputes on demand). The order of removal makes a race with workers

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -60,6 +61,13 @@ type Evictor struct {
 	// overwrites it with the same bytes, but if the component is never
 	// requested again it would stay. Default: Interval.
 	SweepAfter time.Duration
+	// PackSweepEvery is how often SweepPacks lists the packs (issue 28)
+	// for ones no memo entry names and older than SweepAfter: a pack
+	// written by a worker or sigd that crashed before its entries were
+	// switched to it, or whose completion was refused. Listing costs one
+	// request per thousand packs, so it runs less often than Sweep.
+	// Default: 10 Intervals.
+	PackSweepEvery time.Duration
 	// Versions lists a raw block's catalogued versions (the catalog):
 	// ReportCorrupt checks that a memo object is row-aligned with the raw
 	// version its entry is computed from (rawBlock, matching.RawVersion:
@@ -81,6 +89,8 @@ type Evictor struct {
 
 	evicted atomic.Int64 // blocks evicted since start
 	swept   atomic.Int64 // objects deleted by sweeps since start
+
+	lastPackSweep time.Time // Run's, when SweepPacks last ran
 
 	mu         sync.Mutex
 	toSweep    map[canon.Key]time.Time // evicted components, when
@@ -231,8 +241,10 @@ func (e *Evictor) Evict(ctx context.Context, t Target, who, why string) (Impact,
 
 // remove deletes the components' memo entries, then cancels their tasks,
 // then deletes their objects (every object under memo/<key>/, which also
-// catches objects a racing worker wrote), all while the components are
-// marked as being evicted. Watchers are told once the mark is lifted: a
+// catches objects a racing worker that predates packs wrote, and every
+// pack no entry names any more: matching.Cache.Unnamed; a pack that still
+// holds another component's ready column stays), all while the components
+// are marked as being evicted. Watchers are told once the mark is lifted: a
 // watcher re-reads its solution when told, and a read while the mark is on
 // creates (and schedules) nothing.
 func (e *Evictor) remove(ctx context.Context, keys []canon.Key) (int, error) {
@@ -266,6 +278,15 @@ func (e *Evictor) remove(ctx context.Context, keys []canon.Key) (int, error) {
 		objs, err := e.list(dctx, keys)
 		if err != nil {
 			return err
+		}
+		freed, err := e.Frontend.Cache().Unnamed(deleted)
+		if err != nil {
+			return err
+		}
+		for _, o := range freed {
+			if !slices.Contains(objs, o) {
+				objs = append(objs, o)
+			}
 		}
 		n, err := e.deleteObjects(dctx, objs)
 		objects = n
@@ -361,6 +382,64 @@ func (e *Evictor) Sweep(ctx context.Context) (int, error) {
 	return deleted, nil
 }
 
+// SweepPacks deletes the packs (issue 28) that no memo entry names and
+// that were written at least SweepAfter ago, and returns how many. A pack
+// is written whole before its entries are switched to it (matching's
+// CompletePack), so a crash of its writer, or of sigd, in between, or a
+// completion refused (its entries evicted or recomputed meanwhile), leaves
+// a pack nothing reads; a pack whose entries all went since was deleted
+// then (deleteUnnamed, versions' GC). The check of each pack and its
+// deletion run while no completion switches entries to a pack
+// (Frontend.SweepingPacks), a thousand packs at a time, so no entry is
+// ever switched to a pack deleted here, and SweepAfter leaves a pack's
+// writer time to complete.
+func (e *Evictor) SweepPacks(ctx context.Context) (int, error) {
+	now := e.clock().Now()
+	wait := e.SweepAfter
+	if wait <= 0 {
+		wait = e.interval()
+	}
+	var old []string
+	for info, err := range e.Store.List(ctx, block.PackPrefix) {
+		if err != nil {
+			return 0, err
+		}
+		if now.Sub(info.LastModified) >= wait {
+			old = append(old, info.Key)
+		}
+	}
+	const batch = 1000
+	deleted := 0
+	for len(old) > 0 {
+		chunk := old[:min(len(old), batch)]
+		old = old[len(chunk):]
+		err := e.Frontend.SweepingPacks(func() error {
+			var orphans []string
+			for _, o := range chunk {
+				named, err := e.Frontend.Cache().PackNamed(o)
+				if err != nil {
+					return err
+				}
+				if !named {
+					orphans = append(orphans, o)
+				}
+			}
+			n, err := e.deleteObjects(ctx, orphans)
+			deleted += n
+			return err
+		})
+		if err != nil {
+			e.swept.Add(int64(deleted))
+			return deleted, err
+		}
+	}
+	e.swept.Add(int64(deleted))
+	if deleted > 0 {
+		e.log().Info("swept packs no memo entry names", "objects", deleted)
+	}
+	return deleted, nil
+}
+
 // Round runs one last-requested eviction round at the clock's now.
 func (e *Evictor) Round(ctx context.Context) ([]Decision, error) {
 	cache := e.Frontend.Cache()
@@ -393,8 +472,9 @@ func (e *Evictor) Round(ctx context.Context) ([]Decision, error) {
 	return decisions, err
 }
 
-// Run evicts by the policy and sweeps (Sweep) every Interval until ctx
-// ends.
+// Run evicts by the policy and sweeps (Sweep) every Interval, and sweeps
+// packs (SweepPacks) at its first round and every PackSweepEvery, until
+// ctx ends.
 func (e *Evictor) Run(ctx context.Context) error {
 	policy := e.Policy.TTL > 0 || e.Policy.BudgetBytes > 0
 	for {
@@ -411,7 +491,20 @@ func (e *Evictor) Run(ctx context.Context) error {
 		if _, err := e.Sweep(ctx); err != nil {
 			e.log().Warn("eviction sweep failed", "err", err)
 		}
+		if now := e.clock().Now(); e.lastPackSweep.IsZero() || now.Sub(e.lastPackSweep) >= e.packSweepEvery() {
+			e.lastPackSweep = now
+			if _, err := e.SweepPacks(ctx); err != nil {
+				e.log().Warn("pack sweep failed", "err", err)
+			}
+		}
 	}
+}
+
+func (e *Evictor) packSweepEvery() time.Duration {
+	if e.PackSweepEvery <= 0 {
+		return 10 * e.interval()
+	}
+	return e.PackSweepEvery
 }
 
 func (e *Evictor) interval() time.Duration {

@@ -148,9 +148,9 @@ func (e *Evictor) checkValues(ctx context.Context, m matching.MemoEntry, rec mat
 	if e.Recompute == nil || e.Versions == nil {
 		return fmt.Sprintf("memo object %s reads back; sigd cannot recompute it to compare values", m.Object), false, nil
 	}
-	meta, r, err := block.ReadBlock(ctx, e.Store, m.Object)
+	meta, r, err := e.readMemo(ctx, m, rec.Type)
 	if err != nil {
-		if errors.Is(err, block.ErrCorrupt) {
+		if errors.Is(err, block.ErrCorrupt) || errors.Is(err, objstore.ErrNotFound) {
 			return err.Error(), false, nil // changed since verify: the next report says so
 		}
 		return "", false, err
@@ -160,7 +160,11 @@ func (e *Evictor) checkValues(ctx context.Context, m matching.MemoEntry, rec mat
 	// report (a reader computing wrong would make sigd recompute the
 	// block once a minute): the same generation with the same value
 	// segment (checksum) compares the same.
-	vc, _ := meta.Column(block.MemoColumn)
+	name := m.Column // a pack's column, or an object of one component's value
+	if name == "" {
+		name = block.MemoColumn
+	}
+	vc, _ := meta.Column(name)
 	seen := checkedKey{m.Component, m.Block, m.Gen, vc.CRC32C, vc.Length}
 	e.mu.Lock()
 	healthy := e.healthy[seen]

@@ -43,6 +43,21 @@
 //     version and each entry's input version; DropVersions removes the
 //     entries of versions the catalog's GC dropped that no kept version
 //     reads (testdata/versions.txt).
+//   - packed memo objects (issue 28): a worker writes a block's memo
+//     columns into packs (warehouse/block's pack.go), and a ready entry
+//     names its pack and its column there (MemoEntry.Object, Column; an
+//     entry without a column names its component's own object, as every
+//     entry written before packs, testdata/layout-v2.txt). A pack's
+//     entries are switched to it in one batch after it was written
+//     (Memos.CompletePack), so a crash in between leaves the entries
+//     pending and the pack unnamed. An index from each pack to the
+//     entries naming it is written in the same batches as the entries
+//     (the m keys, memoentries.go): evicting or recomputing one member
+//     removes its entry only ("mark dead"), its column stays in the pack
+//     unread, and the pack is deleted when its last entry goes
+//     (Cache.Unnamed tells the caller, eviction and versions, which
+//     objects a removal freed); packs never named are the evictor's
+//     sweep's (SweepingPacks holds completions off meanwhile).
 //
 // A component key is a canon.Key throughout, in the records the cache
 // stores too (as hex in their JSON); it is never formatted and parsed back
@@ -63,7 +78,7 @@
 //     Reconcile);
 //   - watch.go: watchers of memo entries (Watch, Notify, the notifier);
 //   - lifecycle.go: the memo entry's side of a worker task (Memos:
-//     Describe, Complete, Quarantined, Released, Recover) and RawVersion,
+//     Describe, Complete, CompletePack, Quarantined, Released, Recover) and RawVersion,
 //     the one rule from a memo entry to the raw version it is computed
 //     from; sigd wires it to the queues and translates it to the Workers
 //     API;
@@ -79,7 +94,8 @@
 //   - components.go: component records (and their search index entries);
 //   - pipelines.go: registered pipelines and the user index;
 //   - requested.go: last-requested times;
-//   - memoentries.go: memo entries;
+//   - memoentries.go: memo entries and the index of the entries naming
+//     each pack;
 //   - index.go: the search index's scans and streams;
 //   - stats.go: the insertion policy's measurements;
 //   - audit.go: the eviction audit log.

@@ -104,8 +104,13 @@ type Frontend struct {
 	// entries and of the objects (see MarkReady).
 	evictMu  sync.Mutex
 	evicting map[canon.Key]int
-	watch    notifier
-	stats    frontendStats
+	// packMu keeps the sweep of packs no entry names (SweepingPacks)
+	// from deleting a pack between a completion's check that it exists
+	// and the switch of its entries to it (Memos.CompletePack): a pack is
+	// unnamed from its write until that switch.
+	packMu sync.RWMutex
+	watch  notifier
+	stats  frontendStats
 }
 
 type frontendStats struct {

@@ -30,6 +30,7 @@ import (
 //	a <^unix nanos:8> <id>                -> JSON AuditEntry (evictions, newest first)
 //	so <op class>                         -> JSON OpStat (workers' measured cost of an op)
 //	sz <key32>                            -> JSON SizeStat (a memo node's measured output size)
+//	m <pack object>\x00 <key32> <memo block ref> -> "" (the entries naming a pack)
 //
 // Covers (issue 20) extended format 1 compatibly: a pipeline input's JSON
 // may carry a cover, memo nodes are components like any other (c, n, o, k,
@@ -42,6 +43,16 @@ import (
 // Versioned blocks (issue 21) extended it compatibly too: a memo entry's
 // block is a memo block ref, the block id for input version 1 (every entry
 // written before) and "<id>.v<N>" for input version N >= 2 (versions.go).
+//
+// Packed memo objects (issue 28) extended it compatibly again: a ready
+// entry may name a column of a pack (MemoEntry.Column, stored after Build
+// only when set, so an entry of one component's object keeps its bytes),
+// and every entry naming a pack has an m key under the pack's object key,
+// written in the same batch as the entry (memoentries.go), so that the
+// entries a pack serves are one prefix scan and a pack is deleted only
+// when the last of them goes. A cache written before packs has no m keys
+// and no columns, and serves as it did (TestCacheWrittenBeforePacksServes
+// reads testdata/layout-v2.txt, frozen).
 //
 // The n, o and k prefixes and u are the search index (eviction and the web
 // UI use it). Everything about one submit is written in one batch
@@ -59,6 +70,7 @@ const (
 	pfxColumn    = 'k'
 	pfxAudit     = 'a'
 	pfxStats     = 's'
+	pfxPack      = 'm'
 )
 
 // keyLen is the length of a component key in a Pebble key.
@@ -113,6 +125,23 @@ var memosPrefix = []byte{pfxMemo}
 // decodeMemoKey returns the component and block of a memo key.
 func decodeMemoKey(key []byte) (canon.Key, blockref.Memo) {
 	return keyAt(key, 1), blockref.ParseMemo(string(key[1+keyLen:]))
+}
+
+// packMemberKey is m<object>\x00<key32><memo block ref>: entry (k, block)
+// names a column of pack object (object keys hold no byte below 0x20,
+// warehouse/block's validName); packPrefix(object) spans the entries
+// naming it.
+func packMemberKey(object string, k canon.Key, block blockref.Memo) []byte {
+	b := packPrefix(object)
+	b = append(b, k[:]...)
+	return append(b, block.String()...)
+}
+
+func packPrefix(object string) []byte {
+	b := make([]byte, 0, len(object)+2)
+	b = append(b, pfxPack)
+	b = append(b, object...)
+	return append(b, 0)
 }
 
 // pipelineKey is p<client>\x00<pipeline>; pipelinePrefix(client) spans a
@@ -178,7 +207,8 @@ func decodeRequested(v []byte) (time.Time, bool) {
 }
 
 // encodeMemo: state byte, rows uvarint, bytes uvarint, updated micros
-// varint, gen uvarint, object and error length-prefixed.
+// varint, gen uvarint, object and error length-prefixed, then, when set,
+// build and column length-prefixed.
 func encodeMemo(e *MemoEntry) []byte {
 	b := []byte{byte(e.State)}
 	b = binary.AppendUvarint(b, uint64(e.Rows))
@@ -189,11 +219,18 @@ func encodeMemo(e *MemoEntry) []byte {
 	b = append(b, e.Object...)
 	b = binary.AppendUvarint(b, uint64(len(e.Error)))
 	b = append(b, e.Error...)
-	if e.Build != "" {
+	if e.Build != "" || e.Column != "" {
 		// Last and only when known: entries without one keep the bytes
 		// they always had (testdata/layout.txt).
 		b = binary.AppendUvarint(b, uint64(len(e.Build)))
 		b = append(b, e.Build...)
+	}
+	if e.Column != "" {
+		// After the build (empty or not), only for an entry naming a
+		// pack's column: entries of one component's object keep their
+		// bytes (testdata/layout-v2.txt).
+		b = binary.AppendUvarint(b, uint64(len(e.Column)))
+		b = append(b, e.Column...)
 	}
 	return b
 }
@@ -252,14 +289,17 @@ func decodeMemo(k canon.Key, block blockref.Memo, v []byte) (MemoEntry, error) {
 		v = v[l:]
 		return out, true
 	}
-	ok3 := true
+	ok3, ok4 := true, true
 	var ok1, ok2 bool
 	e.Object, ok1 = s()
 	e.Error, ok2 = s()
 	if ok2 && len(v) > 0 {
 		e.Build, ok3 = s()
 	}
-	if !ok1 || !ok2 || !ok3 || e.State < MemoPending || e.State > MemoFailed {
+	if ok3 && len(v) > 0 {
+		e.Column, ok4 = s()
+	}
+	if !ok1 || !ok2 || !ok3 || !ok4 || e.State < MemoPending || e.State > MemoFailed {
 		return e, bad()
 	}
 	return e, nil

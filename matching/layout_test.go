@@ -2,8 +2,10 @@ package matching
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/sigdata/sig/internal/pebbleutil"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 )
 
@@ -97,6 +100,14 @@ func writeLayoutCache(t *testing.T, dir string) {
 			switch gen % 3 {
 			case 0:
 				e.State, e.Rows, e.Bytes = MemoReady, 100, 4096
+				// Packed (issue 28): the block's pack and the component's
+				// column in it, indexed under the pack; one with the build
+				// that computed it, one without.
+				e.Object, e.Column = block.PackKey("ads", blockref.New(id, 1), "00112233445566778899aabbccddeeff"), block.MemberColumn(k)
+				e.Bytes = 800
+				if gen%2 == 0 {
+					e.Build = "sigd-test"
+				}
 			case 1:
 				e.State, e.Error = MemoFailed, "quarantined: boom"
 			}
@@ -181,39 +192,7 @@ func TestCacheLayout(t *testing.T) {
 // whole components, under the cost-aware policy too), component records,
 // the search index, pipelines and the audit log (issue 20, migration).
 func TestCacheWrittenBeforeServes(t *testing.T) {
-	var dump string
-	datadriven.RunTest(t, "testdata/layout-v1.txt", func(t *testing.T, td *datadriven.TestData) string {
-		dump = td.Expected
-		return td.Expected
-	})
-	dir := filepath.Join(t.TempDir(), "cache")
-	db, err := pebbleutil.Open(dir, pebbleutil.DurabilityProcess, &pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(strings.NewReader(dump))
-	n := 0
-	for sc.Scan() {
-		k, rest, err := unquotePrefix(sc.Text())
-		if err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		v, err := strconv.Unquote(strings.TrimSpace(rest))
-		if err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		if err := db.Set([]byte(k), []byte(v), pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n < 20 {
-		t.Fatalf("only %d pairs in testdata/layout.txt", n)
-	}
-
+	dir := loadFrozenCache(t, "testdata/layout-v1.txt")
 	cache, err := OpenCache(dir, CacheOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +254,116 @@ func TestCacheWrittenBeforeServes(t *testing.T) {
 	audit, err := cache.Audit(10)
 	if err != nil || len(audit) != 1 || audit[0].Who != "op" || audit[0].Objects != 1 {
 		t.Fatalf("audit: %+v, %v", audit, err)
+	}
+}
+
+// loadFrozenCache writes the pairs of a frozen layout file into an empty
+// Pebble store, as it lists them (not through the cache), and returns its
+// directory.
+func loadFrozenCache(t *testing.T, file string) string {
+	t.Helper()
+	var dump string
+	datadriven.RunTest(t, file, func(t *testing.T, td *datadriven.TestData) string {
+		dump = td.Expected
+		return td.Expected
+	})
+	dir := filepath.Join(t.TempDir(), "cache")
+	db, err := pebbleutil.Open(dir, pebbleutil.DurabilityProcess, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(dump))
+	sc.Buffer(nil, 1<<20)
+	n := 0
+	for sc.Scan() {
+		k, rest, err := unquotePrefix(sc.Text())
+		if err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		v, err := strconv.Unquote(strings.TrimSpace(rest))
+		if err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		if err := db.Set([]byte(k), []byte(v), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n < 20 {
+		t.Fatalf("only %d pairs in %s", n, file)
+	}
+	return dir
+}
+
+// TestCacheWrittenBeforePacksServes (issue 28): a cache holding exactly
+// the layout the code before packed memo objects wrote
+// (testdata/layout-v2.txt, frozen) serves read solutions whose ready
+// blocks name each component's own object and no column (readers read its
+// "value", warehouse/block's TestMemoWrittenBeforeServes and reader's
+// TestUnitReadsMemoWrittenBefore); such an entry's object is freed with it
+// (Unnamed); and recomputing one moves it into a pack, alongside entries
+// still naming objects of one component.
+func TestCacheWrittenBeforePacksServes(t *testing.T) {
+	dir := loadFrozenCache(t, "testdata/layout-v2.txt")
+	cache, err := OpenCache(dir, CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	fb := &fakeBlocks{}
+	for i := 0; i < 2; i++ {
+		fb.blocks = append(fb.blocks, Block{Ref: blockref.New(fmt.Sprintf("b%03d", i), 1), MinEvent: int64(i * 100), MaxEvent: int64(i*100 + 99)})
+	}
+	clk := clock.NewFake(layoutEpoch.Add(2 * time.Hour))
+	f := NewFrontend(FrontendConfig{Cache: cache, Blocks: fb, Scheduler: &fakeSched{}, Clock: clk,
+		Schema: func(string) (*transform.Schema, error) { return transform.AdsSchema(), nil }})
+	var ready []MemoEntry
+	for _, pl := range [][2]string{{"ctr", "p1"}, {"cvr", "p2"}, {"ads", "p3"}} {
+		sol, err := f.ReadSolution(pl[0], pl[1], 0, 0)
+		if err != nil {
+			t.Fatalf("%s/%s: %v", pl[0], pl[1], err)
+		}
+		sol.EachMemo(func(k canon.Key, b *BlockSolution) {
+			if b.State != MemoReady {
+				return
+			}
+			e, err := cache.Memo(k, b.Memo)
+			if err != nil || b.Object != block.MemoKey(k, b.Memo) || e.Column != "" || e.Packed() {
+				t.Errorf("%s/%s: ready block %s of %s names %s column %q (%v), want its own object", pl[0], pl[1], b.Memo, k.Short(), b.Object, e.Column, err)
+			}
+			ready = append(ready, e)
+		})
+	}
+	if len(ready) == 0 {
+		t.Fatal("no ready block in the frozen cache's solutions")
+	}
+	e := ready[0]
+	if got, err := cache.Unnamed([]MemoEntry{e}); err != nil || !slices.Equal(got, []string{e.Object}) {
+		t.Fatalf("Unnamed(%s) = %v, %v", e.Object, got, err)
+	}
+	// Recomputed, its entry moves into a pack; the other entries stay.
+	if _, err := f.Invalidate(e.Component, e.Block, e.Gen, "recompute"); err != nil {
+		t.Fatal(err)
+	}
+	pack := block.PackKey("ads", blockref.New(e.Block.ID(), 1), "p")
+	l := &Memos{Frontend: f, Clock: clk, Stat: func(context.Context, string) error { return nil }}
+	after, _ := cache.Memo(e.Component, e.Block)
+	if err := l.Complete(context.Background(), e.Component, e.Block, after.Gen, Completion{Object: pack, Rows: 100, Bytes: 800}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cache.PackEntries(pack); err != nil || len(got) != 1 || got[0].Column != block.MemberColumn(e.Component) {
+		t.Fatalf("pack entries %+v, %v", got, err)
+	}
+	for _, o := range ready[1:] {
+		if o.Component == e.Component && o.Block == e.Block {
+			continue // named by another pipeline too
+		}
+		if cur, _ := cache.Memo(o.Component, o.Block); cur.Object != o.Object || cur.State != MemoReady {
+			t.Errorf("entry %s/%s changed: %+v", o.Component.Short(), o.Block, cur)
+		}
 	}
 }
 

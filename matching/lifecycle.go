@@ -2,8 +2,10 @@ package matching
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/sigdata/sig/canon"
@@ -45,9 +47,17 @@ type ObjectStat func(ctx context.Context, key string) error
 type Memos struct {
 	Frontend *Frontend
 	Versions RawVersions
-	// Stat checks that a remotely computed memo object exists before its
-	// entry is marked ready (Complete).
+	// Stat checks that a pack exists before its entries are switched to
+	// it, and that a remotely computed object of one component does before
+	// its entry is marked ready (CompletePack, Complete). Nil checks
+	// nothing (tests of the entries alone).
 	Stat ObjectStat
+	// Delete, if set, deletes a pack none of whose members' entries was
+	// switched to it (CompletePack: they were evicted or recomputed while
+	// the worker computed them), so that a worker racing evictions leaves
+	// no pack behind; without it such a pack waits for the evictor's
+	// sweep of unnamed packs.
+	Delete ObjectStat
 	// Announce, if set, publishes each block that became ready; Bucket is
 	// the object store's bucket the events name.
 	Announce Announcer
@@ -60,10 +70,12 @@ type Memos struct {
 }
 
 // MemoInput is a memo node of a task's cone, ready in the task's raw
-// version: the worker reads it instead of computing it.
+// version: the worker reads it instead of computing it, from its entry's
+// object and column (Column "": an object of the node alone).
 type MemoInput struct {
 	Key    canon.Key
 	Object string
+	Column string
 }
 
 // TaskSpec is what a worker computes for one memo entry.
@@ -77,8 +89,11 @@ type TaskSpec struct {
 	// Raw is the raw block version to compute from and RawObject its
 	// object: the newest catalogued version with the entry's input version
 	// for Columns.
-	Raw        blockref.Ref
-	RawObject  string
+	Raw       blockref.Ref
+	RawObject string
+	// MemoObject is where a worker that predates packs writes the
+	// entry's object (block.MemoKey; issue 28): a worker now writes a
+	// new pack instead and names it in its completion (Completion.Object).
 	MemoObject string
 	// Gen is the generation of the pending entry the worker computes; 0
 	// when there is nothing to compute (the entry is ready or gone, no
@@ -174,7 +189,7 @@ func (l *Memos) Describe(k canon.Key, m blockref.Memo) (TaskSpec, error) {
 			continue
 		}
 		if e, err := f.cfg.Cache.Memo(nk, raw.Ref().Memo(raw.InputVersion(nrec.Columns))); err == nil && e.State == MemoReady {
-			t.MemoInputs = append(t.MemoInputs, MemoInput{Key: nk, Object: e.Object})
+			t.MemoInputs = append(t.MemoInputs, MemoInput{Key: nk, Object: e.Object, Column: e.Column})
 		}
 	}
 	return t, nil
@@ -182,6 +197,13 @@ func (l *Memos) Describe(k canon.Key, m blockref.Memo) (TaskSpec, error) {
 
 // Completion is what a worker's finished task reports.
 type Completion struct {
+	// Object and Column are where the worker wrote the entry's data: a
+	// pack and the entry's column in it (block.MemberColumn; "" is taken
+	// to be it). Object "" is a worker that predates packs: the entry's
+	// own object, block.MemoKey (TaskSpec.MemoObject), column "value".
+	Object, Column string
+	// Rows are the block's; Bytes the entry's share of storage (its
+	// column's segment in a pack, the whole object of one component's).
 	Rows, Bytes int64
 	// OpNanos is the time the task's kernels took per op class (the
 	// insertion policy's measured costs).
@@ -193,19 +215,39 @@ type Completion struct {
 	Build string
 }
 
-// Complete marks the entry of (k, m) ready after its worker wrote the memo
-// object whole, records the worker's measurements and announces the block,
+// Member is one memo entry whose data a worker wrote into a pack: its
+// component, memo block and generation (as for Complete), and what the
+// worker reports of it.
+type Member struct {
+	Component canon.Key
+	Block     blockref.Memo
+	Gen       uint64
+	Completion
+}
+
+// Complete marks the entry of (k, m) ready after its worker wrote its data
+// whole, records the worker's measurements and announces the block,
 // before the task leaves the queue (an error keeps it there: its lease
-// expires and it runs again).
+// expires and it runs again). Data in a pack (c.Object) is completed as
+// the pack's only member (CompletePack); ErrStale when the entry is no
+// longer the incarnation gen.
 //
 // gen is the generation the worker computed, from its task description
 // (in-process workers carry it). A remote worker's completion names only
-// its lease (gen 0): the entry's current generation is read, and the memo
-// object is checked to exist before the entry is marked, so an eviction
-// that deleted the object after the worker wrote it either changed the
-// generation (MarkReady refuses) or happened before the check (which then
-// fails, and the task runs again).
+// its lease (gen 0): the entry's current generation, if pending, is
+// marked. An object of the component alone (a worker that predates packs)
+// is checked to exist before the entry is marked, so an eviction that
+// deleted it after the worker wrote it either changed the generation
+// (the mark is refused) or happened before the check (which then fails,
+// and the task runs again).
 func (l *Memos) Complete(ctx context.Context, k canon.Key, m blockref.Memo, gen uint64, c Completion) error {
+	if c.Object != "" {
+		marked, err := l.CompletePack(ctx, c.Object, []Member{{Component: k, Block: m, Gen: gen, Completion: c}})
+		if err == nil && !marked[0] && gen != 0 {
+			err = ErrStale
+		}
+		return err
+	}
 	f := l.Frontend
 	object := block.MemoKey(k, m)
 	if gen == 0 {
@@ -216,45 +258,182 @@ func (l *Memos) Complete(ctx context.Context, k canon.Key, m blockref.Memo, gen 
 		if !pending {
 			return nil // nothing was left to compute
 		}
-		if err := l.Stat(ctx, object); err != nil {
-			return fmt.Errorf("memo object %s: %w", object, err)
+		if l.Stat != nil {
+			if err := l.Stat(ctx, object); err != nil {
+				return fmt.Errorf("memo object %s: %w", object, err)
+			}
 		}
 		gen = g
 	}
-	if err := f.MarkReadyBy(k, m, gen, c.Rows, c.Bytes, c.Build); err != nil {
+	c.Object, c.Column = object, ""
+	marked, err := l.Frontend.markReady([]Member{{Component: k, Block: m, Gen: gen, Completion: c}})
+	if err != nil {
 		return err
 	}
-	// The workers' measurements, for the insertion policy: statistics, so
-	// a failure to keep them fails nothing.
-	if len(c.OpNanos) > 0 && c.Rows > 0 {
-		ops := make(map[string]OpStat, len(c.OpNanos))
-		for class, ns := range c.OpNanos {
-			ops[class] = OpStat{Nanos: ns, Rows: c.Rows}
-		}
-		if err := f.cfg.Cache.AddOpStats(ops); err != nil {
-			l.log().Warn("op statistics", "err", err)
-		}
+	if !marked[0] {
+		return ErrStale
 	}
-	now := l.clock().Now()
-	if l.Done != nil && !c.Since.IsZero() {
-		l.Done(now.Sub(c.Since))
-	}
-	if l.Announce == nil {
-		return nil
-	}
-	source := ""
-	if rec, err := f.cfg.Cache.Component(k); err == nil {
-		source = rec.Source
-	}
-	// Completion events are a hint (trainers also watch the gRPC stream and
-	// re-read solutions): a lost event delays, never corrupts.
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := l.Announce.Publish(pctx, ready.Event{ComponentKey: k, Block: m, Source: source, Bucket: l.Bucket,
-		Key: object, Rows: c.Rows, Bytes: c.Bytes, Time: now}); err != nil {
-		l.log().Warn("publish "+ready.Topic, "err", err)
-	}
+	l.completed(ctx, []Member{{Component: k, Block: m, Gen: gen, Completion: c}}, marked)
 	return nil
+}
+
+// CompletePack switches the entries of a pack's members to it, after a
+// worker wrote the pack whole (paper IV.A: "store results back in the
+// warehouse"; issue 28): each member's entry turns ready naming the pack
+// and its column, only the incarnation the member was computed for (its
+// Gen; 0, a remote worker's, the current one) and only while pending, all
+// in one batch of the matching cache (Cache.UpdateMemos), so a pack is
+// named by every member that was still wanted or by none. It returns which
+// members were marked; a member not marked was evicted or recomputed
+// meanwhile (its column in the pack is dead weight until the pack goes).
+//
+// The pack is written first and switched to second: a crash in between
+// leaves the entries pending (recomputed after the restart into a new
+// pack) and the pack unnamed, which the evictor's sweep deletes. The pack
+// must be one of the members' block (its key says so) and must exist when
+// the entries switch to it: Stat checks it while the sweep of unnamed
+// packs is held off (Frontend.SweepingPacks), so no entry is ever switched
+// to a pack the sweep deleted. The members of one pack are completed in one
+// call: a pack with some entries is deleted when the last of them goes,
+// and must not gain others after.
+func (l *Memos) CompletePack(ctx context.Context, object string, members []Member) ([]bool, error) {
+	f := l.Frontend
+	source, raw, ok := block.ParsePackKey(object)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is no pack key", ErrInvalidCompletion, object)
+	}
+	for i := range members {
+		mb := &members[i]
+		want := block.MemberColumn(mb.Component)
+		if mb.Column == "" {
+			mb.Column = want
+		}
+		if mb.Column != want || mb.Block.ID() != raw.ID() || mb.Block.InputVersion() > raw.Version() {
+			return nil, fmt.Errorf("%w: pack %s of block %s holding column %.80q for component %s of block %s",
+				ErrInvalidCompletion, object, raw, mb.Column, mb.Component.Short(), mb.Block)
+		}
+		rec, err := f.cfg.Cache.Component(mb.Component)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Source != source {
+			return nil, fmt.Errorf("%w: pack %s of source %s for component %s of source %s",
+				ErrInvalidCompletion, object, source, mb.Component.Short(), rec.Source)
+		}
+		mb.Object = object
+	}
+	f.packMu.RLock()
+	if l.Stat != nil {
+		if err := l.Stat(ctx, object); err != nil {
+			f.packMu.RUnlock()
+			return nil, fmt.Errorf("pack %s: %w", object, err)
+		}
+	}
+	marked, err := l.Frontend.markReady(members)
+	f.packMu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(marked, true) && l.Delete != nil {
+		// No entry took it: delete it now, as the sweep would later, and
+		// under the sweep's side of the lock, so that a completion of the
+		// same pack that did switch entries (a retried one) is seen.
+		err := f.SweepingPacks(func() error {
+			named, err := f.cfg.Cache.PackNamed(object)
+			if err != nil || named {
+				return err
+			}
+			return l.Delete(ctx, object)
+		})
+		if err != nil {
+			l.log().Warn("deleting a pack no entry took", "pack", object, "err", err)
+		}
+	}
+	l.completed(ctx, members, marked)
+	return marked, nil
+}
+
+// ErrInvalidCompletion: a completion named an object that cannot hold its
+// entries' data (not a pack of their block and source, or another
+// component's column).
+var ErrInvalidCompletion = errors.New("matching: completion names no object of its entries")
+
+// markReady turns the pending entries of members ready in one batch, each
+// only at its member's generation (0: any), naming the member's object
+// and column, and tells watchers. It returns which were marked.
+func (f *Frontend) markReady(members []Member) ([]bool, error) {
+	ids := make([]Task, len(members))
+	for i, mb := range members {
+		ids[i] = Task{Component: mb.Component, Block: mb.Block}
+	}
+	marked := make([]bool, len(members))
+	now := f.cfg.Clock.Now()
+	es, err := f.cfg.Cache.UpdateMemos(ids, func(i int, e *MemoEntry, ok bool) bool {
+		mb := &members[i]
+		if !ok || e.State != MemoPending || mb.Gen != 0 && e.Gen != mb.Gen {
+			return false
+		}
+		e.State, e.Rows, e.Bytes, e.Error, e.Updated, e.Build = MemoReady, mb.Rows, mb.Bytes, "", now, mb.Build
+		e.Object, e.Column = mb.Object, mb.Column
+		marked[i] = true
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range es {
+		if marked[i] {
+			f.watch.notify(e.Component, e)
+			// The node's measured size, for the insertion policy: a
+			// statistic, so failing to record it fails nothing.
+			_ = f.cfg.Cache.AddSize(e.Component, e.Bytes, e.Rows)
+		}
+	}
+	return marked, nil
+}
+
+// completed records the measurements of the marked members and announces
+// their blocks.
+func (l *Memos) completed(ctx context.Context, members []Member, marked []bool) {
+	f := l.Frontend
+	now := l.clock().Now()
+	for i := range members {
+		if !marked[i] {
+			continue
+		}
+		c := &members[i].Completion
+		k, m := members[i].Component, members[i].Block
+		// The workers' measurements, for the insertion policy: statistics,
+		// so a failure to keep them fails nothing.
+		if len(c.OpNanos) > 0 && c.Rows > 0 {
+			ops := make(map[string]OpStat, len(c.OpNanos))
+			for class, ns := range c.OpNanos {
+				ops[class] = OpStat{Nanos: ns, Rows: c.Rows}
+			}
+			if err := f.cfg.Cache.AddOpStats(ops); err != nil {
+				l.log().Warn("op statistics", "err", err)
+			}
+		}
+		if l.Done != nil && !c.Since.IsZero() {
+			l.Done(now.Sub(c.Since))
+		}
+		if l.Announce == nil {
+			continue
+		}
+		source := ""
+		if rec, err := f.cfg.Cache.Component(k); err == nil {
+			source = rec.Source
+		}
+		// Completion events are a hint (trainers also watch the gRPC
+		// stream and re-read solutions): a lost event delays, never
+		// corrupts.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := l.Announce.Publish(pctx, ready.Event{ComponentKey: k, Block: m, Source: source, Bucket: l.Bucket,
+			Key: c.Object, Column: c.Column, Rows: c.Rows, Bytes: c.Bytes, Time: now}); err != nil {
+			l.log().Warn("publish "+ready.Topic, "err", err)
+		}
+		cancel()
+	}
 }
 
 // Quarantined mirrors a task the queues quarantined into its entry, so

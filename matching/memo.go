@@ -130,36 +130,27 @@ func (f *Frontend) Needed(k canon.Key) (bool, error) {
 // re-created) meanwhile; the worker must not mark it.
 var ErrStale = errors.New("matching: memo entry changed while computing")
 
-// MarkReady records that the memo object of (k, block) was written whole.
-// It only succeeds on the pending entry of the given generation, so a worker
-// that raced with an eviction never marks data that was deleted.
+// MarkReady records that the object of (k, block) alone, as written
+// before packs, was written whole (a pack's entries are switched by
+// Memos.CompletePack). It only succeeds on the pending entry of the given
+// generation, so a worker that raced with an eviction never marks data
+// that was deleted.
 func (f *Frontend) MarkReady(k canon.Key, block blockref.Memo, gen uint64, rows, bytes int64) error {
 	return f.MarkReadyBy(k, block, gen, rows, bytes, "")
 }
 
 // MarkReadyBy is MarkReady recording the worker build that computed the
 // incarnation (MemoEntry.Build; "" when unknown).
-func (f *Frontend) MarkReadyBy(k canon.Key, block blockref.Memo, gen uint64, rows, bytes int64, build string) error {
-	var stale bool
-	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
-		if !ok || e.State != MemoPending || e.Gen != gen {
-			stale = true
-			return false
-		}
-		e.State, e.Rows, e.Bytes, e.Error, e.Updated, e.Build = MemoReady, rows, bytes, "", f.cfg.Clock.Now(), build
-		return true
-	})
-	if err != nil {
-		return err
+func (f *Frontend) MarkReadyBy(k canon.Key, id blockref.Memo, gen uint64, rows, bytes int64, build string) error {
+	if gen == 0 {
+		return ErrStale // no incarnation has generation 0
 	}
-	if stale {
-		return ErrStale
+	marked, err := f.markReady([]Member{{Component: k, Block: id, Gen: gen,
+		Completion: Completion{Object: block.MemoKey(k, id), Rows: rows, Bytes: bytes, Build: build}}})
+	if err == nil && !marked[0] {
+		err = ErrStale
 	}
-	f.watch.notify(k, e)
-	// The node's measured size, for the insertion policy: a statistic, so
-	// failing to record it fails nothing.
-	_ = f.cfg.Cache.AddSize(k, bytes, rows)
-	return nil
+	return err
 }
 
 // MarkFailed records that the task of (k, block) was quarantined.
@@ -194,6 +185,17 @@ func (f *Frontend) MarkPending(k canon.Key, block blockref.Memo) error {
 	return nil
 }
 
+// SweepingPacks runs fn, the evictor's deletion of packs no entry names,
+// while no completion switches entries to a pack (Memos.CompletePack
+// checks that its pack exists, then switches, under the other side of
+// the lock): a pack a completion found is named before fn looks, and one
+// fn deletes is found missing by any completion after it.
+func (f *Frontend) SweepingPacks(fn func() error) error {
+	f.packMu.Lock()
+	defer f.packMu.Unlock()
+	return fn()
+}
+
 // Invalidate turns the ready memo entry of (k, block) of generation gen
 // pending again, with a new generation, and tells watchers: its object was
 // found corrupt or lost, or an operator asked for it to be recomputed. It
@@ -201,15 +203,21 @@ func (f *Frontend) MarkPending(k canon.Key, block blockref.Memo) error {
 // (evicted, recomputed or invalidated meanwhile), so that a decision taken
 // on one incarnation never touches the next. The caller removes the old
 // object before (so that no worker's new object can be removed after it)
-// and schedules the entry after (Schedule).
-func (f *Frontend) Invalidate(k canon.Key, block blockref.Memo, gen uint64, reason string) (MemoEntry, error) {
+// and schedules the entry after (Schedule). An entry naming a pack's column
+// names no pack afterwards: the caller deletes the pack after, only once
+// no other entry names it (Cache.Unnamed), since its other members stay
+// ready in it.
+func (f *Frontend) Invalidate(k canon.Key, id blockref.Memo, gen uint64, reason string) (MemoEntry, error) {
 	var stale bool
-	e, err := f.cfg.Cache.UpdateMemo(k, block, func(e *MemoEntry, ok bool) bool {
+	e, err := f.cfg.Cache.UpdateMemo(k, id, func(e *MemoEntry, ok bool) bool {
 		if !ok || e.State != MemoReady || e.Gen != gen {
 			stale = true
 			return false
 		}
 		e.State, e.Rows, e.Bytes, e.Error, e.Updated, e.Gen, e.Build = MemoPending, 0, 0, reason, f.cfg.Clock.Now(), rand.Uint64()|1, ""
+		// It names no pack any more: its recomputation writes a new one,
+		// and the old one is deleted once no other entry names it.
+		e.Object, e.Column = block.MemoKey(k, id), ""
 		return true
 	})
 	if err != nil {

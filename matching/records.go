@@ -60,11 +60,23 @@ type MemoEntry struct {
 	Component canon.Key
 	Block     blockref.Memo
 	State     MemoState
-	Object    string
-	Rows      int64
-	Bytes     int64
-	Error     string
-	Updated   time.Time
+	// Object is the memo object of a ready entry: a pack (issue 28,
+	// warehouse/block's pack.go) when Column is set, else an object of
+	// this component alone, memo/<key>/<block>.arrow, as every entry
+	// written before packs names. A pending or failed entry names the
+	// latter, where a worker that predates packs writes.
+	Object string
+	// Column is the entry's column in the pack Object
+	// (block.MemberColumn of Component); "" for an object of one
+	// component, whose column is block.MemoColumn. Stored after Build,
+	// only when set (keys.go).
+	Column string
+	Rows   int64
+	// Bytes is the entry's share of storage: its column's segment in a
+	// pack, the whole object of one component's.
+	Bytes   int64
+	Error   string
+	Updated time.Time
 	// Gen identifies one incarnation of the entry: a pending entry created
 	// after an eviction has a new Gen, so a worker that started before the
 	// eviction cannot mark the new incarnation ready (see MarkReady).
@@ -75,6 +87,9 @@ type MemoEntry struct {
 	// Stored after the other fields only when known.
 	Build string
 }
+
+// Packed reports whether the entry names a column of a pack.
+func (e MemoEntry) Packed() bool { return e.Column != "" }
 
 // Pipeline is a registered training pipeline.
 type Pipeline struct {

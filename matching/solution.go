@@ -54,6 +54,9 @@ type BlockSolution struct {
 	// (Block.InputVersion).
 	Memo   blockref.Memo
 	Object string // memo object key, assigned even while pending
+	// Column is the block's column in Object when it is a pack (issue
+	// 28); "" for an object of the component alone.
+	Column string
 	State  MemoState
 	Error  string
 	Rows   int64
@@ -242,7 +245,7 @@ func (f *Frontend) resolve(p *Pipeline, now time.Time, snap int64) (sol *Solutio
 		}
 	}
 	blockSol := func(blk Block, e MemoEntry) BlockSolution {
-		return BlockSolution{Block: blk, Memo: e.Block, Object: e.Object, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes}
+		return BlockSolution{Block: blk, Memo: e.Block, Object: e.Object, Column: e.Column, State: e.State, Error: e.Error, Rows: e.Rows, Bytes: e.Bytes}
 	}
 	for i := range p.Inputs {
 		in := &p.Inputs[i]

@@ -145,10 +145,18 @@
 // a column its component reads last changed, at most the raw version) is
 // memo/<key>/<block>.v<N>.arrow; the raw footer must be that version and
 // the memo footer that input version, or the unit is corrupt.
-// A memo object must name the unit's component and block, have the input's
-// type and the raw block's rows (block.CheckMemo, the footer check sigd
-// also verifies a reported object with; checkMemoMeta), and be row-aligned
-// with the raw block: its event_id column is the
+// Packed memo objects (issue 28): a MEMO input or memo node names either a
+// pack of the unit's block and source with its column (memo_column, the
+// component key in hex) and the input version of its data
+// (memo_version), or, without a column, an object of its component alone
+// as above, as every object written before packs (TestUnitReadsPacks,
+// TestPackedUnitChecks, TestUnitReadsMemoWrittenBefore). What a memo input
+// names is checked where the unit is bound (InvalidArgument); the inputs
+// that name one object are read from it together (fetch.go). Each must
+// hold the unit's component at the named block and input version, have
+// the input's type and the raw block's rows (block.CheckMember, the footer
+// check sigd also verifies a reported object with; checkMemoMeta), and be
+// row-aligned with the raw block: its event_id column is the
 // raw block's, written by the same encoder with the same compression
 // (workers/memo encodes it as the raw block's), so equal segment lengths and
 // CRC-32Cs in the two footers show it without fetching it; otherwise the
@@ -195,7 +203,7 @@
 // object, is reported at once (report.go; issue 27: a block repaired and
 // then damaged again stayed DataLoss until the minute was out). sigd
 // checks the object itself, with the footer check readers make
-// (block.CheckMemo), so that whatever a reader refuses sigd finds
+// (block.CheckMember), so that whatever a reader refuses sigd finds
 // corrupt (for a mismatch it recomputes the whole block and compares
 // every row), and recomputes that block if it is bad; the read solution
 // turns pending, then ready, and the same unit then reads the same bytes

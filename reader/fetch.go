@@ -82,16 +82,22 @@ func memoObjects(reads []inputPlan) []memoObject {
 			out = append(out, memoObject{key: in.memo, single: true})
 		}
 		out[j].members = append(out[j].members, i)
-		out[j].single = out[j].single && in.column == MemoColumn
+		out[j].single = out[j].single && !in.packed
 	}
 	return out
 }
 
 // checkMemoMeta checks from its footer that a memo object holds what input
-// in reads, of a raw block of rawRows rows (block.CheckMemo, the check
-// sigd verifies a reported object with).
+// in reads, of a raw block of rawRows rows (block.CheckMember, the check
+// sigd verifies a reported object with): its column of a pack, or the
+// value of an object of its component alone.
 func checkMemoMeta(in inputPlan, meta block.Meta, rawRows int64) error {
-	return block.CheckMemo(meta, in.component, in.memoBlock, in.typ.String(), rawRows)
+	column := ""
+	if in.packed {
+		column = in.column
+	}
+	_, err := block.CheckMember(meta, column, in.component, in.memoBlock, in.typ.String(), rawRows)
+	return err
 }
 
 // readMemoObject reads memo object o for its members, into memos (indexed

@@ -105,11 +105,14 @@ type inputPlan struct {
 	mode      readerv1.InputMode
 	memo      string
 	// column is the input's column in the memo object: MemoColumn, the
-	// column of an object of one component (issue 28 packs the columns of
-	// several components in one object, each named by the read solution).
+	// column of an object of one component as written before packs, or
+	// its component's column in a pack (issue 28, packed set), as the
+	// read solution names it.
 	column string
+	packed bool
 	state  sigv1.BlockState
-	// memoBlock is the memo object's block and input version (its key's).
+	// memoBlock is the memo data's block and input version: an object of
+	// one component's key's, a pack member's the unit's memo_version.
 	memoBlock blockref.Memo
 }
 
@@ -312,16 +315,17 @@ func (sh *shape) bind(u *readerv1.WorkUnit, lim Limits) (*plan, error) {
 		ip.memo, ip.state = in.MemoObject, in.MemoState
 		switch ip.mode {
 		case readerv1.InputMode_INPUT_MODE_MEMO:
-			if ip.memoBlock, ok = memoBlockOf(ip.component, in.MemoObject, p.raw); !ok {
-				return nil, invalid(field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<component>/<block>[.v<N>].arrow)",
-					trunc(in.MemoObject), block.MemoKey(ip.component, p.raw.Memo(1)), p.raw.Version())
+			var err error
+			if ip.memoBlock, err = memoBlockOf(field, ip.component, in.MemoObject, in.MemoColumn, in.MemoVersion, src, p.raw); err != nil {
+				return nil, err
 			}
+			ip.setColumn(in.MemoColumn)
 			if in.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
 				return nil, invalid(field+".memo_state", "unspecified; a MEMO input needs the state from the read solution")
 			}
 		case readerv1.InputMode_INPUT_MODE_LOCAL:
 			for k, mn := range t.memoNodes[x] {
-				if _, err := bindMemoNode(mn, in.MemoNodes[k], p.raw); err != nil {
+				if _, err := bindMemoNode(mn, in.MemoNodes[k], src, p.raw); err != nil {
 					return nil, err
 				}
 			}
@@ -331,7 +335,7 @@ func (sh *shape) bind(u *readerv1.WorkUnit, lim Limits) (*plan, error) {
 	p.nodes = slices.Clone(t.nodes)
 	for j, src := range t.nodeSrc {
 		mn := t.memoNodes[src[0]][src[1]]
-		p.nodes[j], _ = bindMemoNode(mn, u.Inputs[t.localIdx[src[0]]].MemoNodes[src[1]], p.raw) // checked above
+		p.nodes[j], _ = bindMemoNode(mn, u.Inputs[t.localIdx[src[0]]].MemoNodes[src[1]], p.schema.Source, p.raw) // checked above
 	}
 	// The guard adds its columns to a copy (planGuard).
 	p.rawColumns = slices.Clip(t.rawColumns)
@@ -453,32 +457,62 @@ func checkMemoNodes(field string, in *readerv1.ModelInput) ([]memoNodePlan, erro
 }
 
 // bindMemoNode returns the read of memo node mn of a unit of raw block
-// version raw, the unit listing it as m: its memo object and state,
-// checked.
-func bindMemoNode(mn memoNodePlan, m *readerv1.MemoNodeRead, raw blockref.Ref) (inputPlan, error) {
+// version raw of source, the unit listing it as m: its memo object, column
+// and state, checked.
+func bindMemoNode(mn memoNodePlan, m *readerv1.MemoNodeRead, source string, raw blockref.Ref) (inputPlan, error) {
 	in := mn.read
-	mb, ok := memoBlockOf(in.component, m.MemoObject, raw)
-	if !ok {
-		return inputPlan{}, invalid(mn.field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<node>/<block>[.v<N>].arrow)",
-			trunc(m.MemoObject), block.MemoKey(in.component, raw.Memo(1)), raw.Version())
+	mb, err := memoBlockOf(mn.field, in.component, m.MemoObject, m.MemoColumn, m.MemoVersion, source, raw)
+	if err != nil {
+		return inputPlan{}, err
 	}
 	if m.MemoState == sigv1.BlockState_BLOCK_STATE_UNSPECIFIED {
 		return inputPlan{}, invalid(mn.field+".memo_state", "unspecified; a memo node needs the state from the read solution")
 	}
 	in.memo, in.state, in.memoBlock = m.MemoObject, m.MemoState, mb
+	in.setColumn(m.MemoColumn)
 	return in, nil
 }
 
-// memoBlockOf returns the memo block of a memo object key of component k
-// for raw block version raw: memo/<k>/<block>.arrow is input version 1,
-// memo/<k>/<block>.v<N>.arrow N (issue 21), which must not be past the raw
-// block's version. ok is false for any other key.
-func memoBlockOf(k canon.Key, object string, raw blockref.Ref) (blockref.Memo, bool) {
-	got, m, ok := block.ParseMemoKey(object)
-	if !ok || got != k || m.ID() != raw.ID() || m.InputVersion() > raw.Version() {
-		return blockref.Memo{}, false
+// setColumn sets the column a memo read reads: column of a pack (issue 28),
+// or MemoColumn of an object of the component alone when column is "".
+func (in *inputPlan) setColumn(column string) {
+	in.column, in.packed = column, column != ""
+	if !in.packed {
+		in.column = MemoColumn
 	}
-	return m, true
+}
+
+// memoBlockOf returns the memo block whose data a unit names for component
+// k in raw block version raw of source, checking the fields (field is the
+// input's or memo node's, for errors). Without a column, object is an
+// object of k alone, as written before packs: memo/<k>/<block>.arrow is
+// input version 1, memo/<k>/<block>.v<N>.arrow N (issue 21). With one,
+// object is a pack of the unit's block and source (issue 28), column k's
+// (block.MemberColumn) and version the input version of its data. Either
+// way the input version is not past the raw block's version. The footer is
+// checked against the result when read (block.CheckMember).
+func memoBlockOf(field string, k canon.Key, object, column string, version int64, source string, raw blockref.Ref) (blockref.Memo, error) {
+	if column == "" {
+		got, m, ok := block.ParseMemoKey(object)
+		if !ok || got != k || m.ID() != raw.ID() || m.InputVersion() > raw.Version() || version > 1 && m.InputVersion() != version {
+			return blockref.Memo{}, invalid(field+".memo_object", "%q, want %q or a version of it up to the raw block's %d (memo/<component>/<block>[.v<N>].arrow), or a pack with memo_column",
+				trunc(object), block.MemoKey(k, raw.Memo(1)), raw.Version())
+		}
+		return m, nil
+	}
+	if column != block.MemberColumn(k) {
+		return blockref.Memo{}, invalid(field+".memo_column", "%q, want the component's key %s", trunc(column), k)
+	}
+	src, r, ok := block.ParsePackKey(object)
+	if !ok || src != source || r.ID() != raw.ID() {
+		return blockref.Memo{}, invalid(field+".memo_object", "%q, want a pack of block %q of source %q (%s%s/%s/<id>%s)",
+			trunc(object), raw.ID(), source, block.PackPrefix, source, raw.ID(), block.Ext)
+	}
+	m := raw.Memo(version)
+	if version < 0 || m.InputVersion() > raw.Version() {
+		return blockref.Memo{}, invalid(field+".memo_version", "%d, want 1 to the raw block's version %d", version, raw.Version())
+	}
+	return m, nil
 }
 
 // checkName checks a name that ends up in logs and batch schemas: at most

@@ -128,11 +128,12 @@ func IndexNodeBlocks(in *sigv1.InputSolution) NodeBlocks {
 // block (LIG).
 func UnitInput(in *sigv1.InputSolution, b *sigv1.BlockRead, nodes NodeBlocks, mode readerv1.InputMode) *readerv1.ModelInput {
 	mi := &readerv1.ModelInput{Name: in.GetInput(), ComponentKey: in.GetComponentKey(), Type: in.GetType(),
-		CanonicalDsl: in.GetCanonicalDsl(), MemoObject: b.GetMemoObject(), MemoState: b.GetState(), Mode: mode}
+		CanonicalDsl: in.GetCanonicalDsl(), MemoObject: b.GetMemoObject(), MemoState: b.GetState(), Mode: mode,
+		MemoColumn: b.GetMemoColumn(), MemoVersion: b.GetVersion()}
 	if !in.GetComputed() {
 		return mi
 	}
-	mi.MemoObject, mi.MemoState = "", sigv1.BlockState_BLOCK_STATE_UNSPECIFIED
+	mi.MemoObject, mi.MemoState, mi.MemoColumn, mi.MemoVersion = "", sigv1.BlockState_BLOCK_STATE_UNSPECIFIED, "", 0
 	if mode == readerv1.InputMode_INPUT_MODE_MEMO {
 		for k, n := range in.GetMemoNodes() {
 			if k >= len(nodes) {
@@ -143,7 +144,7 @@ func UnitInput(in *sigv1.InputSolution, b *sigv1.BlockRead, nodes NodeBlocks, mo
 				continue
 			}
 			mi.MemoNodes = append(mi.MemoNodes, &readerv1.MemoNodeRead{Key: n.GetKey(), Type: n.GetType(),
-				MemoObject: nb.GetMemoObject(), MemoState: nb.GetState()})
+				MemoObject: nb.GetMemoObject(), MemoState: nb.GetState(), MemoColumn: nb.GetMemoColumn(), MemoVersion: nb.GetVersion()})
 		}
 	}
 	mi.Mode = readerv1.InputMode_INPUT_MODE_LOCAL

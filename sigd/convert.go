@@ -39,7 +39,7 @@ func rawBlockToProto(b matching.Block) *sigv1.BlockRead {
 // the solution's raw_blocks (sig.proto, BlockRead).
 func blockToProto(b *matching.BlockSolution) *sigv1.BlockRead {
 	return &sigv1.BlockRead{
-		BlockId: b.Memo.ID(), MemoObject: b.Object, State: stateToProto(b.State),
+		BlockId: b.Memo.ID(), MemoObject: b.Object, MemoColumn: b.Column, State: stateToProto(b.State),
 		Reason: b.Error, Rows: b.Rows, Bytes: b.Bytes, Version: b.Memo.InputVersion(),
 	}
 }

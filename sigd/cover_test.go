@@ -14,6 +14,7 @@ import (
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // Two models sharing a nested subexpression (the query's tokens), each
@@ -69,20 +70,27 @@ func TestCoversEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	// One task per block: the memo objects are the shared node's, one per
-	// block, and nothing else.
-	var objects []string
+	// One task per block: the memo objects are packs of the shared node's
+	// column, one per block (issue 28), and nothing else.
+	var blocks []string
 	for info, err := range srv.Store().List(ctx, "memo/") {
 		if err != nil {
 			t.Fatal(err)
 		}
-		objects = append(objects, info.Key)
+		meta, err := block.ReadFooter(ctx, srv.Store(), info.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !meta.Pack || len(meta.Columns) != 2 || meta.Columns[1].Name != shared {
+			t.Fatalf("memo object %s holds %v, want a pack of the shared node's column", info.Key, meta.Columns)
+		}
+		blocks = append(blocks, meta.ID)
 	}
-	want := []string{"memo/" + shared + "/" + w.Blocks[0].ID + ".arrow", "memo/" + shared + "/" + w.Blocks[1].ID + ".arrow"}
+	want := []string{w.Blocks[0].ID, w.Blocks[1].ID}
 	slices.Sort(want)
-	slices.Sort(objects)
-	if !slices.Equal(objects, want) {
-		t.Fatalf("memo objects %v, want the shared node's per block %v", objects, want)
+	slices.Sort(blocks)
+	if !slices.Equal(blocks, want) {
+		t.Fatalf("memo objects of blocks %v, want the shared node's per block %v", blocks, want)
 	}
 	// The workers' measurements are kept for the policy.
 	k, _ := canon.ParseKey(shared)

@@ -122,7 +122,7 @@ func (h *sigService) GetComponent(ctx context.Context, req *sigv1.GetComponentRe
 	for _, id := range ids {
 		m := memos[id]
 		// The memo block's name: "<id>.v<N>" from input version 2 on.
-		out.Blocks = append(out.Blocks, &sigv1.BlockRead{BlockId: id.String(), MemoObject: m.Object, State: stateToProto(m.State),
+		out.Blocks = append(out.Blocks, &sigv1.BlockRead{BlockId: id.String(), MemoObject: m.Object, MemoColumn: m.Column, State: stateToProto(m.State),
 			Reason: m.Error, Rows: m.Rows, Bytes: m.Bytes})
 	}
 	by, contains, err := h.s.frontend.Related(k)

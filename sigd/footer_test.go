@@ -44,8 +44,9 @@ func damageFooter(t *testing.T, st *objstore.Store, key string, d blocktest.Foot
 // cmd/reader --sigd) serves a memo block; its object is damaged, first by
 // a rotted value byte, then, each time it has been recomputed and read
 // back, by one byte of its footer flipped (a segment's CRC-32C, offset or
-// length, the rows, the component key, the block id, the format, the
-// value's type or name, the JSON's structure; the footer's CRC-32C and the
+// length, the rows, the pack flag, the block id, the format, the member's
+// type or name, the JSON's structure, blocktest.PackFooterDamages, as
+// workers write packs (issue 28); the footer's CRC-32C and the
 // object's checksum written to match, as a buggy writer writes them; and
 // one byte rotted under both). Each time the unit answers DataLoss, the
 // reader reports it, sigd finds the object corrupt and recomputes the
@@ -74,23 +75,30 @@ func TestDamagedFooterRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	unit := unitsOf(t, sol)[b0]
-	want, err := readUnit(ctx, rc, unit)
+	want, err := readUnit(ctx, rc, unitsOf(t, sol)[b0])
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	type damage struct {
 		name string
-		do   func(key string)
+		do   func(m matching.MemoEntry)
 	}
-	damages := []damage{{"rotted value byte", func(key string) { flipValueByte(t, srv.Store(), key) }}}
-	for _, d := range blocktest.MemoFooterDamages {
-		damages = append(damages, damage{"footer: " + d.Name, func(key string) { damageFooter(t, srv.Store(), key, d) }})
+	damages := []damage{{"rotted value byte", func(m matching.MemoEntry) { flipValueByte(t, srv.Store(), m.Object, m.Column) }}}
+	// Workers write packs (issue 28): a pack's footer damages.
+	footerDamages := blocktest.MemoFooterDamages
+	if memoOf(t, srv, q, b0).Packed() {
+		footerDamages = blocktest.PackFooterDamages
+	}
+	for _, d := range footerDamages {
+		damages = append(damages, damage{"footer: " + d.Name, func(m matching.MemoEntry) { damageFooter(t, srv.Store(), m.Object, d) }})
 	}
 	for _, d := range damages {
 		before := memoOf(t, srv, q, b0)
-		d.do(before.Object)
+		d.do(before)
+		// The unit of the block as it is now: each repair puts it in a new
+		// pack (issue 28).
+		unit := unitNow(ctx, t, ctr, "ctr", "p", b0)
 		if _, err := readUnit(ctx, rc, unit); status.Code(err) != codes.DataLoss || errorReason(err) != reader.ReasonCorrupt {
 			t.Fatalf("%s: reading the damaged block: %v (reason %q), want DataLoss %s", d.name, err, errorReason(err), reader.ReasonCorrupt)
 		}
@@ -98,6 +106,9 @@ func TestDamagedFooterRepaired(t *testing.T) {
 		// a repair that only comes after half of that was held back.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
+			if m := memoOf(t, srv, q, b0); m.State == matching.MemoReady && m.Gen != before.Gen {
+				unit = unitNow(ctx, t, ctr, "ctr", "p", b0) // repaired: in its new pack
+			}
 			got, err := readUnit(ctx, rc, unit)
 			if err == nil {
 				if !bytes.Equal(got, want) {

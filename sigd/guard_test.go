@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,7 +19,6 @@ import (
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/objstore"
@@ -32,8 +28,8 @@ import (
 
 // faultyRunner is a deliberately faulty worker: its first run of each task
 // in bad computes the block with the real runner, then writes the memo
-// object again through the memo writer (block.WriteWith, memo.MemoRecord)
-// with every row holding the next row's value: valid Arrow, valid
+// column again through the memo writers (sigdtest.RewriteMemo) with every
+// row holding the next row's value: valid Arrow, valid
 // checksums, the event ids of the raw block, wrong values. Later runs are
 // the real runner's, unless always (a misbuilt binary: every run wrong).
 type faultyRunner struct {
@@ -56,31 +52,17 @@ func (f *faultyRunner) Run(ctx context.Context, t workers.Task) (workers.Result,
 	if err != nil || !perturb {
 		return res, err
 	}
-	key := t.Spec.GetMemoObject()
-	meta, rec, err := block.ReadBlock(ctx, f.store, key)
+	// The task's data where the worker wrote it: its pack's column (issue
+	// 28), or its own object (a worker that predates packs).
+	key, column := res.Object, block.MemberColumn(t.ID.Component)
+	if key == "" {
+		key, column = t.Spec.GetMemoObject(), ""
+	}
+	n, err := sigdtest.RewriteMemo(ctx, f.store, key, column, sigdtest.Rotate)
 	if err != nil {
 		return res, err
 	}
-	defer rec.Release()
-	v := rec.Column(1)
-	head, tail := array.NewSlice(v, 1, int64(v.Len())), array.NewSlice(v, 0, 1)
-	rotated, err := array.Concatenate([]arrow.Array{head, tail}, memory.DefaultAllocator)
-	head.Release()
-	tail.Release()
-	if err != nil {
-		return res, err
-	}
-	defer rotated.Release()
-	out := memo.MemoRecord(rec.Column(0), rotated)
-	defer out.Release()
-	ev, _ := meta.Column(transform.ColEventID)
-	meta.Columns, meta.Size, meta.Rows = nil, 0, 0
-	written, err := block.WriteWith(ctx, f.store, meta, out,
-		block.EncodeOptions{Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}})
-	if err != nil {
-		return res, err
-	}
-	res.Bytes = written.Size
+	res.Bytes = n
 	return res, nil
 }
 
@@ -222,11 +204,10 @@ func TestGuardMismatchRepaired(t *testing.T) {
 
 	gate.release()
 	sol = sigdtest.WaitComplete(ctx, t, ctr, "ctr", "p")
-	for _, u := range []*readerv1.WorkUnit{units[b0], unitsOf(t, sol)[b0]} {
-		got, err := readUnit(ctx, rc, u)
-		if err != nil || !bytes.Equal(got, lig) {
-			t.Fatalf("block %s after the repair: %d bytes (%v), want the %d bytes of its LIG read", b0, len(got), err, len(lig))
-		}
+	// A fresh unit names the block's new pack (issue 28) and reads LIG's
+	// bytes.
+	if got, err := readUnit(ctx, rc, unitsOf(t, sol)[b0]); err != nil || !bytes.Equal(got, lig) {
+		t.Fatalf("block %s after the repair: %d bytes (%v), want the %d bytes of its LIG read", b0, len(got), err, len(lig))
 	}
 	if log := rp.Stderr.String(); !strings.Contains(log, "reason=MEMO_MISMATCH") || !strings.Contains(log, "corrupt=true") {
 		t.Errorf("the reader did not log its report:\n%s", log)
@@ -332,7 +313,6 @@ func TestGuardBansWrongBuild(t *testing.T) {
 	if first.Build != misbuilt {
 		t.Fatalf("entry %+v, want it computed by the in-process build %q", first, misbuilt)
 	}
-	unit := unitsOf(t, sol)[b0]
 	ligUnits, err := reader.UnitsFromSolution(sol, reader.UnitOptions{BatchRows: 256,
 		Mode: func(*sigv1.InputSolution, *sigv1.BlockRead) readerv1.InputMode {
 			return readerv1.InputMode_INPUT_MODE_LOCAL
@@ -349,7 +329,9 @@ func TestGuardBansWrongBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rc.Close()
-		if _, err := readUnit(ctx, rc, unit); status.Code(err) != codes.DataLoss || errorReason(err) != reader.ReasonMemoMismatch {
+		// The block as it is now: a recomputation writes a new pack
+		// (issue 28).
+		if _, err := readUnit(ctx, rc, unitNow(ctx, t, ctr, "ctr", "p", b0)); status.Code(err) != codes.DataLoss || errorReason(err) != reader.ReasonMemoMismatch {
 			t.Fatalf("%s: %v, want DataLoss %s", what, err, reader.ReasonMemoMismatch)
 		}
 	}

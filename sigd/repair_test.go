@@ -68,10 +68,11 @@ func (g *gateRunner) release() {
 	g.mu.Unlock()
 }
 
-// flipValueByte rots one byte in the middle of a memo object's value
-// segment, keeping the checksum stored with the object: what a disk or a
-// faulty copy does, and what readers answer DataLoss to.
-func flipValueByte(t *testing.T, st *objstore.Store, key string) {
+// flipValueByte rots one byte in the middle of a memo entry's column (the
+// column of its pack, issue 28; the value of an object of one component
+// when column is ""), keeping the checksum stored with the object: what a
+// disk or a faulty copy does, and what readers answer DataLoss to.
+func flipValueByte(t *testing.T, st *objstore.Store, key, column string) {
 	t.Helper()
 	ctx := context.Background()
 	data, info, err := st.Get(ctx, key)
@@ -83,7 +84,10 @@ func flipValueByte(t *testing.T, st *objstore.Store, key string) {
 		t.Fatal(err)
 	}
 	rec.Release()
-	c, _ := meta.Column(block.MemoColumn)
+	if column == "" {
+		column = block.MemoColumn
+	}
+	c, _ := meta.Column(column)
 	data[c.Offset+c.Length/2] ^= 0x5a
 	if _, err := st.PutChecksummed(ctx, key, data, info.Checksum, map[string]string{"Sig-Block": meta.ID}); err != nil {
 		t.Fatal(err)
@@ -148,6 +152,18 @@ func unitsOf(t *testing.T, sol *sigv1.ReadSolution) map[string]*readerv1.WorkUni
 	return out
 }
 
+// unitNow is block id's unit of the pipeline's read solution now: a block
+// recomputed after a repair is in a new pack (issue 28), which a unit taken
+// before does not name.
+func unitNow(ctx context.Context, t *testing.T, c sigv1.SIGClient, client, pipeline, id string) *readerv1.WorkUnit {
+	t.Helper()
+	sol, err := c.GetReadSolution(ctx, &sigv1.GetReadSolutionRequest{Client: client, Pipeline: pipeline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unitsOf(t, sol)[id]
+}
+
 func memoOf(t *testing.T, srv *sigdtest.Server, k canon.Key, id string) matching.MemoEntry {
 	t.Helper()
 	m, err := srv.Frontend().Cache().Memo(k, blockref.ParseMemo(id))
@@ -205,7 +221,7 @@ func TestCorruptMemoRepaired(t *testing.T) {
 	other := memoOf(t, srv, sigdtest.InputKey(t, sol, "price"), b0)
 
 	gate.close() // hold the recomputation, to see the block pending
-	flipValueByte(t, srv.Store(), before.Object)
+	flipValueByte(t, srv.Store(), before.Object, before.Column)
 	if _, err := readUnit(ctx, rc, units[b0]); status.Code(err) != codes.DataLoss {
 		t.Fatalf("reading the corrupt block: %v, want DataLoss", err)
 	}
@@ -274,13 +290,16 @@ func TestCorruptMemoRepaired(t *testing.T) {
 	if !sawReady || !last.GetComplete() {
 		t.Fatalf("watch ended: saw the block ready %v, last solution complete %v", sawReady, last.GetComplete())
 	}
-	// The unit taken before the corruption and a fresh one read the same
-	// bytes as before.
-	for _, u := range []*readerv1.WorkUnit{units[b0], unitsOf(t, last)[b0]} {
-		got, err := readUnit(ctx, rc, u)
-		if err != nil || !bytes.Equal(got, want[b0]) {
-			t.Fatalf("block %s after the repair: %d bytes (%v), want the %d bytes served before", b0, len(got), err, len(want[b0]))
-		}
+	// A fresh unit reads the same bytes as before. The unit taken before
+	// the corruption names the pack the block was in (issue 28): the
+	// recomputation wrote a new one, and the old one serves nothing good
+	// (deleted with its last entry: MEMO_PENDING, which makes a trainer
+	// read the solution again; or its column still rotten: DataLoss).
+	if got, err := readUnit(ctx, rc, unitsOf(t, last)[b0]); err != nil || !bytes.Equal(got, want[b0]) {
+		t.Fatalf("block %s after the repair: %d bytes (%v), want the %d bytes served before", b0, len(got), err, len(want[b0]))
+	}
+	if _, err := readUnit(ctx, rc, units[b0]); err == nil {
+		t.Fatalf("block %s after the repair: the unit taken before it read the rotten pack's column", b0)
 	}
 	if log := rp.Stderr.String(); !strings.Contains(log, "reported a corrupt memo object to sigd") || !strings.Contains(log, "corrupt=true") {
 		t.Errorf("the reader did not log its report:\n%s", log)
@@ -387,7 +406,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 
 	// Another client's block, even corrupt: NotFound, as for a key nobody
 	// uses, and no eviction or recomputation by clients.
-	flipValueByte(t, srv.Store(), healthy.Object)
+	flipValueByte(t, srv.Store(), healthy.Object, healthy.Column)
 	if _, err := report(cvr, q, b1); status.Code(err) != codes.NotFound {
 		t.Errorf("cvr reports ctr's block: %v, want NotFound", err)
 	}
@@ -465,6 +484,7 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 		len(rec.Pipelines) != 1 || rec.Pipelines[0] != "ctr/p" {
 		t.Fatalf("operator recomputes a block: %v, %v", rec, err)
 	}
+	evicted := memoOf(t, srv, q, b0)
 	ev, err := op.EvictBlock(ctx, &sigv1.EvictBlockRequest{ComponentKey: q.String(), BlockId: b0, Reason: "suspect tokenizer"})
 	if err != nil || ev.State != sigv1.BlockState_BLOCK_STATE_UNSPECIFIED || ev.ObjectsDeleted != 1 || ev.AuditId == "" || ev.Bytes == 0 {
 		t.Fatalf("operator evicts a block: %v, %v", ev, err)
@@ -472,8 +492,8 @@ func TestReportCorruptMemoChecks(t *testing.T) {
 	if _, err := srv.Frontend().Cache().Memo(q, blockref.ParseMemo(b0)); err == nil {
 		t.Errorf("evicted block still has a memo entry")
 	}
-	if _, err := srv.Store().Stat(ctx, block.MemoKey(q, blockref.ParseMemo(b0))); err == nil {
-		t.Errorf("evicted block still has its object")
+	if _, err := srv.Store().Stat(ctx, evicted.Object); err == nil {
+		t.Errorf("evicted block still has its object %s (its pack's only member)", evicted.Object)
 	}
 	log := auditLog(t, ctx, srv)
 	if len(log) != 3 || log[0].Id != ev.AuditId || log[1].Id != rec.AuditId || log[0].Who != "operator" ||

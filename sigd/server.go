@@ -236,7 +236,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 		Stat: func(ctx context.Context, key string) error {
 			_, err := s.store.Stat(ctx, key)
 			return err
-		}}
+		},
+		Delete: s.store.Delete}
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
 	var quarantined []matching.Failed
@@ -554,7 +555,7 @@ func (s *Server) describe(id workers.TaskID) (*sigv1.Task, error) {
 		SchemaJson: sj, MemoGeneration: spec.Gen,
 	}
 	for _, mi := range spec.MemoInputs {
-		t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: mi.Key.String(), MemoObject: mi.Object})
+		t.MemoInputs = append(t.MemoInputs, &sigv1.MemoInput{Key: mi.Key.String(), MemoObject: mi.Object, MemoColumn: mi.Column})
 	}
 	return t, nil
 }
@@ -580,7 +581,7 @@ func (s *Server) completeHook(ctx context.Context, t workers.Task, res workers.R
 		return &workers.BannedError{Ban: ban}
 	}
 	return s.memos.Complete(ctx, t.ID.Component, t.ID.Block, gen,
-		matching.Completion{Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos, Since: t.Since, Build: res.Build})
+		matching.Completion{Object: res.Object, Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos, Since: t.Since, Build: res.Build})
 }
 
 func (s *Server) buildGRPC() error {

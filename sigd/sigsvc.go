@@ -191,7 +191,7 @@ func (h *sigService) watchLoop(ctx context.Context, stream sigv1.SIG_WatchReadSo
 			// The entry's memo block is the block and its input version.
 			up := &sigv1.ReadSolutionUpdate{Changes: []*sigv1.BlockUpdate{{
 				ComponentKey: e.Component.String(),
-				Block: &sigv1.BlockRead{BlockId: e.Block.ID(), MemoObject: e.Object, State: stateToProto(e.State),
+				Block: &sigv1.BlockRead{BlockId: e.Block.ID(), MemoObject: e.Object, MemoColumn: e.Column, State: stateToProto(e.State),
 					Reason: e.Error, Rows: e.Rows, Bytes: e.Bytes, Version: e.Block.InputVersion()},
 			}}}
 			if err := stream.Send(up); err != nil {

@@ -59,6 +59,10 @@ func (v versionsFrontend) DropVersions(source string, removed, live []block.Meta
 	return v.f.DropVersions(source, toBlocks(removed), toBlocks(live))
 }
 
+func (v versionsFrontend) Unnamed(removed []matching.MemoEntry) ([]string, error) {
+	return v.f.Cache().Unnamed(removed)
+}
+
 // DefaultVersionGCEvery and DefaultVersionGCGrace are --version-gc-every's
 // and --version-gc-grace's defaults.
 const (

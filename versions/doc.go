@@ -49,7 +49,9 @@
 // superseded before the grace horizon (catalog.Horizon: a reader may have
 // resolved one without a pin within Options.GCGrace), then the memo
 // entries no kept version reads are removed (Frontend.DropVersions), then
-// their memo objects and the raw versions' objects (Store.DeleteMany).
+// the memo objects they left unnamed (Frontend.Unnamed: an object of one
+// component with its entry, a pack only with the last entry naming it,
+// issue 28) and the raw versions' objects (Store.DeleteMany).
 // Catalog and entries first, objects after: a crash in between leaves
 // orphan objects, never an entry or a version without its object; a crash
 // between the catalog's GC and the entries' removal leaves entries (with

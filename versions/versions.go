@@ -30,6 +30,10 @@ type Catalog interface {
 type Frontend interface {
 	BlockChanged(source string, m block.Meta) (matching.Invalidation, error)
 	DropVersions(source string, removed, live []block.Meta) ([]matching.MemoEntry, error)
+	// Unnamed returns the objects removed entries left without an entry
+	// naming them (matching.Cache.Unnamed): a pack's goes only with its
+	// last entry (issue 28).
+	Unnamed(removed []matching.MemoEntry) ([]string, error)
 }
 
 // Store deletes objects (*objstore.Store).
@@ -283,9 +287,15 @@ func (m *Manager) Collect(ctx context.Context) (GCResult, error) {
 			return res, err
 		}
 		res.MemoEntries += len(gone)
-		for _, e := range gone {
-			objects = append(objects, e.Object)
+		// An object of one component goes with its entry; a pack (issue
+		// 28) only when no entry names it any more: its other members may
+		// be of components whose columns the collected versions did not
+		// change, still ready in it.
+		freed, err := m.o.Frontend.Unnamed(gone)
+		if err != nil {
+			return res, err
 		}
+		objects = append(objects, freed...)
 	}
 	for _, b := range removed {
 		objects = append(objects, b.Key)

@@ -39,6 +39,10 @@ func (w *failing) DropVersions(string, []block.Meta, []block.Meta) ([]matching.M
 	return nil, errors.New("not collected here")
 }
 
+func (w *failing) Unnamed([]matching.MemoEntry) ([]string, error) {
+	return nil, errors.New("not collected here")
+}
+
 // TestFollowResumesFromItsPosition: Follow passes each block's newest
 // version once, in sequence order, page by page, skipping new blocks and
 // versions superseded before it saw them; it stores its position as it

@@ -200,7 +200,8 @@ func (r *RemoteLeaser) Heartbeat(ctx context.Context, leaseID string) (time.Time
 
 // Complete reports success with the rows and bytes written.
 func (r *RemoteLeaser) Complete(ctx context.Context, leaseID string, res Result) error {
-	_, err := r.c.CompleteTask(ctx, &sigv1.CompleteTaskRequest{LeaseId: leaseID, Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos})
+	_, err := r.c.CompleteTask(ctx, &sigv1.CompleteTaskRequest{LeaseId: leaseID, Rows: res.Rows, Bytes: res.Bytes, OpNanos: res.OpNanos,
+		MemoObject: res.Object})
 	return fromStatus(err)
 }
 
@@ -367,7 +368,10 @@ func (s *workersServer) Heartbeat(ctx context.Context, req *sigv1.HeartbeatReque
 const maxOpClasses = 256
 
 func (s *workersServer) CompleteTask(ctx context.Context, req *sigv1.CompleteTaskRequest) (*sigv1.CompleteTaskResponse, error) {
-	res := Result{Rows: req.GetRows(), Bytes: req.GetBytes(), OpNanos: req.GetOpNanos()}
+	res := Result{Object: req.GetMemoObject(), Rows: req.GetRows(), Bytes: req.GetBytes(), OpNanos: req.GetOpNanos()}
+	if len(res.Object) > 1024 {
+		return nil, status.Errorf(codes.InvalidArgument, "memo_object: %d bytes, more than 1024", len(res.Object))
+	}
 	if res.Rows < 0 || res.Bytes < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "negative rows or bytes: %d, %d", res.Rows, res.Bytes)
 	}

@@ -187,8 +187,13 @@ type Lease struct {
 
 // Result is what a successful run produced, reported with Complete.
 type Result struct {
-	Rows  int64
-	Bytes int64
+	// Object is the pack the task's column was written into (issue 28,
+	// warehouse/block's pack.go; its column is the task component's key
+	// in hex); "" is the task's own memo object, as a worker that predates
+	// packs writes (Task.Spec.MemoObject).
+	Object string
+	Rows   int64
+	Bytes  int64
 	// OpNanos is the time the task's kernels took, by op class
 	// (insertion.OpClass), over Rows rows: the workers' measurements the
 	// insertion policy decides with (kept in the matching cache).

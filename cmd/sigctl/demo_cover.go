@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/matching"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
-	"github.com/sigdata/sig/warehouse/block"
 )
 
 // The demo's covers step (issue 20): two models sharing a nested
@@ -99,14 +99,18 @@ func demoCovers(ctx context.Context, env *demoEnv, op sigv1.SIGClient, from, to 
 	store := env.srv.Store()
 	blocks := rawBlocks
 	for k := range memoNodes {
-		n := 0
-		for _, err := range store.List(ctx, block.MemoComponentPrefix(k)) {
-			if err != nil {
-				return err
-			}
-			n++
+		// Its ready memo blocks, each a column of a pack (issue 28).
+		ms, err := env.srv.Frontend().Cache().Memos(k)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "memo node %s: %d memo objects for the %d raw blocks of the range: computed once per block for both models\n", k.Short(), n, blocks)
+		n := 0
+		for _, m := range ms {
+			if m.State == matching.MemoReady {
+				n++
+			}
+		}
+		fmt.Fprintf(w, "memo node %s: %d memo blocks for the %d raw blocks of the range: computed once per block for both models\n", k.Short(), n, blocks)
 	}
 	rs, err := reader.NewServer(reader.Config{Store: store})
 	if err != nil {

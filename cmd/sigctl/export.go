@@ -20,13 +20,15 @@ import (
 	"github.com/sigdata/sig/internal/cli"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 func init() {
 	registerRemote(remote{name: "export", flags: exportFlags,
-		usage: "(--client C --pipeline P [--range FROM:TO] [--mode M] [--readers A,B] | --object KEY) --out FILE [--format parquet|arrow] [--s3-endpoint …]: " +
-			"write a pipeline's inputs over an event range, or one memo or raw block object, as a Parquet or Arrow IPC file"})
+		usage: "(--client C --pipeline P [--range FROM:TO] [--mode M] [--readers A,B] | --object KEY [--column NAME]) --out FILE [--format parquet|arrow] [--s3-endpoint …]: " +
+			"write a pipeline's inputs over an event range, or one memo or raw block object (a pack whole or one member), as a Parquet or Arrow IPC file"})
 }
 
 // exportFlags: `sigctl export` writes SIG data in standard formats, for
@@ -38,8 +40,13 @@ func init() {
 //     input; reader.UnitsFromSolution), through the readers of --readers
 //     (reader.Client) or, without it, a reader in this process over the
 //     bucket (--s3-*), every unit's batches in event order into one file;
-//   - one block object (--object: a memo object, memo/<key>/<block>.arrow,
-//     or a raw block), its table as the object holds it.
+//   - one block object (--object: a pack, memo/packs/<source>/<block>/<id>.arrow,
+//     a memo object of one component as written before packs,
+//     memo/<key>/<block>.arrow, or a raw block), its table as the object
+//     holds it: a pack's event_id and every member's column, named by its
+//     component key (issue 28); with --column, event_id and that column
+//     only (a pack's member: a memo entry's column, the component key in
+//     hex), read by its offset in the footer.
 //
 // --format parquet writes Parquet (Arrow Go's pqarrow, Snappy-compressed,
 // row groups of up to a million rows); arrow writes an Arrow IPC file
@@ -53,7 +60,8 @@ func exportFlags(fs *flag.FlagSet) func(*session, []string) error {
 	batchRows := fs.Int("batch-rows", 0, "rows per batch read (default: the reader's)")
 	var readers cli.List
 	fs.Var(&readers, "readers", "comma-separated reader addresses (default: read the bucket in this process)")
-	object := fs.String("object", "", "export this block object (a memo or raw block key) instead of a pipeline")
+	object := fs.String("object", "", "export this block object (a pack, memo or raw block key) instead of a pipeline")
+	column := fs.String("column", "", "with --object: export event_id and this column only (a pack's member: the component key in hex)")
 	out := fs.String("out", "", "output file (required)")
 	format := fs.String("format", "", "parquet or arrow (default: from --out's extension, .parquet or .arrow)")
 	var s3 s3Flags
@@ -82,6 +90,9 @@ func exportFlags(fs *flag.FlagSet) func(*session, []string) error {
 		if (*object == "") == (*pipeline == "") {
 			return fmt.Errorf("%w: give exactly one of --pipeline and --object", cli.ErrUsage)
 		}
+		if *column != "" && *object == "" {
+			return fmt.Errorf("%w: --column needs --object", cli.ErrUsage)
+		}
 		if _, err := unitMode(*mode); err != nil { // a usage error before any I/O
 			return err
 		}
@@ -98,7 +109,7 @@ func exportFlags(fs *flag.FlagSet) func(*session, []string) error {
 			if err != nil {
 				return err
 			}
-			_, rec, err := block.ReadBlock(s.ctx, store, *object)
+			rec, err := readObject(s.ctx, store, *object, *column)
 			if err != nil {
 				return err
 			}
@@ -255,4 +266,27 @@ func (w *exportWriter) abort() {
 		w.f.Close()
 		os.Remove(w.path + ".tmp")
 	}
+}
+
+// readObject reads a block object whole (block.ReadBlock: the object's
+// checksum and every segment's), or, with column, its event_id and that
+// column (block.ReadColumns: their segments' checksums), naming the
+// object's columns when it has no such one.
+func readObject(ctx context.Context, store *objstore.Store, key, column string) (arrow.Record, error) {
+	if column == "" {
+		_, rec, err := block.ReadBlock(ctx, store, key)
+		return rec, err
+	}
+	meta, err := block.ReadFooter(ctx, store, key)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := meta.Column(column); !ok || column == transform.ColEventID {
+		names := make([]string, len(meta.Columns))
+		for i, c := range meta.Columns {
+			names[i] = c.Name
+		}
+		return nil, fmt.Errorf("%w: --column %.80q: %s has columns %q", cli.ErrUsage, column, key, names)
+	}
+	return block.ReadColumns(ctx, store, meta, []string{column})
 }

@@ -18,10 +18,12 @@ import (
 	"github.com/apache/arrow/go/v15/parquet/file"
 	"github.com/apache/arrow/go/v15/parquet/pqarrow"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/blockref"
 )
 
 // exportGraph has an input of every type a memo object holds:
@@ -123,14 +125,15 @@ func TestExport(t *testing.T) {
 		"--range", fmt.Sprintf("%d:%d", r.StartMicros, r.EndMicros))
 	checkTable(t, rangeFile, readArrow(t, rangeFile), second)
 
-	// A memo object of list<string> values.
-	memoKey := sol.Inputs[1].Blocks[1].MemoObject
+	// A memo object of list<string> values: the pack its worker wrote
+	// (issue 28), with the input's column.
+	memoKey, memoColumn := sol.Inputs[1].Blocks[1].MemoObject, sol.Inputs[1].Blocks[1].MemoColumn
 	memoMeta, memoRec, err := block.ReadBlock(ctx, w.Store, memoKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := memoMeta.Column(block.MemoColumn); c.Compression != block.LZ4Frame {
-		t.Fatalf("memo value segment compression %q, want lz4_frame", c.Compression)
+	if c, _ := memoMeta.Column(memoColumn); !memoMeta.Pack || c.Compression != block.LZ4Frame {
+		t.Fatalf("memo object %s (pack %t): column %s compression %q, want a pack's lz4_frame column", memoKey, memoMeta.Pack, memoColumn, c.Compression)
 	}
 	defer memoRec.Release()
 	memoWant := array.NewTableFromRecords(memoRec.Schema(), []arrow.Record{memoRec})
@@ -141,13 +144,60 @@ func TestExport(t *testing.T) {
 	checkTable(t, memoParquet, readParquet(t, memoParquet), memoWant)
 	checkTable(t, memoArrow, readArrow(t, memoArrow), memoWant)
 
+	// A pack of two members: whole, every member's column; with
+	// --column, one member's, as block.ReadColumns reads it.
+	var members []block.PackMember
+	for _, in := range sol.Inputs[1:3] {
+		k, err := canon.ParseKey(in.ComponentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := in.Blocks[1]
+		m, err := block.ReadFooter(ctx, w.Store, b.MemoObject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := block.ReadColumns(ctx, w.Store, m, []string{b.MemoColumn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rec.Release()
+		members = append(members, block.PackMember{Component: k, Block: blockref.ParseMemo(b.BlockId), Value: rec.Column(1)})
+	}
+	two, _, err := block.WritePacks(ctx, w.Store, w.Blocks[1], memoRec.Column(0), members, block.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, twoRec, err := block.ReadBlock(ctx, w.Store, two[0].Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer twoRec.Release()
+	twoWant := array.NewTableFromRecords(twoRec.Schema(), []arrow.Record{twoRec})
+	defer twoWant.Release()
+	oneRec, err := block.ReadColumns(ctx, w.Store, two[0], []string{block.MemberColumn(members[1].Component)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oneRec.Release()
+	oneWant := array.NewTableFromRecords(oneRec.Schema(), []arrow.Record{oneRec})
+	defer oneWant.Release()
+	packWhole, packOne := filepath.Join(dir, "pack.arrow"), filepath.Join(dir, "member.parquet")
+	export(append([]string{"--object", two[0].Key, "--out", packWhole}, w.S3Args()...)...)
+	export(append([]string{"--object", two[0].Key, "--column", block.MemberColumn(members[1].Component), "--out", packOne}, w.S3Args()...)...)
+	if twoWant.NumCols() != 3 || oneWant.NumCols() != 2 {
+		t.Fatalf("pack of two members read as %d columns, one member as %d", twoWant.NumCols(), oneWant.NumCols())
+	}
+	checkTable(t, packWhole, readArrow(t, packWhole), twoWant)
+	checkTable(t, packOne, readParquet(t, packOne), oneWant)
+
 	// A memo object stored narrow (issue 28): q_ids hashes into 1000
 	// buckets, list<int64> stored as list<int16>; read and exported as
 	// list<int64>.
-	var narrowKey string
+	var narrowKey, narrowCol string
 	for _, in := range sol.Inputs {
 		if in.Input == "q_ids" {
-			narrowKey = in.Blocks[1].MemoObject
+			narrowKey, narrowCol = in.Blocks[1].MemoObject, in.Blocks[1].MemoColumn
 		}
 	}
 	narrowMeta, narrowRec, err := block.ReadBlock(ctx, w.Store, narrowKey)
@@ -155,7 +205,7 @@ func TestExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer narrowRec.Release()
-	if c, _ := narrowMeta.Column(block.MemoColumn); c.Type != "list<int64>" || c.Stored != "list<int16>" {
+	if c, _ := narrowMeta.Column(narrowCol); c.Type != "list<int64>" || c.Stored != "list<int16>" {
 		t.Fatalf("q_ids memo value: type %s stored as %q, want list<int64> stored as list<int16>", c.Type, c.Stored)
 	}
 	narrowWant := array.NewTableFromRecords(narrowRec.Schema(), []arrow.Record{narrowRec})
@@ -168,10 +218,12 @@ func TestExport(t *testing.T) {
 	checkTable(t, narrowArrow, readArrow(t, narrowArrow), narrowWant)
 
 	for _, args := range [][]string{
-		{"--client", "ctr", "--pipeline", "exp"},                                      // no --out
-		{"--client", "ctr", "--pipeline", "exp", "--out", "x.csv"},                    // no format
-		{"--object", memoKey, "--pipeline", "exp", "--out", "x.arrow"},                // both
-		{"--client", "ctr", "--pipeline", "exp", "--out", "x.arrow", "--mode", "sig"}, // bad mode
+		append([]string{"--object", two[0].Key, "--column", "value", "--out", "x.arrow"}, w.S3Args()...), // no such column
+		{"--client", "ctr", "--pipeline", "exp", "--column", "value", "--out", "x.arrow"},                // --column without --object
+		{"--client", "ctr", "--pipeline", "exp"},                                                         // no --out
+		{"--client", "ctr", "--pipeline", "exp", "--out", "x.csv"},                                       // no format
+		{"--object", memoKey, "--pipeline", "exp", "--out", "x.arrow"},                                   // both
+		{"--client", "ctr", "--pipeline", "exp", "--out", "x.arrow", "--mode", "sig"},                    // bad mode
 	} {
 		if code, _, errs := sigctl(t, append(append([]string{"export"}, conn...), args...)...); code != 2 {
 			t.Errorf("export %q: exit %d, want 2 (%s)", args, code, errs)

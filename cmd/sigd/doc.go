@@ -10,5 +10,10 @@
 // Test-only: SIG_TEST_TASK_DELAY (a Go duration) makes every memoization
 // run of serve, dev and worker wait that long before it starts (or until
 // its lease is lost), so reliability tests can kill a process while it
-// holds leases. It only slows work down; never set it in production.
+// holds leases. SIG_TEST_HOLD_PACKS (a file) makes every memoization run,
+// once it has written its pack, append the pack's key to that file and hold
+// the task until its lease is lost, never completing it: the pack is
+// written and no memo entry switched to it, where crash tests kill the
+// process (issue 28). Both only slow work down or stop it; never set them
+// in production.
 package main

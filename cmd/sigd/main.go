@@ -198,16 +198,19 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	return pool.Close(cctx)
 }
 
-// testTaskDelay reads SIG_TEST_TASK_DELAY (see the package comment): nil
-// when unset.
+// testTaskDelay reads SIG_TEST_TASK_DELAY and SIG_TEST_HOLD_PACKS (see
+// the package comment): nil when both are unset.
 func testTaskDelay() (func(workers.Runner) workers.Runner, error) {
-	v := os.Getenv("SIG_TEST_TASK_DELAY")
-	if v == "" {
+	v, hold := os.Getenv("SIG_TEST_TASK_DELAY"), os.Getenv("SIG_TEST_HOLD_PACKS")
+	if v == "" && hold == "" {
 		return nil, nil
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return nil, fmt.Errorf("SIG_TEST_TASK_DELAY=%q: want a non-negative duration", v)
+	var d time.Duration
+	if v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d < 0 {
+			return nil, fmt.Errorf("SIG_TEST_TASK_DELAY=%q: want a non-negative duration", v)
+		}
 	}
 	return func(r workers.Runner) workers.Runner {
 		return workers.RunnerFunc(func(ctx context.Context, t workers.Task) (workers.Result, error) {
@@ -216,7 +219,34 @@ func testTaskDelay() (func(workers.Runner) workers.Runner, error) {
 			case <-ctx.Done():
 				return workers.Result{}, ctx.Err()
 			}
-			return r.Run(ctx, t)
+			res, err := r.Run(ctx, t)
+			if hold == "" || err != nil || res.Object == "" {
+				return res, err
+			}
+			// The pack is written whole; its entry is switched to it
+			// only by the completion, which this task never reaches.
+			if err := appendLine(hold, res.Object); err != nil {
+				return workers.Result{}, err
+			}
+			<-ctx.Done()
+			return workers.Result{}, ctx.Err()
 		})
 	}, nil
+}
+
+// appendLine appends line to the file at path, synced, so that a process
+// killed right after it returns leaves the line.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

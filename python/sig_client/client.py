@@ -248,7 +248,11 @@ def _apply_changes(sol: sig_pb2.ReadSolution, changes) -> sig_pb2.ReadSolution:
         for inp in by_key.get(ch.component_key, []):
             for b in inp.blocks:
                 if b.block_id == ch.block.block_id:
-                    b.state = ch.block.state
+                    # What the change says of the entry: a completion
+                    # switches its memo object (a pack, issue 28) and
+                    # column, not only its state.
+                    for f in ("state", "memo_object", "memo_column", "reason", "rows", "bytes", "version"):
+                        setattr(b, f, getattr(ch.block, f))
     counts = {sig_pb2.BLOCK_STATE_READY: 0, sig_pb2.BLOCK_STATE_PENDING: 0, sig_pb2.BLOCK_STATE_FAILED: 0}
     for inp in out.inputs:
         for b in inp.blocks:

@@ -2,6 +2,7 @@ package evictiontest
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/objstore"
 	"github.com/sigdata/sig/workers"
 )
 
@@ -164,17 +166,42 @@ func Components(sol *sigv1.ReadSolution) []canon.Key {
 	return out
 }
 
-// Objects lists the memo objects of a component in the bucket.
+// Objects lists the memo objects in the bucket that hold a component's
+// data: its own objects (memo/<key>/, as written before packs) and the
+// packs with a column of it (issue 28).
 func (e *Env) Objects(k canon.Key) []string {
 	e.TB.Helper()
+	out := ObjectsOf(e.Ctx, e.TB, e.Srv.Store(), k)
+	sort.Strings(out)
+	return out
+}
+
+// ObjectsOf lists the memo objects in store that hold component k's data:
+// its own objects and the packs with a column of it (their footers read).
+func ObjectsOf(ctx context.Context, tb testing.TB, store *objstore.Store, k canon.Key) []string {
+	tb.Helper()
 	var out []string
-	for info, err := range e.Srv.Store().List(e.Ctx, block.MemoComponentPrefix(k)) {
+	for info, err := range store.List(ctx, block.MemoComponentPrefix(k)) {
 		if err != nil {
-			e.TB.Fatal(err)
+			tb.Fatal(err)
 		}
 		out = append(out, info.Key)
 	}
-	sort.Strings(out)
+	for info, err := range store.List(ctx, block.PackPrefix) {
+		if err != nil {
+			tb.Fatal(err)
+		}
+		meta, err := block.ReadFooter(ctx, store, info.Key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, ok := meta.Column(block.MemberColumn(k)); ok {
+			out = append(out, info.Key)
+		}
+	}
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	"github.com/sigdata/sig/canon"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
@@ -158,28 +159,50 @@ func valueString(a arrow.Array, i int) string {
 	return fmt.Sprint(s)
 }
 
-// CheckMemo compares a memo object with LIG's column for the same model
-// input and block, byte for byte (value and event_id); "" if equal.
-func CheckMemo(ctx context.Context, store *objstore.Store, memoKey string, lig *LIGOutput, input string) (string, error) {
+// CheckMemo compares a memo object's column with LIG's column for the
+// same model input and block, byte for byte (value and event_id); "" if
+// equal. column is the input's column in a pack (issue 28), "" for an
+// object of one component (its value).
+func CheckMemo(ctx context.Context, store *objstore.Store, memoKey, column string, lig *LIGOutput, input string) (string, error) {
 	want, ok := lig.Inputs[input]
 	if !ok {
 		return "", fmt.Errorf("LIG has no input %q", input)
 	}
-	_, rec, err := block.ReadBlock(ctx, store, memoKey)
-	if err != nil {
-		return "", err
+	var rec arrow.Record
+	name := column
+	if column == "" {
+		_, r, err := block.ReadBlock(ctx, store, memoKey)
+		if err != nil {
+			return "", err
+		}
+		rec, name = r, block.MemoColumn
+		if rec.NumCols() != 2 {
+			defer rec.Release()
+			return fmt.Sprintf("memo object %s has columns %v, want %s and %s", memoKey, rec.Schema(), transform.ColEventID, block.MemoColumn), nil
+		}
+	} else {
+		meta, err := block.ReadFooter(ctx, store, memoKey)
+		if err != nil {
+			return "", err
+		}
+		if _, ok := meta.Column(column); !meta.Pack || !ok {
+			return fmt.Sprintf("memo object %s (pack %t) has no column %s", memoKey, meta.Pack, column), nil
+		}
+		if rec, err = block.ReadColumns(ctx, store, meta, []string{column}); err != nil {
+			return "", err
+		}
 	}
 	defer rec.Release()
-	vi := rec.Schema().FieldIndices(block.MemoColumn)
+	vi := rec.Schema().FieldIndices(name)
 	ei := rec.Schema().FieldIndices(transform.ColEventID)
-	if len(vi) != 1 || len(ei) != 1 || rec.NumCols() != 2 {
-		return fmt.Sprintf("memo object %s has columns %v, want %s and %s", memoKey, rec.Schema(), transform.ColEventID, block.MemoColumn), nil
+	if len(vi) != 1 || len(ei) != 1 {
+		return fmt.Sprintf("memo object %s has columns %v, want %s and %s", memoKey, rec.Schema(), transform.ColEventID, name), nil
 	}
 	if d := SameColumn(rec.Column(ei[0]), lig.EventID); d != "" {
 		return "event_id: " + d, nil
 	}
 	if d := SameColumn(rec.Column(vi[0]), want); d != "" {
-		return block.MemoColumn + ": " + d, nil
+		return name + ": " + d, nil
 	}
 	return "", nil
 }
@@ -219,7 +242,22 @@ func CheckSolution(tb testing.TB, store *objstore.Store, blocks []block.Meta, so
 				lig = LIG(tb, store, raw, dsl)
 				ligs[b.BlockId] = lig
 			}
-			d, err := CheckMemo(context.Background(), store, b.MemoObject, lig, in.Input)
+			if b.MemoColumn != "" {
+				// A pack's column: the readers' own footer check first.
+				k, err := canon.ParseKey(in.ComponentKey)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				meta, err := block.ReadFooter(context.Background(), store, b.MemoObject)
+				if err == nil {
+					_, err = block.CheckMember(meta, b.MemoColumn, k, raw.Ref().Memo(b.Version), in.Type, raw.Rows)
+				}
+				if err != nil {
+					tb.Errorf("%s/%s input %s block %s: %v", sol.Client, sol.Pipeline, in.Input, b.BlockId, err)
+					continue
+				}
+			}
+			d, err := CheckMemo(context.Background(), store, b.MemoObject, b.MemoColumn, lig, in.Input)
 			if err != nil {
 				tb.Fatalf("%s/%s input %s block %s: %v", sol.Client, sol.Pipeline, in.Input, b.BlockId, err)
 			}
@@ -232,4 +270,86 @@ func CheckSolution(tb testing.TB, store *objstore.Store, blocks []block.Meta, so
 	if checked == 0 {
 		tb.Errorf("%s/%s: no memo object to compare", sol.Client, sol.Pipeline)
 	}
+}
+
+// RewriteMemo rewrites, in place at its key, the memo data of a memo entry
+// naming object and column: edit returns the new column from the old one,
+// and the object keeps every other column, byte for byte (a pack's other
+// members, issue 28; an object of one component's event_id), and is
+// written with its checksums to match, as a faulty worker would write it.
+// column "" is an object of one component (its value). It returns the
+// bytes of the edited column's segment and, for an object of one
+// component, the object's size (what a worker reports).
+func RewriteMemo(ctx context.Context, store *objstore.Store, object, column string, edit func(arrow.Array) (arrow.Array, error)) (int64, error) {
+	meta, rec, err := block.ReadBlock(ctx, store, object)
+	if err != nil {
+		return 0, err
+	}
+	defer rec.Release()
+	opts := block.EncodeOptions{Columns: map[string]block.Compression{}}
+	for _, c := range meta.Columns {
+		opts.Columns[c.Name] = c.Compression
+	}
+	if column == "" {
+		v, err := edit(rec.Column(1))
+		if err != nil {
+			return 0, err
+		}
+		defer v.Release()
+		out := arrowRecord(rec.Column(0), block.MemoColumn, v)
+		defer out.Release()
+		m := meta
+		m.Columns, m.Size, m.Rows = nil, 0, 0
+		written, err := block.WriteWith(ctx, store, m, out, opts)
+		return written.Size, err
+	}
+	raw := meta
+	raw.Pack, raw.Key = false, block.RawKey(meta.Source, meta.Ref())
+	var members []block.PackMember
+	found := false
+	for i, c := range meta.Columns[1:] {
+		k, err := canon.ParseKey(c.Name)
+		if err != nil {
+			return 0, err
+		}
+		v := rec.Column(i + 1)
+		if c.Name == column {
+			if v, err = edit(v); err != nil {
+				return 0, err
+			}
+			defer v.Release()
+			found = true
+		}
+		members = append(members, block.PackMember{Component: k, Block: meta.Member(c), Value: v})
+	}
+	if !found {
+		return 0, fmt.Errorf("pack %s has no column %s", object, column)
+	}
+	data, m, err := block.EncodePack(object, raw, rec.Column(0), members, opts)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := store.PutChecksummed(ctx, object, data, m.Checksum, map[string]string{"Sig-Block": m.ID}); err != nil {
+		return 0, err
+	}
+	c, _ := m.Column(column)
+	return c.Length, nil
+}
+
+// arrowRecord is a record of event_id and one column.
+func arrowRecord(ids arrow.Array, name string, v arrow.Array) arrow.Record {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: transform.ColEventID, Type: arrow.PrimitiveTypes.Int64},
+		{Name: name, Type: v.DataType(), Nullable: true},
+	}, nil)
+	return array.NewRecord(s, []arrow.Array{ids, v}, int64(v.Len()))
+}
+
+// Rotate is a RewriteMemo edit: every row holds the next row's value (the
+// last the first's): valid Arrow, the raw block's rows, wrong values.
+func Rotate(v arrow.Array) (arrow.Array, error) {
+	head, tail := array.NewSlice(v, 1, int64(v.Len())), array.NewSlice(v, 0, 1)
+	defer head.Release()
+	defer tail.Release()
+	return array.Concatenate([]arrow.Array{head, tail}, memory.DefaultAllocator)
 }

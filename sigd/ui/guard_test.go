@@ -9,18 +9,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
-
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/sigd/evictiontest"
 	"github.com/sigdata/sig/sigd/sigdtest"
-	"github.com/sigdata/sig/transform"
-	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/workers"
-	"github.com/sigdata/sig/workers/memo"
 )
 
 // holdRunner holds memoization runs while held.
@@ -65,21 +58,8 @@ func TestUIShowsGuardMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The faulty worker's object.
-	meta, rec, err := block.ReadBlock(e.Ctx, e.Srv.Store(), m.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := rec.Column(1)
-	head, tail := array.NewSlice(v, 1, int64(v.Len())), array.NewSlice(v, 0, 1)
-	rotated, err := array.Concatenate([]arrow.Array{head, tail}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, _ := meta.Column(transform.ColEventID)
-	meta.Columns, meta.Size, meta.Rows = nil, 0, 0
-	if _, err := block.WriteWith(e.Ctx, e.Srv.Store(), meta, memo.MemoRecord(rec.Column(0), rotated),
-		block.EncodeOptions{Columns: map[string]block.Compression{transform.ColEventID: ev.Compression}}); err != nil {
+	// The faulty worker's column (in its pack, issue 28).
+	if _, err := sigdtest.RewriteMemo(e.Ctx, e.Srv.Store(), m.Object, m.Column, sigdtest.Rotate); err != nil {
 		t.Fatal(err)
 	}
 

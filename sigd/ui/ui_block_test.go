@@ -28,6 +28,16 @@ func TestUIBlockActions(t *testing.T) {
 	if !strings.Contains(page, `action="/ui/block"`) || !strings.Contains(page, `value="`+b1+`"`) {
 		t.Fatalf("the component page has no block forms:\n%s", page)
 	}
+	// Each ready block's pack and its column there (issue 28).
+	for _, id := range []string{b0, b1} {
+		m, err := e.Srv.Frontend().Cache().Memo(k, blockref.ParseMemo(id))
+		if err != nil || !m.Packed() {
+			t.Fatalf("entry of block %s: %+v, %v; want it in a pack", id, m, err)
+		}
+		if !strings.Contains(page, m.Object) || !strings.Contains(page, `title="`+m.Column+`">column `+m.Column[:12]) {
+			t.Errorf("the component page does not show block %s's pack %s and column %s", id, m.Object, m.Column)
+		}
+	}
 	form := func(block, action, reason string) url.Values {
 		return url.Values{"csrf": {csrf}, "component": {k.String()}, "block": {block}, "action": {action}, "reason": {reason}}
 	}

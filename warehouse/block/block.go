@@ -77,6 +77,10 @@ type Column struct {
 	// objects written before segments could be compressed. Readers go by
 	// the segment itself.
 	Compression Compression `json:"compression,omitempty"`
+	// InputVersion is, in a pack (Meta.Pack), the input version of the
+	// member whose column this is (blockref.Memo; absent: 1, as
+	// blockref.Stored writes it). Absent in every other object.
+	InputVersion int64 `json:"input_version,omitempty"`
 	// Stored is the type the segment holds when the writer stored the
 	// column narrower than its declared Type (EncodeOptions.Narrow): an
 	// int64 column as int8, int16, int32, uint8, uint16 or uint32, a
@@ -97,9 +101,14 @@ type Meta struct {
 	// Source is the raw event source; for a memoized block, the source of
 	// the raw block it is derived from.
 	Source string `json:"source"`
-	// ComponentKey is set on memoized blocks only (hex in the footer,
-	// absent on raw blocks).
+	// ComponentKey is set on memo objects of one component only (hex in
+	// the footer, absent on raw blocks and packs).
 	ComponentKey canon.Key `json:"component_key,omitzero"`
+	// Pack marks a packed memo object (issue 28, pack.go): the memo
+	// columns of many components of one raw block version, each named by
+	// its component key (MemberColumn) with its input version, beside the
+	// raw block's event_id. ID and Version are that raw block version's.
+	Pack bool `json:"pack,omitempty"`
 	// WindowStart and WindowLength (microseconds) are the event-time
 	// window the block belongs to.
 	WindowStart  int64 `json:"window_start"`
@@ -229,8 +238,9 @@ func (m *Meta) Ref() blockref.Ref { return blockref.New(m.ID, m.Version) }
 // (warehouse/blockref.Memo), not a raw version.
 func (m *Meta) MemoRef() blockref.Memo { return blockref.NewMemo(m.ID, m.Version) }
 
-// IsMemo reports whether the metadata is a memo object's.
-func (m *Meta) IsMemo() bool { return m.ComponentKey != (canon.Key{}) }
+// IsMemo reports whether the metadata is a memo object's: one component's
+// or a pack's.
+func (m *Meta) IsMemo() bool { return m.ComponentKey != (canon.Key{}) || m.Pack }
 
 // ColumnVersion is the version at which column name's values last changed.
 func (m *Meta) ColumnVersion(name string) int64 {
@@ -304,10 +314,13 @@ func (m *Meta) Validate() error {
 	if err := ValidateName("block id", m.ID); err != nil {
 		return err
 	}
-	if !m.IsMemo() {
+	if !m.IsMemo() || m.Pack {
 		if err := ValidateName("source", m.Source); err != nil {
 			return err
 		}
+	}
+	if err := m.validatePack(); err != nil {
+		return err
 	}
 	if m.Rows < 0 || m.WindowLength < 0 || m.MinEventTime > m.MaxEventTime && m.Rows > 0 {
 		return fmt.Errorf("block %s: inconsistent rows/window/event range", m.ID)
@@ -388,6 +401,7 @@ func encode(meta Meta, rec arrow.Record, buf []byte, opts EncodeOptions) ([]byte
 	if lo, hi, ok := eventTimeRange(rec); ok {
 		meta.MinEventTime, meta.MaxEventTime = lo, hi
 	}
+	given := meta.Columns // a pack's members' input versions (EncodePack)
 	meta.Columns = make([]Column, 0, rec.NumCols())
 	if n := estimateSize(rec); cap(buf) < n {
 		buf = make([]byte, 0, n)
@@ -449,8 +463,12 @@ func encode(meta Meta, rec arrow.Record, buf []byte, opts EncodeOptions) ([]byte
 		}
 		b := w.buf[start:]
 		segCRC := crc32.Checksum(b, castagnoli)
-		meta.Columns = append(meta.Columns, Column{Name: f.Name, Type: t.String(),
-			Offset: int64(start), Length: int64(len(b)), CRC32C: segCRC, Compression: comp, Stored: stored})
+		dcol := Column{Name: f.Name, Type: t.String(),
+			Offset: int64(start), Length: int64(len(b)), CRC32C: segCRC, Compression: comp, Stored: stored}
+		if i < len(given) && given[i].Name == f.Name {
+			dcol.InputVersion = given[i].InputVersion
+		}
+		meta.Columns = append(meta.Columns, dcol)
 		// The object's checksum grows piece by piece from the ones just
 		// computed (the padding is hashed, the segment combined), so the
 		// object's bytes are read once, not twice.

@@ -1,8 +1,10 @@
 // Package block owns the layout of block objects in the warehouse: raw event
-// blocks (raw/<source>/<block>.arrow) and memoized outputs
-// (memo/<component-key>/<block>.arrow), their metadata, object keys, and the
-// readers SIG workers and input readers use (paper IV.A: workers "fetch raw
-// data, apply transformations, and store results back in the warehouse").
+// blocks (raw/<source>/<block>.arrow) and memoized outputs, packed
+// (memo/packs/<source>/<block>/<id>.arrow, issue 28) or, as written before
+// packs, one per component (memo/<component-key>/<block>.arrow), their
+// metadata, object keys, and the readers SIG workers and input readers use
+// (paper IV.A: workers "fetch raw data, apply transformations, and store
+// results back in the warehouse").
 //
 // # Object layout
 //
@@ -46,6 +48,44 @@
 // check every memo object with it and sigd an object a reader reported, so
 // that a footer a reader refuses is one sigd finds corrupt and recomputes
 // (issue 27).
+//
+// # Packs
+//
+// Paper IV.A memoizes each component per block; stored one object per
+// (component, block), a unit of ten memo inputs cost ten footers and ten
+// GETs besides the raw block's, and every object repeated the block's
+// event_id segment (issue 28). A pack (pack.go) holds the memo columns of
+// many components (or memo nodes) of one raw block version in one object
+// of the layout above, as Parquet and Iceberg keep many column chunks in
+// one file addressed by offset:
+//
+//	offset 0      event_id segment, encoded as the raw block's (the same bytes)
+//	              segment of member 0, named by its component key in hex
+//	              ...
+//	FooterOffset  footer: Meta with Pack set, ID and Version of the raw block
+//	              version the members are row-aligned with, and per member
+//	              column its Column (offset, length, CRC-32C, type) and
+//	              InputVersion, the member's memo block (absent: 1)
+//
+// Members are laid out by group (WritePacks: the caller groups the columns
+// pipelines read together), then key, and cut into several packs where
+// their columns would pass PackOptions.MaxBytes (DefaultPackBytes), a
+// group kept whole unless it alone passes it (PlanPacks,
+// testdata/packs.txt). Every pack is a new object, under a random id
+// (NewPackKey): never overwritten, so a crash between writing a pack and
+// naming it in the matching cache leaves only an object no entry names
+// (the evictor sweeps it), and a reader may keep a pack's footer by its
+// key. A memo entry names its pack and its column (MemberColumn, the
+// component key's hex); CheckMember is the footer check of one member for
+// readers, workers reading memo nodes and sigd's verification alike. A
+// pack is never rewritten to drop a member: an evicted member's entry goes
+// and the pack is deleted once no entry names it (package matching keeps
+// the index; eviction and versions delete).
+//
+// Objects written before packs keep serving: a memo entry without a
+// column names one component's object, memo/<key>/<block>[.v<N>].arrow of
+// event_id and MemoColumn, which CheckMember checks with CheckMemo
+// (testdata/memo-v1, frozen, TestMemoWrittenBeforeServes).
 //
 // # Compression
 //
@@ -147,9 +187,12 @@
 // version-1 object is byte for byte what it was before versions existed.
 // InputVersion(columns) is the version of the data a reader of those
 // columns sees: a component reading only columns a change left alone reads
-// the same values at both versions. (Memo objects are per input version:
-// MemoKey(k, blockref.Memo) names memo/<key>/<id>[.v<N>].arrow, and which
-// entries exist is the matching cache's concern.)
+// the same values at both versions. (Memo data is per input version: a
+// pack's member records its own, Column.InputVersion, in a pack of any raw
+// version with that input version for the member's columns; an object
+// written before packs is MemoKey(k, blockref.Memo),
+// memo/<key>/<id>[.v<N>].arrow. Which entries exist is the matching
+// cache's concern.)
 //
 // # Planned reads
 //

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/canon"
+	"github.com/sigdata/sig/internal/randid"
 	"github.com/sigdata/sig/warehouse/blockref"
 )
 
@@ -107,6 +108,47 @@ func ParseMemoKey(key string) (k canon.Key, m blockref.Memo, ok bool) {
 // MemoComponentPrefix is the prefix of every memo object of a component:
 // memo/<component-key>/ (eviction lists it).
 func MemoComponentPrefix(k canon.Key) string { return MemoPrefix + k.String() + "/" }
+
+// PackPrefix is the prefix of every pack (issue 28, pack.go):
+// memo/packs/<source>/<raw block version>/<unique id>.arrow. "packs" is
+// no component key, so no pack is under a MemoComponentPrefix.
+const PackPrefix = MemoPrefix + "packs/"
+
+// PackKey is the object key of pack id of raw block version raw of
+// source.
+func PackKey(source string, raw blockref.Ref, id string) string {
+	return PackPrefix + source + "/" + raw.String() + "/" + id + Ext
+}
+
+// NewPackKey is a new pack's key: a random id (128 bits), so that a pack
+// is never overwritten, whoever writes it and however often a task runs:
+// a reader may keep a pack's footer by its key, and a crash leaves at most
+// an object no memo entry names, which the evictor's sweep deletes.
+func NewPackKey(source string, raw blockref.Ref) string {
+	return PackKey(source, raw, randid.Hex(16))
+}
+
+// ParsePackKey splits a pack key into its source and raw block version;
+// ok is false for anything PackKey does not write.
+func ParsePackKey(key string) (source string, raw blockref.Ref, ok bool) {
+	rest, ok := strings.CutPrefix(key, PackPrefix)
+	if !ok {
+		return "", raw, false
+	}
+	rest, ok = strings.CutSuffix(rest, Ext)
+	if !ok {
+		return "", raw, false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || !validName(parts[0]) || !validName(parts[1]) || !validName(parts[2]) {
+		return "", raw, false
+	}
+	raw = blockref.Parse(parts[1])
+	if PackKey(parts[0], raw, parts[2]) != key {
+		return "", raw, false
+	}
+	return parts[0], raw, true
+}
 
 // CheckpointKey is the object key of a checkpoint file of a pipeline:
 // checkpoints/<pipeline>/<name>. name may contain '/'.

@@ -33,9 +33,12 @@ type Event struct {
 	Block blockref.Memo `json:"block_id"`
 	// Source is the raw event source.
 	Source string `json:"source,omitempty"`
-	// Bucket and Key locate the object (block.MemoKey).
+	// Bucket and Key locate the object: a pack (issue 28), whose column
+	// Column holds the block's data, or, without a column, an object of
+	// the component alone (block.MemoKey), as written before packs.
 	Bucket string `json:"bucket"`
 	Key    string `json:"key"`
+	Column string `json:"column,omitempty"`
 	// Rows and Bytes describe the object.
 	Rows  int64 `json:"rows"`
 	Bytes int64 `json:"bytes"`

@@ -55,6 +55,9 @@ type Runner struct {
 	// memo object row-aligned from the footers alone and fetch its value
 	// segment with its footer in one request (reader, block.FetchTail).
 	Compression block.Compression
+	// PackKey names each pack the runner writes (block.NewPackKey, a new
+	// random key every time, when nil; tests fix it to compare bytes).
+	PackKey func(source string, raw blockref.Ref) string
 	// Wide stores the value column in its declared type; by default an
 	// int64 or list<int64> value is stored in the narrowest integer type
 	// that holds it (block.EncodeOptions.Narrow), which readers widen back.
@@ -239,15 +242,21 @@ func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, key canon.Key, 
 		// node reads (issue 21): another input version has other values.
 		nv := raw.InputVersion(c.Cone(j, "").Columns)
 		want := raw.Ref().Memo(nv)
-		if mi.GetMemoObject() != block.MemoKey(k, want) {
+		if !memoInputOf(mi, k, want, spec.RawSource) {
 			continue
 		}
+		// Checked as readers check a memo input (block.CheckMember: the
+		// node's column at its input version, of its type, the raw block's
+		// rows), whether the node is in a pack or in an object of its own.
 		meta, err := block.ReadFooter(ctx, r.Store, mi.GetMemoObject())
-		if err != nil || meta.ComponentKey != k || meta.MemoRef() != want || len(meta.Columns) != 2 ||
-			meta.Columns[1].Name != block.MemoColumn || meta.Columns[1].Type != c.Nodes[j].Type.String() {
+		if err != nil {
 			continue
 		}
-		rec, err := block.ReadColumns(ctx, r.Store, meta, []string{block.MemoColumn})
+		col, err := block.CheckMember(meta, mi.GetMemoColumn(), k, want, c.Nodes[j].Type.String(), raw.Rows)
+		if err != nil {
+			continue
+		}
+		rec, err := block.ReadColumns(ctx, r.Store, meta, []string{col.Name})
 		if err != nil {
 			continue
 		}
@@ -270,6 +279,17 @@ func (r *Runner) overMemo(ctx context.Context, spec *sigv1.Task, key canon.Key, 
 		return nil
 	}
 	return o
+}
+
+// memoInputOf reports whether memo input mi names node k's data of memo
+// block want where it can be: a pack of want's block of the task's source,
+// the node's column in it, or (no column) the node's own object of want.
+func memoInputOf(mi *sigv1.MemoInput, k canon.Key, want blockref.Memo, source string) bool {
+	if mi.GetMemoColumn() == "" {
+		return mi.GetMemoObject() == block.MemoKey(k, want)
+	}
+	src, ref, ok := block.ParsePackKey(mi.GetMemoObject())
+	return ok && src == source && ref.ID() == want.ID() && mi.GetMemoColumn() == block.MemberColumn(k)
 }
 
 // alignedWith reports whether every memo input's rows are the raw block's,
@@ -347,35 +367,30 @@ func (m *memoTask) Transform(ctx context.Context) error {
 	return nil
 }
 
-// Write encodes the memo record and stores it whole.
+// Write stores the task's column whole, as a pack of one member (issue 28,
+// block.WritePacks): a new object of the raw block version the column was
+// computed from, holding its event_id (encoded as the raw block's, so
+// readers prove alignment from the footers) and the column under the
+// component's key with its input version. The completion names the pack
+// (Result.Object), and sigd switches the entry to it only then, so the
+// entry never names an object that is not whole. A batch of a block's tasks
+// writes one pack of many members through the same writer.
 func (m *memoTask) Write(ctx context.Context) (workers.Result, error) {
 	if m.memo == nil {
 		return workers.Result{}, nil
 	}
-	spec, meta := m.spec, m.meta
-	// The memo object's footer names the raw block and, from input
-	// version 2 on, the input version (issue 21; version 1 objects are
-	// what they always were).
-	mm := block.Meta{
-		Key: spec.MemoObject, ID: meta.ID, Version: m.block.InputVersion(), Source: spec.RawSource, ComponentKey: m.key,
-		WindowStart: meta.WindowStart, WindowLength: meta.WindowLength,
-		MinEventTime: meta.MinEventTime, MaxEventTime: meta.MaxEventTime,
-		SchemaFingerprint: meta.SchemaFingerprint, Late: meta.Late, Generation: meta.Generation,
-	}
 	start := time.Now()
-	opts := block.EncodeOptions{Compression: m.r.Compression}
-	if !m.r.Wide {
-		opts.Narrow = []string{block.MemoColumn} // never event_id: it stays the raw block's bytes
-	}
-	if c, ok := meta.Column(transform.ColEventID); ok {
-		opts.Columns = map[string]block.Compression{transform.ColEventID: c.Compression}
-	}
-	written, err := block.WriteWith(ctx, m.r.Store, mm, m.memo, opts)
+	opts := block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: m.r.Compression}, NewKey: m.r.PackKey, Wide: m.r.Wide}
+	_, packed, err := block.WritePacks(ctx, m.r.Store, m.meta, m.memo.Column(0),
+		[]block.PackMember{{Component: m.key, Block: m.block, Value: m.memo.Column(1)}}, opts)
 	if err != nil {
 		return workers.Result{}, err
 	}
 	m.r.observe("write", start)
-	return workers.Result{Rows: written.Rows, Bytes: written.Size, OpNanos: m.opNanos}, nil
+	p := packed[0]
+	// Bytes is the member's share: its column's segment (the event_id
+	// segment and the footer are the pack's, shared by its members).
+	return workers.Result{Object: p.Object, Rows: m.meta.Rows, Bytes: p.Column.Length, OpNanos: m.opNanos}, nil
 }
 
 // Release frees the raw columns or the memo record, whichever the task

@@ -54,6 +54,7 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 		{"advertiser_id float64", "advertiser_id", floats("advertiser_id"), `column "advertiser_id" has Arrow type float64, want int64`},
 	}
 	r := &memo.Runner{Store: w.Store}
+	before := packs(t, w.Store)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := blocktest.WithColumn(rec, tc.column, tc.col)
@@ -74,7 +75,7 @@ func TestRunnerForeignRawBlock(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run: %v; want an error naming block %s and %q", err, id, tc.want)
 			}
-			if _, _, err := w.Store.Get(ctx, memoKey); err == nil {
+			if _, _, err := w.Store.Get(ctx, memoKey); err == nil || packs(t, w.Store) != before {
 				t.Error("a memo object was written from a foreign raw block")
 			}
 		})
@@ -139,38 +140,63 @@ func TestRunnerComputesOverMemoInputs(t *testing.T) {
 		}
 		return res
 	}
-	value := func(object string) arrow.Array {
-		t.Helper()
-		meta, err := block.ReadFooter(ctx, w.Store, object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := block.ReadColumns(ctx, w.Store, meta, []string{block.MemoColumn})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(rec.Release)
-		return rec.Column(1)
-	}
-	run(tokens, `input out = unigrams(lower(col("query")))`, block.MemoKey(tokens, blockref.ParseMemo(base.ID)))
+	mb := blockref.ParseMemo(base.ID)
+	tok := run(tokens, `input out = unigrams(lower(col("query")))`, block.MemoKey(tokens, mb))
+	tokInput := &sigv1.MemoInput{Key: tokens.String(), MemoObject: tok.Object, MemoColumn: block.MemberColumn(tokens)}
 	rootDSL := `input out = hash(unigrams(lower(col("query"))), buckets=100, salt=0)`
 	fromRaw := run(root, rootDSL, "memo/test/raw.arrow")
-	over := run(root, rootDSL, "memo/test/over.arrow", &sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, blockref.ParseMemo(base.ID))})
+	over := run(root, rootDSL, "memo/test/over.arrow", tokInput)
 	if fromRaw.OpNanos["unigrams"] <= 0 || over.OpNanos["unigrams"] != 0 || over.OpNanos["lower"] != 0 || over.OpNanos["hash/list"] <= 0 {
 		t.Fatalf("op costs from raw %v, over the tokens %v: want only the hash over the tokens", fromRaw.OpNanos, over.OpNanos)
 	}
-	if a, b := value("memo/test/raw.arrow"), value("memo/test/over.arrow"); !array.Equal(a, b) {
+	_, want := packed(t, w.Store, fromRaw, root, mb)
+	if _, got := packed(t, w.Store, over, root, mb); !array.Equal(want, got) {
 		t.Fatal("the column computed over the memo input differs from the one computed from raw columns")
 	}
-	// Unusable memo inputs: computed from raw columns, same column.
-	bad := run(root, rootDSL, "memo/test/bad.arrow",
-		&sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, blockref.ParseMemo("other-block"))},
-		&sigv1.MemoInput{Key: key(`lower(col("query"))`).String(), MemoObject: block.MemoKey(key(`lower(col("query"))`), blockref.ParseMemo(base.ID))})
-	if bad.OpNanos["unigrams"] <= 0 || bad.OpNanos["lower"] <= 0 {
-		t.Fatalf("op costs %v: unusable memo inputs must leave the whole component to compute", bad.OpNanos)
+	// A memo node in an object of its own, as written before packs, is
+	// read as well.
+	tokMeta, tokCol := packed(t, w.Store, tok, tokens, mb)
+	ids, err := block.ReadColumns(ctx, w.Store, tokMeta, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a, b := value("memo/test/raw.arrow"), value("memo/test/bad.arrow"); !array.Equal(a, b) {
-		t.Fatal("the fallback column differs")
+	legacy := memo.MemoRecord(ids.Column(0), tokCol)
+	if _, err := block.Write(ctx, w.Store, block.Meta{Key: block.MemoKey(tokens, mb), ID: base.ID, Source: "ads", ComponentKey: tokens}, legacy); err != nil {
+		t.Fatal(err)
+	}
+	legacy.Release()
+	ids.Release()
+	old := run(root, rootDSL, "memo/test/old.arrow", &sigv1.MemoInput{Key: tokens.String(), MemoObject: block.MemoKey(tokens, mb)})
+	if old.OpNanos["unigrams"] != 0 || old.OpNanos["lower"] != 0 {
+		t.Fatalf("op costs over an object written before packs %v: want only the hash", old.OpNanos)
+	}
+	if _, got := packed(t, w.Store, old, root, mb); !array.Equal(want, got) {
+		t.Fatal("the column computed over an object written before packs differs")
+	}
+	// Unusable memo inputs: computed from raw columns, same column. An
+	// object of one component of another block or node, the tokens' pack
+	// named with another column, or under another source or block.
+	lowerKey := key(`lower(col("query"))`)
+	otherBlock := block.PackKey("ads", blockref.New("20260101T000000Z-p00009-00000000000000000000-00000000000000000001", 1), "x")
+	_, ref, _ := block.ParsePackKey(tok.Object)
+	otherSource := block.PackKey("web", ref, strings.TrimSuffix(tok.Object[strings.LastIndex(tok.Object, "/")+1:], block.Ext))
+	for name, inputs := range map[string][]*sigv1.MemoInput{
+		"objects of one component elsewhere": {
+			{Key: tokens.String(), MemoObject: block.MemoKey(tokens, blockref.ParseMemo("other-block"))},
+			{Key: tokens.String(), MemoObject: tok.Object},
+			{Key: lowerKey.String(), MemoObject: block.MemoKey(lowerKey, mb)}},
+		"another node's column":       {{Key: tokens.String(), MemoObject: tok.Object, MemoColumn: block.MemberColumn(root)}},
+		"a pack of another block":     {{Key: tokens.String(), MemoObject: otherBlock, MemoColumn: block.MemberColumn(tokens)}},
+		"a pack of another source":    {{Key: tokens.String(), MemoObject: otherSource, MemoColumn: block.MemberColumn(tokens)}},
+		"a pack not holding the node": {{Key: lowerKey.String(), MemoObject: tok.Object, MemoColumn: block.MemberColumn(lowerKey)}},
+	} {
+		bad := run(root, rootDSL, "memo/test/bad.arrow", inputs...)
+		if bad.OpNanos["unigrams"] <= 0 || bad.OpNanos["lower"] <= 0 {
+			t.Fatalf("%s: op costs %v: unusable memo inputs must leave the whole component to compute", name, bad.OpNanos)
+		}
+		if _, got := packed(t, w.Store, bad, root, mb); !array.Equal(want, got) {
+			t.Fatalf("%s: the fallback column differs", name)
+		}
 	}
 }
 
@@ -220,21 +246,14 @@ func TestRunnerOverEveryNodeKind(t *testing.T) {
 	memoize := func(expr string) *sigv1.MemoInput {
 		t.Helper()
 		k, _, _ := component(t, expr)
-		run(t, expr, block.MemoKey(k, mb))
-		return &sigv1.MemoInput{Key: k.String(), MemoObject: block.MemoKey(k, mb)}
+		res, _ := run(t, expr, block.MemoKey(k, mb))
+		return &sigv1.MemoInput{Key: k.String(), MemoObject: res.Object, MemoColumn: block.MemberColumn(k)}
 	}
-	value := func(t *testing.T, object string) []byte {
+	value := func(t *testing.T, expr string, res workers.Result) []byte {
 		t.Helper()
-		meta, err := block.ReadFooter(ctx, w.Store, object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := block.ReadColumns(ctx, w.Store, meta, []string{block.MemoColumn})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rec.Release()
-		b, err := sigdtest.ColumnBytes(rec.Column(1))
+		k, _, _ := component(t, expr)
+		_, col := packed(t, w.Store, res, k, mb)
+		b, err := sigdtest.ColumnBytes(col)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +291,7 @@ func TestRunnerOverEveryNodeKind(t *testing.T) {
 					t.Errorf("op %s: %d ns over the memo inputs, %d from raw; want it run from raw only", class, over.OpNanos[class], fromRaw.OpNanos[class])
 				}
 			}
-			if !bytes.Equal(value(t, fmt.Sprintf("memo/test/raw%d.arrow", i)), value(t, fmt.Sprintf("memo/test/over%d.arrow", i))) {
+			if !bytes.Equal(value(t, tc.expr, fromRaw), value(t, tc.expr, over)) {
 				t.Fatal("the column computed over the memo inputs differs from the one computed from raw columns")
 			}
 		})
@@ -326,18 +345,23 @@ func TestRunnerForeignEncodings(t *testing.T) {
 			if strings.Contains(c.dsl, "advertiser_id") {
 				cols = append(cols, "advertiser_id")
 			}
-			task := workers.Task{ID: workers.TaskID{Component: canon.Key{byte(i)}, Block: blockref.ParseMemo(meta.ID)}, Spec: &sigv1.Task{
-				ComponentKey: canon.Key{byte(i)}.String(), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
+			k := canon.Key{byte(i + 1)}
+			task := workers.Task{ID: workers.TaskID{Component: k, Block: blockref.ParseMemo(meta.ID)}, Spec: &sigv1.Task{
+				ComponentKey: k.String(), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: c.dsl, Columns: cols, SchemaJson: string(schemaJSON), MemoGeneration: 1,
 			}}
-			if _, err := r.Run(ctx, task); err != nil {
+			res, err := r.Run(ctx, task)
+			if err != nil {
 				t.Fatalf("%s: component %d: %v", file, i, err)
 			}
-			b, _, err := w.Store.Get(ctx, memoKey)
+			// The member's segment and the pack's event_id segment, byte
+			// for byte (the pack's key, in its footer, is new each time).
+			pm, _ := packed(t, w.Store, res, k, blockref.ParseMemo(meta.ID))
+			segs, err := block.FetchSegments(ctx, w.Store, pm, []string{transform.ColEventID, block.MemberColumn(k)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, b)
+			out = append(out, bytes.Join(segs, nil))
 		}
 		return out
 	}
@@ -345,7 +369,7 @@ func TestRunnerForeignEncodings(t *testing.T) {
 	for _, f := range []string{"block_dict_int32.arrow", "block_large_utf8.arrow", "block_string_view.arrow"} {
 		for i, got := range memos(f) {
 			if !bytes.Equal(got, want[i]) {
-				t.Errorf("%s: component %d (%s): memo object of %d bytes differs from the utf8 block's (%d bytes)",
+				t.Errorf("%s: component %d (%s): memo segments of %d bytes differ from the utf8 block's (%d bytes)",
 					f, i, components[i].dsl, len(got), len(want[i]))
 			}
 		}
@@ -382,15 +406,16 @@ func TestRunnerCompression(t *testing.T) {
 				CanonicalDsl: `input out = unigrams(lower(col("query")))`, Columns: []string{"query"},
 				SchemaJson: string(schemaJSON), MemoGeneration: 1,
 			}}
-			if _, err := (&memo.Runner{Store: w.Store, Compression: comp}).Run(ctx, task); err != nil {
+			res, err := (&memo.Runner{Store: w.Store, Compression: comp}).Run(ctx, task)
+			if err != nil {
 				t.Fatalf("raw %s, memo %s: %v", raw.Flag(), comp.Flag(), err)
 			}
-			m, got, err := block.ReadBlock(ctx, w.Store, memoKey)
+			m, got, err := block.ReadBlock(ctx, w.Store, res.Object)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ev, _ := m.Column(transform.ColEventID)
-			val, _ := m.Column(block.MemoColumn)
+			val, _ := m.Column(block.MemberColumn(testKey))
 			if ev.Length != rawEv.Length || ev.CRC32C != rawEv.CRC32C || ev.Compression != raw {
 				t.Errorf("raw %s, memo %s: event_id segment (%d bytes, %q) is not the raw block's (%d bytes, %q)",
 					raw.Flag(), comp.Flag(), ev.Length, ev.Compression, rawEv.Length, rawEv.Compression)
@@ -411,6 +436,46 @@ func TestRunnerCompression(t *testing.T) {
 	want.Release()
 }
 
+// packed reads the column a task wrote (its result's pack, checked as
+// readers check it) and returns it with the pack's metadata.
+func packed(t *testing.T, st *objstore.Store, res workers.Result, k canon.Key, mb blockref.Memo) (block.Meta, arrow.Array) {
+	t.Helper()
+	ctx := context.Background()
+	if _, ref, ok := block.ParsePackKey(res.Object); !ok || ref.ID() != mb.ID() {
+		t.Fatalf("result names %q, want a pack of block %s", res.Object, mb.ID())
+	}
+	meta, err := block.ReadFooter(ctx, st, res.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := meta.Column(block.MemberColumn(k))
+	if !ok {
+		t.Fatalf("pack %s has no column of %s", res.Object, k.Short())
+	}
+	if _, err := block.CheckMember(meta, c.Name, k, mb, c.Type, meta.Rows); err != nil || res.Bytes != c.Length {
+		t.Fatalf("pack %s: %v; result's bytes %d, the member's segment %d", res.Object, err, res.Bytes, c.Length)
+	}
+	rec, err := block.ReadColumns(ctx, st, meta, []string{c.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rec.Release)
+	return meta, rec.Column(1)
+}
+
+// packs counts the packs in the bucket.
+func packs(t *testing.T, st *objstore.Store) int {
+	t.Helper()
+	n := 0
+	for _, err := range st.List(context.Background(), block.PackPrefix) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
 // testKey is the component key of tasks whose key matters only as a valid
 // one (the runner parses it where the task enters the worker).
 var testKey = canon.Key{0xc0, 0xff, 0xee}
@@ -419,7 +484,7 @@ var testKey = canon.Key{0xc0, 0xff, 0xee}
 // in the narrowest integer type that holds it (a hash into 1,000,003
 // buckets as list<int32>, a bucketize as int8, a hash into 2^40 buckets
 // as it is), its event_id as the raw block's bytes; the object reads back
-// to the values Runner.Wide stores as declared, in a smaller object.
+// to the values Runner.Wide stores as declared, in a smaller pack.
 func TestRunnerNarrowsValues(t *testing.T) {
 	w := sigdtest.NewWarehouse(t, sigdtest.WarehouseConfig{Blocks: 1, RowsPerBlock: 400})
 	ctx := context.Background()
@@ -443,10 +508,11 @@ func TestRunnerNarrowsValues(t *testing.T) {
 				ComponentKey: testKey.String(), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key, MemoObject: memoKey,
 				CanonicalDsl: tc.dsl, Columns: []string{tc.columns}, SchemaJson: string(schemaJSON), MemoGeneration: 1,
 			}}
-			if _, err := (&memo.Runner{Store: w.Store, Wide: wide}).Run(ctx, task); err != nil {
+			res, err := (&memo.Runner{Store: w.Store, Wide: wide}).Run(ctx, task)
+			if err != nil {
 				t.Fatalf("%s: %v", tc.dsl, err)
 			}
-			m, rec, err := block.ReadBlock(ctx, w.Store, memoKey)
+			m, rec, err := block.ReadBlock(ctx, w.Store, res.Object)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.dsl, err)
 			}
@@ -454,10 +520,10 @@ func TestRunnerNarrowsValues(t *testing.T) {
 			objects[wide], values[wide] = m, rec
 		}
 		narrow, wide := objects[false], objects[true]
-		if v, _ := narrow.Column(block.MemoColumn); v.Stored != tc.stored {
+		if v, _ := narrow.Column(block.MemberColumn(testKey)); v.Stored != tc.stored {
 			t.Errorf("%s: value stored as %q, want %q", tc.dsl, v.Stored, tc.stored)
 		}
-		if v, _ := wide.Column(block.MemoColumn); v.Stored != "" {
+		if v, _ := wide.Column(block.MemberColumn(testKey)); v.Stored != "" {
 			t.Errorf("%s: Wide stored the value as %q", tc.dsl, v.Stored)
 		}
 		if ev, _ := narrow.Column(transform.ColEventID); ev.Stored != "" || ev.Length != rawEv.Length || ev.CRC32C != rawEv.CRC32C {

@@ -49,19 +49,23 @@ func TestRunnerBlockVersions(t *testing.T) {
 		}}
 	}
 	ref := blockref.New(base.ID, 2).String()
-	if _, err := r.Run(ctx, task(ref)); err != nil {
+	res, err := r.Run(ctx, task(ref))
+	if err != nil {
 		t.Fatal(err)
 	}
-	meta, err := block.ReadFooter(ctx, w.Store, "memo/test/"+ref+".arrow")
-	if err != nil || meta.ID != base.ID || meta.Ref().Version() != 2 || meta.Rows != 200 {
-		t.Fatalf("memo footer %+v, %v; want block %s input version 2", meta, err, base.ID)
+	// A pack of raw version 3 (what it was computed from), its member at
+	// input version 2.
+	meta, _ := packed(t, w.Store, res, testKey, blockref.ParseMemo(ref))
+	if c, _ := meta.Column(block.MemberColumn(testKey)); meta.Ref() != v3.Ref() || meta.Member(c) != blockref.ParseMemo(ref) || meta.Rows != 200 {
+		t.Fatalf("pack footer %+v; want block %s version 3, its member at input version 2", meta, base.ID)
 	}
+	before := packs(t, w.Store)
 	for _, bad := range []string{base.ID, blockref.New(base.ID, 3).String()} {
 		_, err := r.Run(ctx, task(bad))
 		if err == nil || !strings.Contains(err.Error(), "input version for [advertiser_id] is 2") {
 			t.Fatalf("task %s over version 3: %v; want an error naming input version 2", bad, err)
 		}
-		if _, _, err := w.Store.Get(ctx, "memo/test/"+bad+".arrow"); err == nil {
+		if packs(t, w.Store) != before {
 			t.Fatalf("task %s wrote a memo object", bad)
 		}
 	}

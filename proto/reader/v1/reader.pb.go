@@ -187,7 +187,17 @@ type ModelInput struct {
 	// matching/insertion). Each key must be a node of canonical_dsl's
 	// canonical form; any subset gives the same column, so a unit lists the
 	// nodes whose blocks are ready.
-	MemoNodes     []*MemoNodeRead `protobuf:"bytes,8,rep,name=memo_nodes,json=memoNodes,proto3" json:"memo_nodes,omitempty"`
+	MemoNodes []*MemoNodeRead `protobuf:"bytes,8,rep,name=memo_nodes,json=memoNodes,proto3" json:"memo_nodes,omitempty"`
+	// Packed memo objects (issue 28), MEMO inputs: memo_object is a pack
+	// of the unit's block (memo/packs/<raw_source>/<block>/<id>.arrow) and
+	// memo_column the component's column in it (component_key), from the
+	// read solution's block; memo_version is the input version of its data
+	// (the block's version there, 0 or 1 for 1; at most the raw block's).
+	// Empty memo_column: memo_object holds this component alone
+	// (memo/<component>/<block>[.v<N>].arrow, column "value"), as every
+	// object written before packs.
+	MemoColumn    string `protobuf:"bytes,9,opt,name=memo_column,json=memoColumn,proto3" json:"memo_column,omitempty"`
+	MemoVersion   int64  `protobuf:"varint,10,opt,name=memo_version,json=memoVersion,proto3" json:"memo_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +288,20 @@ func (x *ModelInput) GetMemoNodes() []*MemoNodeRead {
 	return nil
 }
 
+func (x *ModelInput) GetMemoColumn() string {
+	if x != nil {
+		return x.MemoColumn
+	}
+	return ""
+}
+
+func (x *ModelInput) GetMemoVersion() int64 {
+	if x != nil {
+		return x.MemoVersion
+	}
+	return 0
+}
+
 // MemoNodeRead is one memoized node a LOCAL input reads.
 type MemoNodeRead struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -285,10 +309,14 @@ type MemoNodeRead struct {
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// Its output type.
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// Its memo object for the unit's block (memo/<key>/<block>.arrow).
+	// Its memo object for the unit's block (a pack, or memo/<key>/<block>.arrow).
 	MemoObject string `protobuf:"bytes,3,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
 	// The object's state in the read solution; must be READY.
-	MemoState     v1.BlockState `protobuf:"varint,4,opt,name=memo_state,json=memoState,proto3,enum=sig.v1.BlockState" json:"memo_state,omitempty"`
+	MemoState v1.BlockState `protobuf:"varint,4,opt,name=memo_state,json=memoState,proto3,enum=sig.v1.BlockState" json:"memo_state,omitempty"`
+	// As ModelInput's: the node's column in memo_object when it is a pack,
+	// and the input version of its data.
+	MemoColumn    string `protobuf:"bytes,5,opt,name=memo_column,json=memoColumn,proto3" json:"memo_column,omitempty"`
+	MemoVersion   int64  `protobuf:"varint,6,opt,name=memo_version,json=memoVersion,proto3" json:"memo_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +377,20 @@ func (x *MemoNodeRead) GetMemoState() v1.BlockState {
 		return x.MemoState
 	}
 	return v1.BlockState(0)
+}
+
+func (x *MemoNodeRead) GetMemoColumn() string {
+	if x != nil {
+		return x.MemoColumn
+	}
+	return ""
+}
+
+func (x *MemoNodeRead) GetMemoVersion() int64 {
+	if x != nil {
+		return x.MemoVersion
+	}
+	return 0
 }
 
 // WorkUnit is one block of a pipeline's read solution (paper III.C and IV.B:
@@ -772,7 +814,7 @@ var File_reader_v1_reader_proto protoreflect.FileDescriptor
 
 const file_reader_v1_reader_proto_rawDesc = "" +
 	"\n" +
-	"\x16reader/v1/reader.proto\x12\rsig.reader.v1\x1a\x10sig/v1/sig.proto\"\xbc\x02\n" +
+	"\x16reader/v1/reader.proto\x12\rsig.reader.v1\x1a\x10sig/v1/sig.proto\"\x80\x03\n" +
 	"\n" +
 	"ModelInput\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -785,14 +827,21 @@ const file_reader_v1_reader_proto_rawDesc = "" +
 	"memo_state\x18\x06 \x01(\x0e2\x12.sig.v1.BlockStateR\tmemoState\x12,\n" +
 	"\x04mode\x18\a \x01(\x0e2\x18.sig.reader.v1.InputModeR\x04mode\x12:\n" +
 	"\n" +
-	"memo_nodes\x18\b \x03(\v2\x1b.sig.reader.v1.MemoNodeReadR\tmemoNodes\"\x88\x01\n" +
+	"memo_nodes\x18\b \x03(\v2\x1b.sig.reader.v1.MemoNodeReadR\tmemoNodes\x12\x1f\n" +
+	"\vmemo_column\x18\t \x01(\tR\n" +
+	"memoColumn\x12!\n" +
+	"\fmemo_version\x18\n" +
+	" \x01(\x03R\vmemoVersion\"\xcc\x01\n" +
 	"\fMemoNodeRead\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1f\n" +
 	"\vmemo_object\x18\x03 \x01(\tR\n" +
 	"memoObject\x121\n" +
 	"\n" +
-	"memo_state\x18\x04 \x01(\x0e2\x12.sig.v1.BlockStateR\tmemoState\"\xcf\x02\n" +
+	"memo_state\x18\x04 \x01(\x0e2\x12.sig.v1.BlockStateR\tmemoState\x12\x1f\n" +
+	"\vmemo_column\x18\x05 \x01(\tR\n" +
+	"memoColumn\x12!\n" +
+	"\fmemo_version\x18\x06 \x01(\x03R\vmemoVersion\"\xcf\x02\n" +
 	"\bWorkUnit\x12\x17\n" +
 	"\aunit_id\x18\x01 \x01(\tR\x06unitId\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x1a\n" +

@@ -643,13 +643,22 @@ type BlockRead struct {
 	// is that version's object); in an input's blocks, the input version of
 	// its memo entry: the version of the block's data in the columns the
 	// component reads (memo_object is memo/<key>/<block_id>.arrow for 1,
-	// memo/<key>/<block_id>.v<N>.arrow for N >= 2).
+	// memo/<key>/<block_id>.v<N>.arrow for N >= 2, when memo_column is
+	// empty).
 	Version int64 `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`
+	// Packed memo objects (issue 28): in an input's ready blocks, the
+	// column of memo_object holding the block's data when memo_object is a
+	// pack (memo/packs/<source>/<raw block>/<id>.arrow, the memo columns of
+	// many components of one raw block version): the component key in hex.
+	// Empty when memo_object holds this component alone (its column
+	// "value"), as every object written before packs, and while the block is
+	// pending or failed.
+	MemoColumn string `protobuf:"bytes,10,opt,name=memo_column,json=memoColumn,proto3" json:"memo_column,omitempty"`
 	// Compaction (issue 28): in raw_blocks, a compacted block's lineage, the
 	// small blocks whose rows its version 1 holds, in row order, each as
 	// block_id, version (the one compacted) and rows. A training job that
 	// trained some of them does not train their rows again in version 1.
-	Parts         []*BlockRead `protobuf:"bytes,10,rep,name=parts,proto3" json:"parts,omitempty"`
+	Parts         []*BlockRead `protobuf:"bytes,11,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -745,6 +754,13 @@ func (x *BlockRead) GetVersion() int64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *BlockRead) GetMemoColumn() string {
+	if x != nil {
+		return x.MemoColumn
+	}
+	return ""
 }
 
 func (x *BlockRead) GetParts() []*BlockRead {
@@ -4400,14 +4416,18 @@ type Task struct {
 	ComponentKey string                 `protobuf:"bytes,1,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
 	BlockId      string                 `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
 	// The component's canonical graph as DSL with one input named "out".
-	CanonicalDsl string   `protobuf:"bytes,3,opt,name=canonical_dsl,json=canonicalDsl,proto3" json:"canonical_dsl,omitempty"`
-	RawSource    string   `protobuf:"bytes,4,opt,name=raw_source,json=rawSource,proto3" json:"raw_source,omitempty"`
-	RawObject    string   `protobuf:"bytes,5,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
-	MemoObject   string   `protobuf:"bytes,6,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
-	Columns      []string `protobuf:"bytes,7,rep,name=columns,proto3" json:"columns,omitempty"`
-	Attempt      uint32   `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Priority     int32    `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
-	Client       string   `protobuf:"bytes,10,opt,name=client,proto3" json:"client,omitempty"`
+	CanonicalDsl string `protobuf:"bytes,3,opt,name=canonical_dsl,json=canonicalDsl,proto3" json:"canonical_dsl,omitempty"`
+	RawSource    string `protobuf:"bytes,4,opt,name=raw_source,json=rawSource,proto3" json:"raw_source,omitempty"`
+	RawObject    string `protobuf:"bytes,5,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	// Where a worker that predates packed memo objects writes its object
+	// (memo/<key>/<block_id>.arrow). A worker now writes a new pack of the
+	// raw block (memo/packs/<raw_source>/<raw block>/<id>.arrow) and names
+	// it in CompleteTaskRequest.memo_object.
+	MemoObject string   `protobuf:"bytes,6,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	Columns    []string `protobuf:"bytes,7,rep,name=columns,proto3" json:"columns,omitempty"`
+	Attempt    uint32   `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Priority   int32    `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	Client     string   `protobuf:"bytes,10,opt,name=client,proto3" json:"client,omitempty"`
 	// The raw source's schema as JSON (transform.Schema).
 	SchemaJson string `protobuf:"bytes,11,opt,name=schema_json,json=schemaJson,proto3" json:"schema_json,omitempty"`
 	// The incarnation of the memo entry this task computes; completing marks
@@ -4546,9 +4566,12 @@ func (x *Task) GetMemoInputs() []*MemoInput {
 
 // MemoInput is a memoized node a task may read instead of computing it.
 type MemoInput struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	MemoObject    string                 `protobuf:"bytes,2,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Key        string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	MemoObject string                 `protobuf:"bytes,2,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
+	// The node's column in memo_object when it is a pack (the key in hex);
+	// empty for an object of the node alone (column "value").
+	MemoColumn    string `protobuf:"bytes,3,opt,name=memo_column,json=memoColumn,proto3" json:"memo_column,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4593,6 +4616,13 @@ func (x *MemoInput) GetKey() string {
 func (x *MemoInput) GetMemoObject() string {
 	if x != nil {
 		return x.MemoObject
+	}
+	return ""
+}
+
+func (x *MemoInput) GetMemoColumn() string {
+	if x != nil {
+		return x.MemoColumn
 	}
 	return ""
 }
@@ -4905,7 +4935,12 @@ type CompleteTaskRequest struct {
 	// The time the task's kernels took, by op class (matching/insertion's
 	// OpClass), over rows: the measurements the insertion policy decides
 	// with.
-	OpNanos       map[string]int64 `protobuf:"bytes,4,rep,name=op_nanos,json=opNanos,proto3" json:"op_nanos,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	OpNanos map[string]int64 `protobuf:"bytes,4,rep,name=op_nanos,json=opNanos,proto3" json:"op_nanos,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The pack the worker wrote the task's column into (issue 28): a pack
+	// of the task's raw block, holding the component's column (its key in
+	// hex), which sigd checks exists before the block is ready. Empty: the
+	// task's own memo_object, as a worker that predates packs writes.
+	MemoObject    string `protobuf:"bytes,5,opt,name=memo_object,json=memoObject,proto3" json:"memo_object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4966,6 +5001,13 @@ func (x *CompleteTaskRequest) GetOpNanos() map[string]int64 {
 		return x.OpNanos
 	}
 	return nil
+}
+
+func (x *CompleteTaskRequest) GetMemoObject() string {
+	if x != nil {
+		return x.MemoObject
+	}
+	return ""
 }
 
 type CompleteTaskResponse struct {
@@ -5488,7 +5530,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"EventRange\x12!\n" +
 	"\fstart_micros\x18\x01 \x01(\x03R\vstartMicros\x12\x1d\n" +
 	"\n" +
-	"end_micros\x18\x02 \x01(\x03R\tendMicros\"\xc1\x02\n" +
+	"end_micros\x18\x02 \x01(\x03R\tendMicros\"\xe2\x02\n" +
 	"\tBlockRead\x12\x19\n" +
 	"\bblock_id\x18\x01 \x01(\tR\ablockId\x12\x1d\n" +
 	"\n" +
@@ -5500,9 +5542,11 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x04rows\x18\x06 \x01(\x03R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x03R\x05bytes\x12*\n" +
 	"\x06events\x18\b \x01(\v2\x12.sig.v1.EventRangeR\x06events\x12\x18\n" +
-	"\aversion\x18\t \x01(\x03R\aversion\x12'\n" +
-	"\x05parts\x18\n" +
-	" \x03(\v2\x11.sig.v1.BlockReadR\x05parts\"\xd0\x02\n" +
+	"\aversion\x18\t \x01(\x03R\aversion\x12\x1f\n" +
+	"\vmemo_column\x18\n" +
+	" \x01(\tR\n" +
+	"memoColumn\x12'\n" +
+	"\x05parts\x18\v \x03(\v2\x11.sig.v1.BlockReadR\x05parts\"\xd0\x02\n" +
 	"\rInputSolution\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12#\n" +
 	"\rcomponent_key\x18\x02 \x01(\tR\fcomponentKey\x12\x12\n" +
@@ -5820,11 +5864,13 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"schemaJson\x12'\n" +
 	"\x0fmemo_generation\x18\f \x01(\x04R\x0ememoGeneration\x122\n" +
 	"\vmemo_inputs\x18\r \x03(\v2\x11.sig.v1.MemoInputR\n" +
-	"memoInputs\">\n" +
+	"memoInputs\"_\n" +
 	"\tMemoInput\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
 	"\vmemo_object\x18\x02 \x01(\tR\n" +
-	"memoObject\"\x91\x01\n" +
+	"memoObject\x12\x1f\n" +
+	"\vmemo_column\x18\x03 \x01(\tR\n" +
+	"memoColumn\"\x91\x01\n" +
 	"\x10LeaseTaskRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12-\n" +
 	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x14\n" +
@@ -5843,12 +5889,14 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\"K\n" +
 	"\x11HeartbeatResponse\x126\n" +
-	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xdb\x01\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xfc\x01\n" +
 	"\x13CompleteTaskRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x03R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12C\n" +
-	"\bop_nanos\x18\x04 \x03(\v2(.sig.v1.CompleteTaskRequest.OpNanosEntryR\aopNanos\x1a:\n" +
+	"\bop_nanos\x18\x04 \x03(\v2(.sig.v1.CompleteTaskRequest.OpNanosEntryR\aopNanos\x12\x1f\n" +
+	"\vmemo_object\x18\x05 \x01(\tR\n" +
+	"memoObject\x1a:\n" +
 	"\fOpNanosEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x16\n" +

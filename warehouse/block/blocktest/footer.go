@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"testing"
 
 	"github.com/sigdata/sig/warehouse/block"
 )
@@ -48,6 +49,25 @@ var MemoFooterDamages = []FooterDamage{
 	{Name: "rotted byte", Field: `"rows":`, Rot: true},
 }
 
+// PackFooterDamages are MemoFooterDamages for a pack of one member (issue
+// 28): the member column's segment, name and type in place of the value's,
+// and the pack flag in place of the component key.
+var PackFooterDamages = []FooterDamage{
+	{Name: "member crc32c", Field: `"crc32c":`, Nth: 1},
+	{Name: "member offset", Field: `"offset":`, Nth: 1},
+	{Name: "member length", Field: `"length":`, Nth: 1},
+	{Name: "event_id crc32c", Field: `"crc32c":`},
+	{Name: "event_id length", Field: `"length":`},
+	{Name: "rows", Field: `"rows":`},
+	{Name: "pack flag", Field: `"pack":`},
+	{Name: "block id", Field: `"id":"`},
+	{Name: "format", Field: `"format":`},
+	{Name: "member type", Field: `"type":"`, Nth: 1},
+	{Name: "member name", Field: `"name":"`, Nth: 1},
+	{Name: "json structure", Field: `"rows":`, At: -1},
+	{Name: "rotted byte", Field: `"rows":`, Rot: true},
+}
+
 // DamageFooter returns a copy of data, a whole block object, with d done
 // to its footer. Storing it with objstore.Checksum of the result as the
 // object's checksum is storing what a writer with that bug would.
@@ -79,4 +99,27 @@ func DamageFooter(data []byte, d FooterDamage) ([]byte, error) {
 		binary.LittleEndian.PutUint32(tr[4:], crc32.Checksum(footer, crc32.MakeTable(crc32.Castagnoli)))
 	}
 	return out, nil
+}
+
+// RewriteFooter returns a copy of data, a whole block object, with its
+// footer's JSON replaced by edit(footer) and the trailer's length and
+// CRC-32C written to match: a footer a writer with a bug could write.
+func RewriteFooter(tb testing.TB, data []byte, edit func(footer string) string) []byte {
+	tb.Helper()
+	if len(data) < block.TrailerSize {
+		tb.Fatalf("object of %d bytes has no trailer", len(data))
+	}
+	tr := data[len(data)-block.TrailerSize:]
+	n := int(binary.LittleEndian.Uint32(tr))
+	if n > len(data)-block.TrailerSize {
+		tb.Fatalf("footer of %d bytes in an object of %d", n, len(data))
+	}
+	start := len(data) - block.TrailerSize - n
+	footer := []byte(edit(string(data[start : len(data)-block.TrailerSize])))
+	out := append(bytes.Clone(data[:start]), footer...)
+	var t [block.TrailerSize]byte
+	binary.LittleEndian.PutUint32(t[0:], uint32(len(footer)))
+	binary.LittleEndian.PutUint32(t[4:], crc32.Checksum(footer, crc32.MakeTable(crc32.Castagnoli)))
+	copy(t[8:], block.Magic)
+	return append(out, t[:]...)
 }
