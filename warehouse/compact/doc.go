@@ -68,8 +68,10 @@
 //
 // A component whose every op computes each row from that row alone
 // (transform.OpSpec.AcrossRows unset) has, over the compacted block, the
-// rows of its values over each part one after the other: its memo object
-// can be made by concatenating the parts' memo objects' columns, without
-// recomputation (ConcatMemo). A component with an op across rows is
-// recomputed. RowWise says which.
+// rows of its values over each part one after the other: its memo
+// column over it can be made by concatenating the parts' member columns,
+// without recomputation (ConcatMember), and written with block.WritePacks
+// over the compacted block as a worker writes what it computes: byte for
+// byte the same members (TestConcatMemoEqualsRecomputation). A component
+// with an op across rows is recomputed. RowWise says which.
 package compact

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"testing"
 	"time"
 
@@ -28,11 +29,18 @@ import (
 )
 
 // TestConcatMemoEqualsRecomputation (issue 28): for every component of the
-// fleet's example pipelines (all of whose ops are row-wise), the memo
-// object ConcatMemo makes of a compacted block from its parts' memo
-// objects, as a worker computed them, is byte for byte the object a worker
-// computes over the compacted block; uncompressed and with LZ4 segments.
-// (A component with an op across rows is not row-wise and is recomputed:
+// fleet's example pipelines (all of whose ops are row-wise), the pack
+// members ConcatMember makes over a compacted block from its parts' member
+// columns, as workers computed and packed them, written with
+// block.WritePacks over the compacted block as workers write (narrow), are
+// byte for byte what a worker computes over the compacted block: each
+// member's segment, its footer entry (type, stored type, compression,
+// length, checksum, input version), the event_id segment and the pack's
+// footer fields; with segments uncompressed, LZ4, and LZ4 members over
+// uncompressed raw blocks; with the members in one pack, or split by a
+// small bound over several; and with a part's column read from a memo
+// object of one component written before packs. (A component with an op
+// across rows is not row-wise and is recomputed:
 // TestAcrossRowsIsRecomputed.)
 func TestConcatMemoEqualsRecomputation(t *testing.T) {
 	m := devenv.NewMinIO(t)
@@ -64,9 +72,10 @@ func TestConcatMemoEqualsRecomputation(t *testing.T) {
 		comps = append(comps, c)
 	}
 	window := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
-	// Raw blocks and memo objects with their segments uncompressed or LZ4,
-	// and raw blocks uncompressed under LZ4 memo objects (whose event_id
-	// segment is then the raw block's, uncompressed).
+	// Raw blocks and packs with their segments uncompressed or LZ4, and
+	// raw blocks uncompressed under LZ4 members (the packs' event_id
+	// segment is then the raw block's, uncompressed); the last arm bounds
+	// the concatenated packs small, so that they split.
 	for arm, cs := range [][2]block.Compression{{block.Uncompressed, block.Uncompressed}, {block.LZ4Frame, block.LZ4Frame}, {block.Uncompressed, block.LZ4Frame}} {
 		rawComp, comp := cs[0], cs[1]
 		opts := block.EncodeOptions{Compression: rawComp}
@@ -103,60 +112,158 @@ func TestConcatMemoEqualsRecomputation(t *testing.T) {
 			r.Release()
 		}
 		all.Release()
+		crec, err := block.ReadColumns(ctx, st, c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 
-		runner := &memo.Runner{Store: st, Compression: comp}
-		compute := func(can *canon.Canonical, ci int, raw block.Meta) string {
+		// compute runs a worker over raw for component ci of can, writing
+		// its pack at a fixed key, and returns the pack's footer.
+		packKey := ""
+		runner := &memo.Runner{Store: st, Compression: comp, PackKey: func(source string, raw blockref.Ref) string {
+			return block.PackKey(source, raw, packKey)
+		}}
+		compute := func(can *canon.Canonical, ci int, raw block.Meta) block.Meta {
 			t.Helper()
 			k := can.Components[ci].Key
-			key := block.MemoKey(k, raw.MemoRef())
+			packKey = fmt.Sprintf("w%d-%s", arm, k.String()[:16])
 			task := workers.Task{ID: workers.TaskID{Component: k, Block: raw.MemoRef()}, Spec: &sigv1.Task{
-				ComponentKey: k.String(), BlockId: raw.ID, RawSource: "ads", RawObject: raw.Key, MemoObject: key,
+				ComponentKey: k.String(), BlockId: raw.MemoRef().String(), RawSource: "ads", RawObject: raw.Key,
 				CanonicalDsl: can.DSL(&can.Components[ci], "out"), Columns: can.Components[ci].Columns,
 				SchemaJson: string(schemaJSON), MemoGeneration: 1}}
-			if _, err := runner.Run(ctx, task); err != nil {
+			res, err := runner.Run(ctx, task)
+			if err != nil {
 				t.Fatalf("component %s over %s: %v", k.Short(), raw.ID, err)
 			}
-			return key
+			pm, err := block.ReadFooter(ctx, st, res.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pm
 		}
-		n := 0
+		var (
+			members []block.PackMember
+			want    = map[canon.Key]block.Meta{} // each component's pack a worker wrote over c
+			legacy  = 0
+		)
 		for _, can := range comps {
 			for ci := range can.Components {
 				cc := &can.Components[ci]
+				if _, dup := want[cc.Key]; dup {
+					continue
+				}
 				if !compact.RowWise(can.ComponentGraph(cc, "out"), transform.Default()) {
 					t.Fatalf("component %s (%v) is not row-wise", cc.Key.Short(), cc.Ops)
 				}
-				var mps []compact.MemoPart
-				for _, p := range parts {
-					pm, prec, err := block.ReadBlock(ctx, st, compute(can, ci, p))
+				var pcs []compact.PartColumn
+				var read []arrow.Record
+				for pi, p := range parts {
+					pm := compute(can, ci, p)
+					rec, err := block.ReadColumns(ctx, st, pm, []string{block.MemberColumn(cc.Key)})
 					if err != nil {
 						t.Fatal(err)
 					}
-					mps = append(mps, compact.MemoPart{Meta: pm, Record: prec})
+					if pi == 0 && len(want)%3 == 0 {
+						// A memo object of one component, as workers wrote
+						// before packs (wide, at the legacy key): read as
+						// its entry names it, with no column.
+						lm, err := block.WriteWith(ctx, st, block.Meta{Key: block.MemoKey(cc.Key, p.MemoRef()), ID: p.ID, Source: p.Source,
+							ComponentKey: cc.Key, WindowStart: p.WindowStart, WindowLength: p.WindowLength, SchemaFingerprint: p.SchemaFingerprint,
+							Generation: 1}, memo.MemoRecord(rec.Column(0), rec.Column(1)), block.EncodeOptions{Compression: comp})
+						if err != nil {
+							t.Fatal(err)
+						}
+						rec.Release()
+						if _, err := block.CheckMember(lm, "", cc.Key, p.MemoRef(), cc.Type.String(), p.Rows); err != nil {
+							t.Fatal(err)
+						}
+						if rec, err = block.ReadColumns(ctx, st, lm, []string{block.MemoColumn}); err != nil {
+							t.Fatal(err)
+						}
+						legacy++
+					}
+					read = append(read, rec)
+					pcs = append(pcs, compact.PartColumn{Block: p.MemoRef(), EventID: rec.Column(0), Value: rec.Column(1)})
 				}
-				mm, rec, eopts, err := compact.ConcatMemo(c, mps, comp)
+				mem, err := compact.ConcatMember(c, crec.Column(0), cc.Key, pcs)
 				if err != nil {
 					t.Fatal(err)
 				}
-				data, _, err := block.EncodeWith(mm, rec, eopts)
-				if err != nil {
-					t.Fatal(err)
+				for _, r := range read {
+					r.Release()
 				}
-				want, _, err := st.Get(ctx, compute(can, ci, c))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if mm.Key != block.MemoKey(cc.Key, c.MemoRef()) || !bytes.Equal(data, want) {
-					t.Fatalf("raw %s, memo %s: component %s (%s): the concatenated memo object %s (%d bytes) differs from the recomputed one (%d bytes)",
-						rawComp.Flag(), comp.Flag(), cc.Key.Short(), cc.Input, mm.Key, len(data), len(want))
-				}
-				rec.Release()
-				for _, p := range mps {
-					p.Record.Release()
-				}
-				n++
+				members = append(members, mem)
+				want[cc.Key] = compute(can, ci, c)
 			}
 		}
-		t.Logf("raw %s, memo %s: %d components, each concatenated byte for byte as recomputed", rawComp.Flag(), comp.Flag(), n)
+		npacks := 0
+		popts := block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: comp}, NewKey: func(source string, raw blockref.Ref) string {
+			npacks++
+			return block.PackKey(source, raw, fmt.Sprintf("concat%d-%d", arm, npacks))
+		}}
+		if arm == 2 {
+			popts.MaxBytes = 64 << 10
+		}
+		packs, packed, err := block.WritePacks(ctx, st, c, crec.Column(0), members, popts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if arm == 2 && len(packs) < 2 {
+			t.Fatalf("%d packs under a 64 KiB bound: the bound splits nothing", len(packs))
+		}
+		byKey := map[string]block.Meta{}
+		for _, p := range packs {
+			byKey[p.Key] = p
+		}
+		segment := func(meta block.Meta, name string) []byte {
+			t.Helper()
+			segs, err := block.FetchSegments(ctx, st, meta, []string{name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return segs[0]
+		}
+		narrow := 0
+		for i, p := range packed {
+			k := members[i].Component
+			if p.Column.Stored != "" {
+				narrow++
+			}
+			got, w := byKey[p.Object], want[k]
+			wc, _ := w.Column(block.MemberColumn(k))
+			gc := p.Column
+			// Where the segment lies is the pack's business; what it holds
+			// and how the footer describes it are the member's.
+			wc.Offset, gc.Offset = 0, 0
+			if gc != wc {
+				t.Fatalf("component %s: footer entry %+v, recomputed %+v", k.Short(), gc, wc)
+			}
+			if !bytes.Equal(segment(got, p.Column.Name), segment(w, p.Column.Name)) {
+				t.Fatalf("raw %s, memo %s: component %s: the concatenated member's segment differs from the recomputed one",
+					rawComp.Flag(), comp.Flag(), k.Short())
+			}
+			if !block.SameSegment(got, w, transform.ColEventID) || !bytes.Equal(segment(got, transform.ColEventID), segment(w, transform.ColEventID)) {
+				t.Fatalf("component %s: the event_id segments differ", k.Short())
+			}
+			g0, w0 := got, w
+			g0.Key, w0.Key, g0.Columns, w0.Columns = "", "", nil, nil
+			g0.Size, w0.Size, g0.FooterOffset, w0.FooterOffset, g0.FooterLength, w0.FooterLength, g0.Checksum, w0.Checksum = 0, 0, 0, 0, 0, 0, 0, 0
+			if !reflect.DeepEqual(g0, w0) {
+				t.Fatalf("component %s: pack footer %+v, recomputed %+v", k.Short(), g0, w0)
+			}
+			if _, err := block.CheckMember(got, p.Column.Name, k, c.MemoRef(), wc.Type, c.Rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, mem := range members {
+			mem.Value.Release()
+		}
+		crec.Release()
+		if narrow == 0 {
+			t.Fatal("no member is stored narrow: the test does not show narrowing after concatenation")
+		}
+		t.Logf("raw %s, memo %s: %d components (%d stored narrow, %d with a part read from a memo object of one component) concatenated into %d packs, each member byte for byte as recomputed",
+			rawComp.Flag(), comp.Flag(), len(members), narrow, legacy, len(packs))
 	}
 }
 

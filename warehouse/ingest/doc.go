@@ -155,8 +155,8 @@
 // every catalogued block, now and at a pinned snapshot, against its bytes.
 // The compacted block's memo data is created pending by the read
 // solutions that ask for it, like any new block's (warehouse/compact's
-// ConcatMemo can make it from the parts' instead, for row-wise
-// components); training jobs keep exactly once across it from its lineage
+// ConcatMember can make its pack members from the parts' instead, for
+// row-wise components); training jobs keep exactly once across it from its lineage
 // (trainer/control, "Compaction").
 //
 // # Exactly once
