@@ -14,6 +14,10 @@
 // once it has written its pack, append the pack's key to that file and hold
 // the task until its lease is lost, never completing it: the pack is
 // written and no memo entry switched to it, where crash tests kill the
-// process (issue 28). Both only slow work down or stop it; never set them
-// in production.
+// process (issue 28). SIG_TEST_HOLD_CONCAT (a file) makes serve and dev,
+// once they have written the packs concatenated for a compacted block from
+// its parts' memo columns, append the packs' keys to that file and hold
+// there until the process ends, never naming them in the block's memo
+// entries (versions.Concatenator). All three only slow work down or stop
+// it; never set them in production.
 package main

@@ -116,7 +116,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 	if err != nil {
 		return err
 	}
-	srv, err := sigd.New(ctx, cfg, sigd.Options{Logger: log, WrapRunner: wrap})
+	srv, err := sigd.New(ctx, cfg, sigd.Options{Logger: log, WrapRunner: wrap, HoldConcat: testHoldConcat()})
 	if err != nil {
 		return err
 	}
@@ -232,6 +232,27 @@ func testTaskDelay() (func(workers.Runner) workers.Runner, error) {
 			return workers.Result{}, ctx.Err()
 		})
 	}, nil
+}
+
+// testHoldConcat reads SIG_TEST_HOLD_CONCAT (see the package comment):
+// nil when unset.
+func testHoldConcat() func(ctx context.Context, packs []string) error {
+	hold := os.Getenv("SIG_TEST_HOLD_CONCAT")
+	if hold == "" {
+		return nil
+	}
+	return func(ctx context.Context, packs []string) error {
+		// The packs are written whole; no memo entry names them until
+		// the concatenation switches the entries, which this never lets
+		// it reach.
+		for _, p := range packs {
+			if err := appendLine(hold, p); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
 }
 
 // appendLine appends line to the file at path, synced, so that a process
