@@ -417,4 +417,48 @@ input centered = center(col("bid_price"))
 	if array.Equal(cat1, whole.Column(1)) {
 		t.Fatal("centered over the compacted block equals its parts' one after the other: the test shows nothing")
 	}
+
+	// No pin sees the parts: version GC drops their entries (their newest
+	// version, a tombstone, changed every column: catalog.Compact) and
+	// deletes their packs and raw objects; the compacted block's entries
+	// and packs stay.
+	var partPacks []string
+	for _, p := range parts {
+		for _, k := range keys {
+			e, err := cache.Memo(k, p.Ref().Memo(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			partPacks = append(partPacks, e.Object)
+		}
+	}
+	gc := versions.New(versions.Options{Catalog: cat, Frontend: collectFrontend{f}, Store: st, GCGrace: -1})
+	got, err := gc.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Versions != len(parts) || got.MemoEntries != len(parts)*len(keys) {
+		t.Fatalf("GC after the compaction: %+v; want the %d parts' versions and their %d entries", got, len(parts), len(parts)*len(keys))
+	}
+	for _, p := range parts {
+		for name, k := range keys {
+			if _, err := cache.Memo(k, p.Ref().Memo(1)); !errors.Is(err, matching.ErrNotFound) {
+				t.Fatalf("input %s: part %s's entry after GC: %v", name, p.ID, err)
+			}
+		}
+	}
+	for _, key := range append(partPacks, parts[0].Key) {
+		if _, err := st.Stat(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("object %s after GC: %v; want it deleted", key, err)
+		}
+	}
+	for name, k := range keys {
+		e, err := cache.Memo(k, cb)
+		if err != nil || e.State != matching.MemoReady {
+			t.Fatalf("input %s: the compacted block's entry after GC: %+v, %v", name, e, err)
+		}
+		if _, err := st.Stat(ctx, e.Object); err != nil {
+			t.Fatalf("input %s: the compacted block's pack after GC: %v", name, err)
+		}
+	}
 }
