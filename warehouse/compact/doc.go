@@ -5,7 +5,8 @@
 // (memo.go). It does no I/O: warehouse/ingest's compactor reads the parts,
 // writes the result and commits it (catalog.Compact), as table formats
 // compact small files into large ones and keep the lineage in their
-// metadata.
+// metadata, and sigd's versions.Concatenator reads the parts' memo
+// columns, writes the concatenated pack and names it.
 //
 // # Why
 //
@@ -67,11 +68,18 @@
 // # Memo data
 //
 // A component whose every op computes each row from that row alone
-// (transform.OpSpec.AcrossRows unset) has, over the compacted block, the
-// rows of its values over each part one after the other: its memo
-// column over it can be made by concatenating the parts' member columns,
-// without recomputation (ConcatMember), and written with block.WritePacks
-// over the compacted block as a worker writes what it computes: byte for
-// byte the same members (TestConcatMemoEqualsRecomputation). A component
-// with an op across rows is recomputed. RowWise says which.
+// (transform.OpSpec.AcrossRows unset; RowWise) has, over the compacted
+// block, its values over each part one after the other: its column over
+// the compacted block is made by concatenating the parts' member columns
+// (ConcatMember), without recomputation, checked row-aligned against the
+// compacted block's own event ids, for the compacted block at input
+// version 1, and written with block.WritePacks over the compacted block
+// as a worker writes what it computes (narrow): each member's segment and
+// footer entry are then byte for byte a worker's
+// (TestConcatMemoEqualsRecomputation). A component with an op across rows
+// is recomputed (TestAcrossRowsIsRecomputed). sigd does the I/O and names
+// the pack in the compacted block's entries (package versions'
+// Concatenator, following the catalog's feed); what it cannot concatenate
+// (an op across rows, a part whose entry is not ready) read solutions
+// create pending and workers compute, as for any new block.
 package compact

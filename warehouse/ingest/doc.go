@@ -153,11 +153,12 @@
 // below holds as before. TestCompactionKilledMidWindow SIGKILLs a real
 // `sigctl ingest` between the two steps (SIG_TEST_COMPACT_DELAY) and checks
 // every catalogued block, now and at a pinned snapshot, against its bytes.
-// The compacted block's memo data is created pending by the read
-// solutions that ask for it, like any new block's (warehouse/compact's
-// ConcatMember can make its pack members from the parts' instead, for
-// row-wise components); training jobs keep exactly once across it from its lineage
-// (trainer/control, "Compaction").
+// Ingestion writes no memo data: sigd concatenates the compacted block's
+// memo columns from the parts' packs for the row-wise components whose
+// parts are all memoized (package versions' Concatenator,
+// warehouse/compact's ConcatMember), and read solutions create the rest
+// pending for workers, like any new block's; training jobs keep exactly
+// once across it from its lineage (trainer/control, "Compaction").
 //
 // # Exactly once
 //
