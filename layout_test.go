@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"eviction", "featstats", "workers/memo", "report", "sigd/trainers", "versions"},
 	{"matching", "workers", "warehouse/ingest", "warehouse/catalog"},
 	{"reader", "trainer"},
-	{"warehouse", "warehouse/block", "warehouse/ready", "warehouse/objstore"},
+	{"warehouse", "warehouse/block", "warehouse/compact", "warehouse/ready", "warehouse/objstore"},
 	{"canon", "warehouse/blockref", "matching/insertion", "transform/graphpb", "warehouse/record", "warehouse/gen", "fleet/gen", "fleet/results", "sigd/scale"},
 	{"transform"},
 	{"internal/", "proto/", "examples"},

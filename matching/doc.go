@@ -82,6 +82,11 @@
 //     the one rule from a memo entry to the raw version it is computed
 //     from; sigd wires it to the queues and translates it to the Workers
 //     API;
+//   - compacted.go: the memo entries of compacted blocks (issue 28):
+//     which components' entries could be concatenated from the parts'
+//     (Frontend.Compacted) and naming a concatenated pack in them
+//     (Memos.CompleteConcatenated: missing entries created ready, pending
+//     ones switched), for package versions' Concatenator;
 //   - cover.go, versions.go, search.go, reuse.go: covers, versions, search
 //     and reuse, as above.
 //

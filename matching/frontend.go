@@ -8,6 +8,7 @@ import (
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching/insertion"
 	"github.com/sigdata/sig/transform"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 )
 
@@ -30,6 +31,9 @@ type Block struct {
 	// ColumnVersions gives per raw column the version at which its values
 	// last changed (absent: 1), as block.Meta does.
 	ColumnVersions map[string]int64
+	// Parts is a compacted block's lineage (block.Meta.Parts, issue 28),
+	// which read solutions pass on to trainers.
+	Parts []block.Part
 }
 
 // Blocks lists the raw blocks of a source overlapping an event range, in

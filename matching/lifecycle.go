@@ -371,6 +371,12 @@ func (l *Memos) Complete(ctx context.Context, k canon.Key, m blockref.Memo, gen 
 // call: a pack with some entries is deleted when the last of them goes,
 // and must not gain others after.
 func (l *Memos) CompletePack(ctx context.Context, object string, members []Member) ([]bool, error) {
+	return l.completePack(ctx, object, members, false)
+}
+
+// completePack is CompletePack, creating missing entries ready when create
+// is set (CompleteConcatenated).
+func (l *Memos) completePack(ctx context.Context, object string, members []Member, create bool) ([]bool, error) {
 	f := l.Frontend
 	source, raw, ok := block.ParsePackKey(object)
 	if !ok {
@@ -401,7 +407,7 @@ func (l *Memos) CompletePack(ctx context.Context, object string, members []Membe
 		f.packMu.RUnlock()
 		return nil, err
 	}
-	marked, err := l.Frontend.markReady(members)
+	marked, err := l.Frontend.markReadyOrCreate(members, create)
 	f.packMu.RUnlock()
 	if err != nil {
 		return nil, err
@@ -503,6 +509,17 @@ var ErrInvalidCompletion = errors.New("matching: completion names no object of i
 // only at its member's generation (0: any), naming the member's object
 // and column, and tells watchers. It returns which were marked.
 func (f *Frontend) markReady(members []Member) ([]bool, error) {
+	return f.markReadyOrCreate(members, false)
+}
+
+// markReadyOrCreate is markReady creating a member's missing entry ready
+// when create is set, unless its component is being evicted (the check
+// and the batch hold evictMu, as createMissing's do).
+func (f *Frontend) markReadyOrCreate(members []Member, create bool) ([]bool, error) {
+	if create {
+		f.evictMu.Lock()
+		defer f.evictMu.Unlock()
+	}
 	ids := make([]Task, len(members))
 	for i, mb := range members {
 		ids[i] = Task{Component: mb.Component, Block: mb.Block}
@@ -511,6 +528,10 @@ func (f *Frontend) markReady(members []Member) ([]bool, error) {
 	now := f.cfg.Clock.Now()
 	es, err := f.cfg.Cache.UpdateMemos(ids, func(i int, e *MemoEntry, ok bool) bool {
 		mb := &members[i]
+		if !ok && create && f.evicting[mb.Component] == 0 {
+			*e = newPending(mb.Component, mb.Block, now)
+			ok = true
+		}
 		if !ok || e.State != MemoPending || mb.Gen != 0 && e.Gen != mb.Gen {
 			return false
 		}

@@ -29,7 +29,7 @@ import (
 // one conversion from the catalog's metadata.
 func BlockOf(m block.Meta) Block {
 	return Block{Ref: m.Ref(), RawObject: m.Key, MinEvent: m.MinEventTime, MaxEvent: m.MaxEventTime, Rows: m.Rows,
-		ColumnVersions: m.ColumnVersions}
+		ColumnVersions: m.ColumnVersions, Parts: m.Parts}
 }
 
 // ColumnVersion is the version at which column c's values last changed.

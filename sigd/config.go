@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sigdata/sig/warehouse/block"
+	"github.com/sigdata/sig/warehouse/ingest"
 	"github.com/sigdata/sig/workers"
 )
 
@@ -16,11 +17,18 @@ import (
 // their assists out of the submit latency tail.
 const DefaultGCPercent = 400
 
+// DefaultBlockBytes and DefaultCompactQuiet are --block-bytes' and
+// --compact-quiet's defaults: ingestion's (warehouse/ingest, issue 28).
+const (
+	DefaultBlockBytes   = ingest.DefaultBlockBytes
+	DefaultCompactQuiet = ingest.DefaultCompactQuiet
+)
+
 // DefaultWorkerCacheBytes is --worker-cache-bytes' default: the raw columns
 // of about 25 blocks (the Ads fleet's 13 components read 10 MB of distinct
-// columns of a 100,000-row block, --rows-per-block's default; bench/sigd.sh's
-// notes), so that the tasks of a block, scheduled together, find its
-// columns still there.
+// columns of a 100,000-row block, --rows-per-block's default before blocks
+// were cut by bytes, issue 28; bench/sigd.sh's notes), so that the tasks of
+// a block, scheduled together, find its columns still there.
 const DefaultWorkerCacheBytes = 256 << 20
 
 // DefaultMaxQueuedPerClient is --max-queued-per-client's default. Fairness
@@ -162,9 +170,16 @@ type Config struct {
 
 	// --ingest: sources ingested inside sigd ("ads"); empty ingests none.
 	Ingest []string
-	// --rows-per-block, --seal-after: block sealing of ingestion.
+	// --block-bytes, --rows-per-block, --seal-after: block sealing of
+	// ingestion (0: ingest.Config's defaults; blocks are cut by bytes,
+	// ingest.DefaultBlockBytes, with no row bound).
+	BlockBytes   int64
 	RowsPerBlock int
 	SealAfter    time.Duration
+	// --compact-bytes, --compact-quiet: compaction of the small blocks of
+	// closed, quiet windows by ingestion (0: ingest.Config's defaults).
+	CompactBytes int64
+	CompactQuiet time.Duration
 	// --window: event-time window of raw blocks.
 	Window time.Duration
 	// --max-event-time-ahead: ingestion dead-letters records whose event
@@ -251,9 +266,6 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.SegmentCompression == "" {
 		c.SegmentCompression = block.DefaultCompression.Flag()
-	}
-	if c.RowsPerBlock == 0 {
-		c.RowsPerBlock = 100_000
 	}
 	if c.SealAfter == 0 {
 		c.SealAfter = 5 * time.Second

@@ -27,8 +27,12 @@ func stateToProto(s matching.MemoState) sigv1.BlockState {
 }
 
 func rawBlockToProto(b matching.Block) *sigv1.BlockRead {
-	return &sigv1.BlockRead{BlockId: b.Ref.ID(), RawObject: b.RawObject, State: sigv1.BlockState_BLOCK_STATE_READY,
+	out := &sigv1.BlockRead{BlockId: b.Ref.ID(), RawObject: b.RawObject, State: sigv1.BlockState_BLOCK_STATE_READY,
 		Rows: b.Rows, Events: &sigv1.EventRange{StartMicros: b.MinEvent, EndMicros: b.MaxEvent + 1}, Version: b.Ref.Version()}
+	for _, p := range b.Parts {
+		out.Parts = append(out.Parts, &sigv1.BlockRead{BlockId: p.ID, Version: p.Ref().Version(), Rows: p.Rows})
+	}
+	return out
 }
 
 // blockToProto is an input's block; its raw object and event range are in

@@ -9,7 +9,7 @@
 // does, the queues' quarantine mirrored); scheduling is package workers',
 // the memoization task its workers run is package workers/memo's (shared
 // with the remote `sigd worker`), following and collecting block versions
-// package versions', checking reported memo objects package eviction's,
+// and concatenating compacted blocks' memo entries package versions', checking reported memo objects package eviction's,
 // trainers' reported statuses package sigd/trainers', storage is package
 // warehouse's, and the operator console it serves under /ui/ on its HTTP
 // port is package sigd/ui.
@@ -65,6 +65,20 @@
 // (blockref.Memo: the block and an input version); its description names a
 // raw version of that input version for the worker to read
 // (matching.RawVersion, the rule the evictor's checks use too).
+//
+// # Compacted blocks
+//
+// When ingestion compacts a quiet window's small blocks (issue 28), sigd
+// makes the compacted block's memo entries of row-wise components from
+// their parts' ready columns rather than recomputing them
+// (versions.Concatenator, run beside the versions manager with its own
+// feed position): one pack of the compacted block, named in its entries in
+// one batch (matching.Memos.CompleteConcatenated), written with the
+// workers' segment compression (--segment-compression);
+// sig_compacted_memo_entries_total{outcome} and
+// sig_compacted_memo_packs_total count what was concatenated and what was
+// left to recompute. Options.HoldConcat (SIG_TEST_HOLD_CONCAT in cmd/sigd)
+// holds it between writing the pack and naming it, for crash tests.
 //
 // # Corrupt memo objects
 //

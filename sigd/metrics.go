@@ -26,6 +26,10 @@ type metrics struct {
 	// they made, and what version GC removed.
 	blockVersions, versionTasks      prometheus.Counter
 	gcVersions, gcEntries, gcObjects prometheus.Counter
+	// Compacted blocks' memo entries (versions.Concatenator, issue 28):
+	// concatenated from the parts' or left to recompute, and the packs.
+	compactedEntries *prometheus.CounterVec
+	compactedPacks   prometheus.Counter
 
 	// walkMu: one walk of the cache for the reuse figures at a time (with
 	// its wait). reuseMu guards the figures and the rest, never held
@@ -86,6 +90,11 @@ func newMetrics(s *Server) *metrics {
 			Help: "Memo entries version GC removed (no kept version reads them)."}),
 		gcObjects: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_version_gc_objects_total",
 			Help: "Raw and memo objects version GC deleted."}),
+		compactedEntries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sig_compacted_memo_entries_total",
+			Help: "Memo entries of compacted blocks' memoized components, by outcome: concatenated from the parts' columns into a pack, or left to recompute (not row-wise, a part not ready, ...)."},
+			[]string{"outcome"}),
+		compactedPacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_compacted_memo_packs_total",
+			Help: "Packs written for compacted blocks from their parts' memo columns."}),
 		walks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_reuse_walks_total",
 			Help: "Walks of the matching cache for the reuse figures (Stats, /metrics)."}),
 		walkSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "sig_reuse_walk_seconds_total",
@@ -98,7 +107,8 @@ func newMetrics(s *Server) *metrics {
 // kept are the metrics m keeps (the others it computes when collected).
 func (m *metrics) kept() []prometheus.Collector {
 	return []prometheus.Collector{m.submits, m.components, m.componentHits, m.blockRequests, m.blockHits, m.taskLatency,
-		m.phases, m.trainerGoodput, m.walks, m.walkSeconds, m.blockVersions, m.versionTasks, m.gcVersions, m.gcEntries, m.gcObjects, m.repacked}
+		m.phases, m.trainerGoodput, m.walks, m.walkSeconds, m.blockVersions, m.versionTasks, m.gcVersions, m.gcEntries, m.gcObjects,
+		m.repacked, m.compactedEntries, m.compactedPacks}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -242,6 +252,15 @@ func (m *metrics) versionGC(r versions.GCResult) {
 	m.gcEntries.Add(float64(r.MemoEntries))
 	m.gcObjects.Add(float64(r.Objects))
 	if r.MemoEntries > 0 {
+		m.reuseChanged()
+	}
+}
+
+func (m *metrics) concatenated(r versions.ConcatResult) {
+	m.compactedEntries.WithLabelValues("concatenated").Add(float64(r.Concatenated))
+	m.compactedEntries.WithLabelValues("recompute").Add(float64(r.LeftTotal()))
+	m.compactedPacks.Add(float64(r.Packs))
+	if r.Concatenated > 0 {
 		m.reuseChanged()
 	}
 }

@@ -89,6 +89,9 @@ type Server struct {
 	stopping chan struct{}
 	// versions follows and collects block versions (package versions).
 	versions *versions.Manager
+	// concat makes compacted blocks' memo entries from their parts'
+	// (versions.Concatenator, issue 28).
+	concat *versions.Concatenator
 }
 
 // Options are what a caller (cmd/sigd, tests) adds beyond Config.
@@ -110,6 +113,10 @@ type Options struct {
 	// GCTrigger, if set, runs a version GC on each receive, besides every
 	// Config.VersionGCEvery (tests).
 	GCTrigger <-chan struct{}
+	// HoldConcat, if set, is called with the packs concatenated for a
+	// compacted block after they were written and before any memo entry
+	// names them (versions.ConcatOptions.Hold; crash tests).
+	HoldConcat func(ctx context.Context, packs []string) error
 	// WorkerBuild, if set, is the build the in-process workers say they
 	// run when they lease (default workers.BuildID(); tests name builds to
 	// ban one, issue 27).
@@ -239,6 +246,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			return err
 		},
 		Delete: s.store.Delete, Repack: !cfg.NoRepack, RepackBelow: max(cfg.RepackBelow, 0)}
+	// Compacted blocks' memo entries, concatenated from their parts' where
+	// the components are row-wise, in packs as the workers write them.
+	s.concat = versions.NewConcatenator(versions.ConcatOptions{Catalog: s.catalog, Memos: s.memos, Store: s.store,
+		Compression: compression, Hold: opts.HoldConcat, Clock: s.clock, Logger: s.log, OnConcat: s.metrics.concatenated})
 	// A crash may have lost queue events or tasks of pending entries:
 	// reconcile both before serving.
 	var quarantined []matching.Failed
@@ -256,7 +267,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			return nil, err
 		}
 		in, err := ingest.New(ingest.Config{Brokers: s.cfg.KafkaBrokers, Schema: sc, Store: s.store, Catalog: s.catalog,
-			RowsPerBlock: s.cfg.RowsPerBlock, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
+			RowsPerBlock: s.cfg.RowsPerBlock, BlockBytes: s.cfg.BlockBytes, SealAfter: s.cfg.SealAfter, Window: s.cfg.Window,
+			CompactBytes: s.cfg.CompactBytes, CompactQuiet: s.cfg.CompactQuiet,
 			MaxEventTimeAhead: s.cfg.MaxEventTimeAhead, Clock: s.clock, Compression: compression,
 			InstanceID: "sigd-" + src, Logger: s.log.With("ingest", src),
 			// sigd collects superseded versions itself, with the memo
@@ -691,6 +703,7 @@ func (s *Server) Serve(ctx context.Context, readyCh chan<- struct{}) error {
 	run("ui", func() error { return s.ui.Run(ctx) })
 	run("autoscaler", func() error { return s.scaler.Run(ctx) })
 	run("versions", func() error { return s.versions.Run(ctx) })
+	run("concat", func() error { return s.concat.Run(ctx) })
 	for i, in := range s.ingesters {
 		run("ingest "+s.cfg.Ingest[i], func() error { return in.Run(ctx) })
 	}
@@ -737,6 +750,10 @@ func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
 
 // Versions returns the follower and collector of block versions.
 func (s *Server) Versions() *versions.Manager { return s.versions }
+
+// Concatenator returns the follower of compacted blocks that concatenates
+// their memo entries.
+func (s *Server) Concatenator() *versions.Concatenator { return s.concat }
 
 // Tokens returns the token table.
 func (s *Server) Tokens() *auth.Tokens { return s.tokens }

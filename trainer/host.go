@@ -250,10 +250,14 @@ func (h *host) session(ctx context.Context, deadline *<-chan time.Time) error {
 				if at == nil || x.Assign.GetAttempt() != at.id {
 					continue
 				}
+				skips := map[string]*trainerv1.UnitSkip{}
+				for _, sk := range x.Assign.GetSkips() {
+					skips[sk.GetUnitId()] = sk
+				}
 				for _, u := range x.Assign.GetUnits() {
 					at.update(func() { at.inflight++ })
 					at.wg.Add(1)
-					go h.readUnit(at, u, send)
+					go h.readUnit(at, u, skips[u.GetUnitId()], send)
 				}
 				at.update(func() { at.requested = false })
 			case *trainerv1.ControllerMessage_Drain:
@@ -365,8 +369,10 @@ func (h *host) scale(at *hostAttempt, s buffer.Scaling, send func(*trainerv1.Hos
 // readUnit streams one unit from the readers into the buffer. The unit's
 // id names its block version (blockref.Ref's text), parsed once here: the
 // buffer attributes rows to the Ref, and the host's messages name it as the
-// controller did.
-func (h *host) readUnit(at *hostAttempt, u *readerv1.WorkUnit, send func(*trainerv1.HostMessage)) {
+// controller did. Rows skip names (a compacted block's rows of parts the
+// job trained before the compaction, issue 28) are read and not trained,
+// and the unit's rows are the others.
+func (h *host) readUnit(at *hostAttempt, u *readerv1.WorkUnit, skip *trainerv1.UnitSkip, send func(*trainerv1.HostMessage)) {
 	defer at.wg.Done()
 	ref := blockref.Parse(u.GetUnitId())
 	var rows int64
@@ -379,15 +385,28 @@ func (h *host) readUnit(at *hostAttempt, u *readerv1.WorkUnit, send func(*traine
 			Attempt: at.id, UnitId: ref.String(), Pending: reader.IsMemoPending(err), Error: err.Error()}}})
 	}
 	label := h.welcome.GetLabelColumn()
-	for rec, err := range h.readers.Read(at.ctx, u) {
+	for b, err := range h.readers.ReadBatches(at.ctx, u) {
 		if err != nil {
 			fail(err)
 			return
 		}
 		ex := model.NewExamples(h.feats)
-		if err := ex.AppendRecord(h.feats, rec, label); err != nil {
-			fail(err)
-			return
+		for _, rr := range keptRows(b.StartRow, b.Record.NumRows(), skip) {
+			rec := b.Record
+			if rr[0] != 0 || rr[1] != rec.NumRows() {
+				rec = rec.NewSlice(rr[0], rr[1])
+			}
+			err := ex.AppendRecord(h.feats, rec, label)
+			if rec != b.Record {
+				rec.Release()
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+		}
+		if ex.Len() == 0 {
+			continue
 		}
 		if err := at.buf.Put(at.ctx, ref, ex); err != nil {
 			return // the attempt ended
@@ -433,4 +452,34 @@ func (h *host) batches(at *hostAttempt, send func(*trainerv1.HostMessage)) {
 			return
 		}
 	}
+}
+
+// keptRows is the rows of a batch of n rows starting at unit row start that
+// skip does not name, as [from, to) offsets into the batch.
+func keptRows(start, n int64, skip *trainerv1.UnitSkip) [][2]int64 {
+	out := [][2]int64{{0, n}}
+	if skip == nil {
+		return out
+	}
+	for i, s := range skip.GetStarts() {
+		if i >= len(skip.GetEnds()) {
+			break
+		}
+		lo, hi := s-start, skip.GetEnds()[i]-start
+		var next [][2]int64
+		for _, r := range out {
+			if hi <= r[0] || lo >= r[1] {
+				next = append(next, r)
+				continue
+			}
+			if lo > r[0] {
+				next = append(next, [2]int64{r[0], lo})
+			}
+			if hi < r[1] {
+				next = append(next, [2]int64{hi, r[1]})
+			}
+		}
+		out = next
+	}
+	return out
 }

@@ -254,6 +254,13 @@ func (c *Controller) tellHosts(a control.Action) {
 				return
 			}
 			as.Units = append(as.Units, u)
+			if rs := a.Skips[ref]; len(rs) > 0 {
+				sk := &trainerv1.UnitSkip{UnitId: u.GetUnitId()}
+				for _, r := range rs {
+					sk.Starts, sk.Ends = append(sk.Starts, r.Start), append(sk.Ends, r.End)
+				}
+				as.Skips = append(as.Skips, sk)
+			}
 		}
 		s.send(&trainerv1.ControllerMessage{Msg: &trainerv1.ControllerMessage_Assign{Assign: as}})
 	case control.ActDrain:

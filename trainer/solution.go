@@ -49,10 +49,29 @@ func newSolution(s *sigv1.ReadSolution) *solution {
 			}
 		}
 		// The read solution is where a block version enters the
-		// controller: parsed once into its Ref.
-		x.blocks = append(x.blocks, control.Block{Ref: blockref.New(rb.GetBlockId(), rb.GetVersion()), Ready: ready})
+		// controller: parsed once into its Ref, with a compacted block's
+		// lineage (issue 28).
+		b := control.Block{Ref: blockref.New(rb.GetBlockId(), rb.GetVersion()), Ready: ready}
+		for _, p := range rb.GetParts() {
+			b.Parts = append(b.Parts, control.Part{Ref: blockref.New(p.GetBlockId(), p.GetVersion()), Rows: p.GetRows()})
+		}
+		x.blocks = append(x.blocks, b)
 	}
 	return x
+}
+
+// lineage is the parts of ref's block if it is a compacted block (issue 28),
+// as the ledger records them with its unit (checkpoint.UnitLedger.Parts).
+func (x *solution) lineage(ref blockref.Ref) []blockref.Ref {
+	rb, ok := x.raw[ref.ID()]
+	if !ok {
+		return nil
+	}
+	var out []blockref.Ref
+	for _, p := range rb.GetParts() {
+		out = append(out, blockref.New(p.GetBlockId(), p.GetVersion()))
+	}
+	return out
 }
 
 // features returns the model inputs of the solution.

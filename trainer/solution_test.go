@@ -1,10 +1,12 @@
 package trainer
 
 import (
+	"slices"
 	"testing"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/warehouse/blockref"
 )
@@ -70,5 +72,39 @@ func TestUnitVersion(t *testing.T) {
 		if _, err := sol.unit(&cfg, ref, control.CaughtUp); err == nil {
 			t.Errorf("unit %s of a solution with b1 at version 3: no error", ref)
 		}
+	}
+}
+
+// TestCompactionLineage (issue 28): a compacted block's lineage enters the
+// controller with its block and the ledger with its unit; a host trains
+// every row of a unit but those its skips name, batch by batch.
+func TestCompactionLineage(t *testing.T) {
+	sol := newSolution(&sigv1.ReadSolution{RawSource: "ads", RawBlocks: []*sigv1.BlockRead{
+		{BlockId: "b1"},
+		{BlockId: "c", Parts: []*sigv1.BlockRead{{BlockId: "b2", Rows: 10}, {BlockId: "b3", Version: 2, Rows: 5}}},
+	}})
+	want := []control.Part{{Ref: blockref.New("b2", 1), Rows: 10}, {Ref: blockref.New("b3", 2), Rows: 5}}
+	if len(sol.blocks) != 2 || sol.blocks[0].Parts != nil || !slices.Equal(sol.blocks[1].Parts, want) {
+		t.Fatalf("blocks %+v", sol.blocks)
+	}
+	if got := sol.lineage(blockref.New("c", 1)); !slices.Equal(got, []blockref.Ref{blockref.New("b2", 1), blockref.New("b3", 2)}) {
+		t.Fatalf("lineage %v", got)
+	}
+	skip := &trainerv1.UnitSkip{UnitId: "c", Starts: []int64{0, 12}, Ends: []int64{10, 14}}
+	for _, tc := range []struct {
+		start, n int64
+		want     [][2]int64
+	}{
+		{0, 8, nil},                         // all skipped
+		{8, 4, [][2]int64{{2, 4}}},          // rows 10, 11
+		{10, 6, [][2]int64{{0, 2}, {4, 6}}}, // rows 10, 11, 14, 15
+		{20, 5, [][2]int64{{0, 5}}},         // none skipped
+	} {
+		if got := keptRows(tc.start, tc.n, skip); !slices.Equal(got, tc.want) {
+			t.Errorf("batch of %d rows at %d: kept %v, want %v", tc.n, tc.start, got, tc.want)
+		}
+	}
+	if got := keptRows(3, 4, nil); !slices.Equal(got, [][2]int64{{0, 4}}) {
+		t.Errorf("no skip: %v", got)
 	}
 }

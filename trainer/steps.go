@@ -83,7 +83,11 @@ func (c *Controller) stepDone(now time.Time, r *stepResult, ev *control.Event) {
 	}
 	i := 0
 	for _, s := range r.segs {
-		c.attemptLedger.Unit(s.Unit).Add(r.ids[i : i+s.Rows])
+		u := c.attemptLedger.Unit(s.Unit)
+		u.Add(r.ids[i : i+s.Rows])
+		if u.Parts == nil && c.sol != nil {
+			u.Parts = c.sol.lineage(s.Unit)
+		}
 		i += s.Rows
 	}
 	if r.profiled {

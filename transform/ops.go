@@ -41,6 +41,14 @@ type OpSpec struct {
 	Associative bool
 	// Idempotent unary ops collapse: op(op(x)) == op(x).
 	Idempotent bool
+	// AcrossRows marks an op whose value for a row depends on other rows
+	// of the block it runs over (a normalization by the block's mean, a
+	// rank): its output over a block is not its outputs over the block's
+	// parts one after the other, so memo data of a component using it
+	// cannot be concatenated when blocks are compacted and is recomputed
+	// (warehouse/compact, issue 28). Every built-in op computes each row
+	// from that row alone.
+	AcrossRows bool
 	// Infer returns the output type for the given input types and the
 	// (already range-checked, defaults filled) parameters.
 	Infer func(in []Type, n *Node) (Type, error)

@@ -201,7 +201,11 @@ func (m *Manager) Follow(ctx context.Context) (int, error) {
 			return n, err
 		}
 		for _, b := range ms {
-			if b.Ref().Version() < 2 {
+			if b.Ref().Version() < 2 || b.IsTombstone() {
+				// A new block has no entry to be out of date; a
+				// compaction's tombstone has no rows for an entry to
+				// read (its rows are the compacted block's, a new
+				// block: issue 28).
 				continue
 			}
 			inv, err := m.o.Frontend.BlockChanged(b.Source, b)

@@ -13,6 +13,7 @@ import (
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
+	"github.com/sigdata/sig/warehouse/compact"
 )
 
 // failing is the matching frontend (a real one, on a real cache, with no
@@ -137,4 +138,56 @@ func TestFollowResumesFromItsPosition(t *testing.T) {
 		t.Fatalf("position %d (stored) %d (Position), want the snapshot %d", p, m.Position(), snap)
 	}
 	follow(start(), nil, false)
+}
+
+// TestFollowSkipsCompaction: a compaction (issue 28) makes a new block and
+// ends its parts with tombstone versions; Follow passes none of them (a
+// tombstone has no rows for an entry to read), and stores its position
+// past them.
+func TestFollowSkipsCompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cat, err := catalog.Open(filepath.Join(dir, "catalog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	cache, err := matching.OpenCache(filepath.Join(dir, "cache"), matching.CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	fe := &failing{f: matching.NewFrontend(matching.FrontendConfig{Cache: cache})}
+	m := versions.New(versions.Options{Catalog: cat, Frontend: fe})
+	const hour = int64(3600_000_000)
+	var parts []block.Meta
+	for i := range int64(3) {
+		kr := block.KafkaRange{Topic: "raw.ads", First: 10 * i, Last: 10*i + 9}
+		id := block.ID(hour, kr)
+		p := block.Meta{Format: 1, Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads", WindowStart: hour, WindowLength: hour,
+			MinEventTime: hour, MaxEventTime: 2*hour - 1, Rows: 10, SchemaFingerprint: "fp", Kafka: &kr,
+			Columns: []block.Column{{Name: "event_id", Type: "int64"}}}
+		if err := cat.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p)
+	}
+	if _, err := m.Follow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := compact.Meta(parts, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Rows, c.Columns, c.MinEventTime, c.MaxEventTime = 30, parts[0].Columns, hour, 2*hour-1
+	if err := cat.Compact(c); err != nil {
+		t.Fatal(err)
+	}
+	fe.got = nil
+	if n, err := m.Follow(ctx); err != nil || n != 0 || len(fe.got) != 0 {
+		t.Fatalf("Follow after a compaction passed %v (%d), %v; want nothing", fe.got, n, err)
+	}
+	if snap, _ := cat.Snapshot(); m.Position() != snap {
+		t.Fatalf("position %d, snapshot %d", m.Position(), snap)
+	}
 }

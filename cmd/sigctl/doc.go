@@ -7,4 +7,10 @@
 //
 // It holds flags, calls and printing; what it asks for is sigd's to decide
 // (package sigd and below), and `sigctl run` is package transform's executor.
+//
+// Test-only: SIG_TEST_COMPACT_DELAY (a Go duration) makes every compaction
+// of `sigctl ingest` wait that long between writing the compacted block's
+// object and its catalog batch (warehouse/ingest, "Compaction"), and log
+// when it starts waiting, so a reliability test can kill the process
+// there. It only slows compaction down; never set it in production.
 package main

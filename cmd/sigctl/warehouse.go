@@ -125,7 +125,11 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	source := fs.String("source", "ads", "event source; consumes raw.<source>")
 	schemaPath := fs.String("schema", "", "JSON schema file of the source (default: the built-in Ads schema)")
 	catDir := fs.String("catalog", "", "block catalog directory (Pebble)")
-	rows := fs.Int("rows-per-block", 100_000, "seal a block at this many rows")
+	rows := fs.Int("rows-per-block", 0, "also seal a block at this many rows and changes (0: blocks are cut by --block-bytes alone)")
+	blockBytes := fs.Int64("block-bytes", ingest.DefaultBlockBytes, "seal a block when its rows would encode to about this many bytes (before segment compression; negative: no byte bound)")
+	compactBytes := fs.Int64("compact-bytes", 0, "compact the small blocks of a closed, quiet window into blocks of about this many bytes (0: --block-bytes)")
+	compactQuiet := fs.Duration("compact-quiet", ingest.DefaultCompactQuiet, "compact a partition's window once it has had no new block or version this long (negative: never compact)")
+	compactEvery := fs.Duration("compact-every", ingest.DefaultCompactEvery, "look for windows to compact this often")
 	sealAfter := fs.Duration("seal-after", 30*time.Second, "seal a block this long after its first row")
 	window := fs.Duration("window", time.Hour, "event-time window of blocks")
 	lateness := fs.Duration("lateness", time.Minute, "how long past its end a window stays open")
@@ -155,6 +159,10 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("%w: --segment-compression: %v", cli.ErrUsage, err)
 	}
+	compactDelay, err := testCompactDelay(logger)
+	if err != nil {
+		return err
+	}
 	store, err := s3.open(logger)
 	if err != nil {
 		return err
@@ -165,17 +173,21 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer cat.Close()
 	in, err := ingest.New(ingest.Config{Brokers: brokers, Schema: schema, Group: *group,
-		InstanceID: *instance, Store: store, Catalog: cat, RowsPerBlock: *rows, SealAfter: *sealAfter,
+		InstanceID: *instance, Store: store, Catalog: cat, RowsPerBlock: *rows, BlockBytes: *blockBytes, SealAfter: *sealAfter,
+		CompactBytes: *compactBytes, CompactQuiet: *compactQuiet, CompactEvery: *compactEvery, BeforeCompactCommit: compactDelay,
 		Window: *window, Lateness: *lateness, MaxEventTimeAhead: *ahead, MaxRecordBytes: *maxBytes, Logger: logger,
 		Compression: comp, GCInterval: *gcInterval, GCGrace: *gcGrace})
 	if err != nil {
 		return err
 	}
+	if compactDelay != nil {
+		logger.Warn("SIG_TEST_COMPACT_DELAY is set: each compaction waits between writing its object and its catalog batch", "delay", os.Getenv("SIG_TEST_COMPACT_DELAY"))
+	}
 	err = in.Run(ctx)
 	st := in.Stats()
-	fmt.Fprintf(stdout, "records %d, rows %d, blocks %d (late %d), versions %d (late %d, update %d, delete %d), dead letters %d, skipped %d\n",
+	fmt.Fprintf(stdout, "records %d, rows %d, blocks %d (late %d), versions %d (late %d, update %d, delete %d), dead letters %d, skipped %d, compactions %d (of %d blocks)\n",
 		st.Records, st.Rows, st.Blocks, st.LateBlocks, st.Versions, st.VersionsLate, st.VersionsUpdate, st.VersionsDelete,
-		st.DeadLetters, st.Skipped)
+		st.DeadLetters, st.Skipped, st.Compactions, st.CompactedBlocks)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -351,4 +363,26 @@ func producer(ctx context.Context, brokers []string, topic string) (*kgo.Client,
 		return nil, err
 	}
 	return cl, nil
+}
+
+// testCompactDelay reads SIG_TEST_COMPACT_DELAY (test-only, see the
+// command's doc): a Go duration each compaction waits between writing the
+// compacted block's object and its catalog batch, so a reliability test
+// can kill the process there. nil when unset.
+func testCompactDelay(logger *slog.Logger) (func(context.Context, block.Meta), error) {
+	v := os.Getenv("SIG_TEST_COMPACT_DELAY")
+	if v == "" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("SIG_TEST_COMPACT_DELAY=%q: want a non-negative duration", v)
+	}
+	return func(ctx context.Context, m block.Meta) {
+		logger.Warn("compaction written, waiting before its catalog batch", "block", m.ID, "parts", len(m.Parts))
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}, nil
 }

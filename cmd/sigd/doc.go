@@ -19,6 +19,11 @@
 // worker only) lets a worker's pool report its first N completions and
 // makes every one after append the object it names to FILE and hang,
 // never reported: a block-batched worker then holds the rest of its batch,
-// written into its pack, where crash tests kill it mid-batch. They only
-// slow work down or stop it; never set them in production.
+// written into its pack, where crash tests kill it mid-batch.
+// SIG_TEST_HOLD_CONCAT (a file) makes serve and dev, once they have
+// written the packs concatenated for a compacted block from its parts'
+// memo columns, append the packs' keys to that file and hold there until
+// the process ends, never naming them in the block's memo entries
+// (versions.Concatenator). They only slow work down or stop it; never set
+// them in production.
 package main

@@ -73,7 +73,10 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 		cfg.Ingest = []string{ingestDefault}
 	}
 	fs.Var((*cli.List)(&cfg.Ingest), "ingest", "raw sources to ingest from Kafka raw.<source> (comma-separated)")
-	fs.IntVar(&cfg.RowsPerBlock, "rows-per-block", 100_000, "ingestion seals a block at this many rows")
+	fs.Int64Var(&cfg.BlockBytes, "block-bytes", sigd.DefaultBlockBytes, "ingestion seals a block when its rows would encode to about this many bytes (before segment compression; negative: no byte bound)")
+	fs.IntVar(&cfg.RowsPerBlock, "rows-per-block", 0, "ingestion also seals a block at this many rows and changes (0: blocks are cut by --block-bytes alone)")
+	fs.Int64Var(&cfg.CompactBytes, "compact-bytes", 0, "ingestion compacts the small blocks of a closed, quiet window into blocks of about this many bytes (0: --block-bytes)")
+	fs.DurationVar(&cfg.CompactQuiet, "compact-quiet", sigd.DefaultCompactQuiet, "ingestion compacts a partition's window once it has had no new block or version this long (negative: never compact)")
 	fs.DurationVar(&cfg.SealAfter, "seal-after", 5*time.Second, "ingestion seals a block this long after its first row")
 	fs.DurationVar(&cfg.VersionGCEvery, "version-gc-every", sigd.DefaultVersionGCEvery, "collect superseded raw block versions no pinned snapshot sees, with their memo entries and objects, this often")
 	fs.DurationVar(&cfg.VersionGCGrace, "version-gc-grace", sigd.DefaultVersionGCGrace, "keep a superseded raw block version at least this long (negative: no grace)")
@@ -118,7 +121,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, dev bool) error
 	if err != nil {
 		return err
 	}
-	srv, err := sigd.New(ctx, cfg, sigd.Options{Logger: log, WrapRunner: wrap})
+	srv, err := sigd.New(ctx, cfg, sigd.Options{Logger: log, WrapRunner: wrap, HoldConcat: testHoldConcat()})
 	if err != nil {
 		return err
 	}
@@ -300,6 +303,27 @@ func (h *holdCompletions) Complete(ctx context.Context, leaseID string, res work
 		return err
 	}
 	select {} // until the process is killed
+}
+
+// testHoldConcat reads SIG_TEST_HOLD_CONCAT (see the package comment):
+// nil when unset.
+func testHoldConcat() func(ctx context.Context, packs []string) error {
+	hold := os.Getenv("SIG_TEST_HOLD_CONCAT")
+	if hold == "" {
+		return nil
+	}
+	return func(ctx context.Context, packs []string) error {
+		// The packs are written whole; no memo entry names them until
+		// the concatenation switches the entries, which this never lets
+		// it reach.
+		for _, p := range packs {
+			if err := appendLine(hold, p); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
 }
 
 // appendLine appends line to the file at path, synced, so that a process

@@ -86,7 +86,11 @@ func startSystem(ctx context.Context, cfg *Config, dir string) (_ *system, err e
 		// window of RowsPerBlock*BlocksPerSlot seconds seals into
 		// BlocksPerSlot blocks of RowsPerBlock rows.
 		"--rows-per-block", strconv.Itoa(cfg.RowsPerBlock), "--window", fmt.Sprintf("%ds", window),
-		"--seal-after", "2s"}, cfg.SigdArgs...))
+		"--seal-after", "2s",
+		// Blocks of exactly RowsPerBlock rows, as the run's plan counts
+		// them: no bound by bytes, and no compaction of quiet windows
+		// (issue 28; sigd's defaults cut by bytes and compact).
+		"--block-bytes", "-1", "--compact-quiet", "-1s"}, cfg.SigdArgs...))
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/blockref"
 	"github.com/sigdata/sig/warehouse/catalog"
+	"github.com/sigdata/sig/warehouse/compact"
 	"github.com/sigdata/sig/warehouse/gen"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
@@ -131,6 +132,97 @@ func (w *Warehouse) AddBlocks(tb testing.TB, n int) []block.Meta {
 		out = append(out, meta)
 	}
 	return out
+}
+
+// AddWindow writes n small raw blocks of rows events each, the next
+// events of the generator, all of one new hourly window and of one Kafka
+// partition with contiguous offsets, as ingestion sealing often (--seal-after)
+// cuts them: what compaction merges (Compact). They are appended to Blocks
+// and returned; catalogue them as AddBlocks' are.
+func (w *Warehouse) AddWindow(tb testing.TB, n, rows int) []block.Meta {
+	tb.Helper()
+	ctx := context.Background()
+	s := transform.AdsSchema()
+	hour := int64(time.Hour / time.Microsecond)
+	window := Epoch.Add(time.Duration(len(w.Blocks)) * time.Hour).UnixMicro()
+	var out []block.Meta
+	for i := range n {
+		rec := w.gen.Records(rows, rows)[0]
+		kr := block.KafkaRange{Topic: "raw.ads", Partition: 0, First: w.next, Last: w.next + int64(rows) - 1}
+		w.next += int64(rows)
+		id := block.ID(window, kr)
+		// The window's events in order, block after block, a
+		// millisecond apart.
+		shifted := linearTimes(rec, window+int64(i*rows)*1000)
+		rec.Release()
+		meta, err := block.Write(ctx, w.Store, block.Meta{Key: block.RawKey("ads", blockref.New(id, 1)), ID: id, Source: "ads",
+			WindowStart: window, WindowLength: hour, SchemaFingerprint: s.Fingerprint(), Kafka: &kr}, shifted)
+		shifted.Release()
+		if err != nil {
+			tb.Fatalf("sigdtest: write raw block: %v", err)
+		}
+		out = append(out, meta)
+	}
+	w.Blocks = append(w.Blocks, out...)
+	return out
+}
+
+// Compact compacts parts (blocks of one window and partition, consecutive,
+// at their catalogued versions in cat) as ingestion's compactor does:
+// writes the compacted block's object (compact.Meta, compact.Concat), then
+// commits it with the parts' tombstones (catalog.Compact). It returns the
+// compacted block as catalogued, and appends it to Blocks.
+func (w *Warehouse) Compact(tb testing.TB, cat *catalog.Catalog, parts []block.Meta) block.Meta {
+	tb.Helper()
+	ctx := context.Background()
+	cm, err := compact.Meta(parts, 2)
+	if err != nil {
+		tb.Fatalf("sigdtest: %v", err)
+	}
+	var recs []arrow.Record
+	for _, p := range parts {
+		_, rec, err := block.ReadBlock(ctx, w.Store, p.Key)
+		if err != nil {
+			tb.Fatalf("sigdtest: part %s: %v", p.Key, err)
+		}
+		defer rec.Release()
+		recs = append(recs, rec)
+	}
+	all, err := compact.Concat(recs)
+	if err != nil {
+		tb.Fatalf("sigdtest: %v", err)
+	}
+	defer all.Release()
+	m, err := block.Write(ctx, w.Store, cm, all)
+	if err != nil {
+		tb.Fatalf("sigdtest: write the compacted block: %v", err)
+	}
+	if err := cat.Compact(m); err != nil {
+		tb.Fatalf("sigdtest: %v", err)
+	}
+	if m, err = cat.Get(m.Source, m.ID); err != nil {
+		tb.Fatalf("sigdtest: %v", err)
+	}
+	w.Blocks = append(w.Blocks, m)
+	return m
+}
+
+// linearTimes returns rec with event times from t on, a millisecond apart.
+func linearTimes(rec arrow.Record, t int64) arrow.Record {
+	idx := rec.Schema().FieldIndices(transform.ColEventTime)[0]
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	for i := range rec.NumRows() {
+		b.Append(t + i*1000)
+	}
+	col := b.NewArray()
+	defer col.Release()
+	cols := make([]arrow.Array, rec.NumCols())
+	for i := range cols {
+		cols[i] = rec.Column(i)
+	}
+	cols[idx] = col
+	return array.NewRecord(rec.Schema(), cols, rec.NumRows())
 }
 
 // shiftTimes returns rec with event times moved into the hour starting at

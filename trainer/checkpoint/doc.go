@@ -37,7 +37,12 @@
 // work unit it lists the event ids trained, in training order, as runs of
 // consecutive ids. An event trained twice shows up twice; Ledger.Check
 // reports it. The controller also checks, before writing, that each unit's
-// ledger holds exactly the unit's rows with no repeats.
+// ledger holds exactly the unit's rows with no repeats. A compacted
+// block's unit (issue 28) carries its lineage, its parts (UnitLedger.Parts;
+// the ledger is then written as SIGLEDGER2, read beside SIGLEDGER1): Check
+// counts the compacted block's version 1 and its parts' units at the
+// versions compacted as the same event versions, trained once among them
+// all, and its later versions as newer ones.
 //
 // What the package does not own: when to checkpoint and what an epoch
 // commits (trainer/control), the ledger check before a write (package

@@ -21,6 +21,11 @@ type UnitLedger struct {
 	Unit blockref.Ref
 	// Runs of event ids in training order.
 	Runs []Run
+	// Parts is the lineage of a compacted block's unit (issue 28): the
+	// blocks, at the versions compacted, whose rows its version 1 holds.
+	// Check counts them as versions of the compacted block: the same event
+	// versions as its version 1, older ones than its later versions.
+	Parts []blockref.Ref
 }
 
 // Rows is the number of event ids (with repeats).
@@ -91,7 +96,7 @@ func (l *Ledger) Has(unit blockref.Ref) bool {
 func (l *Ledger) Clone() *Ledger {
 	c := &Ledger{}
 	for _, u := range l.Units {
-		c.Units = append(c.Units, UnitLedger{Unit: u.Unit, Runs: slices.Clone(u.Runs)})
+		c.Units = append(c.Units, UnitLedger{Unit: u.Unit, Runs: slices.Clone(u.Runs), Parts: slices.Clone(u.Parts)})
 	}
 	return c
 }
@@ -101,6 +106,9 @@ func (l *Ledger) Merge(o *Ledger) {
 	for _, u := range o.Units {
 		dst := l.Unit(u.Unit)
 		dst.Runs = append(dst.Runs, u.Runs...)
+		if dst.Parts == nil {
+			dst.Parts = slices.Clone(u.Parts)
+		}
 	}
 }
 
@@ -122,14 +130,48 @@ var ErrDuplicate = errors.New("checkpoint: event trained more than once")
 // 21) is trained again in the unit of the block's new version, which is
 // another event version, not a duplicate; within a version and across
 // blocks every event is trained once.
+//
+// A compacted block (issue 28) and its parts are one block whose parts
+// are older versions: the units of its parts at the versions compacted and
+// the unit of its version 1 hold the same event versions, so an event
+// occurs once among them all; its later versions are newer versions of
+// every event in it. A unit's Parts say which blocks are whose parts.
 func (l *Ledger) Check() error {
+	// The lineages: part block id -> compacted block id, and the part
+	// versions the compacted block's version 1 holds.
+	into := map[string]string{}
+	compacted := map[blockref.Ref]string{}
+	for _, u := range l.Units {
+		for _, p := range u.Parts {
+			into[p.ID()] = u.Unit.ID()
+			compacted[p] = u.Unit.ID()
+		}
+	}
+	// A version class is a set of units holding the same event versions:
+	// a unit alone, or a compacted block's version 1 with its parts'
+	// units at the versions compacted.
+	class := func(r blockref.Ref) blockref.Ref {
+		if c, ok := compacted[r]; ok {
+			return blockref.New(c, 1)
+		}
+		return r
+	}
+	classes := map[blockref.Ref][]Run{}
 	blocks := map[string][]Run{} // block id -> the union of its versions' runs
 	for _, u := range l.Units {
 		runs := slices.Clone(u.Runs)
 		if err := overlap(runs); err != nil {
 			return fmt.Errorf("%w (unit %s)", err, u.Unit)
 		}
+		c := class(u.Unit)
+		if err := overlap(append(slices.Clone(classes[c]), runs...)); err != nil {
+			return fmt.Errorf("%w (unit %s and the same event versions in block %s's lineage)", err, u.Unit, c)
+		}
+		classes[c] = union(append(classes[c], runs...))
 		id := u.Unit.ID()
+		if c, ok := into[id]; ok {
+			id = c
+		}
 		blocks[id] = union(append(blocks[id], runs...))
 	}
 	var all []Run
@@ -166,24 +208,44 @@ func union(runs []Run) []Run {
 	return out
 }
 
-const ledgerMagic = "SIGLEDGER1\n"
+const (
+	ledgerMagic = "SIGLEDGER1\n"
+	// ledgerMagic2 is a ledger with a lineage: after each unit's runs,
+	// its parts (issue 28). A ledger without any is written as before.
+	ledgerMagic2 = "SIGLEDGER2\n"
+)
 
 // MarshalBinary encodes the ledger: magic, unit count, then per unit its
 // name (as the warehouse names the block version, blockref.Ref.String), run
-// count and runs (start delta-coded, zig-zag varints).
+// count and runs (start delta-coded, zig-zag varints), and, when some unit
+// is a compacted block's (magic SIGLEDGER2), its part count and parts'
+// names.
 func (l *Ledger) MarshalBinary() ([]byte, error) {
+	lineage := slices.ContainsFunc(l.Units, func(u UnitLedger) bool { return len(u.Parts) > 0 })
 	b := []byte(ledgerMagic)
+	if lineage {
+		b = []byte(ledgerMagic2)
+	}
+	name := func(r blockref.Ref) {
+		s := r.String()
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
 	b = binary.AppendUvarint(b, uint64(len(l.Units)))
 	for _, u := range l.Units {
-		name := u.Unit.String()
-		b = binary.AppendUvarint(b, uint64(len(name)))
-		b = append(b, name...)
+		name(u.Unit)
 		b = binary.AppendUvarint(b, uint64(len(u.Runs)))
 		var prev int64
 		for _, r := range u.Runs {
 			b = binary.AppendVarint(b, r.Start-prev)
 			b = binary.AppendUvarint(b, uint64(r.Len))
 			prev = r.Start
+		}
+		if lineage {
+			b = binary.AppendUvarint(b, uint64(len(u.Parts)))
+			for _, p := range u.Parts {
+				name(p)
+			}
 		}
 	}
 	return b, nil
@@ -192,9 +254,10 @@ func (l *Ledger) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary decodes what MarshalBinary wrote.
 func (l *Ledger) UnmarshalBinary(b []byte) error {
 	bad := func(what string) error { return fmt.Errorf("checkpoint: corrupt ledger: %s", what) }
-	if len(b) < len(ledgerMagic) || string(b[:len(ledgerMagic)]) != ledgerMagic {
+	if len(b) < len(ledgerMagic) || string(b[:len(ledgerMagic)]) != ledgerMagic && string(b[:len(ledgerMagic2)]) != ledgerMagic2 {
 		return bad("magic")
 	}
+	lineage := string(b[:len(ledgerMagic2)]) == ledgerMagic2
 	b = b[len(ledgerMagic):]
 	uv := func() (uint64, bool) {
 		v, n := binary.Uvarint(b)
@@ -233,6 +296,20 @@ func (l *Ledger) UnmarshalBinary(b []byte) error {
 			}
 			prev += d
 			u.Runs = append(u.Runs, Run{Start: prev, Len: int64(ln)})
+		}
+		if lineage {
+			parts, ok := uv()
+			if !ok || parts > uint64(len(b)) {
+				return bad("part count")
+			}
+			for j := uint64(0); j < parts; j++ {
+				k, ok := uv()
+				if !ok || k > uint64(len(b)) {
+					return bad("part name")
+				}
+				u.Parts = append(u.Parts, blockref.Parse(string(b[:k])))
+				b = b[k:]
+			}
 		}
 		l.Units = append(l.Units, u)
 	}

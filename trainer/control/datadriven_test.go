@@ -25,7 +25,7 @@ import (
 // Event syntax (see parseEvent):
 //
 //	start | setup-done [err=...] [permanent] | restored [units=(a, b)] [epochs=N] [phase=P] [err=...]
-//	blocks b1 b2:pending b3@2 ... [snap=N] [err=...] | chips-granted | model-restored [err=...] | compiled [err=...] [permanent]
+//	blocks b1 b2:pending b3@2 c/b4*10/b5@2*20 ... [snap=N] [err=...] | chips-granted | model-restored [err=...] | compiled [err=...] [permanent]
 //	host-joined H [inc=I] | host-lost H [inc=I]
 //	request H a=N [max=N] | unit-read H a=N U rows=R | unit-failed H a=N U [pending] [err=...]
 //	batch H a=N seq=S n=E [U=R ...] [final] | step-done a=N [nan] [err=...] [permanent]
@@ -199,17 +199,39 @@ func parseEvent(td *datadriven.TestData, now *time.Time) (Event, error) {
 	ev.At = *now
 	switch kind {
 	case EvBlocks:
-		for _, p := range pos {
-			ref, state, _ := strings.Cut(p, ":")
+		parseRef := func(p, ref string) (blockref.Ref, error) {
 			id, v, _ := strings.Cut(ref, "@")
 			var n int64 // none: as first sealed
 			if v != "" {
 				var err error
 				if n, err = strconv.ParseInt(v, 10, 64); err != nil {
-					return ev, fmt.Errorf("block %s: version %q", p, v)
+					return blockref.Ref{}, fmt.Errorf("block %s: version %q", p, v)
 				}
 			}
-			ev.Blocks = append(ev.Blocks, Block{Ref: blockref.New(id, n), Ready: state != "pending"})
+			return blockref.New(id, n), nil
+		}
+		for _, p := range pos {
+			desc, state, _ := strings.Cut(p, ":")
+			// A compacted block: c@v/part@v*rows/part*rows...
+			f := strings.Split(desc, "/")
+			ref, err := parseRef(p, f[0])
+			if err != nil {
+				return ev, err
+			}
+			b := Block{Ref: ref, Ready: state != "pending"}
+			for _, part := range f[1:] {
+				pr, rows, ok := strings.Cut(part, "*")
+				n, err := strconv.ParseInt(rows, 10, 64)
+				if !ok || err != nil {
+					return ev, fmt.Errorf("block %s: part %q is not ref*rows", p, part)
+				}
+				r, err := parseRef(p, pr)
+				if err != nil {
+					return ev, err
+				}
+				b.Parts = append(b.Parts, Part{Ref: r, Rows: n})
+			}
+			ev.Blocks = append(ev.Blocks, b)
 		}
 	case EvHostJoined, EvHostLost, EvUnitsRequested, EvUnitRead, EvUnitFailed, EvBatch:
 		if len(pos) == 0 {

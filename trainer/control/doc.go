@@ -55,6 +55,38 @@
 // changing while hosts crash and checkpoints fail) check that every
 // version an epoch claims is trained exactly once and none is lost.
 //
+// # Compaction (issue 28)
+//
+// The warehouse compacts the small blocks of a closed, quiet window into a
+// new block whose version 1 holds their rows, in order, at the versions it
+// compacted (Block.Parts, its lineage; warehouse/compact), and ends them:
+// a snapshot after the compaction lists the compacted block and not the
+// parts. Its version 1 holds the same event versions as the parts did, so
+// for a compacted block it never trained (compaction.go):
+//
+//   - trained none of its parts: a new block, trained whole;
+//   - trained every part at the version compacted (under RetrainNever, at
+//     any version): nothing is owed, it is passed over
+//     (Stats.CompactedCovered);
+//   - trained some: its unit trains every row but those of the parts
+//     trained at the version compacted (Action.Skips on start-attempt and
+//     assign: the host reads the block whole and skips those rows), a
+//     fresh block if a part was never trained, else a retrain of the parts
+//     trained at older versions;
+//   - at version 2 or more (it changed after the compaction) with a part
+//     trained: a newer version of every event in it, trained whole as a
+//     changed block is (under RetrainNever, passed over once every part
+//     was trained; trained whole otherwise, the parts' rows being no
+//     longer told apart).
+//
+// Once trained, it is a block like any other. The ledger records each
+// unit's lineage and counts a compacted block's version 1 and its parts'
+// units at the versions compacted as one set of event versions
+// (trainer/checkpoint, Ledger.Check). testdata/compaction.txt walks the
+// cases; TestCompactionExactlyOnce runs 300 seeds of compactions, changes
+// and failures against the real ledger, and TestCompactionWithoutSkips
+// TrainsTwice shows the skips are what keeps it.
+//
 // # Training holds (paper VI.A)
 //
 // A permanent error — setup failed permanently (invalid configuration, a

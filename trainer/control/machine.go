@@ -90,6 +90,8 @@ type attemptState struct {
 	id           uint64
 	phase        Phase
 	snapshot     int64
+	skips        map[blockref.Ref][]RowRange
+	retrain      map[blockref.Ref]bool
 	units        []*unitState
 	byRef        map[blockref.Ref]*unitState
 	next         int
@@ -128,9 +130,17 @@ type Machine struct {
 	blocks   []Block
 	snapshot int64 // the catalog snapshot blocks were resolved at
 	planned  []blockref.Ref
+	// plannedSkips are the rows of planned units not to train (a
+	// compacted block's trained parts), plannedRetrain the units that
+	// train newer versions of events the job trained.
+	plannedSkips   map[blockref.Ref][]RowRange
+	plannedRetrain map[blockref.Ref]bool
 	// plannedSnapshot is the snapshot of planned's versions.
 	plannedSnapshot int64
-	phase           Phase
+	// covered are the compacted blocks plans passed over, their parts all
+	// trained (counted once: Stats.CompactedCovered).
+	covered map[blockref.Ref]bool
+	phase   Phase
 
 	chipsHeld, chipsRequested int
 	needRestore               bool
@@ -159,7 +169,7 @@ type Machine struct {
 // New returns a machine; feed it EvStart first.
 func New(cfg Config) *Machine {
 	cfg.EnsureDefaults()
-	return &Machine{cfg: cfg, trained: map[string]int64{}, hosts: map[string]*hostState{}}
+	return &Machine{cfg: cfg, trained: map[string]int64{}, hosts: map[string]*hostState{}, covered: map[blockref.Ref]bool{}}
 }
 
 // Status is the machine's state.
@@ -407,8 +417,31 @@ func (m *Machine) noteTrained(units []blockref.Ref) {
 // at an older version (issue 21, "previous events with new labels").
 func (m *Machine) plan() {
 	var fresh, changed []Block
+	skips := map[blockref.Ref][]RowRange{}
+	retrain := map[blockref.Ref]bool{}
 	for _, b := range m.blocks {
 		v, ok := m.trained[b.Ref.ID()]
+		if !ok && len(b.Parts) > 0 {
+			switch k, skip := m.lineage(b); k {
+			case lineageCovered:
+				if !m.covered[b.Ref] {
+					m.covered[b.Ref] = true
+					m.stats.CompactedCovered++
+				}
+			case lineageFresh:
+				fresh = append(fresh, b)
+				if len(skip) > 0 {
+					skips[b.Ref] = skip
+				}
+			case lineageChanged:
+				changed = append(changed, b)
+				retrain[b.Ref] = true
+				if len(skip) > 0 {
+					skips[b.Ref] = skip
+				}
+			}
+			continue
+		}
 		switch {
 		case !ok:
 			fresh = append(fresh, b)
@@ -471,6 +504,15 @@ func (m *Machine) plan() {
 	}
 	m.liftTransientHold()
 	m.planned, m.plannedSnapshot = units, m.snapshot
+	m.plannedSkips, m.plannedRetrain = map[blockref.Ref][]RowRange{}, map[blockref.Ref]bool{}
+	for _, u := range units {
+		if sk, ok := skips[u]; ok {
+			m.plannedSkips[u] = sk
+		}
+		if retrain[u] {
+			m.plannedRetrain[u] = true
+		}
+	}
 	want := m.phaseChips()
 	if m.chipsHeld != want || m.chipsRequested != want {
 		m.releaseChips()
@@ -552,7 +594,8 @@ func (m *Machine) startAttempt() {
 		return
 	}
 	m.attemptSeq++
-	at := &attemptState{id: m.attemptSeq, phase: m.phase, snapshot: m.plannedSnapshot, byRef: map[blockref.Ref]*unitState{}, participants: members}
+	at := &attemptState{id: m.attemptSeq, phase: m.phase, snapshot: m.plannedSnapshot, byRef: map[blockref.Ref]*unitState{}, participants: members,
+		skips: m.plannedSkips, retrain: m.plannedRetrain}
 	for _, ref := range m.planned {
 		u := &unitState{ref: ref}
 		at.units = append(at.units, u)
@@ -565,7 +608,8 @@ func (m *Machine) startAttempt() {
 	m.stepping = false
 	m.status = StTraining
 	m.stats.Attempts++
-	m.emit(Action{Kind: ActStartAttempt, Attempt: at.id, Units: append([]blockref.Ref(nil), m.planned...), Phase: m.phase, Snapshot: at.snapshot})
+	m.emit(Action{Kind: ActStartAttempt, Attempt: at.id, Units: append([]blockref.Ref(nil), m.planned...), Phase: m.phase, Snapshot: at.snapshot,
+		Skips: skipsOf(at.skips, m.planned)})
 }
 
 func (m *Machine) onHostJoined(ev Event) {
@@ -636,7 +680,7 @@ func (m *Machine) onUnitsRequested(ev Event) {
 		refs = append(refs, u.ref)
 	}
 	at.next += n
-	m.emit(Action{Kind: ActAssign, Host: ev.Host, Attempt: at.id, Units: refs, Phase: at.phase})
+	m.emit(Action{Kind: ActAssign, Host: ev.Host, Attempt: at.id, Units: refs, Phase: at.phase, Skips: skipsOf(at.skips, refs)})
 }
 
 // hostUnit returns ev's unit if it belongs to ev's host in the running
@@ -782,8 +826,11 @@ func (m *Machine) endEpoch() {
 	p := m.committed.Clone()
 	p.Epochs++
 	for _, u := range done {
-		if m.trained[u.ID()] > 0 {
+		if m.trained[u.ID()] > 0 || at.retrain[u] {
 			p.Retrained++
+		}
+		if len(at.skips[u]) > 0 {
+			m.stats.CompactedSkipped++
 		}
 	}
 	p.Units = append(p.Units, done...)

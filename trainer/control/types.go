@@ -47,7 +47,23 @@ type Block struct {
 	// the initial phase (caught-up reads compute inputs locally and need
 	// nothing).
 	Ready bool
+	// Parts is a compacted block's lineage (issue 28, warehouse/compact):
+	// the blocks whose rows its version 1 holds, in row order, each at the
+	// version compacted. Empty for every other block. A job that trained
+	// some of them trains the compacted block without their rows
+	// (doc.go, "Compaction").
+	Parts []Part
 }
+
+// Part is one block of a compacted block's lineage: the block at the
+// version that was compacted, and its rows.
+type Part struct {
+	Ref  blockref.Ref
+	Rows int64
+}
+
+// RowRange is the rows [Start, End) of a unit.
+type RowRange struct{ Start, End int64 }
 
 // Progress is what a checkpoint commits besides the model.
 type Progress struct {
@@ -295,6 +311,11 @@ type Action struct {
 	// Units are work units (a block at a version each): the attempt's, or
 	// those handed to Host.
 	Units []blockref.Ref
+	// Skips are, per unit of Units, the rows a host reads but does not
+	// train (sorted, disjoint): of a compacted block, the rows of the
+	// parts the job trained before the compaction. Units absent train
+	// every row.
+	Skips map[blockref.Ref][]RowRange
 	// Hosts and Seqs name a step's batches: Seqs[i] of Hosts[i].
 	Hosts []string
 	Seqs  []uint64
@@ -341,10 +362,12 @@ func (a Action) String() string {
 		if a.Snapshot != 0 {
 			fmt.Fprintf(&b, " snap=%d", a.Snapshot)
 		}
+		b.WriteString(joinSkips(a.Units, a.Skips))
 	case ActAbort:
 		fmt.Fprintf(&b, " a=%d (%s)", a.Attempt, a.Reason)
 	case ActAssign:
 		fmt.Fprintf(&b, " %s a=%d %s", a.Host, a.Attempt, joinRefs(a.Units))
+		b.WriteString(joinSkips(a.Units, a.Skips))
 	case ActDrain, ActExitHost, ActRejectHost:
 		fmt.Fprintf(&b, " %s", a.Host)
 		if a.Reason != "" {
@@ -385,6 +408,30 @@ func (a Action) String() string {
 }
 
 // joinRefs lists units as the warehouse names them, comma-separated.
+// joinSkips writes the rows of units skipped: " skip=c:0-10+20-30,...".
+func joinSkips(units []blockref.Ref, skips map[blockref.Ref][]RowRange) string {
+	var b strings.Builder
+	for _, u := range units {
+		rs, ok := skips[u]
+		if !ok {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString(" skip=")
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(u.String() + ":")
+		for i, r := range rs {
+			if i > 0 {
+				b.WriteByte('+')
+			}
+			fmt.Fprintf(&b, "%d-%d", r.Start, r.End)
+		}
+	}
+	return b.String()
+}
+
 func joinRefs(units []blockref.Ref) string {
 	var b strings.Builder
 	for i, u := range units {
@@ -445,4 +492,9 @@ type Stats struct {
 	// RetrainedUnits counts committed units that trained a newer version
 	// of a block already trained (Progress.Retrained, this process only).
 	RetrainedUnits int
+	// CompactedCovered counts the compacted blocks plans passed over
+	// because the job had trained all of their parts, CompactedSkipped
+	// the units handed out without the rows of the parts the job had
+	// trained (issue 28).
+	CompactedCovered, CompactedSkipped int
 }

@@ -149,6 +149,19 @@ type Meta struct {
 	// which Kafka records the block holds).
 	Changes []Change `json:"changes,omitempty"`
 
+	// Parts is the lineage of a compacted block (issue 28; warehouse/
+	// compact): the small blocks of one partition and window, each at the
+	// version it was compacted at, whose rows this block's version 1 holds
+	// in this order (part i's rows right after part i-1's). Absent on every
+	// block ingestion sealed, so their objects are unchanged byte for byte.
+	Parts []Part `json:"parts,omitempty"`
+	// CompactedInto marks a tombstone: the version of a block that
+	// compaction ended, without rows or object, whose rows are now in the
+	// block of that id (same source). It is never in a footer, only in the
+	// catalog, which keeps it so that snapshots after the compaction see
+	// the block gone while older ones still see its last version.
+	CompactedInto string `json:"compacted_into,omitempty"`
+
 	// Seq is the catalog sequence number at which this version was
 	// catalogued (warehouse/catalog); never in the footer.
 	Seq int64 `json:"seq,omitempty"`
@@ -177,6 +190,43 @@ type Change struct {
 	// Columns are the columns whose values this change made new (every
 	// column when rows were appended or removed).
 	Columns []string `json:"columns,omitempty"`
+}
+
+// Part is one block of a compacted block's lineage (Meta.Parts): the block
+// at the version that was compacted, its rows, and the Kafka records that
+// version held (its own range and the spans of the changes that made its
+// versions), which the compacted block now covers.
+type Part struct {
+	ID      string       `json:"id"`
+	Version int64        `json:"version,omitempty"`
+	Rows    int64        `json:"rows"`
+	Spans   []KafkaRange `json:"spans,omitempty"`
+}
+
+// Ref is the part's block version.
+func (p Part) Ref() blockref.Ref { return blockref.New(p.ID, p.Version) }
+
+// IsTombstone reports whether m is the version that ended a compacted
+// block (CompactedInto): it has no rows and no object.
+func (m *Meta) IsTombstone() bool { return m.CompactedInto != "" }
+
+// Spans are the Kafka records this version of a raw block holds: its own
+// range and the span of every change since version 1 (Changes), or, for a
+// compacted block, its parts' spans and its own changes'. The catalog's
+// coverage of a block is these.
+func (m *Meta) Spans() []KafkaRange {
+	var out []KafkaRange
+	if len(m.Parts) > 0 {
+		for _, p := range m.Parts {
+			out = append(out, p.Spans...)
+		}
+	} else if m.Kafka != nil {
+		out = append(out, *m.Kafka)
+	}
+	for _, ch := range m.Changes {
+		out = append(out, KafkaRange{Topic: ch.Topic, Partition: ch.Partition, First: ch.First, Last: ch.Last})
+	}
+	return out
 }
 
 // Ref is the raw block version the metadata describes (Version 0, in
@@ -237,6 +287,14 @@ func (m Meta) Clone() Meta {
 			ch[i] = c
 		}
 		m.Changes = ch
+	}
+	if m.Parts != nil {
+		ps := make([]Part, len(m.Parts))
+		for i, p := range m.Parts {
+			p.Spans = slices.Clone(p.Spans)
+			ps[i] = p
+		}
+		m.Parts = ps
 	}
 	return m
 }

@@ -215,7 +215,7 @@ func (c *Catalog) Commit(ms []block.Meta) error { return c.commit(ms, false) }
 // versions between), and then covers every change since: Changes are
 // cumulative, so the version holds their records. A span exactly equal to
 // one already covered is then one buffer's, which made versions of several
-// blocks, and is not an overlap.
+// blocks (or a block and versions), and is not an overlap.
 func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 	for _, m := range ms {
 		if err := m.Validate(); err != nil {
@@ -284,12 +284,12 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 			if oldV > 1 {
 				return fmt.Errorf("catalog: block %s is at version %d; version 1 cannot replace it: %w", m.ID, oldV, ErrConflict)
 			}
-			if oldV == 1 && old.Kafka != nil {
-				b.Delete(offsetKey(old.Kafka.Topic, old.Kafka.Partition, old.WindowStart, old.Kafka.First), nil)
+			if oldV == 1 {
+				for _, sp := range baseSpans(old) {
+					b.Delete(offsetKey(sp.Topic, sp.Partition, old.WindowStart, sp.First), nil)
+				}
 			}
-			if m.Kafka != nil {
-				spans = append(spans, *m.Kafka)
-			}
+			spans = append(spans, baseSpans(m)...)
 		default:
 			if oldV != m.Ref().Version()-1 && !(rebuild && oldV < m.Ref().Version()) {
 				return fmt.Errorf("catalog: version %d of block %s/%s follows version %d, the catalog has %s: %w",
@@ -301,8 +301,8 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 			if oldV > 0 {
 				hv, _ := json.Marshal(old)
 				b.Set(historyKey(m.Source, m.ID, oldV), hv, nil)
-			} else if m.Kafka != nil {
-				spans = append(spans, *m.Kafka)
+			} else {
+				spans = append(spans, baseSpans(m)...)
 			}
 			for _, ch := range m.Changes {
 				if ch.Version > oldV {
@@ -313,7 +313,11 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 		for _, span := range spans {
 			if other, ok, err := c.overlapping(m.ID, m.WindowStart, span, m.Ref().Version() == 1); err != nil {
 				return err
-			} else if ok && rebuild && m.Ref().Version() > 1 && other.First == span.First && other.Last == span.Last {
+			} else if ok && rebuild && other.First == span.First && other.Last == span.Last {
+				// One buffer's span: it made a block and versions of
+				// others, or a compacted block holds a part's change
+				// span another block shares. Two version-1 blocks of a
+				// window never share a span (it is their id).
 				continue
 			} else if ok {
 				return fmt.Errorf("catalog: block %s version %d covers %s[%d] offsets %d-%d, block %s already covers %d-%d: %w",
@@ -341,6 +345,22 @@ func (c *Catalog) commit(ms []block.Meta, rebuild bool) error {
 	b.Set(keyIndexed, binary.BigEndian.AppendUint64(nil, uint64(seq)), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("catalog: commit %d blocks: %w", len(ms), err)
+	}
+	return nil
+}
+
+// baseSpans are the Kafka records a block held at version 1: its range, or
+// a compacted block's parts' spans (block.Meta.Spans without the changes).
+func baseSpans(m block.Meta) []block.KafkaRange {
+	if len(m.Parts) > 0 {
+		var out []block.KafkaRange
+		for _, p := range m.Parts {
+			out = append(out, p.Spans...)
+		}
+		return out
+	}
+	if m.Kafka != nil {
+		return []block.KafkaRange{*m.Kafka}
 	}
 	return nil
 }
@@ -418,11 +438,8 @@ func (c *Catalog) Remove(source, id string) error {
 	}
 	b := c.db.NewBatch()
 	defer b.Close()
-	if m.Kafka != nil {
-		b.Delete(offsetKey(m.Kafka.Topic, m.Kafka.Partition, m.WindowStart, m.Kafka.First), nil)
-	}
-	for _, ch := range m.Changes {
-		b.Delete(offsetKey(ch.Topic, ch.Partition, m.WindowStart, ch.First), nil)
+	for _, sp := range m.Spans() {
+		b.Delete(offsetKey(sp.Topic, sp.Partition, m.WindowStart, sp.First), nil)
 	}
 	p := historyPrefix(source, id)
 	b.DeleteRange(p, append(slices.Clone(p[:len(p)-1]), 1), nil)
@@ -507,10 +524,16 @@ func (c *Catalog) scan(source string, from, to string, fn func(block.Meta) bool)
 }
 
 // Blocks returns every block of source in event order (by id: window, then
-// partition, then offset).
+// partition, then offset). A block compaction ended (its newest version a
+// tombstone) is no longer a block: its rows are in the compacted block.
 func (c *Catalog) Blocks(source string) ([]block.Meta, error) {
 	var out []block.Meta
-	err := c.scan(source, "", "", func(m block.Meta) bool { out = append(out, m); return true })
+	err := c.scan(source, "", "", func(m block.Meta) bool {
+		if !m.IsTombstone() {
+			out = append(out, m)
+		}
+		return true
+	})
 	return out, err
 }
 
@@ -522,7 +545,12 @@ func (c *Catalog) BlocksAfter(source, after string, limit int) ([]block.Meta, er
 		from = after + "\x00" // the least id greater than after
 	}
 	var out []block.Meta
-	err := c.scan(source, from, "", func(m block.Meta) bool { out = append(out, m); return len(out) < limit })
+	err := c.scan(source, from, "", func(m block.Meta) bool {
+		if !m.IsTombstone() {
+			out = append(out, m)
+		}
+		return len(out) < limit
+	})
 	return out, err
 }
 

@@ -51,6 +51,28 @@
 // positions count in this catalog's sequence: a rebuilt catalog has none,
 // and its followers start over.
 //
+// # Compaction
+//
+// A compacted block (issue 28; warehouse/compact) is a new block at
+// version 1 whose metadata names its parts (block.Meta.Parts: each part
+// block at the version compacted, its rows, its Kafka spans). Compact
+// catalogues it in one batch with a tombstone version of each part
+// (block.Meta.CompactedInto: the part's next version, no rows, no object,
+// every column changed) and re-points the parts' o\x00 coverage to it
+// (the same spans: ingestion skips the same records, and the catalog
+// refuses them again), and refuses the batch if a part is not at the
+// version the compaction read (ErrConflict). So RangeAt and GetAt at a
+// snapshot after the commit find the compacted block and not the parts
+// (a tombstone has no rows), at one before it the parts as they were;
+// GC collects the parts' last versions like any superseded version, once
+// no pin sees them, and keeps the tombstones, each its block's newest
+// version (a few hundred bytes), so that snapshots' views never change and
+// a late change to a part is refused (it must go to the compacted block).
+// Blocks and BlocksAfter leave tombstones out (the block is gone); Get
+// and the feed show them. Window lists a window's blocks for the
+// compactor. Rebuild keeps the compacted blocks whose batch was committed
+// (their parts have no newer object) and leaves their parts out.
+//
 // Pins (Pin, Unpin, Pins) name the snapshots readers still use (a training
 // epoch). GC removes the superseded versions that neither a pin nor "now"
 // sees and returns them; the caller deletes their objects afterwards

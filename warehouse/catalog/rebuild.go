@@ -109,6 +109,7 @@ func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, 
 		good = append(good, m)
 	}
 
+	good = settleCompactions(good, &rep)
 	c, err := Open(dir)
 	if err != nil {
 		return nil, rep, err
@@ -123,6 +124,73 @@ func Rebuild(ctx context.Context, store *objstore.Store, dir string) (*Catalog, 
 	}
 	slices.Sort(rep.Superseded)
 	return c, rep, nil
+}
+
+// settleCompactions decides which compacted blocks (block.Meta.Parts) the
+// bucket holds were committed, and leaves out the objects they replaced.
+// The compactor writes a compacted block's object before its catalog batch
+// (warehouse/ingest, "Compaction"), and the catalog refuses to compact a
+// part that changed since it was read, and a part ends with the compaction:
+// so a compacted block one of whose parts has an object of a newer version
+// than it names was never committed, and is left out (Superseded) with its
+// versions. Of compacted blocks that name a part in common (a crashed
+// compaction's object and the one the next generation committed), the
+// later generation's is kept. The kept ones supersede every object of
+// their parts (GC may not have deleted them yet), which Rebuild leaves out.
+func settleCompactions(ms []block.Meta, rep *RebuildReport) []block.Meta {
+	newest := map[string]int64{} // block id -> newest version in the bucket
+	type compaction struct {
+		id    string
+		gen   int64
+		parts []block.Part
+	}
+	byID := map[string]*compaction{}
+	var cs []*compaction
+	for _, m := range ms {
+		newest[m.ID] = max(newest[m.ID], m.Ref().Version())
+		if len(m.Parts) == 0 {
+			continue
+		}
+		c := byID[m.ID]
+		if c == nil {
+			c = &compaction{id: m.ID, gen: m.Generation, parts: m.Parts}
+			byID[m.ID] = c
+			cs = append(cs, c)
+		}
+		c.gen = min(c.gen, m.Generation) // version 1's, the compactor's
+	}
+	if len(cs) == 0 {
+		return ms
+	}
+	slices.SortFunc(cs, func(a, b *compaction) int {
+		return cmp.Or(cmp.Compare(b.gen, a.gen), cmp.Compare(len(b.parts), len(a.parts)), cmp.Compare(a.id, b.id))
+	})
+	claimed := map[string]bool{} // parts of kept compactions
+	dropped := map[string]bool{} // compacted blocks left out
+	for _, c := range cs {
+		ok := true
+		for _, p := range c.parts {
+			if newest[p.ID] > p.Ref().Version() || claimed[p.ID] {
+				ok = false
+			}
+		}
+		if !ok {
+			dropped[c.id] = true
+			continue
+		}
+		for _, p := range c.parts {
+			claimed[p.ID] = true
+		}
+	}
+	out := ms[:0:0]
+	for _, m := range ms {
+		if claimed[m.ID] || dropped[m.ID] {
+			rep.Superseded = append(rep.Superseded, m.Key)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // span is the Kafka records a block version brings: a version 1 block's
@@ -174,6 +242,13 @@ func addAll(c *Catalog, ms []block.Meta, rep *RebuildReport) error {
 	var units []*unit
 	for _, m := range ms {
 		sp, ok := span(m)
+		if len(m.Parts) > 0 && m.Ref().Version() == 1 {
+			// A compacted block holds its parts' spans, not its
+			// nominal range (settleCompactions chose it): it is a unit
+			// alone, and its commit refuses any overlap but a shared
+			// buffer's span.
+			ok = false
+		}
 		if !ok && m.Ref().Version() > 1 {
 			rep.Unreadable = append(rep.Unreadable, m.Key+": a version without the change that made it")
 			continue

@@ -272,7 +272,7 @@ func (in *Ingester) sealVersions(ctx context.Context, cl *kgo.Client, ps *partSt
 		}
 	}
 	appendTo := int32(-1)
-	if n := len(b.stored); b.late && len(newRows) > 0 && n > 0 && b.stored[n-1].Rows+int64(len(newRows)) <= int64(in.cfg.RowsPerBlock) {
+	if n := len(b.stored); b.late && len(newRows) > 0 && n > 0 && in.room(b.stored[n-1], b, len(newRows)) {
 		appendTo = int32(n - 1)
 	}
 	touched := map[int32]bool{}

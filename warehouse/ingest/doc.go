@@ -2,12 +2,14 @@
 // IV.A; brief, "Warehouse"): it consumes the Kafka topic raw.<source> as a
 // consumer group, decodes and validates each record (warehouse/record),
 // collects rows into per-partition, per-event-time-window buffers, seals a
-// buffer into a block (warehouse/block) every RowsPerBlock rows, when the
-// stream's event time has moved past the window, or SealAfter after the
-// buffer's first row, writes the block object (or new versions of stored
-// blocks, "Changes" below), records it in the catalog (warehouse/catalog),
-// and only then commits the Kafka offsets. It runs inside sigd and alone as
-// `sigctl ingest`. Run first creates the source and
+// buffer into a block (warehouse/block) when its rows would encode to
+// BlockBytes ("Block size" below), when the stream's event time has moved
+// past the window, or SealAfter after the buffer's first row, writes the
+// block object (or new versions of stored blocks, "Changes" below), records
+// it in the catalog (warehouse/catalog), and only then commits the Kafka
+// offsets; once a window is closed and quiet, it compacts the window's small
+// blocks ("Compaction" below). It runs inside sigd and alone as `sigctl
+// ingest`. Run first creates the source and
 // dead-letter topics if they are missing (Topics, internal/topics) and fails
 // if it cannot.
 //
@@ -38,6 +40,20 @@
 //
 // Records have kinds (header sig-kind, warehouse/record): events, and
 // updates and deletes of stored events ("Changes" below).
+//
+// # Block size
+//
+// A block is sealed when its rows would encode to about BlockBytes
+// (--block-bytes, default DefaultBlockBytes), estimated from the buffer's
+// Arrow builders every 64 rows (values and offsets, before segment
+// compression; TestSealBySize holds blocks within a fifth of the target),
+// and, only if RowsPerBlock is set, at that many rows. Bytes, not rows
+// (issue 28): what a block costs is its requests and bytes, per object and
+// per component (a worker's task, a reader's fetches, the guard's sample,
+// a unit's plan), and rows of one source range from a few hundred bytes to
+// kilobytes. The default comes from a measured sweep, bench/block-bytes.sh
+// (docs/ARCHITECTURE.md, "Block size by bytes"). Late rows are appended to
+// a window's newest block only while it stays within the same bound.
 //
 // # Windows and late events
 //
@@ -97,6 +113,52 @@
 // (catalog.GCUpTo, then their objects: catalog first, so a crash leaves an
 // orphan object, never a catalogued version without one). The newest
 // version of a block is never collected.
+//
+// # Compaction
+//
+// A stream sealed often (SealAfter of a second, as sigd dev runs) makes
+// blocks far below BlockBytes, each costing readers and workers an object
+// (bench/caughtup.txt). The compactor (compact.go) follows the catalog's
+// change feed (catalog.ChangedSince) from a position it stores in the
+// catalog ("ingest.compact.<source>", kept before the oldest window it has
+// not settled, so a restart sees every such window again), and once a
+// partition's window is closed (the watermark passed its end and
+// Lateness) and quiet (no new block or version for CompactQuiet, default
+// DefaultCompactQuiet; every later change would rewrite the compacted
+// block whole), it compacts runs of its small blocks into blocks of
+// CompactBytes (default BlockBytes): warehouse/compact plans the runs,
+// names the compacted block (its id from the window and the Kafka range
+// it covers) and its lineage (block.Meta.Parts). For each run it
+//
+//  1. reads the parts' objects (their newest versions) and writes the
+//     compacted block's object whole (block.Write);
+//  2. under the ingester's lock, and only while no buffer of that
+//     partition and window is open (a buffer that read the window's blocks
+//     and later made a version of a part would be refused by the catalog
+//     and stop ingestion), commits it in one catalog batch with a
+//     tombstone version of every part and the parts' Kafka coverage moved
+//     to it (catalog.Compact). The catalog refuses the batch if a part
+//     changed since it was read (ErrConflict); a refused batch's object is
+//     deleted.
+//
+// A crash before step 2 leaves an orphan object: the parts are still the
+// blocks, and the window is compacted again after the restart, into the
+// same object when the run is the same (catalog.Rebuild leaves out a
+// compacted object whose parts have newer objects, or that a later
+// generation's compaction of the same parts replaced). After it, the
+// compacted block is what every later snapshot reads; snapshots pinned
+// before it (training epochs) keep reading the parts, whose objects GC
+// deletes once no pin sees them (GCInterval, GCGrace). No record is in
+// two blocks at any snapshot, and coverage is unchanged, so exactly once
+// below holds as before. TestCompactionKilledMidWindow SIGKILLs a real
+// `sigctl ingest` between the two steps (SIG_TEST_COMPACT_DELAY) and checks
+// every catalogued block, now and at a pinned snapshot, against its bytes.
+// Ingestion writes no memo data: sigd concatenates the compacted block's
+// memo columns from the parts' packs for the row-wise components whose
+// parts are all memoized (package versions' Concatenator,
+// warehouse/compact's ConcatMember), and read solutions create the rest
+// pending for workers, like any new block's; training jobs keep exactly
+// once across it from its lineage (trainer/control, "Compaction").
 //
 // # Exactly once
 //
@@ -181,7 +243,8 @@
 // sig_ingest_dead_letters_total by reason code (the fixed set, zeros
 // included), sig_ingest_skipped_records_total,
 // sig_ingest_offset_commits_total and sig_ingest_offset_resets_total by
-// reason (past_end, before_start).
+// reason (past_end, before_start), sig_ingest_compactions_total and
+// sig_ingest_compacted_blocks_total.
 //
 // Readers only ever see catalogued blocks. One ingestion process per source
 // and catalog: the consumer group provides offsets and restarts, not

@@ -122,6 +122,17 @@ func verifyExactlyOnceExcept(t testing.TB, store *objstore.Store, catalogDir str
 		t.Fatal(err)
 	}
 	defer c.Close()
+	return verifyExactlyOnceInExcept(t, store, c, first, n, deleted)
+}
+
+// verifyExactlyOnceIn is verifyExactlyOnce of an open catalog.
+func verifyExactlyOnceIn(t testing.TB, store *objstore.Store, c *catalog.Catalog, first int64, n int) []block.Meta {
+	t.Helper()
+	return verifyExactlyOnceInExcept(t, store, c, first, n, nil)
+}
+
+func verifyExactlyOnceInExcept(t testing.TB, store *objstore.Store, c *catalog.Catalog, first int64, n int, deleted map[int64]bool) []block.Meta {
+	t.Helper()
 	blocks, err := c.Blocks("ads")
 	if err != nil {
 		t.Fatal(err)

@@ -104,8 +104,16 @@ type Config struct {
 	// Compression is the Arrow IPC buffer compression of the blocks'
 	// segments (block.Compression; zero: uncompressed).
 	Compression block.Compression
-	// RowsPerBlock seals a buffer when it holds this many rows.
-	// Default 100000.
+	// BlockBytes seals a buffer when its rows would encode to about this
+	// many bytes (Arrow IPC before compression, estimated from the
+	// buffer's builders: bufferBytes), and bounds what late rows may be
+	// appended to a stored block. Default DefaultBlockBytes, chosen from
+	// a measured sweep (its doc comment); negative: no byte bound.
+	BlockBytes int64
+	// RowsPerBlock, if positive, also seals a buffer when it holds this
+	// many rows and changes. Default 0: blocks are cut by bytes (issue 28:
+	// a row count is a poor proxy for what a block costs to read, which
+	// depends on the bytes and objects a reader fetches).
 	RowsPerBlock int
 	// SealAfter seals a buffer this long (wall time) after its first row,
 	// so that a quiet stream still produces blocks. Default 30s.
@@ -139,6 +147,23 @@ type Config struct {
 	// pin, still reads it (catalog.Horizon, as sigd's version GC).
 	// Default 10m; negative: none.
 	GCGrace time.Duration
+	// CompactBytes is the size compaction makes blocks of (compact.go):
+	// small blocks of a closed, quiet partition and window are compacted
+	// into blocks of at most about this many bytes. Default BlockBytes
+	// (DefaultBlockBytes when that is negative).
+	CompactBytes int64
+	// CompactQuiet is how long a partition and window must have had no
+	// new block or version before its small blocks are compacted (every
+	// later change would rewrite the compacted block whole). Default
+	// DefaultCompactQuiet; negative: never compact.
+	CompactQuiet time.Duration
+	// CompactEvery is how often the compactor looks for windows to
+	// compact. Default DefaultCompactEvery.
+	CompactEvery time.Duration
+	// BeforeCompactCommit, if set, is called after a compacted block's
+	// object is written and before its catalog batch (tests: a process
+	// killed there must leave a consistent warehouse).
+	BeforeCompactCommit func(ctx context.Context, m block.Meta)
 	// Clock times SealAfter and is the present that event times are
 	// checked against (MaxEventTimeAhead) and the watermark may not pass.
 	// Default the wall clock.
@@ -163,8 +188,11 @@ func (c *Config) EnsureDefaults() {
 	if c.Group == "" {
 		c.Group = "sig-ingest-" + c.Schema.Source
 	}
-	if c.RowsPerBlock <= 0 {
-		c.RowsPerBlock = 100_000
+	if c.BlockBytes == 0 {
+		c.BlockBytes = DefaultBlockBytes
+	}
+	if c.RowsPerBlock < 0 {
+		c.RowsPerBlock = 0
 	}
 	if c.SealAfter <= 0 {
 		c.SealAfter = 30 * time.Second
@@ -191,6 +219,18 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
+	}
+	if c.CompactBytes <= 0 {
+		c.CompactBytes = c.BlockBytes
+		if c.CompactBytes <= 0 {
+			c.CompactBytes = DefaultBlockBytes
+		}
+	}
+	if c.CompactQuiet == 0 {
+		c.CompactQuiet = DefaultCompactQuiet
+	}
+	if c.CompactEvery <= 0 {
+		c.CompactEvery = DefaultCompactEvery
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = time.Minute
@@ -227,6 +267,9 @@ type Stats struct {
 	// VersionsCollected are superseded versions removed by GC (their
 	// objects deleted).
 	VersionsCollected int64
+	// Compactions are compacted blocks catalogued, CompactedBlocks the
+	// small blocks they replaced (compact.go).
+	Compactions, CompactedBlocks int64
 	// Skipped records already in catalogued blocks (re-consumed after a
 	// restart).
 	Skipped int64
@@ -251,7 +294,11 @@ type Ingester struct {
 
 	mu    sync.Mutex
 	parts map[int32]*partState
-	dec   *record.Decoder
+	// assigned are the partitions the group gave this ingester; parts
+	// holds those a record has arrived for since (the compactor loads the
+	// others' state from the catalog to compact their windows).
+	assigned map[int32]bool
+	dec      *record.Decoder
 	// now is Clock's time at the start of the current poll (µs): the
 	// watermark never passes it, and event times may be at most
 	// MaxEventTimeAhead after it.
@@ -263,6 +310,8 @@ type Ingester struct {
 	records, rows, blocks, lateBlocks, lateRows, deadLetters, skipped, commits       atomic.Int64
 	versions, versionsLate, versionsUpdate, versionsDelete, updatedRows, deletedRows atomic.Int64
 	versionsCollected                                                                atomic.Int64
+	compactions, compactedBlocks                                                     atomic.Int64
+	cmp                                                                              compactor // Run's compaction goroutine only
 
 	// GC state (Run's goroutine only): when it last ran, and the grace
 	// period's horizon (its Grace is Config.GCGrace).
@@ -336,6 +385,7 @@ func New(cfg Config) (*Ingester, error) {
 		fp:        cfg.Schema.Fingerprint(),
 		arrowSch:  cfg.Schema.Arrow(),
 		parts:     map[int32]*partState{},
+		assigned:  map[int32]bool{},
 		dec:       record.NewDecoder(cfg.Schema, cfg.MaxRecordBytes),
 		gcHorizon: catalog.Horizon{Grace: cfg.GCGrace},
 
@@ -351,7 +401,8 @@ func (in *Ingester) Stats() Stats {
 		OffsetResets: in.offsetResets.Load(), OffsetsBehind: in.offsetsBehind.Load(),
 		Versions: in.versions.Load(), VersionsLate: in.versionsLate.Load(), VersionsUpdate: in.versionsUpdate.Load(),
 		VersionsDelete: in.versionsDelete.Load(), UpdatedRows: in.updatedRows.Load(), DeletedRows: in.deletedRows.Load(),
-		VersionsCollected:   in.versionsCollected.Load(),
+		VersionsCollected: in.versionsCollected.Load(),
+		Compactions:       in.compactions.Load(), CompactedBlocks: in.compactedBlocks.Load(),
 		DeadLettersByReason: make([]int64, len(DeadLetterReasons))}
 	for i := range st.DeadLettersByReason {
 		st.DeadLettersByReason[i] = in.deadLettersByReason[i].Load()
@@ -387,6 +438,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(in.assignPartitions),
 		kgo.OnPartitionsRevoked(in.dropPartitions),
 		kgo.OnPartitionsLost(in.dropPartitions),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
@@ -420,6 +472,16 @@ func (in *Ingester) Run(ctx context.Context) error {
 		log.Info("ingest: created topics", "topics", created)
 	}
 	log.Info("ingest: started", "group", in.cfg.Group)
+
+	if in.cfg.CompactQuiet > 0 {
+		cctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			in.compactLoop(cctx, log)
+		}()
+		defer func() { stop(); <-done }()
+	}
 
 	tick := min(in.cfg.SealAfter/4, time.Second)
 	for ctx.Err() == nil {
@@ -572,12 +634,22 @@ func (in *Ingester) partition(p int32) (*partState, error) {
 	return ps, nil
 }
 
+// assignPartitions records the partitions the group assigned.
+func (in *Ingester) assignPartitions(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, p := range m[in.cfg.Topic] {
+		in.assigned[p] = true
+	}
+}
+
 // dropPartitions forgets revoked or lost partitions: their open buffers are
 // uncommitted and will be consumed again by the next owner.
 func (in *Ingester) dropPartitions(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, p := range m[in.cfg.Topic] {
+		delete(in.assigned, p)
 		if ps := in.parts[p]; ps != nil {
 			for _, b := range ps.bufs {
 				b.release()
@@ -690,7 +762,7 @@ func (in *Ingester) handle(ctx context.Context, cl *kgo.Client, ps *partState, r
 		}
 	}
 	b.last = r.Offset
-	if b.rows+b.nchanges >= in.cfg.RowsPerBlock {
+	if in.full(b) {
 		if err := in.seal(ctx, cl, ps, b); err != nil {
 			return err
 		}

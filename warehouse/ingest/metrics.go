@@ -16,6 +16,10 @@ const (
 	MetricVersions     = "sig_ingest_block_versions_total"
 	MetricChangedRows  = "sig_ingest_changed_rows_total"
 	MetricCollected    = "sig_ingest_versions_collected_total"
+	// Compaction (issue 28): compacted blocks catalogued, and the small
+	// blocks they replaced.
+	MetricCompactions     = "sig_ingest_compactions_total"
+	MetricCompactedBlocks = "sig_ingest_compacted_blocks_total"
 )
 
 // VersionKinds label MetricVersions: what made a block version (one
@@ -48,6 +52,12 @@ var (
 	descCollected = prometheus.NewDesc(MetricCollected,
 		"Superseded raw block versions no catalog pin and not the present sees, removed from the catalog and their objects deleted.",
 		[]string{"source"}, nil)
+	descCompactions = prometheus.NewDesc(MetricCompactions,
+		"Compacted blocks catalogued: the small blocks of a closed, quiet partition and window rewritten as one block, with its lineage.",
+		[]string{"source"}, nil)
+	descCompactedBlocks = prometheus.NewDesc(MetricCompactedBlocks,
+		"Small blocks compacted into larger ones (ended by a tombstone version; their objects go once no pinned snapshot sees them).",
+		[]string{"source"}, nil)
 	descChangedRows = prometheus.NewDesc(MetricChangedRows,
 		"Rows of sealed raw blocks changed by new versions, by kind: update (columns overwritten), delete (removed).",
 		[]string{"source", "kind"}, nil)
@@ -64,7 +74,8 @@ type collector []*Ingester
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRecords, descRows, descBlocks, descLateBlocks, descLateRows,
-		descDeadLetters, descSkipped, descCommits, descOffsetResets, descVersions, descChangedRows, descCollected} {
+		descDeadLetters, descSkipped, descCommits, descOffsetResets, descVersions, descChangedRows, descCollected,
+		descCompactions, descCompactedBlocks} {
 		ch <- d
 	}
 }
@@ -94,5 +105,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descChangedRows, st.UpdatedRows, src, "update")
 		counter(descChangedRows, st.DeletedRows, src, "delete")
 		counter(descCollected, st.VersionsCollected, src)
+		counter(descCompactions, st.Compactions, src)
+		counter(descCompactedBlocks, st.CompactedBlocks, src)
 	}
 }

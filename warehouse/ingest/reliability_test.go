@@ -65,17 +65,42 @@ func sigctl(t *testing.T) string {
 // ingestProc is a `sigctl ingest` subprocess.
 type ingestProc struct {
 	cmd  *exec.Cmd
-	out  bytes.Buffer
+	out  syncBuffer
 	done chan error
 }
 
+// syncBuffer is a bytes.Buffer the process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func (e *env) startIngestProc(t *testing.T, extra ...string) *ingestProc {
+	t.Helper()
+	return e.startIngestProcEnv(t, nil, extra...)
+}
+
+// startIngestProcEnv starts `sigctl ingest` with environment variables
+// env besides the store's.
+func (e *env) startIngestProcEnv(t *testing.T, env []string, extra ...string) *ingestProc {
 	t.Helper()
 	args := append([]string{"ingest", "--kafka-brokers", strings.Join(e.kafka.Brokers, ","),
 		"--catalog", e.catalogDir, "--s3-bucket", "warehouse", "--instance-id", "ingest-0",
 		"--rows-per-block", "20000", "--seal-after", "2s", "--log-level", "warn"}, extra...)
 	p := &ingestProc{cmd: exec.Command(sigctl(t), args...), done: make(chan error, 1)}
-	p.cmd.Env = append(os.Environ(),
+	p.cmd.Env = append(append(os.Environ(), env...),
 		"SIG_S3_ENDPOINT="+e.minio.Endpoint,
 		"SIG_S3_ACCESS_KEY="+e.minio.AccessKey,
 		"SIG_S3_SECRET_KEY="+e.minio.SecretKey)

@@ -653,7 +653,12 @@ type BlockRead struct {
 	// Empty when memo_object holds this component alone (its column
 	// "value"), as every object written before packs, and while the block is
 	// pending or failed.
-	MemoColumn    string `protobuf:"bytes,10,opt,name=memo_column,json=memoColumn,proto3" json:"memo_column,omitempty"`
+	MemoColumn string `protobuf:"bytes,10,opt,name=memo_column,json=memoColumn,proto3" json:"memo_column,omitempty"`
+	// Compaction (issue 28): in raw_blocks, a compacted block's lineage, the
+	// small blocks whose rows its version 1 holds, in row order, each as
+	// block_id, version (the one compacted) and rows. A training job that
+	// trained some of them does not train their rows again in version 1.
+	Parts         []*BlockRead `protobuf:"bytes,11,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,6 +761,13 @@ func (x *BlockRead) GetMemoColumn() string {
 		return x.MemoColumn
 	}
 	return ""
+}
+
+func (x *BlockRead) GetParts() []*BlockRead {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
 }
 
 // InputSolution is the read solution of one model input: the component that
@@ -5634,7 +5646,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"EventRange\x12!\n" +
 	"\fstart_micros\x18\x01 \x01(\x03R\vstartMicros\x12\x1d\n" +
 	"\n" +
-	"end_micros\x18\x02 \x01(\x03R\tendMicros\"\xb9\x02\n" +
+	"end_micros\x18\x02 \x01(\x03R\tendMicros\"\xe2\x02\n" +
 	"\tBlockRead\x12\x19\n" +
 	"\bblock_id\x18\x01 \x01(\tR\ablockId\x12\x1d\n" +
 	"\n" +
@@ -5649,7 +5661,8 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\aversion\x18\t \x01(\x03R\aversion\x12\x1f\n" +
 	"\vmemo_column\x18\n" +
 	" \x01(\tR\n" +
-	"memoColumn\"\xd0\x02\n" +
+	"memoColumn\x12'\n" +
+	"\x05parts\x18\v \x03(\v2\x11.sig.v1.BlockReadR\x05parts\"\xd0\x02\n" +
 	"\rInputSolution\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12#\n" +
 	"\rcomponent_key\x18\x02 \x01(\tR\fcomponentKey\x12\x12\n" +
@@ -6193,115 +6206,116 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	6,  // 5: sig.v1.GraphSpec.graph:type_name -> sig.v1.Graph
 	0,  // 6: sig.v1.BlockRead.state:type_name -> sig.v1.BlockState
 	8,  // 7: sig.v1.BlockRead.events:type_name -> sig.v1.EventRange
-	9,  // 8: sig.v1.InputSolution.blocks:type_name -> sig.v1.BlockRead
-	11, // 9: sig.v1.InputSolution.memo_nodes:type_name -> sig.v1.MemoNode
-	9,  // 10: sig.v1.MemoNode.blocks:type_name -> sig.v1.BlockRead
-	8,  // 11: sig.v1.ReadSolution.range:type_name -> sig.v1.EventRange
-	10, // 12: sig.v1.ReadSolution.inputs:type_name -> sig.v1.InputSolution
-	9,  // 13: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
-	7,  // 14: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
-	8,  // 15: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	79, // 16: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
-	12, // 17: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
-	8,  // 18: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	8,  // 19: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	9,  // 20: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
-	12, // 21: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
-	21, // 22: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	82, // 23: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
-	26, // 24: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
-	26, // 25: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
-	9,  // 26: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
-	0,  // 27: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
-	0,  // 28: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	82, // 29: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
-	37, // 30: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
-	40, // 31: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
-	40, // 32: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
-	8,  // 33: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
-	8,  // 34: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
-	45, // 35: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	82, // 36: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	47, // 37: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	82, // 38: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
-	52, // 39: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
-	82, // 40: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	80, // 41: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	57, // 42: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	63, // 43: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
-	62, // 44: sig.v1.Task.repack:type_name -> sig.v1.PackedMember
-	83, // 45: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	61, // 46: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	82, // 47: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	66, // 48: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
-	61, // 49: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
-	82, // 50: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
-	82, // 51: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	81, // 52: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	62, // 53: sig.v1.CompleteTaskRequest.moved:type_name -> sig.v1.PackedMember
-	74, // 54: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	82, // 55: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	73, // 56: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	73, // 57: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	13, // 58: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	15, // 59: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	17, // 60: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
-	19, // 61: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
-	16, // 62: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	23, // 63: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	25, // 64: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	28, // 65: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	30, // 66: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	32, // 67: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	34, // 68: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	36, // 69: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	39, // 70: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	42, // 71: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	44, // 72: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	48, // 73: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	50, // 74: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	53, // 75: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
-	55, // 76: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
-	57, // 77: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	59, // 78: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	64, // 79: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	67, // 80: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	69, // 81: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	71, // 82: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	75, // 83: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	77, // 84: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 85: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 86: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 87: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
-	20, // 88: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
-	22, // 89: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	24, // 90: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	27, // 91: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	29, // 92: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	31, // 93: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	33, // 94: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	35, // 95: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	38, // 96: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	41, // 97: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	43, // 98: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	46, // 99: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	49, // 100: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	51, // 101: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	54, // 102: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
-	56, // 103: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
-	58, // 104: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	60, // 105: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	65, // 106: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	68, // 107: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	70, // 108: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	72, // 109: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	76, // 110: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	78, // 111: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	85, // [85:112] is the sub-list for method output_type
-	58, // [58:85] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	9,  // 8: sig.v1.BlockRead.parts:type_name -> sig.v1.BlockRead
+	9,  // 9: sig.v1.InputSolution.blocks:type_name -> sig.v1.BlockRead
+	11, // 10: sig.v1.InputSolution.memo_nodes:type_name -> sig.v1.MemoNode
+	9,  // 11: sig.v1.MemoNode.blocks:type_name -> sig.v1.BlockRead
+	8,  // 12: sig.v1.ReadSolution.range:type_name -> sig.v1.EventRange
+	10, // 13: sig.v1.ReadSolution.inputs:type_name -> sig.v1.InputSolution
+	9,  // 14: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
+	7,  // 15: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
+	8,  // 16: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
+	79, // 17: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	12, // 18: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
+	8,  // 19: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	8,  // 20: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	9,  // 21: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
+	12, // 22: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
+	21, // 23: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
+	82, // 24: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	26, // 25: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
+	26, // 26: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
+	9,  // 27: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
+	0,  // 28: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
+	0,  // 29: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
+	82, // 30: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	37, // 31: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
+	40, // 32: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
+	40, // 33: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
+	8,  // 34: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
+	8,  // 35: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
+	45, // 36: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
+	82, // 37: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	47, // 38: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	82, // 39: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
+	52, // 40: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
+	82, // 41: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	80, // 42: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	57, // 43: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	63, // 44: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	62, // 45: sig.v1.Task.repack:type_name -> sig.v1.PackedMember
+	83, // 46: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	61, // 47: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	82, // 48: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	66, // 49: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
+	61, // 50: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
+	82, // 51: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	82, // 52: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	81, // 53: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	62, // 54: sig.v1.CompleteTaskRequest.moved:type_name -> sig.v1.PackedMember
+	74, // 55: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	82, // 56: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	73, // 57: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	73, // 58: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	13, // 59: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	15, // 60: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	17, // 61: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
+	19, // 62: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
+	16, // 63: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	23, // 64: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	25, // 65: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	28, // 66: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	30, // 67: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	32, // 68: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	34, // 69: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	36, // 70: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	39, // 71: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	42, // 72: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	44, // 73: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	48, // 74: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	50, // 75: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	53, // 76: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
+	55, // 77: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
+	57, // 78: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	59, // 79: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	64, // 80: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	67, // 81: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	69, // 82: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	71, // 83: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	75, // 84: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	77, // 85: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	14, // 86: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	12, // 87: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	18, // 88: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
+	20, // 89: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
+	22, // 90: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	24, // 91: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	27, // 92: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	29, // 93: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	31, // 94: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	33, // 95: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	35, // 96: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	38, // 97: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	41, // 98: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	43, // 99: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	46, // 100: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	49, // 101: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	51, // 102: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	54, // 103: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
+	56, // 104: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
+	58, // 105: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	60, // 106: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	65, // 107: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	68, // 108: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	70, // 109: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	72, // 110: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	76, // 111: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	78, // 112: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	86, // [86:113] is the sub-list for method output_type
+	59, // [59:86] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }

@@ -1126,9 +1126,12 @@ func (x *StartAttempt) GetPhase() string {
 }
 
 type Assign struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attempt       uint64                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Units         []*v1.WorkUnit         `protobuf:"bytes,2,rep,name=units,proto3" json:"units,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Attempt uint64                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Units   []*v1.WorkUnit         `protobuf:"bytes,2,rep,name=units,proto3" json:"units,omitempty"`
+	// Rows of units not to train (issue 28): of a compacted block, the rows
+	// of its parts the job trained before the compaction. Absent: every row.
+	Skips         []*UnitSkip `protobuf:"bytes,3,rep,name=skips,proto3" json:"skips,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1177,6 +1180,75 @@ func (x *Assign) GetUnits() []*v1.WorkUnit {
 	return nil
 }
 
+func (x *Assign) GetSkips() []*UnitSkip {
+	if x != nil {
+		return x.Skips
+	}
+	return nil
+}
+
+// UnitSkip: the host reads unit_id whole and trains none of its rows in
+// [starts[i], ends[i]), ranges sorted and disjoint.
+type UnitSkip struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UnitId        string                 `protobuf:"bytes,1,opt,name=unit_id,json=unitId,proto3" json:"unit_id,omitempty"`
+	Starts        []int64                `protobuf:"varint,2,rep,packed,name=starts,proto3" json:"starts,omitempty"`
+	Ends          []int64                `protobuf:"varint,3,rep,packed,name=ends,proto3" json:"ends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnitSkip) Reset() {
+	*x = UnitSkip{}
+	mi := &file_trainer_v1_trainer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnitSkip) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnitSkip) ProtoMessage() {}
+
+func (x *UnitSkip) ProtoReflect() protoreflect.Message {
+	mi := &file_trainer_v1_trainer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnitSkip.ProtoReflect.Descriptor instead.
+func (*UnitSkip) Descriptor() ([]byte, []int) {
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UnitSkip) GetUnitId() string {
+	if x != nil {
+		return x.UnitId
+	}
+	return ""
+}
+
+func (x *UnitSkip) GetStarts() []int64 {
+	if x != nil {
+		return x.Starts
+	}
+	return nil
+}
+
+func (x *UnitSkip) GetEnds() []int64 {
+	if x != nil {
+		return x.Ends
+	}
+	return nil
+}
+
 // Drain: no more units in this attempt; finish the outstanding ones and
 // send the final batch.
 type Drain struct {
@@ -1189,7 +1261,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[15]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1273,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[15]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1286,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{15}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Drain) GetAttempt() uint64 {
@@ -1242,7 +1314,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[16]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1326,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[16]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1339,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{16}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Ack) GetAttempt() uint64 {
@@ -1295,7 +1367,7 @@ type Abort struct {
 
 func (x *Abort) Reset() {
 	*x = Abort{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[17]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1379,7 @@ func (x *Abort) String() string {
 func (*Abort) ProtoMessage() {}
 
 func (x *Abort) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[17]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1392,7 @@ func (x *Abort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Abort.ProtoReflect.Descriptor instead.
 func (*Abort) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{17}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Abort) GetAttempt() uint64 {
@@ -1348,7 +1420,7 @@ type PreemptNotice struct {
 
 func (x *PreemptNotice) Reset() {
 	*x = PreemptNotice{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[18]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1432,7 @@ func (x *PreemptNotice) String() string {
 func (*PreemptNotice) ProtoMessage() {}
 
 func (x *PreemptNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[18]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1445,7 @@ func (x *PreemptNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreemptNotice.ProtoReflect.Descriptor instead.
 func (*PreemptNotice) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{18}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PreemptNotice) GetDeadline() *timestamppb.Timestamp {
@@ -1401,7 +1473,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[19]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1485,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[19]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1498,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{19}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Exit) GetReason() string {
@@ -1449,7 +1521,7 @@ type PreemptRequest struct {
 
 func (x *PreemptRequest) Reset() {
 	*x = PreemptRequest{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[20]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1533,7 @@ func (x *PreemptRequest) String() string {
 func (*PreemptRequest) ProtoMessage() {}
 
 func (x *PreemptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[20]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1546,7 @@ func (x *PreemptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreemptRequest.ProtoReflect.Descriptor instead.
 func (*PreemptRequest) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{20}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PreemptRequest) GetNotice() *durationpb.Duration {
@@ -1507,7 +1579,7 @@ type PreemptResponse struct {
 
 func (x *PreemptResponse) Reset() {
 	*x = PreemptResponse{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[21]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1591,7 @@ func (x *PreemptResponse) String() string {
 func (*PreemptResponse) ProtoMessage() {}
 
 func (x *PreemptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[21]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1604,7 @@ func (x *PreemptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreemptResponse.ProtoReflect.Descriptor instead.
 func (*PreemptResponse) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{21}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PreemptResponse) GetDeadline() *timestamppb.Timestamp {
@@ -1557,7 +1629,7 @@ type HoldInfo struct {
 
 func (x *HoldInfo) Reset() {
 	*x = HoldInfo{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[22]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1641,7 @@ func (x *HoldInfo) String() string {
 func (*HoldInfo) ProtoMessage() {}
 
 func (x *HoldInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[22]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1654,7 @@ func (x *HoldInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldInfo.ProtoReflect.Descriptor instead.
 func (*HoldInfo) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{22}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HoldInfo) GetId() uint64 {
@@ -1635,7 +1707,7 @@ type ListHoldsRequest struct {
 
 func (x *ListHoldsRequest) Reset() {
 	*x = ListHoldsRequest{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[23]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1719,7 @@ func (x *ListHoldsRequest) String() string {
 func (*ListHoldsRequest) ProtoMessage() {}
 
 func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[23]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1732,7 @@ func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{23}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{24}
 }
 
 type ListHoldsResponse struct {
@@ -1672,7 +1744,7 @@ type ListHoldsResponse struct {
 
 func (x *ListHoldsResponse) Reset() {
 	*x = ListHoldsResponse{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[24]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1756,7 @@ func (x *ListHoldsResponse) String() string {
 func (*ListHoldsResponse) ProtoMessage() {}
 
 func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[24]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1769,7 @@ func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{24}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListHoldsResponse) GetHolds() []*HoldInfo {
@@ -1719,7 +1791,7 @@ type ReleaseHoldRequest struct {
 
 func (x *ReleaseHoldRequest) Reset() {
 	*x = ReleaseHoldRequest{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[25]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1803,7 @@ func (x *ReleaseHoldRequest) String() string {
 func (*ReleaseHoldRequest) ProtoMessage() {}
 
 func (x *ReleaseHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[25]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1816,7 @@ func (x *ReleaseHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseHoldRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseHoldRequest) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{25}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReleaseHoldRequest) GetId() uint64 {
@@ -1770,7 +1842,7 @@ type ReleaseHoldResponse struct {
 
 func (x *ReleaseHoldResponse) Reset() {
 	*x = ReleaseHoldResponse{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[26]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1854,7 @@ func (x *ReleaseHoldResponse) String() string {
 func (*ReleaseHoldResponse) ProtoMessage() {}
 
 func (x *ReleaseHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[26]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1867,7 @@ func (x *ReleaseHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseHoldResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseHoldResponse) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{26}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReleaseHoldResponse) GetReleased() *HoldInfo {
@@ -1813,7 +1885,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[27]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1897,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[27]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1910,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{27}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{28}
 }
 
 type StatusResponse struct {
@@ -1869,7 +1941,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[28]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +1953,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[28]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +1966,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{28}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatusResponse) GetJob() string {
@@ -2114,10 +2186,15 @@ const file_trainer_v1_trainer_proto_rawDesc = "" +
 	"\x04type\x18\x02 \x01(\tR\x04type\">\n" +
 	"\fStartAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x04R\aattempt\x12\x14\n" +
-	"\x05phase\x18\x02 \x01(\tR\x05phase\"Q\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\"\x81\x01\n" +
 	"\x06Assign\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x04R\aattempt\x12-\n" +
-	"\x05units\x18\x02 \x03(\v2\x17.sig.reader.v1.WorkUnitR\x05units\"9\n" +
+	"\x05units\x18\x02 \x03(\v2\x17.sig.reader.v1.WorkUnitR\x05units\x12.\n" +
+	"\x05skips\x18\x03 \x03(\v2\x18.sig.trainer.v1.UnitSkipR\x05skips\"O\n" +
+	"\bUnitSkip\x12\x17\n" +
+	"\aunit_id\x18\x01 \x01(\tR\x06unitId\x12\x16\n" +
+	"\x06starts\x18\x02 \x03(\x03R\x06starts\x12\x12\n" +
+	"\x04ends\x18\x03 \x03(\x03R\x04ends\"9\n" +
 	"\x05Drain\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x04R\aattempt\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"1\n" +
@@ -2199,7 +2276,7 @@ func file_trainer_v1_trainer_proto_rawDescGZIP() []byte {
 	return file_trainer_v1_trainer_proto_rawDescData
 }
 
-var file_trainer_v1_trainer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_trainer_v1_trainer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_trainer_v1_trainer_proto_goTypes = []any{
 	(*HostMessage)(nil),           // 0: sig.trainer.v1.HostMessage
 	(*Hello)(nil),                 // 1: sig.trainer.v1.Hello
@@ -2216,24 +2293,25 @@ var file_trainer_v1_trainer_proto_goTypes = []any{
 	(*Input)(nil),                 // 12: sig.trainer.v1.Input
 	(*StartAttempt)(nil),          // 13: sig.trainer.v1.StartAttempt
 	(*Assign)(nil),                // 14: sig.trainer.v1.Assign
-	(*Drain)(nil),                 // 15: sig.trainer.v1.Drain
-	(*Ack)(nil),                   // 16: sig.trainer.v1.Ack
-	(*Abort)(nil),                 // 17: sig.trainer.v1.Abort
-	(*PreemptNotice)(nil),         // 18: sig.trainer.v1.PreemptNotice
-	(*Exit)(nil),                  // 19: sig.trainer.v1.Exit
-	(*PreemptRequest)(nil),        // 20: sig.trainer.v1.PreemptRequest
-	(*PreemptResponse)(nil),       // 21: sig.trainer.v1.PreemptResponse
-	(*HoldInfo)(nil),              // 22: sig.trainer.v1.HoldInfo
-	(*ListHoldsRequest)(nil),      // 23: sig.trainer.v1.ListHoldsRequest
-	(*ListHoldsResponse)(nil),     // 24: sig.trainer.v1.ListHoldsResponse
-	(*ReleaseHoldRequest)(nil),    // 25: sig.trainer.v1.ReleaseHoldRequest
-	(*ReleaseHoldResponse)(nil),   // 26: sig.trainer.v1.ReleaseHoldResponse
-	(*StatusRequest)(nil),         // 27: sig.trainer.v1.StatusRequest
-	(*StatusResponse)(nil),        // 28: sig.trainer.v1.StatusResponse
-	nil,                           // 29: sig.trainer.v1.StatusResponse.ChipSecondsEntry
-	(*v1.WorkUnit)(nil),           // 30: sig.reader.v1.WorkUnit
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
+	(*UnitSkip)(nil),              // 15: sig.trainer.v1.UnitSkip
+	(*Drain)(nil),                 // 16: sig.trainer.v1.Drain
+	(*Ack)(nil),                   // 17: sig.trainer.v1.Ack
+	(*Abort)(nil),                 // 18: sig.trainer.v1.Abort
+	(*PreemptNotice)(nil),         // 19: sig.trainer.v1.PreemptNotice
+	(*Exit)(nil),                  // 20: sig.trainer.v1.Exit
+	(*PreemptRequest)(nil),        // 21: sig.trainer.v1.PreemptRequest
+	(*PreemptResponse)(nil),       // 22: sig.trainer.v1.PreemptResponse
+	(*HoldInfo)(nil),              // 23: sig.trainer.v1.HoldInfo
+	(*ListHoldsRequest)(nil),      // 24: sig.trainer.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),     // 25: sig.trainer.v1.ListHoldsResponse
+	(*ReleaseHoldRequest)(nil),    // 26: sig.trainer.v1.ReleaseHoldRequest
+	(*ReleaseHoldResponse)(nil),   // 27: sig.trainer.v1.ReleaseHoldResponse
+	(*StatusRequest)(nil),         // 28: sig.trainer.v1.StatusRequest
+	(*StatusResponse)(nil),        // 29: sig.trainer.v1.StatusResponse
+	nil,                           // 30: sig.trainer.v1.StatusResponse.ChipSecondsEntry
+	(*v1.WorkUnit)(nil),           // 31: sig.reader.v1.WorkUnit
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
 }
 var file_trainer_v1_trainer_proto_depIdxs = []int32{
 	1,  // 0: sig.trainer.v1.HostMessage.hello:type_name -> sig.trainer.v1.Hello
@@ -2241,7 +2319,7 @@ var file_trainer_v1_trainer_proto_depIdxs = []int32{
 	3,  // 2: sig.trainer.v1.HostMessage.unit_read:type_name -> sig.trainer.v1.UnitRead
 	4,  // 3: sig.trainer.v1.HostMessage.unit_failed:type_name -> sig.trainer.v1.UnitFailed
 	5,  // 4: sig.trainer.v1.HostMessage.batch:type_name -> sig.trainer.v1.Batch
-	20, // 5: sig.trainer.v1.HostMessage.preempt:type_name -> sig.trainer.v1.PreemptRequest
+	21, // 5: sig.trainer.v1.HostMessage.preempt:type_name -> sig.trainer.v1.PreemptRequest
 	6,  // 6: sig.trainer.v1.Batch.unit_rows:type_name -> sig.trainer.v1.UnitRows
 	7,  // 7: sig.trainer.v1.Batch.examples:type_name -> sig.trainer.v1.Examples
 	8,  // 8: sig.trainer.v1.Examples.sparse:type_name -> sig.trainer.v1.SparseColumn
@@ -2249,36 +2327,37 @@ var file_trainer_v1_trainer_proto_depIdxs = []int32{
 	11, // 10: sig.trainer.v1.ControllerMessage.welcome:type_name -> sig.trainer.v1.Welcome
 	13, // 11: sig.trainer.v1.ControllerMessage.start:type_name -> sig.trainer.v1.StartAttempt
 	14, // 12: sig.trainer.v1.ControllerMessage.assign:type_name -> sig.trainer.v1.Assign
-	15, // 13: sig.trainer.v1.ControllerMessage.drain:type_name -> sig.trainer.v1.Drain
-	16, // 14: sig.trainer.v1.ControllerMessage.ack:type_name -> sig.trainer.v1.Ack
-	17, // 15: sig.trainer.v1.ControllerMessage.abort:type_name -> sig.trainer.v1.Abort
-	18, // 16: sig.trainer.v1.ControllerMessage.preempt:type_name -> sig.trainer.v1.PreemptNotice
-	19, // 17: sig.trainer.v1.ControllerMessage.exit:type_name -> sig.trainer.v1.Exit
+	16, // 13: sig.trainer.v1.ControllerMessage.drain:type_name -> sig.trainer.v1.Drain
+	17, // 14: sig.trainer.v1.ControllerMessage.ack:type_name -> sig.trainer.v1.Ack
+	18, // 15: sig.trainer.v1.ControllerMessage.abort:type_name -> sig.trainer.v1.Abort
+	19, // 16: sig.trainer.v1.ControllerMessage.preempt:type_name -> sig.trainer.v1.PreemptNotice
+	20, // 17: sig.trainer.v1.ControllerMessage.exit:type_name -> sig.trainer.v1.Exit
 	12, // 18: sig.trainer.v1.Welcome.inputs:type_name -> sig.trainer.v1.Input
-	30, // 19: sig.trainer.v1.Assign.units:type_name -> sig.reader.v1.WorkUnit
-	31, // 20: sig.trainer.v1.PreemptNotice.deadline:type_name -> google.protobuf.Timestamp
-	32, // 21: sig.trainer.v1.PreemptRequest.notice:type_name -> google.protobuf.Duration
-	31, // 22: sig.trainer.v1.PreemptResponse.deadline:type_name -> google.protobuf.Timestamp
-	31, // 23: sig.trainer.v1.HoldInfo.since:type_name -> google.protobuf.Timestamp
-	22, // 24: sig.trainer.v1.ListHoldsResponse.holds:type_name -> sig.trainer.v1.HoldInfo
-	22, // 25: sig.trainer.v1.ReleaseHoldResponse.released:type_name -> sig.trainer.v1.HoldInfo
-	22, // 26: sig.trainer.v1.StatusResponse.hold:type_name -> sig.trainer.v1.HoldInfo
-	29, // 27: sig.trainer.v1.StatusResponse.chip_seconds:type_name -> sig.trainer.v1.StatusResponse.ChipSecondsEntry
-	0,  // 28: sig.trainer.v1.Controller.Session:input_type -> sig.trainer.v1.HostMessage
-	20, // 29: sig.trainer.v1.Controller.Preempt:input_type -> sig.trainer.v1.PreemptRequest
-	23, // 30: sig.trainer.v1.Controller.ListHolds:input_type -> sig.trainer.v1.ListHoldsRequest
-	25, // 31: sig.trainer.v1.Controller.ReleaseHold:input_type -> sig.trainer.v1.ReleaseHoldRequest
-	27, // 32: sig.trainer.v1.Controller.Status:input_type -> sig.trainer.v1.StatusRequest
-	10, // 33: sig.trainer.v1.Controller.Session:output_type -> sig.trainer.v1.ControllerMessage
-	21, // 34: sig.trainer.v1.Controller.Preempt:output_type -> sig.trainer.v1.PreemptResponse
-	24, // 35: sig.trainer.v1.Controller.ListHolds:output_type -> sig.trainer.v1.ListHoldsResponse
-	26, // 36: sig.trainer.v1.Controller.ReleaseHold:output_type -> sig.trainer.v1.ReleaseHoldResponse
-	28, // 37: sig.trainer.v1.Controller.Status:output_type -> sig.trainer.v1.StatusResponse
-	33, // [33:38] is the sub-list for method output_type
-	28, // [28:33] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	31, // 19: sig.trainer.v1.Assign.units:type_name -> sig.reader.v1.WorkUnit
+	15, // 20: sig.trainer.v1.Assign.skips:type_name -> sig.trainer.v1.UnitSkip
+	32, // 21: sig.trainer.v1.PreemptNotice.deadline:type_name -> google.protobuf.Timestamp
+	33, // 22: sig.trainer.v1.PreemptRequest.notice:type_name -> google.protobuf.Duration
+	32, // 23: sig.trainer.v1.PreemptResponse.deadline:type_name -> google.protobuf.Timestamp
+	32, // 24: sig.trainer.v1.HoldInfo.since:type_name -> google.protobuf.Timestamp
+	23, // 25: sig.trainer.v1.ListHoldsResponse.holds:type_name -> sig.trainer.v1.HoldInfo
+	23, // 26: sig.trainer.v1.ReleaseHoldResponse.released:type_name -> sig.trainer.v1.HoldInfo
+	23, // 27: sig.trainer.v1.StatusResponse.hold:type_name -> sig.trainer.v1.HoldInfo
+	30, // 28: sig.trainer.v1.StatusResponse.chip_seconds:type_name -> sig.trainer.v1.StatusResponse.ChipSecondsEntry
+	0,  // 29: sig.trainer.v1.Controller.Session:input_type -> sig.trainer.v1.HostMessage
+	21, // 30: sig.trainer.v1.Controller.Preempt:input_type -> sig.trainer.v1.PreemptRequest
+	24, // 31: sig.trainer.v1.Controller.ListHolds:input_type -> sig.trainer.v1.ListHoldsRequest
+	26, // 32: sig.trainer.v1.Controller.ReleaseHold:input_type -> sig.trainer.v1.ReleaseHoldRequest
+	28, // 33: sig.trainer.v1.Controller.Status:input_type -> sig.trainer.v1.StatusRequest
+	10, // 34: sig.trainer.v1.Controller.Session:output_type -> sig.trainer.v1.ControllerMessage
+	22, // 35: sig.trainer.v1.Controller.Preempt:output_type -> sig.trainer.v1.PreemptResponse
+	25, // 36: sig.trainer.v1.Controller.ListHolds:output_type -> sig.trainer.v1.ListHoldsResponse
+	27, // 37: sig.trainer.v1.Controller.ReleaseHold:output_type -> sig.trainer.v1.ReleaseHoldResponse
+	29, // 38: sig.trainer.v1.Controller.Status:output_type -> sig.trainer.v1.StatusResponse
+	34, // [34:39] is the sub-list for method output_type
+	29, // [29:34] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_trainer_v1_trainer_proto_init() }
@@ -2310,7 +2389,7 @@ func file_trainer_v1_trainer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trainer_v1_trainer_proto_rawDesc), len(file_trainer_v1_trainer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
