@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Reclaim at the next pack (issue 28): the 30-pipeline fleet at 10,000-row
 # blocks run three times, one after another on the same machine, with
-# repacking off (--repack=false), at the default size tier
-# (--repack-below 2 MiB) and merging every pack (--repack-below -1), and a
+# repacking off (the default), on at its default size tier (--repack,
+# --repack-below 2 MiB) and merging every pack (--repack-below -1), and a
 # line each into bench/repack.txt: the SIG reader's object-store requests
 # per unit read, the workers', MinIO's and the readers' CPU, SIG/LIG
 # process CPU with and without MinIO's, and the requests priced at S3's
@@ -16,14 +16,14 @@ go build -o "$bin/" ./cmd/sigctl ./cmd/sigd ./cmd/reader
 mkdir -p bench/repack
 small=(--seed 1 --pipelines 30 --clients 6 --epochs 4 --rows-per-block 10000)
 {
-	echo "# bench/repack.sh: sigctl fleet ${small[*]} --sigd-flag F, F = --repack=false, --repack-below=2097152 (the default), --repack-below=-1"
+	echo "# bench/repack.sh: sigctl fleet ${small[*]} --sigd-flag F, F = none (the default: no repack), --repack (below 2 MiB), --repack,--repack-below=-1"
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(go version | cut -d' ' -f3-) $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 	echo "# req/unit = object-store requests MinIO served the SIG reader per unit read; CPU seconds per process; SIG/LIG = (workers + SIG reader) / LIG reader;"
 	echo "# +MinIO = the same with MinIO's CPU each side caused; USD = requests at S3's prices + CPU at an EC2 core-hour, workers + SIG reader (modelled)"
 	printf '%-22s %9s %9s %9s %9s %9s %8s %8s %9s %6s\n' repack 'req/unit' workers 'sig rdr' 'lig rdr' minio SIG/LIG +MinIO 'USD sig' checks
-	for arm in off:--repack=false tier2MiB:--repack-below=2097152 all:--repack-below=-1; do
+	for arm in off: tier2MiB:--repack all:--repack,--repack-below=-1; do
 		name=${arm%%:*} flag=${arm#*:}
-		"$bin/sigctl" fleet "${small[@]}" --sigd-flag="$flag" --out "bench/repack/$name.json" >/dev/null
+		"$bin/sigctl" fleet "${small[@]}" ${flag:+--sigd-flag="$flag"} --out "bench/repack/$name.json" >/dev/null
 		jq -r --arg name "$name" '.cpu as $c | [$name,
 			(.store.sig_reader.by_api // {} | add // 0) / .store.units,
 			$c.worker, $c.sig_reader, $c.lig_reader, $c.minio,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -382,22 +383,30 @@ func TestEvictionBetweenBatchCompletions(t *testing.T) {
 			if err := complete(&matching.Memos{Frontend: s.f, Clock: s.clk, Stat: stat}, first); err != nil {
 				t.Fatal(err)
 			}
-			// price's completion: the pack found, then ids evicted before
-			// price's entry switches.
+			// price's completion racing the eviction of ids. A pack some
+			// entry names is not stat'ed again (Memos' statPack: nothing
+			// deletes a named pack while a completion holds its side of
+			// the lock), so the eviction starts as the completion does
+			// and, where the completion does stat the pack (ids already
+			// gone), from inside the check, waiting 300 ms for it there.
 			evicted := make(chan error, 1)
+			var once sync.Once
+			evict := func() {
+				once.Do(func() {
+					go func() {
+						var err error
+						if how == "component" {
+							_, err = s.ev.Evict(s.ctx, eviction.Target{Components: []canon.Key{ids}}, "op", "race")
+						} else {
+							_, err = s.ev.EvictBlock(s.ctx, ids, b0, "op", "race")
+						}
+						evicted <- err
+					}()
+				})
+			}
 			raced := &matching.Memos{Frontend: s.f, Clock: s.clk, Stat: func(ctx context.Context, key string) error {
 				err := stat(ctx, key)
-				go func() {
-					var err error
-					if how == "component" {
-						_, err = s.ev.Evict(s.ctx, eviction.Target{Components: []canon.Key{ids}}, "op", "race")
-					} else {
-						_, err = s.ev.EvictBlock(s.ctx, ids, b0, "op", "race")
-					}
-					evicted <- err
-				}()
-				// Long enough for an eviction that does not wait for the
-				// completion to delete the pack.
+				evict()
 				select {
 				case err := <-evicted:
 					evicted <- err
@@ -405,11 +414,19 @@ func TestEvictionBetweenBatchCompletions(t *testing.T) {
 				}
 				return err
 			}}
-			if err := complete(raced, second); err != nil {
-				t.Fatalf("price's completion: %v", err)
-			}
+			evict()
+			cerr := complete(raced, second)
 			if err := <-evicted; err != nil {
 				t.Fatal(err)
+			}
+			if cerr != nil {
+				// The eviction deleted the pack first: the completion
+				// failed, and price's entry is still pending (its task
+				// runs again), never ready without its pack.
+				if e := s.memo(price, b0); e.State == matching.MemoReady {
+					t.Fatalf("price's completion failed (%v) but its entry is ready: %+v", cerr, e)
+				}
+				return
 			}
 			if _, err := s.f.Cache().Memo(ids, b0); !errors.Is(err, matching.ErrNotFound) {
 				t.Fatalf("evicted entry: %v", err)

@@ -57,7 +57,7 @@ const DefaultMaxQueuedPerClient = 100_000
 // blocks (3.5 ms a task: 20.1 s over 5,670 tasks in bench/fleet-full).
 const DefaultWorkerBatchTasks = 32
 
-// DefaultRepackBelow is --repack-below's default, 2 MiB: on the 30-pipeline
+// DefaultRepackBelow is --repack-below's default (with --repack), 2 MiB: on the 30-pipeline
 // fleet at 10,000-row blocks (sigctl fleet --seed 1 --pipelines 30
 // --clients 6 --epochs 4), one run each on this 2-core machine, merging
 // every pack took the SIG reader from 6.29 requests per unit (no repack)
@@ -153,11 +153,14 @@ type Config struct {
 	// assumes of remote workers when it sizes them (their --batch-tasks,
 	// of the same default); 0 means DefaultWorkerBatchTasks.
 	WorkerBatchTasks int
-	// NoRepack (--repack=false) stops tasks listing the ready columns
-	// already in packs of their raw block for workers to copy into the
-	// packs they write (matching.Memos.Repack; issue 28): each batch's
-	// columns then stay in a pack of their own.
-	NoRepack bool
+	// Repack (--repack) makes tasks list the ready columns already in
+	// packs of their raw block for workers to copy into the packs they
+	// write (matching.Memos.Repack; issue 28), so that a block's columns
+	// end up in fewer objects. Off by default: it trades the readers'
+	// requests for the workers' CPU and the store's bytes (bench/repack.sh
+	// measures both ways), and the packs it leaves unnamed wait for the
+	// evictor's pack sweep. Off, each batch's columns stay in its pack.
+	Repack bool
 	// RepackBelow (--repack-below): only packs holding fewer live column
 	// bytes than this are merged into the next pack of their block
 	// (matching.Memos.RepackBelow); 0 means DefaultRepackBelow, negative

@@ -245,7 +245,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 			_, err := s.store.Stat(ctx, key)
 			return err
 		},
-		Delete: s.store.Delete, Repack: !cfg.NoRepack, RepackBelow: max(cfg.RepackBelow, 0)}
+		Delete: s.store.Delete, Repack: cfg.Repack, RepackBelow: max(cfg.RepackBelow, 0)}
 	// Compacted blocks' memo entries, concatenated from their parts' where
 	// the components are row-wise, in packs as the workers write them.
 	s.concat = versions.NewConcatenator(versions.ConcatOptions{Catalog: s.catalog, Memos: s.memos, Store: s.store,

@@ -88,7 +88,7 @@ func serveFlags(fs *flag.FlagSet, cfg *sigd.Config, dev bool) {
 	fs.Int64Var(&cfg.EvictBudgetBytes, "evict-budget-bytes", 0, "evict least recently requested memo blocks beyond this many bytes (0: no budget)")
 	fs.DurationVar(&cfg.EvictInterval, "evict-interval", time.Minute, "how often last-requested eviction runs")
 	fs.Int64Var(&cfg.WorkerCacheBytes, "worker-cache-bytes", sigd.DefaultWorkerCacheBytes, "raw column bytes in-process workers keep for the next tasks of a block (0: the default; negative: none)")
-	fs.Var(notFlag{&cfg.NoRepack}, "repack", "tasks list the ready memo columns already in packs of their raw block, for workers to copy into the packs they write, so that a block's columns end up in one object (issue 28; default true)")
+	fs.BoolVar(&cfg.Repack, "repack", false, "tasks list the ready memo columns already in small packs of their raw block (below --repack-below), for workers to copy into the packs they write, so that a block's columns end up in fewer objects (issue 28)")
 	fs.Int64Var(&cfg.RepackBelow, "repack-below", sigd.DefaultRepackBelow, "merge only the packs holding fewer live column bytes than this into the next pack of their block (negative: every pack)")
 	fs.IntVar(&cfg.WorkerBatchTasks, "worker-batch-tasks", sigd.DefaultWorkerBatchTasks, fmt.Sprintf("the most tasks of one raw block a worker leases at once, run reading the block's raw columns once (1: no batches; at most %d); remote workers are sized as if they lease the same (their --batch-tasks)", workers.MaxBatchTasks))
 	fs.StringVar(&cfg.SegmentCompression, "segment-compression", block.DefaultCompression.Flag(), "Arrow IPC buffer compression of the segments ingestion and workers write: none, lz4 or zstd")
@@ -205,28 +205,6 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	defer cancel()
 	return pool.Close(cctx)
 }
-
-// notFlag is a boolean flag that sets the negation of *p (--repack sets
-// Config.NoRepack), true by default.
-type notFlag struct{ p *bool }
-
-func (n notFlag) String() string {
-	if n.p == nil {
-		return "true"
-	}
-	return strconv.FormatBool(!*n.p)
-}
-
-func (n notFlag) Set(s string) error {
-	v, err := strconv.ParseBool(s)
-	if err != nil {
-		return err
-	}
-	*n.p = !v
-	return nil
-}
-
-func (n notFlag) IsBoolFlag() bool { return true }
 
 // testTaskDelay reads SIG_TEST_TASK_DELAY and SIG_TEST_HOLD_PACKS (see
 // the package comment): nil when both are unset.
