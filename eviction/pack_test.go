@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"testing"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
