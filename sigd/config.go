@@ -57,14 +57,10 @@ const DefaultMaxQueuedPerClient = 100_000
 // blocks (3.5 ms a task: 20.1 s over 5,670 tasks in bench/fleet-full).
 const DefaultWorkerBatchTasks = 32
 
-// DefaultRepackBelow is --repack-below's default (with --repack), 2 MiB: on the 30-pipeline
-// fleet at 10,000-row blocks (sigctl fleet --seed 1 --pipelines 30
-// --clients 6 --epochs 4), one run each on this 2-core machine, merging
-// every pack took the SIG reader from 6.29 requests per unit (no repack)
-// to 3.37 but the workers' CPU from 6.2 s to 16.0 s and MinIO's from 12.3
-// s to 26.5 s (each batch rewrote its block's columns); merging packs
-// below 2 MiB gave 4.07 requests per unit for 8.0 s of workers and 14.8 s
-// of MinIO (docs/ARCHITECTURE.md, "Packed memo objects").
+// DefaultRepackBelow is --repack-below's default (with --repack), 2 MiB:
+// a size tier, so that a block's columns are rewritten a bounded number of
+// times. bench/repack.sh runs the 30-pipeline fleet with repack off, at
+// this tier and merging every pack, side by side (bench/repack.txt).
 const DefaultRepackBelow = 2 << 20
 
 // WorkerCacheBytes is the segment cache size a worker process uses for the
