@@ -35,7 +35,7 @@ go build -o "$bin/" ./cmd/sigctl ./cmd/sigd ./cmd/reader
 if [ "${FLEET_BLOCKS:-}" = 1 ]; then
 	small=(--seed 1 --pipelines 30 --clients 6 --epochs 4)
 	{
-		echo "# bench/fleet-run.sh (FLEET_BLOCKS=1): sigctl fleet ${small[*]} --rows-per-block R, R = 2000, 10000, 50000"
+		echo "# bench/fleet-run.sh (FLEET_BLOCKS=1): sigctl fleet ${small[*]} --rows-per-block R, R = 2000, 10000, 50000, 127469"
 		echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(go version | cut -d' ' -f3-) $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 		echo "# CPU seconds per process; ns/ex = CPU per example read (the same examples both ways); reader ratio = SIG reader / LIG reader, the floor of SIG/LIG;"
 		echo "# minio sig/lig = MinIO's CPU while the SIG (LIG) reader read; +storage = SIG/LIG with MinIO's CPU each side caused (workers' included)"
