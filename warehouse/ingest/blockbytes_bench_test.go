@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,9 +39,10 @@ import (
 // each size in turn, the fleet's ranking pipeline (its components all
 // memoized) is
 //
-//   - memoized over every block by a worker (memo.Runner, one task per
-//     component and block, the raw columns of a block fetched once:
-//     block.SegmentCache): worker CPU per block and per example;
+//   - memoized over every block by a worker (memo.Runner.RunBatch, the
+//     block's tasks as one batch: its raw columns read once, the union of
+//     the components' graphs, one pack, as sigd's workers run them):
+//     worker CPU per block and per example;
 //   - read by a SIG reader (reader.Server, every input MEMO, the guard at
 //     its default) and by a LIG reader (every input computed from raw),
 //     unit after unit: reader CPU per example each, and the object-store
@@ -131,27 +133,49 @@ func BenchmarkBlockBytes(b *testing.B) {
 		arms[i] = a
 	}
 	memoKey := func(ci int, id string) string { return block.MemoKey(c.Components[ci].Key, blockref.ParseMemo(id)) }
+	// packs[id][ci] is the pack holding component ci's column of block id,
+	// as the block's batch wrote it.
+	var packsMu sync.Mutex
+	packs := map[string][]string{}
 	work := func(meta block.Meta) {
+		// One batch of the block's tasks, as sigd's workers lease and run
+		// them (memo.Runner.RunBatch: the raw columns read once, the union
+		// graph, one pack).
 		r := &memo.Runner{Store: st, Segments: block.NewSegmentCache(256 << 20)}
+		var tasks []workers.Task
 		for ci := range c.Components {
 			comp := &c.Components[ci]
-			task := workers.Task{ID: workers.TaskID{Component: comp.Key, Block: blockref.ParseMemo(meta.ID)}, Spec: &sigv1.Task{
+			tasks = append(tasks, workers.Task{ID: workers.TaskID{Component: comp.Key, Block: blockref.ParseMemo(meta.ID)}, Spec: &sigv1.Task{
 				ComponentKey: comp.Key.String(), BlockId: meta.ID, RawSource: "ads", RawObject: meta.Key,
 				MemoObject: memoKey(ci, meta.ID), CanonicalDsl: c.DSL(comp, "out"), Columns: comp.Columns,
-				SchemaJson: string(schemaJSON), MemoGeneration: 1}}
-			if _, err := r.Run(ctx, task); err != nil {
-				b.Fatal(err)
-			}
+				SchemaJson: string(schemaJSON), MemoGeneration: 1}})
 		}
+		objs := make([]string, len(tasks))
+		for i, o := range r.RunBatch(ctx, tasks) {
+			if o.Err != nil {
+				b.Fatal(o.Err)
+			}
+			objs[i] = o.Result.Object
+		}
+		packsMu.Lock()
+		packs[meta.ID] = objs
+		packsMu.Unlock()
 	}
 	unit := func(meta block.Meta, mode readerv1.InputMode) *readerv1.WorkUnit {
 		u := &readerv1.WorkUnit{UnitId: meta.ID, Client: "c", Pipeline: "ranking", RawSource: "ads", RawSchemaJson: string(schemaJSON),
 			BlockId: meta.ID, RawObject: meta.Key, BatchRows: 4096}
+		packsMu.Lock()
+		objs := packs[meta.ID]
+		packsMu.Unlock()
 		for ci := range c.Components {
 			comp := &c.Components[ci]
-			u.Inputs = append(u.Inputs, &readerv1.ModelInput{Name: comp.Input, ComponentKey: comp.Key.String(),
+			in := &readerv1.ModelInput{Name: comp.Input, ComponentKey: comp.Key.String(),
 				Type: comp.Type.String(), CanonicalDsl: c.DSL(comp, "out"), MemoObject: memoKey(ci, meta.ID),
-				MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: mode})
+				MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: mode}
+			if ci < len(objs) && objs[ci] != "" {
+				in.MemoObject, in.MemoColumn = objs[ci], block.MemberColumn(comp.Key)
+			}
+			u.Inputs = append(u.Inputs, in)
 		}
 		return u
 	}
