@@ -52,6 +52,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.WorkerConcurrency, "worker-concurrency", 1, "tasks each worker process runs at once")
 	fs.Var((*cli.List)(&cfg.SigdArgs), "sigd-flag", "extra flags for sigd dev, comma-separated (e.g. --repack=false), recorded in the results")
 	fs.Var((*cli.List)(&cfg.WorkerArgs), "worker-flag", "extra flags for each sigd worker, comma-separated (e.g. --batch-tasks=1), recorded in the results")
+	fs.Var((*cli.List)(&cfg.SIGReaderArgs), "sig-reader-flag", "extra flags for the SIG reader, comma-separated (e.g. --guard-sample-rows=0), recorded in the results")
 	fs.IntVar(&cfg.ReadConcurrency, "read-concurrency", 2, "units of a pipeline each reader serves at once")
 	k := results.DefaultConstants()
 	hostCores := fs.Float64("host-cores", k.HostCores.Value, "modelled: CPU cores a TPU host offers its input readers (Table I's budget)")

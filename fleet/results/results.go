@@ -101,6 +101,8 @@ type RunConfig struct {
 	// the defaults.
 	SigdArgs   []string `json:"sigd_args,omitempty"`
 	WorkerArgs []string `json:"worker_args,omitempty"`
+	// SIGReaderArgs are extra flags of the SIG reader (--sig-reader-flag).
+	SIGReaderArgs []string `json:"sig_reader_args,omitempty"`
 	// CPUSource says how CPU was measured.
 	CPUSource string `json:"cpu_source"`
 }

@@ -25,8 +25,8 @@ func (r *Results) WriteSummary(w io.Writer) error {
 	rc := r.Run
 	p("  data: %d events in %d raw blocks (%d slots of %d blocks of %d rows); up to %d worker processes of concurrency %d; %d units read at once",
 		rc.Events, rc.Blocks, rc.Slots, rc.BlocksPerSlot, rc.RowsPerBlock, rc.WorkersMax, rc.WorkerConcurrency, rc.ReadConcurrency)
-	if len(rc.SigdArgs)+len(rc.WorkerArgs) > 0 {
-		p("  flags beyond the defaults: sigd %q, workers %q", rc.SigdArgs, rc.WorkerArgs)
+	if len(rc.SigdArgs)+len(rc.WorkerArgs)+len(rc.SIGReaderArgs) > 0 {
+		p("  flags beyond the defaults: sigd %q, workers %q, SIG reader %q", rc.SigdArgs, rc.WorkerArgs, rc.SIGReaderArgs)
 	}
 	p("  wall time %s (from %s to %s)", r.Finished.Sub(r.Started).Round(1e9), r.Started.Format("2006-01-02 15:04:05Z"), r.Finished.Format("15:04:05Z"))
 	p("  CPU: %s", rc.CPUSource)

@@ -50,6 +50,9 @@ type Config struct {
 	// that compare a setting (--repack=false, --batch-tasks 1); the
 	// results record them.
 	SigdArgs, WorkerArgs []string
+	// SIGReaderArgs are extra flags for the SIG reader (sigctl fleet
+	// --sig-reader-flag; e.g. --guard-sample-rows=0), recorded too.
+	SIGReaderArgs []string
 	// Constants are the modelled inputs of Table I and Figure 6
 	// (default results.DefaultConstants()).
 	Constants *results.Constants
@@ -203,7 +206,7 @@ func (r *runner) ingest(ctx context.Context) error {
 	rc := &r.res.Run
 	rc.RowsPerBlock, rc.BlocksPerSlot, rc.Slots, rc.Events = cfg.RowsPerBlock, cfg.BlocksPerSlot, r.f.Slots(), int64(n)
 	rc.WorkersMax, rc.WorkerConcurrency, rc.ReadConcurrency = cfg.WorkersMax, cfg.WorkerConcurrency, cfg.ReadConcurrency
-	rc.SigdArgs, rc.WorkerArgs = cfg.SigdArgs, cfg.WorkerArgs
+	rc.SigdArgs, rc.WorkerArgs, rc.SIGReaderArgs = cfg.SigdArgs, cfg.WorkerArgs, cfg.SIGReaderArgs
 	rc.CPUSource = "per process, user+system: the kernel's CPU clock of the pid (clock_gettime of clock_getcpuclockid, getrusage's accounting, checked against /proc/<pid>/stat at the end), Wait4's rusage for worker processes that exited"
 	r.progress("ingest: %d events into %d slots (sigd window %ds, %d rows per block)", n, r.f.Slots(), w, cfg.RowsPerBlock)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.sys.brokers...), kgo.ProducerBatchMaxBytes(1<<20))

@@ -140,7 +140,11 @@ func startSystem(ctx context.Context, cfg *Config, dir string) (_ *system, err e
 		if err != nil {
 			return nil, err
 		}
-		if *r.p, err = startProc(r.name, cfg.ReaderBin, append([]string{"--listen", *r.addr, "--tokens", s.tokensFile}, s3...)); err != nil {
+		args := append([]string{"--listen", *r.addr, "--tokens", s.tokensFile}, s3...)
+		if r.name == "reader-sig" {
+			args = append(args, cfg.SIGReaderArgs...)
+		}
+		if *r.p, err = startProc(r.name, cfg.ReaderBin, args); err != nil {
 			return nil, err
 		}
 		if _, err = (*r.p).waitLine(ctx, time.Minute, func(l string) string {
