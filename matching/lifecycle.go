@@ -55,11 +55,10 @@ type Memos struct {
 	// nothing (tests of the entries alone).
 	Stat ObjectStat
 	// Repack makes Describe list the ready columns already in packs of a
-	// task's raw block version (TaskSpec.Repack), at most RepackBytes of
-	// them (block.DefaultPackBytes when 0), so that workers copy them into
-	// the packs they write (issue 28).
-	Repack      bool
-	RepackBytes int64
+	// task's raw block version (TaskSpec.Repack), at most a pack's bound
+	// of them (block.DefaultPackBytes), so that workers copy them into the
+	// packs they write (issue 28).
+	Repack bool
 	// RepackBelow, when positive, lists only the columns of packs holding
 	// fewer live bytes than it (a size tier, as LSM compaction merges
 	// small files and leaves large ones): a column is copied until it
@@ -122,7 +121,7 @@ type TaskSpec struct {
 	// them into the pack it writes and report them moved (Moved), so that
 	// the block's memo columns end up in one object however many batches
 	// computed them, and a pack's dead columns are not carried (issue 28,
-	// "reclaim at the next pack"). Bounded by Memos.RepackBytes.
+	// "reclaim at the next pack"). Bounded by block.DefaultPackBytes.
 	Repack []PackedEntry
 }
 
@@ -234,7 +233,7 @@ func (l *Memos) Describe(k canon.Key, m blockref.Memo) (TaskSpec, error) {
 // repack lists the ready entries other than k's whose columns are in packs
 // of raw block version raw of source, smallest packs first (the ones a
 // merge gains most from: a pack of one column costs a unit a request as a
-// pack of fifty does), up to RepackBytes of columns.
+// pack of fifty does), up to block.DefaultPackBytes of columns.
 func (l *Memos) repack(k canon.Key, source string, raw blockref.Ref) ([]PackedEntry, error) {
 	es, err := l.Frontend.cfg.Cache.RawPackEntries(source, raw)
 	if err != nil {
@@ -247,10 +246,7 @@ func (l *Memos) repack(k canon.Key, source string, raw blockref.Ref) ([]PackedEn
 	slices.SortStableFunc(es, func(a, b MemoEntry) int {
 		return cmp.Or(cmp.Compare(perPack[a.Object], perPack[b.Object]), strings.Compare(a.Object, b.Object))
 	})
-	limit := l.RepackBytes
-	if limit <= 0 {
-		limit = block.DefaultPackBytes
-	}
+	const limit = block.DefaultPackBytes
 	var out []PackedEntry
 	var total int64
 	for _, e := range es {

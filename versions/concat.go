@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -110,9 +109,8 @@ func (r *ConcatResult) LeftTotal() int {
 // component into packs of the compacted block and names them in its
 // entries.
 type Concatenator struct {
-	o   ConcatOptions
-	mu  sync.Mutex // one pass at a time
-	pos int64      // the stored position; -1 until read
+	o    ConcatOptions
+	feed *follower
 }
 
 // NewConcatenator returns a Concatenator; Run starts it.
@@ -135,7 +133,7 @@ func NewConcatenator(o ConcatOptions) *Concatenator {
 	if o.OnConcat == nil {
 		o.OnConcat = func(ConcatResult) {}
 	}
-	return &Concatenator{o: o, pos: -1}
+	return &Concatenator{o: o, feed: newFollower(ConcatPositionName)}
 }
 
 // Run follows the feed every Poll until ctx ends. Failures are logged and
@@ -160,65 +158,23 @@ func (c *Concatenator) Run(ctx context.Context) error {
 // so the next call starts with it (a repeat finds the entries it made
 // ready, and concatenates only what is still missing).
 func (c *Concatenator) Follow(ctx context.Context) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pos < 0 {
-		pos, err := c.o.Catalog.Position(ConcatPositionName)
+	return c.feed.follow(ctx, c.o.Catalog, c.o.PageSize, func(b block.Meta) (bool, error) {
+		if len(b.Parts) == 0 || b.IsTombstone() {
+			return false, nil
+		}
+		res, err := c.Concat(ctx, b.Source, b.ID)
 		if err != nil {
-			return 0, err
+			return false, fmt.Errorf("compacted block %s/%s: %w", b.Source, b.ID, err)
 		}
-		c.pos = pos
-	}
-	snap, err := c.o.Catalog.Snapshot()
-	if err != nil || snap <= c.pos {
-		return 0, err
-	}
-	n := 0
-	for ctx.Err() == nil {
-		ms, next, err := c.o.Catalog.ChangedSince(c.pos, c.o.PageSize)
-		if err != nil {
-			return n, err
-		}
-		for _, b := range ms {
-			if len(b.Parts) == 0 || b.IsTombstone() {
-				continue
-			}
-			res, err := c.Concat(ctx, b.Source, b.ID)
-			if err != nil {
-				return n, errors.Join(fmt.Errorf("compacted block %s/%s: %w", b.Source, b.ID, err), c.store(b.Seq-1))
-			}
-			n++
-			c.o.OnConcat(res)
-			c.o.Logger.Info("compacted block's memo entries", "block", b.ID, "concatenated", res.Concatenated,
-				"packs", res.Packs, "left_to_recompute", res.LeftTotal(), "left", res.Left)
-		}
-		if err := c.store(next); err != nil {
-			return n, err
-		}
-		if len(ms) < c.o.PageSize {
-			break
-		}
-	}
-	return n, nil
-}
-
-func (c *Concatenator) store(seq int64) error {
-	if seq <= c.pos {
-		return nil
-	}
-	if err := c.o.Catalog.SetPosition(ConcatPositionName, seq); err != nil {
-		return err
-	}
-	c.pos = seq
-	return nil
+		c.o.OnConcat(res)
+		c.o.Logger.Info("compacted block's memo entries", "block", b.ID, "concatenated", res.Concatenated,
+			"packs", res.Packs, "left_to_recompute", res.LeftTotal(), "left", res.Left)
+		return true, nil
+	})
 }
 
 // Position is the position Follow has stored (-1 before its first call).
-func (c *Concatenator) Position() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pos
-}
+func (c *Concatenator) Position() int64 { return c.feed.position() }
 
 // unreadable reports whether err says an object is gone or not what its
 // entry takes it to be: the components reading it are left to the normal

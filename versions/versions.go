@@ -123,16 +123,15 @@ func (o *Options) EnsureDefaults() {
 type Manager struct {
 	o Options
 
-	followMu sync.Mutex // one pass at a time
-	pos      int64      // the stored position; -1 until read
-	gcMu     sync.Mutex // one GC at a time; guards horizon
-	horizon  catalog.Horizon
+	feed    *follower
+	gcMu    sync.Mutex // one GC at a time; guards horizon
+	horizon catalog.Horizon
 }
 
 // New returns a Manager; Run starts it.
 func New(o Options) *Manager {
 	o.EnsureDefaults()
-	return &Manager{o: o, pos: -1, horizon: catalog.Horizon{Grace: o.GCGrace}}
+	return &Manager{o: o, feed: newFollower(PositionName), horizon: catalog.Horizon{Grace: o.GCGrace}}
 }
 
 // Run follows versions every Poll and collects them every GCEvery and on
@@ -181,73 +180,28 @@ func (m *Manager) collectLoop(ctx context.Context) {
 // it even if ctx ends (each version is a few cache writes), so a shutdown
 // leaves nothing it acted on to repeat.
 func (m *Manager) Follow(ctx context.Context) (int, error) {
-	m.followMu.Lock()
-	defer m.followMu.Unlock()
-	if m.pos < 0 {
-		pos, err := m.o.Catalog.Position(PositionName)
+	return m.feed.follow(ctx, m.o.Catalog, m.o.PageSize, func(b block.Meta) (bool, error) {
+		if b.Ref().Version() < 2 || b.IsTombstone() {
+			// A new block has no entry to be out of date; a compaction's
+			// tombstone has no rows for an entry to read (its rows are the
+			// compacted block's, a new block: issue 28).
+			return false, nil
+		}
+		inv, err := m.o.Frontend.BlockChanged(b.Source, b)
 		if err != nil {
-			return 0, err
+			return false, fmt.Errorf("block %s/%s version %d: %w", b.Source, b.ID, b.Ref().Version(), err)
 		}
-		m.pos = pos
-	}
-	snap, err := m.o.Catalog.Snapshot()
-	if err != nil || snap <= m.pos {
-		return 0, err
-	}
-	n := 0
-	for ctx.Err() == nil {
-		ms, next, err := m.o.Catalog.ChangedSince(m.pos, m.o.PageSize)
-		if err != nil {
-			return n, err
+		m.o.OnChanged(inv)
+		if len(inv.Tasks) > 0 {
+			m.o.Logger.Info("block version invalidated memo entries", "block", b.ID, "version", b.Ref().Version(),
+				"candidates", inv.Candidates, "tasks", len(inv.Tasks))
 		}
-		for _, b := range ms {
-			if b.Ref().Version() < 2 || b.IsTombstone() {
-				// A new block has no entry to be out of date; a
-				// compaction's tombstone has no rows for an entry to
-				// read (its rows are the compacted block's, a new
-				// block: issue 28).
-				continue
-			}
-			inv, err := m.o.Frontend.BlockChanged(b.Source, b)
-			if err != nil {
-				// Everything before b is done.
-				return n, errors.Join(fmt.Errorf("block %s/%s version %d: %w", b.Source, b.ID, b.Ref().Version(), err), m.store(b.Seq-1))
-			}
-			n++
-			m.o.OnChanged(inv)
-			if len(inv.Tasks) > 0 {
-				m.o.Logger.Info("block version invalidated memo entries", "block", b.ID, "version", b.Ref().Version(),
-					"candidates", inv.Candidates, "tasks", len(inv.Tasks))
-			}
-		}
-		if err := m.store(next); err != nil {
-			return n, err
-		}
-		if len(ms) < m.o.PageSize {
-			break
-		}
-	}
-	return n, nil
-}
-
-// store records that every version up to seq was followed.
-func (m *Manager) store(seq int64) error {
-	if seq <= m.pos {
-		return nil
-	}
-	if err := m.o.Catalog.SetPosition(PositionName, seq); err != nil {
-		return err
-	}
-	m.pos = seq
-	return nil
+		return true, nil
+	})
 }
 
 // Position is the position Follow has stored (-1 before its first call).
-func (m *Manager) Position() int64 {
-	m.followMu.Lock()
-	defer m.followMu.Unlock()
-	return m.pos
-}
+func (m *Manager) Position() int64 { return m.feed.position() }
 
 // GCResult is what one version GC removed.
 type GCResult struct {

@@ -52,12 +52,12 @@ type Runner struct {
 	// sum can exceed the wall time. A batch (RunBatch) reports each of its
 	// groups' stages once, whatever the number of tasks in it.
 	Observe func(phase string, d time.Duration)
-	// Compression is the Arrow IPC buffer compression of the memo
-	// objects' value segments (block.Compression; zero: uncompressed).
-	// Their event_id segment is encoded as the raw block's is, whatever
-	// this says, so that the two stay byte-identical: readers then know a
-	// memo object row-aligned from the footers alone and fetch its value
-	// segment with its footer in one request (reader, block.FetchTail).
+	// Compression is the Arrow IPC buffer compression of the packs'
+	// member segments (block.Compression; zero: uncompressed). Their
+	// event_id segment is encoded as the raw block's is, whatever this
+	// says, so that the two stay byte-identical: readers then know a pack
+	// row-aligned from the footers alone and need not fetch its event_id
+	// (reader, block.SameSegment).
 	Compression block.Compression
 	// PackKey names each pack the runner writes (block.NewPackKey, a new
 	// random key every time, when nil; tests fix it to compare bytes).
