@@ -139,6 +139,7 @@ func (s *Server) readMemoObject(ctx context.Context, reads []inputPlan, o memoOb
 	if err != nil {
 		return err
 	}
+	s.requests.got(objectMemo, d)
 	var ids []byte
 	if withIDs {
 		ids, _ = d.Segment(transform.ColEventID)
@@ -221,6 +222,7 @@ func (s *Server) readRaw(ctx context.Context, p *plan, alloc block.Alloc, footer
 		}
 		return nil, rawErr(key, err)
 	}
+	s.requests.got(objectRaw, d)
 	cols := make([]arrow.Array, len(names))
 	defer func() {
 		for _, c := range cols {
@@ -266,8 +268,16 @@ func rawErr(key string, err error) error {
 }
 
 // requestCounts count the object store requests of the server's planned
-// reads, by object (raw block, memo object) and kind (MetricObjectRequests).
-type requestCounts [2][3]atomic.Int64
+// reads, by object (raw block, memo object) and kind (MetricObjectRequests),
+// and the bytes of the segments those reads wanted, by object
+// (MetricObjectWantedBytes): what a read would fetch with no hole between
+// its segments and no tail beyond them, the floor of the bytes the store
+// sends for a unit at this layout (the store's own count of bytes sent
+// is the rest: holes coalesced, tails read whole).
+type requestCounts struct {
+	n      [2][3]atomic.Int64
+	wanted [2]atomic.Int64
+}
 
 const (
 	objectRaw = iota
@@ -277,24 +287,34 @@ const (
 var objectNames = [2]string{"raw", "memo"}
 
 func (c *requestCounts) counter(object int) func(block.RequestKind) {
-	return func(k block.RequestKind) { c[object][k].Add(1) }
+	return func(k block.RequestKind) { c.n[object][k].Add(1) }
+}
+
+// got adds the segments a read of object returned to the wanted bytes.
+func (c *requestCounts) got(object int, d block.ObjectData) {
+	var n int64
+	for _, s := range d.Segs {
+		n += int64(len(s))
+	}
+	c.wanted[object].Add(n)
 }
 
 func (c *requestCounts) total() int64 {
 	var n int64
-	for o := range c {
-		for k := range c[o] {
-			n += c[o][k].Load()
+	for o := range c.n {
+		for k := range c.n[o] {
+			n += c.n[o][k].Load()
 		}
 	}
 	return n
 }
 
 func (c *requestCounts) collect(ch chan<- prometheus.Metric) {
-	for o := range c {
-		for k := range c[o] {
-			ch <- prometheus.MustNewConstMetric(descObjectRequests, prometheus.CounterValue, float64(c[o][k].Load()),
+	for o := range c.n {
+		for k := range c.n[o] {
+			ch <- prometheus.MustNewConstMetric(descObjectRequests, prometheus.CounterValue, float64(c.n[o][k].Load()),
 				objectNames[o], block.RequestKind(k).String())
 		}
+		ch <- prometheus.MustNewConstMetric(descObjectWantedBytes, prometheus.CounterValue, float64(c.wanted[o].Load()), objectNames[o])
 	}
 }

@@ -139,8 +139,9 @@ func TestUnitRequests(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, c := countingServer(t, f, tc.cfg)
+			var wanted0 struct{ Raw, Memo int64 }
 			for _, again := range []bool{false, true} {
-				before := s.Stats().ObjectRequests
+				before, wantedBefore := s.Stats().ObjectRequests, s.Stats().WantedBytes
 				got, err := collect(ctx, s, &readerv1.ReadRequest{Unit: tc.unit})
 				if err != nil {
 					t.Fatal(err)
@@ -158,6 +159,26 @@ func TestUnitRequests(t *testing.T) {
 				if perObject(reads)[raw] != 1 {
 					t.Errorf("read again %v: the raw block was not read with one request: %v", again, reads)
 				}
+				// The wanted bytes (MetricObjectWantedBytes) are the
+				// segments the unit needed: some of every object read,
+				// never more than the store sent, the same on every read.
+				var fetched struct{ Raw, Memo int64 }
+				for _, r := range reads {
+					if r.key == raw {
+						fetched.Raw += r.end - r.off
+					} else {
+						fetched.Memo += r.end - r.off
+					}
+				}
+				w := s.Stats().WantedBytes
+				w.Raw, w.Memo = w.Raw-wantedBefore.Raw, w.Memo-wantedBefore.Memo
+				if w.Raw <= 0 || w.Raw > fetched.Raw || w.Memo > fetched.Memo || (w.Memo == 0) != (fetched.Memo == 0) {
+					t.Errorf("read again %v: wanted bytes %+v, fetched %+v: want some of each object read and at most what was fetched", again, w, fetched)
+				}
+				if again && w != wanted0 {
+					t.Errorf("wanted bytes %+v read again, %+v the first time", w, wanted0)
+				}
+				wanted0 = w
 			}
 			if st := s.Stats().Footers; st.Hits == 0 || st.Stale != 0 {
 				t.Errorf("footer cache %+v: want hits on the second read and nothing stale", st)

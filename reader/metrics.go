@@ -40,6 +40,11 @@ const (
 	// segments; fetch.go). Over MetricUnits it is the requests per unit
 	// read (issue 28: at most 2 with packed memo objects).
 	MetricObjectRequests = "sig_reader_object_requests_total"
+	// MetricObjectWantedBytes counts the bytes of the segments units'
+	// reads wanted, by object (raw, memo): the floor under the bytes the
+	// store sent them, which also holds the holes coalesced reads spanned
+	// and the tails read whole (fetch.go).
+	MetricObjectWantedBytes = "sig_reader_object_wanted_bytes_total"
 	// MetricFooterCache counts footer cache lookups by outcome: hit, miss,
 	// and stale (a hit whose read failed and was made again from the
 	// object).
@@ -57,6 +62,8 @@ var (
 
 	descObjectRequests = prometheus.NewDesc(MetricObjectRequests, "Object store requests of units' reads, by object (raw, memo) and kind (tail, footer, range).",
 		[]string{"object", "kind"}, nil)
+	descObjectWantedBytes = prometheus.NewDesc(MetricObjectWantedBytes, "Bytes of the segments units' reads wanted, by object (raw, memo).",
+		[]string{"object"}, nil)
 	descFooterCache = prometheus.NewDesc(MetricFooterCache, "Footer cache lookups, by outcome (hit, miss, stale).", []string{"outcome"}, nil)
 	descPlanCache   = prometheus.NewDesc(MetricPlanCache, "Plan cache lookups by input set, by outcome (hit, miss).", []string{"outcome"}, nil)
 )
@@ -135,6 +142,7 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBytes
 	ch <- descInputs
 	ch <- descObjectRequests
+	ch <- descObjectWantedBytes
 	ch <- descFooterCache
 	ch <- descPlanCache
 	m.calls.Describe(ch)

@@ -209,6 +209,9 @@ type ServerStats struct {
 	// reads, served or not (MetricObjectRequests; a retry the store makes
 	// on its own is not another).
 	ObjectRequests int64
+	// WantedBytes counts the bytes of the segments those reads wanted, of
+	// raw blocks and of memo objects (MetricObjectWantedBytes).
+	WantedBytes struct{ Raw, Memo int64 }
 	// Footers counts the footer cache's lookups, Plans the plan cache's.
 	Footers block.FooterCacheStats
 	Plans   PlanCacheStats
@@ -218,7 +221,8 @@ type ServerStats struct {
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Units: s.units.Load(), Rows: s.rows.Load(), Batches: s.batches.Load(),
 		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(), MemoNodes: s.memoNodes.Load(),
-		MemoPending: s.pending.Load(), Failures: s.failures.Load(), ObjectRequests: s.requests.total(), Footers: s.objects.Footers.Stats(),
+		MemoPending: s.pending.Load(), Failures: s.failures.Load(), ObjectRequests: s.requests.total(),
+		WantedBytes: struct{ Raw, Memo int64 }{s.requests.wanted[objectRaw].Load(), s.requests.wanted[objectMemo].Load()}, Footers: s.objects.Footers.Stats(),
 		Plans: s.plans.stats()}
 }
 

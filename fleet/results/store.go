@@ -142,6 +142,38 @@ type Store struct {
 	// Fit splits MinIO's CPU serving the readers between requests and
 	// bytes (NewStoreFit).
 	Fit StoreFit `json:"fit"`
+	// Wanted is the bytes each reader's reads wanted (nil in runs from
+	// before it was measured).
+	Wanted *Wanted `json:"wanted,omitempty"`
+}
+
+// Wanted is the bytes of the segments each reader's units' reads wanted,
+// by object: the readers' own count (reader.MetricObjectWantedBytes,
+// scraped from each reader's /metrics at the run's end), over every unit
+// read, the same units as Store.Units. SentBytes is these plus what the
+// read planning fetched beyond them (holes coalesced, tails read whole):
+// the wanted bytes are what any planning could reach at the run's layout
+// and encoding (Floor).
+type Wanted struct {
+	SIGRaw  int64 `json:"sig_reader_raw"`
+	SIGMemo int64 `json:"sig_reader_memo"`
+	LIGRaw  int64 `json:"lig_reader_raw"`
+	LIGMemo int64 `json:"lig_reader_memo"`
+}
+
+// SIG and LIG are each reader's wanted bytes.
+func (w Wanted) SIG() int64 { return w.SIGRaw + w.SIGMemo }
+func (w Wanted) LIG() int64 { return w.LIGRaw + w.LIGMemo }
+
+// Floor is MinIO's CPU serving the SIG reader by the fit (modelled from
+// measured figures), had its reads fetched only the bytes they wanted
+// with perUnit requests a unit: the least a read planning reaches at the
+// run's layout and encoding (0 without Wanted).
+func (s *Store) Floor(perUnit float64) float64 {
+	if s.Wanted == nil {
+		return 0
+	}
+	return s.Fit.PerRequest*perUnit*float64(s.Units) + s.Fit.PerByte*float64(s.Wanted.SIG())
 }
 
 // PerUnit is the requests of q per unit read (0 without units).

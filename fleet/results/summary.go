@@ -105,6 +105,15 @@ func (r *Results) WriteSummary(w io.Writer) error {
 			rq, by := f.Part(side.q)
 			p("    %s: requests %.3g s + bytes %.3g s by the fit, %.3g s measured", side.name, rq, by, side.cpu)
 		}
+		if w := st.Wanted; w != nil {
+			mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+			p("  Bytes the readers' reads wanted (measured: the readers' own count, %s): SIG reader %.1f MiB (raw %.1f, memo %.1f) of the %.1f MiB sent, %.3g MiB a unit; LIG reader %.1f MiB of %.1f MiB sent",
+				"sig_reader_object_wanted_bytes_total", mib(w.SIG()), mib(w.SIGRaw), mib(w.SIGMemo), mib(st.SIGReader.SentBytes),
+				ratio(mib(w.SIG()), float64(st.Units)), mib(w.LIG()), mib(st.LIGReader.SentBytes))
+			floor := st.Floor(2)
+			p("    the floor (modelled by the fit): fetching only those bytes at 2 requests a unit, MinIO would spend %.3g s serving the SIG reader against %.3g s measured serving the LIG reader (%.2fx); SIG/LIG counting MinIO's CPU %.3f",
+				floor, c.MinIOLIGReader, ratio(floor, c.MinIOLIGReader), ratio(c.SIG()+c.MinIOWorker+floor, c.LIGWithStorage()))
+		}
 	}
 	if len(r.Costs) > 0 {
 		k := r.Costs

@@ -143,6 +143,12 @@ func TestFleetAccounting(t *testing.T) {
 	}
 	t.Logf("requests per unit: SIG reader %.2f (%v), LIG reader %.2f (%v); MinIO fit %+v", st.PerUnit(st.SIGReader), st.SIGReader.ByAPI,
 		st.PerUnit(st.LIGReader), st.LIGReader.ByAPI, st.Fit)
+	// The readers' wanted bytes: the SIG reader read memo objects, the
+	// LIG reader none, and neither wanted more than the store sent it.
+	if w := st.Wanted; w == nil || w.SIGRaw <= 0 || w.SIGMemo <= 0 || w.LIGRaw <= 0 || w.LIGMemo != 0 ||
+		w.SIG() > st.SIGReader.SentBytes || w.LIG() > st.LIGReader.SentBytes {
+		t.Errorf("wanted bytes %+v; sent SIG reader %d, LIG reader %d", w, st.SIGReader.SentBytes, st.LIGReader.SentBytes)
+	}
 	if st.Fit.Samples != 2*len(res.Steps) {
 		t.Errorf("the fit has %d samples, want both reader phases of %d steps", st.Fit.Samples, len(res.Steps))
 	}

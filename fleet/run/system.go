@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/devenv"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+	"github.com/sigdata/sig/reader"
 )
 
 // system is the running SIG the fleet is served by: `sigd dev` (which
@@ -44,7 +47,10 @@ type system struct {
 
 	sigReader, ligReader *proc
 	sigAddr, ligAddr     string
-	workers              *workerPool
+	// sigMetrics and ligMetrics are the readers' /metrics addresses
+	// (wanted bytes: readerWanted).
+	sigMetrics, ligMetrics string
+	workers                *workerPool
 }
 
 // devState is sigd dev's dev.json (sigd.devState).
@@ -132,15 +138,16 @@ func startSystem(ctx context.Context, cfg *Config, dir string) (_ *system, err e
 
 	s3 := []string{"--s3-endpoint", s.s3.S3Endpoint, "--s3-access-key", s.s3.S3AccessKey, "--s3-secret-key", s.s3.S3SecretKey}
 	for _, r := range []struct {
-		name string
-		p    **proc
-		addr *string
-	}{{"reader-sig", &s.sigReader, &s.sigAddr}, {"reader-lig", &s.ligReader, &s.ligAddr}} {
-		*r.addr = free()
+		name    string
+		p       **proc
+		addr    *string
+		metrics *string
+	}{{"reader-sig", &s.sigReader, &s.sigAddr, &s.sigMetrics}, {"reader-lig", &s.ligReader, &s.ligAddr, &s.ligMetrics}} {
+		*r.addr, *r.metrics = free(), free()
 		if err != nil {
 			return nil, err
 		}
-		args := append([]string{"--listen", *r.addr, "--tokens", s.tokensFile}, s3...)
+		args := append([]string{"--listen", *r.addr, "--metrics", *r.metrics, "--tokens", s.tokensFile}, s3...)
 		if r.name == "reader-sig" {
 			args = append(args, cfg.SIGReaderArgs...)
 		}
@@ -398,4 +405,44 @@ func (s *system) autoscale(ctx context.Context, errs chan<- error) {
 			return
 		}
 	}
+}
+
+// readerWanted reads a reader's wanted bytes by object (raw, memo) from its
+// /metrics (reader.MetricObjectWantedBytes).
+func readerWanted(ctx context.Context, addr string) (raw, memo int64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("reader metrics %s: %s", addr, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, 0, err
+	}
+	found := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, o := range []struct {
+			label string
+			v     *int64
+		}{{`{object="raw"} `, &raw}, {`{object="memo"} `, &memo}} {
+			if rest, ok := strings.CutPrefix(line, reader.MetricObjectWantedBytes+o.label); ok {
+				f, perr := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+				if perr != nil {
+					return 0, 0, fmt.Errorf("reader metrics %s: %q: %w", addr, line, perr)
+				}
+				*o.v, found = int64(f), found+1
+			}
+		}
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("reader metrics %s: %s by object raw and memo not found", addr, reader.MetricObjectWantedBytes)
+	}
+	return raw, memo, nil
 }
