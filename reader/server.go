@@ -99,6 +99,12 @@ type Config struct {
 	// cost, mostly fetching raw columns, by about as much (cmd/reader
 	// --guard-every). 0 and 1: every unit.
 	GuardEvery int
+	// ReadLimits are the planned reads' hole limit, range limit and
+	// speculative tail read (block.ReadLimits; zero fields take the
+	// package's defaults, block.HoleLimit and the rest; cmd/reader
+	// --read-hole-limit, --read-tail): bench/fleet-reads.txt measures
+	// the requests and bytes they trade at the fleet.
+	ReadLimits block.ReadLimits
 	// FooterCacheEntries bounds the footers of raw blocks and memo objects
 	// the server keeps, so that a unit of a block read before fetches its
 	// columns without reading the footer first (fetch.go; a footer is a
@@ -180,7 +186,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, errors.New("reader: Config.Store is required")
 	}
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentUnits), reports: newReports(cfg), guardMetrics: newGuardMetrics(),
-		guardNonce: rand.Uint64, objects: &block.ObjectReader{Store: cfg.Store, Footers: block.NewFooterCache(cfg.FooterCacheEntries)}}
+		guardNonce: rand.Uint64, objects: &block.ObjectReader{Store: cfg.Store, Footers: block.NewFooterCache(cfg.FooterCacheEntries), Limits: cfg.ReadLimits}}
 	s.countRaw, s.countMemo = s.requests.counter(objectRaw), s.requests.counter(objectMemo)
 	s.plans = newPlanCache(cfg.PlanCacheEntries)
 	s.metrics = newServerMetrics(s)

@@ -21,6 +21,7 @@ import (
 	"github.com/sigdata/sig/internal/grpcsvc"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/objstore"
 )
 
@@ -34,6 +35,10 @@ func main() {
 		os.Exit(2)
 	}
 }
+
+// minTailRead is the least --read-tail: a tail read shorter than a
+// footer only costs a second request.
+const minTailRead = 16 << 10
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reader", flag.ContinueOnError)
@@ -53,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	guardRows := fs.Int("guard-sample-rows", reader.DefaultGuardSampleRows, "rows of each memo input a unit recomputes from the raw block and compares with the memo object (the shared-fate guard; 0: none)")
 	guardEvery := fs.Int("guard-every", 1, "guard each memo input in one read of this many (drawn per read), dividing the guard's cost by about as much; 1: every read")
 	guardOnError := fs.String("guard-on-error", "serve", "when the guard cannot recompute its sampled rows: serve the unit unchecked (serve) or fail it, FailedPrecondition GUARD_ERROR (fail); counted either way on --metrics as "+reader.MetricGuardErrors)
+	holeLimit := fs.Int64("read-hole-limit", block.HoleLimit, "largest hole in bytes between two wanted segments of an object one ranged GET spans rather than two (Arrow's hole_size_limit; 0: the default)")
+	tailRead := fs.Int64("read-tail", block.TailRead, "bytes of the speculative tail read of an object whose footer is not cached")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus /metrics over HTTP on this address (empty: none)")
 	var flightLocations cli.List
 	fs.Var(&flightLocations, "flight-locations", "Arrow Flight locations (grpc+tcp://HOST:PORT, comma-separated) of the readers GetFlightInfo's endpoints name (default: this reader's address, none if it listens on all interfaces)")
@@ -72,6 +79,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *guardEvery < 1 {
 		return fmt.Errorf("--guard-every: %d, want 1 or more", *guardEvery)
+	}
+	if *holeLimit < 0 {
+		return fmt.Errorf("--read-hole-limit: %d is negative", *holeLimit)
+	}
+	if *tailRead < minTailRead {
+		return fmt.Errorf("--read-tail: %d, want at least %d (an object's trailer and an ordinary footer)", *tailRead, minTailRead)
 	}
 	if *guardRows == 0 {
 		*guardRows = -1 // reader.Config: negative is off, 0 the default
@@ -136,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	srv, err := reader.NewServer(reader.Config{Store: store, Tokens: toks, MaxConcurrentUnits: *maxUnits,
 		MaxRequestBytes: *maxRequest, Logger: logger, Reporter: reporter, Registerer: reg,
 		Solutions: solutions, FlightLocations: flightLocations, GuardSampleRows: *guardRows, GuardEvery: *guardEvery,
-		GuardOnError: onError})
+		GuardOnError: onError, ReadLimits: block.ReadLimits{Hole: *holeLimit, Tail: *tailRead}})
 	if err != nil {
 		lis.Close()
 		return err

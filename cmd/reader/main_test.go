@@ -35,6 +35,8 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{nil, map[string]string{"SIG_MAX_UNITS": "many"}, "SIG_MAX_UNITS"},
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--sigd", "127.0.0.1:1"}, nil, "--sigd needs --sigd-token"},
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--guard-sample-rows", "-1"}, nil, "--guard-sample-rows"},
+		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--read-tail", "100"}, nil, "--read-tail"},
+		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--read-hole-limit", "-1"}, nil, "--read-hole-limit"},
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--guard-every", "0"}, nil, "--guard-every"},
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--tokens", good, "--guard-on-error", "ignore"}, nil, "--guard-on-error"},
 	} {

@@ -107,7 +107,7 @@ type Target struct {
 	NotMeasured bool `json:"not_measured,omitempty"`
 	// Bound, when set, is the figure as it would be at the floor of read
 	// planning: where the run counted the bytes the readers' reads wanted
-	// (Store.Wanted), those bytes at 2 requests a unit (Store.Floor), a
+	// (Store.Readers), those bytes at 2 requests a unit (Store.Floor), a
 	// value no coalescing or request saving reaches below at the run's
 	// layout and encoding; before, the store's sent bytes alone
 	// (StoreFit), a value fewer requests alone cannot go below. Note says
@@ -196,7 +196,7 @@ func NewTargets(r *Results) []Target {
 		// With the readers' wanted bytes the bound is the floor of any
 		// read planning at this layout and encoding: only the bytes the
 		// reads wanted, at the target's 2 requests a unit.
-		if w := r.Store; fit != nil && w.Wanted != nil {
+		if w := r.Store; fit != nil && w.Readers != nil {
 			floor := w.Floor(2)
 			floorNote := func(b, want float64, what string) string {
 				past := "within the target"
@@ -204,7 +204,7 @@ func NewTargets(r *Results) []Target {
 					past = "past the target: no read planning meets it at this layout and encoding"
 				}
 				return fmt.Sprintf("fetching only the %.3g MiB a unit its reads wanted (readers' count) at 2 requests a unit, MinIO would spend %.3g s on the SIG reader by the fit and %s would be %.3g, %s",
-					float64(w.Wanted.SIG())/(1<<20)/float64(max(w.Units, 1)), floor, what, b, past)
+					float64(w.Readers.SIG.Wanted())/(1<<20)/float64(max(w.Units, 1)), floor, what, b, past)
 			}
 			withStorage.Bound = ratio(c.SIG()+c.MinIOWorker+floor, c.LIGWithStorage())
 			minio.Bound = ratio(floor, c.MinIOLIGReader)

@@ -142,38 +142,48 @@ type Store struct {
 	// Fit splits MinIO's CPU serving the readers between requests and
 	// bytes (NewStoreFit).
 	Fit StoreFit `json:"fit"`
-	// Wanted is the bytes each reader's reads wanted (nil in runs from
-	// before it was measured).
-	Wanted *Wanted `json:"wanted,omitempty"`
+	// Readers are the readers' own counts of their units' reads (nil in
+	// runs from before they were taken).
+	Readers *ReaderSides `json:"readers,omitempty"`
 }
 
-// Wanted is the bytes of the segments each reader's units' reads wanted,
-// by object: the readers' own count (reader.MetricObjectWantedBytes,
-// scraped from each reader's /metrics at the run's end), over every unit
-// read, the same units as Store.Units. SentBytes is these plus what the
-// read planning fetched beyond them (holes coalesced, tails read whole):
-// the wanted bytes are what any planning could reach at the run's layout
-// and encoding (Floor).
-type Wanted struct {
-	SIGRaw  int64 `json:"sig_reader_raw"`
-	SIGMemo int64 `json:"sig_reader_memo"`
-	LIGRaw  int64 `json:"lig_reader_raw"`
-	LIGMemo int64 `json:"lig_reader_memo"`
+// ReaderSides are the SIG and the LIG reader's counts.
+type ReaderSides struct {
+	SIG ReaderCounts `json:"sig_reader"`
+	LIG ReaderCounts `json:"lig_reader"`
 }
 
-// SIG and LIG are each reader's wanted bytes.
-func (w Wanted) SIG() int64 { return w.SIGRaw + w.SIGMemo }
-func (w Wanted) LIG() int64 { return w.LIGRaw + w.LIGMemo }
+// ReaderCounts are what a reader counted of its units' reads (its
+// /metrics, scraped at the run's end; over every unit it read, the same
+// units as Store.Units):
+//   - WantedRaw and WantedMemo, the bytes of the segments the reads
+//     wanted, of raw blocks and of memo objects
+//     (reader.MetricObjectWantedBytes). The store's SentBytes are these
+//     plus what read planning fetched beyond them (holes coalesced, tails
+//     read whole): they are what any planning could reach at the run's
+//     layout and encoding (Floor).
+//   - Requests, the object store requests by "object/kind" (raw/tail,
+//     memo/range, ...; reader.MetricObjectRequests).
+//   - Footers, the footer cache's lookups by outcome (hit, miss, stale).
+type ReaderCounts struct {
+	WantedRaw  int64            `json:"wanted_raw_bytes"`
+	WantedMemo int64            `json:"wanted_memo_bytes"`
+	Requests   map[string]int64 `json:"requests,omitempty"`
+	Footers    map[string]int64 `json:"footers,omitempty"`
+}
+
+// Wanted is the bytes the reads wanted.
+func (c ReaderCounts) Wanted() int64 { return c.WantedRaw + c.WantedMemo }
 
 // Floor is MinIO's CPU serving the SIG reader by the fit (modelled from
 // measured figures), had its reads fetched only the bytes they wanted
 // with perUnit requests a unit: the least a read planning reaches at the
-// run's layout and encoding (0 without Wanted).
+// run's layout and encoding (0 without Readers).
 func (s *Store) Floor(perUnit float64) float64 {
-	if s.Wanted == nil {
+	if s.Readers == nil {
 		return 0
 	}
-	return s.Fit.PerRequest*perUnit*float64(s.Units) + s.Fit.PerByte*float64(s.Wanted.SIG())
+	return s.Fit.PerRequest*perUnit*float64(s.Units) + s.Fit.PerByte*float64(s.Readers.SIG.Wanted())
 }
 
 // PerUnit is the requests of q per unit read (0 without units).

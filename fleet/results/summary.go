@@ -105,11 +105,18 @@ func (r *Results) WriteSummary(w io.Writer) error {
 			rq, by := f.Part(side.q)
 			p("    %s: requests %.3g s + bytes %.3g s by the fit, %.3g s measured", side.name, rq, by, side.cpu)
 		}
-		if w := st.Wanted; w != nil {
+		if rs := st.Readers; rs != nil {
 			mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+			sig, lig := rs.SIG, rs.LIG
 			p("  Bytes the readers' reads wanted (measured: the readers' own count, %s): SIG reader %.1f MiB (raw %.1f, memo %.1f) of the %.1f MiB sent, %.3g MiB a unit; LIG reader %.1f MiB of %.1f MiB sent",
-				"sig_reader_object_wanted_bytes_total", mib(w.SIG()), mib(w.SIGRaw), mib(w.SIGMemo), mib(st.SIGReader.SentBytes),
-				ratio(mib(w.SIG()), float64(st.Units)), mib(w.LIG()), mib(st.LIGReader.SentBytes))
+				"sig_reader_object_wanted_bytes_total", mib(sig.Wanted()), mib(sig.WantedRaw), mib(sig.WantedMemo), mib(st.SIGReader.SentBytes),
+				ratio(mib(sig.Wanted()), float64(st.Units)), mib(lig.Wanted()), mib(st.LIGReader.SentBytes))
+			for _, side := range []struct {
+				name string
+				c    ReaderCounts
+			}{{"SIG reader", sig}, {"LIG reader", lig}} {
+				p("    %s requests per unit by object/kind (its own count): %s; footer cache %s", side.name, perUnitOf(side.c.Requests, st.Units), countsOf(side.c.Footers))
+			}
 			floor := st.Floor(2)
 			p("    the floor (modelled by the fit): fetching only those bytes at 2 requests a unit, MinIO would spend %.3g s serving the SIG reader against %.3g s measured serving the LIG reader (%.2fx); SIG/LIG counting MinIO's CPU %.3f",
 				floor, c.MinIOLIGReader, ratio(floor, c.MinIOLIGReader), ratio(c.SIG()+c.MinIOWorker+floor, c.LIGWithStorage()))
@@ -229,4 +236,26 @@ func loads(l []float64) string {
 		s = append(s, fmt.Sprintf("%.2f", x))
 	}
 	return strings.Join(s, " ")
+}
+
+// perUnitOf formats counts per unit, by key in order.
+func perUnitOf(m map[string]int64, units int) string {
+	keys := slices.Sorted(maps.Keys(m))
+	var parts []string
+	for _, k := range keys {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.3g", k, ratio(float64(m[k]), float64(units))))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// countsOf formats counts by key in order.
+func countsOf(m map[string]int64) string {
+	keys := slices.Sorted(maps.Keys(m))
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -669,14 +669,14 @@ func (r *runner) finish(ctx context.Context) error {
 		return err
 	}
 	res.Store = results.NewStore(storeSource, res.Steps, requests(whole))
-	var w results.Wanted
-	if w.SIGRaw, w.SIGMemo, err = readerWanted(ctx, r.sys.sigMetrics); err != nil {
+	var rs results.ReaderSides
+	if rs.SIG, err = readerCounts(ctx, r.sys.sigMetrics); err != nil {
 		return err
 	}
-	if w.LIGRaw, w.LIGMemo, err = readerWanted(ctx, r.sys.ligMetrics); err != nil {
+	if rs.LIG, err = readerCounts(ctx, r.sys.ligMetrics); err != nil {
 		return err
 	}
-	res.Store.Wanted = &w
+	res.Store.Readers = &rs
 	res.Costs = results.NewCosts(res, results.Prices())
 	res.TableI = results.NewTableI(res.Pipelines, res.Constants)
 	res.Figure6 = results.NewFigure6(res.Pipelines, res.Constants)

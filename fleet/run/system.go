@@ -407,42 +407,77 @@ func (s *system) autoscale(ctx context.Context, errs chan<- error) {
 	}
 }
 
-// readerWanted reads a reader's wanted bytes by object (raw, memo) from its
-// /metrics (reader.MetricObjectWantedBytes).
-func readerWanted(ctx context.Context, addr string) (raw, memo int64, err error) {
+// readerCounts reads a reader's counts of its units' reads from its
+// /metrics: the wanted bytes by object, the requests by object and kind
+// and the footer cache's lookups (results.ReaderCounts).
+func readerCounts(ctx context.Context, addr string) (results.ReaderCounts, error) {
+	c := results.ReaderCounts{Requests: map[string]int64{}, Footers: map[string]int64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0, 0, err
+		return c, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return c, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("reader metrics %s: %s", addr, resp.Status)
+		return c, fmt.Errorf("reader metrics %s: %s", addr, resp.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return 0, 0, err
+		return c, err
 	}
-	found := 0
+	wanted := 0
 	for _, line := range strings.Split(string(body), "\n") {
-		for _, o := range []struct {
-			label string
-			v     *int64
-		}{{`{object="raw"} `, &raw}, {`{object="memo"} `, &memo}} {
-			if rest, ok := strings.CutPrefix(line, reader.MetricObjectWantedBytes+o.label); ok {
-				f, perr := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-				if perr != nil {
-					return 0, 0, fmt.Errorf("reader metrics %s: %q: %w", addr, line, perr)
-				}
-				*o.v, found = int64(f), found+1
+		name, labels, value, ok := sample(line)
+		if !ok {
+			continue
+		}
+		switch name {
+		case reader.MetricObjectWantedBytes:
+			switch labels["object"] {
+			case "raw":
+				c.WantedRaw, wanted = int64(value), wanted+1
+			case "memo":
+				c.WantedMemo, wanted = int64(value), wanted+1
+			}
+		case reader.MetricObjectRequests:
+			c.Requests[labels["object"]+"/"+labels["kind"]] = int64(value)
+		case reader.MetricFooterCache:
+			c.Footers[labels["outcome"]] = int64(value)
+		}
+	}
+	if wanted != 2 {
+		return c, fmt.Errorf("reader metrics %s: %s by object raw and memo not found", addr, reader.MetricObjectWantedBytes)
+	}
+	return c, nil
+}
+
+// sample parses a line of the Prometheus text format holding a sample:
+// name{label="value",...} value. Comments and other lines are not
+// samples; label values are taken as written (the reader's hold no quote
+// or comma).
+func sample(line string) (name string, labels map[string]string, value float64, ok bool) {
+	if line == "" || line[0] == '#' {
+		return "", nil, 0, false
+	}
+	head, v, found := strings.Cut(line, " ")
+	if !found {
+		return "", nil, 0, false
+	}
+	value, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		return "", nil, 0, false
+	}
+	labels = map[string]string{}
+	name, rest, hasLabels := strings.Cut(head, "{")
+	if hasLabels {
+		for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				labels[k] = strings.Trim(v, `"`)
 			}
 		}
 	}
-	if found != 2 {
-		return 0, 0, fmt.Errorf("reader metrics %s: %s by object raw and memo not found", addr, reader.MetricObjectWantedBytes)
-	}
-	return raw, memo, nil
+	return name, labels, value, true
 }
