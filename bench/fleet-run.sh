@@ -24,6 +24,14 @@
 # the default is run as that many rows, marked in the file. About 20
 # minutes.
 #
+# FLEET_READS=1 measures what read planning can do about the SIG reader's
+# requests and bytes: the same small fleet at 10,000-row blocks with the SIG
+# reader's hole limit and tail read at their defaults (1.5 MiB), at 256 KiB
+# and at 64 KiB, and with the guard once in 8 reads, a line each into
+# bench/fleet-reads.txt, with the bytes its reads wanted (the reader's own
+# count, sig_reader_object_wanted_bytes_total), the floor under the bytes
+# sent. About 6 minutes.
+#
 # CPU figures are per process (the kernel's clock of each pid), so other
 # work on the machine slows the run without changing them; the load
 # averages at the start and end are in the header and the summary.
@@ -56,6 +64,41 @@ if [ "${FLEET_BLOCKS:-}" = 1 ]; then
 		echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	} >bench/fleet-blocks.txt
 	cat bench/fleet-blocks.txt
+	exit 0
+fi
+if [ "${FLEET_READS:-}" = 1 ]; then
+	# The read planning's trade of requests for bytes, at the fleet: the
+	# SIG reader's hole limit and tail read swept (cmd/reader
+	# --read-hole-limit, --read-tail), and the guard once in 8 reads, each
+	# beside the default, with the bytes the reads wanted (the readers'
+	# own count) as the floor no planning goes below.
+	small=(--seed 1 --pipelines 30 --clients 6 --epochs 4 --rows-per-block 10000)
+	{
+		echo "# bench/fleet-run.sh (FLEET_READS=1): sigctl fleet ${small[*]} --sig-reader-flag F"
+		echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(go version | cut -d' ' -f3-) $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+		echo "# req/u = object-store requests MinIO served the SIG reader per unit read (the LIG reader: 1); sent and wanted = MiB a unit MinIO sent the SIG reader and the bytes its reads wanted (the reader's own count);"
+		echo "# lig sent = MiB a unit MinIO sent the LIG reader; minio sig/lig = MinIO's CPU serving the SIG reader over serving the LIG reader (target <= 1);"
+		echo "# SIG/LIG = (workers + SIG reader) / LIG reader; +storage = the same with MinIO's CPU each side caused (target <= 0.45 at 300 pipelines)"
+		printf '%-44s %6s %6s %7s %8s %9s %9s %9s %8s %9s %6s\n' 'SIG reader flags' 'req/u' sent wanted 'lig sent' 'minio sig' 'minio lig' 'sig/lig' SIG/LIG '+storage' checks
+		i=0
+		for flags in "" "--read-hole-limit=262144 --read-tail=262144" "--read-hole-limit=65536 --read-tail=65536" "--guard-every=8"; do
+			fl=()
+			for f in $flags; do fl+=(--sig-reader-flag "$f"); done
+			i=$((i + 1))
+			"$bin/sigctl" fleet "${small[@]}" "${fl[@]}" --out "$bin/reads-$i.json" >/dev/null
+			jq -r --arg flags "${flags:-(defaults)}" '.cpu as $c | .store as $s | [$flags,
+				(($s.sig_reader.by_api // {}) | add // 0) / $s.units, $s.sig_reader.sent_bytes / 1048576 / $s.units,
+				($s.readers.sig_reader.wanted_raw_bytes + $s.readers.sig_reader.wanted_memo_bytes) / 1048576 / $s.units,
+				$s.lig_reader.sent_bytes / 1048576 / $s.units, $c.minio_sig_reader, $c.minio_lig_reader, $c.minio_sig_reader / $c.minio_lig_reader,
+				($c.worker + $c.sig_reader) / $c.lig_reader,
+				($c.worker + $c.sig_reader + $c.minio_worker + $c.minio_sig_reader) / ($c.lig_reader + $c.minio_lig_reader),
+				(if all(.checks[]; .ok) then "ok" else "FAILED" end)] |
+				"\(.[0])\t\(.[1]*100|round/100)\t\(.[2]*100|round/100)\t\(.[3]*100|round/100)\t\(.[4]*100|round/100)\t\(.[5]*100|round/100)\t\(.[6]*100|round/100)\t\(.[7]*100|round/100)\t\(.[8]*1000|round/1000)\t\(.[9]*1000|round/1000)\t\(.[10])"' \
+				"$bin/reads-$i.json" | awk -F'\t' '{ printf "%-44s %6s %6s %7s %8s %9s %9s %9s %8s %9s %6s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }'
+		done
+		echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	} >bench/fleet-reads.txt
+	cat bench/fleet-reads.txt
 	exit 0
 fi
 if [ "${FLEET_FULL:-}" = 1 ]; then

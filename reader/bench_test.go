@@ -308,7 +308,7 @@ const benchRows = 100_000
 // gRPC server streaming the very same responses from memory, in the same
 // run, over loopback. Per core = per CPU-second of the server process.
 func BenchmarkThroughput(b *testing.B) {
-	f := newFixture(b, fixtureConfig{Blocks: 4, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
+	f := newFixture(b, fixtureConfig{Blocks: 4, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small"), Packed: true})
 	benchGC(b)
 	srv := f.server(b, Config{})
 	var units []*readerv1.WorkUnit
@@ -358,7 +358,7 @@ func BenchmarkThroughput(b *testing.B) {
 // pipeline; ctr_small is the typical one.
 func BenchmarkInputCost(b *testing.B) {
 	names := []string{"ctr_small", "ctr_wide", "cvr", "explore", "ranking"}
-	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, names...)})
+	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, names...), Packed: true})
 	benchGC(b)
 	srv := f.server(b, Config{})
 	addr := serveOn(b, func(gs *grpc.Server) { readerv1.RegisterReaderServer(gs, srv) })
@@ -452,7 +452,7 @@ func (f *stockFlight) DoGet(t *flightpb.Ticket, stream flightpb.FlightService_Do
 // does). The consumer, in a child process, decodes every batch (Read with
 // the package's Client, DoGet with Arrow's Flight reader).
 func BenchmarkFlight(b *testing.B) {
-	f := newFixture(b, fixtureConfig{Blocks: 4, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
+	f := newFixture(b, fixtureConfig{Blocks: 4, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small"), Packed: true})
 	benchGC(b)
 	srv := f.server(b, Config{})
 	var units []*readerv1.WorkUnit
@@ -508,7 +508,7 @@ func BenchmarkFlight(b *testing.B) {
 // overhead bench/reader.sh reports.
 func BenchmarkGuard(b *testing.B) {
 	names := []string{"ctr_small", "ctr_wide", "cvr", "explore", "ranking"}
-	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, names...)})
+	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, names...), Packed: true})
 	benchGC(b)
 	servers := []struct {
 		name string

@@ -35,6 +35,9 @@ type fixture struct {
 	blocks []fixtureBlock
 	inputs []fixtureInput
 	wide   bool // fixtureConfig.WideMemos
+	// packs, when fixtureConfig.Packed, is where each block's components
+	// went: packs[b][component].
+	packs []map[canon.Key]block.Packed
 }
 
 type fixtureBlock struct {
@@ -78,6 +81,11 @@ type fixtureConfig struct {
 	// store an int64 or list<int64> value in the narrowest integer type
 	// that holds it (block.EncodeOptions.Narrow).
 	WideMemos bool
+	// Packed writes each block's memo columns (every component's, and
+	// every node's with Nodes) into packs, as a worker's batch does
+	// (workers/memo RunBatch: block.WritePacks), rather than an object
+	// per component; units name each input's pack and column.
+	Packed bool
 }
 
 func fleetGraphs(tb testing.TB, names ...string) []string {
@@ -160,7 +168,11 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 			tb.Fatal(err)
 		}
 		f.blocks = append(f.blocks, fixtureBlock{id: id, meta: meta, rows: meta.Rows})
-		if !cfg.NoMemos {
+		if !cfg.NoMemos && cfg.Packed {
+			if err := f.memoizePacked(ctx, b, cfg.MemoCompression); err != nil {
+				tb.Fatal(err)
+			}
+		} else if !cfg.NoMemos {
 			done := map[canon.Key]bool{}
 			for i := range f.inputs {
 				for _, in := range append([]fixtureInput{f.inputs[i]}, f.inputs[i].nodes...) {
@@ -184,24 +196,13 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 // value narrowed unless the fixture is WideMemos.
 func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput, comp block.Compression) error {
 	blk := f.blocks[b]
-	g, _, err := transform.ParseAndCheck([]byte(in.dsl), "component", f.schema, transform.Default(), transform.Limits{})
+	eventID, value, err := f.compute(ctx, b, in)
 	if err != nil {
 		return err
 	}
-	raw, err := block.ReadColumns(ctx, f.store, blk.meta, in.columns)
-	if err != nil {
-		return err
-	}
-	defer raw.Release()
-	if err := transform.CheckRecord(g, f.schema, raw); err != nil {
-		return err
-	}
-	out, err := transform.Run(g, transform.Default(), raw, g.Inputs[0].Node)
-	if err != nil {
-		return err
-	}
-	defer out[0].Release()
-	memo := memoRecord(raw.Column(0), out[0])
+	defer eventID.Release()
+	defer value.Release()
+	memo := memoRecord(eventID, value)
 	defer memo.Release()
 	m := blk.meta
 	ev, _ := m.Column(transform.ColEventID)
@@ -213,6 +214,90 @@ func (f *fixture) memoize(ctx context.Context, b int, in fixtureInput, comp bloc
 		ComponentKey: in.key, WindowStart: m.WindowStart, WindowLength: m.WindowLength,
 		MinEventTime: m.MinEventTime, MaxEventTime: m.MaxEventTime, SchemaFingerprint: m.SchemaFingerprint}, memo, opts)
 	return err
+}
+
+// compute runs component in over block b's columns, as a worker does, and
+// returns the block's event ids and the component's values.
+func (f *fixture) compute(ctx context.Context, b int, in fixtureInput) (eventID, value arrow.Array, err error) {
+	g, _, err := transform.ParseAndCheck([]byte(in.dsl), "component", f.schema, transform.Default(), transform.Limits{})
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := block.ReadColumns(ctx, f.store, f.blocks[b].meta, in.columns)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer raw.Release()
+	if err := transform.CheckRecord(g, f.schema, raw); err != nil {
+		return nil, nil, err
+	}
+	out, err := transform.Run(g, transform.Default(), raw, g.Inputs[0].Node)
+	if err != nil {
+		return nil, nil, err
+	}
+	eventID = raw.Column(0)
+	eventID.Retain()
+	return eventID, out[0], nil
+}
+
+// memoizePacked writes the memo columns of every component (and node) of
+// block b into packs, as a worker's batch does, and records where each
+// went (f.packs[b]).
+func (f *fixture) memoizePacked(ctx context.Context, b int, comp block.Compression) error {
+	blk := f.blocks[b]
+	var members []block.PackMember
+	var eventID arrow.Array
+	defer func() {
+		for _, m := range members {
+			m.Value.Release()
+		}
+		if eventID != nil {
+			eventID.Release()
+		}
+	}()
+	done := map[canon.Key]bool{}
+	for i := range f.inputs {
+		for _, in := range append([]fixtureInput{f.inputs[i]}, f.inputs[i].nodes...) {
+			if done[in.key] {
+				continue
+			}
+			done[in.key] = true
+			ids, value, err := f.compute(ctx, b, in)
+			if err != nil {
+				return err
+			}
+			if eventID == nil {
+				eventID = ids
+			} else {
+				ids.Release()
+			}
+			members = append(members, block.PackMember{Component: in.key, Block: blockref.ParseMemo(blk.id), Value: value})
+		}
+	}
+	_, packed, err := block.WritePacks(ctx, f.store, blk.meta, eventID, members,
+		block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: comp}, Wide: f.wide})
+	if err != nil {
+		return err
+	}
+	for len(f.packs) <= b {
+		f.packs = append(f.packs, nil)
+	}
+	f.packs[b] = map[canon.Key]block.Packed{}
+	for _, p := range packed {
+		f.packs[b][p.Component] = p
+	}
+	return nil
+}
+
+// memoOf returns the memo object and column of component k for block b:
+// its pack and column when the fixture is Packed, else the object of one
+// component (column "").
+func (f *fixture) memoOf(b int, k canon.Key) (object, column string) {
+	if b < len(f.packs) && f.packs[b] != nil {
+		p := f.packs[b][k]
+		return p.Object, p.Column.Name
+	}
+	return block.MemoKey(k, blockref.ParseMemo(f.blocks[b].id)), ""
 }
 
 // memoRecord is sigd.MemoRecord: the record of a memo object.
@@ -235,8 +320,9 @@ func (f *fixture) unit(b int, batchRows int, mode func(i int) readerv1.InputMode
 		if mode != nil {
 			m = mode(i)
 		}
+		object, column := f.memoOf(b, in.key)
 		u.Inputs = append(u.Inputs, &readerv1.ModelInput{Name: in.name, ComponentKey: in.key.String(),
-			Type: in.typ.String(), CanonicalDsl: in.dsl, MemoObject: block.MemoKey(in.key, blockref.ParseMemo(blk.id)),
+			Type: in.typ.String(), CanonicalDsl: in.dsl, MemoObject: object, MemoColumn: column,
 			MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: m})
 	}
 	return u

@@ -16,7 +16,7 @@ import (
 // BenchmarkServe measures one reader serving whole 100k-row units of the
 // ctr_small pipeline without a network (responses are discarded), per mode.
 func BenchmarkServe(b *testing.B) {
-	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
+	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small"), Packed: true})
 	benchGC(b)
 	s := f.server(b, Config{})
 	for _, mode := range []struct {
@@ -57,7 +57,7 @@ func BenchmarkServe(b *testing.B) {
 // computed (they are part of the requests' reading), nothing is decoded or
 // encoded. req/unit is the requests per unit.
 func BenchmarkFetch(b *testing.B) {
-	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small")})
+	f := newFixture(b, fixtureConfig{Blocks: 2, RowsPerBlock: benchRows, Graphs: fleetGraphs(b, "ctr_small"), Packed: true})
 	benchGC(b)
 	ctx := context.Background()
 	r := &block.ObjectReader{Store: f.store, Footers: block.NewFooterCache(DefaultFooterCacheEntries)}
@@ -85,11 +85,21 @@ func BenchmarkFetch(b *testing.B) {
 		u := f.unit(i%len(f.blocks), 4096, nil)
 		bufs := &unitBuffers{}
 		var wg sync.WaitGroup
+		// Each memo object once, for every input whose column it
+		// holds (packs: the fixture is Packed), as the reader does.
+		cols := map[string][]string{}
 		for _, in := range u.Inputs {
+			c := in.MemoColumn
+			if c == "" {
+				c = MemoColumn
+			}
+			cols[in.MemoObject] = append(cols[in.MemoObject], c)
+		}
+		for key, names := range cols {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				read(in.MemoObject, []string{MemoColumn}, bufs)
+				read(key, names, bufs)
 			}()
 		}
 		read(u.RawObject, append([]string{transform.ColEventID}, DefaultLabels...), bufs)
