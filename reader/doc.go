@@ -315,8 +315,13 @@
 // outside authentication, so a refused token counts), the time to
 // fetch a unit's block, the object store requests of units' reads by
 // object and kind (sig_reader_object_requests_total: over
-// sig_reader_units_total, the requests per unit read), the footer and
-// plan caches' lookups, and the guard's rows checked, mismatches by
+// sig_reader_units_total, the requests per unit read), the bytes of the
+// segments those reads wanted by object
+// (sig_reader_object_wanted_bytes_total: the floor under what the store
+// sends, which also holds the holes coalesced and the tails read whole;
+// the fleet reports both, and bench/fleet-reads.txt sweeps the hole limit
+// and tail read, Config.ReadLimits, cmd/reader --read-hole-limit and
+// --read-tail), the footer and plan caches' lookups, and the guard's rows checked, mismatches by
 // component (sig_reader_memo_mismatches_total) and samples it could not
 // compute. cmd/reader
 // serves them on --metrics, and health and reflection beside the Reader
