@@ -275,8 +275,9 @@ func rawErr(key string, err error) error {
 // sends for a unit at this layout (the store's own count of bytes sent
 // is the rest: holes coalesced, tails read whole).
 type requestCounts struct {
-	n      [2][3]atomic.Int64
-	wanted [2]atomic.Int64
+	n       [2][3]atomic.Int64
+	fetched [2][3]atomic.Int64
+	wanted  [2]atomic.Int64
 }
 
 const (
@@ -286,8 +287,11 @@ const (
 
 var objectNames = [2]string{"raw", "memo"}
 
-func (c *requestCounts) counter(object int) func(block.RequestKind) {
-	return func(k block.RequestKind) { c.n[object][k].Add(1) }
+func (c *requestCounts) counter(object int) func(block.RequestKind, int64) {
+	return func(k block.RequestKind, bytes int64) {
+		c.n[object][k].Add(1)
+		c.fetched[object][k].Add(bytes)
+	}
 }
 
 // got adds the segments a read of object returned to the wanted bytes.
@@ -313,6 +317,8 @@ func (c *requestCounts) collect(ch chan<- prometheus.Metric) {
 	for o := range c.n {
 		for k := range c.n[o] {
 			ch <- prometheus.MustNewConstMetric(descObjectRequests, prometheus.CounterValue, float64(c.n[o][k].Load()),
+				objectNames[o], block.RequestKind(k).String())
+			ch <- prometheus.MustNewConstMetric(descObjectFetchedBytes, prometheus.CounterValue, float64(c.fetched[o][k].Load()),
 				objectNames[o], block.RequestKind(k).String())
 		}
 		ch <- prometheus.MustNewConstMetric(descObjectWantedBytes, prometheus.CounterValue, float64(c.wanted[o].Load()), objectNames[o])

@@ -45,6 +45,10 @@ const (
 	// store sent them, which also holds the holes coalesced reads spanned
 	// and the tails read whole (fetch.go).
 	MetricObjectWantedBytes = "sig_reader_object_wanted_bytes_total"
+	// MetricObjectFetchedBytes counts the bytes those requests asked for
+	// (a tail read: the bytes it got), by object and kind: what the store
+	// sent, the wanted bytes and what the planning read beyond them.
+	MetricObjectFetchedBytes = "sig_reader_object_fetched_bytes_total"
 	// MetricFooterCache counts footer cache lookups by outcome: hit, miss,
 	// and stale (a hit whose read failed and was made again from the
 	// object).
@@ -61,6 +65,8 @@ var (
 	descInputs = prometheus.NewDesc(MetricInputs, "Input columns served, by mode.", []string{"mode"}, nil)
 
 	descObjectRequests = prometheus.NewDesc(MetricObjectRequests, "Object store requests of units' reads, by object (raw, memo) and kind (tail, footer, range).",
+		[]string{"object", "kind"}, nil)
+	descObjectFetchedBytes = prometheus.NewDesc(MetricObjectFetchedBytes, "Bytes the object store requests of units' reads asked for, by object (raw, memo) and kind (tail, footer, range).",
 		[]string{"object", "kind"}, nil)
 	descObjectWantedBytes = prometheus.NewDesc(MetricObjectWantedBytes, "Bytes of the segments units' reads wanted, by object (raw, memo).",
 		[]string{"object"}, nil)
@@ -143,6 +149,7 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descInputs
 	ch <- descObjectRequests
 	ch <- descObjectWantedBytes
+	ch <- descObjectFetchedBytes
 	ch <- descFooterCache
 	ch <- descPlanCache
 	m.calls.Describe(ch)

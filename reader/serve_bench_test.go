@@ -63,7 +63,7 @@ func BenchmarkFetch(b *testing.B) {
 	r := &block.ObjectReader{Store: f.store, Footers: block.NewFooterCache(DefaultFooterCacheEntries)}
 	var bytes, rows, reqs int64
 	var mu sync.Mutex
-	count := func(block.RequestKind) {
+	count := func(block.RequestKind, int64) {
 		mu.Lock()
 		reqs++
 		mu.Unlock()

@@ -170,7 +170,7 @@ type Server struct {
 	// add to it.
 	objects             *block.ObjectReader
 	requests            requestCounts
-	countRaw, countMemo func(block.RequestKind)
+	countRaw, countMemo func(block.RequestKind, int64)
 	// plans keeps the shapes of the input sets planned last.
 	plans *planCache
 

@@ -163,12 +163,14 @@ type ReaderSides struct {
 //     read whole): they are what any planning could reach at the run's
 //     layout and encoding (Floor).
 //   - Requests, the object store requests by "object/kind" (raw/tail,
-//     memo/range, ...; reader.MetricObjectRequests).
+//     memo/range, ...; reader.MetricObjectRequests), and Fetched the
+//     bytes they asked for (reader.MetricObjectFetchedBytes).
 //   - Footers, the footer cache's lookups by outcome (hit, miss, stale).
 type ReaderCounts struct {
 	WantedRaw  int64            `json:"wanted_raw_bytes"`
 	WantedMemo int64            `json:"wanted_memo_bytes"`
 	Requests   map[string]int64 `json:"requests,omitempty"`
+	Fetched    map[string]int64 `json:"fetched_bytes,omitempty"`
 	Footers    map[string]int64 `json:"footers,omitempty"`
 }
 

@@ -115,7 +115,8 @@ func (r *Results) WriteSummary(w io.Writer) error {
 				name string
 				c    ReaderCounts
 			}{{"SIG reader", sig}, {"LIG reader", lig}} {
-				p("    %s requests per unit by object/kind (its own count): %s; footer cache %s", side.name, perUnitOf(side.c.Requests, st.Units), countsOf(side.c.Footers))
+				p("    %s requests per unit by object/kind (its own count): %s; MiB a unit they asked for: %s; footer cache %s", side.name,
+					perUnitOf(side.c.Requests, st.Units, 1), perUnitOf(side.c.Fetched, st.Units, 1<<20), countsOf(side.c.Footers))
 			}
 			floor := st.Floor(2)
 			p("    the floor (modelled by the fit): fetching only those bytes at 2 requests a unit, MinIO would spend %.3g s serving the SIG reader against %.3g s measured serving the LIG reader (%.2fx); SIG/LIG counting MinIO's CPU %.3f",
@@ -238,13 +239,13 @@ func loads(l []float64) string {
 	return strings.Join(s, " ")
 }
 
-// perUnitOf formats counts per unit, by key in order.
-func perUnitOf(m map[string]int64, units int) string {
+// perUnitOf formats counts per unit, in units of scale, by key in order.
+func perUnitOf(m map[string]int64, units int, scale float64) string {
 	keys := slices.Sorted(maps.Keys(m))
 	var parts []string
 	for _, k := range keys {
 		if m[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %.3g", k, ratio(float64(m[k]), float64(units))))
+			parts = append(parts, fmt.Sprintf("%s %.3g", k, ratio(float64(m[k])/scale, float64(units))))
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -411,7 +411,7 @@ func (s *system) autoscale(ctx context.Context, errs chan<- error) {
 // /metrics: the wanted bytes by object, the requests by object and kind
 // and the footer cache's lookups (results.ReaderCounts).
 func readerCounts(ctx context.Context, addr string) (results.ReaderCounts, error) {
-	c := results.ReaderCounts{Requests: map[string]int64{}, Footers: map[string]int64{}}
+	c := results.ReaderCounts{Requests: map[string]int64{}, Fetched: map[string]int64{}, Footers: map[string]int64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return c, err
@@ -444,6 +444,8 @@ func readerCounts(ctx context.Context, addr string) (results.ReaderCounts, error
 			}
 		case reader.MetricObjectRequests:
 			c.Requests[labels["object"]+"/"+labels["kind"]] = int64(value)
+		case reader.MetricObjectFetchedBytes:
+			c.Fetched[labels["object"]+"/"+labels["kind"]] = int64(value)
 		case reader.MetricFooterCache:
 			c.Footers[labels["outcome"]] = int64(value)
 		}

@@ -268,8 +268,9 @@ type ObjectRead struct {
 	// Alloc supplies the buffers fetched into (make when nil), as for
 	// FetchSegmentsInto: the segments returned are slices of them.
 	Alloc Alloc
-	// Count, when set, is called for every request made, with its kind.
-	Count func(RequestKind)
+	// Count, when set, is called for every request made, with its kind
+	// and the bytes it asked for (a tail read: the bytes it got).
+	Count func(kind RequestKind, bytes int64)
 }
 
 // ObjectData is what a read returns: the footer, and the segments of the
@@ -302,7 +303,7 @@ func (r *ObjectReader) Read(ctx context.Context, rd ObjectRead) (ObjectData, err
 		rd.Alloc = func(n int) []byte { return make([]byte, n) }
 	}
 	if rd.Count == nil {
-		rd.Count = func(RequestKind) {}
+		rd.Count = func(RequestKind, int64) {}
 	}
 	if fe, ok := r.Footers.get(rd.Key); ok {
 		d, err := r.readKnown(ctx, rd, fe)
@@ -404,8 +405,8 @@ func (r *ObjectReader) fetch(ctx context.Context, rd ObjectRead, meta Meta, name
 		verify = func(b []byte) error { return checkFooter(fe, b) }
 	}
 	got := make([][]byte, len(missing))
-	for range spans {
-		rd.Count(RequestRange)
+	for _, sp := range spans {
+		rd.Count(RequestRange, sp.End-sp.Off)
 	}
 	if err := fetchSpans(ctx, r.Store, meta, spans, got, rd.Alloc, verify); err != nil {
 		return err
@@ -429,18 +430,18 @@ func (r *ObjectReader) readTail(ctx context.Context, rd ObjectRead) (ObjectData,
 	)
 	marks := false // tr's marks are the running CRC of tail from base
 	if rd.From > 0 {
-		rd.Count(RequestTail)
 		tail, info, err = r.Store.GetFromInto(ctx, rd.Key, rd.From, MaxTail, tr.allocFn, tr.filled)
+		rd.Count(RequestTail, int64(len(tail)))
 		base, marks = rd.From, true
 		if errors.Is(err, objstore.ErrRange) {
 			err = errNoFrom // the object ends before From: a wrong guess
 		}
 	}
 	if rd.From <= 0 || errors.Is(err, errNoFrom) {
-		rd.Count(RequestTail)
 		buf := rd.Alloc(int(lim.Tail))
 		var n int
 		n, info, err = r.Store.GetSuffixInto(ctx, rd.Key, buf)
+		rd.Count(RequestTail, int64(n))
 		tail, base, marks = buf[:n], info.Size-int64(n), false
 	}
 	if err != nil {
@@ -464,7 +465,7 @@ func (r *ObjectReader) readTail(ctx context.Context, rd ObjectRead) (ObjectData,
 		// A footer larger than the tail read: read it (more of the tail
 		// would hold it, but the tail is sized for ordinary footers).
 		footer = make([]byte, flen)
-		rd.Count(RequestFooter)
+		rd.Count(RequestFooter, flen)
 		if err := r.Store.GetRangeInto(ctx, rd.Key, foff, footer, nil); err != nil {
 			return ObjectData{}, err
 		}

@@ -121,7 +121,7 @@ func TestObjectReaderRequests(t *testing.T) {
 	read := func(key string, names []string) block.ObjectData {
 		t.Helper()
 		kinds = nil
-		d, err := r.Read(ctx, block.ObjectRead{Key: key, Want: all(names...), Count: func(k block.RequestKind) { kinds = append(kinds, k) }})
+		d, err := r.Read(ctx, block.ObjectRead{Key: key, Want: all(names...), Count: func(k block.RequestKind, _ int64) { kinds = append(kinds, k) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestObjectReaderRequests(t *testing.T) {
 	// A footer larger than the tail read is read on its own.
 	r3 := &block.ObjectReader{Store: s, Limits: block.ReadLimits{Tail: 64}}
 	kinds = nil
-	d, err = r3.Read(ctx, block.ObjectRead{Key: small.Key, Want: all("price"), Count: func(k block.RequestKind) { kinds = append(kinds, k) }})
+	d, err = r3.Read(ctx, block.ObjectRead{Key: small.Key, Want: all("price"), Count: func(k block.RequestKind, _ int64) { kinds = append(kinds, k) }})
 	if err != nil {
 		t.Fatal(err)
 	}
