@@ -26,8 +26,8 @@
 #
 # FLEET_READS=1 measures what read planning can do about the SIG reader's
 # requests and bytes: the same small fleet at 10,000-row blocks with the SIG
-# reader's hole limit and tail read at their defaults (1.5 MiB), at 256 KiB
-# and at 64 KiB, and with the guard once in 8 reads, a line each into
+# reader's hole limit at its default (1.5 MiB), at 256 KiB and at 64 KiB, at
+# 64 KiB with a 64 KiB tail read, and with the guard once in 8 reads, a line each into
 # bench/fleet-reads.txt, with the bytes its reads wanted (the reader's own
 # count, sig_reader_object_wanted_bytes_total), the floor under the bytes
 # sent. About 6 minutes.
@@ -81,9 +81,9 @@ if [ "${FLEET_READS:-}" = 1 ]; then
 		echo "# SIG/LIG = (workers + SIG reader) / LIG reader; +storage = the same with MinIO's CPU each side caused (target <= 0.45 at 300 pipelines)"
 		printf '%-44s %6s %6s %7s %8s %9s %9s %9s %8s %9s %6s\n' 'SIG reader flags' 'req/u' sent wanted 'lig sent' 'minio sig' 'minio lig' 'sig/lig' SIG/LIG '+storage' checks
 		i=0
-		for flags in "" "--read-hole-limit=262144 --read-tail=262144" "--read-hole-limit=65536 --read-tail=65536" "--guard-every=8"; do
+		for flags in "" "--read-hole-limit=262144" "--read-hole-limit=65536" "--read-hole-limit=65536,--read-tail=65536" "--guard-every=8"; do
 			fl=()
-			for f in $flags; do fl+=(--sig-reader-flag "$f"); done
+			[ -n "$flags" ] && fl=(--sig-reader-flag "$flags") # comma-separated: the flag is one list
 			i=$((i + 1))
 			"$bin/sigctl" fleet "${small[@]}" "${fl[@]}" --out "$bin/reads-$i.json" >/dev/null
 			jq -r --arg flags "${flags:-(defaults)}" '.cpu as $c | .store as $s | [$flags,
