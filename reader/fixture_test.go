@@ -78,6 +78,10 @@ type fixtureConfig struct {
 	// store an int64 or list<int64> value in the narrowest integer type
 	// that holds it (block.EncodeOptions.Narrow).
 	WideMemos bool
+	// Late is the generator's LateFraction (0: its default, 0.001; -1:
+	// none): late events have event times hours before their block's
+	// others, so a block's event times are out of order.
+	Late float64
 }
 
 func fleetGraphs(tb testing.TB, names ...string) []string {
@@ -138,7 +142,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 			f.inputs = append(f.inputs, in)
 		}
 	}
-	gn := gen.New(gen.Config{Seed: 7})
+	gn := gen.New(gen.Config{Seed: 7, LateFraction: cfg.Late})
 	hour := int64(time.Hour / time.Microsecond)
 	first := int64(0)
 	for b := 0; b < cfg.Blocks; b++ {

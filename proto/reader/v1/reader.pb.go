@@ -415,7 +415,19 @@ type WorkUnit struct {
 	// The model inputs, in the order of the batch columns.
 	Inputs []*ModelInput `protobuf:"bytes,9,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// Rows per record batch; 0 means 4096.
-	BatchRows     uint32 `protobuf:"varint,10,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
+	BatchRows uint32 `protobuf:"varint,10,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
+	// The half-open event-time range [start_micros, end_micros) of the rows
+	// the unit holds (issue 29): the block's rows whose event_time lies in
+	// it, in block order (a block's rows need not be in event-time order:
+	// late events, several partitions). Absent: every row of the block.
+	// Row numbers (ReadRequest.start_row, ReadResponse.start_row, Summary)
+	// count the unit's rows, so a trimmed unit resumes as a whole block
+	// does. start_micros must be before end_micros (INVALID_ARGUMENT naming
+	// event_range otherwise). Units built from a read solution
+	// (GetFlightInfo, reader.UnitsFromSolution) carry the solution's range
+	// on the blocks it does not cover whole, so a read returns exactly the
+	// rows of its range.
+	EventRange    *v1.EventRange `protobuf:"bytes,11,opt,name=event_range,json=eventRange,proto3" json:"event_range,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -520,6 +532,13 @@ func (x *WorkUnit) GetBatchRows() uint32 {
 	return 0
 }
 
+func (x *WorkUnit) GetEventRange() *v1.EventRange {
+	if x != nil {
+		return x.EventRange
+	}
+	return nil
+}
+
 // FlightCommand is the cmd of a FlightDescriptor (type CMD) a reader's
 // GetFlightInfo resolves: a pipeline's read solution over an event range,
 // as units of the given shape.
@@ -614,8 +633,10 @@ func (x *FlightCommand) GetMode() FlightMode {
 type ReadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Unit  *WorkUnit              `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
-	// The first row of the block to send (0 for a new unit; the number of rows
-	// already received when a client resumes a broken stream).
+	// The first row of the unit to send (0 for a new unit; the number of rows
+	// already received when a client resumes a broken stream). Rows are
+	// counted in the unit: with WorkUnit.event_range, row 0 is the block's
+	// first row in the range.
 	StartRow      int64 `protobuf:"varint,2,opt,name=start_row,json=startRow,proto3" json:"start_row,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -670,16 +691,18 @@ func (x *ReadRequest) GetStartRow() int64 {
 // arrow_ipc is a complete Arrow IPC stream: the schema message, one record
 // batch message and the end-of-stream marker, so every response decodes on
 // its own (a stream resumed on another reader needs nothing from the one
-// that broke). Batch k of a block holds rows [k*batch_rows,
-// (k+1)*batch_rows) ∩ [start_row, rows): batches are aligned to the block,
-// not to start_row, so a resumed stream sends byte-identical batches. The
+// that broke). Batch k of a unit holds its rows [k*batch_rows,
+// (k+1)*batch_rows) ∩ [start_row, rows): batches are aligned to the unit
+// (to the block when the unit has no event_range), not to start_row, so a
+// resumed stream sends byte-identical batches. The
 // batch columns are event_id (int64), the label columns (their raw types),
 // then one column per model input in the unit's order. SIG, LIG and mixed
 // readers send identical bytes for the same unit.
 type ReadResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	ArrowIpc []byte                 `protobuf:"bytes,1,opt,name=arrow_ipc,json=arrowIpc,proto3" json:"arrow_ipc,omitempty"`
-	// The block row of the batch's first row, and its number of rows.
+	// The unit row of the batch's first row (the block row when the unit
+	// has no event_range), and its number of rows.
 	StartRow int64 `protobuf:"varint,2,opt,name=start_row,json=startRow,proto3" json:"start_row,omitempty"`
 	Rows     int64 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
 	// Set only on the final response, which carries no batch.
@@ -749,7 +772,8 @@ func (x *ReadResponse) GetSummary() *Summary {
 // Summary ends a successful stream.
 type Summary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Rows sent by this call, and rows in the block.
+	// Rows sent by this call, and rows in the unit: the block's, or with
+	// WorkUnit.event_range those of the block in the range.
 	Rows      int64 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
 	BlockRows int64 `protobuf:"varint,2,opt,name=block_rows,json=blockRows,proto3" json:"block_rows,omitempty"`
 	// CRC-32C (Castagnoli) of the concatenated arrow_ipc bytes of this call's
@@ -841,7 +865,7 @@ const file_reader_v1_reader_proto_rawDesc = "" +
 	"memo_state\x18\x04 \x01(\x0e2\x12.sig.v1.BlockStateR\tmemoState\x12\x1f\n" +
 	"\vmemo_column\x18\x05 \x01(\tR\n" +
 	"memoColumn\x12!\n" +
-	"\fmemo_version\x18\x06 \x01(\x03R\vmemoVersion\"\xcf\x02\n" +
+	"\fmemo_version\x18\x06 \x01(\x03R\vmemoVersion\"\x84\x03\n" +
 	"\bWorkUnit\x12\x17\n" +
 	"\aunit_id\x18\x01 \x01(\tR\x06unitId\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x1a\n" +
@@ -856,7 +880,9 @@ const file_reader_v1_reader_proto_rawDesc = "" +
 	"\x06inputs\x18\t \x03(\v2\x19.sig.reader.v1.ModelInputR\x06inputs\x12\x1d\n" +
 	"\n" +
 	"batch_rows\x18\n" +
-	" \x01(\rR\tbatchRows\"\xe0\x01\n" +
+	" \x01(\rR\tbatchRows\x123\n" +
+	"\vevent_range\x18\v \x01(\v2\x12.sig.v1.EventRangeR\n" +
+	"eventRange\"\xe0\x01\n" +
 	"\rFlightCommand\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12(\n" +
@@ -924,17 +950,18 @@ var file_reader_v1_reader_proto_depIdxs = []int32{
 	3,  // 2: sig.reader.v1.ModelInput.memo_nodes:type_name -> sig.reader.v1.MemoNodeRead
 	9,  // 3: sig.reader.v1.MemoNodeRead.memo_state:type_name -> sig.v1.BlockState
 	2,  // 4: sig.reader.v1.WorkUnit.inputs:type_name -> sig.reader.v1.ModelInput
-	10, // 5: sig.reader.v1.FlightCommand.range:type_name -> sig.v1.EventRange
-	1,  // 6: sig.reader.v1.FlightCommand.mode:type_name -> sig.reader.v1.FlightMode
-	4,  // 7: sig.reader.v1.ReadRequest.unit:type_name -> sig.reader.v1.WorkUnit
-	8,  // 8: sig.reader.v1.ReadResponse.summary:type_name -> sig.reader.v1.Summary
-	6,  // 9: sig.reader.v1.Reader.Read:input_type -> sig.reader.v1.ReadRequest
-	7,  // 10: sig.reader.v1.Reader.Read:output_type -> sig.reader.v1.ReadResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	10, // 5: sig.reader.v1.WorkUnit.event_range:type_name -> sig.v1.EventRange
+	10, // 6: sig.reader.v1.FlightCommand.range:type_name -> sig.v1.EventRange
+	1,  // 7: sig.reader.v1.FlightCommand.mode:type_name -> sig.reader.v1.FlightMode
+	4,  // 8: sig.reader.v1.ReadRequest.unit:type_name -> sig.reader.v1.WorkUnit
+	8,  // 9: sig.reader.v1.ReadResponse.summary:type_name -> sig.reader.v1.Summary
+	6,  // 10: sig.reader.v1.Reader.Read:input_type -> sig.reader.v1.ReadRequest
+	7,  // 11: sig.reader.v1.Reader.Read:output_type -> sig.reader.v1.ReadResponse
+	11, // [11:12] is the sub-list for method output_type
+	10, // [10:11] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_reader_v1_reader_proto_init() }

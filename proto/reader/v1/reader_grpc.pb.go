@@ -56,9 +56,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ReaderClient interface {
-	// Read streams the rows [start_row, block rows) of the unit's block as
-	// ReadResponses holding one record batch each, then one final response
-	// with the summary. Errors:
+	// Read streams the unit's rows [start_row, unit rows) as ReadResponses
+	// holding one record batch each, then one final response with the
+	// summary. A unit's rows are its block's rows, in block order, or with
+	// event_range only those whose event_time is in it. Errors:
 	//
 	//	UNAVAILABLE  a MEMO input's data is pending (state not READY, or the
 	//	             object is missing, e.g. evicted); the message starts with
@@ -102,9 +103,10 @@ type Reader_ReadClient = grpc.ServerStreamingClient[ReadResponse]
 // All implementations must embed UnimplementedReaderServer
 // for forward compatibility.
 type ReaderServer interface {
-	// Read streams the rows [start_row, block rows) of the unit's block as
-	// ReadResponses holding one record batch each, then one final response
-	// with the summary. Errors:
+	// Read streams the unit's rows [start_row, unit rows) as ReadResponses
+	// holding one record batch each, then one final response with the
+	// summary. A unit's rows are its block's rows, in block order, or with
+	// event_range only those whose event_time is in it. Errors:
 	//
 	//	UNAVAILABLE  a MEMO input's data is pending (state not READY, or the
 	//	             object is missing, e.g. evicted); the message starts with
