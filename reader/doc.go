@@ -22,12 +22,48 @@
 //
 // Every batch holds event_id (int64), the labels (default click and
 // conversion), then one column per model input in the unit's order, rows in
-// block order. Batch k of a block is rows [k*B, (k+1)*B) of the block
-// (B = batch_rows, default 4096), cut to [start_row, rows); each response's
+// block order. Batch k of a unit is its rows [k*B, (k+1)*B) (B =
+// batch_rows, default 4096), cut to [start_row, rows); each response's
 // arrow_ipc is a complete Arrow IPC stream (schema, one record batch,
 // end-of-stream), so every response decodes on its own. A final response
-// carries a summary: rows sent, block rows, and the CRC-32C of the call's
-// arrow_ipc bytes.
+// carries a summary: rows sent, the unit's rows, and the CRC-32C of the
+// call's arrow_ipc bytes. A unit's rows are its block's, or with an event
+// range only some of them (below).
+//
+// # Event ranges
+//
+// A read solution names the blocks overlapping its half-open event-time
+// range, and a block's rows span its window, so the blocks at a range's
+// edges hold rows outside it (issue 29: a minute's read returned the
+// 2,000 rows of its block for the 60 in it). A unit may carry the range
+// (WorkUnit.event_range); its rows are then the block's rows whose
+// event_time lies in [start_micros, end_micros), in block order, and
+// start_row, each batch's start_row and rows, and the summary count
+// those, from 0 (trim.go). UnitsFromSolution gives the range to the units
+// of blocks the solution's range does not cover whole (by their events,
+// BlockRead.events), so Flight's GetFlightInfo, the Go client through
+// sigctl read and export, and the Python client read exactly the rows in
+// the range; a block wholly inside keeps a whole-block unit, byte for
+// byte what it was, and so does every unit a trainer builds (it reads
+// whole blocks, trainer/solution.go). An empty range is InvalidArgument
+// naming event_range, as sigd refuses one.
+//
+// The rows are selected where the unit is read, after its columns are
+// made over the whole block, whatever each input's mode: memo objects are
+// per block and shared, a LOCAL input is computed over the block as a
+// worker computes it, and the guard samples rows of the whole block as it
+// does for any unit (the memo object it checks is the block's). The same
+// selection of the same values gives SIG, LIG and mixed units of a range
+// the same bytes (TestEventRanges, testdata/ranges.txt: at block edges,
+// in a gap between two events, over late events, resumed from inside a
+// batch). Block rows in range are usually one run (event times in order;
+// the columns are sliced, no copy); late events and blocks of several
+// partitions make several, copied once into new columns. The range is
+// the unit's own, bound per unit: units of one input set share a plan
+// whatever their ranges (plancache.go). A trimmed unit resumes like any
+// other: its rows are a function of the unit (block version and range),
+// so row r is the same row on every reader, and a state counting the
+// unit's rows reads each once.
 //
 // # Arrow Flight
 //
@@ -43,14 +79,29 @@
 //     ReadResponse naming its start_row and rows; the block's last batch
 //     also carries Read's Summary. Errors, auth and metrics are Read's.
 //   - GetFlightInfo: the descriptor is a CMD holding a FlightCommand (client,
-//     pipeline, range, labels, batch rows, mode). The reader asks sigd for
+//     pipeline, range, labels, batch rows, mode), marshaled or as JSON
+//     (protobuf's JSON mapping: a client without SIG's generated code
+//     writes it; README, "Plain Arrow Flight clients"). The reader asks sigd for
 //     the read solution (Config.Solutions; cmd/reader --sigd) forwarding the
 //     caller's own bearer token, so sigd decides what the caller may read,
 //     and answers one endpoint per raw block in event order: the DoGet
 //     ticket of the block's unit (UnitsFromSolution) and the readers'
 //     locations (Config.FlightLocations). The caller's token must therefore
 //     be valid at sigd and at the readers alike (one token file, as
-//     `sigd dev` writes).
+//     `sigd dev` writes). total_records is -1 when the range cuts a block
+//     (its rows are known only when read).
+//   - GetSchema: the batch schema GetFlightInfo would give for the same
+//     descriptor, resolved the same way.
+//   - ListActions lists none (a reader has no actions). ListFlights,
+//     DoAction, DoPut, DoExchange, PollFlightInfo and Handshake answer
+//     Unimplemented, each message saying what to call instead: a flight
+//     is a pipeline's read over a range, resolved on request, so there is
+//     nothing to list, and tokens ride on every call.
+//
+// A unit of no rows (a range holding none of its block's rows) sends, on
+// Flight, one batch of no rows carrying the summary, so that a Flight
+// client learns the unit is complete as from any other; Read sends the
+// summary alone, and the summary's crc32c leaves that batch out.
 //
 // FlightData messages are marshaled by hand into pooled buffers, as Read's
 // responses are (encodeFlight): the body buffers are copied once, from the

@@ -86,6 +86,10 @@ type fixtureConfig struct {
 	// (workers/memo RunBatch: block.WritePacks), rather than an object
 	// per component; units name each input's pack and column.
 	Packed bool
+	// Late is the generator's LateFraction (0: its default, 0.001; -1:
+	// none): late events have event times hours before their block's
+	// others, so a block's event times are out of order.
+	Late float64
 }
 
 func fleetGraphs(tb testing.TB, names ...string) []string {
@@ -146,7 +150,7 @@ func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {
 			f.inputs = append(f.inputs, in)
 		}
 	}
-	gn := gen.New(gen.Config{Seed: 7})
+	gn := gen.New(gen.Config{Seed: 7, LateFraction: cfg.Late})
 	hour := int64(time.Hour / time.Microsecond)
 	first := int64(0)
 	for b := 0; b < cfg.Blocks; b++ {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -111,8 +112,23 @@ func (f flightSink) batch(enc *encoder, cols []arrow.Array, lo, hi, n, sent int6
 
 // end sends nothing: the summary rides on the last batch (encodeFlight), as
 // a FlightData of app_metadata alone would stop Arrow's Go reader (v15
-// reads every FlightData as an IPC message).
-func (flightSink) end(*readerv1.Summary) error { return nil }
+// reads every FlightData as an IPC message). A unit of no rows (an event
+// range that holds none of its block's rows, issue 29) has no last batch,
+// so it sends one batch of no rows carrying the summary: a Flight client
+// learns that the unit is complete, as from any other, where Read's
+// clients have the summary alone. Read never sends a batch of no rows, so
+// the summary's crc32c (of the arrow_ipc bytes Read sends) leaves it out.
+func (f flightSink) end(enc *encoder, cols []arrow.Array, sum *readerv1.Summary) error {
+	if sum.BlockRows != 0 {
+		return nil
+	}
+	m, _, _, err := enc.encodeFlight(cols, 0, 0, 0, 0, 0)
+	if err != nil {
+		return err
+	}
+	defer m.free()
+	return f.stream.SendMsg(m)
+}
 
 // flightSchema returns the schema message's flatbuffer as Flight sends it
 // first in a DoGet stream: the data_header of Arrow's own Flight writer
@@ -183,7 +199,9 @@ func (e *encoder) encodeFlight(cols []arrow.Array, lo, hi, n, sent int64, crc ui
 		e.writeBody(body)
 		out = out[:len(out)+int(e.body)]
 	}
-	crc = e.crcIPC(crc, body)
+	if hi > lo { // Read sends no batch of no rows (flightSink.end)
+		crc = e.crcIPC(crc, body)
+	}
 	// The ReadResponse, fields in number order, zeros left out as proto3
 	// does.
 	var app [maxApp]byte
@@ -251,7 +269,71 @@ func (e *encoder) crcIPC(crc uint32, body []byte) uint32 {
 // from row 0, and Config.FlightLocations. The schema is the batches'.
 // app_metadata is a marshaled ReadSolution with only its progress (client,
 // pipeline, range, raw source, the block counts and complete).
-func (f *flightService) GetFlightInfo(ctx context.Context, d *flightpb.FlightDescriptor) (_ *flightpb.FlightInfo, err error) {
+// total_records is the blocks' rows, or -1 (unknown) when the range cuts a
+// block (its unit holds only the rows in the range, counted when read).
+func (f *flightService) GetFlightInfo(ctx context.Context, d *flightpb.FlightDescriptor) (*flightpb.FlightInfo, error) {
+	s := f.s
+	r, err := f.resolve(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	var locs []*flightpb.Location
+	for _, l := range s.cfg.FlightLocations {
+		locs = append(locs, &flightpb.Location{Uri: l})
+	}
+	info := &flightpb.FlightInfo{Schema: flight.SerializeSchema(r.schema, memory.DefaultAllocator),
+		FlightDescriptor: d, TotalBytes: -1, Ordered: true}
+	for i, u := range r.units {
+		t, err := proto.Marshal(&readerv1.ReadRequest{Unit: u})
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "marshaling the ticket of block %s: %v", u.BlockId, err)
+		}
+		info.Endpoint = append(info.Endpoint, &flightpb.FlightEndpoint{Ticket: &flightpb.Ticket{Ticket: t}, Location: locs})
+		if info.TotalRecords >= 0 {
+			info.TotalRecords += r.sol.GetRawBlocks()[i].GetRows()
+		}
+		if u.EventRange != nil {
+			// How many of the block's rows are in the range is known only
+			// once its event times are read: -1, Flight's unknown.
+			info.TotalRecords = -1
+		}
+	}
+	sol := r.sol
+	progress := &sigv1.ReadSolution{Client: sol.Client, Pipeline: sol.Pipeline, Range: sol.Range, RawSource: sol.RawSource,
+		BlocksReady: sol.BlocksReady, BlocksPending: sol.BlocksPending, BlocksFailed: sol.BlocksFailed, Complete: sol.Complete}
+	if info.AppMetadata, err = proto.Marshal(progress); err != nil {
+		return nil, status.Errorf(codes.Internal, "marshaling app_metadata: %v", err)
+	}
+	return info, nil
+}
+
+// GetSchema implements Flight's GetSchema: the schema of the batches
+// GetFlightInfo's endpoints stream for the same descriptor (a CMD holding
+// a marshaled FlightCommand), resolved the same way, with the same
+// authorization, without marshaling a ticket per block. As Flight's
+// SchemaResult has it, the schema is an IPC schema message (what pyarrow's
+// get_schema decodes).
+func (f *flightService) GetSchema(ctx context.Context, d *flightpb.FlightDescriptor) (*flightpb.SchemaResult, error) {
+	r, err := f.resolve(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return &flightpb.SchemaResult{Schema: flight.SerializeSchema(r.schema, memory.DefaultAllocator)}, nil
+}
+
+// resolved is a descriptor resolved: the pipeline's read solution at
+// sigd, its units and their batches' schema.
+type resolved struct {
+	sol    *sigv1.ReadSolution
+	units  []*readerv1.WorkUnit
+	schema *arrow.Schema
+}
+
+// resolve authorizes the caller and resolves descriptor d (GetFlightInfo's
+// and GetSchema's): its FlightCommand, the read solution from sigd with the
+// caller's own token, the units, the batch schema. Errors are gRPC
+// statuses.
+func (f *flightService) resolve(ctx context.Context, d *flightpb.FlightDescriptor) (*resolved, error) {
 	s := f.s
 	if s.cfg.Tokens != nil {
 		if _, err := auth.Require(ctx, auth.RoleTrainer, auth.RoleOperator); err != nil {
@@ -278,7 +360,8 @@ func (f *flightService) GetFlightInfo(ctx context.Context, d *flightpb.FlightDes
 	sol, err := s.cfg.Solutions.GetReadSolution(sctx, &sigv1.GetReadSolutionRequest{Client: cmd.Client, Pipeline: cmd.Pipeline, Range: cmd.Range})
 	if err != nil {
 		// sigd's code as it is (NotFound for an unknown pipeline,
-		// PermissionDenied, Unavailable when sigd is unreachable).
+		// PermissionDenied, Unavailable when sigd is unreachable,
+		// InvalidArgument naming range for a bad range).
 		st := status.Convert(err)
 		return nil, status.Errorf(st.Code(), "sigd: %s", st.Message())
 	}
@@ -299,36 +382,70 @@ func (f *flightService) GetFlightInfo(ctx context.Context, d *flightpb.FlightDes
 	if err != nil {
 		return nil, Status(err).Err()
 	}
-	var locs []*flightpb.Location
-	for _, l := range s.cfg.FlightLocations {
-		locs = append(locs, &flightpb.Location{Uri: l})
-	}
-	info := &flightpb.FlightInfo{Schema: flight.SerializeSchema(schema, memory.DefaultAllocator),
-		FlightDescriptor: d, TotalBytes: -1, Ordered: true}
-	for i, u := range units {
-		t, err := proto.Marshal(&readerv1.ReadRequest{Unit: u})
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "marshaling the ticket of block %s: %v", u.BlockId, err)
-		}
-		info.Endpoint = append(info.Endpoint, &flightpb.FlightEndpoint{Ticket: &flightpb.Ticket{Ticket: t}, Location: locs})
-		info.TotalRecords += sol.GetRawBlocks()[i].GetRows()
-	}
-	progress := &sigv1.ReadSolution{Client: sol.Client, Pipeline: sol.Pipeline, Range: sol.Range, RawSource: sol.RawSource,
-		BlocksReady: sol.BlocksReady, BlocksPending: sol.BlocksPending, BlocksFailed: sol.BlocksFailed, Complete: sol.Complete}
-	if info.AppMetadata, err = proto.Marshal(progress); err != nil {
-		return nil, status.Errorf(codes.Internal, "marshaling app_metadata: %v", err)
-	}
-	return info, nil
+	return &resolved{sol: sol, units: units, schema: schema}, nil
+}
+
+// ListFlights is not served: a reader has no list of flights to give. A
+// flight is a pipeline's read over an event range, which sigd keeps per
+// client and resolves on request, and sigd has no call listing them; an
+// empty list would say there is nothing to read. The message names what
+// to call instead.
+func (f *flightService) ListFlights(*flightpb.Criteria, flightpb.FlightService_ListFlightsServer) error {
+	return status.Error(codes.Unimplemented, "readers do not list flights: call GetFlightInfo (or GetSchema) with a CMD descriptor "+
+		"holding a marshaled sig.reader.v1.FlightCommand {client, pipeline, range} of a pipeline submitted to sigd, "+
+		"then DoGet each endpoint's ticket (README, \"Plain Arrow Flight clients\")")
+}
+
+// ListActions lists the reader's actions: none (Flight's convention for a
+// server without DoAction: an empty list, not an error).
+func (f *flightService) ListActions(*flightpb.Empty, flightpb.FlightService_ListActionsServer) error {
+	return nil
+}
+
+// DoAction: there are no actions (ListActions lists none).
+func (f *flightService) DoAction(a *flightpb.Action, _ flightpb.FlightService_DoActionServer) error {
+	return status.Errorf(codes.Unimplemented, "action %q: readers have no actions (ListActions lists none); "+
+		"read with GetFlightInfo and DoGet", trunc(a.GetType()))
+}
+
+// Handshake is not needed: every call carries its bearer token.
+func (f *flightService) Handshake(flightpb.FlightService_HandshakeServer) error {
+	return status.Error(codes.Unimplemented, "readers need no handshake: send the header \"authorization: Bearer <token>\" with every call")
+}
+
+// DoPut and DoExchange: readers only read.
+func (f *flightService) DoPut(flightpb.FlightService_DoPutServer) error {
+	return status.Error(codes.Unimplemented, "readers are read-only: submit graphs to sigd (sig.v1.SIG/SubmitGraph), read with GetFlightInfo and DoGet")
+}
+
+func (f *flightService) DoExchange(flightpb.FlightService_DoExchangeServer) error {
+	return status.Error(codes.Unimplemented, "readers are read-only: read with GetFlightInfo and DoGet")
+}
+
+// PollFlightInfo: GetFlightInfo answers at once (a pipeline whose memo
+// data is pending is a solution in progress, its app_metadata says how
+// far), so there is nothing to poll.
+func (f *flightService) PollFlightInfo(context.Context, *flightpb.FlightDescriptor) (*flightpb.PollInfo, error) {
+	return nil, status.Error(codes.Unimplemented, "call GetFlightInfo: it answers at once, with the read solution's progress in app_metadata")
 }
 
 // flightCommand parses a descriptor's FlightCommand; errors name the field.
 func flightCommand(d *flightpb.FlightDescriptor) (*readerv1.FlightCommand, error) {
 	if d.GetType() != flightpb.FlightDescriptor_CMD {
-		return nil, invalid("descriptor.type", "%s; want CMD, a marshaled sig.reader.v1.FlightCommand", d.GetType())
+		return nil, invalid("descriptor.type", "%s; want CMD, a sig.reader.v1.FlightCommand (marshaled, or as JSON)", d.GetType())
 	}
 	cmd := &readerv1.FlightCommand{}
-	if err := proto.Unmarshal(d.GetCmd(), cmd); err != nil {
-		return nil, invalid("descriptor.cmd", "not a marshaled sig.reader.v1.FlightCommand: %v", err)
+	if raw := bytes.TrimLeft(d.GetCmd(), " \t\r\n"); len(raw) > 0 && raw[0] == '{' {
+		// The command as JSON (protobuf's JSON mapping of FlightCommand),
+		// so that a Flight client in any language needs no generated
+		// code (README, "Plain Arrow Flight clients"). A marshaled
+		// FlightCommand never starts with '{': it would be field 15, which
+		// FlightCommand does not have, as a group.
+		if err := protojson.Unmarshal(raw, cmd); err != nil {
+			return nil, invalid("descriptor.cmd", "not a sig.reader.v1.FlightCommand in JSON: %v", err)
+		}
+	} else if err := proto.Unmarshal(d.GetCmd(), cmd); err != nil {
+		return nil, invalid("descriptor.cmd", "not a marshaled sig.reader.v1.FlightCommand, nor one in JSON: %v", err)
 	}
 	if err := checkName("descriptor.cmd.client", cmd.Client, false); err != nil {
 		return nil, err

@@ -21,8 +21,9 @@ const (
 	MetricBytes = "sig_reader_bytes_total"
 	// MetricInputs counts input columns served, by mode (memo, local).
 	MetricInputs = "sig_reader_inputs_total"
-	// MetricCalls counts calls by API (api): read (Read), flight_do_get
-	// and flight_get_flight_info (Arrow Flight's DoGet and GetFlightInfo).
+	// MetricCalls counts calls by API (api): read (Read), flight_do_get,
+	// flight_get_flight_info and flight_get_schema (Arrow Flight's DoGet,
+	// GetFlightInfo and GetSchema).
 	MetricCalls = "sig_reader_calls_total"
 	// MetricErrors counts calls of every API that failed, by the gRPC code
 	// the caller got (code), a token refused by authentication included:
@@ -88,14 +89,15 @@ const (
 	apiRead          = "read"
 	apiDoGet         = "flight_do_get"
 	apiGetFlightInfo = "flight_get_flight_info"
+	apiGetSchema     = "flight_get_schema"
 )
 
 func newServerMetrics(s *Server) *serverMetrics {
 	return &serverMetrics{s: s,
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCalls,
-			Help: "Calls, by API: read, flight_do_get, flight_get_flight_info."}, []string{"api"}),
+			Help: "Calls, by API: read, flight_do_get, flight_get_flight_info, flight_get_schema."}, []string{"api"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricErrors,
-			Help: "Calls (Read, Flight DoGet and GetFlightInfo) that failed, by gRPC code."}, []string{"code"}),
+			Help: "Calls (Read, Flight DoGet, GetFlightInfo and GetSchema) that failed, by gRPC code."}, []string{"code"}),
 		// 1 ms to 33 s: a block from a local store is milliseconds, from a
 		// remote one under load seconds.
 		fetch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricFetch,
@@ -104,12 +106,13 @@ func newServerMetrics(s *Server) *serverMetrics {
 }
 
 // The methods counted by MetricCalls and MetricErrors, by full method name
-// (Flight's other methods are unimplemented; health and reflection are not
-// the reader's API).
+// (Flight's other methods list nothing or are unimplemented; health and
+// reflection are not the reader's API).
 var apiOfMethod = map[string]string{
 	readerv1.Reader_Read_FullMethodName:                  apiRead,
 	"/arrow.flight.protocol.FlightService/DoGet":         apiDoGet,
 	"/arrow.flight.protocol.FlightService/GetFlightInfo": apiGetFlightInfo,
+	"/arrow.flight.protocol.FlightService/GetSchema":     apiGetSchema,
 }
 
 // interceptors count every call of the reader's APIs and every failure by

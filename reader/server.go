@@ -318,8 +318,10 @@ type sink interface {
 	// continued from crc (the call's batches so far, of sent rows), and
 	// their length.
 	batch(enc *encoder, cols []arrow.Array, lo, hi, n, sent int64, crc uint32) (uint32, int64, error)
-	// end sends the summary, if the sink sends it apart.
-	end(*readerv1.Summary) error
+	// end sends the summary, if the sink sends it apart, or (Flight) a
+	// batch of no rows carrying it when the unit has none (cols are the
+	// unit's columns, of no rows then).
+	end(enc *encoder, cols []arrow.Array, sum *readerv1.Summary) error
 }
 
 // readSink is Read's: batches as marshaled ReadResponses given to
@@ -341,7 +343,7 @@ func (r readSink) batch(enc *encoder, cols []arrow.Array, lo, hi, _, _ int64, cr
 	return crc, size, r.sendBatch(m)
 }
 
-func (r readSink) end(sum *readerv1.Summary) error {
+func (r readSink) end(_ *encoder, _ []arrow.Array, sum *readerv1.Summary) error {
 	return r.send(&readerv1.ReadResponse{Summary: sum})
 }
 
@@ -415,7 +417,7 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink)
 		}
 	}()
 	if req.StartRow > n {
-		return invalid("start_row", "%d is past the block's %d rows", req.StartRow, n)
+		return invalid("start_row", "%d is past the unit's %d rows", req.StartRow, n)
 	}
 	enc, err := newEncoder(p.out)
 	if err != nil {
@@ -443,13 +445,14 @@ func (s *Server) serve(ctx context.Context, req *readerv1.ReadRequest, out sink)
 		sent += hi - lo
 		lo = hi
 	}
-	return out.end(&readerv1.Summary{Rows: sent, BlockRows: n, Crc32C: crc})
+	return out.end(enc, cols, &readerv1.Summary{Rows: sent, BlockRows: n, Crc32C: crc})
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// load reads the unit's block and returns the batch columns over the whole
-// block, in the order of p.out, and the number of rows. The raw block and
+// load reads the unit's block and returns the batch columns over the
+// unit's rows (the whole block's, or with an event range those in it:
+// trim.go), in the order of p.out, and their number. The raw block and
 // every memo object are read concurrently, each with one planned read
 // (fetch.go): in the common case one request per object.
 //
@@ -655,6 +658,12 @@ func (s *Server) loadOnce(ctx context.Context, p *plan, alloc block.Alloc) ([]ar
 	// Every memo object read back: a block reported while its object was
 	// bad is forgotten once sigd is replacing it (report.go, readOK).
 	s.noteMemoReads(p)
+	if p.trim {
+		// The unit's rows are selected from the batch columns of the whole
+		// block, whatever mode made each column, so SIG, LIG and mixed
+		// units of one range send the same bytes as they do whole.
+		return trimRows(raw.rec, cols, p.events)
+	}
 	return cols, n, nil
 }
 

@@ -91,7 +91,12 @@ type plan struct {
 	guard     *guardPlan
 	out       *arrow.Schema
 	batchRows int
-	reg       *transform.Registry
+	// trim: the unit holds only the block's rows whose event_time lies in
+	// [events[0], events[1]) (WorkUnit.event_range, issue 29); the unit's
+	// own, bound per unit, never part of its shape.
+	trim   bool
+	events [2]int64
+	reg    *transform.Registry
 	// shape is what the plan was bound from; its fields above are shared
 	// with every plan of the shape and read only (bind copies those a
 	// unit sets: inputs, nodes, rawColumns).
@@ -337,8 +342,21 @@ func (sh *shape) bind(u *readerv1.WorkUnit, lim Limits) (*plan, error) {
 		mn := t.memoNodes[src[0]][src[1]]
 		p.nodes[j], _ = bindMemoNode(mn, u.Inputs[t.localIdx[src[0]]].MemoNodes[src[1]], p.schema.Source, p.raw) // checked above
 	}
-	// The guard adds its columns to a copy (planGuard).
+	// The guard adds its columns to a copy (planGuard), and so does the
+	// event range: event_time is read to select the unit's rows.
 	p.rawColumns = slices.Clip(t.rawColumns)
+	if r := u.EventRange; r != nil {
+		// sigd refuses an empty range too (matching: "range"); a unit of
+		// one would only ever be a unit of no rows.
+		if r.StartMicros >= r.EndMicros {
+			return nil, invalid("event_range", "[%d, %d) is empty: start_micros must be before end_micros (leave event_range unset for the whole block)",
+				r.StartMicros, r.EndMicros)
+		}
+		p.trim, p.events = true, [2]int64{r.StartMicros, r.EndMicros}
+		if !slices.Contains(p.rawColumns, transform.ColEventTime) {
+			p.rawColumns = append(p.rawColumns, transform.ColEventTime)
+		}
+	}
 	return &p, nil
 }
 

@@ -35,7 +35,10 @@ func ModeReadyElseLocal(in *sigv1.InputSolution, blk *sigv1.BlockRead) readerv1.
 }
 
 // UnitsFromSolution returns the work units of a read solution: one per raw
-// block, in event order, each with every model input of the solution.
+// block, in event order, each with every model input of the solution. A
+// block the solution's range does not cover whole (by its events) carries
+// the range (WorkUnit.event_range): its unit holds only the block's rows
+// in it.
 func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.WorkUnit, error) {
 	schema := opts.Schema
 	if schema == nil && sol.GetRawSchemaJson() != "" {
@@ -75,6 +78,12 @@ func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.W
 		}
 		nodeBlocks[i] = IndexNodeBlocks(in)
 	}
+	// The solution's range is half-open and a block's rows span its window:
+	// a block the range does not cover whole gets the range, so that its
+	// unit holds exactly the rows in it (issue 29). A block wholly inside
+	// (the read solution's events, [min, max+1) of its event times) stays
+	// a whole-block unit, as is every unit of a range of whole windows.
+	rng := sol.GetRange()
 	var units []*readerv1.WorkUnit
 	for _, raw := range sol.GetRawBlocks() {
 		u := &readerv1.WorkUnit{
@@ -88,6 +97,9 @@ func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.W
 			LabelColumns:  opts.Labels,
 			BatchRows:     uint32(opts.BatchRows),
 		}
+		if rng != nil && !covers(rng, raw.GetEvents()) {
+			u.EventRange = &sigv1.EventRange{StartMicros: rng.GetStartMicros(), EndMicros: rng.GetEndMicros()}
+		}
 		for i, in := range sol.GetInputs() {
 			b, ok := byBlock[i][raw.GetBlockId()]
 			if !ok {
@@ -98,6 +110,15 @@ func UnitsFromSolution(sol *sigv1.ReadSolution, opts UnitOptions) ([]*readerv1.W
 		units = append(units, u)
 	}
 	return units, nil
+}
+
+// covers reports whether every event time of a block whose events are ev
+// ([min, max+1)) lies in rng. A block whose events are not known (nil) is
+// not covered: its unit carries the range, which costs only reading its
+// event times.
+func covers(rng, ev *sigv1.EventRange) bool {
+	return ev != nil && ev.GetStartMicros() < ev.GetEndMicros() &&
+		rng.GetStartMicros() <= ev.GetStartMicros() && ev.GetEndMicros() <= rng.GetEndMicros()
 }
 
 // NodeBlocks are the memo entries of an input's memo nodes by block id:

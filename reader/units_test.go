@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -107,5 +108,52 @@ func TestUnitsFromSolutionSchema(t *testing.T) {
 	sol.RawSchemaJson = `{"source":`
 	if _, err := UnitsFromSolution(sol, UnitOptions{}); err == nil || !strings.Contains(err.Error(), "raw_schema_json") {
 		t.Fatalf("bad schema JSON: %v", err)
+	}
+}
+
+// TestUnitsFromSolutionRange: a unit carries the solution's range exactly
+// when the range does not cover its block whole (issue 29), by the
+// block's events ([min, max+1) of its event times): blocks wholly inside,
+// a range's edge on a block's first event or just past its last included,
+// stay whole-block units, as a trainer's and the fleet's are; a block cut
+// by either edge, or whose events are not known, gets the range.
+func TestUnitsFromSolutionRange(t *testing.T) {
+	ev := func(from, to int64) *sigv1.EventRange { return &sigv1.EventRange{StartMicros: from, EndMicros: to} }
+	blocks := []struct {
+		events  *sigv1.EventRange
+		trimmed bool
+	}{
+		{ev(100, 200), false}, // starts on the range's start
+		{ev(200, 300), false}, // inside
+		{ev(300, 400), false}, // ends on the range's end
+		{ev(99, 150), true},   // one event before the range
+		{ev(350, 401), true},  // its last event is the range's end, which is out
+		{nil, true},           // events unknown
+		{ev(0, 1000), true},   // holds the range
+	}
+	sol := &sigv1.ReadSolution{Client: "ctr", Pipeline: "p1", RawSource: "ads", Range: ev(100, 400)}
+	for i, b := range blocks {
+		id := fmt.Sprintf("20260101T000000Z-p00000-%020d-%020d", i, i)
+		sol.RawBlocks = append(sol.RawBlocks, &sigv1.BlockRead{BlockId: id, RawObject: "raw/ads/" + id + ".arrow", Events: b.events})
+	}
+	units, err := UnitsFromSolution(sol, UnitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range units {
+		if got := u.EventRange != nil; got != blocks[i].trimmed {
+			t.Errorf("block %d of events %v: event_range %v, want trimmed %t", i, blocks[i].events, u.EventRange, blocks[i].trimmed)
+		} else if got && !proto.Equal(u.EventRange, sol.Range) {
+			t.Errorf("block %d: event_range %v, want the solution's %v", i, u.EventRange, sol.Range)
+		}
+	}
+	sol.Range = nil // a solution without a range (none from sigd): whole blocks
+	if units, err = UnitsFromSolution(sol, UnitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range units {
+		if u.EventRange != nil {
+			t.Errorf("block %d: event_range %v without a solution range", i, u.EventRange)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/sigd"
 	"github.com/sigdata/sig/sigd/sigdtest"
+	"github.com/sigdata/sig/warehouse/block"
 )
 
 // TestFlightInfoFromSigd: a reader started with --sigd answers Arrow
@@ -118,6 +120,99 @@ func TestFlightInfoFromSigd(t *testing.T) {
 			t.Fatalf("endpoint %d: Flight stream longer than the Go client's %d batches, or failed: %v", i, n, rd.Err())
 		}
 		rd.Release()
+	}
+
+	// GetSchema answers the schema of the same descriptor; a command as
+	// JSON (protobuf's JSON mapping, what a client without SIG's
+	// generated code sends) is the same command.
+	sr, err := fc.GetSchema(ctx, descriptor(&readerv1.FlightCommand{Client: "ctr", Pipeline: "p1", BatchRows: 128}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := flight.DeserializeSchema(sr.Schema, memory.DefaultAllocator); err != nil || !got.Equal(schema) {
+		t.Fatalf("GetSchema: %v (%v), want GetFlightInfo's %s", got, err, schema)
+	}
+	jsonInfo, err := fc.GetFlightInfo(ctx, &flightpb.FlightDescriptor{Type: flightpb.FlightDescriptor_CMD,
+		Cmd: []byte(` {"client": "ctr", "pipeline": "p1", "batchRows": 128, "mode": "FLIGHT_MODE_MEMO"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ep := range jsonInfo.Endpoint {
+		if !proto.Equal(ep.Ticket, info.Endpoint[i].Ticket) {
+			t.Fatalf("JSON command: endpoint %d's ticket differs from the marshaled command's", i)
+		}
+	}
+	_, err = fc.GetFlightInfo(ctx, &flightpb.FlightDescriptor{Type: flightpb.FlightDescriptor_CMD, Cmd: []byte(`{"client": "ctr", "pipe": "p1"}`)})
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "descriptor.cmd") {
+		t.Fatalf("JSON command with an unknown field: %v, want InvalidArgument naming descriptor.cmd", err)
+	}
+	// ListActions lists none; ListFlights says what to call instead.
+	la, err := fc.ListActions(ctx, &flightpb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := la.Recv(); err != io.EOF {
+		t.Fatalf("ListActions: %v, %v; want no actions", a, err)
+	}
+	lf, err := fc.ListFlights(ctx, &flightpb.Criteria{})
+	if err == nil {
+		_, err = lf.Recv()
+	}
+	if st := status.Convert(err); st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), "GetFlightInfo") {
+		t.Fatalf("ListFlights: %v, want Unimplemented naming GetFlightInfo", err)
+	}
+
+	// A range cutting blocks (issue 29): the second half of block 0's
+	// events to the first half of block 1's. Their tickets carry the
+	// range, the uncut block 2 is not in the solution, and the rows read
+	// are exactly the events in it.
+	ev0, ev1 := sol.RawBlocks[0].Events, sol.RawBlocks[1].Events
+	rng := &sigv1.EventRange{StartMicros: (ev0.StartMicros + ev0.EndMicros) / 2, EndMicros: (ev1.StartMicros + ev1.EndMicros) / 2}
+	rinfo, err := fc.GetFlightInfo(ctx, descriptor(&readerv1.FlightCommand{Client: "ctr", Pipeline: "p1", BatchRows: 128, Range: rng}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rinfo.Endpoint) != 2 || rinfo.TotalRecords != -1 {
+		t.Fatalf("range %v: %d endpoints, %d records; want 2 blocks of rows not known before they are read (-1)", rng, len(rinfo.Endpoint), rinfo.TotalRecords)
+	}
+	want := 0
+	for _, b := range w.Blocks[:2] {
+		_, raw, err := block.ReadBlock(ctx, w.Store, b.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		times := raw.Column(raw.Schema().FieldIndices("event_time")[0]).(*array.Int64)
+		for _, v := range times.Int64Values() {
+			if v >= rng.StartMicros && v < rng.EndMicros {
+				want++
+			}
+		}
+		raw.Release()
+	}
+	got := 0
+	for i, ep := range rinfo.Endpoint {
+		req := &readerv1.ReadRequest{}
+		if err := proto.Unmarshal(ep.Ticket.Ticket, req); err != nil || !proto.Equal(req.Unit.EventRange, rng) {
+			t.Fatalf("endpoint %d: ticket's event_range %v (%v), want %v", i, req.GetUnit().GetEventRange(), err, rng)
+		}
+		stream, err := fc.DoGet(ctx, ep.Ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd, err := flight.NewRecordReader(stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rd.Next() {
+			got += int(rd.Record().NumRows())
+		}
+		if rd.Err() != nil {
+			t.Fatal(rd.Err())
+		}
+		rd.Release()
+	}
+	if want == 0 || got != want {
+		t.Fatalf("range %v: read %d rows, want the %d events in it", rng, got, want)
 	}
 
 	// sigd's answers pass through with their codes.

@@ -34,7 +34,9 @@ func init() {
 // exportFlags: `sigctl export` writes SIG data in standard formats, for
 // DuckDB, pandas, Polars or Spark to read directly:
 //
-//   - a pipeline's inputs over an event range: the read solution from sigd
+//   - a pipeline's inputs over an event range, exactly the rows whose
+//     event_time lies in [FROM, TO) (the readers trim the blocks the range
+//     cuts, WorkUnit.event_range; issue 29): the read solution from sigd
 //     (GetReadSolution, the caller's token), its work units read as a
 //     trainer reads them (event_id, the labels, one column per model
 //     input; reader.UnitsFromSolution), through the readers of --readers

@@ -125,6 +125,50 @@ func TestExport(t *testing.T) {
 		"--range", fmt.Sprintf("%d:%d", r.StartMicros, r.EndMicros))
 	checkTable(t, rangeFile, readArrow(t, rangeFile), second)
 
+	// --range cutting both blocks (issue 29): from the middle of the
+	// first block's events to the middle of the second's, exactly the
+	// rows whose event_time is in [FROM, TO), through the readers and by
+	// the reader in sigctl alike: the Go client's rows of those events.
+	ev0, ev1 := sol.RawBlocks[0].Events, sol.RawBlocks[1].Events
+	cut := fmt.Sprintf("%d:%d", (ev0.StartMicros+ev0.EndMicros)/2, (ev1.StartMicros+ev1.EndMicros)/2)
+	inRange := map[int64]bool{}
+	for _, b := range w.Blocks {
+		_, raw, err := block.ReadBlock(ctx, w.Store, b.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := raw.Column(raw.Schema().FieldIndices("event_id")[0]).(*array.Int64)
+		times := raw.Column(raw.Schema().FieldIndices("event_time")[0]).(*array.Int64)
+		for r := range int(raw.NumRows()) {
+			if v := times.Value(r); v >= (ev0.StartMicros+ev0.EndMicros)/2 && v < (ev1.StartMicros+ev1.EndMicros)/2 {
+				inRange[ids.Value(r)] = true
+			}
+		}
+		raw.Release()
+	}
+	var cutRecs []arrow.Record
+	for _, rec := range recs {
+		ids := rec.Column(0).(*array.Int64)
+		for r := range int(rec.NumRows()) {
+			if inRange[ids.Value(r)] {
+				cutRecs = append(cutRecs, rec.NewSlice(int64(r), int64(r)+1))
+			}
+		}
+	}
+	if len(cutRecs) == 0 || len(cutRecs) >= 1400 || len(cutRecs) != len(inRange) {
+		t.Fatalf("range %s: %d of the Go client's rows, %d events; want some rows of both blocks, not all", cut, len(cutRecs), len(inRange))
+	}
+	cutWant := array.NewTableFromRecords(recs[0].Schema(), cutRecs)
+	defer cutWant.Release()
+	for _, r := range cutRecs {
+		r.Release()
+	}
+	cutReaders, cutLocal := filepath.Join(dir, "cut.arrow"), filepath.Join(dir, "cut.parquet")
+	export("--client", "ctr", "--pipeline", "exp", "--readers", lis.Addr().String(), "--out", cutReaders, "--range", cut)
+	export(append([]string{"--client", "ctr", "--pipeline", "exp", "--out", cutLocal, "--range", cut}, w.S3Args()...)...)
+	checkTable(t, cutReaders, readArrow(t, cutReaders), cutWant)
+	checkTable(t, cutLocal, readParquet(t, cutLocal), cutWant)
+
 	// A memo object of list<string> values: the pack its worker wrote
 	// (issue 28), with the input's column.
 	memoKey, memoColumn := sol.Inputs[1].Blocks[1].MemoObject, sol.Inputs[1].Blocks[1].MemoColumn

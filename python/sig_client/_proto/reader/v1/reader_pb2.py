@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from sig_client._proto.sig.v1 import sig_pb2 as sig_dot_v1_dot_sig__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16reader/v1/reader.proto\x12\rsig.reader.v1\x1a\x10sig/v1/sig.proto\"\x97\x02\n\nModelInput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rcomponent_key\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x15\n\rcanonical_dsl\x18\x04 \x01(\t\x12\x13\n\x0bmemo_object\x18\x05 \x01(\t\x12&\n\nmemo_state\x18\x06 \x01(\x0e\x32\x12.sig.v1.BlockState\x12&\n\x04mode\x18\x07 \x01(\x0e\x32\x18.sig.reader.v1.InputMode\x12/\n\nmemo_nodes\x18\x08 \x03(\x0b\x32\x1b.sig.reader.v1.MemoNodeRead\x12\x13\n\x0bmemo_column\x18\t \x01(\t\x12\x14\n\x0cmemo_version\x18\n \x01(\x03\"\x91\x01\n\x0cMemoNodeRead\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x13\n\x0bmemo_object\x18\x03 \x01(\t\x12&\n\nmemo_state\x18\x04 \x01(\x0e\x32\x12.sig.v1.BlockState\x12\x13\n\x0bmemo_column\x18\x05 \x01(\t\x12\x14\n\x0cmemo_version\x18\x06 \x01(\x03\"\xe6\x01\n\x08WorkUnit\x12\x0f\n\x07unit_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\x10\n\x08pipeline\x18\x03 \x01(\t\x12\x12\n\nraw_source\x18\x04 \x01(\t\x12\x17\n\x0fraw_schema_json\x18\x05 \x01(\t\x12\x10\n\x08\x62lock_id\x18\x06 \x01(\t\x12\x12\n\nraw_object\x18\x07 \x01(\t\x12\x15\n\rlabel_columns\x18\x08 \x03(\t\x12)\n\x06inputs\x18\t \x03(\x0b\x32\x19.sig.reader.v1.ModelInput\x12\x12\n\nbatch_rows\x18\n \x01(\r\"\xa8\x01\n\rFlightCommand\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x10\n\x08pipeline\x18\x02 \x01(\t\x12!\n\x05range\x18\x03 \x01(\x0b\x32\x12.sig.v1.EventRange\x12\x15\n\rlabel_columns\x18\x04 \x03(\t\x12\x12\n\nbatch_rows\x18\x05 \x01(\r\x12\'\n\x04mode\x18\x06 \x01(\x0e\x32\x19.sig.reader.v1.FlightMode\"G\n\x0bReadRequest\x12%\n\x04unit\x18\x01 \x01(\x0b\x32\x17.sig.reader.v1.WorkUnit\x12\x11\n\tstart_row\x18\x02 \x01(\x03\"k\n\x0cReadResponse\x12\x11\n\tarrow_ipc\x18\x01 \x01(\x0c\x12\x11\n\tstart_row\x18\x02 \x01(\x03\x12\x0c\n\x04rows\x18\x03 \x01(\x03\x12\'\n\x07summary\x18\x04 \x01(\x0b\x32\x16.sig.reader.v1.Summary\";\n\x07Summary\x12\x0c\n\x04rows\x18\x01 \x01(\x03\x12\x12\n\nblock_rows\x18\x02 \x01(\x03\x12\x0e\n\x06\x63rc32c\x18\x03 \x01(\r*R\n\tInputMode\x12\x1a\n\x16INPUT_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fINPUT_MODE_MEMO\x10\x01\x12\x14\n\x10INPUT_MODE_LOCAL\x10\x02*x\n\nFlightMode\x12\x1b\n\x17\x46LIGHT_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10\x46LIGHT_MODE_MEMO\x10\x01\x12\x15\n\x11\x46LIGHT_MODE_LOCAL\x10\x02\x12 \n\x1c\x46LIGHT_MODE_READY_ELSE_LOCAL\x10\x03\x32K\n\x06Reader\x12\x41\n\x04Read\x12\x1a.sig.reader.v1.ReadRequest\x1a\x1b.sig.reader.v1.ReadResponse0\x01\x42\x31Z/github.com/sigdata/sig/proto/reader/v1;readerv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16reader/v1/reader.proto\x12\rsig.reader.v1\x1a\x10sig/v1/sig.proto\"\x97\x02\n\nModelInput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rcomponent_key\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x15\n\rcanonical_dsl\x18\x04 \x01(\t\x12\x13\n\x0bmemo_object\x18\x05 \x01(\t\x12&\n\nmemo_state\x18\x06 \x01(\x0e\x32\x12.sig.v1.BlockState\x12&\n\x04mode\x18\x07 \x01(\x0e\x32\x18.sig.reader.v1.InputMode\x12/\n\nmemo_nodes\x18\x08 \x03(\x0b\x32\x1b.sig.reader.v1.MemoNodeRead\x12\x13\n\x0bmemo_column\x18\t \x01(\t\x12\x14\n\x0cmemo_version\x18\n \x01(\x03\"\x91\x01\n\x0cMemoNodeRead\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x13\n\x0bmemo_object\x18\x03 \x01(\t\x12&\n\nmemo_state\x18\x04 \x01(\x0e\x32\x12.sig.v1.BlockState\x12\x13\n\x0bmemo_column\x18\x05 \x01(\t\x12\x14\n\x0cmemo_version\x18\x06 \x01(\x03\"\x8f\x02\n\x08WorkUnit\x12\x0f\n\x07unit_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\x10\n\x08pipeline\x18\x03 \x01(\t\x12\x12\n\nraw_source\x18\x04 \x01(\t\x12\x17\n\x0fraw_schema_json\x18\x05 \x01(\t\x12\x10\n\x08\x62lock_id\x18\x06 \x01(\t\x12\x12\n\nraw_object\x18\x07 \x01(\t\x12\x15\n\rlabel_columns\x18\x08 \x03(\t\x12)\n\x06inputs\x18\t \x03(\x0b\x32\x19.sig.reader.v1.ModelInput\x12\x12\n\nbatch_rows\x18\n \x01(\r\x12\'\n\x0b\x65vent_range\x18\x0b \x01(\x0b\x32\x12.sig.v1.EventRange\"\xa8\x01\n\rFlightCommand\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x10\n\x08pipeline\x18\x02 \x01(\t\x12!\n\x05range\x18\x03 \x01(\x0b\x32\x12.sig.v1.EventRange\x12\x15\n\rlabel_columns\x18\x04 \x03(\t\x12\x12\n\nbatch_rows\x18\x05 \x01(\r\x12\'\n\x04mode\x18\x06 \x01(\x0e\x32\x19.sig.reader.v1.FlightMode\"G\n\x0bReadRequest\x12%\n\x04unit\x18\x01 \x01(\x0b\x32\x17.sig.reader.v1.WorkUnit\x12\x11\n\tstart_row\x18\x02 \x01(\x03\"k\n\x0cReadResponse\x12\x11\n\tarrow_ipc\x18\x01 \x01(\x0c\x12\x11\n\tstart_row\x18\x02 \x01(\x03\x12\x0c\n\x04rows\x18\x03 \x01(\x03\x12\'\n\x07summary\x18\x04 \x01(\x0b\x32\x16.sig.reader.v1.Summary\";\n\x07Summary\x12\x0c\n\x04rows\x18\x01 \x01(\x03\x12\x12\n\nblock_rows\x18\x02 \x01(\x03\x12\x0e\n\x06\x63rc32c\x18\x03 \x01(\r*R\n\tInputMode\x12\x1a\n\x16INPUT_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fINPUT_MODE_MEMO\x10\x01\x12\x14\n\x10INPUT_MODE_LOCAL\x10\x02*x\n\nFlightMode\x12\x1b\n\x17\x46LIGHT_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10\x46LIGHT_MODE_MEMO\x10\x01\x12\x15\n\x11\x46LIGHT_MODE_LOCAL\x10\x02\x12 \n\x1c\x46LIGHT_MODE_READY_ELSE_LOCAL\x10\x03\x32K\n\x06Reader\x12\x41\n\x04Read\x12\x1a.sig.reader.v1.ReadRequest\x1a\x1b.sig.reader.v1.ReadResponse0\x01\x42\x31Z/github.com/sigdata/sig/proto/reader/v1;readerv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,24 +33,24 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'reader.v1.reader_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z/github.com/sigdata/sig/proto/reader/v1;readerv1'
-  _globals['_INPUTMODE']._serialized_start=1136
-  _globals['_INPUTMODE']._serialized_end=1218
-  _globals['_FLIGHTMODE']._serialized_start=1220
-  _globals['_FLIGHTMODE']._serialized_end=1340
+  _globals['_INPUTMODE']._serialized_start=1177
+  _globals['_INPUTMODE']._serialized_end=1259
+  _globals['_FLIGHTMODE']._serialized_start=1261
+  _globals['_FLIGHTMODE']._serialized_end=1381
   _globals['_MODELINPUT']._serialized_start=60
   _globals['_MODELINPUT']._serialized_end=339
   _globals['_MEMONODEREAD']._serialized_start=342
   _globals['_MEMONODEREAD']._serialized_end=487
   _globals['_WORKUNIT']._serialized_start=490
-  _globals['_WORKUNIT']._serialized_end=720
-  _globals['_FLIGHTCOMMAND']._serialized_start=723
-  _globals['_FLIGHTCOMMAND']._serialized_end=891
-  _globals['_READREQUEST']._serialized_start=893
-  _globals['_READREQUEST']._serialized_end=964
-  _globals['_READRESPONSE']._serialized_start=966
-  _globals['_READRESPONSE']._serialized_end=1073
-  _globals['_SUMMARY']._serialized_start=1075
-  _globals['_SUMMARY']._serialized_end=1134
-  _globals['_READER']._serialized_start=1342
-  _globals['_READER']._serialized_end=1417
+  _globals['_WORKUNIT']._serialized_end=761
+  _globals['_FLIGHTCOMMAND']._serialized_start=764
+  _globals['_FLIGHTCOMMAND']._serialized_end=932
+  _globals['_READREQUEST']._serialized_start=934
+  _globals['_READREQUEST']._serialized_end=1005
+  _globals['_READRESPONSE']._serialized_start=1007
+  _globals['_READRESPONSE']._serialized_end=1114
+  _globals['_SUMMARY']._serialized_start=1116
+  _globals['_SUMMARY']._serialized_end=1175
+  _globals['_READER']._serialized_start=1383
+  _globals['_READER']._serialized_end=1458
 # @@protoc_insertion_point(module_scope)

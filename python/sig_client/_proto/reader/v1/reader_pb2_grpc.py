@@ -45,9 +45,10 @@ class ReaderServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Read(self, request, context):
-        """Read streams the rows [start_row, block rows) of the unit's block as
-        ReadResponses holding one record batch each, then one final response
-        with the summary. Errors:
+        """Read streams the unit's rows [start_row, unit rows) as ReadResponses
+        holding one record batch each, then one final response with the
+        summary. A unit's rows are its block's rows, in block order, or with
+        event_range only those whose event_time is in it. Errors:
         UNAVAILABLE  a MEMO input's data is pending (state not READY, or the
         object is missing, e.g. evicted); the message starts with
         "memo pending:" and names the input, component and block.
