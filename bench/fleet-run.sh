@@ -96,6 +96,15 @@ if [ "${FLEET_READS:-}" = 1 ]; then
 				"\(.[0])\t\(.[1]*100|round/100)\t\(.[2]*100|round/100)\t\(.[3]*100|round/100)\t\(.[4]*100|round/100)\t\(.[5]*100|round/100)\t\(.[6]*100|round/100)\t\(.[7]*100|round/100)\t\(.[8]*1000|round/1000)\t\(.[9]*1000|round/1000)\t\(.[10])"' \
 				"$bin/reads-$i.json" | awk -F'\t' '{ printf "%-44s %6s %6s %7s %8s %9s %9s %9s %8s %9s %6s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }'
 		done
+		# MinIO's CPU serving the SIG reader against its requests and MiB,
+		# least squares through the origin over the read-limit runs (1-4:
+		# the knob moves requests up and bytes down together, which the
+		# run's own fit over its phases cannot separate).
+		for j in 1 2 3 4; do
+			jq -r '[(.store.sig_reader.by_api // {} | add // 0), .store.sig_reader.sent_bytes / 1048576, .cpu.minio_sig_reader] | @tsv' "$bin/reads-$j.json"
+		done | awk '{ s11 += $1*$1; s12 += $1*$2; s22 += $2*$2; s1y += $1*$3; s2y += $2*$3 }
+			END { d = s11*s22 - s12*s12; a = (s1y*s22 - s2y*s12) / d; b = (s2y*s11 - s1y*s12) / d
+				printf "# MinIO CPU serving the SIG reader, fitted over the 4 read-limit runs (requests and MiB as the knob moves them): %.3g ms per request + %.3g ms per MiB: a request costs what %.2g MiB do\n", a*1e3, b*1e3, a/b }'
 		echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	} >bench/fleet-reads.txt
 	cat bench/fleet-reads.txt

@@ -173,7 +173,7 @@ func NewTargets(r *Results) []Target {
 		if b > want {
 			past = "past the target: fewer requests alone cannot meet it"
 		}
-		return fmt.Sprintf("were the SIG reader's MinIO CPU its bytes' alone (%.3g s of its %.3g s, at %.3g ms per MiB and %.3g ms per request fitted over %d reader phases, R² %.2f), %s would be %.3g, %s",
+		return fmt.Sprintf("were the SIG reader's MinIO CPU its bytes' alone (%.3g s of its %.3g s, at %.3g ms per MiB and %.3g ms per request fitted over %d reader phases, R² %.2f; a split the phases hardly tell apart, their requests and bytes rising together), %s would be %.3g, %s",
 			sigBytes, c.MinIOSIGReader, fit.PerByte*(1<<20)*1e3, fit.PerRequest*1e3, fit.Samples, fit.R2, what, b, past)
 	}
 	withStorage := Target{Name: "SIG/LIG CPU counting MinIO's", Issue: "issue 28", Want: "<= 0.45 at >= 300 pipelines",
@@ -203,7 +203,7 @@ func NewTargets(r *Results) []Target {
 				if b > want {
 					past = "past the target: no read planning meets it at this layout and encoding"
 				}
-				return fmt.Sprintf("fetching only the %.3g MiB a unit its reads wanted (readers' count) at 2 requests a unit, MinIO would spend %.3g s on the SIG reader by the fit and %s would be %.3g, %s",
+				return fmt.Sprintf("fetching only the %.3g MiB a unit its reads wanted (readers' count) at 2 requests a unit, MinIO would spend %.3g s on the SIG reader by that fit and %s would be %.3g, %s",
 					float64(w.Readers.SIG.Wanted())/(1<<20)/float64(max(w.Units, 1)), floor, what, b, past)
 			}
 			withStorage.Bound = ratio(c.SIG()+c.MinIOWorker+floor, c.LIGWithStorage())

@@ -210,7 +210,9 @@ func NewStore(source string, steps []Step, whole Requests) *Store {
 // through the origin over every reader phase of the run, SIG and LIG, as
 // samples; coefficients held at 0 or above). A measured figure's split,
 // not a measurement: it says whether requests or bytes bound MinIO's CPU
-// for a side (Part).
+// for a side (Part). Over a run's phases requests and bytes rise together,
+// so the split is weakly determined: bench/fleet-reads.txt moves them
+// apart (the SIG reader's hole limit swept) and fits the same model there.
 type StoreFit struct {
 	// Samples is the reader phases fitted (with at least one request).
 	Samples int `json:"samples"`
