@@ -27,7 +27,8 @@ func (ln Line) Sentence() string {
 		}
 		return b.String()
 	}
-	what := c.Component
+	// A component's canonical DSL names its one output "out".
+	what := strings.TrimPrefix(c.Component, "input out = ")
 	if what == "" {
 		what = "SIG"
 	}
