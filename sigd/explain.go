@@ -47,18 +47,30 @@ func (h *sigService) ExplainPending(ctx context.Context, req *sigv1.ExplainPendi
 	case limit > maxExplainLimit:
 		return nil, status.Errorf(codes.InvalidArgument, "limit: %d is more than %d", limit, maxExplainLimit)
 	}
-	want := map[string]bool{}
 	for i, b := range req.GetBlockIds() {
 		if b == "" || strings.ContainsAny(b, "/ \t\n") {
 			return nil, status.Errorf(codes.InvalidArgument, "block_ids[%d]: %q is not a block id", i, b)
 		}
-		want[b] = true
 	}
-	sol, err := h.s.frontend.ReadSolution(req.GetClient(), req.GetPipeline(), 0, 0)
+	out, err := h.s.explainPending(req.GetClient(), req.GetPipeline(), req.GetBlockIds(), limit)
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	now := h.s.clock.Now()
+	return out, nil
+}
+
+// explainPending answers ExplainPending for checked arguments (the RPC's
+// and the web UI's trainer page).
+func (s *Server) explainPending(client, pipeline string, blockIDs []string, limit int) (*sigv1.ExplainPendingResponse, error) {
+	want := map[string]bool{}
+	for _, b := range blockIDs {
+		want[b] = true
+	}
+	sol, err := s.frontend.ReadSolution(client, pipeline, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
 	out := &sigv1.ExplainPendingResponse{At: timestamppb.New(now)}
 
 	// The entries not ready, each once, with the inputs reading it.
@@ -106,7 +118,7 @@ func (h *sigService) ExplainPending(ctx context.Context, req *sigv1.ExplainPendi
 	for i, f := range entries {
 		ids[i] = f.id
 	}
-	for i, p := range h.s.queue.Explain(req.GetClient(), ids) {
+	for i, p := range s.queue.Explain(client, ids) {
 		f := entries[i]
 		e := f.e
 		e.Attempts, e.Priority = uint32(p.Attempts), p.Priority
@@ -146,7 +158,7 @@ func (h *sigService) ExplainPending(ctx context.Context, req *sigv1.ExplainPendi
 	for _, b := range sol.Raw {
 		have[b.Ref.ID()] = true
 	}
-	for _, b := range req.GetBlockIds() {
+	for _, b := range blockIDs {
 		if !have[b] {
 			out.Entries = append(out.Entries, &sigv1.PendingEntry{BlockId: b, Kind: sigv1.PendingKind_PENDING_KIND_INGESTION,
 				Detail: "the block is not in the catalog in the pipeline's range"})

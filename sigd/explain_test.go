@@ -15,8 +15,8 @@ import (
 	"github.com/sigdata/sig/workers"
 )
 
-// TestExplainPending: with the workers held, a low-priority pipeline's
-// entries are queued behind a high-priority client's tasks, and sigd says
+// TestExplainPending: with the one worker held at a gate, a low-priority
+// pipeline's first task is running and its other entries queued behind a high-priority client's tasks, and sigd says
 // so naming that client, its priority and how many; raised above it, the
 // pipeline's entries are behind nothing of another client's; leased, they
 // are running. Bad input is InvalidArgument naming the field, another
@@ -38,9 +38,6 @@ func TestExplainPending(t *testing.T) {
 	defer cancel()
 	defer close(gate)
 	ctr, ranking := srv.SIG(t, "ctr"), srv.SIG(t, "ranking")
-	if _, err := ranking.SubmitGraph(ctx, sigdtest.Submit("ranking", "top", 900, sigdtest.DSL(t, "ranking"), w.All())); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := ctr.SubmitGraph(ctx, sigdtest.Submit("ctr", "low", 100, sigdtest.DSL(t, "ctr_small"), w.All())); err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +49,28 @@ func TestExplainPending(t *testing.T) {
 		}
 		return r
 	}
+	// The one worker takes ctr's first task and waits at the gate: running.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := explain(&sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low"})
+		running := 0
+		for _, e := range r.Entries {
+			if e.Kind == sigv1.PendingKind_PENDING_KIND_RUNNING && e.Worker != "" {
+				running++
+			}
+		}
+		if running > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no entry running: %v", r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// ranking's pipeline at 900 comes after: its tasks go ahead of ctr's.
+	if _, err := ranking.SubmitGraph(ctx, sigdtest.Submit("ranking", "top", 900, sigdtest.DSL(t, "ranking"), w.All())); err != nil {
+		t.Fatal(err)
+	}
 	last := w.Blocks[2].ID
 	r := explain(&sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low", BlockIds: []string{last}})
 	if len(r.Entries) == 0 || r.NotReady == 0 {
@@ -62,7 +81,7 @@ func TestExplainPending(t *testing.T) {
 			t.Fatalf("entry %v: want block %s with its inputs and DSL", e, last)
 		}
 		if e.Kind == sigv1.PendingKind_PENDING_KIND_RUNNING {
-			continue // the one worker may hold one of ctr's tasks
+			t.Fatalf("entry %v running: the one worker holds a task of the first block", e)
 		}
 		var behind *sigv1.QueuedAhead
 		for _, a := range e.Ahead {
@@ -86,24 +105,6 @@ func TestExplainPending(t *testing.T) {
 			}
 		}
 	}
-	// The one worker takes ctr's first task and waits at the gate: running.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r = explain(&sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low"})
-		running := 0
-		for _, e := range r.Entries {
-			if e.Kind == sigv1.PendingKind_PENDING_KIND_RUNNING && e.Worker != "" {
-				running++
-			}
-		}
-		if running > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no entry running: %v", r)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	// A block not in the catalog: waiting for ingestion.
 	r = explain(&sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low", BlockIds: []string{"ads-p9-nosuch"}})
 	if len(r.Entries) != 1 || r.Entries[0].Kind != sigv1.PendingKind_PENDING_KIND_INGESTION {
@@ -122,6 +123,19 @@ func TestExplainPending(t *testing.T) {
 		_, err := ctr.ExplainPending(ctx, tc.req)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%v: %v, want InvalidArgument naming %s", tc.req, err, tc.field)
+		}
+	}
+	// A trainer's stall ledger is checked like the rest of its report.
+	for _, tc := range []struct {
+		c     *sigv1.StallCause
+		field string
+	}{
+		{&sigv1.StallCause{Kind: "queued", Seconds: -1}, "stall[0].seconds"},
+		{&sigv1.StallCause{Kind: "no such kind!", Seconds: 1}, "stall[0].kind"},
+	} {
+		_, err := srv.SIG(t, "trainer").ReportTrainerStatus(ctx, &sigv1.TrainerStatus{Job: "j", Client: "ctr", Stall: []*sigv1.StallCause{tc.c}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("stall %v: %v, want InvalidArgument naming %s", tc.c, err, tc.field)
 		}
 	}
 	if _, err := srv.SIG(t, "cvr").ExplainPending(ctx, &sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low"}); status.Code(err) != codes.PermissionDenied {

@@ -4206,8 +4206,14 @@ type TrainerStatus struct {
 	TensorcoreNsPerStep float64 `protobuf:"fixed64,15,opt,name=tensorcore_ns_per_step,json=tensorcoreNsPerStep,proto3" json:"tensorcore_ns_per_step,omitempty"`
 	SparsecoreNsPerStep float64 `protobuf:"fixed64,16,opt,name=sparsecore_ns_per_step,json=sparsecoreNsPerStep,proto3" json:"sparsecore_ns_per_step,omitempty"`
 	DeviceNsPerStep     float64 `protobuf:"fixed64,17,opt,name=device_ns_per_step,json=deviceNsPerStep,proto3" json:"device_ns_per_step,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The job's input stall charged to causes (issue 30,
+	// trainer/accounting/stall): the seconds measured, and the lines, most
+	// charged first (at most 20; the rest summed into one line of kind
+	// "other").
+	InputStallSeconds float64       `protobuf:"fixed64,18,opt,name=input_stall_seconds,json=inputStallSeconds,proto3" json:"input_stall_seconds,omitempty"`
+	Stall             []*StallCause `protobuf:"bytes,19,rep,name=stall,proto3" json:"stall,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TrainerStatus) Reset() {
@@ -4359,6 +4365,136 @@ func (x *TrainerStatus) GetDeviceNsPerStep() float64 {
 	return 0
 }
 
+func (x *TrainerStatus) GetInputStallSeconds() float64 {
+	if x != nil {
+		return x.InputStallSeconds
+	}
+	return 0
+}
+
+func (x *TrainerStatus) GetStall() []*StallCause {
+	if x != nil {
+		return x.Stall
+	}
+	return nil
+}
+
+// StallCause is one line of a job's stall ledger: what its stalled
+// seconds waited on.
+type StallCause struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queued, running, failed, ingestion, recomputing, pending (SIG side);
+	// reader_fetch, reader_decode, reader_guard, reader_send,
+	// reader_unavailable (reader side); unrecorded; other.
+	Kind      string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Component string `protobuf:"bytes,2,opt,name=component,proto3" json:"component,omitempty"`
+	Block     string `protobuf:"bytes,3,opt,name=block,proto3" json:"block,omitempty"`
+	// The client whose work was ahead, and its priority (queued).
+	Client   string  `protobuf:"bytes,4,opt,name=client,proto3" json:"client,omitempty"`
+	Priority int32   `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
+	Seconds  float64 `protobuf:"fixed64,6,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	// The most tasks seen ahead, and how many of them were client's.
+	Ahead   uint32 `protobuf:"varint,7,opt,name=ahead,proto3" json:"ahead,omitempty"`
+	AheadOf uint32 `protobuf:"varint,8,opt,name=ahead_of,json=aheadOf,proto3" json:"ahead_of,omitempty"`
+	// The line as a sentence for people.
+	Sentence      string `protobuf:"bytes,9,opt,name=sentence,proto3" json:"sentence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StallCause) Reset() {
+	*x = StallCause{}
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StallCause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StallCause) ProtoMessage() {}
+
+func (x *StallCause) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StallCause.ProtoReflect.Descriptor instead.
+func (*StallCause) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *StallCause) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StallCause) GetComponent() string {
+	if x != nil {
+		return x.Component
+	}
+	return ""
+}
+
+func (x *StallCause) GetBlock() string {
+	if x != nil {
+		return x.Block
+	}
+	return ""
+}
+
+func (x *StallCause) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *StallCause) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *StallCause) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *StallCause) GetAhead() uint32 {
+	if x != nil {
+		return x.Ahead
+	}
+	return 0
+}
+
+func (x *StallCause) GetAheadOf() uint32 {
+	if x != nil {
+		return x.AheadOf
+	}
+	return 0
+}
+
+func (x *StallCause) GetSentence() string {
+	if x != nil {
+		return x.Sentence
+	}
+	return ""
+}
+
 type ReportTrainerStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4367,7 +4503,7 @@ type ReportTrainerStatusResponse struct {
 
 func (x *ReportTrainerStatusResponse) Reset() {
 	*x = ReportTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4379,7 +4515,7 @@ func (x *ReportTrainerStatusResponse) String() string {
 func (*ReportTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4392,7 +4528,7 @@ func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 type ListTrainerStatusRequest struct {
@@ -4403,7 +4539,7 @@ type ListTrainerStatusRequest struct {
 
 func (x *ListTrainerStatusRequest) Reset() {
 	*x = ListTrainerStatusRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +4551,7 @@ func (x *ListTrainerStatusRequest) String() string {
 func (*ListTrainerStatusRequest) ProtoMessage() {}
 
 func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +4564,7 @@ func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 type ListTrainerStatusResponse struct {
@@ -4440,7 +4576,7 @@ type ListTrainerStatusResponse struct {
 
 func (x *ListTrainerStatusResponse) Reset() {
 	*x = ListTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4452,7 +4588,7 @@ func (x *ListTrainerStatusResponse) String() string {
 func (*ListTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4465,7 +4601,7 @@ func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
@@ -4494,7 +4630,7 @@ type ExplainPendingRequest struct {
 
 func (x *ExplainPendingRequest) Reset() {
 	*x = ExplainPendingRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4642,7 @@ func (x *ExplainPendingRequest) String() string {
 func (*ExplainPendingRequest) ProtoMessage() {}
 
 func (x *ExplainPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4655,7 @@ func (x *ExplainPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPendingRequest.ProtoReflect.Descriptor instead.
 func (*ExplainPendingRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ExplainPendingRequest) GetClient() string {
@@ -4563,7 +4699,7 @@ type QueuedAhead struct {
 
 func (x *QueuedAhead) Reset() {
 	*x = QueuedAhead{}
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4575,7 +4711,7 @@ func (x *QueuedAhead) String() string {
 func (*QueuedAhead) ProtoMessage() {}
 
 func (x *QueuedAhead) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4588,7 +4724,7 @@ func (x *QueuedAhead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuedAhead.ProtoReflect.Descriptor instead.
 func (*QueuedAhead) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *QueuedAhead) GetClient() string {
@@ -4641,7 +4777,7 @@ type PendingEntry struct {
 
 func (x *PendingEntry) Reset() {
 	*x = PendingEntry{}
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4653,7 +4789,7 @@ func (x *PendingEntry) String() string {
 func (*PendingEntry) ProtoMessage() {}
 
 func (x *PendingEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4666,7 +4802,7 @@ func (x *PendingEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingEntry.ProtoReflect.Descriptor instead.
 func (*PendingEntry) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PendingEntry) GetInputs() []string {
@@ -4773,7 +4909,7 @@ type ExplainPendingResponse struct {
 
 func (x *ExplainPendingResponse) Reset() {
 	*x = ExplainPendingResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4785,7 +4921,7 @@ func (x *ExplainPendingResponse) String() string {
 func (*ExplainPendingResponse) ProtoMessage() {}
 
 func (x *ExplainPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4798,7 +4934,7 @@ func (x *ExplainPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPendingResponse.ProtoReflect.Descriptor instead.
 func (*ExplainPendingResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ExplainPendingResponse) GetEntries() []*PendingEntry {
@@ -4865,7 +5001,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4877,7 +5013,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4890,7 +5026,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Task) GetComponentKey() string {
@@ -5011,7 +5147,7 @@ type PackedMember struct {
 
 func (x *PackedMember) Reset() {
 	*x = PackedMember{}
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5023,7 +5159,7 @@ func (x *PackedMember) String() string {
 func (*PackedMember) ProtoMessage() {}
 
 func (x *PackedMember) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5036,7 +5172,7 @@ func (x *PackedMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PackedMember.ProtoReflect.Descriptor instead.
 func (*PackedMember) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PackedMember) GetComponentKey() string {
@@ -5095,7 +5231,7 @@ type MemoInput struct {
 
 func (x *MemoInput) Reset() {
 	*x = MemoInput{}
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5107,7 +5243,7 @@ func (x *MemoInput) String() string {
 func (*MemoInput) ProtoMessage() {}
 
 func (x *MemoInput) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5120,7 +5256,7 @@ func (x *MemoInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoInput.ProtoReflect.Descriptor instead.
 func (*MemoInput) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *MemoInput) GetKey() string {
@@ -5165,7 +5301,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5177,7 +5313,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5190,7 +5326,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -5239,7 +5375,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5251,7 +5387,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5264,7 +5400,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -5307,7 +5443,7 @@ type LeasedTask struct {
 
 func (x *LeasedTask) Reset() {
 	*x = LeasedTask{}
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5319,7 +5455,7 @@ func (x *LeasedTask) String() string {
 func (*LeasedTask) ProtoMessage() {}
 
 func (x *LeasedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5332,7 +5468,7 @@ func (x *LeasedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedTask.ProtoReflect.Descriptor instead.
 func (*LeasedTask) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LeasedTask) GetTask() *Task {
@@ -5365,7 +5501,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5377,7 +5513,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5390,7 +5526,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -5409,7 +5545,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[71]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5421,7 +5557,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[71]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5434,7 +5570,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -5468,7 +5604,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[72]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5480,7 +5616,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[72]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5493,7 +5629,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -5546,7 +5682,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[73]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5558,7 +5694,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[73]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5571,7 +5707,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
 }
 
 type FailTaskRequest struct {
@@ -5584,7 +5720,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[74]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5596,7 +5732,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[74]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5609,7 +5745,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -5635,7 +5771,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[75]
+	mi := &file_sig_v1_sig_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5647,7 +5783,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[75]
+	mi := &file_sig_v1_sig_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5660,7 +5796,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -5695,7 +5831,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[76]
+	mi := &file_sig_v1_sig_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5707,7 +5843,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[76]
+	mi := &file_sig_v1_sig_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5720,7 +5856,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{76}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -5810,7 +5946,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[77]
+	mi := &file_sig_v1_sig_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5822,7 +5958,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[77]
+	mi := &file_sig_v1_sig_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5835,7 +5971,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{77}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -5861,7 +5997,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[78]
+	mi := &file_sig_v1_sig_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5873,7 +6009,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[78]
+	mi := &file_sig_v1_sig_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5886,7 +6022,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{78}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -5904,7 +6040,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[79]
+	mi := &file_sig_v1_sig_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5916,7 +6052,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[79]
+	mi := &file_sig_v1_sig_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5929,7 +6065,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{79}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{80}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -5941,7 +6077,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[80]
+	mi := &file_sig_v1_sig_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5953,7 +6089,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[80]
+	mi := &file_sig_v1_sig_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5966,7 +6102,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{80}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -5985,7 +6121,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[81]
+	mi := &file_sig_v1_sig_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5997,7 +6133,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[81]
+	mi := &file_sig_v1_sig_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6010,7 +6146,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{81}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -6346,7 +6482,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x19LiftWorkerBuildBanRequest\x12\x14\n" +
 	"\x05build\x18\x01 \x01(\tR\x05build\"4\n" +
 	"\x1aLiftWorkerBuildBanResponse\x12\x16\n" +
-	"\x06lifted\x18\x01 \x01(\bR\x06lifted\"\xa0\x05\n" +
+	"\x06lifted\x18\x01 \x01(\bR\x06lifted\"\xfa\x05\n" +
 	"\rTrainerStatus\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x1a\n" +
@@ -6365,10 +6501,23 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x05steps\x18\x0e \x01(\x04R\x05steps\x123\n" +
 	"\x16tensorcore_ns_per_step\x18\x0f \x01(\x01R\x13tensorcoreNsPerStep\x123\n" +
 	"\x16sparsecore_ns_per_step\x18\x10 \x01(\x01R\x13sparsecoreNsPerStep\x12+\n" +
-	"\x12device_ns_per_step\x18\x11 \x01(\x01R\x0fdeviceNsPerStep\x1a>\n" +
+	"\x12device_ns_per_step\x18\x11 \x01(\x01R\x0fdeviceNsPerStep\x12.\n" +
+	"\x13input_stall_seconds\x18\x12 \x01(\x01R\x11inputStallSeconds\x12(\n" +
+	"\x05stall\x18\x13 \x03(\v2\x12.sig.v1.StallCauseR\x05stall\x1a>\n" +
 	"\x10ChipSecondsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x1d\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xef\x01\n" +
+	"\n" +
+	"StallCause\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tcomponent\x18\x02 \x01(\tR\tcomponent\x12\x14\n" +
+	"\x05block\x18\x03 \x01(\tR\x05block\x12\x16\n" +
+	"\x06client\x18\x04 \x01(\tR\x06client\x12\x1a\n" +
+	"\bpriority\x18\x05 \x01(\x05R\bpriority\x12\x18\n" +
+	"\aseconds\x18\x06 \x01(\x01R\aseconds\x12\x14\n" +
+	"\x05ahead\x18\a \x01(\rR\x05ahead\x12\x19\n" +
+	"\bahead_of\x18\b \x01(\rR\aaheadOf\x12\x1a\n" +
+	"\bsentence\x18\t \x01(\tR\bsentence\"\x1d\n" +
 	"\x1bReportTrainerStatusResponse\"\x1a\n" +
 	"\x18ListTrainerStatusRequest\"N\n" +
 	"\x19ListTrainerStatusResponse\x121\n" +
@@ -6560,7 +6709,7 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 }
 
 var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
 	(PendingKind)(0),                     // 1: sig.v1.PendingKind
@@ -6621,36 +6770,37 @@ var file_sig_v1_sig_proto_goTypes = []any{
 	(*LiftWorkerBuildBanRequest)(nil),    // 56: sig.v1.LiftWorkerBuildBanRequest
 	(*LiftWorkerBuildBanResponse)(nil),   // 57: sig.v1.LiftWorkerBuildBanResponse
 	(*TrainerStatus)(nil),                // 58: sig.v1.TrainerStatus
-	(*ReportTrainerStatusResponse)(nil),  // 59: sig.v1.ReportTrainerStatusResponse
-	(*ListTrainerStatusRequest)(nil),     // 60: sig.v1.ListTrainerStatusRequest
-	(*ListTrainerStatusResponse)(nil),    // 61: sig.v1.ListTrainerStatusResponse
-	(*ExplainPendingRequest)(nil),        // 62: sig.v1.ExplainPendingRequest
-	(*QueuedAhead)(nil),                  // 63: sig.v1.QueuedAhead
-	(*PendingEntry)(nil),                 // 64: sig.v1.PendingEntry
-	(*ExplainPendingResponse)(nil),       // 65: sig.v1.ExplainPendingResponse
-	(*Task)(nil),                         // 66: sig.v1.Task
-	(*PackedMember)(nil),                 // 67: sig.v1.PackedMember
-	(*MemoInput)(nil),                    // 68: sig.v1.MemoInput
-	(*LeaseTaskRequest)(nil),             // 69: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 70: sig.v1.LeaseTaskResponse
-	(*LeasedTask)(nil),                   // 71: sig.v1.LeasedTask
-	(*HeartbeatRequest)(nil),             // 72: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 73: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 74: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 75: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 76: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 77: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 78: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 79: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 80: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 81: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 82: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 83: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 84: sig.v1.SubmitGraphRequest.MemoizeEntry
-	nil,                                  // 85: sig.v1.TrainerStatus.ChipSecondsEntry
-	nil,                                  // 86: sig.v1.CompleteTaskRequest.OpNanosEntry
-	(*timestamppb.Timestamp)(nil),        // 87: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 88: google.protobuf.Duration
+	(*StallCause)(nil),                   // 59: sig.v1.StallCause
+	(*ReportTrainerStatusResponse)(nil),  // 60: sig.v1.ReportTrainerStatusResponse
+	(*ListTrainerStatusRequest)(nil),     // 61: sig.v1.ListTrainerStatusRequest
+	(*ListTrainerStatusResponse)(nil),    // 62: sig.v1.ListTrainerStatusResponse
+	(*ExplainPendingRequest)(nil),        // 63: sig.v1.ExplainPendingRequest
+	(*QueuedAhead)(nil),                  // 64: sig.v1.QueuedAhead
+	(*PendingEntry)(nil),                 // 65: sig.v1.PendingEntry
+	(*ExplainPendingResponse)(nil),       // 66: sig.v1.ExplainPendingResponse
+	(*Task)(nil),                         // 67: sig.v1.Task
+	(*PackedMember)(nil),                 // 68: sig.v1.PackedMember
+	(*MemoInput)(nil),                    // 69: sig.v1.MemoInput
+	(*LeaseTaskRequest)(nil),             // 70: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 71: sig.v1.LeaseTaskResponse
+	(*LeasedTask)(nil),                   // 72: sig.v1.LeasedTask
+	(*HeartbeatRequest)(nil),             // 73: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 74: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 75: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 76: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 77: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 78: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 79: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 80: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 81: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 82: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 83: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 84: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 85: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 86: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 87: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 88: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 89: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
 	3,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
@@ -6670,113 +6820,114 @@ var file_sig_v1_sig_proto_depIdxs = []int32{
 	10, // 14: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
 	8,  // 15: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
 	9,  // 16: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	84, // 17: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	85, // 17: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
 	13, // 18: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
 	9,  // 19: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	9,  // 20: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
 	10, // 21: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
 	13, // 22: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
 	22, // 23: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	87, // 24: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	88, // 24: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
 	27, // 25: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
 	27, // 26: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
 	10, // 27: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
 	0,  // 28: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
 	0,  // 29: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	87, // 30: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	88, // 30: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
 	38, // 31: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
 	41, // 32: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
 	41, // 33: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
 	9,  // 34: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
 	9,  // 35: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
 	46, // 36: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	87, // 37: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	88, // 37: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
 	48, // 38: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	87, // 39: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
+	88, // 39: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
 	53, // 40: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
-	87, // 41: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	85, // 42: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	58, // 43: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	1,  // 44: sig.v1.PendingEntry.kind:type_name -> sig.v1.PendingKind
-	63, // 45: sig.v1.PendingEntry.ahead:type_name -> sig.v1.QueuedAhead
-	64, // 46: sig.v1.ExplainPendingResponse.entries:type_name -> sig.v1.PendingEntry
-	87, // 47: sig.v1.ExplainPendingResponse.at:type_name -> google.protobuf.Timestamp
-	68, // 48: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
-	67, // 49: sig.v1.Task.repack:type_name -> sig.v1.PackedMember
-	88, // 50: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	66, // 51: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	87, // 52: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	71, // 53: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
-	66, // 54: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
-	87, // 55: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
-	87, // 56: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	86, // 57: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	67, // 58: sig.v1.CompleteTaskRequest.moved:type_name -> sig.v1.PackedMember
-	79, // 59: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	87, // 60: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	78, // 61: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	78, // 62: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	14, // 63: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	16, // 64: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	18, // 65: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
-	20, // 66: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
-	17, // 67: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	24, // 68: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	26, // 69: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	29, // 70: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	31, // 71: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	33, // 72: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	35, // 73: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	37, // 74: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	40, // 75: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	43, // 76: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	45, // 77: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	49, // 78: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	51, // 79: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	54, // 80: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
-	56, // 81: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
-	58, // 82: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	60, // 83: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	62, // 84: sig.v1.SIG.ExplainPending:input_type -> sig.v1.ExplainPendingRequest
-	69, // 85: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	72, // 86: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	74, // 87: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	76, // 88: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	80, // 89: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	82, // 90: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	15, // 91: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	13, // 92: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	19, // 93: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
-	21, // 94: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
-	23, // 95: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	25, // 96: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	28, // 97: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	30, // 98: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	32, // 99: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	34, // 100: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	36, // 101: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	39, // 102: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	42, // 103: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	44, // 104: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	47, // 105: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	50, // 106: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	52, // 107: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	55, // 108: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
-	57, // 109: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
-	59, // 110: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	61, // 111: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	65, // 112: sig.v1.SIG.ExplainPending:output_type -> sig.v1.ExplainPendingResponse
-	70, // 113: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	73, // 114: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	75, // 115: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	77, // 116: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	81, // 117: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	83, // 118: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	91, // [91:119] is the sub-list for method output_type
-	63, // [63:91] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	88, // 41: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	86, // 42: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	59, // 43: sig.v1.TrainerStatus.stall:type_name -> sig.v1.StallCause
+	58, // 44: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	1,  // 45: sig.v1.PendingEntry.kind:type_name -> sig.v1.PendingKind
+	64, // 46: sig.v1.PendingEntry.ahead:type_name -> sig.v1.QueuedAhead
+	65, // 47: sig.v1.ExplainPendingResponse.entries:type_name -> sig.v1.PendingEntry
+	88, // 48: sig.v1.ExplainPendingResponse.at:type_name -> google.protobuf.Timestamp
+	69, // 49: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	68, // 50: sig.v1.Task.repack:type_name -> sig.v1.PackedMember
+	89, // 51: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	67, // 52: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	88, // 53: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	72, // 54: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
+	67, // 55: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
+	88, // 56: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	88, // 57: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	87, // 58: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	68, // 59: sig.v1.CompleteTaskRequest.moved:type_name -> sig.v1.PackedMember
+	80, // 60: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	88, // 61: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	79, // 62: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	79, // 63: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	14, // 64: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	16, // 65: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	18, // 66: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
+	20, // 67: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
+	17, // 68: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	24, // 69: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	26, // 70: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	29, // 71: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	31, // 72: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	33, // 73: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	35, // 74: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	37, // 75: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	40, // 76: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	43, // 77: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	45, // 78: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	49, // 79: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	51, // 80: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	54, // 81: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
+	56, // 82: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
+	58, // 83: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	61, // 84: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	63, // 85: sig.v1.SIG.ExplainPending:input_type -> sig.v1.ExplainPendingRequest
+	70, // 86: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	73, // 87: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	75, // 88: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	77, // 89: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	81, // 90: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	83, // 91: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	15, // 92: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	13, // 93: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	19, // 94: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
+	21, // 95: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
+	23, // 96: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	25, // 97: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	28, // 98: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	30, // 99: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	32, // 100: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	34, // 101: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	36, // 102: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	39, // 103: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	42, // 104: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	44, // 105: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	47, // 106: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	50, // 107: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	52, // 108: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	55, // 109: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
+	57, // 110: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
+	60, // 111: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	62, // 112: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	66, // 113: sig.v1.SIG.ExplainPending:output_type -> sig.v1.ExplainPendingResponse
+	71, // 114: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	74, // 115: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	76, // 116: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	78, // 117: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	82, // 118: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	84, // 119: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	92, // [92:120] is the sub-list for method output_type
+	64, // [64:92] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -6804,7 +6955,7 @@ func file_sig_v1_sig_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   85,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
