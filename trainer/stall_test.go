@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
 	"github.com/sigdata/sig/reader"
 	"github.com/sigdata/sig/sigd"
@@ -247,6 +249,8 @@ func TestStallChargedToSlowReader(t *testing.T) {
 	proxy.slow.Store(true)
 	cfg := e.jobConfig(t, "slowread")
 	cfg.Readers = []string{proxy.lis.Addr().String()}
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
 	cfg.HoldAfter, cfg.ExplainInterval = time.Minute, 100*time.Millisecond
 	_, _, done := runAsync(t, cfg)
 	rep := <-done
@@ -270,5 +274,26 @@ func TestStallChargedToSlowReader(t *testing.T) {
 	}
 	if readerSide < led.Stall*8/10 {
 		t.Fatalf("%v of %v charged to the reader, want most of it:\n%s", readerSide, led.Stall, led.Text())
+	}
+	// /metrics: sig_trainer_input_stall_seconds_total by cause kind.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCause := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "sig_trainer_input_stall_seconds_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cause" {
+					byCause[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if byCause["reader_fetch"] <= 0 || byCause["queued"] != 0 || len(byCause) != len(stall.Kinds) {
+		t.Fatalf("sig_trainer_input_stall_seconds_total by cause: %v", byCause)
 	}
 }
