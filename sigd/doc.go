@@ -22,6 +22,18 @@
 // block is a warehouse/blockref value likewise, parsed where a request
 // names it (blockref.ParseMemo) and printed where an answer does.
 //
+// # Why an entry is not ready (issue 30)
+//
+// ExplainPending (explain.go) answers, for a pipeline's entries not ready,
+// why: its state in the matching cache (failed; pending with the reason
+// it was invalidated, so recomputing) joined with its task's place in the
+// work queue (workers.Queue.Explain: queued behind how many tasks of which
+// clients at which priorities, leased by which worker for how long,
+// quarantined), and blocks asked for that the catalog does not have
+// (waiting for ingestion). Trainers record these answers against the
+// stall they waited through (trainer/accounting/stall); sigctl why and the
+// web UI show them.
+//
 // # Completion
 //
 // A memo entry is marked ready only after its object is written whole, and

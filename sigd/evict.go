@@ -285,5 +285,9 @@ func (s *Server) newUI(sampleEvery time.Duration) *ui.UI {
 		Trainers:    func() []*sigv1.TrainerStatus { return s.trainers.List(op) },
 		QueuedPeak:  s.queue.QueuedPeak,
 		SampleEvery: sampleEvery,
+		Explain: func(client, pipeline string) (*sigv1.ExplainPendingResponse, error) {
+			return s.explainPending(client, pipeline, nil, defaultExplainLimit)
+		},
+		SetPriority: s.setPriority,
 	})
 }

@@ -25,17 +25,30 @@ func (h *sigService) SetPriority(ctx context.Context, req *sigv1.SetPriorityRequ
 	if _, err := auth.RequireClient(ctx, req.GetClient()); err != nil {
 		return nil, err
 	}
-	if err := matching.CheckPriority(req.GetPriority()); err != nil {
-		return nil, grpcError(err)
-	}
-	if _, err := h.s.cache.SetPipelinePriority(req.GetClient(), req.GetPipeline(), req.GetPriority()); err != nil {
-		return nil, grpcError(err)
-	}
-	moved, err := h.s.queue.SetPriority(req.GetClient(), req.GetPipeline(), req.GetPriority())
+	moved, err := h.s.setPriority("", req.GetClient(), req.GetPipeline(), req.GetPriority())
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	return &sigv1.SetPriorityResponse{TasksReprioritized: uint32(moved)}, nil
+}
+
+// setPriority sets a pipeline's priority and moves its queued work (the
+// RPC, and the web UI's trainer page for an operator, who).
+func (s *Server) setPriority(who, client, pipeline string, priority int32) (int, error) {
+	if err := matching.CheckPriority(priority); err != nil {
+		return 0, err
+	}
+	if _, err := s.cache.SetPipelinePriority(client, pipeline, priority); err != nil {
+		return 0, err
+	}
+	moved, err := s.queue.SetPriority(client, pipeline, priority)
+	if err != nil {
+		return 0, err
+	}
+	if who != "" {
+		s.log.Info("priority set", "who", who, "client", client, "pipeline", pipeline, "priority", priority, "moved", moved)
+	}
+	return moved, nil
 }
 
 func depthsToProto(ds []workers.Depth) []*sigv1.QueueDepth {

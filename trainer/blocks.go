@@ -99,7 +99,7 @@ func (c *Controller) unpin(ctx context.Context) {
 func (c *Controller) syncWatcher(ctx context.Context) {
 	st := c.m.Status()
 	h, held := c.m.Hold()
-	want := (st == control.StHeld && held && h.Kind == control.Transient) || st == control.StWaitingData
+	want := (st == control.StHeld && held && h.Kind == control.Transient) || st == control.StWaitingData || st == control.StStalled
 	switch {
 	case want && c.watchCancel == nil:
 		wctx, cancel := context.WithCancel(ctx)

@@ -203,6 +203,15 @@ type ControllerConfig struct {
 	// HoldPollInterval re-reads the read solution during a transient hold
 	// in case a completion event was missed. Default 10s.
 	HoldPollInterval time.Duration
+	// HoldAfter keeps the slice, stalled, for up to this long when the
+	// next epoch's block is pending in SIG, before a transient hold
+	// releases it (trainer/control, "Stalls on SIG"; `--hold-after`).
+	// Zero: the hold at once.
+	HoldAfter time.Duration
+	// ExplainInterval is how often, while the job stalls on SIG, the
+	// controller asks sigd why the entries it waits on are not ready
+	// (ExplainPending; stalls.go). Default 1s.
+	ExplainInterval time.Duration
 	// GoodputJournalInterval is how often, between checkpoints, the
 	// controller writes its job's goodput history to the pipeline's journal
 	// (checkpoint.Store.PutJournal), so that a controller restarted after
@@ -282,6 +291,9 @@ func (c *ControllerConfig) EnsureDefaults() {
 	if c.HoldPollInterval <= 0 {
 		c.HoldPollInterval = 10 * time.Second
 	}
+	if c.ExplainInterval <= 0 {
+		c.ExplainInterval = time.Second
+	}
 	if c.GoodputJournalInterval == 0 {
 		c.GoodputJournalInterval = time.Second
 	}
@@ -350,7 +362,7 @@ func (c *ControllerConfig) validate() error {
 func (c *ControllerConfig) machineConfig() control.Config {
 	return control.Config{Hosts: c.Hosts, EpochUnits: c.EpochUnits, CaughtUpEpochUnits: c.CaughtUpEpochUnits,
 		Chips: c.Chips, CaughtUpChips: c.CaughtUpChips, MaxAttempts: c.MaxAttempts, RetryDelay: c.RetryDelay,
-		Follow: c.Follow || c.To == 0, Retrain: c.Retrain}
+		Follow: c.Follow || c.To == 0, Retrain: c.Retrain, HoldAfter: c.HoldAfter}
 }
 
 // CaughtUpInputs is how the caught-up phase reads its inputs.

@@ -85,8 +85,10 @@ type Controller struct {
 	// earlier incarnations' history was restored (or found absent), the
 	// journal write running (nil: none), whether another must follow it,
 	// and when the last one was taken.
-	acct         *jobgoodput.Account
-	gpRestored   bool
+	acct       *jobgoodput.Account
+	gpRestored bool
+	// The stall ledger's records (stalls.go; its own lock).
+	stalls       stallRecorder
 	journalDone  chan struct{}
 	journalAgain bool
 	lastJournal  time.Time
@@ -444,6 +446,10 @@ func (c *Controller) execute(ctx context.Context, now time.Time, a control.Actio
 		c.recordHold(now, a)
 	case control.ActWatchData:
 		// syncWatcher starts it.
+	case control.ActStall:
+		c.beginStall(ctx, now, a.Units[0])
+	case control.ActStallEnd:
+		c.endStall(now)
 	case control.ActExit:
 		c.exit = &exitInfo{reason: a.Reason, committed: a.Committed}
 		c.log.Info("controller exits", "reason", a.Reason, "committed", a.Committed)

@@ -84,6 +84,11 @@
 //	                and goodput actions into the job's account
 //	                (trainer/accounting/jobgoodput), its history into every
 //	                checkpoint and the journal, restored at a restart
+//	stalls.go       the stall ledger's records (issue 30): what a stall on
+//	                SIG waited on, sigd's ExplainPending answers, the
+//	                hosts' waits on readers; the ledger
+//	                (trainer/accounting/stall) for the report, metrics and
+//	                status
 //	report.go       the report written at exit, each wing's part of it
 //	                (the steps' statistics: trainer/accounting/runstats)
 //
@@ -204,6 +209,23 @@
 // the checkpoint: everything until the restart then counts as downtime,
 // none as lost work. Counters in the report other than Goodput (steps,
 // attempts, failures, holds) are the last process's.
+//
+// # Why the job waited (issue 30)
+//
+// Every second of input stall is charged to one cause
+// (trainer/accounting/stall, stalls.go). With HoldAfter (`--hold-after`),
+// a job holding its slice that finds the next epoch's first block pending
+// keeps the chips and stalls (trainer/control, "Stalls on SIG"): the
+// controller opens a wait per pending input of the block and asks sigd
+// every ExplainInterval why its entries are not ready (ExplainPending:
+// queued behind which clients' tasks at which priorities, running,
+// failed, recomputing, not ingested). Hosts report the waits of their
+// reads on readers (ReaderWait: before the first batch, between batches,
+// retrying), time blocked on a full buffer excluded. The report's Stall,
+// the status sent to sigd (its web UI's trainer page, sigctl why) and
+// sig_trainer_input_stall_seconds_total{cause} come from the ledger.
+// Hosts' waits carry their own wall-clock times; with an injected clock
+// in the controller only the SIG side lines up with the timeline.
 //
 // # Phases (paper III.A)
 //

@@ -10,12 +10,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sigdata/sig/internal/cli"
 	"github.com/sigdata/sig/internal/clock"
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/reader"
+	"github.com/sigdata/sig/trainer/accounting/stall"
 	"github.com/sigdata/sig/trainer/buffer"
 	"github.com/sigdata/sig/trainer/control"
 	"github.com/sigdata/sig/trainer/model"
@@ -372,6 +374,11 @@ func (h *host) scale(at *hostAttempt, s buffer.Scaling, send func(*trainerv1.Hos
 // controller did. Rows skip names (a compacted block's rows of parts the
 // job trained before the compaction, issue 28) are read and not trained,
 // and the unit's rows are the others.
+// minReaderWait is the shortest wait on a reader a host reports: shorter
+// gaps are the stream's ordinary pace, and reporting each would cost a
+// message per batch.
+const minReaderWait = 5 * time.Millisecond
+
 func (h *host) readUnit(at *hostAttempt, u *readerv1.WorkUnit, skip *trainerv1.UnitSkip, send func(*trainerv1.HostMessage)) {
 	defer at.wg.Done()
 	ref := blockref.Parse(u.GetUnitId())
@@ -385,11 +392,35 @@ func (h *host) readUnit(at *hostAttempt, u *readerv1.WorkUnit, skip *trainerv1.U
 			Attempt: at.id, UnitId: ref.String(), Pending: reader.IsMemoPending(err), Error: err.Error()}}})
 	}
 	label := h.welcome.GetLabelColumn()
+	// What the read waited on its reader (issue 30): from asking for rows
+	// (the read's start, or the last batch put in the buffer: time
+	// blocked on a full buffer is not the reader's) to receiving them.
+	asked, first := h.cfg.Clock.Now(), true
+	retries := h.readers.Stats().Retries
+	waited := func(end time.Time) {
+		kind := stall.ReaderSend
+		if first {
+			kind = stall.ReaderFetch
+		}
+		if r := h.readers.Stats().Retries; r != retries {
+			kind, retries = stall.ReaderUnavailable, r
+		}
+		if end.Sub(asked) >= minReaderWait {
+			send(&trainerv1.HostMessage{Msg: &trainerv1.HostMessage_ReaderWait{ReaderWait: &trainerv1.ReaderWait{
+				Attempt: at.id, UnitId: ref.String(), Kind: string(kind), Start: timestamppb.New(asked), End: timestamppb.New(end)}}})
+		}
+	}
 	for b, err := range h.readers.ReadBatches(at.ctx, u) {
 		if err != nil {
+			if at.ctx.Err() == nil {
+				first = false
+				retries = -1 // a failed read is the reader's being unavailable
+				waited(h.cfg.Clock.Now())
+			}
 			fail(err)
 			return
 		}
+		waited(h.cfg.Clock.Now())
 		ex := model.NewExamples(h.feats)
 		for _, rr := range keptRows(b.StartRow, b.Record.NumRows(), skip) {
 			rec := b.Record
@@ -412,6 +443,7 @@ func (h *host) readUnit(at *hostAttempt, u *readerv1.WorkUnit, skip *trainerv1.U
 			return // the attempt ended
 		}
 		rows += int64(ex.Len())
+		asked, first = h.cfg.Clock.Now(), false
 	}
 	// UnitRead goes out before the in-flight count drops, so it precedes
 	// the final batch on the stream.

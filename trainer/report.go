@@ -10,6 +10,7 @@ import (
 	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/accounting/jobgoodput"
 	"github.com/sigdata/sig/trainer/accounting/runstats"
+	"github.com/sigdata/sig/trainer/accounting/stall"
 	"github.com/sigdata/sig/trainer/embedding/fdp"
 	"github.com/sigdata/sig/trainer/embedding/paramservers"
 	"github.com/sigdata/sig/trainer/embedding/placement"
@@ -82,6 +83,10 @@ type Report struct {
 	// (nil: the job kept its tables on the slice).
 	ParameterServers *paramservers.Report `json:"parameter_servers,omitempty"`
 	Goodput          goodput.Report       `json:"goodput"`
+	// Stall is the job's input stall charged to causes: the SIG work or
+	// the reader phase each stalled second waited on (issue 30,
+	// trainer/accounting/stall).
+	Stall stall.Ledger `json:"stall"`
 }
 
 // report assembles the run's report as of end.
@@ -116,6 +121,7 @@ func (c *Controller) report(end time.Time) Report {
 	} else {
 		c.log.Warn("goodput report", "err", err)
 	}
+	r.Stall = c.StallLedger(end)
 	return r
 }
 
@@ -185,6 +191,9 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	if why := r.ProgramGoodputWhy(); why != "" {
 		fmt.Fprintf(&b, "program goodput: %s\n", why)
+	}
+	if r.Stall.Stall > 0 {
+		b.WriteString(r.Stall.Text())
 	}
 	b.WriteString("\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {

@@ -204,6 +204,8 @@ func (s *service) fromHost(sess *session, m *trainerv1.HostMessage) error {
 			return status.Error(codes.Unavailable, "controller stopped")
 		}
 		return nil
+	case *trainerv1.HostMessage_ReaderWait:
+		return c.stalls.readerWait(sess.id, x.ReaderWait)
 	case *trainerv1.HostMessage_Preempt:
 		scope := x.Preempt.GetScope()
 		if scope == "" {

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	trainerv1 "github.com/sigdata/sig/proto/trainer/v1"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
 	"github.com/sigdata/sig/trainer/accounting/runstats"
+	"github.com/sigdata/sig/trainer/accounting/stall"
 	"github.com/sigdata/sig/trainer/control"
 )
 
@@ -92,6 +94,7 @@ func (c *Controller) registerMetrics(reg prometheus.Registerer) error {
 			func() float64 { return f(c.snapshot()) })
 	}
 	for _, col := range []prometheus.Collector{
+		stallCollector{c},
 		gauge("sig_trainer_steps", "Training steps run by this controller process.", func(s snapshot) float64 { return float64(s.run.Steps) }),
 		gauge("sig_trainer_loss", "Training loss of the last step.", func(s snapshot) float64 { return s.run.LastLoss }),
 		gauge("sig_trainer_committed_epochs", "Epochs in the last committed checkpoint.", func(s snapshot) float64 { return float64(s.progress.Epochs) }),
@@ -112,6 +115,49 @@ func (c *Controller) registerMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
+// maxStallCauses is the most lines a status report carries (sigd's
+// trainers.MaxStallCauses).
+const maxStallCauses = 21
+
+// stallToProto is the ledger's lines, at most max, the rest summed into
+// one line of kind "other".
+func stallToProto(led stall.Ledger, max int) []*sigv1.StallCause {
+	var out []*sigv1.StallCause
+	for i, ln := range led.Lines {
+		if i == max-1 && len(led.Lines) > max {
+			var rest time.Duration
+			for _, o := range led.Lines[i:] {
+				rest += o.Charged
+			}
+			out = append(out, &sigv1.StallCause{Kind: "other", Seconds: rest.Seconds(),
+				Sentence: fmt.Sprintf("%v in %d other causes", rest.Round(time.Millisecond), len(led.Lines)-i)})
+			break
+		}
+		c := ln.Cause
+		out = append(out, &sigv1.StallCause{Kind: string(c.Kind), Component: c.Component, Block: c.Block, Client: c.Client,
+			Priority: c.Priority, Seconds: ln.Charged.Seconds(), Ahead: uint32(ln.Ahead), AheadOf: uint32(ln.AheadOf),
+			Sentence: ln.Sentence()})
+	}
+	return out
+}
+
+// stallCollector exports sig_trainer_input_stall_seconds_total by cause
+// kind: the job's ledger (stall.go) computed at each scrape.
+type stallCollector struct{ c *Controller }
+
+var stallDesc = prometheus.NewDesc("sig_trainer_input_stall_seconds_total",
+	"Input stall of the job charged to what it waited on, by cause kind (issue 30; trainer/accounting/stall).",
+	[]string{"training_job", "cause"}, nil)
+
+func (s stallCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stallDesc }
+
+func (s stallCollector) Collect(ch chan<- prometheus.Metric) {
+	by := s.c.StallLedger(s.c.now()).ByKind()
+	for _, k := range stall.Kinds {
+		ch <- prometheus.MustNewConstMetric(stallDesc, prometheus.CounterValue, by[k].Seconds(), s.c.cfg.Job, string(k))
+	}
+}
+
 // reportStatus sends the job's state and goodput to sigd's operator
 // overview (best effort).
 func (c *Controller) reportStatus(ctx context.Context) {
@@ -126,6 +172,8 @@ func (c *Controller) reportStatus(ctx context.Context) {
 	if st.Hold != nil {
 		ts.Hold = st.Hold.Kind + ": " + st.Hold.Reason
 	}
+	led := c.StallLedger(c.now())
+	ts.InputStallSeconds, ts.Stall = led.Stall.Seconds(), stallToProto(led, maxStallCauses)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := c.sig.ReportTrainerStatus(rctx, ts); err != nil {

@@ -221,6 +221,36 @@ func (h *stateHarness) run(t *testing.T, td *datadriven.TestData) string {
 		return "now " + h.at(h.now)
 	case "dump":
 		return h.s.dump(idName)
+	case "explain":
+		// explain T... [client=C]: where each task stands (Queue.Explain).
+		client := ""
+		td.MaybeScanArgs(t, "client", &client)
+		var ids []TaskID
+		for _, s := range f {
+			ids = append(ids, parseTask(s))
+		}
+		var lines []string
+		for i, p := range h.s.explain(client, ids) {
+			line := taskName(ids[i]) + ": "
+			switch p.State {
+			case 0:
+				line += "not queued"
+			case StateQueued:
+				line += fmt.Sprintf("queued in %s@%d behind", p.Client, p.Priority)
+				if len(p.Ahead) == 0 {
+					line += " nothing"
+				}
+				for _, a := range p.Ahead {
+					line += fmt.Sprintf(" %s@%d:%d", a.Client, a.Priority, a.Tasks)
+				}
+			case StateLeased:
+				line += fmt.Sprintf("leased by %s since %s from %s@%d", p.Worker, h.at(p.Since), p.Client, p.Priority)
+			default:
+				line += fmt.Sprintf("%s since %s attempts=%d: %s", p.State, h.at(p.Since), p.Attempts, p.Err)
+			}
+			lines = append(lines, line)
+		}
+		return strings.Join(lines, "\n")
 	case "restart":
 		before := h.s.dump(idName)
 		h.cfg.Nonce++

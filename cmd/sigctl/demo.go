@@ -403,6 +403,17 @@ func printTraining(w io.Writer, jobs []trainedJob) {
 			fmt.Fprintf(w, "%s: %s.\n", j.rep.Job, why)
 		}
 	}
+	// Why the job that stalled most waited (issue 30): its input stall,
+	// every second charged to the SIG work or the reader it waited on.
+	var most *trainer.Report
+	for i := range jobs {
+		if r := &jobs[i].rep; most == nil || r.Stall.Stall > most.Stall.Stall {
+			most = r
+		}
+	}
+	if most != nil && most.Stall.Stall > 0 {
+		fmt.Fprintf(w, "%s: %s", most.Job, most.Stall.Text())
+	}
 	for _, j := range jobs {
 		if rd := j.rep.Readers; rd != nil && rd.Units > 0 && rd.Rows > 0 {
 			fmt.Fprintf(w, "%s: its readers served %d units (%d examples) with %d object-store requests, %.2f per unit (issue 28: packed memo objects, coalesced reads)\n",

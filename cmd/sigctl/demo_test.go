@@ -5,9 +5,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sigdata/sig/trainer"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/trainer/accounting/stall"
 )
 
 // TestPrintTrainingScopes: the demo's training summary names the scope of
@@ -61,5 +63,27 @@ func TestPrintTrainingPGWhy(t *testing.T) {
 		"so this lookup-bound model's PG is low by design.\n"
 	if !strings.HasSuffix(b.String(), want) {
 		t.Errorf("summary:\n%s\nwant it to end with\n%s", b.String(), want)
+	}
+}
+
+// TestPrintTrainingStall: the demo prints, for the job that stalled most,
+// its input stall by cause (issue 30).
+func TestPrintTrainingStall(t *testing.T) {
+	led := stall.Ledger{Stall: 3 * time.Second, Lines: []stall.Line{
+		{Cause: stall.Cause{Kind: stall.Queued, Component: "unigrams(lower(col(\"query\")))", Block: "b3", Client: "ranking", Priority: 900}, Charged: 2 * time.Second, Ahead: 340, AheadOf: 340},
+		{Cause: stall.Cause{Kind: stall.ReaderFetch, Block: "b4"}, Charged: time.Second},
+	}}
+	jobs := []trainedJob{{trainer.Report{Job: "calm"}, "a.txt"}, {trainer.Report{Job: "waiting", Stall: led}, "b.txt"}}
+	var b bytes.Buffer
+	printTraining(&b, jobs)
+	for _, want := range []string{
+		"waiting: input stall 3s by cause (sum 3s):",
+		`  2s waiting on unigrams(lower(col("query"))), block b3, queued behind 340 tasks (340 of client ranking at priority 900)`,
+		"  1s waiting on a reader (fetch), block b4",
+		"  by kind: queued 2s, reader_fetch 1s",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in:\n%s", want, b.String())
+		}
 	}
 }

@@ -44,33 +44,33 @@ func init() {
 }
 
 type jobFlags struct {
-	job, client, pipeline, graph, rangeS, source string
-	priority                                     int
-	sigd                                         *cli.Conn
-	tokens                                       string
-	s3                                           *objstore.Config
-	kafka, readers                               cli.List
-	hosts, chips, cuChips, epochUnits, cuUnits   int
-	batch, bufferEx, minIF, maxIF, credits       int
-	readRows                                     int
-	vocab                                        int64
-	dim, hidden                                  int
-	lr, elr                                      float64
-	seed                                         uint64
-	mode                                         string
-	timeScale                                    float64
-	compile                                      time.Duration
-	follow                                       bool
-	retrain, caughtUpInputs                      string
-	maxAttempts                                  int
-	nanAtStep                                    uint64
-	preemptNotice, statusInterval, holdPoll      time.Duration
-	reportJSON, reportText, metrics              string
-	psServers                                    int
-	psAddrs                                      cli.List
-	psNoStacking                                 bool
-	psBandwidth                                  float64
-	newLogger                                    func(io.Writer) (*slog.Logger, error)
+	job, client, pipeline, graph, rangeS, source       string
+	priority                                           int
+	sigd                                               *cli.Conn
+	tokens                                             string
+	s3                                                 *objstore.Config
+	kafka, readers                                     cli.List
+	hosts, chips, cuChips, epochUnits, cuUnits         int
+	batch, bufferEx, minIF, maxIF, credits             int
+	readRows                                           int
+	vocab                                              int64
+	dim, hidden                                        int
+	lr, elr                                            float64
+	seed                                               uint64
+	mode                                               string
+	timeScale                                          float64
+	compile                                            time.Duration
+	follow                                             bool
+	retrain, caughtUpInputs                            string
+	maxAttempts                                        int
+	nanAtStep                                          uint64
+	preemptNotice, statusInterval, holdPoll, holdAfter time.Duration
+	reportJSON, reportText, metrics                    string
+	psServers                                          int
+	psAddrs                                            cli.List
+	psNoStacking                                       bool
+	psBandwidth                                        float64
+	newLogger                                          func(io.Writer) (*slog.Logger, error)
 }
 
 func addJobFlags(fs *flag.FlagSet) *jobFlags {
@@ -116,6 +116,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.DurationVar(&f.preemptNotice, "preempt-notice", 30*time.Second, "notice a SIGTERM gives (paper VI.B)")
 	fs.DurationVar(&f.statusInterval, "status-interval", 5*time.Second, "how often status goes to sigd (0: never)")
 	fs.DurationVar(&f.holdPoll, "hold-poll", 10*time.Second, "re-read the solution this often during a transient hold")
+	fs.DurationVar(&f.holdAfter, "hold-after", 0, "keep the slice, stalled (input stall), this long when the next epoch's data is pending in SIG before a transient hold releases it (0: hold at once)")
 	fs.StringVar(&f.reportJSON, "report-json", "", "write the report as JSON to this `FILE` at exit")
 	fs.StringVar(&f.reportText, "report-text", "-", "write the report as text to this `FILE` at exit (- for stdout)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address")
@@ -174,7 +175,7 @@ func (f *jobFlags) config(log *slog.Logger) (trainer.ControllerConfig, error) {
 		BatchSize: f.batch, BufferExamples: f.bufferEx, Credits: f.credits, ReadBatchRows: f.readRows,
 		Vocab: f.vocab, Dim: f.dim, Hidden: f.hidden, LearningRate: f.lr, EmbeddingLearningRate: f.elr, Seed: f.seed,
 		Device:      steptime.Model{Mode: mode, TimeScale: f.timeScale, Network: steptime.Network{Bandwidth: f.psBandwidth}},
-		CompileTime: f.compile, StatusInterval: f.statusInterval, HoldPollInterval: f.holdPoll,
+		CompileTime: f.compile, StatusInterval: f.statusInterval, HoldPollInterval: f.holdPoll, HoldAfter: f.holdAfter,
 		Faults: trainer.Faults{NaNAtStep: f.nanAtStep}, Logger: log}
 	c.InFlight.Min, c.InFlight.Max = f.minIF, f.maxIF
 	c.ParameterServers = paramservers.Config{Servers: f.psServers, Addrs: f.psAddrs, NoStacking: f.psNoStacking}

@@ -24,6 +24,9 @@ const (
 	TTL          = 24 * time.Hour
 	maxHoldText  = 1024
 	maxChipKinds = 32
+	// MaxStallCauses bounds a report's stall ledger lines (issue 30).
+	MaxStallCauses = 21
+	maxStallText   = 512
 )
 
 // ErrTooMany refuses a new job of a client at MaxPerClient jobs, or of a
@@ -158,6 +161,26 @@ func Clean(t *sigv1.TrainerStatus) error {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			return fieldErr(f.field, "must be finite and non-negative, got %v", f.v)
 		}
+	}
+	if v := t.GetInputStallSeconds(); !(v >= 0) || math.IsInf(v, 0) {
+		return fieldErr("input_stall_seconds", "must be finite and non-negative, got %v", v)
+	}
+	if len(t.GetStall()) > MaxStallCauses {
+		return fieldErr("stall", "at most %d causes, got %d", MaxStallCauses, len(t.GetStall()))
+	}
+	for i, c := range t.GetStall() {
+		if err := matching.ValidateName(fmt.Sprintf("stall[%d].kind", i), c.GetKind()); err != nil {
+			return err
+		}
+		if v := c.GetSeconds(); !(v >= 0) || math.IsInf(v, 0) {
+			return fieldErr(fmt.Sprintf("stall[%d].seconds", i), "must be finite and non-negative, got %v", v)
+		}
+		// Text the web UI shows (escaped there): clipped, control
+		// characters blanked, as a hold's reason.
+		c.Component = matching.ClipText(c.GetComponent(), maxStallText)
+		c.Block = matching.ClipText(c.GetBlock(), maxStallText)
+		c.Client = matching.ClipText(c.GetClient(), maxStallText)
+		c.Sentence = matching.ClipText(c.GetSentence(), 2*maxStallText)
 	}
 	if t.GetChips() < 0 {
 		return fieldErr("chips", "must not be negative, got %d", t.GetChips())

@@ -561,3 +561,106 @@ func TestBrowserReports(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserTrainerStall is issue 30's trainer page in a real browser: a
+// job's reported stall by cause as a table and a chart (every text, a
+// component written like a script included, shown as text), what its
+// pipeline waits on now, and the operator's form that raises the
+// pipeline's priority, CSRF-checked: posted without the page's token it
+// is refused and changes nothing; from the page it sets the priority.
+func TestBrowserTrainerStall(t *testing.T) {
+	e := evictiontest.New(t, evictiontest.Config{})
+	e.Pipelines()
+	const xss = `<script>alert("stall")</script>`
+	st := &sigv1.TrainerStatus{Job: "ranker", Client: "ctr", Pipeline: "ctr-small", Phase: "initial", Chips: 4, Steps: 9,
+		InputStallSeconds: 734.5, Stall: []*sigv1.StallCause{
+			{Kind: "queued", Component: `unigrams(lower(col("query")))`, Block: "b3", Client: "ranking", Priority: 900, Seconds: 720, Ahead: 340, AheadOf: 340,
+				Sentence: `12m0s waiting on unigrams(lower(col("query"))), block b3, queued behind 340 tasks (340 of client ranking at priority 900)`},
+			{Kind: "reader_fetch", Component: xss, Block: "b4", Seconds: 14.5, Sentence: "14.5s waiting on a reader (fetch), block " + xss},
+		}}
+	if _, err := e.SIG("trainer").ReportTrainerStatus(e.Ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	bctx := newChromium(t)
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	base := "http://" + e.Srv.HTTPAddr()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			loc, _ := chromedp.Run(bctx, chromedp.Location())
+			t.Fatalf("%s: %v (at %s)", what, err, loc)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	count := func(sel string) int {
+		t.Helper()
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+		if err != nil {
+			t.Fatalf("count %s: %v", sel, err)
+		}
+		return n
+	}
+	do("log in", chromedp.Navigate(base+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), e.Srv.Tokens[evictiontest.Operator]), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("hit-rate")))
+	do("open the trainer from the overview", chromedp.Click(chromedp.CSS(`#trainers a[href="/ui/trainer/ctr/ranker"]`)),
+		chromedp.WaitVisible(chromedp.ID("stall")))
+	if tab := text("#stall"); !strings.Contains(tab, "queued behind 340 tasks (340 of client ranking at priority 900)") ||
+		!strings.Contains(tab, xss) || !strings.Contains(tab, "340 of 340 tasks: ranking at priority 900") {
+		t.Errorf("stall table: %q", tab)
+	}
+	if n := count("script"); n != 0 {
+		t.Errorf("%d script elements: the component's text was not escaped", n)
+	}
+	if n := count("#stall-chart svg rect"); n < 2 {
+		t.Errorf("stall chart: %d bars", n)
+	}
+	if tot := text("#stall-total"); !strings.Contains(tot, "12m14.5s") {
+		t.Errorf("stall total: %q", tot)
+	}
+	if n := count("#pending"); n != 1 {
+		t.Errorf("no table of what the pipeline waits on now")
+	}
+	if n := count("[style]"); n != 0 {
+		t.Errorf("%d elements with inline styles, which the CSP blocks", n)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err == nil {
+		_ = os.WriteFile(filepath.Join(artifacts(t), "trainer-stall.png"), png, 0o644)
+	}
+
+	priority := func() int32 {
+		p, err := e.Srv.Frontend().Cache().Pipeline("ctr", "ctr-small")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Priority
+	}
+	// A cross-site post (the session cookie, no CSRF token) is refused.
+	before := priority()
+	do("a forged post", chromedp.Evaluate[chromedp.Void](`(() => { const f = document.createElement("form");
+		f.method = "post"; f.action = "/ui/priority";
+		for (const [k, v] of [["client", "ctr"], ["pipeline", "ctr-small"], ["priority", "999"], ["job", "ranker"]]) {
+			const i = document.createElement("input"); i.type = "hidden"; i.name = k; i.value = v; f.appendChild(i); }
+		document.body.appendChild(f); f.submit(); })()`), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if h := text("h1"); !strings.Contains(h, "CSRF") || priority() != before {
+		t.Fatalf("a post without the CSRF token: %q, priority %d (was %d)", h, priority(), before)
+	}
+	do("back to the trainer", chromedp.Navigate(base+"/ui/trainer/ctr/ranker"), chromedp.WaitVisible(chromedp.ID("raise-priority")))
+	do("raise the priority", chromedp.SetValue(chromedp.CSS(`#raise-priority input[name=priority]`), "950"),
+		chromedp.Click(chromedp.CSS(`#raise-priority button[type=submit]`)), chromedp.WaitVisible(chromedp.ID("notice")))
+	if n := text("#notice"); !strings.Contains(n, "Priority set to 950") {
+		t.Errorf("notice after raising: %q", n)
+	}
+	if p := priority(); p != 950 {
+		t.Fatalf("pipeline priority %d after the form, want 950", p)
+	}
+}

@@ -38,6 +38,16 @@
 // into a Config (the stats, quarantine and trainer statuses are sigd's
 // functions) and mounts Handler. Nothing imports this package but sigd.
 //
+// # The trainer page (issue 30)
+//
+// /ui/trainer/{client}/{job} shows why a job waited: its input stall by
+// cause as the trainer reported it (TrainerStatus.stall, the ledger of
+// trainer/accounting/stall), a bar chart of it by cause kind
+// (internal/svgplot, every text escaped) and a table; what the pipeline's
+// pending entries wait on now (sigd's ExplainPending); and a form, CSRF
+// checked like every other, that sets the pipeline's priority as
+// set-priority does (POST /ui/priority, logged under the operator's name).
+//
 // # Tests
 //
 // The browser and HTTP tests run on eviction's end-to-end environment
@@ -45,6 +55,7 @@
 // the pipelines that share a faulty subgraph), the same one eviction's
 // gRPC tests use: logins and roles, CSRF on every form, escaping of
 // user-supplied names, block actions, a guard's quarantine on the component
-// page and in the audit log (TestUIShowsGuardMismatch), the reports, and the operator's
+// page and in the audit log (TestUIShowsGuardMismatch), the reports, the trainer page's
+// stall by cause and its priority form (TestBrowserTrainerStall), and the operator's
 // path in a real headless Chromium (screenshots under testartifacts/ui).
 package ui

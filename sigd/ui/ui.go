@@ -64,6 +64,11 @@ type Config struct {
 	Bans     func() []*sigv1.WorkerBuildBan
 	LiftBan  func(who, build string) (bool, error)
 	Trainers func() []*sigv1.TrainerStatus
+	// Explain says why a pipeline's entries are not ready (sigd's
+	// ExplainPending); SetPriority sets a pipeline's priority as
+	// set-priority does, for the operator who (issue 30's trainer page).
+	Explain     func(client, pipeline string) (*sigv1.ExplainPendingResponse, error)
+	SetPriority func(who, client, pipeline string, priority int32) (int, error)
 	// QueuedPeak returns the most distinct tasks queued at once since its
 	// previous call (workers.Queue.QueuedPeak); the queue chart samples it.
 	// Nil samples the queues' depth at each sample instead.
@@ -148,6 +153,8 @@ func (u *UI) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/builds/lift", u.operator(u.liftBan))
 	mux.HandleFunc("POST /ui/block", u.operator(u.block))
 	mux.HandleFunc("GET /ui/audit", u.operator(u.audit))
+	mux.HandleFunc("GET /ui/trainer/{client}/{job}", u.operator(u.trainer))
+	mux.HandleFunc("POST /ui/priority", u.operator(u.setPriority))
 	mux.HandleFunc("GET /ui/reports", u.operator(u.reports))
 	mux.HandleFunc("GET /ui/reports/{name}", u.operator(u.reportPage))
 	return securityHeaders(mux)

@@ -11,6 +11,10 @@
 //	            decisions, and the history that carries it across controller
 //	            restarts (the checkpoint's, the journal, what a restart
 //	            costs); pure
+//	stall       the ledger of a job's input stall: every stalled second
+//	            charged to one cause (the SIG work or the reader phase
+//	            it waited on), from the waits the controller and hosts
+//	            record and sigd's explanations of pending entries; pure
 //	runstats    what the steps of one controller process did, per phase:
 //	            losses, lookups, modelled step times, chip-weighted as PG
 //	            weighs them; the phases' part of the run's report
@@ -20,7 +24,7 @@
 //	            trainer.Allocator), and the virtual-time simulation of many
 //	            jobs behind the Ads paper's Table II (`trainer fleet`)
 //
-// Imports run one way: goodput and runstats import nothing of the trainer,
+// Imports run one way: goodput, runstats and stall import nothing of the trainer,
 // jobgoodput and fleet only goodput. The job runtime (package trainer)
 // feeds a jobgoodput.Account from the controller's machine and steps, sums
 // the steps in a runstats.Stats, stores the goodput history with its

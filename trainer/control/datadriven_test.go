@@ -68,7 +68,7 @@ func parseConfig(args []datadriven.CmdArg) (Config, error) {
 	for _, a := range args {
 		k, v := a.Key, strings.Join(a.Vals, ",")
 		n, err := strconv.Atoi(v)
-		if err != nil && k != "follow" && k != "retrain" {
+		if err != nil && k != "follow" && k != "retrain" && k != "hold-after" {
 			return c, fmt.Errorf("config %s: %v", a, err)
 		}
 		switch k {
@@ -86,6 +86,12 @@ func parseConfig(args []datadriven.CmdArg) (Config, error) {
 			c.MaxAttempts = n
 		case "follow":
 			c.Follow = true
+		case "hold-after":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return c, fmt.Errorf("config %s: %v", a, err)
+			}
+			c.HoldAfter = d
 		case "retrain":
 			p, ok := ParseRetrainPolicy(v)
 			if !ok {

@@ -103,6 +103,23 @@
 // Blocks event whose first block is ready lifts the hold with no human
 // action.
 //
+// # Stalls on SIG (issue 30)
+//
+// Releasing a slice for a short wait costs a restore and a compile when
+// the data comes, so with Config.HoldAfter set (`trainer run
+// --hold-after`) a job that holds its slice and finds the next epoch's
+// first block pending keeps the chips and waits (StStalled): that wait is
+// input stall, the device idle for want of input SIG has not made. It
+// emits ActStall naming the block (the caller records what it waits on,
+// and asks sigd why: trainer/accounting/stall charges the stall to it)
+// and ActWatchData; the first Blocks event with the block ready starts the
+// epoch on the kept slice. A stall that outlasts HoldAfter ends by a hold:
+// the next event (a Tick) places the transient hold, which releases the
+// chips, and the rest of the wait is hold, not stall. Every exit from
+// StStalled (data ready, a hold, a preemption) emits ActStallEnd.
+// Without HoldAfter (the default) the hold comes at once, as the paper's.
+// testdata/stalls.txt walks it.
+//
 // # Preemption notices (paper VI.B)
 //
 // PreemptNotice (SIGTERM or an RPC, with a deadline; scope the whole job or

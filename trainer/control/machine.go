@@ -36,6 +36,11 @@ type Config struct {
 	// Retrain is what happens to blocks that changed after they were
 	// trained (RetrainChanged by default; see RetrainPolicy).
 	Retrain RetrainPolicy
+	// HoldAfter is how long a job that holds its slice waits, chips held,
+	// for the next epoch's pending memoized data before a transient hold
+	// releases the chips (issue 30; doc.go, "Stalls on SIG"). The wait is
+	// input stall. Zero: the hold at once (paper VI.A), the default.
+	HoldAfter time.Duration
 }
 
 // EnsureDefaults fills zero fields.
@@ -162,6 +167,11 @@ type Machine struct {
 	retryAt     time.Time
 	retryAction ActionKind
 
+	// stalledOn is the block whose pending data the slice waits for
+	// (StStalled), since stalledSince.
+	stalledOn    blockref.Ref
+	stalledSince time.Time
+
 	stats Stats
 	out   []Action
 }
@@ -225,6 +235,9 @@ func (m *Machine) Activity() (c goodput.Category, ok bool) {
 			return 0, false
 		}
 		return goodput.InputStall, true
+	case StStalled:
+		// The slice is held and waits for input SIG has not made yet.
+		return goodput.InputStall, true
 	case StCheckpointing:
 		return goodput.CheckpointSave, true
 	case StHeld:
@@ -244,11 +257,21 @@ func (m *Machine) Handle(ev Event) []Action {
 	if m.status == StExited {
 		return nil
 	}
+	if m.status == StStalled {
+		m.handle(ev)
+		m.endStall()
+		return m.out
+	}
+	m.handle(ev)
+	return m.out
+}
+
+func (m *Machine) handle(ev Event) {
 	// A job-wide preemption deadline that has passed is acted on before
 	// anything else: a checkpoint that became durable after it does not
 	// count (the job would have been stopped first).
 	if m.deadlinePassed() {
-		return m.out
+		return
 	}
 	switch ev.Kind {
 	case EvStart:
@@ -275,10 +298,10 @@ func (m *Machine) Handle(ev Event) []Action {
 					// The last checkpoint cannot be restored (corrupt, or
 					// not this model's): retrying would loop forever.
 					m.placeHold(Permanent, "restore: "+ev.Err)
-					return m.out
+					return
 				}
 				m.retry(ActRestoreModel)
-				return m.out
+				return
 			}
 			m.needRestore = false
 			m.prepare()
@@ -314,7 +337,6 @@ func (m *Machine) Handle(ev Event) []Action {
 	case EvTick:
 		m.onTick()
 	}
-	return m.out
 }
 
 func (m *Machine) retry(a ActionKind) {
@@ -367,7 +389,7 @@ func (m *Machine) refresh() {
 // time is ignored, and its caller must keep the solution the current epoch
 // was planned from.
 func (m *Machine) AcceptsBlocks() bool {
-	return m.status == StRefreshing || m.status == StWaitingData ||
+	return m.status == StRefreshing || m.status == StWaitingData || m.status == StStalled ||
 		m.status == StHeld && m.hold != nil && m.hold.Kind == Transient
 }
 
@@ -469,20 +491,20 @@ func (m *Machine) plan() {
 		m.emit(Action{Kind: ActSetPhase, Phase: m.phase})
 	}
 	var units []blockref.Ref
-	var waiting string // the first block whose memoized data is pending
+	var waiting blockref.Ref // the first block whose memoized data is pending
 	for _, b := range fresh {
 		if len(units) == m.epochUnits() {
 			break
 		}
 		if m.phase == Initial && !b.Ready {
-			waiting = b.Ref.ID()
+			waiting = b.Ref
 			break
 		}
 		units = append(units, b.Ref)
 	}
 	// A changed block waits for room after the fresh blocks, and in the
 	// initial phase for its memoized data; it never holds the job.
-	if waiting == "" {
+	if waiting.IsZero() {
 		for _, b := range changed {
 			if len(units) == m.epochUnits() {
 				break
@@ -494,11 +516,11 @@ func (m *Machine) plan() {
 		}
 	}
 	if len(units) == 0 {
-		if waiting == "" {
-			waiting = changed[0].Ref.ID()
+		if waiting.IsZero() {
+			waiting = changed[0].Ref
 		}
-		if m.hold == nil {
-			m.placeHold(Transient, fmt.Sprintf("memoized data of block %s is pending in SIG", waiting))
+		if m.hold == nil && !m.stall(waiting) {
+			m.placeHold(Transient, fmt.Sprintf("memoized data of block %s is pending in SIG", waiting.ID()))
 		}
 		return
 	}
@@ -523,6 +545,40 @@ func (m *Machine) plan() {
 		return
 	}
 	m.prepare()
+}
+
+// stall keeps the slice waiting for block's pending data, chips held, if
+// HoldAfter allows (doc.go, "Stalls on SIG"): false when the job holds no
+// whole slice to keep, or has waited HoldAfter already (a transient hold
+// then releases the chips).
+func (m *Machine) stall(block blockref.Ref) bool {
+	if m.cfg.HoldAfter <= 0 || m.chipsHeld == 0 || m.chipsHeld < m.chipsRequested {
+		return false
+	}
+	if m.status != StStalled {
+		m.stalledSince = m.now
+	}
+	if !m.now.Before(m.stalledSince.Add(m.cfg.HoldAfter)) {
+		return false
+	}
+	if m.status != StStalled || m.stalledOn != block {
+		m.stalledOn = block
+		m.emit(Action{Kind: ActStall, Units: []blockref.Ref{block}})
+	}
+	if m.status != StStalled {
+		m.status = StStalled
+		m.emit(Action{Kind: ActWatchData})
+	}
+	return true
+}
+
+// endStall says the stall is over when an event moved the machine out of
+// StStalled (data ready, a hold, a preemption).
+func (m *Machine) endStall() {
+	if m.status != StStalled {
+		m.emit(Action{Kind: ActStallEnd, Units: []blockref.Ref{m.stalledOn}, Reason: m.status.String()})
+		m.stalledOn = blockref.Ref{}
+	}
 }
 
 func (m *Machine) liftTransientHold() {
@@ -1039,6 +1095,10 @@ func (m *Machine) deadlinePassed() bool {
 }
 
 func (m *Machine) onTick() {
+	if m.status == StStalled && !m.now.Before(m.stalledSince.Add(m.cfg.HoldAfter)) {
+		// A stall that ends by a hold: the grace is over, the chips go.
+		m.placeHold(Transient, fmt.Sprintf("memoized data of block %s is pending in SIG", m.stalledOn.ID()))
+	}
 	if m.retryAction != 0 && !m.now.Before(m.retryAt) {
 		a := m.retryAction
 		m.retryAction = 0

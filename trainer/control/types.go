@@ -281,6 +281,11 @@ const (
 	ActAllocate
 	ActGoodput
 	ActSetPhase
+	// ActStall: the slice waits, chips held, for the pending memoized
+	// data of Units[0] (input stall; record what it waits on). ActStallEnd:
+	// the wait on Units[0] is over (Reason: the status it ended in).
+	ActStall
+	ActStallEnd
 )
 
 var actionNames = map[ActionKind]string{
@@ -291,6 +296,7 @@ var actionNames = map[ActionKind]string{
 	ActPlaceHold: "place-hold", ActLiftHold: "lift-hold", ActWatchData: "watch-data",
 	ActBroadcastPreempt: "broadcast-preempt", ActExitHost: "exit-host", ActRejectHost: "reject-host",
 	ActExit: "exit", ActAllocate: "goodput-allocate", ActGoodput: "goodput", ActSetPhase: "goodput-phase",
+	ActStall: "stall", ActStallEnd: "stall-end",
 }
 
 func (k ActionKind) String() string {
@@ -386,6 +392,10 @@ func (a Action) String() string {
 		}
 	case ActPlaceHold, ActLiftHold:
 		fmt.Fprintf(&b, " #%d %s: %s", a.Hold.ID, a.Hold.Kind, a.Hold.Reason)
+	case ActStall:
+		fmt.Fprintf(&b, " on %s", joinRefs(a.Units))
+	case ActStallEnd:
+		fmt.Fprintf(&b, " on %s (%s)", joinRefs(a.Units), a.Reason)
 	case ActBroadcastPreempt:
 		// A host's notice names the host; the job's is the one without.
 		fmt.Fprintf(&b, " deadline=%s", a.Deadline.Format("15:04:05.000"))
@@ -460,13 +470,16 @@ const (
 	StHeld
 	StWaitingData
 	StExited
+	// StStalled: the next epoch's first block is pending in SIG and the
+	// job keeps its slice, waiting (input stall) up to Config.HoldAfter.
+	StStalled
 )
 
 var statusNames = map[Status]string{
 	StSetup: "setup", StLoading: "loading", StRefreshing: "refreshing", StQueued: "queued",
 	StRestoring: "restoring", StCompiling: "compiling", StWaitingHosts: "waiting-hosts",
 	StTraining: "training", StCheckpointing: "checkpointing", StHeld: "held",
-	StWaitingData: "waiting-data", StExited: "exited",
+	StWaitingData: "waiting-data", StExited: "exited", StStalled: "stalled",
 }
 
 func (s Status) String() string {

@@ -88,6 +88,71 @@ func (BlockState) EnumDescriptor() ([]byte, []int) {
 	return file_sig_v1_sig_proto_rawDescGZIP(), []int{0}
 }
 
+// PendingKind is why an entry is not ready.
+type PendingKind int32
+
+const (
+	PendingKind_PENDING_KIND_UNSPECIFIED PendingKind = 0
+	// Its task is queued behind other tasks (ahead names them).
+	PendingKind_PENDING_KIND_QUEUED PendingKind = 1
+	// Its task is leased: a worker is computing it (running_ms).
+	PendingKind_PENDING_KIND_RUNNING PendingKind = 2
+	// The entry failed, or its task is quarantined (detail says why).
+	PendingKind_PENDING_KIND_FAILED PendingKind = 3
+	// The raw block is not in the catalog yet.
+	PendingKind_PENDING_KIND_INGESTION PendingKind = 4
+	// The entry was ready once and was invalidated or repaired (evicted,
+	// corrupt, mismatching); its recomputation is queued or running.
+	PendingKind_PENDING_KIND_RECOMPUTING PendingKind = 5
+)
+
+// Enum value maps for PendingKind.
+var (
+	PendingKind_name = map[int32]string{
+		0: "PENDING_KIND_UNSPECIFIED",
+		1: "PENDING_KIND_QUEUED",
+		2: "PENDING_KIND_RUNNING",
+		3: "PENDING_KIND_FAILED",
+		4: "PENDING_KIND_INGESTION",
+		5: "PENDING_KIND_RECOMPUTING",
+	}
+	PendingKind_value = map[string]int32{
+		"PENDING_KIND_UNSPECIFIED": 0,
+		"PENDING_KIND_QUEUED":      1,
+		"PENDING_KIND_RUNNING":     2,
+		"PENDING_KIND_FAILED":      3,
+		"PENDING_KIND_INGESTION":   4,
+		"PENDING_KIND_RECOMPUTING": 5,
+	}
+)
+
+func (x PendingKind) Enum() *PendingKind {
+	p := new(PendingKind)
+	*p = x
+	return p
+}
+
+func (x PendingKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PendingKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_sig_v1_sig_proto_enumTypes[1].Descriptor()
+}
+
+func (PendingKind) Type() protoreflect.EnumType {
+	return &file_sig_v1_sig_proto_enumTypes[1]
+}
+
+func (x PendingKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PendingKind.Descriptor instead.
+func (PendingKind) EnumDescriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{1}
+}
+
 // Value is a parameter value.
 type Value struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4141,8 +4206,14 @@ type TrainerStatus struct {
 	TensorcoreNsPerStep float64 `protobuf:"fixed64,15,opt,name=tensorcore_ns_per_step,json=tensorcoreNsPerStep,proto3" json:"tensorcore_ns_per_step,omitempty"`
 	SparsecoreNsPerStep float64 `protobuf:"fixed64,16,opt,name=sparsecore_ns_per_step,json=sparsecoreNsPerStep,proto3" json:"sparsecore_ns_per_step,omitempty"`
 	DeviceNsPerStep     float64 `protobuf:"fixed64,17,opt,name=device_ns_per_step,json=deviceNsPerStep,proto3" json:"device_ns_per_step,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The job's input stall charged to causes (issue 30,
+	// trainer/accounting/stall): the seconds measured, and the lines, most
+	// charged first (at most 20; the rest summed into one line of kind
+	// "other").
+	InputStallSeconds float64       `protobuf:"fixed64,18,opt,name=input_stall_seconds,json=inputStallSeconds,proto3" json:"input_stall_seconds,omitempty"`
+	Stall             []*StallCause `protobuf:"bytes,19,rep,name=stall,proto3" json:"stall,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TrainerStatus) Reset() {
@@ -4294,6 +4365,136 @@ func (x *TrainerStatus) GetDeviceNsPerStep() float64 {
 	return 0
 }
 
+func (x *TrainerStatus) GetInputStallSeconds() float64 {
+	if x != nil {
+		return x.InputStallSeconds
+	}
+	return 0
+}
+
+func (x *TrainerStatus) GetStall() []*StallCause {
+	if x != nil {
+		return x.Stall
+	}
+	return nil
+}
+
+// StallCause is one line of a job's stall ledger: what its stalled
+// seconds waited on.
+type StallCause struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queued, running, failed, ingestion, recomputing, pending (SIG side);
+	// reader_fetch, reader_decode, reader_guard, reader_send,
+	// reader_unavailable (reader side); unrecorded; other.
+	Kind      string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Component string `protobuf:"bytes,2,opt,name=component,proto3" json:"component,omitempty"`
+	Block     string `protobuf:"bytes,3,opt,name=block,proto3" json:"block,omitempty"`
+	// The client whose work was ahead, and its priority (queued).
+	Client   string  `protobuf:"bytes,4,opt,name=client,proto3" json:"client,omitempty"`
+	Priority int32   `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
+	Seconds  float64 `protobuf:"fixed64,6,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	// The most tasks seen ahead, and how many of them were client's.
+	Ahead   uint32 `protobuf:"varint,7,opt,name=ahead,proto3" json:"ahead,omitempty"`
+	AheadOf uint32 `protobuf:"varint,8,opt,name=ahead_of,json=aheadOf,proto3" json:"ahead_of,omitempty"`
+	// The line as a sentence for people.
+	Sentence      string `protobuf:"bytes,9,opt,name=sentence,proto3" json:"sentence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StallCause) Reset() {
+	*x = StallCause{}
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StallCause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StallCause) ProtoMessage() {}
+
+func (x *StallCause) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StallCause.ProtoReflect.Descriptor instead.
+func (*StallCause) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *StallCause) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StallCause) GetComponent() string {
+	if x != nil {
+		return x.Component
+	}
+	return ""
+}
+
+func (x *StallCause) GetBlock() string {
+	if x != nil {
+		return x.Block
+	}
+	return ""
+}
+
+func (x *StallCause) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *StallCause) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *StallCause) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *StallCause) GetAhead() uint32 {
+	if x != nil {
+		return x.Ahead
+	}
+	return 0
+}
+
+func (x *StallCause) GetAheadOf() uint32 {
+	if x != nil {
+		return x.AheadOf
+	}
+	return 0
+}
+
+func (x *StallCause) GetSentence() string {
+	if x != nil {
+		return x.Sentence
+	}
+	return ""
+}
+
 type ReportTrainerStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4302,7 +4503,7 @@ type ReportTrainerStatusResponse struct {
 
 func (x *ReportTrainerStatusResponse) Reset() {
 	*x = ReportTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4314,7 +4515,7 @@ func (x *ReportTrainerStatusResponse) String() string {
 func (*ReportTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[57]
+	mi := &file_sig_v1_sig_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4327,7 +4528,7 @@ func (x *ReportTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{57}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
 }
 
 type ListTrainerStatusRequest struct {
@@ -4338,7 +4539,7 @@ type ListTrainerStatusRequest struct {
 
 func (x *ListTrainerStatusRequest) Reset() {
 	*x = ListTrainerStatusRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4350,7 +4551,7 @@ func (x *ListTrainerStatusRequest) String() string {
 func (*ListTrainerStatusRequest) ProtoMessage() {}
 
 func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[58]
+	mi := &file_sig_v1_sig_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4363,7 +4564,7 @@ func (x *ListTrainerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusRequest.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{58}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
 }
 
 type ListTrainerStatusResponse struct {
@@ -4375,7 +4576,7 @@ type ListTrainerStatusResponse struct {
 
 func (x *ListTrainerStatusResponse) Reset() {
 	*x = ListTrainerStatusResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4387,7 +4588,7 @@ func (x *ListTrainerStatusResponse) String() string {
 func (*ListTrainerStatusResponse) ProtoMessage() {}
 
 func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[59]
+	mi := &file_sig_v1_sig_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4400,7 +4601,7 @@ func (x *ListTrainerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrainerStatusResponse.ProtoReflect.Descriptor instead.
 func (*ListTrainerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{59}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
@@ -4408,6 +4609,353 @@ func (x *ListTrainerStatusResponse) GetTrainers() []*TrainerStatus {
 		return x.Trainers
 	}
 	return nil
+}
+
+// ExplainPendingRequest asks why a pipeline's memo entries are not ready
+// (issue 30): the trainer asks for the blocks it waits on, sigctl why and
+// the web UI for all of them.
+type ExplainPendingRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Client   string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Pipeline string                 `protobuf:"bytes,2,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	// Only these raw blocks (ids, unversioned); empty: every block of the
+	// pipeline's range with an entry not ready. A block the catalog does
+	// not have yet is answered PENDING_KIND_INGESTION.
+	BlockIds []string `protobuf:"bytes,3,rep,name=block_ids,json=blockIds,proto3" json:"block_ids,omitempty"`
+	// At most this many entries: default 100, at most 1000.
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainPendingRequest) Reset() {
+	*x = ExplainPendingRequest{}
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainPendingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainPendingRequest) ProtoMessage() {}
+
+func (x *ExplainPendingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainPendingRequest.ProtoReflect.Descriptor instead.
+func (*ExplainPendingRequest) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ExplainPendingRequest) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *ExplainPendingRequest) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+func (x *ExplainPendingRequest) GetBlockIds() []string {
+	if x != nil {
+		return x.BlockIds
+	}
+	return nil
+}
+
+func (x *ExplainPendingRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// QueuedAhead is some of the work queued ahead of a task: tasks of a
+// client's queue at a priority.
+type QueuedAhead struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Priority      int32                  `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	Tasks         uint32                 `protobuf:"varint,3,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuedAhead) Reset() {
+	*x = QueuedAhead{}
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuedAhead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuedAhead) ProtoMessage() {}
+
+func (x *QueuedAhead) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuedAhead.ProtoReflect.Descriptor instead.
+func (*QueuedAhead) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *QueuedAhead) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *QueuedAhead) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *QueuedAhead) GetTasks() uint32 {
+	if x != nil {
+		return x.Tasks
+	}
+	return 0
+}
+
+// PendingEntry is one entry not ready and why.
+type PendingEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model inputs (or memo nodes) reading it, by name.
+	Inputs       []string `protobuf:"bytes,1,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	ComponentKey string   `protobuf:"bytes,2,opt,name=component_key,json=componentKey,proto3" json:"component_key,omitempty"`
+	// The component's canonical DSL.
+	ComponentDsl string `protobuf:"bytes,3,opt,name=component_dsl,json=componentDsl,proto3" json:"component_dsl,omitempty"`
+	BlockId      string `protobuf:"bytes,4,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	// The memo entry's input version.
+	Version uint64      `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	Kind    PendingKind `protobuf:"varint,6,opt,name=kind,proto3,enum=sig.v1.PendingKind" json:"kind,omitempty"`
+	// Queued (or recomputing and queued): the work ahead, most tasks first.
+	Ahead      []*QueuedAhead `protobuf:"bytes,7,rep,name=ahead,proto3" json:"ahead,omitempty"`
+	TasksAhead uint32         `protobuf:"varint,8,opt,name=tasks_ahead,json=tasksAhead,proto3" json:"tasks_ahead,omitempty"`
+	// The queue the task was judged in (the asking client's).
+	Priority int32 `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Running: how long the task has been leased, and by which worker.
+	RunningMs int64  `protobuf:"varint,10,opt,name=running_ms,json=runningMs,proto3" json:"running_ms,omitempty"`
+	Worker    string `protobuf:"bytes,11,opt,name=worker,proto3" json:"worker,omitempty"`
+	Attempts  uint32 `protobuf:"varint,12,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// A sentence: the failure's cause, the recomputation's reason.
+	Detail        string `protobuf:"bytes,13,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingEntry) Reset() {
+	*x = PendingEntry{}
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingEntry) ProtoMessage() {}
+
+func (x *PendingEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingEntry.ProtoReflect.Descriptor instead.
+func (*PendingEntry) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *PendingEntry) GetInputs() []string {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *PendingEntry) GetComponentKey() string {
+	if x != nil {
+		return x.ComponentKey
+	}
+	return ""
+}
+
+func (x *PendingEntry) GetComponentDsl() string {
+	if x != nil {
+		return x.ComponentDsl
+	}
+	return ""
+}
+
+func (x *PendingEntry) GetBlockId() string {
+	if x != nil {
+		return x.BlockId
+	}
+	return ""
+}
+
+func (x *PendingEntry) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *PendingEntry) GetKind() PendingKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PendingKind_PENDING_KIND_UNSPECIFIED
+}
+
+func (x *PendingEntry) GetAhead() []*QueuedAhead {
+	if x != nil {
+		return x.Ahead
+	}
+	return nil
+}
+
+func (x *PendingEntry) GetTasksAhead() uint32 {
+	if x != nil {
+		return x.TasksAhead
+	}
+	return 0
+}
+
+func (x *PendingEntry) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *PendingEntry) GetRunningMs() int64 {
+	if x != nil {
+		return x.RunningMs
+	}
+	return 0
+}
+
+func (x *PendingEntry) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *PendingEntry) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *PendingEntry) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type ExplainPendingResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*PendingEntry        `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// When sigd looked (its clock).
+	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// Entries not ready in all (entries holds at most limit of them).
+	NotReady      uint32 `protobuf:"varint,3,opt,name=not_ready,json=notReady,proto3" json:"not_ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainPendingResponse) Reset() {
+	*x = ExplainPendingResponse{}
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainPendingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainPendingResponse) ProtoMessage() {}
+
+func (x *ExplainPendingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainPendingResponse.ProtoReflect.Descriptor instead.
+func (*ExplainPendingResponse) Descriptor() ([]byte, []int) {
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ExplainPendingResponse) GetEntries() []*PendingEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ExplainPendingResponse) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *ExplainPendingResponse) GetNotReady() uint32 {
+	if x != nil {
+		return x.NotReady
+	}
+	return 0
 }
 
 // Task is one memoization task: run a component over one raw block.
@@ -4453,7 +5001,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4465,7 +5013,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[60]
+	mi := &file_sig_v1_sig_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4478,7 +5026,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{60}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Task) GetComponentKey() string {
@@ -4599,7 +5147,7 @@ type PackedMember struct {
 
 func (x *PackedMember) Reset() {
 	*x = PackedMember{}
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4611,7 +5159,7 @@ func (x *PackedMember) String() string {
 func (*PackedMember) ProtoMessage() {}
 
 func (x *PackedMember) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[61]
+	mi := &file_sig_v1_sig_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4624,7 +5172,7 @@ func (x *PackedMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PackedMember.ProtoReflect.Descriptor instead.
 func (*PackedMember) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{61}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PackedMember) GetComponentKey() string {
@@ -4683,7 +5231,7 @@ type MemoInput struct {
 
 func (x *MemoInput) Reset() {
 	*x = MemoInput{}
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +5243,7 @@ func (x *MemoInput) String() string {
 func (*MemoInput) ProtoMessage() {}
 
 func (x *MemoInput) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[62]
+	mi := &file_sig_v1_sig_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +5256,7 @@ func (x *MemoInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoInput.ProtoReflect.Descriptor instead.
 func (*MemoInput) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{62}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *MemoInput) GetKey() string {
@@ -4753,7 +5301,7 @@ type LeaseTaskRequest struct {
 
 func (x *LeaseTaskRequest) Reset() {
 	*x = LeaseTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4765,7 +5313,7 @@ func (x *LeaseTaskRequest) String() string {
 func (*LeaseTaskRequest) ProtoMessage() {}
 
 func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[63]
+	mi := &file_sig_v1_sig_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4778,7 +5326,7 @@ func (x *LeaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{63}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *LeaseTaskRequest) GetWorkerId() string {
@@ -4827,7 +5375,7 @@ type LeaseTaskResponse struct {
 
 func (x *LeaseTaskResponse) Reset() {
 	*x = LeaseTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4839,7 +5387,7 @@ func (x *LeaseTaskResponse) String() string {
 func (*LeaseTaskResponse) ProtoMessage() {}
 
 func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[64]
+	mi := &file_sig_v1_sig_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4852,7 +5400,7 @@ func (x *LeaseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTaskResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{64}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LeaseTaskResponse) GetTask() *Task {
@@ -4895,7 +5443,7 @@ type LeasedTask struct {
 
 func (x *LeasedTask) Reset() {
 	*x = LeasedTask{}
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +5455,7 @@ func (x *LeasedTask) String() string {
 func (*LeasedTask) ProtoMessage() {}
 
 func (x *LeasedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[65]
+	mi := &file_sig_v1_sig_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5468,7 @@ func (x *LeasedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedTask.ProtoReflect.Descriptor instead.
 func (*LeasedTask) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{65}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LeasedTask) GetTask() *Task {
@@ -4953,7 +5501,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4965,7 +5513,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[66]
+	mi := &file_sig_v1_sig_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4978,7 +5526,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{66}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *HeartbeatRequest) GetLeaseId() string {
@@ -4997,7 +5545,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5009,7 +5557,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[67]
+	mi := &file_sig_v1_sig_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5022,7 +5570,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{67}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *HeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
@@ -5056,7 +5604,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5068,7 +5616,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[68]
+	mi := &file_sig_v1_sig_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5081,7 +5629,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{68}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CompleteTaskRequest) GetLeaseId() string {
@@ -5134,7 +5682,7 @@ type CompleteTaskResponse struct {
 
 func (x *CompleteTaskResponse) Reset() {
 	*x = CompleteTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5146,7 +5694,7 @@ func (x *CompleteTaskResponse) String() string {
 func (*CompleteTaskResponse) ProtoMessage() {}
 
 func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[69]
+	mi := &file_sig_v1_sig_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5159,7 +5707,7 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{69}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
 }
 
 type FailTaskRequest struct {
@@ -5172,7 +5720,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5184,7 +5732,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[70]
+	mi := &file_sig_v1_sig_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5197,7 +5745,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{70}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *FailTaskRequest) GetLeaseId() string {
@@ -5223,7 +5771,7 @@ type FailTaskResponse struct {
 
 func (x *FailTaskResponse) Reset() {
 	*x = FailTaskResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[71]
+	mi := &file_sig_v1_sig_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5235,7 +5783,7 @@ func (x *FailTaskResponse) String() string {
 func (*FailTaskResponse) ProtoMessage() {}
 
 func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[71]
+	mi := &file_sig_v1_sig_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5248,7 +5796,7 @@ func (x *FailTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskResponse.ProtoReflect.Descriptor instead.
 func (*FailTaskResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{71}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *FailTaskResponse) GetQuarantined() bool {
@@ -5283,7 +5831,7 @@ type FeatureStatistics struct {
 
 func (x *FeatureStatistics) Reset() {
 	*x = FeatureStatistics{}
-	mi := &file_sig_v1_sig_proto_msgTypes[72]
+	mi := &file_sig_v1_sig_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5295,7 +5843,7 @@ func (x *FeatureStatistics) String() string {
 func (*FeatureStatistics) ProtoMessage() {}
 
 func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[72]
+	mi := &file_sig_v1_sig_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5308,7 +5856,7 @@ func (x *FeatureStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureStatistics.ProtoReflect.Descriptor instead.
 func (*FeatureStatistics) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{72}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *FeatureStatistics) GetFeature() string {
@@ -5398,7 +5946,7 @@ type RowFrequency struct {
 
 func (x *RowFrequency) Reset() {
 	*x = RowFrequency{}
-	mi := &file_sig_v1_sig_proto_msgTypes[73]
+	mi := &file_sig_v1_sig_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5410,7 +5958,7 @@ func (x *RowFrequency) String() string {
 func (*RowFrequency) ProtoMessage() {}
 
 func (x *RowFrequency) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[73]
+	mi := &file_sig_v1_sig_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5423,7 +5971,7 @@ func (x *RowFrequency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowFrequency.ProtoReflect.Descriptor instead.
 func (*RowFrequency) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{73}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RowFrequency) GetRow() int64 {
@@ -5449,7 +5997,7 @@ type PutFeatureStatisticsRequest struct {
 
 func (x *PutFeatureStatisticsRequest) Reset() {
 	*x = PutFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[74]
+	mi := &file_sig_v1_sig_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5461,7 +6009,7 @@ func (x *PutFeatureStatisticsRequest) String() string {
 func (*PutFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[74]
+	mi := &file_sig_v1_sig_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5474,7 +6022,7 @@ func (x *PutFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{74}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *PutFeatureStatisticsRequest) GetStats() []*FeatureStatistics {
@@ -5492,7 +6040,7 @@ type PutFeatureStatisticsResponse struct {
 
 func (x *PutFeatureStatisticsResponse) Reset() {
 	*x = PutFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[75]
+	mi := &file_sig_v1_sig_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5504,7 +6052,7 @@ func (x *PutFeatureStatisticsResponse) String() string {
 func (*PutFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[75]
+	mi := &file_sig_v1_sig_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5517,7 +6065,7 @@ func (x *PutFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*PutFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{75}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{80}
 }
 
 type GetFeatureStatisticsRequest struct {
@@ -5529,7 +6077,7 @@ type GetFeatureStatisticsRequest struct {
 
 func (x *GetFeatureStatisticsRequest) Reset() {
 	*x = GetFeatureStatisticsRequest{}
-	mi := &file_sig_v1_sig_proto_msgTypes[76]
+	mi := &file_sig_v1_sig_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5541,7 +6089,7 @@ func (x *GetFeatureStatisticsRequest) String() string {
 func (*GetFeatureStatisticsRequest) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[76]
+	mi := &file_sig_v1_sig_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5554,7 +6102,7 @@ func (x *GetFeatureStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{76}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetFeatureStatisticsRequest) GetFeatures() []string {
@@ -5573,7 +6121,7 @@ type GetFeatureStatisticsResponse struct {
 
 func (x *GetFeatureStatisticsResponse) Reset() {
 	*x = GetFeatureStatisticsResponse{}
-	mi := &file_sig_v1_sig_proto_msgTypes[77]
+	mi := &file_sig_v1_sig_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5585,7 +6133,7 @@ func (x *GetFeatureStatisticsResponse) String() string {
 func (*GetFeatureStatisticsResponse) ProtoMessage() {}
 
 func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sig_v1_sig_proto_msgTypes[77]
+	mi := &file_sig_v1_sig_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5598,7 +6146,7 @@ func (x *GetFeatureStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFeatureStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*GetFeatureStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_sig_v1_sig_proto_rawDescGZIP(), []int{77}
+	return file_sig_v1_sig_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetFeatureStatisticsResponse) GetStats() []*FeatureStatistics {
@@ -5934,7 +6482,7 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x19LiftWorkerBuildBanRequest\x12\x14\n" +
 	"\x05build\x18\x01 \x01(\tR\x05build\"4\n" +
 	"\x1aLiftWorkerBuildBanResponse\x12\x16\n" +
-	"\x06lifted\x18\x01 \x01(\bR\x06lifted\"\xa0\x05\n" +
+	"\x06lifted\x18\x01 \x01(\bR\x06lifted\"\xfa\x05\n" +
 	"\rTrainerStatus\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x1a\n" +
@@ -5953,14 +6501,57 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x05steps\x18\x0e \x01(\x04R\x05steps\x123\n" +
 	"\x16tensorcore_ns_per_step\x18\x0f \x01(\x01R\x13tensorcoreNsPerStep\x123\n" +
 	"\x16sparsecore_ns_per_step\x18\x10 \x01(\x01R\x13sparsecoreNsPerStep\x12+\n" +
-	"\x12device_ns_per_step\x18\x11 \x01(\x01R\x0fdeviceNsPerStep\x1a>\n" +
+	"\x12device_ns_per_step\x18\x11 \x01(\x01R\x0fdeviceNsPerStep\x12.\n" +
+	"\x13input_stall_seconds\x18\x12 \x01(\x01R\x11inputStallSeconds\x12(\n" +
+	"\x05stall\x18\x13 \x03(\v2\x12.sig.v1.StallCauseR\x05stall\x1a>\n" +
 	"\x10ChipSecondsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x1d\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xef\x01\n" +
+	"\n" +
+	"StallCause\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tcomponent\x18\x02 \x01(\tR\tcomponent\x12\x14\n" +
+	"\x05block\x18\x03 \x01(\tR\x05block\x12\x16\n" +
+	"\x06client\x18\x04 \x01(\tR\x06client\x12\x1a\n" +
+	"\bpriority\x18\x05 \x01(\x05R\bpriority\x12\x18\n" +
+	"\aseconds\x18\x06 \x01(\x01R\aseconds\x12\x14\n" +
+	"\x05ahead\x18\a \x01(\rR\x05ahead\x12\x19\n" +
+	"\bahead_of\x18\b \x01(\rR\aaheadOf\x12\x1a\n" +
+	"\bsentence\x18\t \x01(\tR\bsentence\"\x1d\n" +
 	"\x1bReportTrainerStatusResponse\"\x1a\n" +
 	"\x18ListTrainerStatusRequest\"N\n" +
 	"\x19ListTrainerStatusResponse\x121\n" +
-	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"\xde\x03\n" +
+	"\btrainers\x18\x01 \x03(\v2\x15.sig.v1.TrainerStatusR\btrainers\"~\n" +
+	"\x15ExplainPendingRequest\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
+	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1b\n" +
+	"\tblock_ids\x18\x03 \x03(\tR\bblockIds\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"W\n" +
+	"\vQueuedAhead\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\tR\x06client\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x14\n" +
+	"\x05tasks\x18\x03 \x01(\rR\x05tasks\"\xa1\x03\n" +
+	"\fPendingEntry\x12\x16\n" +
+	"\x06inputs\x18\x01 \x03(\tR\x06inputs\x12#\n" +
+	"\rcomponent_key\x18\x02 \x01(\tR\fcomponentKey\x12#\n" +
+	"\rcomponent_dsl\x18\x03 \x01(\tR\fcomponentDsl\x12\x19\n" +
+	"\bblock_id\x18\x04 \x01(\tR\ablockId\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x04R\aversion\x12'\n" +
+	"\x04kind\x18\x06 \x01(\x0e2\x13.sig.v1.PendingKindR\x04kind\x12)\n" +
+	"\x05ahead\x18\a \x03(\v2\x13.sig.v1.QueuedAheadR\x05ahead\x12\x1f\n" +
+	"\vtasks_ahead\x18\b \x01(\rR\n" +
+	"tasksAhead\x12\x1a\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x1d\n" +
+	"\n" +
+	"running_ms\x18\n" +
+	" \x01(\x03R\trunningMs\x12\x16\n" +
+	"\x06worker\x18\v \x01(\tR\x06worker\x12\x1a\n" +
+	"\battempts\x18\f \x01(\rR\battempts\x12\x16\n" +
+	"\x06detail\x18\r \x01(\tR\x06detail\"\x91\x01\n" +
+	"\x16ExplainPendingResponse\x12.\n" +
+	"\aentries\x18\x01 \x03(\v2\x14.sig.v1.PendingEntryR\aentries\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1b\n" +
+	"\tnot_ready\x18\x03 \x01(\rR\bnotReady\"\xde\x03\n" +
 	"\x04Task\x12#\n" +
 	"\rcomponent_key\x18\x01 \x01(\tR\fcomponentKey\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12#\n" +
@@ -6062,7 +6653,14 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x17BLOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13BLOCK_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11BLOCK_STATE_READY\x10\x02\x12\x16\n" +
-	"\x12BLOCK_STATE_FAILED\x10\x032\xd7\f\n" +
+	"\x12BLOCK_STATE_FAILED\x10\x03*\xb1\x01\n" +
+	"\vPendingKind\x12\x1c\n" +
+	"\x18PENDING_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13PENDING_KIND_QUEUED\x10\x01\x12\x18\n" +
+	"\x14PENDING_KIND_RUNNING\x10\x02\x12\x17\n" +
+	"\x13PENDING_KIND_FAILED\x10\x03\x12\x1a\n" +
+	"\x16PENDING_KIND_INGESTION\x10\x04\x12\x1c\n" +
+	"\x18PENDING_KIND_RECOMPUTING\x10\x052\xa8\r\n" +
 	"\x03SIG\x12F\n" +
 	"\vSubmitGraph\x12\x1a.sig.v1.SubmitGraphRequest\x1a\x1b.sig.v1.SubmitGraphResponse\x12G\n" +
 	"\x0fGetReadSolution\x12\x1e.sig.v1.GetReadSolutionRequest\x1a\x14.sig.v1.ReadSolution\x12F\n" +
@@ -6087,7 +6685,8 @@ const file_sig_v1_sig_proto_rawDesc = "" +
 	"\x13ListWorkerBuildBans\x12\".sig.v1.ListWorkerBuildBansRequest\x1a#.sig.v1.ListWorkerBuildBansResponse\x12[\n" +
 	"\x12LiftWorkerBuildBan\x12!.sig.v1.LiftWorkerBuildBanRequest\x1a\".sig.v1.LiftWorkerBuildBanResponse\x12Q\n" +
 	"\x13ReportTrainerStatus\x12\x15.sig.v1.TrainerStatus\x1a#.sig.v1.ReportTrainerStatusResponse\x12X\n" +
-	"\x11ListTrainerStatus\x12 .sig.v1.ListTrainerStatusRequest\x1a!.sig.v1.ListTrainerStatusResponse2\x97\x02\n" +
+	"\x11ListTrainerStatus\x12 .sig.v1.ListTrainerStatusRequest\x1a!.sig.v1.ListTrainerStatusResponse\x12O\n" +
+	"\x0eExplainPending\x12\x1d.sig.v1.ExplainPendingRequest\x1a\x1e.sig.v1.ExplainPendingResponse2\x97\x02\n" +
 	"\aWorkers\x12@\n" +
 	"\tLeaseTask\x12\x18.sig.v1.LeaseTaskRequest\x1a\x19.sig.v1.LeaseTaskResponse\x12@\n" +
 	"\tHeartbeat\x12\x18.sig.v1.HeartbeatRequest\x1a\x19.sig.v1.HeartbeatResponse\x12I\n" +
@@ -6109,213 +6708,226 @@ func file_sig_v1_sig_proto_rawDescGZIP() []byte {
 	return file_sig_v1_sig_proto_rawDescData
 }
 
-var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_sig_v1_sig_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_sig_v1_sig_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_sig_v1_sig_proto_goTypes = []any{
 	(BlockState)(0),                      // 0: sig.v1.BlockState
-	(*Value)(nil),                        // 1: sig.v1.Value
-	(*FloatList)(nil),                    // 2: sig.v1.FloatList
-	(*Param)(nil),                        // 3: sig.v1.Param
-	(*Node)(nil),                         // 4: sig.v1.Node
-	(*ModelInput)(nil),                   // 5: sig.v1.ModelInput
-	(*Graph)(nil),                        // 6: sig.v1.Graph
-	(*GraphSpec)(nil),                    // 7: sig.v1.GraphSpec
-	(*EventRange)(nil),                   // 8: sig.v1.EventRange
-	(*BlockRead)(nil),                    // 9: sig.v1.BlockRead
-	(*InputSolution)(nil),                // 10: sig.v1.InputSolution
-	(*MemoNode)(nil),                     // 11: sig.v1.MemoNode
-	(*ReadSolution)(nil),                 // 12: sig.v1.ReadSolution
-	(*SubmitGraphRequest)(nil),           // 13: sig.v1.SubmitGraphRequest
-	(*SubmitGraphResponse)(nil),          // 14: sig.v1.SubmitGraphResponse
-	(*GetReadSolutionRequest)(nil),       // 15: sig.v1.GetReadSolutionRequest
-	(*WatchReadSolutionRequest)(nil),     // 16: sig.v1.WatchReadSolutionRequest
-	(*PinSnapshotRequest)(nil),           // 17: sig.v1.PinSnapshotRequest
-	(*PinSnapshotResponse)(nil),          // 18: sig.v1.PinSnapshotResponse
-	(*UnpinSnapshotRequest)(nil),         // 19: sig.v1.UnpinSnapshotRequest
-	(*UnpinSnapshotResponse)(nil),        // 20: sig.v1.UnpinSnapshotResponse
-	(*BlockUpdate)(nil),                  // 21: sig.v1.BlockUpdate
-	(*ReadSolutionUpdate)(nil),           // 22: sig.v1.ReadSolutionUpdate
-	(*SetPriorityRequest)(nil),           // 23: sig.v1.SetPriorityRequest
-	(*SetPriorityResponse)(nil),          // 24: sig.v1.SetPriorityResponse
-	(*SearchComponentsRequest)(nil),      // 25: sig.v1.SearchComponentsRequest
-	(*ComponentSummary)(nil),             // 26: sig.v1.ComponentSummary
-	(*SearchComponentsResponse)(nil),     // 27: sig.v1.SearchComponentsResponse
-	(*GetComponentRequest)(nil),          // 28: sig.v1.GetComponentRequest
-	(*GetComponentResponse)(nil),         // 29: sig.v1.GetComponentResponse
-	(*EvictRequest)(nil),                 // 30: sig.v1.EvictRequest
-	(*EvictResponse)(nil),                // 31: sig.v1.EvictResponse
-	(*EvictBlockRequest)(nil),            // 32: sig.v1.EvictBlockRequest
-	(*EvictBlockResponse)(nil),           // 33: sig.v1.EvictBlockResponse
-	(*ReportCorruptMemoRequest)(nil),     // 34: sig.v1.ReportCorruptMemoRequest
-	(*ReportCorruptMemoResponse)(nil),    // 35: sig.v1.ReportCorruptMemoResponse
-	(*ListAuditRequest)(nil),             // 36: sig.v1.ListAuditRequest
-	(*AuditEntry)(nil),                   // 37: sig.v1.AuditEntry
-	(*ListAuditResponse)(nil),            // 38: sig.v1.ListAuditResponse
-	(*StatsRequest)(nil),                 // 39: sig.v1.StatsRequest
-	(*QueueDepth)(nil),                   // 40: sig.v1.QueueDepth
-	(*StatsResponse)(nil),                // 41: sig.v1.StatsResponse
-	(*ListQueuesRequest)(nil),            // 42: sig.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),           // 43: sig.v1.ListQueuesResponse
-	(*ListBlocksRequest)(nil),            // 44: sig.v1.ListBlocksRequest
-	(*RawBlock)(nil),                     // 45: sig.v1.RawBlock
-	(*ListBlocksResponse)(nil),           // 46: sig.v1.ListBlocksResponse
-	(*QuarantinedTask)(nil),              // 47: sig.v1.QuarantinedTask
-	(*ListQuarantineRequest)(nil),        // 48: sig.v1.ListQuarantineRequest
-	(*ListQuarantineResponse)(nil),       // 49: sig.v1.ListQuarantineResponse
-	(*ReleaseQuarantineRequest)(nil),     // 50: sig.v1.ReleaseQuarantineRequest
-	(*ReleaseQuarantineResponse)(nil),    // 51: sig.v1.ReleaseQuarantineResponse
-	(*WorkerBuildBan)(nil),               // 52: sig.v1.WorkerBuildBan
-	(*ListWorkerBuildBansRequest)(nil),   // 53: sig.v1.ListWorkerBuildBansRequest
-	(*ListWorkerBuildBansResponse)(nil),  // 54: sig.v1.ListWorkerBuildBansResponse
-	(*LiftWorkerBuildBanRequest)(nil),    // 55: sig.v1.LiftWorkerBuildBanRequest
-	(*LiftWorkerBuildBanResponse)(nil),   // 56: sig.v1.LiftWorkerBuildBanResponse
-	(*TrainerStatus)(nil),                // 57: sig.v1.TrainerStatus
-	(*ReportTrainerStatusResponse)(nil),  // 58: sig.v1.ReportTrainerStatusResponse
-	(*ListTrainerStatusRequest)(nil),     // 59: sig.v1.ListTrainerStatusRequest
-	(*ListTrainerStatusResponse)(nil),    // 60: sig.v1.ListTrainerStatusResponse
-	(*Task)(nil),                         // 61: sig.v1.Task
-	(*PackedMember)(nil),                 // 62: sig.v1.PackedMember
-	(*MemoInput)(nil),                    // 63: sig.v1.MemoInput
-	(*LeaseTaskRequest)(nil),             // 64: sig.v1.LeaseTaskRequest
-	(*LeaseTaskResponse)(nil),            // 65: sig.v1.LeaseTaskResponse
-	(*LeasedTask)(nil),                   // 66: sig.v1.LeasedTask
-	(*HeartbeatRequest)(nil),             // 67: sig.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 68: sig.v1.HeartbeatResponse
-	(*CompleteTaskRequest)(nil),          // 69: sig.v1.CompleteTaskRequest
-	(*CompleteTaskResponse)(nil),         // 70: sig.v1.CompleteTaskResponse
-	(*FailTaskRequest)(nil),              // 71: sig.v1.FailTaskRequest
-	(*FailTaskResponse)(nil),             // 72: sig.v1.FailTaskResponse
-	(*FeatureStatistics)(nil),            // 73: sig.v1.FeatureStatistics
-	(*RowFrequency)(nil),                 // 74: sig.v1.RowFrequency
-	(*PutFeatureStatisticsRequest)(nil),  // 75: sig.v1.PutFeatureStatisticsRequest
-	(*PutFeatureStatisticsResponse)(nil), // 76: sig.v1.PutFeatureStatisticsResponse
-	(*GetFeatureStatisticsRequest)(nil),  // 77: sig.v1.GetFeatureStatisticsRequest
-	(*GetFeatureStatisticsResponse)(nil), // 78: sig.v1.GetFeatureStatisticsResponse
-	nil,                                  // 79: sig.v1.SubmitGraphRequest.MemoizeEntry
-	nil,                                  // 80: sig.v1.TrainerStatus.ChipSecondsEntry
-	nil,                                  // 81: sig.v1.CompleteTaskRequest.OpNanosEntry
-	(*timestamppb.Timestamp)(nil),        // 82: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 83: google.protobuf.Duration
+	(PendingKind)(0),                     // 1: sig.v1.PendingKind
+	(*Value)(nil),                        // 2: sig.v1.Value
+	(*FloatList)(nil),                    // 3: sig.v1.FloatList
+	(*Param)(nil),                        // 4: sig.v1.Param
+	(*Node)(nil),                         // 5: sig.v1.Node
+	(*ModelInput)(nil),                   // 6: sig.v1.ModelInput
+	(*Graph)(nil),                        // 7: sig.v1.Graph
+	(*GraphSpec)(nil),                    // 8: sig.v1.GraphSpec
+	(*EventRange)(nil),                   // 9: sig.v1.EventRange
+	(*BlockRead)(nil),                    // 10: sig.v1.BlockRead
+	(*InputSolution)(nil),                // 11: sig.v1.InputSolution
+	(*MemoNode)(nil),                     // 12: sig.v1.MemoNode
+	(*ReadSolution)(nil),                 // 13: sig.v1.ReadSolution
+	(*SubmitGraphRequest)(nil),           // 14: sig.v1.SubmitGraphRequest
+	(*SubmitGraphResponse)(nil),          // 15: sig.v1.SubmitGraphResponse
+	(*GetReadSolutionRequest)(nil),       // 16: sig.v1.GetReadSolutionRequest
+	(*WatchReadSolutionRequest)(nil),     // 17: sig.v1.WatchReadSolutionRequest
+	(*PinSnapshotRequest)(nil),           // 18: sig.v1.PinSnapshotRequest
+	(*PinSnapshotResponse)(nil),          // 19: sig.v1.PinSnapshotResponse
+	(*UnpinSnapshotRequest)(nil),         // 20: sig.v1.UnpinSnapshotRequest
+	(*UnpinSnapshotResponse)(nil),        // 21: sig.v1.UnpinSnapshotResponse
+	(*BlockUpdate)(nil),                  // 22: sig.v1.BlockUpdate
+	(*ReadSolutionUpdate)(nil),           // 23: sig.v1.ReadSolutionUpdate
+	(*SetPriorityRequest)(nil),           // 24: sig.v1.SetPriorityRequest
+	(*SetPriorityResponse)(nil),          // 25: sig.v1.SetPriorityResponse
+	(*SearchComponentsRequest)(nil),      // 26: sig.v1.SearchComponentsRequest
+	(*ComponentSummary)(nil),             // 27: sig.v1.ComponentSummary
+	(*SearchComponentsResponse)(nil),     // 28: sig.v1.SearchComponentsResponse
+	(*GetComponentRequest)(nil),          // 29: sig.v1.GetComponentRequest
+	(*GetComponentResponse)(nil),         // 30: sig.v1.GetComponentResponse
+	(*EvictRequest)(nil),                 // 31: sig.v1.EvictRequest
+	(*EvictResponse)(nil),                // 32: sig.v1.EvictResponse
+	(*EvictBlockRequest)(nil),            // 33: sig.v1.EvictBlockRequest
+	(*EvictBlockResponse)(nil),           // 34: sig.v1.EvictBlockResponse
+	(*ReportCorruptMemoRequest)(nil),     // 35: sig.v1.ReportCorruptMemoRequest
+	(*ReportCorruptMemoResponse)(nil),    // 36: sig.v1.ReportCorruptMemoResponse
+	(*ListAuditRequest)(nil),             // 37: sig.v1.ListAuditRequest
+	(*AuditEntry)(nil),                   // 38: sig.v1.AuditEntry
+	(*ListAuditResponse)(nil),            // 39: sig.v1.ListAuditResponse
+	(*StatsRequest)(nil),                 // 40: sig.v1.StatsRequest
+	(*QueueDepth)(nil),                   // 41: sig.v1.QueueDepth
+	(*StatsResponse)(nil),                // 42: sig.v1.StatsResponse
+	(*ListQueuesRequest)(nil),            // 43: sig.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),           // 44: sig.v1.ListQueuesResponse
+	(*ListBlocksRequest)(nil),            // 45: sig.v1.ListBlocksRequest
+	(*RawBlock)(nil),                     // 46: sig.v1.RawBlock
+	(*ListBlocksResponse)(nil),           // 47: sig.v1.ListBlocksResponse
+	(*QuarantinedTask)(nil),              // 48: sig.v1.QuarantinedTask
+	(*ListQuarantineRequest)(nil),        // 49: sig.v1.ListQuarantineRequest
+	(*ListQuarantineResponse)(nil),       // 50: sig.v1.ListQuarantineResponse
+	(*ReleaseQuarantineRequest)(nil),     // 51: sig.v1.ReleaseQuarantineRequest
+	(*ReleaseQuarantineResponse)(nil),    // 52: sig.v1.ReleaseQuarantineResponse
+	(*WorkerBuildBan)(nil),               // 53: sig.v1.WorkerBuildBan
+	(*ListWorkerBuildBansRequest)(nil),   // 54: sig.v1.ListWorkerBuildBansRequest
+	(*ListWorkerBuildBansResponse)(nil),  // 55: sig.v1.ListWorkerBuildBansResponse
+	(*LiftWorkerBuildBanRequest)(nil),    // 56: sig.v1.LiftWorkerBuildBanRequest
+	(*LiftWorkerBuildBanResponse)(nil),   // 57: sig.v1.LiftWorkerBuildBanResponse
+	(*TrainerStatus)(nil),                // 58: sig.v1.TrainerStatus
+	(*StallCause)(nil),                   // 59: sig.v1.StallCause
+	(*ReportTrainerStatusResponse)(nil),  // 60: sig.v1.ReportTrainerStatusResponse
+	(*ListTrainerStatusRequest)(nil),     // 61: sig.v1.ListTrainerStatusRequest
+	(*ListTrainerStatusResponse)(nil),    // 62: sig.v1.ListTrainerStatusResponse
+	(*ExplainPendingRequest)(nil),        // 63: sig.v1.ExplainPendingRequest
+	(*QueuedAhead)(nil),                  // 64: sig.v1.QueuedAhead
+	(*PendingEntry)(nil),                 // 65: sig.v1.PendingEntry
+	(*ExplainPendingResponse)(nil),       // 66: sig.v1.ExplainPendingResponse
+	(*Task)(nil),                         // 67: sig.v1.Task
+	(*PackedMember)(nil),                 // 68: sig.v1.PackedMember
+	(*MemoInput)(nil),                    // 69: sig.v1.MemoInput
+	(*LeaseTaskRequest)(nil),             // 70: sig.v1.LeaseTaskRequest
+	(*LeaseTaskResponse)(nil),            // 71: sig.v1.LeaseTaskResponse
+	(*LeasedTask)(nil),                   // 72: sig.v1.LeasedTask
+	(*HeartbeatRequest)(nil),             // 73: sig.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 74: sig.v1.HeartbeatResponse
+	(*CompleteTaskRequest)(nil),          // 75: sig.v1.CompleteTaskRequest
+	(*CompleteTaskResponse)(nil),         // 76: sig.v1.CompleteTaskResponse
+	(*FailTaskRequest)(nil),              // 77: sig.v1.FailTaskRequest
+	(*FailTaskResponse)(nil),             // 78: sig.v1.FailTaskResponse
+	(*FeatureStatistics)(nil),            // 79: sig.v1.FeatureStatistics
+	(*RowFrequency)(nil),                 // 80: sig.v1.RowFrequency
+	(*PutFeatureStatisticsRequest)(nil),  // 81: sig.v1.PutFeatureStatisticsRequest
+	(*PutFeatureStatisticsResponse)(nil), // 82: sig.v1.PutFeatureStatisticsResponse
+	(*GetFeatureStatisticsRequest)(nil),  // 83: sig.v1.GetFeatureStatisticsRequest
+	(*GetFeatureStatisticsResponse)(nil), // 84: sig.v1.GetFeatureStatisticsResponse
+	nil,                                  // 85: sig.v1.SubmitGraphRequest.MemoizeEntry
+	nil,                                  // 86: sig.v1.TrainerStatus.ChipSecondsEntry
+	nil,                                  // 87: sig.v1.CompleteTaskRequest.OpNanosEntry
+	(*timestamppb.Timestamp)(nil),        // 88: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 89: google.protobuf.Duration
 }
 var file_sig_v1_sig_proto_depIdxs = []int32{
-	2,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
-	1,  // 1: sig.v1.Param.value:type_name -> sig.v1.Value
-	3,  // 2: sig.v1.Node.params:type_name -> sig.v1.Param
-	4,  // 3: sig.v1.Graph.nodes:type_name -> sig.v1.Node
-	5,  // 4: sig.v1.Graph.inputs:type_name -> sig.v1.ModelInput
-	6,  // 5: sig.v1.GraphSpec.graph:type_name -> sig.v1.Graph
+	3,  // 0: sig.v1.Value.floats:type_name -> sig.v1.FloatList
+	2,  // 1: sig.v1.Param.value:type_name -> sig.v1.Value
+	4,  // 2: sig.v1.Node.params:type_name -> sig.v1.Param
+	5,  // 3: sig.v1.Graph.nodes:type_name -> sig.v1.Node
+	6,  // 4: sig.v1.Graph.inputs:type_name -> sig.v1.ModelInput
+	7,  // 5: sig.v1.GraphSpec.graph:type_name -> sig.v1.Graph
 	0,  // 6: sig.v1.BlockRead.state:type_name -> sig.v1.BlockState
-	8,  // 7: sig.v1.BlockRead.events:type_name -> sig.v1.EventRange
-	9,  // 8: sig.v1.BlockRead.parts:type_name -> sig.v1.BlockRead
-	9,  // 9: sig.v1.InputSolution.blocks:type_name -> sig.v1.BlockRead
-	11, // 10: sig.v1.InputSolution.memo_nodes:type_name -> sig.v1.MemoNode
-	9,  // 11: sig.v1.MemoNode.blocks:type_name -> sig.v1.BlockRead
-	8,  // 12: sig.v1.ReadSolution.range:type_name -> sig.v1.EventRange
-	10, // 13: sig.v1.ReadSolution.inputs:type_name -> sig.v1.InputSolution
-	9,  // 14: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
-	7,  // 15: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
-	8,  // 16: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
-	79, // 17: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
-	12, // 18: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
-	8,  // 19: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	8,  // 20: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
-	9,  // 21: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
-	12, // 22: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
-	21, // 23: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
-	82, // 24: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
-	26, // 25: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
-	26, // 26: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
-	9,  // 27: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
+	9,  // 7: sig.v1.BlockRead.events:type_name -> sig.v1.EventRange
+	10, // 8: sig.v1.BlockRead.parts:type_name -> sig.v1.BlockRead
+	10, // 9: sig.v1.InputSolution.blocks:type_name -> sig.v1.BlockRead
+	12, // 10: sig.v1.InputSolution.memo_nodes:type_name -> sig.v1.MemoNode
+	10, // 11: sig.v1.MemoNode.blocks:type_name -> sig.v1.BlockRead
+	9,  // 12: sig.v1.ReadSolution.range:type_name -> sig.v1.EventRange
+	11, // 13: sig.v1.ReadSolution.inputs:type_name -> sig.v1.InputSolution
+	10, // 14: sig.v1.ReadSolution.raw_blocks:type_name -> sig.v1.BlockRead
+	8,  // 15: sig.v1.SubmitGraphRequest.graph:type_name -> sig.v1.GraphSpec
+	9,  // 16: sig.v1.SubmitGraphRequest.range:type_name -> sig.v1.EventRange
+	85, // 17: sig.v1.SubmitGraphRequest.memoize:type_name -> sig.v1.SubmitGraphRequest.MemoizeEntry
+	13, // 18: sig.v1.SubmitGraphResponse.solution:type_name -> sig.v1.ReadSolution
+	9,  // 19: sig.v1.GetReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	9,  // 20: sig.v1.WatchReadSolutionRequest.range:type_name -> sig.v1.EventRange
+	10, // 21: sig.v1.BlockUpdate.block:type_name -> sig.v1.BlockRead
+	13, // 22: sig.v1.ReadSolutionUpdate.solution:type_name -> sig.v1.ReadSolution
+	22, // 23: sig.v1.ReadSolutionUpdate.changes:type_name -> sig.v1.BlockUpdate
+	88, // 24: sig.v1.ComponentSummary.last_requested:type_name -> google.protobuf.Timestamp
+	27, // 25: sig.v1.SearchComponentsResponse.components:type_name -> sig.v1.ComponentSummary
+	27, // 26: sig.v1.GetComponentResponse.component:type_name -> sig.v1.ComponentSummary
+	10, // 27: sig.v1.GetComponentResponse.blocks:type_name -> sig.v1.BlockRead
 	0,  // 28: sig.v1.EvictBlockResponse.state:type_name -> sig.v1.BlockState
 	0,  // 29: sig.v1.ReportCorruptMemoResponse.state:type_name -> sig.v1.BlockState
-	82, // 30: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
-	37, // 31: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
-	40, // 32: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
-	40, // 33: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
-	8,  // 34: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
-	8,  // 35: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
-	45, // 36: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
-	82, // 37: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
-	47, // 38: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
-	82, // 39: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
-	52, // 40: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
-	82, // 41: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
-	80, // 42: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
-	57, // 43: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
-	63, // 44: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
-	62, // 45: sig.v1.Task.repack:type_name -> sig.v1.PackedMember
-	83, // 46: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
-	61, // 47: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
-	82, // 48: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
-	66, // 49: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
-	61, // 50: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
-	82, // 51: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
-	82, // 52: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	81, // 53: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
-	62, // 54: sig.v1.CompleteTaskRequest.moved:type_name -> sig.v1.PackedMember
-	74, // 55: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
-	82, // 56: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
-	73, // 57: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
-	73, // 58: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
-	13, // 59: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
-	15, // 60: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
-	17, // 61: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
-	19, // 62: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
-	16, // 63: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
-	23, // 64: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
-	25, // 65: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
-	28, // 66: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
-	30, // 67: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
-	32, // 68: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
-	34, // 69: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
-	36, // 70: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
-	39, // 71: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
-	42, // 72: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
-	44, // 73: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
-	48, // 74: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
-	50, // 75: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
-	53, // 76: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
-	55, // 77: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
-	57, // 78: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
-	59, // 79: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
-	64, // 80: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
-	67, // 81: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
-	69, // 82: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
-	71, // 83: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
-	75, // 84: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
-	77, // 85: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
-	14, // 86: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
-	12, // 87: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
-	18, // 88: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
-	20, // 89: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
-	22, // 90: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
-	24, // 91: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
-	27, // 92: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
-	29, // 93: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
-	31, // 94: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
-	33, // 95: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
-	35, // 96: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
-	38, // 97: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
-	41, // 98: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
-	43, // 99: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
-	46, // 100: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
-	49, // 101: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
-	51, // 102: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
-	54, // 103: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
-	56, // 104: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
-	58, // 105: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
-	60, // 106: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
-	65, // 107: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
-	68, // 108: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
-	70, // 109: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
-	72, // 110: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
-	76, // 111: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
-	78, // 112: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
-	86, // [86:113] is the sub-list for method output_type
-	59, // [59:86] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	88, // 30: sig.v1.AuditEntry.when:type_name -> google.protobuf.Timestamp
+	38, // 31: sig.v1.ListAuditResponse.entries:type_name -> sig.v1.AuditEntry
+	41, // 32: sig.v1.StatsResponse.queues:type_name -> sig.v1.QueueDepth
+	41, // 33: sig.v1.ListQueuesResponse.queues:type_name -> sig.v1.QueueDepth
+	9,  // 34: sig.v1.RawBlock.events:type_name -> sig.v1.EventRange
+	9,  // 35: sig.v1.RawBlock.window:type_name -> sig.v1.EventRange
+	46, // 36: sig.v1.ListBlocksResponse.blocks:type_name -> sig.v1.RawBlock
+	88, // 37: sig.v1.QuarantinedTask.since:type_name -> google.protobuf.Timestamp
+	48, // 38: sig.v1.ListQuarantineResponse.tasks:type_name -> sig.v1.QuarantinedTask
+	88, // 39: sig.v1.WorkerBuildBan.since:type_name -> google.protobuf.Timestamp
+	53, // 40: sig.v1.ListWorkerBuildBansResponse.bans:type_name -> sig.v1.WorkerBuildBan
+	88, // 41: sig.v1.TrainerStatus.at:type_name -> google.protobuf.Timestamp
+	86, // 42: sig.v1.TrainerStatus.chip_seconds:type_name -> sig.v1.TrainerStatus.ChipSecondsEntry
+	59, // 43: sig.v1.TrainerStatus.stall:type_name -> sig.v1.StallCause
+	58, // 44: sig.v1.ListTrainerStatusResponse.trainers:type_name -> sig.v1.TrainerStatus
+	1,  // 45: sig.v1.PendingEntry.kind:type_name -> sig.v1.PendingKind
+	64, // 46: sig.v1.PendingEntry.ahead:type_name -> sig.v1.QueuedAhead
+	65, // 47: sig.v1.ExplainPendingResponse.entries:type_name -> sig.v1.PendingEntry
+	88, // 48: sig.v1.ExplainPendingResponse.at:type_name -> google.protobuf.Timestamp
+	69, // 49: sig.v1.Task.memo_inputs:type_name -> sig.v1.MemoInput
+	68, // 50: sig.v1.Task.repack:type_name -> sig.v1.PackedMember
+	89, // 51: sig.v1.LeaseTaskRequest.wait:type_name -> google.protobuf.Duration
+	67, // 52: sig.v1.LeaseTaskResponse.task:type_name -> sig.v1.Task
+	88, // 53: sig.v1.LeaseTaskResponse.deadline:type_name -> google.protobuf.Timestamp
+	72, // 54: sig.v1.LeaseTaskResponse.more:type_name -> sig.v1.LeasedTask
+	67, // 55: sig.v1.LeasedTask.task:type_name -> sig.v1.Task
+	88, // 56: sig.v1.LeasedTask.deadline:type_name -> google.protobuf.Timestamp
+	88, // 57: sig.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	87, // 58: sig.v1.CompleteTaskRequest.op_nanos:type_name -> sig.v1.CompleteTaskRequest.OpNanosEntry
+	68, // 59: sig.v1.CompleteTaskRequest.moved:type_name -> sig.v1.PackedMember
+	80, // 60: sig.v1.FeatureStatistics.hot_rows:type_name -> sig.v1.RowFrequency
+	88, // 61: sig.v1.FeatureStatistics.updated:type_name -> google.protobuf.Timestamp
+	79, // 62: sig.v1.PutFeatureStatisticsRequest.stats:type_name -> sig.v1.FeatureStatistics
+	79, // 63: sig.v1.GetFeatureStatisticsResponse.stats:type_name -> sig.v1.FeatureStatistics
+	14, // 64: sig.v1.SIG.SubmitGraph:input_type -> sig.v1.SubmitGraphRequest
+	16, // 65: sig.v1.SIG.GetReadSolution:input_type -> sig.v1.GetReadSolutionRequest
+	18, // 66: sig.v1.SIG.PinSnapshot:input_type -> sig.v1.PinSnapshotRequest
+	20, // 67: sig.v1.SIG.UnpinSnapshot:input_type -> sig.v1.UnpinSnapshotRequest
+	17, // 68: sig.v1.SIG.WatchReadSolution:input_type -> sig.v1.WatchReadSolutionRequest
+	24, // 69: sig.v1.SIG.SetPriority:input_type -> sig.v1.SetPriorityRequest
+	26, // 70: sig.v1.SIG.SearchComponents:input_type -> sig.v1.SearchComponentsRequest
+	29, // 71: sig.v1.SIG.GetComponent:input_type -> sig.v1.GetComponentRequest
+	31, // 72: sig.v1.SIG.Evict:input_type -> sig.v1.EvictRequest
+	33, // 73: sig.v1.SIG.EvictBlock:input_type -> sig.v1.EvictBlockRequest
+	35, // 74: sig.v1.SIG.ReportCorruptMemo:input_type -> sig.v1.ReportCorruptMemoRequest
+	37, // 75: sig.v1.SIG.ListAudit:input_type -> sig.v1.ListAuditRequest
+	40, // 76: sig.v1.SIG.Stats:input_type -> sig.v1.StatsRequest
+	43, // 77: sig.v1.SIG.ListQueues:input_type -> sig.v1.ListQueuesRequest
+	45, // 78: sig.v1.SIG.ListBlocks:input_type -> sig.v1.ListBlocksRequest
+	49, // 79: sig.v1.SIG.ListQuarantine:input_type -> sig.v1.ListQuarantineRequest
+	51, // 80: sig.v1.SIG.ReleaseQuarantine:input_type -> sig.v1.ReleaseQuarantineRequest
+	54, // 81: sig.v1.SIG.ListWorkerBuildBans:input_type -> sig.v1.ListWorkerBuildBansRequest
+	56, // 82: sig.v1.SIG.LiftWorkerBuildBan:input_type -> sig.v1.LiftWorkerBuildBanRequest
+	58, // 83: sig.v1.SIG.ReportTrainerStatus:input_type -> sig.v1.TrainerStatus
+	61, // 84: sig.v1.SIG.ListTrainerStatus:input_type -> sig.v1.ListTrainerStatusRequest
+	63, // 85: sig.v1.SIG.ExplainPending:input_type -> sig.v1.ExplainPendingRequest
+	70, // 86: sig.v1.Workers.LeaseTask:input_type -> sig.v1.LeaseTaskRequest
+	73, // 87: sig.v1.Workers.Heartbeat:input_type -> sig.v1.HeartbeatRequest
+	75, // 88: sig.v1.Workers.CompleteTask:input_type -> sig.v1.CompleteTaskRequest
+	77, // 89: sig.v1.Workers.FailTask:input_type -> sig.v1.FailTaskRequest
+	81, // 90: sig.v1.FeatureStats.PutFeatureStatistics:input_type -> sig.v1.PutFeatureStatisticsRequest
+	83, // 91: sig.v1.FeatureStats.GetFeatureStatistics:input_type -> sig.v1.GetFeatureStatisticsRequest
+	15, // 92: sig.v1.SIG.SubmitGraph:output_type -> sig.v1.SubmitGraphResponse
+	13, // 93: sig.v1.SIG.GetReadSolution:output_type -> sig.v1.ReadSolution
+	19, // 94: sig.v1.SIG.PinSnapshot:output_type -> sig.v1.PinSnapshotResponse
+	21, // 95: sig.v1.SIG.UnpinSnapshot:output_type -> sig.v1.UnpinSnapshotResponse
+	23, // 96: sig.v1.SIG.WatchReadSolution:output_type -> sig.v1.ReadSolutionUpdate
+	25, // 97: sig.v1.SIG.SetPriority:output_type -> sig.v1.SetPriorityResponse
+	28, // 98: sig.v1.SIG.SearchComponents:output_type -> sig.v1.SearchComponentsResponse
+	30, // 99: sig.v1.SIG.GetComponent:output_type -> sig.v1.GetComponentResponse
+	32, // 100: sig.v1.SIG.Evict:output_type -> sig.v1.EvictResponse
+	34, // 101: sig.v1.SIG.EvictBlock:output_type -> sig.v1.EvictBlockResponse
+	36, // 102: sig.v1.SIG.ReportCorruptMemo:output_type -> sig.v1.ReportCorruptMemoResponse
+	39, // 103: sig.v1.SIG.ListAudit:output_type -> sig.v1.ListAuditResponse
+	42, // 104: sig.v1.SIG.Stats:output_type -> sig.v1.StatsResponse
+	44, // 105: sig.v1.SIG.ListQueues:output_type -> sig.v1.ListQueuesResponse
+	47, // 106: sig.v1.SIG.ListBlocks:output_type -> sig.v1.ListBlocksResponse
+	50, // 107: sig.v1.SIG.ListQuarantine:output_type -> sig.v1.ListQuarantineResponse
+	52, // 108: sig.v1.SIG.ReleaseQuarantine:output_type -> sig.v1.ReleaseQuarantineResponse
+	55, // 109: sig.v1.SIG.ListWorkerBuildBans:output_type -> sig.v1.ListWorkerBuildBansResponse
+	57, // 110: sig.v1.SIG.LiftWorkerBuildBan:output_type -> sig.v1.LiftWorkerBuildBanResponse
+	60, // 111: sig.v1.SIG.ReportTrainerStatus:output_type -> sig.v1.ReportTrainerStatusResponse
+	62, // 112: sig.v1.SIG.ListTrainerStatus:output_type -> sig.v1.ListTrainerStatusResponse
+	66, // 113: sig.v1.SIG.ExplainPending:output_type -> sig.v1.ExplainPendingResponse
+	71, // 114: sig.v1.Workers.LeaseTask:output_type -> sig.v1.LeaseTaskResponse
+	74, // 115: sig.v1.Workers.Heartbeat:output_type -> sig.v1.HeartbeatResponse
+	76, // 116: sig.v1.Workers.CompleteTask:output_type -> sig.v1.CompleteTaskResponse
+	78, // 117: sig.v1.Workers.FailTask:output_type -> sig.v1.FailTaskResponse
+	82, // 118: sig.v1.FeatureStats.PutFeatureStatistics:output_type -> sig.v1.PutFeatureStatisticsResponse
+	84, // 119: sig.v1.FeatureStats.GetFeatureStatistics:output_type -> sig.v1.GetFeatureStatisticsResponse
+	92, // [92:120] is the sub-list for method output_type
+	64, // [64:92] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_sig_v1_sig_proto_init() }
@@ -6342,8 +6954,8 @@ func file_sig_v1_sig_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sig_v1_sig_proto_rawDesc), len(file_sig_v1_sig_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   81,
+			NumEnums:      2,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -49,6 +49,7 @@ const (
 	SIG_LiftWorkerBuildBan_FullMethodName  = "/sig.v1.SIG/LiftWorkerBuildBan"
 	SIG_ReportTrainerStatus_FullMethodName = "/sig.v1.SIG/ReportTrainerStatus"
 	SIG_ListTrainerStatus_FullMethodName   = "/sig.v1.SIG/ListTrainerStatus"
+	SIG_ExplainPending_FullMethodName      = "/sig.v1.SIG/ExplainPending"
 )
 
 // SIGClient is the client API for SIG service.
@@ -96,6 +97,11 @@ type SIGClient interface {
 	LiftWorkerBuildBan(ctx context.Context, in *LiftWorkerBuildBanRequest, opts ...grpc.CallOption) (*LiftWorkerBuildBanResponse, error)
 	ReportTrainerStatus(ctx context.Context, in *TrainerStatus, opts ...grpc.CallOption) (*ReportTrainerStatusResponse, error)
 	ListTrainerStatus(ctx context.Context, in *ListTrainerStatusRequest, opts ...grpc.CallOption) (*ListTrainerStatusResponse, error)
+	// Why a pipeline's memo entries are not ready (issue 30): queued behind
+	// which clients' tasks at which priorities, leased and running for how
+	// long, failed or quarantined, waiting for ingestion, recomputing. The
+	// pipeline's client, a trainer or an operator; changes nothing.
+	ExplainPending(ctx context.Context, in *ExplainPendingRequest, opts ...grpc.CallOption) (*ExplainPendingResponse, error)
 }
 
 type sIGClient struct {
@@ -325,6 +331,16 @@ func (c *sIGClient) ListTrainerStatus(ctx context.Context, in *ListTrainerStatus
 	return out, nil
 }
 
+func (c *sIGClient) ExplainPending(ctx context.Context, in *ExplainPendingRequest, opts ...grpc.CallOption) (*ExplainPendingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExplainPendingResponse)
+	err := c.cc.Invoke(ctx, SIG_ExplainPending_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SIGServer is the server API for SIG service.
 // All implementations must embed UnimplementedSIGServer
 // for forward compatibility.
@@ -370,6 +386,11 @@ type SIGServer interface {
 	LiftWorkerBuildBan(context.Context, *LiftWorkerBuildBanRequest) (*LiftWorkerBuildBanResponse, error)
 	ReportTrainerStatus(context.Context, *TrainerStatus) (*ReportTrainerStatusResponse, error)
 	ListTrainerStatus(context.Context, *ListTrainerStatusRequest) (*ListTrainerStatusResponse, error)
+	// Why a pipeline's memo entries are not ready (issue 30): queued behind
+	// which clients' tasks at which priorities, leased and running for how
+	// long, failed or quarantined, waiting for ingestion, recomputing. The
+	// pipeline's client, a trainer or an operator; changes nothing.
+	ExplainPending(context.Context, *ExplainPendingRequest) (*ExplainPendingResponse, error)
 	mustEmbedUnimplementedSIGServer()
 }
 
@@ -442,6 +463,9 @@ func (UnimplementedSIGServer) ReportTrainerStatus(context.Context, *TrainerStatu
 }
 func (UnimplementedSIGServer) ListTrainerStatus(context.Context, *ListTrainerStatusRequest) (*ListTrainerStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTrainerStatus not implemented")
+}
+func (UnimplementedSIGServer) ExplainPending(context.Context, *ExplainPendingRequest) (*ExplainPendingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExplainPending not implemented")
 }
 func (UnimplementedSIGServer) mustEmbedUnimplementedSIGServer() {}
 func (UnimplementedSIGServer) testEmbeddedByValue()             {}
@@ -835,6 +859,24 @@ func _SIG_ListTrainerStatus_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SIG_ExplainPending_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExplainPendingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SIGServer).ExplainPending(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SIG_ExplainPending_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SIGServer).ExplainPending(ctx, req.(*ExplainPendingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SIG_ServiceDesc is the grpc.ServiceDesc for SIG service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -921,6 +963,10 @@ var SIG_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTrainerStatus",
 			Handler:    _SIG_ListTrainerStatus_Handler,
+		},
+		{
+			MethodName: "ExplainPending",
+			Handler:    _SIG_ExplainPending_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -43,6 +43,7 @@ type HostMessage struct {
 	//	*HostMessage_UnitFailed
 	//	*HostMessage_Batch
 	//	*HostMessage_Preempt
+	//	*HostMessage_ReaderWait
 	Msg           isHostMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -139,6 +140,15 @@ func (x *HostMessage) GetPreempt() *PreemptRequest {
 	return nil
 }
 
+func (x *HostMessage) GetReaderWait() *ReaderWait {
+	if x != nil {
+		if x, ok := x.Msg.(*HostMessage_ReaderWait); ok {
+			return x.ReaderWait
+		}
+	}
+	return nil
+}
+
 type isHostMessage_Msg interface {
 	isHostMessage_Msg()
 }
@@ -169,6 +179,11 @@ type HostMessage_Preempt struct {
 	Preempt *PreemptRequest `protobuf:"bytes,6,opt,name=preempt,proto3,oneof"`
 }
 
+type HostMessage_ReaderWait struct {
+	// A unit's read waited on its reader (issue 30).
+	ReaderWait *ReaderWait `protobuf:"bytes,7,opt,name=reader_wait,json=readerWait,proto3,oneof"`
+}
+
 func (*HostMessage_Hello) isHostMessage_Msg() {}
 
 func (*HostMessage_Request) isHostMessage_Msg() {}
@@ -180,6 +195,91 @@ func (*HostMessage_UnitFailed) isHostMessage_Msg() {}
 func (*HostMessage_Batch) isHostMessage_Msg() {}
 
 func (*HostMessage_Preempt) isHostMessage_Msg() {}
+
+func (*HostMessage_ReaderWait) isHostMessage_Msg() {}
+
+// ReaderWait: the host had asked its reader for a unit's rows and had none
+// from start to end (issue 30: the stall ledger charges the stall it
+// overlaps to the reader, trainer/accounting/stall). kind is
+// reader_fetch (before the stream's first batch: the reader fetching,
+// decoding and checking the unit's objects, which the host cannot tell
+// apart), reader_send (between batches), or reader_unavailable (the
+// client retrying an unavailable or broken reader).
+type ReaderWait struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attempt       uint64                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	UnitId        string                 `protobuf:"bytes,2,opt,name=unit_id,json=unitId,proto3" json:"unit_id,omitempty"`
+	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Start         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start,proto3" json:"start,omitempty"`
+	End           *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReaderWait) Reset() {
+	*x = ReaderWait{}
+	mi := &file_trainer_v1_trainer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReaderWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReaderWait) ProtoMessage() {}
+
+func (x *ReaderWait) ProtoReflect() protoreflect.Message {
+	mi := &file_trainer_v1_trainer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReaderWait.ProtoReflect.Descriptor instead.
+func (*ReaderWait) Descriptor() ([]byte, []int) {
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReaderWait) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ReaderWait) GetUnitId() string {
+	if x != nil {
+		return x.UnitId
+	}
+	return ""
+}
+
+func (x *ReaderWait) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ReaderWait) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *ReaderWait) GetEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
 
 // Hello opens a session. A host restarted under the same id sends a new
 // incarnation; the controller then treats the old session as lost.
@@ -193,7 +293,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[1]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +305,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[1]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +318,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{1}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Hello) GetHostId() string {
@@ -247,7 +347,7 @@ type RequestUnits struct {
 
 func (x *RequestUnits) Reset() {
 	*x = RequestUnits{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[2]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +359,7 @@ func (x *RequestUnits) String() string {
 func (*RequestUnits) ProtoMessage() {}
 
 func (x *RequestUnits) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[2]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +372,7 @@ func (x *RequestUnits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUnits.ProtoReflect.Descriptor instead.
 func (*RequestUnits) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{2}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RequestUnits) GetAttempt() uint64 {
@@ -301,7 +401,7 @@ type UnitRead struct {
 
 func (x *UnitRead) Reset() {
 	*x = UnitRead{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[3]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +413,7 @@ func (x *UnitRead) String() string {
 func (*UnitRead) ProtoMessage() {}
 
 func (x *UnitRead) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[3]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +426,7 @@ func (x *UnitRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitRead.ProtoReflect.Descriptor instead.
 func (*UnitRead) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{3}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UnitRead) GetAttempt() uint64 {
@@ -364,7 +464,7 @@ type UnitFailed struct {
 
 func (x *UnitFailed) Reset() {
 	*x = UnitFailed{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[4]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +476,7 @@ func (x *UnitFailed) String() string {
 func (*UnitFailed) ProtoMessage() {}
 
 func (x *UnitFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[4]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +489,7 @@ func (x *UnitFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitFailed.ProtoReflect.Descriptor instead.
 func (*UnitFailed) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{4}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UnitFailed) GetAttempt() uint64 {
@@ -436,7 +536,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[5]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +548,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[5]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +561,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{5}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Batch) GetAttempt() uint64 {
@@ -509,7 +609,7 @@ type UnitRows struct {
 
 func (x *UnitRows) Reset() {
 	*x = UnitRows{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[6]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +621,7 @@ func (x *UnitRows) String() string {
 func (*UnitRows) ProtoMessage() {}
 
 func (x *UnitRows) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[6]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +634,7 @@ func (x *UnitRows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitRows.ProtoReflect.Descriptor instead.
 func (*UnitRows) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{6}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UnitRows) GetUnitId() string {
@@ -567,7 +667,7 @@ type Examples struct {
 
 func (x *Examples) Reset() {
 	*x = Examples{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[7]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +679,7 @@ func (x *Examples) String() string {
 func (*Examples) ProtoMessage() {}
 
 func (x *Examples) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[7]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +692,7 @@ func (x *Examples) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Examples.ProtoReflect.Descriptor instead.
 func (*Examples) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{7}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Examples) GetEventIds() []int64 {
@@ -633,7 +733,7 @@ type SparseColumn struct {
 
 func (x *SparseColumn) Reset() {
 	*x = SparseColumn{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[8]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +745,7 @@ func (x *SparseColumn) String() string {
 func (*SparseColumn) ProtoMessage() {}
 
 func (x *SparseColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[8]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +758,7 @@ func (x *SparseColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseColumn.ProtoReflect.Descriptor instead.
 func (*SparseColumn) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{8}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SparseColumn) GetOffsets() []int32 {
@@ -684,7 +784,7 @@ type DenseColumn struct {
 
 func (x *DenseColumn) Reset() {
 	*x = DenseColumn{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[9]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +796,7 @@ func (x *DenseColumn) String() string {
 func (*DenseColumn) ProtoMessage() {}
 
 func (x *DenseColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[9]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +809,7 @@ func (x *DenseColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenseColumn.ProtoReflect.Descriptor instead.
 func (*DenseColumn) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{9}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DenseColumn) GetValues() []float32 {
@@ -738,7 +838,7 @@ type ControllerMessage struct {
 
 func (x *ControllerMessage) Reset() {
 	*x = ControllerMessage{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[10]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +850,7 @@ func (x *ControllerMessage) String() string {
 func (*ControllerMessage) ProtoMessage() {}
 
 func (x *ControllerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[10]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +863,7 @@ func (x *ControllerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerMessage.ProtoReflect.Descriptor instead.
 func (*ControllerMessage) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{10}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ControllerMessage) GetMsg() isControllerMessage_Msg {
@@ -920,7 +1020,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[11]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1032,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[11]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1045,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{11}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Welcome) GetJob() string {
@@ -1029,7 +1129,7 @@ type Input struct {
 
 func (x *Input) Reset() {
 	*x = Input{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[12]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1141,7 @@ func (x *Input) String() string {
 func (*Input) ProtoMessage() {}
 
 func (x *Input) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[12]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1154,7 @@ func (x *Input) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Input.ProtoReflect.Descriptor instead.
 func (*Input) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{12}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Input) GetName() string {
@@ -1083,7 +1183,7 @@ type StartAttempt struct {
 
 func (x *StartAttempt) Reset() {
 	*x = StartAttempt{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[13]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1195,7 @@ func (x *StartAttempt) String() string {
 func (*StartAttempt) ProtoMessage() {}
 
 func (x *StartAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[13]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1208,7 @@ func (x *StartAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAttempt.ProtoReflect.Descriptor instead.
 func (*StartAttempt) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{13}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StartAttempt) GetAttempt() uint64 {
@@ -1138,7 +1238,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[14]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1250,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[14]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1263,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{14}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Assign) GetAttempt() uint64 {
@@ -1200,7 +1300,7 @@ type UnitSkip struct {
 
 func (x *UnitSkip) Reset() {
 	*x = UnitSkip{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[15]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1312,7 @@ func (x *UnitSkip) String() string {
 func (*UnitSkip) ProtoMessage() {}
 
 func (x *UnitSkip) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[15]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1325,7 @@ func (x *UnitSkip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitSkip.ProtoReflect.Descriptor instead.
 func (*UnitSkip) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{15}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UnitSkip) GetUnitId() string {
@@ -1261,7 +1361,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[16]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1373,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[16]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1386,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{16}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Drain) GetAttempt() uint64 {
@@ -1314,7 +1414,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[17]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1426,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[17]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1439,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{17}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Ack) GetAttempt() uint64 {
@@ -1367,7 +1467,7 @@ type Abort struct {
 
 func (x *Abort) Reset() {
 	*x = Abort{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[18]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1479,7 @@ func (x *Abort) String() string {
 func (*Abort) ProtoMessage() {}
 
 func (x *Abort) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[18]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1492,7 @@ func (x *Abort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Abort.ProtoReflect.Descriptor instead.
 func (*Abort) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{18}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Abort) GetAttempt() uint64 {
@@ -1420,7 +1520,7 @@ type PreemptNotice struct {
 
 func (x *PreemptNotice) Reset() {
 	*x = PreemptNotice{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[19]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1532,7 @@ func (x *PreemptNotice) String() string {
 func (*PreemptNotice) ProtoMessage() {}
 
 func (x *PreemptNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[19]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1545,7 @@ func (x *PreemptNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreemptNotice.ProtoReflect.Descriptor instead.
 func (*PreemptNotice) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{19}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PreemptNotice) GetDeadline() *timestamppb.Timestamp {
@@ -1473,7 +1573,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[20]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1585,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[20]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1598,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{20}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Exit) GetReason() string {
@@ -1521,7 +1621,7 @@ type PreemptRequest struct {
 
 func (x *PreemptRequest) Reset() {
 	*x = PreemptRequest{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[21]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1633,7 @@ func (x *PreemptRequest) String() string {
 func (*PreemptRequest) ProtoMessage() {}
 
 func (x *PreemptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[21]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1646,7 @@ func (x *PreemptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreemptRequest.ProtoReflect.Descriptor instead.
 func (*PreemptRequest) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{21}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PreemptRequest) GetNotice() *durationpb.Duration {
@@ -1579,7 +1679,7 @@ type PreemptResponse struct {
 
 func (x *PreemptResponse) Reset() {
 	*x = PreemptResponse{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[22]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1691,7 @@ func (x *PreemptResponse) String() string {
 func (*PreemptResponse) ProtoMessage() {}
 
 func (x *PreemptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[22]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1704,7 @@ func (x *PreemptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreemptResponse.ProtoReflect.Descriptor instead.
 func (*PreemptResponse) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{22}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PreemptResponse) GetDeadline() *timestamppb.Timestamp {
@@ -1629,7 +1729,7 @@ type HoldInfo struct {
 
 func (x *HoldInfo) Reset() {
 	*x = HoldInfo{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[23]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1741,7 @@ func (x *HoldInfo) String() string {
 func (*HoldInfo) ProtoMessage() {}
 
 func (x *HoldInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[23]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1754,7 @@ func (x *HoldInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldInfo.ProtoReflect.Descriptor instead.
 func (*HoldInfo) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{23}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HoldInfo) GetId() uint64 {
@@ -1707,7 +1807,7 @@ type ListHoldsRequest struct {
 
 func (x *ListHoldsRequest) Reset() {
 	*x = ListHoldsRequest{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[24]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1819,7 @@ func (x *ListHoldsRequest) String() string {
 func (*ListHoldsRequest) ProtoMessage() {}
 
 func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[24]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1832,7 @@ func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{24}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{25}
 }
 
 type ListHoldsResponse struct {
@@ -1744,7 +1844,7 @@ type ListHoldsResponse struct {
 
 func (x *ListHoldsResponse) Reset() {
 	*x = ListHoldsResponse{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[25]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1856,7 @@ func (x *ListHoldsResponse) String() string {
 func (*ListHoldsResponse) ProtoMessage() {}
 
 func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[25]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1869,7 @@ func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{25}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListHoldsResponse) GetHolds() []*HoldInfo {
@@ -1791,7 +1891,7 @@ type ReleaseHoldRequest struct {
 
 func (x *ReleaseHoldRequest) Reset() {
 	*x = ReleaseHoldRequest{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[26]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1903,7 @@ func (x *ReleaseHoldRequest) String() string {
 func (*ReleaseHoldRequest) ProtoMessage() {}
 
 func (x *ReleaseHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[26]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1916,7 @@ func (x *ReleaseHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseHoldRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseHoldRequest) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{26}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReleaseHoldRequest) GetId() uint64 {
@@ -1842,7 +1942,7 @@ type ReleaseHoldResponse struct {
 
 func (x *ReleaseHoldResponse) Reset() {
 	*x = ReleaseHoldResponse{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[27]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1954,7 @@ func (x *ReleaseHoldResponse) String() string {
 func (*ReleaseHoldResponse) ProtoMessage() {}
 
 func (x *ReleaseHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[27]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1967,7 @@ func (x *ReleaseHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseHoldResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseHoldResponse) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{27}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseHoldResponse) GetReleased() *HoldInfo {
@@ -1885,7 +1985,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[28]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +1997,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[28]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2010,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{28}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{29}
 }
 
 type StatusResponse struct {
@@ -1941,7 +2041,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_trainer_v1_trainer_proto_msgTypes[29]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2053,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trainer_v1_trainer_proto_msgTypes[29]
+	mi := &file_trainer_v1_trainer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2066,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{29}
+	return file_trainer_v1_trainer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StatusResponse) GetJob() string {
@@ -2113,7 +2213,7 @@ var File_trainer_v1_trainer_proto protoreflect.FileDescriptor
 
 const file_trainer_v1_trainer_proto_rawDesc = "" +
 	"\n" +
-	"\x18trainer/v1/trainer.proto\x12\x0esig.trainer.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16reader/v1/reader.proto\"\xe0\x02\n" +
+	"\x18trainer/v1/trainer.proto\x12\x0esig.trainer.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16reader/v1/reader.proto\"\x9f\x03\n" +
 	"\vHostMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.sig.trainer.v1.HelloH\x00R\x05hello\x128\n" +
 	"\arequest\x18\x02 \x01(\v2\x1c.sig.trainer.v1.RequestUnitsH\x00R\arequest\x127\n" +
@@ -2121,8 +2221,17 @@ const file_trainer_v1_trainer_proto_rawDesc = "" +
 	"\vunit_failed\x18\x04 \x01(\v2\x1a.sig.trainer.v1.UnitFailedH\x00R\n" +
 	"unitFailed\x12-\n" +
 	"\x05batch\x18\x05 \x01(\v2\x15.sig.trainer.v1.BatchH\x00R\x05batch\x12:\n" +
-	"\apreempt\x18\x06 \x01(\v2\x1e.sig.trainer.v1.PreemptRequestH\x00R\apreemptB\x05\n" +
-	"\x03msg\"B\n" +
+	"\apreempt\x18\x06 \x01(\v2\x1e.sig.trainer.v1.PreemptRequestH\x00R\apreempt\x12=\n" +
+	"\vreader_wait\x18\a \x01(\v2\x1a.sig.trainer.v1.ReaderWaitH\x00R\n" +
+	"readerWaitB\x05\n" +
+	"\x03msg\"\xb3\x01\n" +
+	"\n" +
+	"ReaderWait\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x04R\aattempt\x12\x17\n" +
+	"\aunit_id\x18\x02 \x01(\tR\x06unitId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x120\n" +
+	"\x05start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12,\n" +
+	"\x03end\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x03end\"B\n" +
 	"\x05Hello\x12\x17\n" +
 	"\ahost_id\x18\x01 \x01(\tR\x06hostId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\":\n" +
@@ -2276,88 +2385,92 @@ func file_trainer_v1_trainer_proto_rawDescGZIP() []byte {
 	return file_trainer_v1_trainer_proto_rawDescData
 }
 
-var file_trainer_v1_trainer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_trainer_v1_trainer_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_trainer_v1_trainer_proto_goTypes = []any{
 	(*HostMessage)(nil),           // 0: sig.trainer.v1.HostMessage
-	(*Hello)(nil),                 // 1: sig.trainer.v1.Hello
-	(*RequestUnits)(nil),          // 2: sig.trainer.v1.RequestUnits
-	(*UnitRead)(nil),              // 3: sig.trainer.v1.UnitRead
-	(*UnitFailed)(nil),            // 4: sig.trainer.v1.UnitFailed
-	(*Batch)(nil),                 // 5: sig.trainer.v1.Batch
-	(*UnitRows)(nil),              // 6: sig.trainer.v1.UnitRows
-	(*Examples)(nil),              // 7: sig.trainer.v1.Examples
-	(*SparseColumn)(nil),          // 8: sig.trainer.v1.SparseColumn
-	(*DenseColumn)(nil),           // 9: sig.trainer.v1.DenseColumn
-	(*ControllerMessage)(nil),     // 10: sig.trainer.v1.ControllerMessage
-	(*Welcome)(nil),               // 11: sig.trainer.v1.Welcome
-	(*Input)(nil),                 // 12: sig.trainer.v1.Input
-	(*StartAttempt)(nil),          // 13: sig.trainer.v1.StartAttempt
-	(*Assign)(nil),                // 14: sig.trainer.v1.Assign
-	(*UnitSkip)(nil),              // 15: sig.trainer.v1.UnitSkip
-	(*Drain)(nil),                 // 16: sig.trainer.v1.Drain
-	(*Ack)(nil),                   // 17: sig.trainer.v1.Ack
-	(*Abort)(nil),                 // 18: sig.trainer.v1.Abort
-	(*PreemptNotice)(nil),         // 19: sig.trainer.v1.PreemptNotice
-	(*Exit)(nil),                  // 20: sig.trainer.v1.Exit
-	(*PreemptRequest)(nil),        // 21: sig.trainer.v1.PreemptRequest
-	(*PreemptResponse)(nil),       // 22: sig.trainer.v1.PreemptResponse
-	(*HoldInfo)(nil),              // 23: sig.trainer.v1.HoldInfo
-	(*ListHoldsRequest)(nil),      // 24: sig.trainer.v1.ListHoldsRequest
-	(*ListHoldsResponse)(nil),     // 25: sig.trainer.v1.ListHoldsResponse
-	(*ReleaseHoldRequest)(nil),    // 26: sig.trainer.v1.ReleaseHoldRequest
-	(*ReleaseHoldResponse)(nil),   // 27: sig.trainer.v1.ReleaseHoldResponse
-	(*StatusRequest)(nil),         // 28: sig.trainer.v1.StatusRequest
-	(*StatusResponse)(nil),        // 29: sig.trainer.v1.StatusResponse
-	nil,                           // 30: sig.trainer.v1.StatusResponse.ChipSecondsEntry
-	(*v1.WorkUnit)(nil),           // 31: sig.reader.v1.WorkUnit
+	(*ReaderWait)(nil),            // 1: sig.trainer.v1.ReaderWait
+	(*Hello)(nil),                 // 2: sig.trainer.v1.Hello
+	(*RequestUnits)(nil),          // 3: sig.trainer.v1.RequestUnits
+	(*UnitRead)(nil),              // 4: sig.trainer.v1.UnitRead
+	(*UnitFailed)(nil),            // 5: sig.trainer.v1.UnitFailed
+	(*Batch)(nil),                 // 6: sig.trainer.v1.Batch
+	(*UnitRows)(nil),              // 7: sig.trainer.v1.UnitRows
+	(*Examples)(nil),              // 8: sig.trainer.v1.Examples
+	(*SparseColumn)(nil),          // 9: sig.trainer.v1.SparseColumn
+	(*DenseColumn)(nil),           // 10: sig.trainer.v1.DenseColumn
+	(*ControllerMessage)(nil),     // 11: sig.trainer.v1.ControllerMessage
+	(*Welcome)(nil),               // 12: sig.trainer.v1.Welcome
+	(*Input)(nil),                 // 13: sig.trainer.v1.Input
+	(*StartAttempt)(nil),          // 14: sig.trainer.v1.StartAttempt
+	(*Assign)(nil),                // 15: sig.trainer.v1.Assign
+	(*UnitSkip)(nil),              // 16: sig.trainer.v1.UnitSkip
+	(*Drain)(nil),                 // 17: sig.trainer.v1.Drain
+	(*Ack)(nil),                   // 18: sig.trainer.v1.Ack
+	(*Abort)(nil),                 // 19: sig.trainer.v1.Abort
+	(*PreemptNotice)(nil),         // 20: sig.trainer.v1.PreemptNotice
+	(*Exit)(nil),                  // 21: sig.trainer.v1.Exit
+	(*PreemptRequest)(nil),        // 22: sig.trainer.v1.PreemptRequest
+	(*PreemptResponse)(nil),       // 23: sig.trainer.v1.PreemptResponse
+	(*HoldInfo)(nil),              // 24: sig.trainer.v1.HoldInfo
+	(*ListHoldsRequest)(nil),      // 25: sig.trainer.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),     // 26: sig.trainer.v1.ListHoldsResponse
+	(*ReleaseHoldRequest)(nil),    // 27: sig.trainer.v1.ReleaseHoldRequest
+	(*ReleaseHoldResponse)(nil),   // 28: sig.trainer.v1.ReleaseHoldResponse
+	(*StatusRequest)(nil),         // 29: sig.trainer.v1.StatusRequest
+	(*StatusResponse)(nil),        // 30: sig.trainer.v1.StatusResponse
+	nil,                           // 31: sig.trainer.v1.StatusResponse.ChipSecondsEntry
 	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(*v1.WorkUnit)(nil),           // 33: sig.reader.v1.WorkUnit
+	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
 }
 var file_trainer_v1_trainer_proto_depIdxs = []int32{
-	1,  // 0: sig.trainer.v1.HostMessage.hello:type_name -> sig.trainer.v1.Hello
-	2,  // 1: sig.trainer.v1.HostMessage.request:type_name -> sig.trainer.v1.RequestUnits
-	3,  // 2: sig.trainer.v1.HostMessage.unit_read:type_name -> sig.trainer.v1.UnitRead
-	4,  // 3: sig.trainer.v1.HostMessage.unit_failed:type_name -> sig.trainer.v1.UnitFailed
-	5,  // 4: sig.trainer.v1.HostMessage.batch:type_name -> sig.trainer.v1.Batch
-	21, // 5: sig.trainer.v1.HostMessage.preempt:type_name -> sig.trainer.v1.PreemptRequest
-	6,  // 6: sig.trainer.v1.Batch.unit_rows:type_name -> sig.trainer.v1.UnitRows
-	7,  // 7: sig.trainer.v1.Batch.examples:type_name -> sig.trainer.v1.Examples
-	8,  // 8: sig.trainer.v1.Examples.sparse:type_name -> sig.trainer.v1.SparseColumn
-	9,  // 9: sig.trainer.v1.Examples.dense:type_name -> sig.trainer.v1.DenseColumn
-	11, // 10: sig.trainer.v1.ControllerMessage.welcome:type_name -> sig.trainer.v1.Welcome
-	13, // 11: sig.trainer.v1.ControllerMessage.start:type_name -> sig.trainer.v1.StartAttempt
-	14, // 12: sig.trainer.v1.ControllerMessage.assign:type_name -> sig.trainer.v1.Assign
-	16, // 13: sig.trainer.v1.ControllerMessage.drain:type_name -> sig.trainer.v1.Drain
-	17, // 14: sig.trainer.v1.ControllerMessage.ack:type_name -> sig.trainer.v1.Ack
-	18, // 15: sig.trainer.v1.ControllerMessage.abort:type_name -> sig.trainer.v1.Abort
-	19, // 16: sig.trainer.v1.ControllerMessage.preempt:type_name -> sig.trainer.v1.PreemptNotice
-	20, // 17: sig.trainer.v1.ControllerMessage.exit:type_name -> sig.trainer.v1.Exit
-	12, // 18: sig.trainer.v1.Welcome.inputs:type_name -> sig.trainer.v1.Input
-	31, // 19: sig.trainer.v1.Assign.units:type_name -> sig.reader.v1.WorkUnit
-	15, // 20: sig.trainer.v1.Assign.skips:type_name -> sig.trainer.v1.UnitSkip
-	32, // 21: sig.trainer.v1.PreemptNotice.deadline:type_name -> google.protobuf.Timestamp
-	33, // 22: sig.trainer.v1.PreemptRequest.notice:type_name -> google.protobuf.Duration
-	32, // 23: sig.trainer.v1.PreemptResponse.deadline:type_name -> google.protobuf.Timestamp
-	32, // 24: sig.trainer.v1.HoldInfo.since:type_name -> google.protobuf.Timestamp
-	23, // 25: sig.trainer.v1.ListHoldsResponse.holds:type_name -> sig.trainer.v1.HoldInfo
-	23, // 26: sig.trainer.v1.ReleaseHoldResponse.released:type_name -> sig.trainer.v1.HoldInfo
-	23, // 27: sig.trainer.v1.StatusResponse.hold:type_name -> sig.trainer.v1.HoldInfo
-	30, // 28: sig.trainer.v1.StatusResponse.chip_seconds:type_name -> sig.trainer.v1.StatusResponse.ChipSecondsEntry
-	0,  // 29: sig.trainer.v1.Controller.Session:input_type -> sig.trainer.v1.HostMessage
-	21, // 30: sig.trainer.v1.Controller.Preempt:input_type -> sig.trainer.v1.PreemptRequest
-	24, // 31: sig.trainer.v1.Controller.ListHolds:input_type -> sig.trainer.v1.ListHoldsRequest
-	26, // 32: sig.trainer.v1.Controller.ReleaseHold:input_type -> sig.trainer.v1.ReleaseHoldRequest
-	28, // 33: sig.trainer.v1.Controller.Status:input_type -> sig.trainer.v1.StatusRequest
-	10, // 34: sig.trainer.v1.Controller.Session:output_type -> sig.trainer.v1.ControllerMessage
-	22, // 35: sig.trainer.v1.Controller.Preempt:output_type -> sig.trainer.v1.PreemptResponse
-	25, // 36: sig.trainer.v1.Controller.ListHolds:output_type -> sig.trainer.v1.ListHoldsResponse
-	27, // 37: sig.trainer.v1.Controller.ReleaseHold:output_type -> sig.trainer.v1.ReleaseHoldResponse
-	29, // 38: sig.trainer.v1.Controller.Status:output_type -> sig.trainer.v1.StatusResponse
-	34, // [34:39] is the sub-list for method output_type
-	29, // [29:34] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	2,  // 0: sig.trainer.v1.HostMessage.hello:type_name -> sig.trainer.v1.Hello
+	3,  // 1: sig.trainer.v1.HostMessage.request:type_name -> sig.trainer.v1.RequestUnits
+	4,  // 2: sig.trainer.v1.HostMessage.unit_read:type_name -> sig.trainer.v1.UnitRead
+	5,  // 3: sig.trainer.v1.HostMessage.unit_failed:type_name -> sig.trainer.v1.UnitFailed
+	6,  // 4: sig.trainer.v1.HostMessage.batch:type_name -> sig.trainer.v1.Batch
+	22, // 5: sig.trainer.v1.HostMessage.preempt:type_name -> sig.trainer.v1.PreemptRequest
+	1,  // 6: sig.trainer.v1.HostMessage.reader_wait:type_name -> sig.trainer.v1.ReaderWait
+	32, // 7: sig.trainer.v1.ReaderWait.start:type_name -> google.protobuf.Timestamp
+	32, // 8: sig.trainer.v1.ReaderWait.end:type_name -> google.protobuf.Timestamp
+	7,  // 9: sig.trainer.v1.Batch.unit_rows:type_name -> sig.trainer.v1.UnitRows
+	8,  // 10: sig.trainer.v1.Batch.examples:type_name -> sig.trainer.v1.Examples
+	9,  // 11: sig.trainer.v1.Examples.sparse:type_name -> sig.trainer.v1.SparseColumn
+	10, // 12: sig.trainer.v1.Examples.dense:type_name -> sig.trainer.v1.DenseColumn
+	12, // 13: sig.trainer.v1.ControllerMessage.welcome:type_name -> sig.trainer.v1.Welcome
+	14, // 14: sig.trainer.v1.ControllerMessage.start:type_name -> sig.trainer.v1.StartAttempt
+	15, // 15: sig.trainer.v1.ControllerMessage.assign:type_name -> sig.trainer.v1.Assign
+	17, // 16: sig.trainer.v1.ControllerMessage.drain:type_name -> sig.trainer.v1.Drain
+	18, // 17: sig.trainer.v1.ControllerMessage.ack:type_name -> sig.trainer.v1.Ack
+	19, // 18: sig.trainer.v1.ControllerMessage.abort:type_name -> sig.trainer.v1.Abort
+	20, // 19: sig.trainer.v1.ControllerMessage.preempt:type_name -> sig.trainer.v1.PreemptNotice
+	21, // 20: sig.trainer.v1.ControllerMessage.exit:type_name -> sig.trainer.v1.Exit
+	13, // 21: sig.trainer.v1.Welcome.inputs:type_name -> sig.trainer.v1.Input
+	33, // 22: sig.trainer.v1.Assign.units:type_name -> sig.reader.v1.WorkUnit
+	16, // 23: sig.trainer.v1.Assign.skips:type_name -> sig.trainer.v1.UnitSkip
+	32, // 24: sig.trainer.v1.PreemptNotice.deadline:type_name -> google.protobuf.Timestamp
+	34, // 25: sig.trainer.v1.PreemptRequest.notice:type_name -> google.protobuf.Duration
+	32, // 26: sig.trainer.v1.PreemptResponse.deadline:type_name -> google.protobuf.Timestamp
+	32, // 27: sig.trainer.v1.HoldInfo.since:type_name -> google.protobuf.Timestamp
+	24, // 28: sig.trainer.v1.ListHoldsResponse.holds:type_name -> sig.trainer.v1.HoldInfo
+	24, // 29: sig.trainer.v1.ReleaseHoldResponse.released:type_name -> sig.trainer.v1.HoldInfo
+	24, // 30: sig.trainer.v1.StatusResponse.hold:type_name -> sig.trainer.v1.HoldInfo
+	31, // 31: sig.trainer.v1.StatusResponse.chip_seconds:type_name -> sig.trainer.v1.StatusResponse.ChipSecondsEntry
+	0,  // 32: sig.trainer.v1.Controller.Session:input_type -> sig.trainer.v1.HostMessage
+	22, // 33: sig.trainer.v1.Controller.Preempt:input_type -> sig.trainer.v1.PreemptRequest
+	25, // 34: sig.trainer.v1.Controller.ListHolds:input_type -> sig.trainer.v1.ListHoldsRequest
+	27, // 35: sig.trainer.v1.Controller.ReleaseHold:input_type -> sig.trainer.v1.ReleaseHoldRequest
+	29, // 36: sig.trainer.v1.Controller.Status:input_type -> sig.trainer.v1.StatusRequest
+	11, // 37: sig.trainer.v1.Controller.Session:output_type -> sig.trainer.v1.ControllerMessage
+	23, // 38: sig.trainer.v1.Controller.Preempt:output_type -> sig.trainer.v1.PreemptResponse
+	26, // 39: sig.trainer.v1.Controller.ListHolds:output_type -> sig.trainer.v1.ListHoldsResponse
+	28, // 40: sig.trainer.v1.Controller.ReleaseHold:output_type -> sig.trainer.v1.ReleaseHoldResponse
+	30, // 41: sig.trainer.v1.Controller.Status:output_type -> sig.trainer.v1.StatusResponse
+	37, // [37:42] is the sub-list for method output_type
+	32, // [32:37] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_trainer_v1_trainer_proto_init() }
@@ -2372,8 +2485,9 @@ func file_trainer_v1_trainer_proto_init() {
 		(*HostMessage_UnitFailed)(nil),
 		(*HostMessage_Batch)(nil),
 		(*HostMessage_Preempt)(nil),
+		(*HostMessage_ReaderWait)(nil),
 	}
-	file_trainer_v1_trainer_proto_msgTypes[10].OneofWrappers = []any{
+	file_trainer_v1_trainer_proto_msgTypes[11].OneofWrappers = []any{
 		(*ControllerMessage_Welcome)(nil),
 		(*ControllerMessage_Start)(nil),
 		(*ControllerMessage_Assign)(nil),
@@ -2389,7 +2503,7 @@ func file_trainer_v1_trainer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trainer_v1_trainer_proto_rawDesc), len(file_trainer_v1_trainer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -3,6 +3,7 @@ package jobgoodput
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sigdata/sig/trainer/accounting/goodput"
@@ -80,6 +81,24 @@ func (a *Account) SetPhase(now time.Time, phase string) error { return a.jr.SetP
 // Step records a step that ran from start to end, ideal of it at peak.
 func (a *Account) Step(start, end time.Time, ideal time.Duration) error {
 	return a.jr.Step(start, end, ideal)
+}
+
+// Intervals are the job's recorded intervals of category cat up to now
+// (the open one cut at now), across restarts, in time order.
+func (a *Account) Intervals(now time.Time, cat goodput.Category) []goodput.Interval {
+	var out []goodput.Interval
+	for _, j := range a.rec.Timeline(now).Jobs {
+		if j.Job != a.job {
+			continue
+		}
+		for _, iv := range j.Intervals {
+			if iv.Category == cat {
+				out = append(out, iv)
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y goodput.Interval) int { return x.Start.Compare(y.Start) })
+	return out
 }
 
 // Report is the recorder's report as of now (the whole fleet's when the

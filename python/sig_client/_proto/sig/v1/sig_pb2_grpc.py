@@ -139,6 +139,11 @@ class SIGStub:
                 request_serializer=sig_dot_v1_dot_sig__pb2.ListTrainerStatusRequest.SerializeToString,
                 response_deserializer=sig_dot_v1_dot_sig__pb2.ListTrainerStatusResponse.FromString,
                 _registered_method=True)
+        self.ExplainPending = channel.unary_unary(
+                '/sig.v1.SIG/ExplainPending',
+                request_serializer=sig_dot_v1_dot_sig__pb2.ExplainPendingRequest.SerializeToString,
+                response_deserializer=sig_dot_v1_dot_sig__pb2.ExplainPendingResponse.FromString,
+                _registered_method=True)
 
 
 class SIGServicer:
@@ -290,6 +295,16 @@ class SIGServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainPending(self, request, context):
+        """Why a pipeline's memo entries are not ready (issue 30): queued behind
+        which clients' tasks at which priorities, leased and running for how
+        long, failed or quarantined, waiting for ingestion, recomputing. The
+        pipeline's client, a trainer or an operator; changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SIGServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -397,6 +412,11 @@ def add_SIGServicer_to_server(servicer, server):
                     servicer.ListTrainerStatus,
                     request_deserializer=sig_dot_v1_dot_sig__pb2.ListTrainerStatusRequest.FromString,
                     response_serializer=sig_dot_v1_dot_sig__pb2.ListTrainerStatusResponse.SerializeToString,
+            ),
+            'ExplainPending': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainPending,
+                    request_deserializer=sig_dot_v1_dot_sig__pb2.ExplainPendingRequest.FromString,
+                    response_serializer=sig_dot_v1_dot_sig__pb2.ExplainPendingResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -966,6 +986,33 @@ class SIG:
             '/sig.v1.SIG/ListTrainerStatus',
             sig_dot_v1_dot_sig__pb2.ListTrainerStatusRequest.SerializeToString,
             sig_dot_v1_dot_sig__pb2.ListTrainerStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainPending(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sig.v1.SIG/ExplainPending',
+            sig_dot_v1_dot_sig__pb2.ExplainPendingRequest.SerializeToString,
+            sig_dot_v1_dot_sig__pb2.ExplainPendingResponse.FromString,
             options,
             channel_credentials,
             insecure,

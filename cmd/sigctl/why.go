@@ -1,0 +1,86 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sigdata/sig/internal/cli"
+	sigv1 "github.com/sigdata/sig/proto/sig/v1"
+)
+
+func init() {
+	registerRemote(remote{name: "why", flags: whyFlags,
+		usage: "--client C --pipeline P [--block ID,...]: why the pipeline's jobs waited (their input stall by cause) and what its entries wait on now"})
+}
+
+// whyFlags is `sigctl why` (issue 30): the stall ledgers the pipeline's
+// training jobs reported (trainer/accounting/stall, through
+// ReportTrainerStatus), then sigd's answer about its entries not ready
+// (ExplainPending).
+func whyFlags(fs *flag.FlagSet) func(*session, []string) error {
+	client := fs.String("client", "", "client")
+	pipeline := fs.String("pipeline", "", "pipeline name")
+	blocks := fs.String("block", "", "only these raw blocks (comma-separated ids)")
+	limit := fs.Int("limit", 20, "at most this many entries not ready")
+	return func(s *session, pos []string) error {
+		if err := cli.NoArgs(pos); err != nil {
+			return err
+		}
+		req := &sigv1.ExplainPendingRequest{Client: *client, Pipeline: *pipeline, Limit: uint32(*limit)}
+		if *blocks != "" {
+			req.BlockIds = strings.Split(*blocks, ",")
+		}
+		why, err := call(s, sigv1.SIGClient.ExplainPending, req)
+		if err != nil {
+			return err
+		}
+		ts, err := call(s, sigv1.SIGClient.ListTrainerStatus, &sigv1.ListTrainerStatusRequest{})
+		if err != nil {
+			return err
+		}
+		w := s.stdout
+		jobs := 0
+		for _, t := range ts.GetTrainers() {
+			if t.GetClient() != *client || t.GetPipeline() != *pipeline {
+				continue
+			}
+			jobs++
+			stalled := time.Duration(t.GetInputStallSeconds() * float64(time.Second)).Round(time.Millisecond)
+			fmt.Fprintf(w, "job %s (%s/%s, %s): input stall %v by cause\n", t.GetJob(), t.GetClient(), t.GetPipeline(), t.GetPhase(), stalled)
+			for _, c := range t.GetStall() {
+				fmt.Fprintf(w, "  %s\n", c.GetSentence())
+			}
+			if len(t.GetStall()) == 0 {
+				fmt.Fprintln(w, "  (no stall reported)")
+			}
+		}
+		if jobs == 0 {
+			fmt.Fprintf(w, "no training job of %s/%s has reported to sigd\n", *client, *pipeline)
+		}
+		fmt.Fprintf(w, "now: %d entries of %s/%s not ready", why.GetNotReady(), *client, *pipeline)
+		if int(why.GetNotReady()) > len(why.GetEntries()) {
+			fmt.Fprintf(w, " (the first %d)", len(why.GetEntries()))
+		}
+		fmt.Fprintln(w)
+		if len(why.GetEntries()) == 0 {
+			return nil
+		}
+		tw := table(w, "INPUT\tCOMPONENT\tBLOCK\tSTATE\tAHEAD\tDETAIL")
+		for _, e := range why.GetEntries() {
+			state := strings.ToLower(strings.TrimPrefix(e.GetKind().String(), "PENDING_KIND_"))
+			var ahead []string
+			for _, a := range e.GetAhead() {
+				ahead = append(ahead, fmt.Sprintf("%d of %s@%d", a.GetTasks(), a.GetClient(), a.GetPriority()))
+			}
+			detail := e.GetDetail()
+			if e.GetKind() == sigv1.PendingKind_PENDING_KIND_RUNNING {
+				detail = strings.TrimSpace(fmt.Sprintf("on %s for %v %s", e.GetWorker(), time.Duration(e.GetRunningMs())*time.Millisecond, detail))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", strings.Join(e.GetInputs(), ","),
+				strings.TrimPrefix(e.GetComponentDsl(), "input out = "), e.GetBlockId(), state, strings.Join(ahead, ", "), detail)
+		}
+		return tw.Flush()
+	}
+}
