@@ -9,7 +9,6 @@ import os
 import random
 import sys
 import time
-import weakref
 from typing import Callable, Iterator, Sequence
 
 import grpc
@@ -95,7 +94,6 @@ class Client:
         self._next_reader = random.randrange(len(self.readers)) if self.readers else 0
         self.stats = {"attempts": 0, "retries": 0, "resumes": 0}
         self._connections()
-        _LIVE.add(self)
 
     def _connections(self) -> None:
         """No connection yet: they are opened on first use, in the process
@@ -112,7 +110,9 @@ class Client:
         multiprocessing fork) the parent's channels are left alone, neither
         used nor closed nor freed (closing one runs gRPC's shutdown of
         threads that do not exist in the child), and fresh ones are opened
-        on first use."""
+        on first use: grpcio channels, for sigd and for the readers' Flight
+        calls too when the parent had used pyarrow.flight, whose gRPC core
+        a forked child cannot use (sig_client._grpc_flight)."""
         if self._pid == os.getpid():
             return
         _abandon((self._channel, self._sigd, self._flights))
@@ -126,7 +126,6 @@ class Client:
     def __setstate__(self, d):
         self.__dict__.update(d)
         self._connections()
-        _LIVE.add(self)
 
     def _close_flights(self) -> None:
         for c in self._flights.values():
@@ -237,13 +236,47 @@ class Client:
 
     # --------------------------------------------------------------- readers
 
-    def _flight(self, location: str) -> flight.FlightClient:
+    def _flight(self, location: str):
+        """This process's connection to a reader: a pyarrow FlightClient, or
+        in a process forked from one that used pyarrow.flight a grpcio
+        one (_grpc_flight.Connection)."""
+        global _PYARROW_FLIGHT_PID
         self._own()
         c = self._flights.get(location)
         if c is None:
-            c = flight.FlightClient(location, generic_options=self.flight_options or None)
+            if _pyarrow_flight_inherited():
+                from ._grpc_flight import Connection
+
+                c = Connection(location, self.flight_options)
+            else:
+                c = flight.FlightClient(location, generic_options=self.flight_options or None)
+                if _PYARROW_FLIGHT_PID is None:
+                    _PYARROW_FLIGHT_PID = os.getpid()
             self._flights[location] = c
         return c
+
+    def _get_flight_info(self, location: str, command: bytes, timeout: float | None) -> flight.FlightInfo:
+        c = self._flight(location)
+        if isinstance(c, flight.FlightClient):
+            try:
+                return c.get_flight_info(flight.FlightDescriptor.for_command(command), self._options(timeout))
+            except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds
+                raise errors.from_flight(e) from None
+        try:
+            return c.get_flight_info(command, self._md(), timeout)
+        except grpc.RpcError as e:
+            raise _stream_error(e) from None
+
+    def _do_get(self, location: str, ticket: bytes):
+        """A DoGet's reader: read_chunk() gives chunks (data, app_metadata)
+        and raises StopIteration at the end, or a SigError."""
+        c = self._flight(location)
+        if isinstance(c, flight.FlightClient):
+            try:
+                return _Chunks(c.do_get(flight.Ticket(ticket), self._options()), errors.from_flight, Exception)
+            except Exception as e:  # noqa: BLE001
+                raise errors.from_flight(e) from None
+        return _Chunks(c.do_get(ticket, self._md()), _stream_error, grpc.RpcError)
 
     def _options(self, timeout: float | None = None) -> flight.FlightCallOptions:
         headers = [(b"authorization", ("Bearer " + self.token).encode())] if self.token else []
@@ -269,14 +302,13 @@ class Client:
         answers): one endpoint per raw block, in event order."""
         if not self.readers:
             raise errors.SigError("this client has no reader addresses")
-        desc = flight.FlightDescriptor.for_command(command)
         last = None
         for i in range(len(self.readers)):
             loc = self.readers[(self._next_reader + i) % len(self.readers)]
             try:
-                return self._flight(loc).get_flight_info(desc, self._options(timeout))
-            except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds
-                last = errors.from_flight(e)
+                return self._get_flight_info(loc, command, timeout)
+            except errors.SigError as e:
+                last = e
                 if not last.retryable or isinstance(last, errors.MemoPendingError):
                     raise last from None
         raise last
@@ -307,30 +339,40 @@ def _abandon(conns) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(conns))
 
 
-# Every Client of the process, for the fork hook.
-_LIVE: "weakref.WeakSet[Client]" = weakref.WeakSet()
+# The process whose pyarrow.flight gRPC core is in use: the first that
+# opened a pyarrow FlightClient. A process forked from it (the pid differs)
+# reads over grpcio instead (_grpc_flight's doc says why).
+_PYARROW_FLIGHT_PID: int | None = None
 
 
-def _before_fork() -> None:
-    """Closes the Flight connections of this process's clients before it
-    forks; they reopen on next use. pyarrow's gRPC core cannot be used in a
-    child forked while a Flight channel was open (its threads' mutexes are
-    copied mid-wait: the child aborts in abseil's Mutex, or hangs), even
-    through a new FlightClient; with no channel open the child can open its
-    own. A Flight stream being read in the parent at that moment breaks and
-    is resumed by Stream's retry from the row it reached. sigd's gRPC
-    channel (grpcio) is kept: a child opens its own beside it (Client._own)."""
-    pid = os.getpid()
-    for c in list(_LIVE):
-        if c._pid == pid:
-            try:
-                c._close_flights()
-            except Exception:  # noqa: BLE001 - a fork must not fail for it
-                pass
+def _pyarrow_flight_inherited() -> bool:
+    return _PYARROW_FLIGHT_PID is not None and _PYARROW_FLIGHT_PID != os.getpid()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork)
+def _stream_error(e: grpc.RpcError) -> errors.SigError:
+    """The SigError of a reader call over grpcio: as sigd's, and a stream
+    reset without a reason (a dying reader) UNAVAILABLE, as from_flight."""
+    err = errors.from_grpc(e)
+    if err.code == "INTERNAL" and not err.reason:
+        return errors.UnavailableError(err.message, code=err.code)
+    return err
+
+
+class _Chunks:
+    """A DoGet's reader whose transport errors are SigErrors."""
+
+    def __init__(self, reader, convert, kinds):
+        self.reader = reader
+        self.convert = convert
+        self.kinds = kinds
+
+    def read_chunk(self):
+        try:
+            return self.reader.read_chunk()
+        except StopIteration:
+            raise
+        except self.kinds as e:
+            raise self.convert(e) from None
 
 
 def failed_blocks(sol: sig_pb2.ReadSolution) -> list[errors.FailedBlock]:
@@ -529,12 +571,7 @@ class Stream:
         self._progressed = False
         start = st.row
         self.location = loc
-        try:
-            reader = c._flight(loc).do_get(flight.Ticket(req.SerializeToString()), c._options())
-        except errors.SigError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise errors.from_flight(e) from None
+        reader = c._do_get(loc, req.SerializeToString())
         sent = 0
         while True:
             try:
@@ -543,8 +580,6 @@ class Stream:
                 # gRPC said OK: a block read from its end has no batch, and
                 # so no summary.
                 return sent == 0 and start > 0
-            except Exception as e:  # noqa: BLE001
-                raise errors.from_flight(e) from None
             batch = chunk.data
             if batch is None:
                 continue
