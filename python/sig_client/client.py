@@ -189,6 +189,7 @@ class Client:
               timeout: float | None = None) -> Iterator[Progress]:
         """Follows the read solution (WatchReadSolution): yields its progress
         at once and at every change, until it is complete."""
+        stream = None
         try:
             stream = self._sigd_stub().WatchReadSolution(
                 sig_pb2.WatchReadSolutionRequest(client=client, pipeline=pipeline, range=rng),
@@ -204,6 +205,10 @@ class Client:
                     yield Progress(sol)
         except grpc.RpcError as e:
             raise errors.from_grpc(e) from None
+        finally:
+            # The caller stopped following (or it failed): end the call.
+            if stream is not None:
+                stream.cancel()
 
     def wait(self, client: str, pipeline: str, rng: sig_pb2.EventRange | None = None,
              timeout: float | None = None, progress: Callable[[Progress], None] | None = None) -> sig_pb2.ReadSolution:
@@ -217,8 +222,9 @@ class Client:
         timeout (seconds, for the whole wait) raises DeadlineExceededError,
         a TimeoutError."""
         last = None
+        watch = self.watch(client, pipeline, rng, timeout)
         try:
-            for p in self.watch(client, pipeline, rng, timeout):
+            for p in watch:
                 if progress is not None:
                     progress(p)
                 last = p
@@ -230,6 +236,8 @@ class Client:
             raise errors.DeadlineExceededError(
                 f"wait for {client}/{pipeline}: the read solution was not complete within {timeout}s "
                 f"({last if last is not None else 'no progress received'})", code=e.code or "DEADLINE_EXCEEDED") from None
+        finally:
+            watch.close()
         if last is not None and last.complete:
             return last.solution
         raise errors.UnavailableError("the watch ended before the read solution was complete", code="UNAVAILABLE")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 
 import pyarrow as pa
 
@@ -54,4 +55,10 @@ def test_client_after_fork(stack, ctr_pipeline, tmp_path):
         # The parent's own connections still work, between forks too.
         assert c.read(*ctr_pipeline, batch_rows=1000).read_all().equals(want)
         assert c.solution(*ctr_pipeline).complete
+    # Pickled (what a spawn-start worker gets): the configuration, no
+    # connection; it opens its own.
+    c2 = pickle.loads(pickle.dumps(c))
+    assert not c2._flights and c2._channel is None and c2.readers == c.readers
+    assert c2.read(*ctr_pipeline, batch_rows=1000).read_all().equals(want) and c2.solution(*ctr_pipeline).complete
+    c2.close()
     c.close()
