@@ -106,6 +106,9 @@ def test_stream_read_again_after_wait(stack):
             for _ in stream:
                 pass
         assert stream.state.rows == 0
+        # The read was resolved (GetFlightInfo) and its first block's DoGet
+        # refused: the endpoints in hand name pending memo objects.
+        assert stream.info is not None and len(stream.info.endpoints) == 4
     finally:
         stack.start_workers()
     c.wait("ctr", "again", timeout=120)
