@@ -13,7 +13,7 @@ GRPCURL_VERSION            := v1.9.3
 TEST_FLAGS ?= -timeout 30m
 ARGS ?=
 
-.PHONY: all deps proto build test python-venv python-test python-proto bench demo fmt vet clean
+.PHONY: all deps proto build test python-venv python-test python-bounds python-proto bench demo fmt vet clean
 
 all: build
 
@@ -60,6 +60,7 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) python-test
+	$(MAKE) python-bounds
 
 # The Python client's environment: a venv inside the repository (.venv,
 # git-ignored) with exactly python/requirements.lock from PyPI, and the
@@ -82,6 +83,10 @@ python-venv: $(VENV)/.installed
 ## python-test: the Python client's tests (python/tests) against a real sigd dev and readers built from this tree.
 python-test: $(VENV)/.installed $(BIN)/minio
 	cd python && SIG_MINIO_BIN=$${SIG_MINIO_BIN:-$(BIN)/minio} $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+
+## python-bounds: pip install ./python in fresh venvs at both ends of its dependency ranges (the newest pyarrow, every lower bound), and a subset of the tests in each.
+python-bounds: $(BIN)/minio
+	PYTHON=$(PYTHON) SIG_MINIO_BIN=$${SIG_MINIO_BIN:-$(BIN)/minio} python/bounds.sh
 
 ## python-proto: regenerate the Python client's committed gRPC stubs (grpcio-tools, pinned).
 python-proto: $(VENV)/.installed

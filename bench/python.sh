@@ -6,13 +6,15 @@
 #   tree) holding EVENTS Ads events in blocks of ROWS_PER_BLOCK rows,
 #   ctr_small memoized; then, alternating COUNT times: `sigctl read` (the Go
 #   client, every batch decoded, nothing written), and the Python client
-#   reading through Arrow Flight as pyarrow RecordBatches, as numpy dicts
-#   and through the JAX input iterator. examples/s of one stream (wall) and
-#   CPU per example of the client process.
+#   reading through Arrow Flight as pyarrow RecordBatches, as numpy dicts,
+#   through the JAX input iterator, through the PyTorch DataLoader adapter
+#   (in the process, and with 2 fork-start workers) and through the tf.data
+#   adapter. examples/s of one stream (wall) and CPU per example of the
+#   client (its process, and its DataLoader workers).
 #
 # Needs the Python client's .venv (make python-venv, which this runs).
 #
-#   bench/python.sh                       # about two minutes
+#   bench/python.sh                       # about five minutes
 #   COUNT=3 EVENTS=100000 bench/python.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -11,6 +11,7 @@ made of its UNAVAILABLE code. Without the detail the message decides
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import grpc
@@ -34,13 +35,11 @@ class SigError(Exception):
         self.metadata = dict(metadata or {})
 
 
-class MemoPendingError(SigError):
-    """A MEMO input's memoized data is not there yet (its block is pending,
-    or its object was evicted and is being recomputed). Wait for the read
-    solution (Client.wait) and read again from the same ReadState, or read
-    with mode="ready_else_local". input, component and block name it."""
+class _MemoEntry:
+    """input, component and block of a memo error: the model input, its
+    component key and the raw block whose memo entry it is about."""
 
-    retryable = True
+    metadata: dict
 
     @property
     def input(self) -> str:
@@ -55,9 +54,48 @@ class MemoPendingError(SigError):
         return self.metadata.get("block", "")
 
 
-class MemoFailedError(SigError):
+class MemoPendingError(_MemoEntry, SigError):
+    """A MEMO input's memoized data is not there yet (its block is pending,
+    or its object was evicted and is being recomputed). Wait for the read
+    solution (Client.wait) and read again from the same ReadState, or read
+    with mode="ready_else_local". input, component and block name it."""
+
+    retryable = True
+
+
+@dataclasses.dataclass(frozen=True)
+class FailedBlock:
+    """A failed memo entry of a read solution: the input, its component (or
+    the memo node of its cover) and raw block, and sigd's reason (the
+    quarantined task's last error)."""
+
+    input: str
+    component: str
+    block: str
+    reason: str
+
+
+class MemoFailedError(_MemoEntry, SigError):
     """A MEMO input's memoization task was quarantined: not retryable until
-    an operator releases it; the input can be read LOCAL."""
+    an operator releases it (`sigctl quarantine release`, sigd's
+    ReleaseQuarantine); the input can be read LOCAL meanwhile
+    (mode="local" or "ready_else_local"). input, component and block name
+    the (first) failed entry; failures lists every failed entry that
+    Client.wait saw in the read solution (a reader's error names one)."""
+
+    @property
+    def failures(self) -> list[FailedBlock]:
+        f = self.metadata.get("failures")
+        if f:
+            return list(f)
+        return [FailedBlock(self.input, self.component, self.block, self.metadata.get("error", ""))]
+
+
+class DeadlineExceededError(SigError, TimeoutError):
+    """A call, or Client.wait, ran out of its time (DEADLINE_EXCEEDED). A
+    builtin TimeoutError too, so `except TimeoutError` catches it."""
+
+    retryable = True
 
 
 class DataLossError(SigError):
@@ -117,6 +155,7 @@ _CODES = {
     "DATA_LOSS": DataLossError,
     "RESOURCE_EXHAUSTED": ResourceExhaustedError,
     "FAILED_PRECONDITION": SigError,
+    "DEADLINE_EXCEEDED": DeadlineExceededError,
 }
 
 

@@ -23,7 +23,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .arrays import to_numpy
+from .arrays import dense, to_numpy
 
 
 def _pad(a: np.ndarray, n: int, fill=0) -> np.ndarray:
@@ -38,7 +38,8 @@ def pad_batch(batch: pa.RecordBatch, batch_rows: int, values_bucket: int = 1024)
     """A batch as numpy arrays padded to static shapes (see the module doc):
     {"weight": 1 for real rows, 0 for padding, column: array, list column:
     {"values", "offsets", "segment_ids"}}. String columns are left out (a
-    model takes hashed ids)."""
+    model takes hashed ids); a column holding nulls is a ValueError naming
+    it (arrays.dense), never padded with made-up zeros."""
     n = batch.num_rows
     if n > batch_rows:
         raise ValueError(f"batch of {n} rows, more than batch_rows={batch_rows}")
@@ -49,6 +50,7 @@ def pad_batch(batch: pa.RecordBatch, batch_rows: int, values_bucket: int = 1024)
             values = c["values"]
             if values.dtype == object:
                 continue
+            values = dense(name + ".values", values)
             offsets = c["offsets"]
             cap = max(values_bucket, -(-len(values) // values_bucket) * values_bucket)
             seg = np.repeat(np.arange(n, dtype=np.int32), np.diff(offsets))
@@ -58,7 +60,7 @@ def pad_batch(batch: pa.RecordBatch, batch_rows: int, values_bucket: int = 1024)
                 "segment_ids": _pad(seg, cap, fill=batch_rows),
             }
         elif c.dtype != object:
-            out[name] = _pad(c, batch_rows)
+            out[name] = _pad(dense(name, c), batch_rows)
     return out
 
 

@@ -56,7 +56,7 @@ def test_submit_wait_read_equals_go_client(stack, tmp_path):
     c.close()
 
 
-def test_numpy_and_jax(stack, ctr_pipeline):
+def test_numpy(stack, ctr_pipeline):
     c = stack.client()
     batch = next(iter(c.read(*ctr_pipeline, batch_rows=300)))
     d = to_numpy(batch)
@@ -68,9 +68,14 @@ def test_numpy_and_jax(stack, ctr_pipeline):
     # Stream.numpy gives the same dicts.
     d2 = next(c.read(*ctr_pipeline, batch_rows=300).numpy())
     assert np.array_equal(d2["query"]["values"], q["values"])
+    c.close()
 
+
+def test_jax(stack, ctr_pipeline):
+    pytest.importorskip("jax")
     from sig_client.jax_input import JaxIterator
 
+    c = stack.client()
     stream = c.read(*ctr_pipeline, batch_rows=512)
     it = JaxIterator(stream, batch_rows=512, values_bucket=256)
     shapes = set()
@@ -93,6 +98,7 @@ def test_numpy_and_jax(stack, ctr_pipeline):
 def test_jax_refuses_ids_beyond_int32():
     """Without jax_enable_x64 an id that does not fit int32 is an error
     naming its column, not a wrapped id."""
+    pytest.importorskip("jax")
     from sig_client.jax_input import JaxIterator
 
     ok = pa.record_batch({"event_id": pa.array([2**40], pa.int64()), "q": pa.array([[1, 2]], pa.list_(pa.int64()))})

@@ -7,7 +7,11 @@ from __future__ import annotations
 import importlib.util
 import os
 
+import pytest
+
 from conftest import END, EVENTS, START
+
+pytest.importorskip("jax")  # the example trains a JAX model (extra "jax")
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "train_ctr.py")
 
