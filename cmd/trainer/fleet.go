@@ -17,6 +17,7 @@ import (
 	"github.com/sigdata/sig/internal/figure"
 	"github.com/sigdata/sig/trainer/accounting/fleet"
 	"github.com/sigdata/sig/trainer/accounting/goodput"
+	"github.com/sigdata/sig/trainer/accounting/stall"
 )
 
 // trainer fleet [--config FILE.json] [--seed N] [--seeds K] [--days D]
@@ -25,7 +26,10 @@ import (
 // Simulates a fleet of training jobs in virtual time (trainer/accounting/fleet)
 // for K seeds and prints the Ads paper's Table II (chips training, queued,
 // on hold), the preempted epochs that committed next to their closed form,
-// and the fleet's goodput by phase. Every figure is modelled: it is printed
+// the fleet's goodput by phase, and its input stall charged by the stall
+// ledger: by cause kind, and by waiting job's client and the client whose
+// SIG work was ahead (trainer/accounting/fleet, "Stall by cause"; set
+// hold_after in the config for SIG-side stall). Every figure is modelled: it is printed
 // with the constants that decide it, their sources, and a sweep of the
 // deciding ones. The config is a JSON trainer/accounting/fleet.SimConfig
 // (durations as "36h"); absent fields take the documented defaults.
@@ -55,6 +59,8 @@ type fleetRun struct {
 	// Jobs are each job's goodput over its phases (the MPG per job that
 	// the fleet's figures average over chip-time).
 	JobGoodput []fleetJob `json:"job_goodput"`
+	// Stall is the run's input stall by cause and by client ahead.
+	Stall fleet.StallByCause `json:"stall"`
 }
 
 // fleetJob is one simulated job's goodput.
@@ -72,6 +78,20 @@ type fleetOutput struct {
 	Config  fleet.SimConfig `json:"config"`
 	Runs    []fleetRun      `json:"runs"`
 	Figures figure.Set      `json:"figures"`
+	// Stall is every run's stall by cause, pooled, labelled as the
+	// figures are.
+	Stall fleetStall `json:"stall"`
+}
+
+// fleetStall is the fleet's input stall by cause kind and by (waiting
+// client, client ahead), seeds pooled: modelled, with the constants that
+// decide it (those of the figure fleet_input_stall_sig_share).
+type fleetStall struct {
+	Kind      figure.Kind                `json:"kind"`
+	How       string                     `json:"how"`
+	Figure    string                     `json:"figure"`
+	Constants map[string]figure.Constant `json:"constants"`
+	fleet.StallByCause
 }
 
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -121,12 +141,14 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	out := fleetOutput{Config: st.Config, Figures: st.Figures}
+	sf := st.Figures[fleet.FigSIGStallShare]
+	out := fleetOutput{Config: st.Config, Figures: st.Figures, Stall: fleetStall{Kind: sf.Kind, How: sf.How,
+		Figure: fleet.FigSIGStallShare, Constants: sf.Constants, StallByCause: st.Stall}}
 	for _, r := range st.Runs {
 		run := fleetRun{Seed: r.Config.Seed, Jobs: r.Jobs, Finished: r.Finished, TableII: r.TableII,
 			Preemptions: r.Preemptions, PreemptedEpochs: r.PreemptedEpochs, PreemptedCommitted: r.PreemptedCommitted,
 			CommittedFraction: r.CommittedFraction(), Failures: r.Failures, PermanentHolds: r.PermanentHolds,
-			TransientHolds: r.TransientHolds, Goodput: r.Goodput.Fleet, Phases: r.Goodput.Phases}
+			TransientHolds: r.TransientHolds, Goodput: r.Goodput.Fleet, Phases: r.Goodput.Phases, Stall: r.Stall}
 		for _, j := range r.Goodput.Jobs {
 			t := j.Total
 			run.JobGoodput = append(run.JobGoodput, fleetJob{Job: j.Job, SG: t.SG, RG: t.RG, PG: t.PG, MPG: t.MPG})
@@ -233,8 +255,49 @@ func writeFleetText(w io.Writer, out fleetOutput) error {
 	figureLine(&b, "RG", figs[fleet.FigRG], "%.3f")
 	figureLine(&b, "PG", figs[fleet.FigPG], "%.3f")
 	figureLine(&b, "MPG", figs[fleet.FigMPG], "%.3f")
+	b.WriteString("\n")
+	writeFleetStall(&b, out)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeFleetStall prints the fleet's input stall by cause kind and by
+// (waiting client, client ahead), and the waits on SIG by client.
+func writeFleetStall(b *strings.Builder, out fleetOutput) {
+	st := out.Stall
+	fmt.Fprintf(b, "input stall by cause (stall ledger, trainer/accounting/stall), simulated chip-hours, seeds pooled: %s;\n"+
+		"  a job whose epoch's data is pending in SIG stalls on its kept slice for up to hold_after = %v, then holds; SIG's work ahead of it is\n"+
+		"  the jobs in initial training at a higher priority, else the earlier ones at its priority, weighed by slice chips; the readers'\n"+
+		"  constant input_stall is charged to reader_fetch. Sum of causes %.0f chip-h, input stall (goodput) %.0f chip-h.\n",
+		strings.ToUpper(string(st.Kind)), time.Duration(out.Config.HoldAfter), st.Charged(), st.InputStall)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "cause kind\tchip-h\tshare\t")
+	for _, k := range stall.Kinds {
+		if v, ok := st.ByKind[k]; ok {
+			fmt.Fprintf(tw, "%s\t%.0f\t%.1f%%\t\n", k, v, 100*v/max(st.Charged(), 1e-300))
+		}
+	}
+	tw.Flush()
+	figureLine(b, "SIG share of input stall", out.Figures[fleet.FigSIGStallShare], "%.3f")
+	matrix := func(title string, m map[string]map[string]float64) {
+		cols := fleet.Columns(m)
+		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "%s\t%s\ttotal\t\n", title, strings.Join(cols, "\t"))
+		for _, row := range slices.Sorted(maps.Keys(m)) {
+			fmt.Fprintf(tw, "%s", row)
+			var sum float64
+			for _, c := range cols {
+				fmt.Fprintf(tw, "\t%.0f", m[row][c])
+				sum += m[row][c]
+			}
+			fmt.Fprintf(tw, "\t%.0f\t\n", sum)
+		}
+		tw.Flush()
+	}
+	b.WriteString("input stall chip-h by waiting job's client (rows) and the client whose SIG work was ahead (columns; (none): nothing ahead, (reader): readers):\n")
+	matrix("waiting \\ ahead", st.ByClient)
+	b.WriteString("SIG waits, job-hours (stalled or on a transient hold), by waiting client and the client ahead when the wait began:\n")
+	matrix("waiting \\ ahead", st.Waited)
 }
 
 // figureLine prints a figure with its kind, the constants it sweeps (value

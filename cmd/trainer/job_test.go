@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,9 @@ func TestFleetJSON(t *testing.T) {
 	if err := got.Figures.Check(); err != nil {
 		t.Fatal(err)
 	}
+	if f := got.Figures[fleet.FigSIGStallShare]; f.Value != 0 || len(f.SweepOf("hold_after")) == 0 {
+		t.Errorf("%s with hold_after 0: %+v", fleet.FigSIGStallShare, f)
+	}
 	for _, name := range []string{fleet.FigOnHoldPerTraining, fleet.FigCommitted, fleet.FigCommittedClosed, fleet.FigMPG} {
 		if f := got.Figures[name]; f.Kind != figure.Modelled || len(f.Sweep) == 0 {
 			t.Errorf("%s: %+v", name, f)
@@ -106,7 +110,8 @@ func TestFleetJSON(t *testing.T) {
 		t.Fatalf("text: exit %d\n%s", code, out.String())
 	}
 	for _, s := range []string{"Table II", "on hold per training", "MODELLED; human_response 120 h (guess",
-		"sweep human_response (h): 24:", "closed form", "sweep notice_mean (s), simulated / closed form:", "program_goodput 0.55"} {
+		"sweep human_response (h): 24:", "closed form", "sweep notice_mean (s), simulated / closed form:", "program_goodput 0.55",
+		"input stall by cause (stall ledger", "reader_fetch", "sweep hold_after (h): 0: 0.000", "waiting \\ ahead"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("text lacks %q:\n%s", s, out.String())
 		}
@@ -206,5 +211,45 @@ func TestFiguresCommand(t *testing.T) {
 	}
 	if code := runMain([]string{"figures"}, &out, &errb); code != 2 {
 		t.Errorf("no file: exit %d", code)
+	}
+}
+
+// TestFleetStallJSON: with hold_after set, the JSON report carries the
+// fleet's input stall by cause kind and by (waiting client, client
+// ahead), seeds pooled, labelled modelled with its constants; the causes
+// sum to the input stall the goodput accounting measured.
+func TestFleetStallJSON(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "fleet.json")
+	if err := os.WriteFile(cfg, []byte(`{"hold_after": "2h", "clients": ["ads", "feeds"], "high_priority_clients": ["ads"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"fleet", "--config", cfg, "--days", "7", "--seeds", "2", "--sweeps=false", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var got struct {
+		Stall struct {
+			Kind       figure.Kind                   `json:"kind"`
+			Figure     string                        `json:"figure"`
+			Constants  map[string]figure.Constant    `json:"constants"`
+			InputStall float64                       `json:"input_stall_chip_hours"`
+			ByKind     map[string]float64            `json:"by_kind_chip_hours"`
+			ByClient   map[string]map[string]float64 `json:"by_client_chip_hours"`
+			Waited     map[string]map[string]float64 `json:"waited_job_hours"`
+		} `json:"stall"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	st := got.Stall
+	var sum float64
+	for _, v := range st.ByKind {
+		sum += v
+	}
+	if st.Kind != figure.Modelled || st.Figure != fleet.FigSIGStallShare || st.Constants["hold_after"].Value != 2 ||
+		st.InputStall <= 0 || math.Abs(sum-st.InputStall) > 1e-6*st.InputStall || st.ByKind["queued"] <= 0 ||
+		st.ByClient["feeds"]["ads"] <= 0 || len(st.Waited) == 0 {
+		t.Errorf("stall: %+v (sum of kinds %.3f)", st, sum)
 	}
 }

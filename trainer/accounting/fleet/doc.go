@@ -63,6 +63,43 @@
 // writes them to bench/preemption.json; `trainer fleet --measured`), and
 // the constant's source says how it was measured.
 //
+// # Stall by cause (stalls.go)
+//
+// Every job belongs to a client (a team, drawn uniformly from Clients;
+// HighPriorityClients, when set, decide the priority by client), and its
+// input stall goes through the real ledger, trainer/accounting/stall.Compute,
+// as a real job's does, so the fleet's stall is charged to causes by the
+// same rules. The simulation records for each job:
+//
+//   - the readers' stall: the constant input_stall fraction at the end of
+//     each epoch is a stall interval with a reader-side wait covering it.
+//     The simulation does not model the readers' phases: it is charged to
+//     reader_fetch.
+//   - SIG's: when an epoch finds its data pending (transient_prob), the
+//     wait (exponential, mean transient_mean) is a SIG-side wait on the
+//     epoch's data, and sigd's explanation at its start names the work
+//     ahead: the other jobs in initial training that hold their slice at a
+//     higher priority than the waiting job's, or, when there are none, those
+//     at its priority that arrived before it (first in, first out within a
+//     priority), each weighing its slice's chips, by (client, priority).
+//     The ledger's Dominant rule names the (client, priority) that weighs
+//     most; with nothing ahead the entry is running. The job stalls on its
+//     kept slice for up to HoldAfter (hold_after, the trainer's
+//     --hold-after): if the data comes in that time the epoch runs, else
+//     the job goes on a transient hold for the rest of the wait (only then
+//     is it counted in TransientHolds). With HoldAfter 0 (the default, the
+//     trainer's and the paper's) the hold comes at once: SIG's waits are
+//     all holds and charge no stall.
+//
+// A job's ledger is computed whenever its slice changes (initial to caught
+// up) and at the end, and its lines × the slice's chips are summed into
+// SimResult.Stall: chip-hours by cause kind and by (waiting client, client
+// ahead, or "(none)", or "(reader)"), which sum to the goodput
+// accounting's input stall, and the job-hours of SIG waits (stalled or
+// held) by waiting client and client ahead. The figure
+// fleet_input_stall_sig_share (SIG's part of the stall) is modelled, with
+// these constants, and swept over hold_after and input_stall.
+//
 // What the package does not own: the goodput arithmetic
 // (trainer/accounting/goodput), a real job's decisions (trainer/control: a
 // simulated job follows the simple rules of SimConfig, not the controller's

@@ -136,11 +136,12 @@ func numConstant(name, unit, source string, field func(*SimConfig) *float64) sim
 // The sources of the defaults (SimConfig). A guess is a value chosen to
 // give a plausible fleet, not taken from any publication.
 const (
-	srcInitial = "Ads paper III.A: initial training completes \"within a couple of days\""
-	srcEpoch   = "Ads paper III.C: an epoch is \"e.g., 1 hour\""
-	srcPG      = "guess: the MPG paper publishes no fleet PG"
-	srcHuman   = "guess: the Ads paper (VI.A) says only that a person removes a permanent hold"
-	srcNotice  = "guess; for scale, a Compute Engine preemptible VM gets a 30 s notice (cloud.google.com/compute/docs/instances/preemptible)"
+	srcInitial   = "Ads paper III.A: initial training completes \"within a couple of days\""
+	srcEpoch     = "Ads paper III.C: an epoch is \"e.g., 1 hour\""
+	srcPG        = "guess: the MPG paper publishes no fleet PG"
+	srcHuman     = "guess: the Ads paper (VI.A) says only that a person removes a permanent hold"
+	srcHoldAfter = "the trainer's --hold-after (trainer/control), whose default 0 holds at once (Ads paper VI.A)"
+	srcNotice    = "guess; for scale, a Compute Engine preemptible VM gets a 30 s notice (cloud.google.com/compute/docs/instances/preemptible)"
 )
 
 var simConstants = []simConstant{
@@ -151,6 +152,15 @@ var simConstants = []simConstant{
 	durConstant("initial_mean", time.Hour, "h", srcInitial, func(c *SimConfig) *Duration { return &c.InitialMean }),
 	durConstant("caught_up_mean", time.Hour, "h", figure.Guess, func(c *SimConfig) *Duration { return &c.CaughtUpMean }),
 	numConstant("high_priority_share", "fraction", figure.Guess, func(c *SimConfig) *float64 { return &c.HighPriorityShare }),
+	{name: "clients", unit: "clients", source: figure.Guess + ": teams sharing the fleet, each job's drawn uniformly",
+		get: func(c SimConfig) float64 { return float64(len(c.Clients)) },
+		set: func(c *SimConfig, v float64) {
+			c.Clients = nil
+			for i := range max(int(v), 1) {
+				c.Clients = append(c.Clients, fmt.Sprintf("client%d", i+1))
+			}
+		}},
+	durConstant("hold_after", time.Hour, "h", srcHoldAfter, func(c *SimConfig) *Duration { return &c.HoldAfter }),
 	durConstant("epoch", time.Hour, "h", srcEpoch, func(c *SimConfig) *Duration { return &c.Epoch }),
 	durConstant("initialization", time.Second, "s", figure.Guess, func(c *SimConfig) *Duration { return &c.Initialization }),
 	durConstant("compile", time.Second, "s", figure.Guess, func(c *SimConfig) *Duration { return &c.Compile }),
@@ -198,6 +208,9 @@ const (
 	FigOnHoldPerTraining = "table_ii_on_hold_per_training"
 	FigCommitted         = "preempted_epochs_committed"
 	FigCommittedClosed   = "preempted_epochs_committed_closed_form"
+	// FigSIGStallShare is the part of the fleet's input stall the stall
+	// ledger charges to SIG (stalls.go); the rest is the readers'.
+	FigSIGStallShare = "fleet_input_stall_sig_share"
 )
 
 // figureSpec says what decides a figure: its constants, and those swept.
@@ -242,10 +255,20 @@ func figureSpecs(c SimConfig) []figureSpec {
 		{name: FigCommitted, unit: "fraction", constants: pre, sweeps: pre,
 			paper: &figure.Paper{Value: 0.61, Where: "Ads paper VII.G"},
 			how:   "virtual-time fleet: preempted epochs whose drain and save fit in the notice, over preempted epochs, all seeds pooled"},
+		{name: FigSIGStallShare, unit: "fraction", constants: stallConstants(demand), sweeps: []string{"hold_after", "input_stall"},
+			how: "virtual-time fleet: each job's input stall charged by the stall ledger (trainer/accounting/stall.Compute) " +
+				"to the SIG work it waited on (an epoch whose data is pending, stalled for up to hold_after) or to its readers " +
+				"(the constant input_stall); SIG-side chip-hours over all, seeds pooled"},
 		{name: FigCommittedClosed, unit: "fraction", constants: pre, sweeps: pre,
 			paper: &figure.Paper{Value: 0.61, Where: "Ads paper VII.G"},
 			how:   "closed form of the same model, no simulation: " + closedFormText(c)},
 	}
+}
+
+// stallConstants decide the stall by cause: the demand (who is ahead),
+// the transient waits, hold_after and the readers' constant stall.
+func stallConstants(demand []string) []string {
+	return slices.Concat(demand, []string{"clients", "hold_after", "input_stall", "epoch"})
 }
 
 func closedFormText(c SimConfig) string {
@@ -281,6 +304,8 @@ func sweepPoints(c SimConfig, name string) []float64 {
 		pts = []float64{0.01, v / 2, v, min(2*v, 0.9), min(4*v, 0.9)}
 	case "transient_prob":
 		pts = mult(0.25, 0.5, 1, 2)
+	case "hold_after":
+		pts = []float64{0, 0.25, 1, 4, v}
 	default:
 		pts = mult(0.25, 0.5, 1, 2, 4)
 	}
@@ -306,6 +331,9 @@ type Study struct {
 	Config  SimConfig
 	Runs    []SimResult
 	Figures figure.Set
+	// Stall is the stall by cause of every run, pooled (Runs' Stall
+	// summed): modelled, decided by the constants of FigSIGStallShare.
+	Stall StallByCause
 }
 
 // RunStudy simulates cfg for each seed and computes the figures and their
@@ -321,6 +349,9 @@ func RunStudy(cfg SimConfig, o StudyOptions) (*Study, error) {
 		return nil, err
 	}
 	st.Runs = runs
+	for _, r := range runs {
+		st.Stall.Add(r.Stall)
+	}
 	specs := figureSpecs(cfg)
 	for _, sp := range specs {
 		f := figure.Figure{Value: base[sp.name], Unit: sp.unit, Kind: figure.Modelled, How: sp.how, Paper: sp.paper,
@@ -385,6 +416,7 @@ func evaluate(c SimConfig, seeds int) (map[string]float64, []SimResult, error) {
 	vals := map[string]float64{}
 	var runs []SimResult
 	var committed, preempted int
+	var stalls StallByCause
 	for i := range seeds {
 		cc := c
 		cc.Seed = c.Seed + uint64(i)
@@ -402,7 +434,9 @@ func evaluate(c SimConfig, seeds int) (map[string]float64, []SimResult, error) {
 		vals[FigOnHoldPerTraining] += r.TableII.OnHoldPerTraining / float64(seeds)
 		committed += r.PreemptedCommitted
 		preempted += r.PreemptedEpochs
+		stalls.Add(r.Stall)
 	}
+	vals[FigSIGStallShare] = stalls.SIGShare()
 	if preempted > 0 {
 		vals[FigCommitted] = float64(committed) / float64(preempted)
 	}

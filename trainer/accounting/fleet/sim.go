@@ -3,6 +3,7 @@ package fleet
 import (
 	"container/heap"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -37,6 +38,15 @@ type SimConfig struct {
 	// HighPriorityShare of the jobs have priority 1 and may preempt jobs
 	// of priority 0. Default 0.2.
 	HighPriorityShare float64 `json:"high_priority_share"`
+	// Clients are the teams whose jobs share the fleet: a job's client is
+	// drawn uniformly from them (from a random stream of its own, so the
+	// other draws do not change with them). Default {ads, feeds, ranking,
+	// search}.
+	Clients []string `json:"clients"`
+	// HighPriorityClients, when set, decide a job's priority instead of
+	// HighPriorityShare: a job of one of them has priority 1, any other
+	// priority 0.
+	HighPriorityClients []string `json:"high_priority_clients,omitempty"`
 
 	// Epoch is the length of an epoch (paper III.C: "e.g., 1 hour").
 	// Default 1h.
@@ -68,6 +78,13 @@ type SimConfig struct {
 	// average). Defaults 0.04 and 8h.
 	TransientProb float64  `json:"transient_prob"`
 	TransientMean Duration `json:"transient_mean"`
+	// HoldAfter mirrors the trainer's --hold-after (trainer/control,
+	// "Stalls on SIG"): a job whose next epoch's data is pending keeps its
+	// slice, stalled on input, for up to HoldAfter; if the data comes in
+	// that time the epoch runs on the kept slice, otherwise the job goes
+	// on a transient hold for the rest of the wait. Default 0: the hold
+	// comes at once, as the trainer's default and the paper's.
+	HoldAfter Duration `json:"hold_after"`
 	// MaintenanceMTBF is the mean time between preemptions of a running
 	// job by maintenance or releases (besides priority preemptions).
 	// Default 72h.
@@ -123,6 +140,9 @@ func (c *SimConfig) EnsureDefaults() {
 	if len(c.CaughtUpSlices) == 0 {
 		c.CaughtUpSlices = []int{1, 2, 4}
 	}
+	if len(c.Clients) == 0 {
+		c.Clients = []string{"ads", "feeds", "ranking", "search"}
+	}
 	def(&c.InitialMean, 36*time.Hour)
 	def(&c.CaughtUpMean, 48*time.Hour)
 	if c.HighPriorityShare == 0 {
@@ -157,6 +177,9 @@ func (c *SimConfig) validate() error {
 			return fmt.Errorf("fleet: slice of %d chips on a fleet of %d", s, c.Chips)
 		}
 	}
+	if c.HoldAfter < 0 {
+		return fmt.Errorf("fleet: hold_after %v is negative", time.Duration(c.HoldAfter))
+	}
 	for _, t := range c.DrainSaveTimes {
 		if t <= 0 {
 			return fmt.Errorf("fleet: drain and save time %v is not positive", time.Duration(t))
@@ -190,6 +213,9 @@ type SimResult struct {
 	// (paper VII.G: 61%).
 	Preemptions, PreemptedEpochs, PreemptedCommitted int
 	Failures, PermanentHolds, TransientHolds         int
+	// Stall is the fleet's input stall charged to causes by the stall
+	// ledger, and the waits on SIG by client (stalls.go).
+	Stall StallByCause
 }
 
 // ChipHours converts chip-seconds of the result's goodput report into
@@ -214,6 +240,8 @@ const (
 	evInterrupt
 	evPreemptDone
 	evRequeue
+	evDataReady // the data a stalled job waited for is there
+	evStallHold // a stalled job has waited hold_after: it holds
 )
 
 type interruptKind int
@@ -261,6 +289,8 @@ type stage struct {
 // simJob is one training job of the simulation.
 type simJob struct {
 	name      string
+	index     int // arrival order
+	client    string
 	priority  int
 	caughtUp  bool
 	slice     int
@@ -278,11 +308,21 @@ type simJob struct {
 	pending   time.Duration // productive time of the epoch being saved
 	preempted bool
 	done      bool
+	// The stall ledger's records (stalls.go): stalling from stallFrom,
+	// the open SIG wait's index in led's waits (-1: none), the epochs
+	// whose data was pending.
+	led       jobLedger
+	stalling  bool
+	stallFrom time.Duration
+	sigWait   int
+	epochs    int
+	holdRest  time.Duration // evStallHold: the rest of the wait, on hold
 }
 
 type sim struct {
 	cfg   SimConfig
 	r     *rand.Rand
+	cr    *rand.Rand // clients' draws
 	start time.Time
 	now   time.Duration
 	q     eventQueue
@@ -314,7 +354,8 @@ func Simulate(cfg SimConfig) (SimResult, error) {
 		return SimResult{}, err
 	}
 	s := &sim{cfg: cfg, r: rand.New(rand.NewPCG(cfg.Seed, 0x666c656574)), start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		sched: NewScheduler(cfg.Chips), jobs: map[string]*simJob{}}
+		sched: NewScheduler(cfg.Chips), jobs: map[string]*simJob{},
+		cr: rand.New(rand.NewPCG(cfg.Seed, 0x636c69656e74))}
 	s.sched.NoBackfill = cfg.NoBackfill
 	s.rec = goodput.NewRecorder(cfg.Chips, s.start)
 	s.res.Config = cfg
@@ -333,11 +374,21 @@ func Simulate(cfg SimConfig) (SimResult, error) {
 		}
 	}
 	s.advance(end)
+	names := slices.Sorted(maps.Keys(s.jobs))
+	for _, n := range names {
+		// A stall open at the end counts up to it, as in the goodput
+		// report; an epoch under way is in neither (its steps and stall
+		// are recorded when it ends).
+		j := s.jobs[n]
+		s.stallEnd(j, end)
+		s.flushLedger(j)
+	}
 	rep, err := s.rec.Report(s.t(end))
 	if err != nil {
 		return s.res, err
 	}
 	s.res.Goodput = rep
+	s.res.Stall.InputStall = ChipHours(rep.Fleet.ChipSeconds[goodput.InputStall])
 	total := float64(cfg.Chips) * float64(end)
 	s.res.TableII = TableII{Training: s.acc[0] / total, Queued: s.acc[1] / total, OnHold: s.acc[2] / total}
 	if s.acc[0] > 0 {
@@ -413,15 +464,29 @@ func (s *sim) handle(e *event) {
 		s.interrupt(j, e.intr)
 	case evPreemptDone:
 		s.preemptDone(j, e.commit, e.save)
+	case evDataReady:
+		s.end(j, s.now)
+		s.runEpoch(j)
+	case evStallHold:
+		s.res.TransientHolds++
+		s.hold(j, j.holdRest)
 	}
 }
 
 func (s *sim) arrive() {
 	s.res.Jobs++
-	j := &simJob{name: fmt.Sprintf("job%03d", s.res.Jobs), slice: s.cfg.Slices[s.r.IntN(len(s.cfg.Slices))],
-		remaining: s.exp(s.cfg.InitialMean) + 10*time.Minute, gen: 1}
+	j := &simJob{name: fmt.Sprintf("job%03d", s.res.Jobs), index: s.res.Jobs, slice: s.cfg.Slices[s.r.IntN(len(s.cfg.Slices))],
+		remaining: s.exp(s.cfg.InitialMean) + 10*time.Minute, gen: 1, sigWait: -1}
+	j.client = s.cfg.Clients[s.cr.IntN(len(s.cfg.Clients))]
+	j.led.chips = j.slice
 	if s.r.Float64() < s.cfg.HighPriorityShare {
 		j.priority = 1
+	}
+	if len(s.cfg.HighPriorityClients) > 0 {
+		j.priority = 0
+		if slices.Contains(s.cfg.HighPriorityClients, j.client) {
+			j.priority = 1
+		}
 	}
 	j.rec = s.rec.Job(j.name)
 	s.jobs[j.name] = j
@@ -469,6 +534,7 @@ func (s *sim) begin(j *simJob, c goodput.Category) {
 }
 
 func (s *sim) end(j *simJob, at time.Duration) {
+	s.stallEnd(j, at)
 	if j.open {
 		s.check(j.rec.End(s.t(at)))
 		j.open = false
@@ -506,7 +572,9 @@ func (s *sim) epochStart(j *simJob) {
 		// III.A).
 		s.check(j.rec.SetPhase(s.t(s.now), "caught-up"))
 		j.caughtUp = true
+		s.flushLedger(j)
 		j.slice = s.cfg.CaughtUpSlices[s.r.IntN(len(s.cfg.CaughtUpSlices))]
+		j.led.chips = j.slice
 		j.remaining = s.exp(s.cfg.CaughtUpMean) + 10*time.Minute
 		j.restore = true
 		j.gen++
@@ -515,11 +583,30 @@ func (s *sim) epochStart(j *simJob) {
 	}
 	if s.r.Float64() < s.cfg.TransientProb {
 		// Paper VI.A: the next epoch's data is still pending in SIG: a
-		// transient hold releases the chips until the data is there.
+		// transient hold releases the chips until the data is there —
+		// after hold_after stalled on the kept slice, if set.
+		wait := s.exp(s.cfg.TransientMean)
+		s.sigWait(j, wait)
+		if ha := time.Duration(s.cfg.HoldAfter); ha > 0 {
+			s.begin(j, goodput.InputStall)
+			s.stallBegin(j)
+			if wait <= ha {
+				s.push(&event{at: s.now + wait, kind: evDataReady, job: j})
+			} else {
+				j.holdRest = wait - ha
+				s.push(&event{at: s.now + ha, kind: evStallHold, job: j})
+			}
+			return
+		}
 		s.res.TransientHolds++
-		s.hold(j, s.exp(s.cfg.TransientMean))
+		s.hold(j, wait)
 		return
 	}
+	s.runEpoch(j)
+}
+
+// runEpoch starts an epoch whose data is there.
+func (s *sim) runEpoch(j *simJob) {
 	need := time.Duration(float64(j.remaining) / (1 - s.cfg.InputStall))
 	length := min(time.Duration(s.cfg.Epoch), need+1)
 	j.epochAt, j.inEpoch = s.now, true
@@ -556,6 +643,7 @@ func (s *sim) recordEpoch(j *simJob, until time.Duration) time.Duration {
 	if wall > steps {
 		s.check(j.rec.Begin(s.t(j.epochAt+steps), goodput.InputStall))
 		s.check(j.rec.End(s.t(until)))
+		s.readerStall(j, j.epochAt+steps, until)
 	}
 	return steps
 }
