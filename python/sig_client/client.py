@@ -175,15 +175,36 @@ class Client:
         except grpc.RpcError as e:
             raise errors.from_grpc(e) from None
 
+    def _retrying(self, call):
+        """call() again while it fails as unavailable (UnavailableError: not
+        a deadline, which already took the caller's time, nor a pending
+        memo), up to max_attempts times with the reads' jittered backoff:
+        a transient failure of a connection, such as grpcio's in a freshly
+        forked child (grpc/grpc#40136: its fork support may close a
+        descriptor under a new channel's first call), is not the caller's
+        error. For calls that change nothing."""
+        backoff = self.initial_backoff
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return call()
+            except errors.SigError as e:
+                if not isinstance(e, errors.UnavailableError) or attempt == self.max_attempts:
+                    raise
+            time.sleep(backoff / 2 + random.random() * backoff / 2)
+            backoff = min(2 * backoff, self.max_backoff)
+
     def solution(self, client: str, pipeline: str, rng: sig_pb2.EventRange | None = None,
                  timeout: float = 60) -> sig_pb2.ReadSolution:
-        """The pipeline's read solution now."""
-        try:
-            return self._sigd_stub().GetReadSolution(
-                sig_pb2.GetReadSolutionRequest(client=client, pipeline=pipeline, range=rng),
-                metadata=self._md(), timeout=timeout)
-        except grpc.RpcError as e:
-            raise errors.from_grpc(e) from None
+        """The pipeline's read solution now (retried while sigd is
+        unavailable, as reads are)."""
+        def call():
+            try:
+                return self._sigd_stub().GetReadSolution(
+                    sig_pb2.GetReadSolutionRequest(client=client, pipeline=pipeline, range=rng),
+                    metadata=self._md(), timeout=timeout)
+            except grpc.RpcError as e:
+                raise errors.from_grpc(e) from None
+        return self._retrying(call)
 
     def watch(self, client: str, pipeline: str, rng: sig_pb2.EventRange | None = None,
               timeout: float | None = None) -> Iterator[Progress]:
@@ -222,6 +243,7 @@ class Client:
         timeout (seconds, for the whole wait) raises DeadlineExceededError,
         a TimeoutError."""
         last = None
+        t0 = time.monotonic()
         watch = self.watch(client, pipeline, rng, timeout)
         try:
             for p in watch:
@@ -232,10 +254,16 @@ class Client:
                     return p.solution
                 if p.failed:
                     raise memo_failed(p.solution)
-        except errors.DeadlineExceededError as e:
+        except errors.SigError as e:
+            # At the deadline the stream may end as reset (RST_STREAM,
+            # CANCEL) rather than DEADLINE_EXCEEDED, whichever side's
+            # timer fired first: past the timeout, it is the timeout.
+            expired = timeout is not None and time.monotonic() - t0 >= timeout
+            if not isinstance(e, errors.DeadlineExceededError) and not (expired and type(e) in (errors.SigError, errors.UnavailableError)):
+                raise
             raise errors.DeadlineExceededError(
                 f"wait for {client}/{pipeline}: the read solution was not complete within {timeout}s "
-                f"({last if last is not None else 'no progress received'})", code=e.code or "DEADLINE_EXCEEDED") from None
+                f"({last if last is not None else 'no progress received'})", code="DEADLINE_EXCEEDED") from None
         finally:
             watch.close()
         if last is not None and last.complete:
@@ -310,16 +338,19 @@ class Client:
         answers): one endpoint per raw block, in event order."""
         if not self.readers:
             raise errors.SigError("this client has no reader addresses")
-        last = None
-        for i in range(len(self.readers)):
-            loc = self.readers[(self._next_reader + i) % len(self.readers)]
-            try:
-                return self._get_flight_info(loc, command, timeout)
-            except errors.SigError as e:
-                last = e
-                if not last.retryable or isinstance(last, errors.MemoPendingError):
-                    raise last from None
-        raise last
+
+        def call():
+            last = None
+            for i in range(len(self.readers)):
+                loc = self.readers[(self._next_reader + i) % len(self.readers)]
+                try:
+                    return self._get_flight_info(loc, command, timeout)
+                except errors.SigError as e:
+                    last = e
+                    if not last.retryable or isinstance(last, errors.MemoPendingError):
+                        raise last from None
+            raise last
+        return self._retrying(call)
 
     def read(self, client: str | None = None, pipeline: str | None = None, *, state: ReadState | None = None,
              **command) -> "Stream":
