@@ -166,9 +166,10 @@ func TestFleetAccounting(t *testing.T) {
 			for _, v := range side.c.Fetched {
 				fetched += v
 			}
-			// (A range the reader asks for may be cut short by the
-			// object's end, and MinIO counts the bytes it sent.)
-			if math.Abs(float64(fetched-side.q.SentBytes)) > 0.01*float64(side.q.SentBytes) || fetched < side.c.Wanted() {
+			// (As with the requests above: a phase's last request may
+			// fall in MinIO's next scrape, and in a run this small one
+			// request is a percent or more of a side's bytes.)
+			if math.Abs(float64(fetched-side.q.SentBytes)) > 0.05*float64(side.q.SentBytes) || fetched < side.c.Wanted() {
 				t.Errorf("%s reader: its requests asked for %d bytes (%v), wanted %d; the store sent it %d", side.name, fetched, side.c.Fetched, side.c.Wanted(), side.q.SentBytes)
 			}
 			t.Logf("%s reader counted %d requests (%v), the store served it %d", side.name, n, side.c.Requests, side.q.Total())
