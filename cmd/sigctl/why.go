@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sigdata/sig/internal/cli"
 	sigv1 "github.com/sigdata/sig/proto/sig/v1"
@@ -12,7 +15,8 @@ import (
 
 func init() {
 	registerRemote(remote{name: "why", flags: whyFlags,
-		usage: "--client C --pipeline P [--block ID,...]: why the pipeline's jobs waited (their input stall by cause) and what its entries wait on now"})
+		json:  "print one JSON object: jobs (each job's TrainerStatus, its stall by cause among them) and now (sigd's ExplainPendingResponse)",
+		usage: "--client C --pipeline P [--block ID,...] [--json]: why the pipeline's jobs waited (their input stall by cause) and what its entries wait on now"})
 }
 
 // whyFlags is `sigctl why` (issue 30): the stall ledgers the pipeline's
@@ -40,12 +44,18 @@ func whyFlags(fs *flag.FlagSet) func(*session, []string) error {
 		if err != nil {
 			return err
 		}
+		var mine []*sigv1.TrainerStatus
+		for _, t := range ts.GetTrainers() {
+			if t.GetClient() == *client && t.GetPipeline() == *pipeline {
+				mine = append(mine, t)
+			}
+		}
+		if s.json {
+			return whyJSON(s, mine, why)
+		}
 		w := s.stdout
 		jobs := 0
-		for _, t := range ts.GetTrainers() {
-			if t.GetClient() != *client || t.GetPipeline() != *pipeline {
-				continue
-			}
+		for _, t := range mine {
 			jobs++
 			stalled := time.Duration(t.GetInputStallSeconds() * float64(time.Second)).Round(time.Millisecond)
 			fmt.Fprintf(w, "job %s (%s/%s, %s): input stall %v by cause\n", t.GetJob(), t.GetClient(), t.GetPipeline(), t.GetPhase(), stalled)
@@ -83,4 +93,28 @@ func whyFlags(fs *flag.FlagSet) func(*session, []string) error {
 		}
 		return tw.Flush()
 	}
+}
+
+// whyJSON prints `sigctl why --json`: {"jobs": [TrainerStatus...], "now":
+// ExplainPendingResponse}, each message in protojson's mapping.
+func whyJSON(s *session, jobs []*sigv1.TrainerStatus, now *sigv1.ExplainPendingResponse) error {
+	out := struct {
+		Jobs []json.RawMessage `json:"jobs"`
+		Now  json.RawMessage   `json:"now"`
+	}{Jobs: []json.RawMessage{}}
+	for _, j := range jobs {
+		b, err := protojson.Marshal(j)
+		if err != nil {
+			return err
+		}
+		out.Jobs = append(out.Jobs, b)
+	}
+	b, err := protojson.Marshal(now)
+	if err != nil {
+		return err
+	}
+	out.Now = b
+	enc := json.NewEncoder(s.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }

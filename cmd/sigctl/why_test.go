@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"testing"
 	"time"
@@ -68,6 +69,37 @@ func TestWhy(t *testing.T) {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("no line matching %q", re)
 		}
+	}
+	// --json: the same jobs and entries, as one JSON object.
+	code, out, errs = sigctl(t, append([]string{"why", "--json", "--client", "ctr", "--pipeline", "low"}, ctr...)...)
+	if code != 0 {
+		t.Fatalf("sigctl why --json: exit %d\n%s%s", code, out, errs)
+	}
+	var got struct {
+		Jobs []struct {
+			Job   string `json:"job"`
+			Stall []struct {
+				Kind     string  `json:"kind"`
+				Seconds  float64 `json:"seconds"`
+				Client   string  `json:"client"`
+				Priority int     `json:"priority"`
+			} `json:"stall"`
+		} `json:"jobs"`
+		Now struct {
+			NotReady int `json:"notReady"`
+			Entries  []struct {
+				BlockID string `json:"blockId"`
+				Kind    string `json:"kind"`
+			} `json:"entries"`
+		} `json:"now"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("sigctl why --json: %v\n%s", err, out)
+	}
+	if len(got.Jobs) != 1 || got.Jobs[0].Job != "low-job" || len(got.Jobs[0].Stall) != 1 || got.Jobs[0].Stall[0].Seconds != 720 ||
+		got.Jobs[0].Stall[0].Client != "ranking" || got.Jobs[0].Stall[0].Priority != 900 || got.Now.NotReady == 0 ||
+		len(got.Now.Entries) == 0 || got.Now.Entries[0].BlockID == "" || got.Now.Entries[0].Kind == "" {
+		t.Errorf("sigctl why --json: %+v\n%s", got, out)
 	}
 	if code, _, _ := sigctl(t, append([]string{"why", "extra", "--client", "ctr", "--pipeline", "low"}, ctr...)...); code != 2 {
 		t.Errorf("a stray argument: exit %d, want 2", code)
