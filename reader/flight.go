@@ -435,12 +435,10 @@ func flightCommand(d *flightpb.FlightDescriptor) (*readerv1.FlightCommand, error
 		return nil, invalid("descriptor.type", "%s; want CMD, a sig.reader.v1.FlightCommand (marshaled, or as JSON)", d.GetType())
 	}
 	cmd := &readerv1.FlightCommand{}
-	if raw := bytes.TrimLeft(d.GetCmd(), " \t\r\n"); len(raw) > 0 && raw[0] == '{' {
+	if raw, isJSON := jsonCommand(d.GetCmd()); isJSON {
 		// The command as JSON (protobuf's JSON mapping of FlightCommand),
 		// so that a Flight client in any language needs no generated
-		// code (README, "Plain Arrow Flight clients"). A marshaled
-		// FlightCommand never starts with '{': it would be field 15, which
-		// FlightCommand does not have, as a group.
+		// code (README, "Plain Arrow Flight clients").
 		if err := protojson.Unmarshal(raw, cmd); err != nil {
 			return nil, invalid("descriptor.cmd", "not a sig.reader.v1.FlightCommand in JSON: %v", err)
 		}
@@ -457,6 +455,24 @@ func flightCommand(d *flightpb.FlightDescriptor) (*readerv1.FlightCommand, error
 		return nil, invalid("descriptor.cmd.mode", "unknown mode %d", cmd.Mode)
 	}
 	return cmd, nil
+}
+
+// jsonCommand reports whether cmd is a FlightCommand in JSON, and returns
+// it without its leading whitespace. A marshaled FlightCommand starts with
+// a field's tag: never '{' (field 15 as a group, which FlightCommand does
+// not have), nor ' ', '\t' or '\r' (fields 4 and 1 in wire types its
+// fields do not use), but '\n' is client's tag, followed by the name's
+// length, which is '{' for a name of 123 bytes. So a command starting with
+// '\n' is JSON only if it is no marshaled FlightCommand.
+func jsonCommand(cmd []byte) ([]byte, bool) {
+	raw := bytes.TrimLeft(cmd, " \t\r\n")
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
+	}
+	if cmd[0] == '\n' && proto.Unmarshal(cmd, &readerv1.FlightCommand{}) == nil {
+		return nil, false
+	}
+	return raw, true
 }
 
 // batchSchema returns the schema of the batches of the solution's units:

@@ -36,13 +36,16 @@
 //     earlier would have been waited through anyway (the critical path).
 //     Then the one that began first; then SIG-side before reader-side (a
 //     reader cannot deliver what SIG has not made); then by who, unit,
-//     input, component and block, so the result never depends on order.
+//     input, component, block, kind and reader, so the result never
+//     depends on order.
 //     An open wait (End zero) ends at the last stall's end: it ends last.
 //  3. A reader-side wait is charged to its own kind and reader. A
 //     SIG-side wait's kind at an instant is sigd's last explanation of its
 //     entry at or before the instant; before the first explanation, the
 //     first (the state sigd found when first asked is taken to have held
-//     since the wait began); with none, Pending.
+//     since the wait began); with none, Pending. Answers given at one
+//     instant are ordered by what they say (kind, time running, detail,
+//     work ahead), the last of them taken, whatever order they came in.
 //  4. A queued (or recomputing) entry's line names the work ahead of it
 //     that weighed most (Dominant): the (client, priority) with the most
 //     tasks ahead, then the higher priority, then the client first by

@@ -350,7 +350,8 @@ func waitOrder(a, b Wait) int {
 		return -1
 	}
 	return cmp.Or(cmp.Compare(a.Who, b.Who), cmp.Compare(a.Unit, b.Unit), cmp.Compare(a.Input, b.Input),
-		cmp.Compare(a.Component, b.Component), cmp.Compare(a.Block, b.Block))
+		cmp.Compare(a.Component, b.Component), cmp.Compare(a.Block, b.Block),
+		cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Reader, b.Reader))
 }
 
 // binding is the first wait in waitOrder open at instant t.
@@ -372,9 +373,30 @@ func explanations(in []Explanation) map[entry][]Explanation {
 		m[k] = append(m[k], e)
 	}
 	for _, es := range m {
-		slices.SortStableFunc(es, func(a, b Explanation) int { return a.At.Compare(b.At) })
+		slices.SortStableFunc(es, explanationOrder)
 	}
 	return m
+}
+
+// explanationOrder orders an entry's explanations by time, and answers
+// given at one instant by everything else they say, so that the one
+// taken last at an instant (explain) does not depend on the order they
+// came in: the ledger is a function of its input's contents alone.
+func explanationOrder(a, b Explanation) int {
+	if c := a.At.Compare(b.At); c != 0 {
+		return c
+	}
+	if c := cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Running, b.Running), cmp.Compare(a.Detail, b.Detail),
+		cmp.Compare(len(a.Ahead), len(b.Ahead))); c != 0 {
+		return c
+	}
+	for i := range a.Ahead {
+		x, y := a.Ahead[i], b.Ahead[i]
+		if c := cmp.Or(cmp.Compare(x.Client, y.Client), cmp.Compare(x.Priority, y.Priority), cmp.Compare(x.Tasks, y.Tasks)); c != 0 {
+			return c
+		}
+	}
+	return 0
 }
 
 // explain is the cause of instant t of wait w: a reader-side wait's own

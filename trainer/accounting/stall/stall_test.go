@@ -2,6 +2,9 @@ package stall
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,5 +170,36 @@ func TestOrderIndependent(t *testing.T) {
 	in.Stalls[0], in.Stalls[1] = in.Stalls[1], in.Stalls[0]
 	if got := format(Compute(in)); got != want {
 		t.Fatalf("order changed the ledger:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestComputeIgnoresInputOrder: the ledger is a function of its input's
+// contents, not their order, even where two of sigd's answers about one
+// entry carry the same instant and two reader-side waits agree on all but
+// their kind and reader (both would otherwise fall to the input's order).
+func TestComputeIgnoresInputOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	in := Input{
+		Stalls: []Interval{{Start: at(0), End: at(20)}},
+		Waits: []Wait{
+			{Start: at(0), End: at(10), Who: "h0", Unit: "u", Component: "c", Block: "b"},
+			{Start: at(10), End: at(20), Who: "h1", Unit: "u", Component: "c", Block: "b2", Kind: ReaderFetch, Reader: "r1"},
+			{Start: at(10), End: at(20), Who: "h1", Unit: "u", Component: "c", Block: "b2", Kind: ReaderSend, Reader: "r2"},
+		},
+		Explanations: []Explanation{
+			{At: at(1), Component: "c", Block: "b", Kind: Queued, Ahead: []Ahead{{Client: "ranking", Priority: 900, Tasks: 3}}},
+			{At: at(1), Component: "c", Block: "b", Kind: Running, Running: time.Second},
+		},
+	}
+	want := Compute(in)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 50; i++ {
+		p := Input{Stalls: in.Stalls, Waits: slices.Clone(in.Waits), Explanations: slices.Clone(in.Explanations)}
+		rng.Shuffle(len(p.Waits), func(i, j int) { p.Waits[i], p.Waits[j] = p.Waits[j], p.Waits[i] })
+		rng.Shuffle(len(p.Explanations), func(i, j int) { p.Explanations[i], p.Explanations[j] = p.Explanations[j], p.Explanations[i] })
+		if got := Compute(p); !reflect.DeepEqual(got, want) {
+			t.Fatalf("shuffled input %+v:\ngot  %+v\nwant %+v", p, got, want)
+		}
 	}
 }
