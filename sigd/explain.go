@@ -47,6 +47,9 @@ func (h *sigService) ExplainPending(ctx context.Context, req *sigv1.ExplainPendi
 	case limit > maxExplainLimit:
 		return nil, status.Errorf(codes.InvalidArgument, "limit: %d is more than %d", limit, maxExplainLimit)
 	}
+	if n := len(req.GetBlockIds()); n > maxExplainLimit {
+		return nil, status.Errorf(codes.InvalidArgument, "block_ids: %d ids, more than %d", n, maxExplainLimit)
+	}
 	for i, b := range req.GetBlockIds() {
 		if b == "" || strings.ContainsAny(b, "/ \t\n") {
 			return nil, status.Errorf(codes.InvalidArgument, "block_ids[%d]: %q is not a block id", i, b)
@@ -159,7 +162,8 @@ func (s *Server) explainPending(client, pipeline string, blockIDs []string, limi
 		have[b.Ref.ID()] = true
 	}
 	for _, b := range blockIDs {
-		if !have[b] {
+		if !have[b] && len(out.Entries) < limit {
+			have[b] = true // each id once
 			out.Entries = append(out.Entries, &sigv1.PendingEntry{BlockId: b, Kind: sigv1.PendingKind_PENDING_KIND_INGESTION,
 				Detail: "the block is not in the catalog in the pipeline's range"})
 		}

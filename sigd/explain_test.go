@@ -2,6 +2,7 @@ package sigd_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,17 @@ func TestExplainPending(t *testing.T) {
 	if len(r.Entries) != 1 || r.Entries[0].Kind != sigv1.PendingKind_PENDING_KIND_INGESTION {
 		t.Fatalf("unknown block: %v", r)
 	}
+	// Asked again and again, an unknown block is one entry, and the
+	// entries stay within the limit.
+	r = explain(&sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low", Limit: 2,
+		BlockIds: []string{"ads-p9-a", "ads-p9-a", "ads-p9-b", "ads-p9-c"}})
+	if len(r.Entries) != 2 || r.Entries[0].BlockId != "ads-p9-a" || r.Entries[1].BlockId != "ads-p9-b" {
+		t.Fatalf("unknown blocks, limit 2: %v", r)
+	}
+	many := make([]string, 1001)
+	for i := range many {
+		many[i] = fmt.Sprintf("ads-p9-%d", i)
+	}
 
 	for _, tc := range []struct {
 		req   *sigv1.ExplainPendingRequest
@@ -119,6 +131,7 @@ func TestExplainPending(t *testing.T) {
 		{&sigv1.ExplainPendingRequest{Client: "ctr"}, "pipeline"},
 		{&sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low", Limit: 5000}, "limit"},
 		{&sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low", BlockIds: []string{"a/b"}}, "block_ids[0]"},
+		{&sigv1.ExplainPendingRequest{Client: "ctr", Pipeline: "low", BlockIds: many}, "block_ids"},
 	} {
 		_, err := ctr.ExplainPending(ctx, tc.req)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.field) {

@@ -196,7 +196,8 @@ class Client:
     def solution(self, client: str, pipeline: str, rng: sig_pb2.EventRange | None = None,
                  timeout: float = 60) -> sig_pb2.ReadSolution:
         """The pipeline's read solution now (retried while sigd is
-        unavailable, as reads are)."""
+        unavailable, as reads are: timeout bounds each attempt, so the call
+        may take up to max_attempts times it)."""
         def call():
             try:
                 return self._sigd_stub().GetReadSolution(

@@ -4622,7 +4622,8 @@ type ExplainPendingRequest struct {
 	// pipeline's range with an entry not ready. A block the catalog does
 	// not have yet is answered PENDING_KIND_INGESTION.
 	BlockIds []string `protobuf:"bytes,3,rep,name=block_ids,json=blockIds,proto3" json:"block_ids,omitempty"`
-	// At most this many entries: default 100, at most 1000.
+	// At most this many entries (block_ids not in the catalog among them,
+	// each once): default 100, at most 1000; block_ids at most 1000.
 	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -100,7 +100,9 @@ type SIGClient interface {
 	// Why a pipeline's memo entries are not ready (issue 30): queued behind
 	// which clients' tasks at which priorities, leased and running for how
 	// long, failed or quarantined, waiting for ingestion, recomputing. The
-	// pipeline's client, a trainer or an operator; changes nothing.
+	// pipeline's client, a trainer or an operator. It reads the pipeline's
+	// read solution as GetReadSolution does, so an entry missing from the
+	// cache is created and its task queued, as any read would.
 	ExplainPending(ctx context.Context, in *ExplainPendingRequest, opts ...grpc.CallOption) (*ExplainPendingResponse, error)
 }
 
@@ -389,7 +391,9 @@ type SIGServer interface {
 	// Why a pipeline's memo entries are not ready (issue 30): queued behind
 	// which clients' tasks at which priorities, leased and running for how
 	// long, failed or quarantined, waiting for ingestion, recomputing. The
-	// pipeline's client, a trainer or an operator; changes nothing.
+	// pipeline's client, a trainer or an operator. It reads the pipeline's
+	// read solution as GetReadSolution does, so an entry missing from the
+	// cache is created and its task queued, as any read would.
 	ExplainPending(context.Context, *ExplainPendingRequest) (*ExplainPendingResponse, error)
 	mustEmbedUnimplementedSIGServer()
 }

@@ -299,7 +299,9 @@ class SIGServicer:
         """Why a pipeline's memo entries are not ready (issue 30): queued behind
         which clients' tasks at which priorities, leased and running for how
         long, failed or quarantined, waiting for ingestion, recomputing. The
-        pipeline's client, a trainer or an operator; changes nothing.
+        pipeline's client, a trainer or an operator. It reads the pipeline's
+        read solution as GetReadSolution does, so an entry missing from the
+        cache is created and its task queued, as any read would.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
