@@ -116,7 +116,10 @@ func (f flightSink) batch(enc *encoder, cols []arrow.Array, lo, hi, n, sent int6
 // range that holds none of its block's rows, issue 29) has no last batch,
 // so it sends one batch of no rows carrying the summary: a Flight client
 // learns that the unit is complete, as from any other, where Read's
-// clients have the summary alone. Read never sends a batch of no rows, so
+// clients have the summary alone. (A read resumed at the end of a unit
+// of some rows sends nothing, as Read sends no batch: a client that
+// resumes there has every row already and needs no summary to know it,
+// as the Python client does.) Read never sends a batch of no rows, so
 // the summary's crc32c (of the arrow_ipc bytes Read sends) leaves it out.
 func (f flightSink) end(enc *encoder, cols []arrow.Array, sum *readerv1.Summary) error {
 	if sum.BlockRows != 0 {
