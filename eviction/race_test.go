@@ -266,8 +266,10 @@ func TestEvictionRacesWorkers(t *testing.T) {
 		np, err = ev.SweepPacks(e.Ctx)
 		n += np
 	}
-	if err != nil || n != len(orphans) {
-		t.Errorf("sweep deleted %d objects (%v), want the %d orphans", n, err, len(orphans))
+	// sigd's own loop may have swept some of them meanwhile: this sweep
+	// deletes at most the orphans, and none may remain after it (below).
+	if err != nil || n > len(orphans) {
+		t.Errorf("sweep deleted %d objects (%v), want at most the %d orphans", n, err, len(orphans))
 	}
 	if orphans := e.checkConsistent(all); len(orphans) > 0 {
 		t.Errorf("orphans after the sweep: %v", orphans)
