@@ -3,7 +3,6 @@ package sigd_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/warehouse/block"
 	"github.com/sigdata/sig/warehouse/catalog"
-	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 // compactGraph's components are all row-wise (every built-in op is), of
@@ -225,33 +223,5 @@ input t_len = length(unigrams(lower(col("ad_title"))))
 		t.Fatalf("solution names %d blocks, want the compacted %s", len(sol.RawBlocks), cm.ID)
 	}
 	sigdtest.CheckSolution(t, w.Store, w.Blocks, sol, dsl, map[string]*sigdtest.LIGOutput{})
-	for _, in := range sol.Inputs {
-		for _, b := range in.Blocks {
-			if b.MemoColumn == "" {
-				t.Errorf("input %s block %s names %s without a column: want a pack's", in.Input, b.BlockId, b.MemoObject)
-			}
-			named[b.MemoObject] = true
-		}
-	}
-	for _, pk := range packs {
-		if named[pk] {
-			t.Fatalf("an entry names the pack %s held before the kill", pk)
-		}
-	}
-	waitFor(t, 30*time.Second, "the pack held before the kill to be swept", func() bool {
-		for _, pk := range packs {
-			if _, err := w.Store.Stat(ctx, pk); !errors.Is(err, objstore.ErrNotFound) {
-				return false
-			}
-		}
-		return true
-	})
-	for info, err := range w.Store.List(ctx, block.MemoPrefix) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !named[info.Key] {
-			t.Errorf("memo object %s is named by no entry", info.Key)
-		}
-	}
+	checkHeldPacksReplaced(ctx, t, w.Store, sol, packs, named)
 }

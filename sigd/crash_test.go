@@ -164,7 +164,16 @@ input price = bucketize(col("bid_price"), boundaries=[0.5, 1, 5])
 	c = sigv1.NewSIGClient(sigdtest.Dial(t, p.Addr, toks["ctr"]))
 	sol := sigdtest.WaitComplete(ctx, t, c, "ctr", "crash")
 	sigdtest.CheckSolution(t, w.Store, w.Blocks, sol, dsl, map[string]*sigdtest.LIGOutput{})
-	named := map[string]bool{}
+	checkHeldPacksReplaced(ctx, t, w.Store, sol, packs, map[string]bool{})
+}
+
+// checkHeldPacksReplaced checks what a restart after a kill between
+// writing packs and naming them leaves: sol's entries name packs' columns,
+// none names a pack held (written before the kill), those are swept, and
+// every memo object in the bucket is named by sol's entries or by named
+// (the objects other solutions name; sol's are added to it).
+func checkHeldPacksReplaced(ctx context.Context, t *testing.T, store *objstore.Store, sol *sigv1.ReadSolution, held []string, named map[string]bool) {
+	t.Helper()
 	for _, in := range sol.Inputs {
 		for _, b := range in.Blocks {
 			if b.MemoColumn == "" {
@@ -173,20 +182,20 @@ input price = bucketize(col("bid_price"), boundaries=[0.5, 1, 5])
 			named[b.MemoObject] = true
 		}
 	}
-	for _, pk := range packs {
+	for _, pk := range held {
 		if named[pk] {
 			t.Fatalf("an entry names the pack %s held before the kill", pk)
 		}
 	}
 	waitFor(t, 30*time.Second, "the packs held before the kill to be swept", func() bool {
-		for _, pk := range packs {
-			if _, err := w.Store.Stat(ctx, pk); !errors.Is(err, objstore.ErrNotFound) {
+		for _, pk := range held {
+			if _, err := store.Stat(ctx, pk); !errors.Is(err, objstore.ErrNotFound) {
 				return false
 			}
 		}
 		return true
 	})
-	for info, err := range w.Store.List(ctx, block.MemoPrefix) {
+	for info, err := range store.List(ctx, block.MemoPrefix) {
 		if err != nil {
 			t.Fatal(err)
 		}

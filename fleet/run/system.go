@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -424,15 +425,17 @@ func readerCounts(ctx context.Context, addr string) (results.ReaderCounts, error
 	if resp.StatusCode != http.StatusOK {
 		return c, fmt.Errorf("reader metrics %s: %s", addr, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return c, err
-	}
 	wanted := 0
-	for _, line := range strings.Split(string(body), "\n") {
-		name, labels, value, ok := sample(line)
-		if !ok {
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
 			continue
+		}
+		name, labels, value, err := devenv.ParseSample(line)
+		if err != nil {
+			return c, fmt.Errorf("reader metrics %s: %w", addr, err)
 		}
 		switch name {
 		case reader.MetricObjectWantedBytes:
@@ -450,36 +453,11 @@ func readerCounts(ctx context.Context, addr string) (results.ReaderCounts, error
 			c.Footers[labels["outcome"]] = int64(value)
 		}
 	}
+	if err := sc.Err(); err != nil {
+		return c, fmt.Errorf("reader metrics %s: %w", addr, err)
+	}
 	if wanted != 2 {
 		return c, fmt.Errorf("reader metrics %s: %s by object raw and memo not found", addr, reader.MetricObjectWantedBytes)
 	}
 	return c, nil
-}
-
-// sample parses a line of the Prometheus text format holding a sample:
-// name{label="value",...} value. Comments and other lines are not
-// samples; label values are taken as written (the reader's hold no quote
-// or comma).
-func sample(line string) (name string, labels map[string]string, value float64, ok bool) {
-	if line == "" || line[0] == '#' {
-		return "", nil, 0, false
-	}
-	head, v, found := strings.Cut(line, " ")
-	if !found {
-		return "", nil, 0, false
-	}
-	value, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil {
-		return "", nil, 0, false
-	}
-	labels = map[string]string{}
-	name, rest, hasLabels := strings.Cut(head, "{")
-	if hasLabels {
-		for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				labels[k] = strings.Trim(v, `"`)
-			}
-		}
-	}
-	return name, labels, value, true
 }

@@ -136,7 +136,7 @@ func ParseS3Traffic(r io.Reader) (S3Traffic, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, labels, value, err := parseSample(line)
+		name, labels, value, err := ParseSample(line)
 		if err != nil {
 			return S3Traffic{}, fmt.Errorf("devenv: minio metrics: %w", err)
 		}
@@ -163,9 +163,9 @@ func ParseS3Traffic(r io.Reader) (S3Traffic, error) {
 	return t, nil
 }
 
-// parseSample parses one sample line of the Prometheus text format:
+// ParseSample parses one sample line of the Prometheus text format:
 // name{label="value",...} value [timestamp].
-func parseSample(line string) (name string, labels map[string]string, value float64, err error) {
+func ParseSample(line string) (name string, labels map[string]string, value float64, err error) {
 	labels = map[string]string{}
 	rest := line
 	if i := strings.IndexAny(line, "{ "); i < 0 {
