@@ -13,6 +13,9 @@
 # bench/fleet-run.txt. FLEET_FULL=1 runs the full default fleet (300
 # pipelines over 24 clients, 12 epochs, 10000-row blocks; about 9 minutes on
 # 2 busy cores) into bench/fleet-full.json and bench/fleet-full.txt.
+# FLEET_FULL_DEFAULT=1 runs the same full fleet at ingestion's default block
+# size (127,469 rows, 16 MiB of Ads events) into bench/fleet-full-default.json
+# and .txt: 13 times the events, about an hour.
 #
 # FLEET_BLOCKS=1 measures what bounds the CPU ratio: the same small fleet
 # (30 pipelines over 6 clients, 4 epochs) at 2000, 10000, 50000 and 127469
@@ -110,7 +113,13 @@ if [ "${FLEET_READS:-}" = 1 ]; then
 	cat bench/fleet-reads.txt
 	exit 0
 fi
-if [ "${FLEET_FULL:-}" = 1 ]; then
+if [ "${FLEET_FULL_DEFAULT:-}" = 1 ]; then
+	# The full fleet again at ingestion's default block (16 MiB as it
+	# holds Ads events: 127,469 rows, bench/block-bytes.txt), issue 28's
+	# second full run: 13 times the events of the 10,000-row run.
+	name=fleet-full-default
+	args=(--seed 1 --rows-per-block 127469)
+elif [ "${FLEET_FULL:-}" = 1 ]; then
 	name=fleet-full
 	args=(--seed 1)
 else
@@ -118,7 +127,7 @@ else
 	args=(--seed 1 --pipelines 100 --clients 12 --epochs 8 --rows-per-block 2000)
 fi
 {
-	echo "# bench/fleet-run.sh${FLEET_FULL:+ (FLEET_FULL=1)}: sigctl fleet ${args[*]} --out bench/$name.json"
+	echo "# bench/fleet-run.sh${FLEET_FULL:+ (FLEET_FULL=1)}${FLEET_FULL_DEFAULT:+ (FLEET_FULL_DEFAULT=1)}: sigctl fleet ${args[*]} --out bench/$name.json"
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(go version | cut -d' ' -f3-) $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 	echo
 	"$bin/sigctl" fleet "${args[@]}" --out "bench/$name.json"
