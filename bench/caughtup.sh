@@ -74,11 +74,15 @@ cp "$mix" "$raw"
 	echo "# windows before the head (chosen constants); 60 s measured after both jobs committed an epoch"
 	echo "# blocks: second = sigd dev's 1,000-row blocks sealed 1 s after their first row; window = cut when"
 	echo "# the window closes (CAUGHTUP_BLOCKS=window); rows/unit measured"
-	printf "%-8s %-6s %-7s %10s %12s %12s %10s %8s\n" "late" "guard" "blocks" "rows/unit" "SIG ns/ex" "LIG ns/ex" "pending p" "saved"
+	echo "# what bounds saved (measured, the readers' sig_reader_transform_seconds_total and an idle reader's CPU):"
+	echo "# lig xform = the LIG reader's transform programs per example (wall time, at least their CPU): reading memo"
+	echo "# columns instead saves at most that, so bound = lig xform / LIG ns/ex is the most SIG could save with every"
+	echo "# memo read free; guard = the SIG reader's guard recomputing per example; idle = an idle reader's CPU per LIG example"
+	printf "%-8s %-6s %-7s %10s %12s %12s %10s %8s %10s %8s %8s %8s\n" "late" "guard" "blocks" "rows/unit" "SIG ns/ex" "LIG ns/ex" "pending p" "saved" "lig xform" "bound" "guard" "idle"
 	awk '/^blocks:/ { blocks = $2 }
 	/^BenchmarkCaughtUpStream/ {
 		for (i = 3; i < NF; i += 2) m[$(i+1)] = $i
-		printf "%-8s %-6s %-7s %10.0f %12s %12s %10.3f %8.3f\n", m["late-share"], m["guard-rows"], blocks, m["rows/unit"], m["sig-cpu-ns/ex"], m["lig-cpu-ns/ex"], m["pending-share"], m["saved"]
+		printf "%-8s %-6s %-7s %10.0f %12s %12s %10.3f %8.3f %10.0f %8.3f %8.0f %8.0f\n", m["late-share"], m["guard-rows"], blocks, m["rows/unit"], m["sig-cpu-ns/ex"], m["lig-cpu-ns/ex"], m["pending-share"], m["saved"], m["lig-transform-ns/ex"], m["saved-bound"], m["sig-guard-ns/ex"], m["idle-cpu-ns/ex"]
 	}' "$stream"
 	echo
 	echo "## raw"

@@ -59,7 +59,11 @@ const (
 // rows per memo input; CAUGHTUP_GUARD_ROWS sets --guard-sample-rows, 0
 // off).
 // Reported: CPU ns per example of each reader, the share of pure LIG's
-// reader CPU the SIG reader saves, and the pending share p the stream left
+// reader CPU the SIG reader saves, what bounds that share (the LIG
+// reader's transform time per example, from its
+// sig_reader_transform_seconds_total, over its CPU: the most reading memo
+// columns could save; the SIG reader's guard time; and the CPU of a third,
+// idle reader per example), and the pending share p the stream left
 // (input columns the SIG reader computed over all it served; compare with
 // BenchmarkCaughtUpMix in package reader, which measures the same curve on
 // fixed units).
@@ -216,6 +220,10 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 		memo0, memo1   float64
 		local0, local1 float64
 		units0, units1 float64
+		// local and guard: the wall time of its transform programs
+		// (reader.MetricTransform).
+		local0T, local1T float64
+		guard0T, guard1T float64
 	}
 	var jobs []*job
 	for _, mode := range []string{"sig", "lig"} {
@@ -235,26 +243,38 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 		}
 		jobs = append(jobs, j)
 	}
+	// An idle reader, started and scraped as the others are and serving
+	// nothing: the CPU a reader process takes whatever it serves (its
+	// runtime, health and metrics), which both sides pay per second.
+	idleMetrics := sigdtest.FreeAddr(b)
+	idle := sigdtest.StartProcess(b, readerBin, append([]string{"--listen", sigdtest.FreeAddr(b), "--tokens", tokens, "--metrics", idleMetrics, "--guard-sample-rows", guardRows}, s3...))
 	for _, j := range jobs {
 		waitFor(b, 3*time.Minute, j.mode+" job's first epoch", func() bool {
 			m, err := j.cs.Latest(ctx)
 			return err == nil && m != nil
 		})
 	}
-	sample := func(j *job) (cpu time.Duration, rows, memo, local, units float64) {
+	sample := func(j *job) (cpu time.Duration, rows, memo, local, units, localT, guardT float64) {
 		cpu = procCPU(b, j.reader.Cmd.Process.Pid)
 		m := scrapeMetrics(b, "http://"+j.metrics+"/metrics")
-		return cpu, m["sig_reader_rows_total"], m[`sig_reader_inputs_total{mode="memo"}`], m[`sig_reader_inputs_total{mode="local"}`], m["sig_reader_units_total"]
+		return cpu, m["sig_reader_rows_total"], m[`sig_reader_inputs_total{mode="memo"}`], m[`sig_reader_inputs_total{mode="local"}`], m["sig_reader_units_total"],
+			m[`sig_reader_transform_seconds_total{use="local"}`], m[`sig_reader_transform_seconds_total{use="guard"}`]
+	}
+	idleCPU := func() time.Duration {
+		scrapeMetrics(b, "http://"+idleMetrics+"/metrics")
+		return procCPU(b, idle.Cmd.Process.Pid)
 	}
 	for _, j := range jobs {
-		j.cpu0, j.rows0, j.memo0, j.local0, j.units0 = sample(j)
+		j.cpu0, j.rows0, j.memo0, j.local0, j.units0, j.local0T, j.guard0T = sample(j)
 	}
+	idle0 := idleCPU()
 	b.ResetTimer()
 	time.Sleep(measure)
 	b.StopTimer()
 	for _, j := range jobs {
-		j.cpu1, j.rows1, j.memo1, j.local1, j.units1 = sample(j)
+		j.cpu1, j.rows1, j.memo1, j.local1, j.units1, j.local1T, j.guard1T = sample(j)
 	}
+	idle1 := idleCPU()
 	perEx := map[string]float64{}
 	for _, j := range jobs {
 		rows := j.rows1 - j.rows0
@@ -270,6 +290,17 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 		b.ReportMetric((sig.local1-sig.local0)/in, "pending-share")
 	}
 	b.ReportMetric(1-perEx["sig"]/perEx["lig"], "saved")
+	// What bounds "saved": reading a memo column instead of computing it
+	// saves at most the LIG reader's transform programs (their wall time,
+	// an upper bound of their CPU); everything else a unit costs (its
+	// call, the raw read, decoding, the batches sent) and an idle
+	// reader's CPU both sides pay.
+	lig := jobs[1]
+	ligRows := lig.rows1 - lig.rows0
+	b.ReportMetric(1e9*(lig.local1T-lig.local0T)/ligRows, "lig-transform-ns/ex")
+	b.ReportMetric(1e9*(lig.local1T-lig.local0T)/ligRows/perEx["lig"], "saved-bound")
+	b.ReportMetric(1e9*(sig.guard1T-sig.guard0T)/(sig.rows1-sig.rows0), "sig-guard-ns/ex")
+	b.ReportMetric(float64((idle1-idle0).Nanoseconds())/ligRows, "idle-cpu-ns/ex")
 	if os.Getenv("CAUGHTUP_LOGS") != "" {
 		b.Error("CAUGHTUP_LOGS: failing to print the processes' logs")
 	}

@@ -11,8 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -107,6 +110,20 @@ func TestGuardPassesHonestMemos(t *testing.T) {
 	}
 	if all.guardMetrics.errors.Load() != 0 || off.guardMetrics.rows.Load() != 0 {
 		t.Errorf("guard errors %d, rows checked with the guard off %d", all.guardMetrics.errors.Load(), off.guardMetrics.rows.Load())
+	}
+	// MetricTransform: the guard's recomputing is timed as guard, a LOCAL
+	// input's program as local, and neither when nothing ran.
+	if st := all.Stats(); st.Transform.Guard <= 0 || st.Transform.Local != 0 {
+		t.Errorf("guarded memo reads: transform time %+v, want guard only", st.Transform)
+	}
+	if st := off.Stats(); st.Transform != (struct{ Local, Guard time.Duration }{}) {
+		t.Errorf("unguarded memo reads: transform time %+v, want none", st.Transform)
+	}
+	if _, err := collect(ctx, off, &readerv1.ReadRequest{Unit: f.unit(0, 4096, allMode(local))}); err != nil {
+		t.Fatal(err)
+	}
+	if st := off.Stats(); st.Transform.Local <= 0 || st.Transform.Guard != 0 {
+		t.Errorf("a LOCAL read: transform time %+v, want local only", st.Transform)
 	}
 }
 
@@ -551,4 +568,115 @@ func TestGuardSampleGrowsWithReads(t *testing.T) {
 			"every read checked the same rows", reads, r, s, unitSample, ReasonMemoMismatch)
 	}
 	t.Logf("%d of %d reads caught rows %d and %d", caught, reads, r, s)
+}
+
+// TestTakeRows: takeRows copies the rows of every raw and memo type the
+// guard samples (and of one it does not know, through its fallback)
+// equal to Arrow's slices of those rows, nulls and empty lists included.
+func TestTakeRows(t *testing.T) {
+	mem := memory.DefaultAllocator
+	build := func(dt arrow.DataType, fill func(b array.Builder)) arrow.Array {
+		b := array.NewBuilder(mem, dt)
+		defer b.Release()
+		fill(b)
+		return b.NewArray()
+	}
+	const n = 9
+	cases := map[string]arrow.Array{
+		"int64": build(arrow.PrimitiveTypes.Int64, func(b array.Builder) {
+			for i := range n {
+				if i%4 == 1 {
+					b.AppendNull()
+				} else {
+					b.(*array.Int64Builder).Append(int64(i*i - 7))
+				}
+			}
+		}),
+		"int8": build(arrow.PrimitiveTypes.Int8, func(b array.Builder) {
+			for i := range n {
+				b.(*array.Int8Builder).Append(int8(i - 4))
+			}
+		}),
+		"float64": build(arrow.PrimitiveTypes.Float64, func(b array.Builder) {
+			for i := range n {
+				if i == 3 {
+					b.AppendNull()
+				} else {
+					b.(*array.Float64Builder).Append(float64(i) / 3)
+				}
+			}
+		}),
+		"bool": build(arrow.FixedWidthTypes.Boolean, func(b array.Builder) {
+			for i := range n {
+				b.(*array.BooleanBuilder).Append(i%3 == 0)
+			}
+		}),
+		"string": build(arrow.BinaryTypes.String, func(b array.Builder) {
+			for i := range n {
+				if i == 5 {
+					b.AppendNull()
+				} else {
+					b.(*array.StringBuilder).Append(strings.Repeat("ab", i))
+				}
+			}
+		}),
+		"list<string>": build(arrow.ListOf(arrow.BinaryTypes.String), func(b array.Builder) {
+			lb := b.(*array.ListBuilder)
+			vb := lb.ValueBuilder().(*array.StringBuilder)
+			for i := range n {
+				switch i % 3 {
+				case 0:
+					lb.AppendNull()
+				case 1:
+					lb.Append(true) // empty
+				default:
+					lb.Append(true)
+					for j := range i {
+						if j == 1 {
+							vb.AppendNull()
+						} else {
+							vb.Append(fmt.Sprint(i, j))
+						}
+					}
+				}
+			}
+		}),
+		"list<int32>": build(arrow.ListOf(arrow.PrimitiveTypes.Int32), func(b array.Builder) {
+			lb := b.(*array.ListBuilder)
+			vb := lb.ValueBuilder().(*array.Int32Builder)
+			for i := range n {
+				lb.Append(true)
+				for j := range i % 4 {
+					vb.Append(int32(i*10 + j))
+				}
+			}
+		}),
+		// Not copied value by value: the fallback.
+		"timestamp": build(arrow.FixedWidthTypes.Timestamp_us, func(b array.Builder) {
+			for i := range n {
+				b.(*array.TimestampBuilder).Append(arrow.Timestamp(i * 1000))
+			}
+		}),
+	}
+	rows := []int{7, 0, 3, 3, 8, 1, 5, 2}
+	for name, a := range cases {
+		t.Run(name, func(t *testing.T) {
+			defer a.Release()
+			got, err := takeRows(a, rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer got.Release()
+			if got.Len() != len(rows) || !arrow.TypeEqual(got.DataType(), a.DataType()) {
+				t.Fatalf("got %d rows of %s, want %d of %s", got.Len(), got.DataType(), len(rows), a.DataType())
+			}
+			for x, r := range rows {
+				want := array.NewSlice(a, int64(r), int64(r+1))
+				if !array.Equal(array.NewSlice(got, int64(x), int64(x+1)), want) {
+					t.Errorf("row %d (of a: %d): got %v, want %v", x, r, array.NewSlice(got, int64(x), int64(x+1)), want)
+				}
+				want.Release()
+			}
+		})
+	}
 }

@@ -57,6 +57,13 @@ const (
 	// MetricPlanCache counts plan cache lookups by outcome: hit, and miss
 	// (the unit's input set was planned from scratch; plancache.go).
 	MetricPlanCache = "sig_reader_plan_cache_total"
+	// MetricTransform is the wall time spent running transform programs,
+	// by use: local (LOCAL inputs, the LIG work a unit does) and guard
+	// (recomputing the guard's sampled rows). Wall time over the serving
+	// goroutine, so an upper bound of the CPU they took; over the
+	// process's CPU it bounds what reading memo columns instead can save
+	// (bench/caughtup.sh).
+	MetricTransform = "sig_reader_transform_seconds_total"
 )
 
 var (
@@ -73,6 +80,7 @@ var (
 		[]string{"object"}, nil)
 	descFooterCache = prometheus.NewDesc(MetricFooterCache, "Footer cache lookups, by outcome (hit, miss, stale).", []string{"outcome"}, nil)
 	descPlanCache   = prometheus.NewDesc(MetricPlanCache, "Plan cache lookups by input set, by outcome (hit, miss).", []string{"outcome"}, nil)
+	descTransform   = prometheus.NewDesc(MetricTransform, "Wall time running transform programs, by use (local: LOCAL inputs; guard: the guard's samples).", []string{"use"}, nil)
 )
 
 // serverMetrics exports a Server's counters (kept as atomics for Stats, so
@@ -155,6 +163,7 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descObjectFetchedBytes
 	ch <- descFooterCache
 	ch <- descPlanCache
+	ch <- descTransform
 	m.calls.Describe(ch)
 	m.errors.Describe(ch)
 	m.fetch.Describe(ch)
@@ -175,6 +184,8 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFooterCache, prometheus.CounterValue, float64(st.Footers.Stale), "stale")
 	ch <- prometheus.MustNewConstMetric(descPlanCache, prometheus.CounterValue, float64(st.Plans.Hits), "hit")
 	ch <- prometheus.MustNewConstMetric(descPlanCache, prometheus.CounterValue, float64(st.Plans.Misses), "miss")
+	ch <- prometheus.MustNewConstMetric(descTransform, prometheus.CounterValue, st.Transform.Local.Seconds(), "local")
+	ch <- prometheus.MustNewConstMetric(descTransform, prometheus.CounterValue, st.Transform.Guard.Seconds(), "guard")
 	m.calls.Collect(ch)
 	m.errors.Collect(ch)
 	m.fetch.Collect(ch)

@@ -177,6 +177,10 @@ type Server struct {
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
 	memoNodes                                      atomic.Int64
+	// localNanos and guardNanos are the wall time of the transform
+	// programs run for LOCAL inputs and for the guard's samples
+	// (MetricTransform).
+	localNanos, guardNanos atomic.Int64
 }
 
 // NewServer returns a Server reading from cfg.Store.
@@ -221,6 +225,10 @@ type ServerStats struct {
 	// Footers counts the footer cache's lookups, Plans the plan cache's.
 	Footers block.FooterCacheStats
 	Plans   PlanCacheStats
+	// Transform is the wall time spent running transform programs: for
+	// LOCAL inputs (Local) and to recompute the guard's sampled rows
+	// (Guard) (MetricTransform).
+	Transform struct{ Local, Guard time.Duration }
 }
 
 // Stats returns the counters.
@@ -229,7 +237,7 @@ func (s *Server) Stats() ServerStats {
 		Bytes: s.bytes.Load(), MemoInputs: s.memoInputs.Load(), LocalInputs: s.localInputs.Load(), MemoNodes: s.memoNodes.Load(),
 		MemoPending: s.pending.Load(), Failures: s.failures.Load(), ObjectRequests: s.requests.total(),
 		WantedBytes: struct{ Raw, Memo int64 }{s.requests.wanted[objectRaw].Load(), s.requests.wanted[objectMemo].Load()}, Footers: s.objects.Footers.Stats(),
-		Plans: s.plans.stats()}
+		Plans: s.plans.stats(), Transform: struct{ Local, Guard time.Duration }{time.Duration(s.localNanos.Load()), time.Duration(s.guardNanos.Load())}}
 }
 
 // StreamServerOptions tune a gRPC server for streaming bulk responses: a
@@ -615,7 +623,9 @@ func (s *Server) loadOnce(ctx context.Context, p *plan, alloc block.Alloc) ([]ar
 			given[p.nodeIdx[j]] = c
 			s.memoNodes.Add(1)
 		}
+		t0 := time.Now()
 		out, err := p.local.Run(raw.rec, given)
+		s.localNanos.Add(int64(time.Since(t0)))
 		releaseGiven()
 		if errors.Is(err, transform.ErrColumn) {
 			return fail(fmt.Errorf("%w: raw block %s: %v", ErrCorrupt, p.unit.RawObject, err))
