@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The bench report (issue 18): `sigctl report` reads the JSON files the
-# suites wrote under bench/ (fleet-run.json, fleet-full.json, scale.json,
+# suites wrote under bench/ (fleet-run.json, fleet-full.json,
+# fleet-full-default.json, scale.json,
 # fleet.json, preemption.json, embeddings.json) and writes bench/REPORT.md
 # with its SVG plots in bench/report/. bench/run.sh runs it last, after
 # every suite, so that `make bench` ends with a report of what it measured;

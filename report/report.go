@@ -79,9 +79,12 @@ func build(dir, name string) (Section, error) {
 		return Section{ID: id, Title: title, Missing: "Not run: " + dir + "/" + name + " is not there. " + Makes(name) + " writes it."}
 	}
 	switch name {
-	case FleetFull, FleetRun:
+	case FleetFull, FleetFullDefault, FleetRun:
 		id, title := "fleet-full", "Fleet at scale: the full run"
-		if name == FleetRun {
+		switch name {
+		case FleetFullDefault:
+			id, title = "fleet-full-default", "Fleet at scale: the full run at the default block size"
+		case FleetRun:
 			id, title = "fleet-run", "Fleet at scale: the reduced run of make bench"
 		}
 		res, ok, err := readFleetResults(dir, name)
