@@ -57,6 +57,18 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 
 		"$(ratio "$(median $t narrow-lz4-memo-B/ex)" "$(median $t wide-lz4-memo-B/ex)")" \
 		"$(ratio "$(median $t narrow-zstd-memo-B/ex)" "$(median $t wide-zstd-memo-B/ex)")"
 	echo
+	echo "the same columns packed as a worker's batch writes a block's (block.WritePacks: one event_id and one footer a pack;"
+	echo "$(median $t narrow-packs/block) pack a block), bytes per example, and over the object-per-component wide layout above (before issue 28):"
+	printf "%-14s %12s %12s %12s\n" "" "none" "lz4" "zstd"
+	for a in wide narrow; do
+		printf "%-14s %12s %12s %12s\n" "$a packed" "$(median $t $a-packed-memo-B/ex)" "$(median $t $a-packed-lz4-memo-B/ex)" "$(median $t $a-packed-zstd-memo-B/ex)"
+	done
+	printf "%-14s %12s %12s %12s\n" "narrow packed/" \
+		"$(ratio "$(median $t narrow-packed-memo-B/ex)" "$(median $t wide-memo-B/ex)")" \
+		"$(ratio "$(median $t narrow-packed-lz4-memo-B/ex)" "$(median $t wide-lz4-memo-B/ex)")" \
+		"$(ratio "$(median $t narrow-packed-zstd-memo-B/ex)" "$(median $t wide-zstd-memo-B/ex)")"
+	echo "(the object-per-component rows above: Runner.Run's one-member packs, the layout of an object per component)"
+	echo
 	echo "value segment bytes per example by declared type (uncompressed; event_id segments not included):"
 	printf "%-7s %12s %12s %12s\n" "" "int64" "list<int64>" "other"
 	for a in wide narrow; do

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/examples"
 	"github.com/sigdata/sig/internal/devenv"
@@ -40,8 +41,10 @@ import (
 //     component's object of a block, over the block's rows), uncompressed
 //     as stored by default, and the same records encoded with LZ4 frame
 //     and ZSTD (block.EncodeWith, what a worker with
-//     --segment-compression writes), and the value segments' bytes per
-//     example by declared type;
+//     --segment-compression writes); the same columns packed as a
+//     worker's batch writes them (block.WritePacks, issue 28: one
+//     event_id and one footer a pack), each way; and the value segments'
+//     bytes per example by declared type;
 //   - reader CPU: a reader serving every model's SIG unit of a block
 //     (every input from its memo object, reader.Server.Serve, responses
 //     discarded), CPU nanoseconds per example served, and the bytes it
@@ -126,6 +129,10 @@ func BenchmarkNarrow(b *testing.B) {
 		srv       *reader.Server
 		raw       []block.Meta
 		memo      [][]block.Meta // [block][component]
+		// object is where Runner.Run put each component's column of a
+		// block: a pack of that one member (issue 28), the layout of an
+		// object per component.
+		object map[string]string // component/block -> object
 		workerCPU time.Duration
 		readerCPU time.Duration
 		examples  int64
@@ -134,6 +141,7 @@ func BenchmarkNarrow(b *testing.B) {
 	arms := []*arm{{name: "wide", wide: true}, {name: "narrow"}}
 	recs := gen.New(gen.Config{Seed: 3}).Records(rows*blocks, rows)
 	for _, a := range arms {
+		a.object = map[string]string{}
 		a.store = bucket("sig-" + a.name)
 		if a.srv, err = reader.NewServer(reader.Config{Store: a.store}); err != nil {
 			b.Fatal(err)
@@ -167,9 +175,11 @@ func BenchmarkNarrow(b *testing.B) {
 				MemoObject: memoKey(c.key, meta.ID), CanonicalDsl: c.dsl, Columns: c.columns,
 				SchemaJson: string(schemaJSON), MemoGeneration: 1,
 			}}
-			if _, err := r.Run(ctx, task); err != nil {
+			res, err := r.Run(ctx, task)
+			if err != nil {
 				b.Fatal(err)
 			}
+			a.object[c.key.String()+"/"+meta.ID] = res.Object
 		}
 	}
 	units := func(a *arm, k int) []*readerv1.WorkUnit {
@@ -180,7 +190,7 @@ func BenchmarkNarrow(b *testing.B) {
 				RawSchemaJson: string(schemaJSON), BlockId: meta.ID, RawObject: meta.Key, BatchRows: 4096}
 			for _, c := range md.inputs {
 				u.Inputs = append(u.Inputs, &readerv1.ModelInput{Name: c.input, ComponentKey: c.key.String(),
-					Type: c.typ.String(), CanonicalDsl: c.dsl, MemoObject: memoKey(c.key, meta.ID),
+					Type: c.typ.String(), CanonicalDsl: c.dsl, MemoObject: a.object[c.key.String()+"/"+meta.ID], MemoColumn: block.MemberColumn(c.key),
 					MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: readerv1.InputMode_INPUT_MODE_MEMO})
 			}
 			us = append(us, u)
@@ -194,18 +204,28 @@ func BenchmarkNarrow(b *testing.B) {
 	memoBytes := map[string]int64{}  // arm[-compression] -> bytes
 	valueBytes := map[string]int64{} // arm-declared type -> value segment bytes
 	narrowed := 0
+	packs := map[string]int{} // arm -> packs written (3 encodings a block)
 	var stored []string // input:declared=stored of each narrowed component
 	for _, a := range arms {
 		for k := range a.raw {
 			work(a, k)
+			var members []block.PackMember
+			var eventID arrow.Array
 			for _, c := range comps {
-				meta, rec, err := block.ReadBlock(ctx, a.store, memoKey(c.key, a.raw[k].ID))
+				meta, rec, err := block.ReadBlock(ctx, a.store, a.object[c.key.String()+"/"+a.raw[k].ID])
 				if err != nil {
 					b.Fatal(err)
 				}
+				if eventID == nil {
+					eventID = rec.Column(0)
+					eventID.Retain()
+				}
+				val := rec.Column(1)
+				val.Retain()
+				members = append(members, block.PackMember{Component: c.key, Block: blockref.ParseMemo(a.raw[k].ID), Value: val})
 				a.memo[k] = append(a.memo[k], meta)
 				memoBytes[a.name] += meta.Size
-				v, _ := meta.Column(block.MemoColumn)
+				v, _ := meta.Column(block.MemberColumn(c.key))
 				kind := v.Type
 				if c.typ != transform.Int64 && c.typ != transform.ListInt64 {
 					kind = "other"
@@ -219,7 +239,7 @@ func BenchmarkNarrow(b *testing.B) {
 				// (uncompressed), the value compressed.
 				opts := block.EncodeOptions{Columns: map[string]block.Compression{transform.ColEventID: block.Uncompressed}}
 				if !a.wide {
-					opts.Narrow = []string{block.MemoColumn}
+					opts.Narrow = []string{block.MemberColumn(c.key)}
 				}
 				for _, cp := range comp {
 					opts.Compression = cp
@@ -230,6 +250,28 @@ func BenchmarkNarrow(b *testing.B) {
 					memoBytes[a.name+"-"+cp.Flag()] += cm.Size
 				}
 				rec.Release()
+			}
+			// The same columns packed, as a worker's batch writes a
+			// block's (block.WritePacks: one event_id and one footer for
+			// the members of a pack), uncompressed and compressed.
+			for _, cp := range append([]block.Compression{block.Uncompressed}, comp...) {
+				name := a.name + "-packed"
+				if cp != block.Uncompressed {
+					name += "-" + cp.Flag()
+				}
+				metas, _, err := block.WritePacks(ctx, a.store, a.raw[k], eventID, members,
+					block.PackOptions{EncodeOptions: block.EncodeOptions{Compression: cp}, Wide: a.wide})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, m := range metas {
+					memoBytes[name] += m.Size
+				}
+				packs[a.name] += len(metas)
+			}
+			eventID.Release()
+			for _, m := range members {
+				m.Value.Release()
 			}
 		}
 	}
@@ -270,9 +312,12 @@ func BenchmarkNarrow(b *testing.B) {
 	b.ReportMetric(float64(narrowed), "narrowed-components")
 	for _, a := range arms {
 		b.ReportMetric(float64(memoBytes[a.name])/examples, a.name+"-memo-B/ex")
+		b.ReportMetric(float64(memoBytes[a.name+"-packed"])/examples, a.name+"-packed-memo-B/ex")
 		for _, cp := range comp {
 			b.ReportMetric(float64(memoBytes[a.name+"-"+cp.Flag()])/examples, a.name+"-"+cp.Flag()+"-memo-B/ex")
+			b.ReportMetric(float64(memoBytes[a.name+"-packed-"+cp.Flag()])/examples, a.name+"-packed-"+cp.Flag()+"-memo-B/ex")
 		}
+		b.ReportMetric(float64(packs[a.name])/float64((1+len(comp))*blocks), a.name+"-packs/block")
 		for _, kind := range []string{"int64", "list<int64>", "other"} {
 			b.ReportMetric(float64(valueBytes[a.name+"-"+kind])/examples, a.name+"-value-"+kind+"-B/ex")
 		}
