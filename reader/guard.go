@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -456,9 +455,10 @@ func (s *Server) guardColumn(p *plan, in inputPlan, gi guardInput, raw arrow.Rec
 	if len(rows) == 0 {
 		return nil
 	}
-	t0 := time.Now()
-	local, x, err := checkSample(raw, gi, memoCol, rows)
-	s.guardNanos.Add(int64(time.Since(t0)))
+	var local arrow.Array
+	var x int
+	var err error
+	s.guardNanos.Add(int64(onThreadCPU(func() { local, x, err = checkSample(raw, gi, memoCol, rows) })))
 	if err != nil {
 		s.guardMetrics.errors.Add(1)
 		s.cfg.Logger.Warn("guard could not recompute sampled rows", "unit", p.unit.GetUnitId(), "block", p.unit.GetBlockId(),
@@ -494,12 +494,7 @@ func checkSample(raw arrow.Record, gi guardInput, memoCol arrow.Array, rows []in
 	if err != nil {
 		return nil, -1, err
 	}
-	for x, r := range rows {
-		if !transform.SameRow(memoCol, r, local, x) {
-			return local, x, nil
-		}
-	}
-	return local, -1, nil
+	return local, transform.FirstDifferenceAt(memoCol, rows, local), nil
 }
 
 // guardCompute runs gi's component over rows of raw.

@@ -57,12 +57,12 @@ const (
 	// MetricPlanCache counts plan cache lookups by outcome: hit, and miss
 	// (the unit's input set was planned from scratch; plancache.go).
 	MetricPlanCache = "sig_reader_plan_cache_total"
-	// MetricTransform is the wall time spent running transform programs,
+	// MetricTransform is the CPU time spent running transform programs,
 	// by use: local (LOCAL inputs, the LIG work a unit does) and guard
-	// (recomputing the guard's sampled rows). Wall time over the serving
-	// goroutine, so an upper bound of the CPU they took; over the
-	// process's CPU it bounds what reading memo columns instead can save
-	// (bench/caughtup.sh).
+	// (recomputing and comparing the guard's sampled rows): the serving
+	// thread's CPU clock around each (onThreadCPU; 0 off Linux). Over the
+	// process's CPU, local is the most that reading memo columns instead
+	// can save (bench/caughtup.sh).
 	MetricTransform = "sig_reader_transform_seconds_total"
 )
 
@@ -80,7 +80,7 @@ var (
 		[]string{"object"}, nil)
 	descFooterCache = prometheus.NewDesc(MetricFooterCache, "Footer cache lookups, by outcome (hit, miss, stale).", []string{"outcome"}, nil)
 	descPlanCache   = prometheus.NewDesc(MetricPlanCache, "Plan cache lookups by input set, by outcome (hit, miss).", []string{"outcome"}, nil)
-	descTransform   = prometheus.NewDesc(MetricTransform, "Wall time running transform programs, by use (local: LOCAL inputs; guard: the guard's samples).", []string{"use"}, nil)
+	descTransform   = prometheus.NewDesc(MetricTransform, "CPU time running transform programs, by use (local: LOCAL inputs; guard: the guard's samples).", []string{"use"}, nil)
 )
 
 // serverMetrics exports a Server's counters (kept as atomics for Stats, so

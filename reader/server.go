@@ -177,7 +177,7 @@ type Server struct {
 	units, rows, batches, bytes, pending, failures atomic.Int64
 	memoInputs, localInputs                        atomic.Int64
 	memoNodes                                      atomic.Int64
-	// localNanos and guardNanos are the wall time of the transform
+	// localNanos and guardNanos are the CPU time of the transform
 	// programs run for LOCAL inputs and for the guard's samples
 	// (MetricTransform).
 	localNanos, guardNanos atomic.Int64
@@ -225,9 +225,9 @@ type ServerStats struct {
 	// Footers counts the footer cache's lookups, Plans the plan cache's.
 	Footers block.FooterCacheStats
 	Plans   PlanCacheStats
-	// Transform is the wall time spent running transform programs: for
-	// LOCAL inputs (Local) and to recompute the guard's sampled rows
-	// (Guard) (MetricTransform).
+	// Transform is the CPU time spent running transform programs: for
+	// LOCAL inputs (Local) and to recompute and compare the guard's
+	// sampled rows (Guard) (MetricTransform).
 	Transform struct{ Local, Guard time.Duration }
 }
 
@@ -623,9 +623,9 @@ func (s *Server) loadOnce(ctx context.Context, p *plan, alloc block.Alloc) ([]ar
 			given[p.nodeIdx[j]] = c
 			s.memoNodes.Add(1)
 		}
-		t0 := time.Now()
-		out, err := p.local.Run(raw.rec, given)
-		s.localNanos.Add(int64(time.Since(t0)))
+		var out []arrow.Array
+		var err error
+		s.localNanos.Add(int64(onThreadCPU(func() { out, err = p.local.Run(raw.rec, given) })))
 		releaseGiven()
 		if errors.Is(err, transform.ErrColumn) {
 			return fail(fmt.Errorf("%w: raw block %s: %v", ErrCorrupt, p.unit.RawObject, err))

@@ -77,6 +77,16 @@ func TestSameRow(t *testing.T) {
 				if got := FirstDifference(a, a); got != -1 {
 					t.Errorf("layout %d: FirstDifference with itself = %d", li, got)
 				}
+				every := make([]int, len(tc.same))
+				for r := range every {
+					every[r] = r
+				}
+				if got := FirstDifferenceAt(a, every, b); got != first {
+					t.Errorf("layout %d: FirstDifferenceAt every row = %d, want %d", li, got, first)
+				}
+				if got := FirstDifferenceAt(a, every, a); got != -1 {
+					t.Errorf("layout %d: FirstDifferenceAt with itself = %d", li, got)
+				}
 				a.Release()
 				b.Release()
 			}
@@ -94,6 +104,17 @@ func TestSameRow(t *testing.T) {
 	}
 	if got := FirstDifference(i, short); got != 1 {
 		t.Errorf("FirstDifference of 2 and 1 rows = %d, want 1", got)
+	}
+	// A sample of rows against the array holding them, as the guard
+	// compares: row rows[x] of the first with row x of the second.
+	for _, tc := range []struct {
+		rows []int
+		b    arrow.Array
+		want int
+	}{{[]int{0, 1}, f, 0}, {[]int{0}, short, -1}, {[]int{1}, short, 0}, {[]int{0, 1}, short, 1}, {[]int{1, 0}, i, 0}, {[]int{0, 1}, i, -1}} {
+		if got := FirstDifferenceAt(i, tc.rows, tc.b); got != tc.want {
+			t.Errorf("FirstDifferenceAt(%v, rows %v, %v) = %d, want %d", i, tc.rows, tc.b, got, tc.want)
+		}
 	}
 }
 
