@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 
+	"github.com/sigdata/sig/canon"
 	"github.com/sigdata/sig/internal/clock"
 	"github.com/sigdata/sig/matching"
 	"github.com/sigdata/sig/transform"
@@ -343,6 +344,7 @@ func (c *Concatenator) Concat(ctx context.Context, source, id string) (ConcatRes
 	defer crec.Release()
 	eventID := crec.Column(0)
 	var members []block.PackMember
+	builds := map[canon.Key]string{} // component -> its parts' build
 	for _, i := range use {
 		if bad[i] {
 			res.left("a part's object unreadable")
@@ -357,6 +359,7 @@ func (c *Concatenator) Concat(ctx context.Context, source, id string) (ConcatRes
 		}
 		held = append(held, m.Value)
 		members = append(members, m)
+		builds[cands[i].Component] = partsBuild(cands[i].Parts)
 	}
 	if len(members) == 0 {
 		return res, nil
@@ -383,7 +386,8 @@ func (c *Concatenator) Concat(ctx context.Context, source, id string) (ConcatRes
 	byPack := map[string][]matching.Member{}
 	for _, p := range packed {
 		byPack[p.Object] = append(byPack[p.Object], matching.Member{Component: p.Component, Block: p.Block,
-			Completion: matching.Completion{Object: p.Object, Column: p.Column.Name, Rows: cm.Rows, Bytes: p.Column.Length}})
+			Completion: matching.Completion{Object: p.Object, Column: p.Column.Name, Rows: cm.Rows, Bytes: p.Column.Length,
+				Build: builds[p.Component]}})
 	}
 	objects := make([]string, 0, len(byPack))
 	for o := range byPack {
@@ -404,4 +408,24 @@ func (c *Concatenator) Concat(ctx context.Context, source, id string) (ConcatRes
 		}
 	}
 	return res, nil
+}
+
+// partsBuild is the build a concatenated entry records (MemoEntry.Build,
+// what a confirmed mismatch of its values names): its parts' build when
+// every part was computed by the same one, since concatenating copies
+// their values and computes none; "" (unknown, as for an entry of a
+// worker that predates builds) when the parts' builds differ or one is
+// unknown, so that no one build is blamed for values another computed.
+// The entry records no op times either: no kernel ran.
+func partsBuild(parts []matching.MemoEntry) string {
+	if len(parts) == 0 {
+		return ""
+	}
+	b := parts[0].Build
+	for _, p := range parts[1:] {
+		if p.Build != b {
+			return ""
+		}
+	}
+	return b
 }

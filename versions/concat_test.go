@@ -172,6 +172,8 @@ func TestConcatenatorNamesRowWiseColumns(t *testing.T) {
 		return err
 	}}
 	runner := &memo.Runner{Store: st, Catalog: cat, Registry: reg}
+	// buildOf is the build a worker computing (k, m) reports (set below).
+	var buildOf func(k canon.Key, m blockref.Memo) string
 	// work runs every scheduled task as sigd's workers do and returns how
 	// many computed something.
 	work := func() int {
@@ -192,7 +194,8 @@ func TestConcatenatorNamesRowWiseColumns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := memos.Complete(ctx, tk.Component, tk.Block, spec.Gen, matching.Completion{Object: res.Object, Rows: res.Rows, Bytes: res.Bytes}); err != nil {
+			if err := memos.Complete(ctx, tk.Component, tk.Block, spec.Gen, matching.Completion{Object: res.Object, Rows: res.Rows, Bytes: res.Bytes,
+				Build: buildOf(tk.Component, tk.Block)}); err != nil {
 				t.Fatal(err)
 			}
 			n++
@@ -237,6 +240,15 @@ input centered = center(col("bid_price"))
 	keys := map[string]canon.Key{}
 	for _, in := range sub.Solution.Inputs {
 		keys[in.Name] = in.Component
+	}
+	// One build computes every part but price's last, which another
+	// does: the concatenated q entry records that build, price's none
+	// (partsBuild).
+	buildOf = func(k canon.Key, m blockref.Memo) string {
+		if k == keys["price"] && m.ID() == parts[len(parts)-1].ID {
+			return "build-b"
+		}
+		return "build-a"
 	}
 	if n := work(); n != 9 {
 		t.Fatalf("%d tasks computed over the parts, want 9", n)
@@ -327,6 +339,9 @@ input centered = center(col("bid_price"))
 			t.Fatalf("the entries name packs %s and %s, want one", pack, e.Object)
 		}
 		pack = e.Object
+		if want := map[string]string{"q": "build-a", "price": ""}[name]; e.Build != want {
+			t.Errorf("input %s: the concatenated entry records build %q, want %q (its parts' one build, or none when two computed them)", name, e.Build, want)
+		}
 	}
 	if _, err := cache.Memo(keys["centered"], cb); !errors.Is(err, matching.ErrNotFound) {
 		t.Fatalf("centered (across rows) got an entry from the concatenation: %v", err)
