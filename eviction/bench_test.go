@@ -337,13 +337,7 @@ func BenchmarkEvictSubgraph1000x100(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Stop()
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := st.EnsureBucket(ctx); err != nil {
-		b.Fatal(err)
-	}
+	st := m.NewStore(b, objstore.Config{Bucket: "sig"})
 	cache, err := matching.OpenCache(b.TempDir(), matching.CacheOptions{})
 	if err != nil {
 		b.Fatal(err)

@@ -82,14 +82,7 @@ type rig struct {
 func newRig(t *testing.T, nblocks int) *rig {
 	t.Helper()
 	m := devenv.NewMinIO(t)
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "sig",
-		RetryFor: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EnsureBucket(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := m.NewStore(t, objstore.Config{Bucket: "sig", RetryFor: 2 * time.Second})
 	cache, err := matching.OpenCache(t.TempDir(), matching.CacheOptions{})
 	if err != nil {
 		t.Fatal(err)

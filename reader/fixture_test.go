@@ -107,15 +107,7 @@ func fleetGraphs(tb testing.TB, names ...string) []string {
 
 func newStore(tb testing.TB, m *devenv.MinIO) *objstore.Store {
 	tb.Helper()
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		Bucket: "sig", RetryFor: 5 * time.Second})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := st.EnsureBucket(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	return st
+	return m.NewStore(tb, objstore.Config{Bucket: "sig", RetryFor: 5 * time.Second})
 }
 
 func newFixture(tb testing.TB, cfg fixtureConfig) *fixture {

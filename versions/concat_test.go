@@ -141,14 +141,7 @@ func withTimes(rec arrow.Record, t int64) arrow.Record {
 func TestConcatenatorNamesRowWiseColumns(t *testing.T) {
 	ctx := context.Background()
 	m := devenv.NewMinIO(t)
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		Bucket: "sig", RetryFor: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EnsureBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := m.NewStore(t, objstore.Config{Bucket: "sig", RetryFor: 5 * time.Second})
 	dir := t.TempDir()
 	cat, err := catalog.Open(filepath.Join(dir, "catalog"))
 	if err != nil {

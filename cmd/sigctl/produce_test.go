@@ -63,14 +63,7 @@ func TestIngestForeignEncodings(t *testing.T) {
 		if _, err := fmt.Sscanf(out, "produced %d events", &n); err != nil || n == 0 {
 			t.Fatalf("produce %s: %q", file, out)
 		}
-		store, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-			Bucket: fmt.Sprintf("wh%d", i), AttemptTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.EnsureBucket(ctx); err != nil {
-			t.Fatal(err)
-		}
+		store := m.NewStore(t, objstore.Config{Bucket: fmt.Sprintf("wh%d", i), AttemptTimeout: 5 * time.Second})
 		cat, err := catalog.Open(filepath.Join(t.TempDir(), "catalog"))
 		if err != nil {
 			t.Fatal(err)

@@ -19,7 +19,9 @@
 // Tests never skip when MinIO is missing: they fail with "run make deps".
 // The testing.TB helpers (NewMinIO, NewKafka) register cleanups; the plain
 // constructors (StartMinIO, StartKafka) are for programs such as the demo,
-// which stop the servers themselves.
+// which stop the servers themselves. MinIO.NewStore gives a test a client
+// of the server with its bucket created, the set-up most storage tests
+// share.
 //
 // S3Traffic reads what a MinIO server counted of the S3 requests it served
 // (requests by API, errors, bytes both ways; MinIO's metrics v3, behind
@@ -32,6 +34,7 @@
 // it still writes (one type for all of them); FreeAddr is how MinIO here
 // and the processes tests start get a port to listen on.
 //
-// What this package does not own: the object-store client (warehouse/objstore)
-// and Kafka clients (callers build them from the addresses given here).
+// What this package does not own: the object-store client (warehouse/objstore,
+// which NewStore only configures) and Kafka clients (callers build them from
+// the addresses given here).
 package devenv

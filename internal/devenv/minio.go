@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/sigdata/sig/internal/randid"
+	"github.com/sigdata/sig/warehouse/objstore"
 )
 
 // ErrNoMinIO is returned when the MinIO binary cannot be found.
@@ -354,4 +355,25 @@ func NewMinIO(tb testing.TB) *MinIO {
 		}
 	})
 	return m
+}
+
+// NewStore returns a client of m for the test with cfg's bucket created:
+// cfg's endpoint and credentials, when empty, are m's, and the rest
+// (bucket, retries, timeouts) as given. A failure fails the test.
+func (m *MinIO) NewStore(tb testing.TB, cfg objstore.Config) *objstore.Store {
+	tb.Helper()
+	if cfg.Endpoint == "" {
+		cfg.Endpoint = m.Endpoint
+	}
+	if cfg.AccessKey == "" && cfg.SecretKey == "" {
+		cfg.AccessKey, cfg.SecretKey = m.AccessKey, m.SecretKey
+	}
+	s, err := objstore.New(cfg)
+	if err != nil {
+		tb.Fatalf("devenv: %v", err)
+	}
+	if err := s.EnsureBucket(context.Background()); err != nil {
+		tb.Fatalf("devenv: bucket %s: %v", cfg.Bucket, err)
+	}
+	return s
 }

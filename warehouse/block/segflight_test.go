@@ -21,13 +21,7 @@ import (
 func NewTestStore(tb testing.TB) (*devenv.MinIO, *objstore.Store) {
 	tb.Helper()
 	m := devenv.NewMinIO(tb)
-	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "warehouse"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := s.EnsureBucket(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
+	s := m.NewStore(tb, objstore.Config{Bucket: "warehouse"})
 	return m, s
 }
 

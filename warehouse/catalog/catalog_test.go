@@ -220,14 +220,8 @@ func smallRecord(n int, t0 int64) arrow.Record {
 // catalogued) whose records a later generation re-cut differently.
 func TestRebuildEqualsOriginal(t *testing.T) {
 	m := devenv.NewMinIO(t)
-	store, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "warehouse"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := m.NewStore(t, objstore.Config{Bucket: "warehouse"})
 	ctx := context.Background()
-	if err := store.EnsureBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
 	orig := open(t, filepath.Join(t.TempDir(), "orig"))
 	w := 500 * hour
 	write := func(mm block.Meta, catalogue bool) {

@@ -315,14 +315,8 @@ func TestPinsAndGC(t *testing.T) {
 // deleted by DeleteObjects.
 func TestRebuildVersions(t *testing.T) {
 	m := devenv.NewMinIO(t)
-	store, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "warehouse"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := m.NewStore(t, objstore.Config{Bucket: "warehouse"})
 	ctx := context.Background()
-	if err := store.EnsureBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
 	orig := open(t, filepath.Join(t.TempDir(), "orig"))
 	defer orig.Close()
 	write := func(mm block.Meta, catalogue bool) block.Meta {

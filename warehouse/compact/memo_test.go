@@ -44,15 +44,8 @@ import (
 // TestAcrossRowsIsRecomputed.)
 func TestConcatMemoEqualsRecomputation(t *testing.T) {
 	m := devenv.NewMinIO(t)
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		Bucket: "sig", RetryFor: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := m.NewStore(t, objstore.Config{Bucket: "sig", RetryFor: 5 * time.Second})
 	ctx := context.Background()
-	if err := st.EnsureBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
 	s := transform.AdsSchema()
 	schemaJSON, _ := json.Marshal(s)
 	var comps []*canon.Canonical

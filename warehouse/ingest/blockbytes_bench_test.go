@@ -64,15 +64,8 @@ func BenchmarkBlockBytes(b *testing.B) {
 	old := debug.SetGCPercent(reader.DefaultGCPercent)
 	defer debug.SetGCPercent(old)
 	m := devenv.NewMinIO(b)
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		Bucket: "sig", RetryFor: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := m.NewStore(b, objstore.Config{Bucket: "sig", RetryFor: 5 * time.Second})
 	ctx := context.Background()
-	if err := st.EnsureBucket(ctx); err != nil {
-		b.Fatal(err)
-	}
 	s := transform.AdsSchema()
 	schemaJSON, _ := json.Marshal(s)
 	src, err := fs.ReadFile(examples.Fleet, "fleet/ranking.sig")

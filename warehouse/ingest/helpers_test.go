@@ -33,14 +33,7 @@ func newEnv(t testing.TB, partitions int32) *env {
 	t.Helper()
 	m := devenv.NewMinIO(t)
 	k := devenv.NewKafka(t, devenv.KafkaConfig{Topics: []string{"raw.ads", "raw.ads.dlq"}, Partitions: partitions})
-	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		Bucket: "warehouse", AttemptTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EnsureBucket(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := m.NewStore(t, objstore.Config{Bucket: "warehouse", AttemptTimeout: 5 * time.Second})
 	return &env{minio: m, kafka: k, store: s, catalogDir: filepath.Join(t.TempDir(), "catalog")}
 }
 

@@ -58,15 +58,8 @@ func BenchmarkBatch(b *testing.B) {
 	rows, nblocks := envInt(b, "BATCH_ROWS", 10_000), envInt(b, "BATCH_BLOCKS", 2)
 	batchTasks := sigd.DefaultWorkerBatchTasks
 	m := devenv.NewMinIO(b)
-	st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		Bucket: "sig", RetryFor: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := m.NewStore(b, objstore.Config{Bucket: "sig", RetryFor: 5 * time.Second})
 	ctx := context.Background()
-	if err := st.EnsureBucket(ctx); err != nil {
-		b.Fatal(err)
-	}
 	s, reg := transform.AdsSchema(), transform.Default()
 	schemaJSON, _ := json.Marshal(s)
 

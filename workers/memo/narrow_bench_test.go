@@ -63,15 +63,7 @@ func BenchmarkNarrow(b *testing.B) {
 	m := devenv.NewMinIO(b)
 	ctx := context.Background()
 	bucket := func(name string) *objstore.Store {
-		st, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-			Bucket: name, RetryFor: 5 * time.Second})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := st.EnsureBucket(ctx); err != nil {
-			b.Fatal(err)
-		}
-		return st
+		return m.NewStore(b, objstore.Config{Bucket: name, RetryFor: 5 * time.Second})
 	}
 	s := transform.AdsSchema()
 	schemaJSON, _ := json.Marshal(s)
@@ -123,16 +115,16 @@ func BenchmarkNarrow(b *testing.B) {
 	}
 
 	type arm struct {
-		name      string
-		wide      bool
-		store     *objstore.Store
-		srv       *reader.Server
-		raw       []block.Meta
-		memo      [][]block.Meta // [block][component]
+		name  string
+		wide  bool
+		store *objstore.Store
+		srv   *reader.Server
+		raw   []block.Meta
+		memo  [][]block.Meta // [block][component]
 		// object is where Runner.Run put each component's column of a
 		// block: a pack of that one member (issue 28), the layout of an
 		// object per component.
-		object map[string]string // component/block -> object
+		object    map[string]string // component/block -> object
 		workerCPU time.Duration
 		readerCPU time.Duration
 		examples  int64
@@ -205,7 +197,7 @@ func BenchmarkNarrow(b *testing.B) {
 	valueBytes := map[string]int64{} // arm-declared type -> value segment bytes
 	narrowed := 0
 	packs := map[string]int{} // arm -> packs written (3 encodings a block)
-	var stored []string // input:declared=stored of each narrowed component
+	var stored []string       // input:declared=stored of each narrowed component
 	for _, a := range arms {
 		for k := range a.raw {
 			work(a, k)

@@ -16,13 +16,7 @@ import (
 func TestObjectStoreCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	m := devenv.NewMinIO(t)
-	s, err := objstore.New(objstore.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: "warehouse"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EnsureBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := m.NewStore(t, objstore.Config{Bucket: "warehouse"})
 	stores := []Store{ObjectStore{S: s, Pipeline: "ctr"}, ObjectStore{S: s, Pipeline: "ctr"}}
 	tables := testTables()
 	cl := startCluster(t, 2, stores)
