@@ -3,6 +3,7 @@ package memo_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"runtime"
 	"runtime/debug"
@@ -32,7 +33,9 @@ import (
 // pipeline's components over them written by memo.Runner with the same
 // compression. Per compression, alternating within every iteration:
 //
-//   - stored bytes: raw block objects and memo objects (bytes per block);
+//   - stored bytes: raw block objects, and the memo columns (bytes per
+//     block: each component's segment, workers.Result.Bytes; since
+//     packs, a pack's shared event_id and footer are not a member's);
 //   - worker CPU: memo.Runner computing and writing every component of one
 //     block (read the raw columns, decompress, run, compress, PUT), CPU
 //     milliseconds per block;
@@ -75,11 +78,14 @@ func BenchmarkCompression(b *testing.B) {
 		examples, tasks   int64
 		blocksRun         int64
 		readBytes         int64
+		// object is where Runner.Run last put each component's column of
+		// a block (a pack of that one member): component index/block id.
+		object map[string]string
 	}
 	arms := make([]*arm, len(comps))
 	recs := gen.New(gen.Config{Seed: 3}).Records(rows*blocks, rows)
 	for i, comp := range comps {
-		a := &arm{comp: comp}
+		a := &arm{comp: comp, object: map[string]string{}}
 		for k, rec := range recs {
 			window := time.Date(2026, 1, 1, k, 0, 0, 0, time.UTC).UnixMicro()
 			// Each arm's blocks are other Kafka ranges: other block ids.
@@ -118,6 +124,7 @@ func BenchmarkCompression(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			a.object[fmt.Sprint(ci, "/", meta.ID)] = res.Object
 			if a.blocksRun < int64(len(a.raw)) {
 				a.memoB += res.Bytes
 			}
@@ -132,8 +139,8 @@ func BenchmarkCompression(b *testing.B) {
 		for ci := range c.Components {
 			comp := &c.Components[ci]
 			u.Inputs = append(u.Inputs, &readerv1.ModelInput{Name: comp.Input, ComponentKey: comp.Key.String(),
-				Type: comp.Type.String(), CanonicalDsl: c.DSL(comp, "out"), MemoObject: memoKey(ci, meta.ID),
-				MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: readerv1.InputMode_INPUT_MODE_MEMO})
+				Type: comp.Type.String(), CanonicalDsl: c.DSL(comp, "out"), MemoObject: a.object[fmt.Sprint(ci, "/", meta.ID)],
+				MemoColumn: block.MemberColumn(comp.Key), MemoState: sigv1.BlockState_BLOCK_STATE_READY, Mode: readerv1.InputMode_INPUT_MODE_MEMO})
 		}
 		return u
 	}
