@@ -75,9 +75,10 @@ cp "$mix" "$raw"
 	echo "# blocks: second = sigd dev's 1,000-row blocks sealed 1 s after their first row; window = cut when"
 	echo "# the window closes (CAUGHTUP_BLOCKS=window); rows/unit measured"
 	echo "# what bounds saved (measured, the readers' sig_reader_transform_seconds_total and an idle reader's CPU):"
-	echo "# lig xform = the LIG reader's transform programs per example (wall time, at least their CPU): reading memo"
-	echo "# columns instead saves at most that, so bound = lig xform / LIG ns/ex is the most SIG could save with every"
-	echo "# memo read free; guard = the SIG reader's guard recomputing per example; idle = an idle reader's CPU per LIG example"
+	echo "# lig xform = the CPU of the LIG reader's transform programs per example (the serving thread's clock around each):"
+	echo "# reading memo columns instead saves at most that, so bound = lig xform / LIG ns/ex is the most SIG could save"
+	echo "# with every memo read free; guard = the SIG reader's guard (recomputing and comparing) per example, CPU;"
+	echo "# idle = an idle reader's CPU per LIG example (/proc, 10 ms ticks: 0 is less than one tick in the 60 s)"
 	printf "%-8s %-6s %-7s %10s %12s %12s %10s %8s %10s %8s %8s %8s\n" "late" "guard" "blocks" "rows/unit" "SIG ns/ex" "LIG ns/ex" "pending p" "saved" "lig xform" "bound" "guard" "idle"
 	awk '/^blocks:/ { blocks = $2 }
 	/^BenchmarkCaughtUpStream/ {

@@ -59,10 +59,10 @@ const (
 // rows per memo input; CAUGHTUP_GUARD_ROWS sets --guard-sample-rows, 0
 // off).
 // Reported: CPU ns per example of each reader, the share of pure LIG's
-// reader CPU the SIG reader saves, what bounds that share (the LIG
-// reader's transform time per example, from its
+// reader CPU the SIG reader saves, what bounds that share (the CPU of the
+// LIG reader's transform programs per example, its
 // sig_reader_transform_seconds_total, over its CPU: the most reading memo
-// columns could save; the SIG reader's guard time; and the CPU of a third,
+// columns could save; the SIG reader's guard CPU; and the CPU of a third,
 // idle reader per example), and the pending share p the stream left
 // (input columns the SIG reader computed over all it served; compare with
 // BenchmarkCaughtUpMix in package reader, which measures the same curve on
@@ -291,10 +291,9 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 	}
 	b.ReportMetric(1-perEx["sig"]/perEx["lig"], "saved")
 	// What bounds "saved": reading a memo column instead of computing it
-	// saves at most the LIG reader's transform programs (their wall time,
-	// an upper bound of their CPU); everything else a unit costs (its
-	// call, the raw read, decoding, the batches sent) and an idle
-	// reader's CPU both sides pay.
+	// saves at most the CPU of the LIG reader's transform programs;
+	// everything else a unit costs (its call, the raw read, decoding, the
+	// batches sent) and an idle reader's CPU both sides pay.
 	lig := jobs[1]
 	ligRows := lig.rows1 - lig.rows0
 	b.ReportMetric(1e9*(lig.local1T-lig.local0T)/ligRows, "lig-transform-ns/ex")
