@@ -220,7 +220,7 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 		memo0, memo1   float64
 		local0, local1 float64
 		units0, units1 float64
-		// local and guard: the wall time of its transform programs
+		// local and guard: the CPU time of its transform programs
 		// (reader.MetricTransform).
 		local0T, local1T float64
 		guard0T, guard1T float64
