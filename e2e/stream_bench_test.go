@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sigdata/sig/internal/cpuclock"
 	"github.com/sigdata/sig/sigd/sigdtest"
 	"github.com/sigdata/sig/trainer/checkpoint"
 	"github.com/sigdata/sig/warehouse/gen"
@@ -319,24 +320,16 @@ func runStream(b *testing.B, late float64, measure time.Duration, guardRows stri
 	b.ReportMetric(0, "ns/op")
 }
 
-// procCPU is the user and system CPU time of process pid so far
-// (/proc/<pid>/stat, in clock ticks of 10 ms: USER_HZ is 100 on Linux).
+// procCPU is the user and system CPU time of process pid so far, from its
+// CPU clock (internal/cpuclock: /proc's 10 ms ticks made the window
+// blocks' few units 4 or 5 ticks).
 func procCPU(tb testing.TB, pid int) time.Duration {
 	tb.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := cpuclock.Process(pid)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is field 3, utime 14, stime 15.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		tb.Fatalf("/proc/%d/stat: %q", pid, s)
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return d
 }
 
 // scrapeMetrics GETs a /metrics page and returns each sample's value keyed

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/sigdata/sig/internal/cpuclock"
 )
 
 // proc is a child process whose CPU time the run measures.
@@ -145,18 +145,9 @@ func (p *proc) stop(grace time.Duration) {
 
 // cpuOf reads the CPU time (user plus system, every thread, exited ones
 // included) of any process of ours from the kernel's per-process CPU clock
-// (clock_gettime of the clock clock_getcpuclockid names: ((^pid)<<3)|2,
-// CPUCLOCK_SCHED of the whole thread group). It is the accounting getrusage
-// and /proc/<pid>/stat's utime+stime report, at nanosecond resolution
-// rather than in clock ticks, so the CPU of a few units is not rounded to
-// 10 ms.
-func cpuOf(pid int) (time.Duration, error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(int32((^pid)<<3|2), &ts); err != nil {
-		return 0, fmt.Errorf("cpu clock of pid %d: %w", pid, err)
-	}
-	return time.Duration(ts.Nano()), nil
-}
+// (internal/cpuclock): at nanosecond resolution rather than in clock
+// ticks, so the CPU of a few units is not rounded to 10 ms.
+func cpuOf(pid int) (time.Duration, error) { return cpuclock.Process(pid) }
 
 // statCPU reads utime+stime from /proc/<pid>/stat (clock ticks of
 // 1/100 s: USER_HZ is 100 on Linux), to check cpuOf against.
