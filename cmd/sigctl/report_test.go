@@ -46,7 +46,7 @@ func TestReportCommand(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "report", "fleet-run-hit-rate.svg")); err != nil {
 		t.Error(err)
 	}
-	if !strings.Contains(out.String(), "from: fleet-run.json, scale.json") || !strings.Contains(out.String(), "not run (the report says which command writes each): fleet-full.json, fleet.json") {
+	if !strings.Contains(out.String(), "from: fleet-run.json, scale.json") || !strings.Contains(out.String(), "not run (the report says which command writes each): fleet-full.json, fleet-full-default.json, fleet.json") {
 		t.Errorf("stdout: %s", out.String())
 	}
 
