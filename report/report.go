@@ -91,7 +91,15 @@ func build(dir, name string) (Section, error) {
 		if err != nil || !ok {
 			return missing(id, title), err
 		}
-		return fleetSection(id, title, dir+"/"+name, res), nil
+		s := fleetSection(id, title, dir+"/"+name, res)
+		if name == FleetFullDefault {
+			// Issue 28: "a larger block alone must not be what meets the
+			// targets": the same fleet at 10,000-row blocks is the full
+			// run's section, read with this one.
+			s.Items = append([]Item{{Text: "The same fleet as the full run's section, at ingestion's default block size instead of 10,000-row blocks. " +
+				"Issue 28 asks for both: a larger block alone must not be what meets its targets, so a target met here and not in the full run is met by the block size."}}, s.Items...)
+		}
+		return s, nil
 	case Scale:
 		s, ok, err := readScale(dir)
 		if err != nil || !ok {
