@@ -663,4 +663,10 @@ func TestBrowserTrainerStall(t *testing.T) {
 	if p := priority(); p != 950 {
 		t.Fatalf("pipeline priority %d after the form, want 950", p)
 	}
+	// The notice shows numbers only: a crafted link's text is not shown.
+	do("a crafted notice link", chromedp.Navigate(base+"/ui/trainer/ctr/ranker?moved=3&priority=call%20support%20at%20evil.example"),
+		chromedp.WaitVisible(chromedp.ID("raise-priority")))
+	if n := count("#notice"); n != 0 {
+		t.Errorf("a crafted link's priority text shown as a notice: %q", text("#notice"))
+	}
 }

@@ -55,9 +55,14 @@ func (u *UI) trainer(w http.ResponseWriter, r *http.Request, s *session) {
 			d.PendingErr = "sigd could not say (the pipeline is not registered?)"
 		}
 	}
-	switch n := r.URL.Query().Get("moved"); {
-	case n != "":
-		p.Notice = fmt.Sprintf("Priority set to %s: %s queued tasks moved.", r.URL.Query().Get("priority"), n)
+	// The notice after setPriority's redirect: numbers only, so that a
+	// crafted link shows no text of its own (it can still claim a move
+	// that did not happen, as any GET can; the server log has the truth).
+	q := r.URL.Query()
+	if moved, err := strconv.Atoi(q.Get("moved")); err == nil && moved >= 0 {
+		if prio, err := strconv.ParseInt(q.Get("priority"), 10, 32); err == nil {
+			p.Notice = fmt.Sprintf("Priority set to %d: %d queued tasks moved.", prio, moved)
+		}
 	}
 	p.Data = d
 	u.render(w, http.StatusOK, "trainer", p)
