@@ -36,6 +36,18 @@ def _bytes_field(num: int, v: bytes) -> bytes:
     return _varint(num << 3 | 2) + _varint(len(v)) + v
 
 
+def _read_varint(buf: bytes, i: int) -> tuple[int, int]:
+    """The varint at buf[i:] and the index after it."""
+    v = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
 def _fields(buf: bytes) -> dict:
     """The length-delimited fields of a protobuf message by number (the
     last of each; FlightData has no repeated one)."""
@@ -43,32 +55,14 @@ def _fields(buf: bytes) -> dict:
     i, n = 0, len(buf)
     mv = memoryview(buf)
     while i < n:
-        key = 0
-        shift = 0
-        while True:
-            b = buf[i]
-            i += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        key, i = _read_varint(buf, i)
         num, wt = key >> 3, key & 7
         if wt == 2:
-            ln = 0
-            shift = 0
-            while True:
-                b = buf[i]
-                i += 1
-                ln |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+            ln, i = _read_varint(buf, i)
             out[num] = mv[i:i + ln]
             i += ln
         elif wt == 0:
-            while buf[i] & 0x80:
-                i += 1
-            i += 1
+            _, i = _read_varint(buf, i)
         elif wt == 1:
             i += 8
         elif wt == 5:

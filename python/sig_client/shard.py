@@ -23,7 +23,7 @@ with another (other worker counts), and the states of several ranks merge
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -123,6 +123,37 @@ def _py(v):
     if isinstance(v, bytes):
         v = v.decode()
     return v
+
+
+POSITION = "sig_position"
+"""The key of a batch's Position in what the adapters yield."""
+
+
+class EpochTracking:
+    """What both adapters keep of an epoch: its state, restarted by
+    set_epoch, saved and restored (state_dict, load_state_dict) and
+    advanced by track as the training loop consumes batches."""
+
+    state: EpochState
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch epoch (its progress empty) unless the state is of it."""
+        if epoch != self.state.epoch:
+            self.state = EpochState(epoch=epoch)
+
+    def state_dict(self) -> dict:
+        return self.state.to_dict()
+
+    def load_state_dict(self, d: dict) -> None:
+        self.state = EpochState.from_dict(d)
+
+    def track(self, batches: Iterable[dict]) -> Iterator[dict]:
+        """Yields batches (a DataLoader's, or a dataset's elements taken
+        eagerly), recording each one's position in state as it is handed
+        to the loop."""
+        for b in batches:
+            self.state.advance(b[POSITION])
+            yield b
 
 
 class ShardReader:

@@ -27,7 +27,7 @@ shuffle=True). Resuming: state_dict()/load_state_dict() as in torch_data
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,9 +35,7 @@ import tensorflow as tf
 
 from .arrays import dense, to_numpy
 from .client import Client
-from .shard import EpochState, ShardReader
-
-POSITION = "sig_position"
+from .shard import POSITION, EpochState, EpochTracking, ShardReader
 
 _DTYPES = {pa.int64(): tf.int64, pa.int32(): tf.int32, pa.float64(): tf.float64, pa.float32(): tf.float32,
            pa.bool_(): tf.bool, pa.int16(): tf.int16, pa.int8(): tf.int8}
@@ -78,7 +76,7 @@ def without_position(x: dict) -> dict:
     return {k: v for k, v in x.items() if k != POSITION}
 
 
-class SigTFData:
+class SigTFData(EpochTracking):
     """A pipeline's batches as tf.data (see the module doc). client is a
     sig_client.Client with reader addresses and a token; the read is
     client_name/pipeline with Client.command's options."""
@@ -110,23 +108,6 @@ class SigTFData:
         if self._spec is None:
             self._spec = signature(self.client.read(state=_state(self.command)).schema)
         return self._spec
-
-    def set_epoch(self, epoch: int) -> None:
-        if epoch != self.state.epoch:
-            self.state = EpochState(epoch=epoch)
-
-    def state_dict(self) -> dict:
-        return self.state.to_dict()
-
-    def load_state_dict(self, d: dict) -> None:
-        self.state = EpochState.from_dict(d)
-
-    def track(self, elements: Iterable[dict]) -> Iterator[dict]:
-        """Yields elements (of dataset(), eagerly), recording each one's
-        position in state as it is handed to the loop."""
-        for x in elements:
-            self.state.advance(x[POSITION])
-            yield x
 
     def _generator(self, k) -> Iterator[dict]:
         shards = self.world_size * self.parallel_reads

@@ -34,7 +34,7 @@ saw is read again, none is skipped.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -43,9 +43,7 @@ import torch.utils.data
 
 from .arrays import dense, to_numpy
 from .client import Client
-from .shard import EpochState, ShardReader
-
-POSITION = "sig_position"
+from .shard import POSITION, EpochState, EpochTracking, ShardReader
 
 
 def _tensor(a: np.ndarray) -> torch.Tensor:
@@ -74,7 +72,7 @@ def _distributed() -> tuple[int, int]:
     return 1, 0
 
 
-class SigIterableDataset(torch.utils.data.IterableDataset):
+class SigIterableDataset(EpochTracking, torch.utils.data.IterableDataset):
     """A pipeline's batches for a DataLoader (see the module doc). client
     is a sig_client.Client with reader addresses and a token; the read is
     client_name/pipeline with Client.command's options (start, end,
@@ -99,24 +97,6 @@ class SigIterableDataset(torch.utils.data.IterableDataset):
         self.command = client.command(client_name, pipeline, start=start, end=end, batch_rows=batch_rows,
                                       labels=labels, mode=mode)
         self.state = EpochState()
-
-    def set_epoch(self, epoch: int) -> None:
-        """Starts epoch epoch (its progress empty) unless the state is of it."""
-        if epoch != self.state.epoch:
-            self.state = EpochState(epoch=epoch)
-
-    def state_dict(self) -> dict:
-        return self.state.to_dict()
-
-    def load_state_dict(self, d: dict) -> None:
-        self.state = EpochState.from_dict(d)
-
-    def track(self, batches: Iterable[dict]) -> Iterator[dict]:
-        """Yields batches (a DataLoader's), recording each one's position in
-        state as it is handed to the loop."""
-        for b in batches:
-            self.state.advance(b[POSITION])
-            yield b
 
     def shard(self) -> tuple[int, int]:
         """(shards, this worker's shard) in the calling process."""
