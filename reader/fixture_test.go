@@ -401,3 +401,27 @@ func (f *fixture) inputNames() string {
 	}
 	return strings.Join(s, ",")
 }
+
+// computed returns what a LIG read of raw serves, column by column, and
+// the columns' names: event_id and the labels, then every input computed
+// from raw with the row-at-a-time reference (transform.Run), each
+// released when the test ends.
+func (f *fixture) computed(t *testing.T, raw arrow.Record) ([]arrow.Array, []string) {
+	t.Helper()
+	want := []arrow.Array{column(raw, "event_id"), column(raw, "click"), column(raw, "conversion")}
+	names := []string{"event_id", "click", "conversion"}
+	for _, in := range f.inputs {
+		g, _, err := transform.ParseAndCheck([]byte(in.dsl), in.name, f.schema, transform.Default(), transform.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := transform.Run(g, transform.Default(), raw, g.Inputs[0].Node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(out[0].Release)
+		want = append(want, out[0])
+		names = append(names, in.name)
+	}
+	return want, names
+}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	flightpb "github.com/apache/arrow/go/v15/arrow/flight/gen/flight"
 	"github.com/cockroachdb/datadriven"
@@ -167,19 +166,7 @@ func (f *fixture) checkRangeContent(t *testing.T, b int, rng *sigv1.EventRange, 
 			rows = append(rows, r)
 		}
 	}
-	want := []arrow.Array{column(raw, "event_id"), column(raw, "click"), column(raw, "conversion")}
-	for _, in := range f.inputs {
-		g, _, err := transform.ParseAndCheck([]byte(in.dsl), in.name, f.schema, transform.Default(), transform.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := transform.Run(g, transform.Default(), raw, g.Inputs[0].Node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer out[0].Release()
-		want = append(want, out[0])
-	}
+	want, _ := f.computed(t, raw)
 	next := 0 // the unit's next row
 	for _, r := range resps[:len(resps)-1] {
 		rec, err := decodeBatch(r.ArrowIpc)

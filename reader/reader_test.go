@@ -11,7 +11,6 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/array"
 
 	readerv1 "github.com/sigdata/sig/proto/reader/v1"
-	"github.com/sigdata/sig/transform"
 	"github.com/sigdata/sig/warehouse/block"
 )
 
@@ -185,21 +184,7 @@ func (f *fixture) checkContent(t *testing.T, b int, resps []*readerv1.ReadRespon
 		t.Fatal(err)
 	}
 	defer raw.Release()
-	want := []arrow.Array{column(raw, "event_id"), column(raw, "click"), column(raw, "conversion")}
-	names := []string{"event_id", "click", "conversion"}
-	for _, in := range f.inputs {
-		g, _, err := transform.ParseAndCheck([]byte(in.dsl), in.name, f.schema, transform.Default(), transform.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := transform.Run(g, transform.Default(), raw, g.Inputs[0].Node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer out[0].Release()
-		want = append(want, out[0])
-		names = append(names, in.name)
-	}
+	want, names := f.computed(t, raw)
 	var crc uint32
 	var row int64
 	for _, r := range resps[:len(resps)-1] {
