@@ -92,14 +92,7 @@ func TestFlightInfoFromSigd(t *testing.T) {
 		if err := proto.Unmarshal(ep.Ticket.Ticket, req); err != nil || !proto.Equal(req.Unit, units[i]) || req.StartRow != 0 {
 			t.Fatalf("endpoint %d: ticket %v (%v), want unit %v from row 0", i, req, err, units[i])
 		}
-		stream, err := fc.DoGet(ctx, ep.Ticket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd, err := flight.NewRecordReader(stream)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rd := doGet(ctx, t, fc, ep.Ticket)
 		if !rd.Schema().Equal(schema) {
 			t.Fatalf("endpoint %d: stream schema %s, FlightInfo's %s", i, rd.Schema(), schema)
 		}
@@ -195,14 +188,7 @@ func TestFlightInfoFromSigd(t *testing.T) {
 		if err := proto.Unmarshal(ep.Ticket.Ticket, req); err != nil || !proto.Equal(req.Unit.EventRange, rng) {
 			t.Fatalf("endpoint %d: ticket's event_range %v (%v), want %v", i, req.GetUnit().GetEventRange(), err, rng)
 		}
-		stream, err := fc.DoGet(ctx, ep.Ticket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd, err := flight.NewRecordReader(stream)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rd := doGet(ctx, t, fc, ep.Ticket)
 		for rd.Next() {
 			got += int(rd.Record().NumRows())
 		}
@@ -224,4 +210,18 @@ func TestFlightInfoFromSigd(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("another client's pipeline: %v, want PermissionDenied", err)
 	}
+}
+
+// doGet reads ticket's stream with Flight's record reader.
+func doGet(ctx context.Context, t *testing.T, fc flight.FlightServiceClient, ticket *flight.Ticket) *flight.Reader {
+	t.Helper()
+	stream, err := fc.DoGet(ctx, ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := flight.NewRecordReader(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rd
 }
